@@ -1,0 +1,16 @@
+import { defineConfig } from 'vitest/config';
+import { resolve } from './vite.config';
+
+// Unit tests (pure CPU: converters, float64 reference) and the GPU cases through dawn.node.
+// One worker: dawn.node busy-waits while the GPU works, and the software adapters want both cores.
+export default defineConfig({
+  resolve,
+  test: {
+    include: ['tests/unit/**/*.test.ts', 'tests/node/**/*.test.ts'],
+    pool: 'forks',
+    fileParallelism: false,
+    maxWorkers: 1,
+    testTimeout: 120_000,
+    hookTimeout: 60_000,
+  },
+});
