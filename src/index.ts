@@ -1,0 +1,9 @@
+// webinfer: WebGPU attention engine. Public entry point (API.md).
+export { createEngine, Engine } from './engine';
+export type { AdapterSummary, Bindable } from './engine';
+export { Tensor, BufferPool } from './tensor';
+export { WebinferError } from './errors';
+export type { AttentionOptions, SdpaOptions, SdpaBackend, EngineFeatures, EngineLimits, EngineOptions } from './types';
+export * from './dtype';
+export * as reference from './reference';
+export { formatCompilationMessages } from './pipeline';

@@ -1,0 +1,64 @@
+// Encoding of shaders/sdpa_naive.wgsl: the three-pass baseline, chunked over query rows so the
+// materialized score matrix never exceeds the storage-binding limit (or engine.tuning.naiveScoreBytes).
+import { WebinferError } from '../errors';
+import type { Engine } from '../engine';
+import type { Tensor } from '../tensor';
+import type { SdpaProblem } from '../ops/sdpa';
+
+const SHADER = 'sdpa_naive.wgsl';
+const WG = 64;
+
+export const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2 };
+
+const FLAGS = { causal: 1, window: 2, softcap: 4, alibi: 8, sinks: 16, maskBool: 32, maskAdd: 64 } as const;
+
+export function sdpaFlags(p: SdpaProblem): number {
+  return (p.causal ? FLAGS.causal : 0) | (p.window ? FLAGS.window : 0) | (p.softcap ? FLAGS.softcap : 0)
+    | (p.alibi ? FLAGS.alibi : 0) | (p.sinks ? FLAGS.sinks : 0)
+    | (p.maskKind === 'bool' ? FLAGS.maskBool : 0) | (p.maskKind === 'additive' ? FLAGS.maskAdd : 0);
+}
+
+export function encodeSdpaNaive(engine: Engine, p: SdpaProblem, q: Tensor, k: Tensor, v: Tensor, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  const totalRows = p.B * p.Hq * p.Lq;
+  const wide = q.dtype === 'f32';
+  const budget = Math.min(engine.tuning.naiveScoreBytes, engine.limits.maxStorageBufferBindingSize);
+  let chunkRows = Math.min(totalRows, Math.floor(budget / (4 * p.Lk)));
+  // 16-bit outputs pack two elements a word: with odd Dv a chunk must hold an even number of rows.
+  if (!wide && p.Dv % 2 === 1 && chunkRows < totalRows) chunkRows -= chunkRows % 2;
+  if (chunkRows < 1) {
+    throw new WebinferError(`sdpa (naive): Lk=${p.Lk} needs a ${4 * p.Lk}-byte score row, above the ${budget}-byte budget; use backend 'flash'`);
+  }
+
+  const out = engine.emptyTensor([p.B, p.Hq, p.Lq, p.Dv], q.dtype);
+  // lse is always produced (the softmax pass writes it); sdpa simply frees it after use.
+  const lse = engine.emptyTensor([p.B, p.Hq, p.Lq], 'f32');
+  const scores = engine.scratch(4 * chunkRows * p.Lk, 'sdpa_naive.scores');
+  const constants = { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype], WG };
+  const kScores = engine.kernel(SHADER, 'scores_main', constants);
+  const kSoftmax = engine.kernel(SHADER, 'softmax_main', { WG });
+  const kPv = engine.kernel(SHADER, 'pv_main', constants);
+  const slopes = p.alibi ? engine.smallF32(p.alibi, 'alibi') : engine.dummy;
+  const sinks = p.sinks ? engine.smallF32(p.sinks, 'sinks') : engine.dummy;
+  const mask = p.mask ? p.mask.buffer : engine.dummy;
+  const [msB, msH, msI, msJ] = p.maskStrides;
+
+  const resources = { q, k, v, mask, slopes, sinks, scores, out, lse };
+  for (let rowBase = 0; rowBase < totalRows; rowBase += chunkRows) {
+    const rows = Math.min(chunkRows, totalRows - rowBase);
+    const outWords = wide ? rows * p.Dv : Math.ceil((rows * p.Dv) / 2);
+    const outBase = wide ? rowBase * p.Dv : (rowBase * p.Dv) / 2;
+    const u = {
+      B: p.B, Hq: p.Hq, Hkv: p.Hkv, Lq: p.Lq, Lk: p.Lk, D: p.D, Dv: p.Dv, flags: sdpaFlags(p),
+      scale: p.scale, softcap: p.softcap || 1, window: p.window, row_base: rowBase, rows,
+      ms_b: msB, ms_h: msH, ms_i: msI, ms_j: msJ, out_words: outWords, out_base: outBase,
+    };
+    engine.dispatch(kScores, resources, u, Math.ceil((rows * p.Lk) / WG));
+    engine.dispatch(kSoftmax, resources, u, rows);
+    engine.dispatch(kPv, resources, u, Math.ceil(outWords / WG));
+  }
+  if (!withLse) {
+    lse.destroy();
+    return { out, lse: null };
+  }
+  return { out, lse };
+}

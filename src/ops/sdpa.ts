@@ -1,0 +1,106 @@
+// Dense SDPA entry point: validation of every argument and option (SPEC §2), then backend choice.
+import { broadcastStrides } from '../reference';
+import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../errors';
+import type { Engine } from '../engine';
+import { Tensor } from '../tensor';
+import type { SdpaOptions } from '../types';
+import { encodeSdpaNaive } from '../kernels/sdpa_naive';
+
+export interface SdpaProblem {
+  B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number;
+  scale: number;
+  causal: boolean;
+  softcap: number;          // 0 = off
+  window: number;           // 0 = off
+  alibi: Float32Array | null;
+  sinks: Float32Array | null;
+  mask: Tensor | null;
+  maskKind: 'bool' | 'additive' | null;
+  maskStrides: [number, number, number, number];
+}
+
+const FLOAT_STORAGE = ['f32', 'f16', 'bf16'];
+const OPTION_KEYS = new Set(['causal', 'scale', 'softcap', 'slidingWindow', 'alibiSlopes', 'sinks', 'mask', 'backend']);
+
+export function checkTensor(t: unknown, op: string, arg: string): asserts t is Tensor {
+  check(t instanceof Tensor, op, arg, 'a Tensor', t);
+  check(!t.destroyed, op, arg, 'a live tensor', 'a destroyed tensor');
+}
+
+function perHead(x: unknown, n: number, op: string, arg: string): Float32Array {
+  const ok = x instanceof Float32Array || (Array.isArray(x) && x.every((e) => typeof e === 'number'));
+  check(ok, op, arg, 'a Float32Array or number[]', x);
+  const a = Float32Array.from(x as ArrayLike<number>);
+  check(a.length === n, op, arg, `${n} values (one per query head)`, `${a.length} values`);
+  check(a.every(Number.isFinite), op, arg, 'finite values', 'a non-finite value');
+  return a;
+}
+
+/** Validates q/k/v and options; returns the normalized problem. Throws before any GPU work. */
+export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions): SdpaProblem {
+  checkTensor(q, op, 'q');
+  checkTensor(k, op, 'k');
+  checkTensor(v, op, 'v');
+  check(opts !== null && typeof opts === 'object', op, 'opts', 'an options object', opts);
+  for (const key of Object.keys(opts)) {
+    check(OPTION_KEYS.has(key), op, 'opts', `only ${[...OPTION_KEYS].join(', ')}`, `an unknown option '${key}'`);
+  }
+  check(q.shape.length === 4, op, 'q', 'shape [B, Hq, Lq, D]', shapeStr(q.shape));
+  const [B, Hq, Lq, D] = q.shape;
+  check(k.shape.length === 4, op, 'k', `shape [B=${B}, Hkv, Lk, D=${D}]`, shapeStr(k.shape));
+  const [, Hkv, Lk] = k.shape;
+  check(k.shape[0] === B && k.shape[3] === D && Hq % Hkv === 0, op, 'k',
+    `shape [B=${B}, Hkv dividing Hq=${Hq}, Lk, D=${D}]`, shapeStr(k.shape));
+  check(v.shape.length === 4 && v.shape[0] === B && v.shape[1] === Hkv && v.shape[2] === Lk, op, 'v',
+    `shape [B=${B}, Hkv=${Hkv}, Lk=${Lk}, Dv]`, shapeStr(v.shape));
+  const Dv = v.shape[3];
+  check(FLOAT_STORAGE.includes(q.dtype), op, 'q.dtype', "'f32', 'f16' or 'bf16'", fmt(q.dtype));
+  check(k.dtype === q.dtype, op, 'k.dtype', `'${q.dtype}' (the dtype of q)`, fmt(k.dtype));
+  check(v.dtype === q.dtype, op, 'v.dtype', `'${q.dtype}' (the dtype of q)`, fmt(v.dtype));
+
+  const scale = opts.scale === undefined ? 1 / Math.sqrt(D) : checkFinite(opts.scale, op, 'opts.scale');
+  if (opts.causal !== undefined) check(typeof opts.causal === 'boolean', op, 'opts.causal', 'a boolean', opts.causal);
+  let softcap = 0;
+  if (opts.softcap !== undefined && opts.softcap !== null) {
+    softcap = checkFinite(opts.softcap, op, 'opts.softcap');
+    if (softcap < 0) softcap = 0;   // SPEC: None or <= 0 means off
+  }
+  let window = 0;
+  if (opts.slidingWindow !== undefined && opts.slidingWindow !== null) {
+    check(isPosInt(opts.slidingWindow), op, 'opts.slidingWindow', 'a positive integer', opts.slidingWindow);
+    window = opts.slidingWindow;
+  }
+  const alibi = opts.alibiSlopes === undefined ? null : perHead(opts.alibiSlopes, Hq, op, 'opts.alibiSlopes');
+  const sinks = opts.sinks === undefined ? null : perHead(opts.sinks, Hq, op, 'opts.sinks');
+
+  let mask: Tensor | null = null;
+  let maskKind: SdpaProblem['maskKind'] = null;
+  let maskStrides: [number, number, number, number] = [0, 0, 0, 0];
+  if (opts.mask !== undefined) {
+    checkTensor(opts.mask, op, 'opts.mask');
+    mask = opts.mask;
+    check(mask.dtype === 'u32' || mask.dtype === 'f32', op, 'opts.mask.dtype', "'u32' (bool, 1 = attend) or 'f32' (additive)", fmt(mask.dtype));
+    maskKind = mask.dtype === 'u32' ? 'bool' : 'additive';
+    check(mask.shape.length <= 4, op, 'opts.mask', `rank 1..4, broadcastable to [B=${B}, Hq=${Hq}, Lq=${Lq}, Lk=${Lk}]`, shapeStr(mask.shape));
+    try {
+      maskStrides = broadcastStrides(mask.shape, [B, Hq, Lq, Lk]) as [number, number, number, number];
+    } catch {
+      fail(op, 'opts.mask', `a shape broadcastable to [B=${B}, Hq=${Hq}, Lq=${Lq}, Lk=${Lk}]`, shapeStr(mask.shape));
+    }
+  }
+  if (opts.backend !== undefined) {
+    check(['auto', 'flash', 'naive'].includes(opts.backend), op, 'opts.backend', "'auto', 'flash' or 'naive'", fmt(opts.backend));
+  }
+  return { B, Hq, Hkv, Lq, Lk, D, Dv, scale, causal: !!opts.causal, softcap, window, alibi, sinks, mask, maskKind, maskStrides };
+}
+
+export function sdpa(engine: Engine, op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  engine.assertAlive(op);
+  const p = validateSdpa(op, q, k, v, opts ?? {});
+  const backend = opts?.backend ?? 'auto';
+  if (backend === 'flash') {
+    fail(op, 'opts.backend', "'naive' or 'auto' (the fused flash kernel is not part of this build yet)", "'flash'");
+  }
+  if (backend === 'auto') engine.warnOnce(`${op}: backend 'auto' runs the naive kernel: no fused flash kernel in this build yet`);
+  return encodeSdpaNaive(engine, p, q, k, v, withLse);
+}

@@ -1,0 +1,142 @@
+// GPU tensors and the buffer pool behind them.
+import { DTYPE_BYTES, decodeBf16, decodeF16, decodeFp8e4m3, type DType } from './dtype';
+import { WebinferError, numel, shapeStr } from './errors';
+
+/** What a tensor needs from its engine (kept narrow so tensors do not depend on the engine module). */
+export interface TensorHost {
+  readBuffer(buffer: GPUBuffer, byteLength: number): Promise<ArrayBuffer>;
+  releaseBuffer(buffer: GPUBuffer): void;
+  assertAlive(op: string): void;
+}
+
+/** Bytes a tensor of this shape and dtype occupies, rounded up to whole 4-byte words. */
+export function tensorByteLength(shape: readonly number[], dtype: DType): number {
+  return Math.ceil((numel(shape) * DTYPE_BYTES[dtype]) / 4) * 4;
+}
+
+export class Tensor {
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  /** Bytes holding the elements, padded to a multiple of 4; the buffer itself may be larger (pooled). */
+  readonly byteLength: number;
+  private buf: GPUBuffer | null;
+
+  constructor(private readonly host: TensorHost, buffer: GPUBuffer, shape: readonly number[], dtype: DType) {
+    this.shape = Object.freeze([...shape]);
+    this.dtype = dtype;
+    this.byteLength = tensorByteLength(shape, dtype);
+    this.buf = buffer;
+  }
+
+  get buffer(): GPUBuffer {
+    if (!this.buf) throw new WebinferError(`tensor ${shapeStr(this.shape)} ${this.dtype}: used after destroy()`);
+    return this.buf;
+  }
+
+  get destroyed(): boolean {
+    return this.buf === null;
+  }
+
+  get numel(): number {
+    return numel(this.shape);
+  }
+
+  /** Raw contents: Float32Array, Int32Array, Uint32Array, Uint16Array (f16/bf16 bits) or Uint8Array (fp8). */
+  async toArray(): Promise<Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array> {
+    this.host.assertAlive('Tensor.toArray');
+    const bytes = await this.host.readBuffer(this.buffer, this.byteLength);
+    const n = this.numel;
+    switch (this.dtype) {
+      case 'f32': return new Float32Array(bytes, 0, n);
+      case 'i32': return new Int32Array(bytes, 0, n);
+      case 'u32': return new Uint32Array(bytes, 0, n);
+      case 'f16': case 'bf16': return new Uint16Array(bytes, 0, n);
+      case 'fp8e4m3': return new Uint8Array(bytes, 0, n);
+    }
+  }
+
+  /** Reads back and decodes to f32 (integers are converted as numbers). */
+  async toFloat32(): Promise<Float32Array> {
+    const raw = await this.toArray();
+    switch (this.dtype) {
+      case 'f32': return raw as Float32Array;
+      case 'f16': return decodeF16(raw as Uint16Array);
+      case 'bf16': return decodeBf16(raw as Uint16Array);
+      case 'fp8e4m3': return decodeFp8e4m3(raw as Uint8Array);
+      default: return Float32Array.from(raw as Int32Array | Uint32Array);
+    }
+  }
+
+  /** Returns the buffer to the engine's pool; later use of this tensor throws. Idempotent. */
+  destroy(): void {
+    if (!this.buf) return;
+    this.host.releaseBuffer(this.buf);
+    this.buf = null;
+  }
+}
+
+/**
+ * Reuses freed buffers by size class. A released buffer only becomes reusable after the commands
+ * recorded so far are submitted (`onSubmit`): queue.writeBuffer runs on the queue timeline ahead
+ * of an unsubmitted encoder, so handing it out earlier could overwrite data those commands read.
+ */
+export class BufferPool {
+  private readonly free = new Map<string, GPUBuffer[]>();
+  private deferred: GPUBuffer[] = [];
+  private freeBytes = 0;
+  /** Buffers created (pool misses) and reused (hits), for tests and the benchmark's notes. */
+  readonly stats = { created: 0, reused: 0 };
+
+  constructor(private readonly device: GPUDevice, private readonly maxFreeBytes = 512 * 1024 * 1024) {}
+
+  /** Size classes: multiples of 256 B up to 64 KiB, then 8 steps per power of two (≤ 12.5% slack). */
+  static sizeClass(bytes: number): number {
+    const b = Math.max(16, bytes);
+    if (b <= 65536) return Math.ceil(b / 256) * 256;
+    const step = 2 ** (Math.floor(Math.log2(b)) - 3);
+    return Math.ceil(b / step) * step;
+  }
+
+  acquire(bytes: number, usage: number, label?: string): GPUBuffer {
+    const size = BufferPool.sizeClass(bytes);
+    const key = `${usage}:${size}`;
+    const list = this.free.get(key);
+    const hit = list?.pop();
+    if (hit) {
+      this.freeBytes -= size;
+      this.stats.reused++;
+      return hit;
+    }
+    this.stats.created++;
+    return this.device.createBuffer({ size, usage, label });
+  }
+
+  release(buffer: GPUBuffer): void {
+    this.deferred.push(buffer);
+  }
+
+  onSubmit(): void {
+    for (const b of this.deferred) {
+      const key = `${b.usage}:${b.size}`;
+      let list = this.free.get(key);
+      if (!list) this.free.set(key, (list = []));
+      list.push(b);
+      this.freeBytes += b.size;
+    }
+    this.deferred = [];
+    if (this.freeBytes > this.maxFreeBytes) this.trim();
+  }
+
+  /** Destroys every free buffer. */
+  trim(): void {
+    for (const list of this.free.values()) for (const b of list) b.destroy();
+    this.free.clear();
+    this.freeBytes = 0;
+  }
+
+  destroyAll(): void {
+    this.trim();
+    for (const b of this.deferred) b.destroy();
+    this.deferred = [];
+  }
+}

@@ -1,0 +1,55 @@
+// Public option and result types (API.md).
+import type { Tensor } from './tensor';
+
+export interface AttentionOptions {
+  causal?: boolean;
+  scale?: number;
+  softcap?: number;
+  slidingWindow?: number;
+  /** One per query head. */
+  alibiSlopes?: Float32Array | number[];
+  /** Learned sink logits, one per query head. */
+  sinks?: Float32Array | number[];
+}
+
+export type SdpaBackend = 'auto' | 'flash' | 'naive';
+
+export interface SdpaOptions extends AttentionOptions {
+  /** u32 0/1 (bool, 1 = attend) or f32 additive, broadcastable to [B, Hq, Lq, Lk]. */
+  mask?: Tensor;
+  backend?: SdpaBackend;
+}
+
+export interface EngineFeatures {
+  /** `shader-f16` arithmetic is available (f16 storage works everywhere without it). */
+  readonly f16: boolean;
+  readonly subgroups: boolean;
+  /** The adapter's subgroup size when it reports a single one; kernels still read it at run time. */
+  readonly subgroupSize?: number;
+  readonly subgroupMinSize?: number;
+  readonly subgroupMaxSize?: number;
+  readonly timestampQuery: boolean;
+}
+
+export interface EngineLimits {
+  readonly maxComputeWorkgroupStorageSize: number;
+  readonly maxStorageBufferBindingSize: number;
+  readonly maxBufferSize: number;
+  readonly maxStorageBuffersPerShaderStage: number;
+  readonly maxComputeInvocationsPerWorkgroup: number;
+  readonly maxComputeWorkgroupSizeX: number;
+  readonly maxComputeWorkgroupsPerDimension: number;
+  readonly maxUniformBufferBindingSize: number;
+}
+
+export interface EngineOptions {
+  /** The WebGPU entry point; defaults to navigator.gpu. In Node pass `create([])` from 'webgpu'. */
+  gpu?: GPU;
+  /** Use an existing device (its features and limits are taken as they are). */
+  device?: GPUDevice;
+  powerPreference?: GPUPowerPreference;
+  /** Fill every output buffer with NaN bit patterns before a kernel writes it (tests). */
+  poisonOutputs?: boolean;
+  /** Receives warnings (for instance an `auto` fallback), once per reason; default console.warn. */
+  onWarning?: (message: string) => void;
+}

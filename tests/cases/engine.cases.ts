@@ -1,0 +1,110 @@
+// Engine lifecycle: features and limits, the pipeline cache, compile errors, device loss.
+import { createEngine, WebinferError } from '../../src/index';
+import { assert, defineCases, expectThrows, randn } from './harness';
+
+export const engineCases = defineCases('engine', [
+  {
+    name: "exposes the adapter's features and requests its limits",
+    async run({ engine, runtime, note }) {
+      const f = engine.features;
+      assert(typeof f.f16 === 'boolean' && typeof f.subgroups === 'boolean' && typeof f.timestampQuery === 'boolean', 'feature flags');
+      assert(f.f16 === engine.device.features.has('shader-f16'), 'f16 flag matches the device');
+      assert(f.subgroups === engine.device.features.has('subgroups'), 'subgroups flag matches the device');
+      if (f.subgroups && f.subgroupSize !== undefined) {
+        assert([4, 8, 16, 32, 64, 128].includes(f.subgroupSize), `subgroup size ${f.subgroupSize}`);
+      }
+      // WebGPU's defaults are 16 KiB of workgroup storage; every adapter here offers 32 KiB and the
+      // engine must have asked for it.
+      assert(engine.limits.maxComputeWorkgroupStorageSize >= 16384, 'workgroup storage');
+      assert(engine.limits.maxComputeWorkgroupStorageSize === engine.device.limits.maxComputeWorkgroupStorageSize, 'limits mirror the device');
+      if (runtime !== 'deno') {
+        assert(engine.limits.maxComputeWorkgroupStorageSize >= 32768, `requested the adapter's 32 KiB, got ${engine.limits.maxComputeWorkgroupStorageSize}`);
+      }
+      note(`adapter ${engine.adapter.vendor}/${engine.adapter.architecture} f16=${f.f16} subgroups=${f.subgroups}(${f.subgroupSize ?? '?'}) timestamps=${f.timestampQuery}`);
+    },
+  },
+  {
+    name: 'pipelines are cached by shader, entry point and override constants',
+    async run({ engine }) {
+      const a = engine.kernel('sdpa_naive.wgsl', 'pv_main', { IN_DTYPE: 0, OUT_DTYPE: 0, WG: 64 });
+      const n = engine.pipelines.compiled;
+      const b = engine.kernel('sdpa_naive.wgsl', 'pv_main', { WG: 64, OUT_DTYPE: 0, IN_DTYPE: 0 });
+      assert(a === b && engine.pipelines.compiled === n, 'same constants in another order hit the cache');
+      const c = engine.kernel('sdpa_naive.wgsl', 'pv_main', { IN_DTYPE: 1, OUT_DTYPE: 1, WG: 64 });
+      assert(c !== a && engine.pipelines.compiled === n + 1, 'other constants compile a new pipeline');
+      const names = a.bindings.map((x) => `${x.name}:${x.kind}`).sort().join(',');
+      assert(names === 'out:storage,params:uniform,scores:storage,v:read-only-storage', `reflected bindings of pv_main: ${names}`);
+      await expectThrows(() => engine.kernel('sdpa_naive.wgsl', 'pv_main', { NOPE: 1 }), "unknown override constant 'NOPE'");
+      await expectThrows(() => engine.kernel('sdpa_naive.wgsl', 'nope'), "no compute entry point 'nope'");
+      await expectThrows(() => engine.kernel('missing.wgsl', 'main'), "unknown shader 'missing.wgsl'");
+    },
+  },
+  {
+    name: "a shader that fails to compile is reported with the shader's name and line",
+    async run({ newEngine }) {
+      const e = await newEngine();
+      try {
+        // Parses (so reflection works) but fails type checking on line 4.
+        e.pipelines.register('broken.wgsl', [
+          '@group(0) @binding(0) var<storage, read_write> buf: array<f32>;',
+          '@compute @workgroup_size(1)',
+          'fn main() {',
+          '  buf[0] = vec2<f32>(1.0, 2.0);',
+          '}',
+        ].join('\n'));
+        e.kernel('broken.wgsl', 'main');
+        await expectThrows(() => e.sync(), 'broken.wgsl', ':4:');
+      } finally {
+        e.destroy();
+      }
+    },
+  },
+  {
+    name: 'a lost device makes every later call fail with a clear error, not a hang',
+    async run({ newEngine }) {
+      const e = await newEngine();
+      const t = e.tensor(randn(16, 1), [1, 1, 2, 8]);
+      await t.toArray();
+      e.device.destroy();            // the device is lost ('destroyed')
+      await e.device.lost;
+      await expectThrows(() => e.tensor(randn(4, 1), [4]), 'tensor', 'GPU device lost');
+      await expectThrows(() => e.sdpa(t, t, t), 'sdpa', 'GPU device lost');
+      await expectThrows(() => t.toArray(), 'GPU device lost');
+      await expectThrows(() => e.sync(), 'GPU device lost');
+    },
+  },
+  {
+    name: 'a destroyed engine refuses work with a clear error',
+    async run({ newEngine }) {
+      const e = await newEngine();
+      e.destroy();
+      e.destroy();
+      await expectThrows(() => e.zeros([2]), 'zeros', 'engine was destroyed');
+    },
+  },
+  {
+    name: 'createEngine accepts an existing GPUDevice',
+    async run({ engine }) {
+      const e = await createEngine({ device: engine.device });
+      const x = randn(12, 3);
+      const back = await e.tensor(x, [12]).toArray();
+      assert(back.length === 12 && back[5] === x[5], 'round trip through the shared device');
+      assert(e.device === engine.device, 'same device');
+    },
+  },
+  {
+    name: 'createEngine without any WebGPU entry point explains itself',
+    async run() {
+      const nav = (globalThis as { navigator?: { gpu?: unknown } }).navigator;
+      if (nav?.gpu) {
+        // This runtime has navigator.gpu: pass an object that offers no adapter instead.
+        const gpu = { requestAdapter: async () => null } as unknown as GPU;
+        await expectThrows(() => createEngine({ gpu }), 'createEngine', 'no WebGPU adapter');
+      } else {
+        await expectThrows(() => createEngine({}), 'createEngine: gpu:', 'no WebGPU');
+      }
+      await expectThrows(() => createEngine(null as never), 'createEngine: opts: expected an options object');
+      assert(new WebinferError('x') instanceof Error, 'WebinferError is an Error');
+    },
+  },
+]);

@@ -1,0 +1,11 @@
+// Every test case, in the order the runners list them.
+import { engineCases } from './engine.cases';
+import { sdpaNaiveCases } from './sdpa_naive.cases';
+import { tensorCases } from './tensor.cases';
+import { validationCases } from './validation.cases';
+import type { TestCase } from './harness';
+
+export type { CaseContext, TestCase } from './harness';
+export * as webinfer from '../../src/index';
+
+export const allCases: TestCase[] = [...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases];

@@ -1,0 +1,85 @@
+// One checker for dense SDPA cases, shared by every backend's case list: seeded inputs rounded to the
+// storage dtype, the float64 reference, poisoned outputs (the engine poisons), SPEC §6 tolerances.
+import type { Engine, SdpaBackend, Tensor } from '../../src/index';
+import { reference, roundToDType } from '../../src/index';
+import { assertClose, randFor, rng, type CloseReport } from './harness';
+
+export interface SdpaSpec {
+  B?: number; Hq?: number; Hkv?: number; Lq: number; Lk: number; D: number; Dv?: number;
+  dtype?: 'f32' | 'f16' | 'bf16';
+  causal?: boolean; scale?: number; softcap?: number; slidingWindow?: number;
+  alibi?: boolean; sinks?: boolean;
+  /** Mask shape (broadcastable to [B,Hq,Lq,Lk]), kind, and density of attended entries. */
+  mask?: { shape: number[]; kind: 'bool' | 'additive'; keep?: number; emptyRows?: boolean };
+  std?: number;
+  seed: number;
+}
+
+export interface SdpaRun {
+  out: Float32Array; lse: Float32Array;
+  ref: { out: Float64Array; lse: Float64Array };
+  reports: CloseReport[];
+}
+
+function maskData(spec: NonNullable<SdpaSpec['mask']>, seed: number, Lk: number): Float32Array {
+  const n = spec.shape.reduce((a, b) => a * b, 1);
+  const r = rng(seed);
+  const keep = spec.keep ?? 0.7;
+  const m = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const on = r() < keep;
+    if (spec.kind === 'bool') m[i] = on ? 1 : 0;
+    else m[i] = on ? (r() - 0.5) * 4 : (r() < 0.5 ? -Infinity : -1e4);
+  }
+  if (spec.emptyRows) {
+    // Every third row of the mask's last dim masks out all keys.
+    const rowLen = spec.shape[spec.shape.length - 1];
+    if (rowLen === Lk) for (let row = 0; row * rowLen < n; row += 3) m.fill(spec.kind === 'bool' ? 0 : -Infinity, row * rowLen, (row + 1) * rowLen);
+  }
+  return m;
+}
+
+/** Runs one SDPA problem on `backend` and checks out and lse against the float64 reference. */
+export async function checkSdpa(engine: Engine, spec: SdpaSpec, backend: SdpaBackend = 'naive'): Promise<SdpaRun> {
+  const { Lq, Lk, D, seed } = spec;
+  const B = spec.B ?? 1, Hq = spec.Hq ?? 1, Hkv = spec.Hkv ?? Hq, Dv = spec.Dv ?? D;
+  const dtype = spec.dtype ?? 'f32';
+  const std = spec.std ?? 1;
+  const q = randFor(dtype, B * Hq * Lq * D, seed, std);
+  const k = randFor(dtype, B * Hkv * Lk * D, seed + 1, std);
+  const v = randFor(dtype, B * Hkv * Lk * Dv, seed + 2);
+  const r = rng(seed + 3);
+  const alibi = spec.alibi ? Float32Array.from({ length: Hq }, (_, h) => 2 ** (-(8 * (h + 1)) / Hq)) : undefined;
+  const sinks = spec.sinks ? Float32Array.from({ length: Hq }, () => (r() - 0.3) * 4) : undefined;
+  const md = spec.mask ? maskData(spec.mask, seed + 4, Lk) : undefined;
+
+  const tq = engine.tensor(q, [B, Hq, Lq, D], dtype);
+  const tk = engine.tensor(k, [B, Hkv, Lk, D], dtype);
+  const tv = engine.tensor(v, [B, Hkv, Lk, Dv], dtype);
+  let tm: Tensor | undefined;
+  if (spec.mask && md) {
+    tm = spec.mask.kind === 'bool'
+      ? engine.tensor(Uint32Array.from(md), spec.mask.shape, 'u32')
+      : engine.tensor(md, spec.mask.shape, 'f32');
+  }
+  const opts = {
+    causal: spec.causal, scale: spec.scale, softcap: spec.softcap, slidingWindow: spec.slidingWindow,
+    alibiSlopes: alibi, sinks, mask: tm, backend,
+  };
+  const res = engine.sdpaWithLse(tq, tk, tv, opts);
+  const out = await res.out.toFloat32();
+  const lse = await res.lse.toFloat32();
+  for (const t of [tq, tk, tv, tm, res.out, res.lse]) t?.destroy();
+
+  const ref = reference.sdpaRef(q, k, v, { B, Hq, Hkv, Lq, Lk, D, Dv }, {
+    causal: spec.causal, scale: spec.scale, softcap: spec.softcap, slidingWindow: spec.slidingWindow,
+    alibiSlopes: alibi ? roundToDType(alibi, 'f32') : undefined, sinks: sinks ? roundToDType(sinks, 'f32') : undefined,
+    mask: spec.mask && md ? { data: md, shape: spec.mask.shape, kind: spec.mask.kind } : undefined,
+  });
+  const tag = `${backend} ${dtype} B${B} Hq${Hq} Hkv${Hkv} Lq${Lq} Lk${Lk} D${D} Dv${Dv} seed ${seed}`;
+  const reports = [
+    assertClose(`out (${tag})`, out, ref.out, dtype),
+    assertClose(`lse (${tag})`, lse, ref.lse, dtype),
+  ];
+  return { out, lse, ref, reports };
+}
