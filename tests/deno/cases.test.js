@@ -1,0 +1,32 @@
+// Runs the shared GPU cases in Deno (wgpu) against the built dist/webinfer.js.
+// Built first by `npm run build:tests`; run by scripts/test-all.mjs with lavapipe as the adapter.
+import { createEngine } from 'webinfer';
+import { allCases } from '../../.cache/bundles/cases.js';
+
+const runtime = 'deno';
+let engine = null;
+const notes = [];
+const getEngine = async () => (engine ??= await createEngine({ poisonOutputs: true }));
+
+for (const c of allCases) {
+  Deno.test({
+    name: c.name,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const e = await getEngine();
+      await c.run({
+        engine: e,
+        runtime,
+        newEngine: (opts) => createEngine({ ...opts, poisonOutputs: true }),
+        note: (m) => notes.push(m),
+      });
+    },
+  });
+}
+
+// Teardown outside the test list, so the count holds only real cases.
+globalThis.addEventListener('unload', () => {
+  engine?.destroy();
+  for (const n of notes) console.log(`[deno] ${n}`);
+});
