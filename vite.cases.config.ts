@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
 
-// The shared test cases as one ES module for Deno and the Chromium page. The library itself stays an
+// The shared test cases (and the default workload) as ES modules for Deno, Node and the Chromium page. The library itself stays an
 // external import of 'webinfer', which those runtimes map to the built dist/webinfer.js: the browser
 // and Deno suites test the artifact that users import.
 const srcIndex = fileURLToPath(new URL('./src/index.ts', import.meta.url));
@@ -12,7 +12,7 @@ export default defineConfig({
     outDir: '.cache/bundles',
     emptyOutDir: true,
     minify: false,
-    lib: { entry: 'tests/cases/index.ts', formats: ['es'], fileName: () => 'cases.js' },
+    lib: { entry: { cases: 'tests/cases/index.ts', workload: 'bench/workload.ts' }, formats: ['es'], fileName: (_f, name) => `${name}.js` },
     rollupOptions: { external: ['webinfer'] },
   },
   plugins: [{

@@ -10,6 +10,8 @@ export default defineConfig({
     pool: 'forks',
     fileParallelism: false,
     maxWorkers: 1,
+    // gpu.test.ts forces garbage collection to check the engine keeps dawn.node's GPU object alive.
+    execArgv: ['--expose-gc'],
     testTimeout: 120_000,
     hookTimeout: 60_000,
   },

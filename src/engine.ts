@@ -32,6 +32,8 @@ export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
   if (opts === null || typeof opts !== 'object') fail('createEngine', 'opts', 'an options object', opts);
   let device = opts.device;
   let info: GPUAdapterInfo | undefined;
+  let gpuRef: GPU | undefined;
+  let adapterRef: GPUAdapter | undefined;
   let adapterFeatures: ReadonlySet<string> | undefined;
   if (!device) {
     const gpu = opts.gpu ?? (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
@@ -41,6 +43,8 @@ export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
     }
     const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
     if (!adapter) throw new WebinferError('createEngine: no WebGPU adapter is available (requestAdapter returned null)');
+    gpuRef = gpu;
+    adapterRef = adapter;
     info = adapter.info;
     adapterFeatures = adapter.features as ReadonlySet<string>;
     const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
@@ -55,7 +59,11 @@ export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
   } else {
     info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
   }
-  return new Engine(device, info, opts, adapterFeatures);
+  const engine = new Engine(device, info, opts, adapterFeatures);
+  // dawn.node tears its instance down when the GPU object is collected, crashing any device made
+  // from it: the engine holds on to the objects it was built from for as long as it lives.
+  engine.retained = [gpuRef, adapterRef];
+  return engine;
 }
 
 export class Engine implements TensorHost {
@@ -65,6 +73,8 @@ export class Engine implements TensorHost {
   readonly adapter: AdapterSummary;
   readonly pipelines: PipelineCache;
   readonly pool: BufferPool;
+  /** The GPU and adapter objects behind the device, kept alive with the engine. */
+  retained: unknown[] = [];
   /** Knobs the kernels plan with; tests shrink them to reach rarely taken paths at small sizes. */
   readonly tuning = {
     /** Largest score matrix the naive kernel materializes per chunk of query rows. */
@@ -140,9 +150,18 @@ export class Engine implements TensorHost {
     throw errs.length === 1 ? errs[0] : new WebinferError(errs.map((e) => e.message).join('\n'));
   }
 
-  /** Races a promise against device loss so nothing waits forever on a dead device. */
-  private guard<T>(p: Promise<T>): Promise<T> {
-    return Promise.race([p, this.lostPromise]);
+  /**
+   * Races a promise against device loss so nothing waits forever on a dead device. A timer stays
+   * armed meanwhile: dawn.node resolves GPU promises from its own thread, and Node would otherwise
+   * exit mid-await when nothing else keeps its event loop alive.
+   */
+  private async guard<T>(p: Promise<T>): Promise<T> {
+    const keepAlive = setInterval(() => {}, 1000);
+    try {
+      return await Promise.race([p, this.lostPromise]);
+    } finally {
+      clearInterval(keepAlive);
+    }
   }
 
   // ---------------------------------------------------------------------------------------- tensors

@@ -7,3 +7,6 @@ export type { AttentionOptions, SdpaOptions, SdpaBackend, EngineFeatures, Engine
 export * from './dtype';
 export * as reference from './reference';
 export { formatCompilationMessages } from './pipeline';
+export { TOLERANCES, compareToReference } from './check';
+export type { Tolerance, Comparison } from './check';
+export { rng, randn, randInt } from './random';

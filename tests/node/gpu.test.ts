@@ -26,4 +26,16 @@ describe(runtime, () => {
     note: (m) => notes.push(m),
   });
   for (const c of allCases) it(c.name, () => c.run(ctx()));
+
+  // Node only: dawn.node destroys its instance when the object from create() is collected; an
+  // engine made from an otherwise unreferenced create([]) must keep working through a full GC.
+  it('node › the engine keeps the GPU object it was made from alive across garbage collection', async () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    if (!gc) throw new Error('run with --expose-gc (vitest.config.ts sets it)');
+    const e = await createEngine({ gpu: create([]) });
+    for (let i = 0; i < 3; i++) { gc(); await new Promise((r) => setTimeout(r, 10)); }
+    const back = await e.tensor(new Float32Array([1, 2, 3]), [3]).toArray();
+    if (back[2] !== 3) throw new Error(`read back ${Array.from(back)}`);
+    e.destroy();
+  });
 });
