@@ -5,8 +5,7 @@
 // Rows are processed in chunks of `rows` starting at `row_base`, so the S buffer stays within the
 // storage-binding limit at any length. Everything accumulates in f32 whatever the storage dtype.
 //
-// Storage dtypes are pipeline-overridable constants (0 f32, 1 f16, 2 bf16); 16-bit tensors are bound
-// as arrays of u32 words holding two elements, so no shader-f16 feature is needed to read them.
+// Storage dtypes are pipeline-overridable constants (codes of dtype.wgsl, which is prepended).
 
 override IN_DTYPE: u32 = 0u;
 override OUT_DTYPE: u32 = 0u;
@@ -43,28 +42,9 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> out: array<u32>;
 @group(0) @binding(9) var<storage, read_write> lse: array<u32>;
 
-fn unpack_elem(word: u32, hi: bool, dtype: u32) -> f32 {
-  if (dtype == 0u) { return bitcast<f32>(word); }
-  if (dtype == 1u) { return unpack2x16float(word)[select(0u, 1u, hi)]; }
-  return bitcast<f32>(select(word << 16u, word & 0xffff0000u, hi));
-}
-
-fn word_of(i: u32, dtype: u32) -> u32 { return select(i >> 1u, i, dtype == 0u); }
-
 fn load_q(i: u32) -> f32 { return unpack_elem(q[word_of(i, IN_DTYPE)], (i & 1u) == 1u, IN_DTYPE); }
 fn load_k(i: u32) -> f32 { return unpack_elem(k[word_of(i, IN_DTYPE)], (i & 1u) == 1u, IN_DTYPE); }
 fn load_v(i: u32) -> f32 { return unpack_elem(v[word_of(i, IN_DTYPE)], (i & 1u) == 1u, IN_DTYPE); }
-
-fn f32_to_bf16_bits(x: f32) -> u32 {
-  let b = bitcast<u32>(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
-  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
-}
-
-fn pack_out(a: f32, b: f32) -> u32 {
-  if (OUT_DTYPE == 1u) { return pack2x16float(vec2<f32>(a, b)); }
-  return f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16u);
-}
 
 fn linear_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, wg: u32) -> u32 {
   return (wid.y * nwg.x + wid.x) * wg + lid;
@@ -212,5 +192,5 @@ fn pv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let e0 = 2u * w;
   var b2 = 0.0;   // the upper half of the tensor's last word is padding when the count is odd
   if (e0 + 1u < n) { b2 = pv_elem(e0 + 1u); }
-  out[params.out_base + w] = pack_out(pv_elem(e0), b2);
+  out[params.out_base + w] = pack_pair(pv_elem(e0), b2, OUT_DTYPE);
 }

@@ -1,8 +1,8 @@
 // The engine: device acquisition, tensors, command recording, dispatch, read-back, device loss.
 import { DTYPES, DTYPE_BYTES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtype';
 import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './errors';
-import { PipelineCache, packUniform, type Kernel, type OverrideConstants } from './pipeline';
-import { SHADER_SOURCES } from './shaders';
+import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline';
+import { PROGRAMS, SHADER_FILES } from './shaders';
 import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor';
 import type { EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types';
 import { sdpa as sdpaOp } from './ops/sdpa';
@@ -116,7 +116,7 @@ export class Engine implements TensorHost {
       device: info?.device ?? '', description: info?.description ?? '',
     });
     this.pool = new BufferPool(device);
-    this.pipelines = new PipelineCache(device, SHADER_SOURCES, (e) => this.asyncErrors.push(e));
+    this.pipelines = new PipelineCache(device, SHADER_FILES, PROGRAMS, (e) => this.asyncErrors.push(e));
 
     this.lostPromise = device.lost.then((lost) => {
       this.lostMessage = `GPU device lost (${lost.reason}${lost.message ? `: ${lost.message}` : ''})`;
@@ -290,8 +290,8 @@ export class Engine implements TensorHost {
     return this.encoder;
   }
 
-  kernel(shader: string, entry: string, constants?: OverrideConstants): Kernel {
-    return this.pipelines.get(shader, entry, constants);
+  kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
+    return this.pipelines.get(program, entry, spec);
   }
 
   /**

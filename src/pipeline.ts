@@ -40,10 +40,41 @@ export interface Kernel {
 interface ParsedShader {
   readonly source: string;
   readonly reflect: WgslReflect;
+  /** First line (1-based) of each file in the assembled source, for mapping compile errors back. */
+  readonly lineMap: readonly { file: string; start: number }[];
   module: GPUShaderModule | null;
 }
 
 export type OverrideConstants = Readonly<Record<string, number | boolean>>;
+
+/** How one pipeline specializes its program. */
+export interface KernelSpec {
+  /** WGSL `override` constants (pipeline constants: no recompilation of the module). */
+  readonly overrides?: OverrideConstants;
+  /** Values for module-scope `const` declarations, for what WGSL needs as const (array sizes). */
+  readonly consts?: Readonly<Record<string, number | boolean>>;
+  /** Extensions to enable (`f16`, `subgroups`), prepended as directives. */
+  readonly enables?: readonly string[];
+}
+
+function constLiteral(v: number | boolean, type: string | undefined): string {
+  if (typeof v === 'boolean') return String(v);
+  if (type === 'f32' || (!type && !Number.isInteger(v))) return `${Number.isInteger(v) ? `${v}.0` : v}`;
+  if (type === 'i32') return `${v}i`;
+  return `${v}u`;
+}
+
+/** Replaces `const NAME[: type] = ...;` at module scope with the given values. */
+export function specializeConsts(source: string, consts: Readonly<Record<string, number | boolean>>, where: string): string {
+  let out = source;
+  for (const [name, value] of Object.entries(consts)) {
+    const re = new RegExp(`^const\\s+${name}\\s*(?::\\s*(\\w+))?\\s*=[^;]*;`, 'm');
+    const m = re.exec(out);
+    if (!m) throw new WebinferError(`${where}: no module-scope const '${name}' to specialize`);
+    out = out.replace(re, `const ${name}${m[1] ? `: ${m[1]}` : ''} = ${constLiteral(value, m[1])};`);
+  }
+  return out;
+}
 
 function scalarType(name: string): 'u32' | 'i32' | 'f32' | null {
   const base = name.replace(/^vec\d/, '').replace(/[<>]/g, '');
@@ -72,16 +103,23 @@ function bindingKind(v: VariableInfo): BindingKind {
   throw new Error(`unsupported resource ${v.name}`);
 }
 
-/** Formats WGSL compilation messages as `shader:line:col: type: message`. */
-export function formatCompilationMessages(shader: string, messages: readonly GPUCompilationMessage[]): string {
+/** Formats WGSL compilation messages as `file:line:col: type: message`, lines mapped to their file. */
+export function formatCompilationMessages(shader: string, messages: readonly GPUCompilationMessage[],
+                                          lineMap: readonly { file: string; start: number }[] = []): string {
+  const locate = (line: number): string => {
+    let hit: { file: string; start: number } | undefined;
+    for (const p of lineMap) if (p.start <= line) hit = p;
+    return hit ? `${hit.file}:${line - hit.start + 1}` : `${shader}:${line}`;
+  };
   return messages
     .filter((m) => m.type === 'error' || m.type === 'warning')
-    .map((m) => `${shader}:${m.lineNum}:${m.linePos}: ${m.type}: ${m.message}`)
+    .map((m) => `${locate(m.lineNum)}:${m.linePos}: ${m.type}: ${m.message}`)
     .join('\n');
 }
 
 export class PipelineCache {
-  private readonly sources = new Map<string, string>();
+  private readonly files = new Map<string, string>();
+  private readonly programs = new Map<string, readonly string[]>();
   private readonly parsed = new Map<string, ParsedShader>();
   private readonly kernels = new Map<string, Kernel>();
   /** Number of pipelines compiled so far (the cache's misses). */
@@ -90,48 +128,67 @@ export class PipelineCache {
 
   constructor(
     private readonly device: GPUDevice,
-    sources: Readonly<Record<string, string>>,
+    files: Readonly<Record<string, string>>,
+    programs: Readonly<Record<string, readonly string[]>>,
     /** Receives asynchronous compile and validation failures; the engine rethrows them at sync. */
     private readonly onError: (e: Error) => void,
   ) {
-    for (const [name, src] of Object.entries(sources)) this.sources.set(name, src);
+    for (const [name, src] of Object.entries(files)) this.files.set(name, src);
+    for (const [name, parts] of Object.entries(programs)) this.programs.set(name, parts);
   }
 
-  /** Adds or replaces a shader source (used by tests and by generated variants). */
+  /** Adds or replaces a single-file program (used by tests). */
   register(name: string, source: string): void {
-    this.sources.set(name, source);
-    this.parsed.delete(name);
-    for (const key of [...this.kernels.keys()]) if (key.startsWith(`${name}|`)) this.kernels.delete(key);
+    this.files.set(name, source);
+    this.programs.set(name, [name]);
+    for (const k of [...this.parsed.keys()]) if (k.startsWith(`${name}|`)) this.parsed.delete(k);
+    for (const k of [...this.kernels.keys()]) if (k.startsWith(`${name}|`)) this.kernels.delete(k);
   }
 
-  private parse(name: string): ParsedShader {
-    let p = this.parsed.get(name);
+  private parse(program: string, consts: Readonly<Record<string, number | boolean>>, enables: readonly string[]): ParsedShader {
+    const key = `${program}|${JSON.stringify(consts)}|${enables.join(',')}`;
+    let p = this.parsed.get(key);
     if (p) return p;
-    const source = this.sources.get(name);
-    if (source === undefined) throw new WebinferError(`unknown shader '${name}'`);
+    const parts = this.programs.get(program);
+    if (!parts) throw new WebinferError(`unknown shader '${program}'`);
+    const lineMap: { file: string; start: number }[] = [];
+    let source = enables.map((e) => `enable ${e};\n`).join('');
+    let line = enables.length + 1;
+    for (const file of parts) {
+      const text = this.files.get(file);
+      if (text === undefined) throw new WebinferError(`${program}: missing shader file '${file}'`);
+      lineMap.push({ file, start: line });
+      const body = text.endsWith('\n') ? text : `${text}\n`;
+      source += body;
+      line += body.split('\n').length - 1;
+    }
+    source = specializeConsts(source, consts, program);
     let reflect: WgslReflect;
     try {
       reflect = new WgslReflect(source);
     } catch (e) {
-      throw new WebinferError(`${name}: WGSL parse error: ${(e as Error).message ?? e}`);
+      throw new WebinferError(`${program}: WGSL parse error: ${(e as Error).message ?? e}`);
     }
-    p = { source, reflect, module: null };
-    this.parsed.set(name, p);
+    p = { source, reflect, lineMap, module: null };
+    this.parsed.set(key, p);
     return p;
   }
 
-  /** Names of the override constants a shader declares (for validating constant maps). */
-  overrides(name: string): string[] {
-    return this.parse(name).reflect.overrides.map((o) => o.name);
+  /** The assembled WGSL of a program (for inspection and tests). */
+  source(program: string, spec: KernelSpec = {}): string {
+    return this.parse(program, spec.consts ?? {}, spec.enables ?? []).source;
   }
 
-  get(shader: string, entry: string, constants: OverrideConstants = {}): Kernel {
+  get(shader: string, entry: string, spec: KernelSpec = {}): Kernel {
+    const constants = spec.overrides ?? {};
+    const consts = spec.consts ?? {};
+    const enables = spec.enables ?? [];
     const ckeys = Object.keys(constants).sort();
-    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}`;
+    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}`;
     const hit = this.kernels.get(key);
     if (hit) return hit;
 
-    const p = this.parse(shader);
+    const p = this.parse(shader, consts, enables);
     const fn: FunctionInfo | undefined = p.reflect.entry.compute.find((f) => f.name === entry);
     if (!fn) throw new WebinferError(`${shader}: no compute entry point '${entry}'`);
     const declared = new Set(p.reflect.overrides.map((o) => o.name));
@@ -173,7 +230,7 @@ export class PipelineCache {
       if (!err) return;
       let detail = '';
       try {
-        detail = formatCompilationMessages(shader, (await module.getCompilationInfo()).messages);
+        detail = formatCompilationMessages(shader, (await module.getCompilationInfo()).messages, p.lineMap);
       } catch { /* the device may be gone; the scope's message still says enough */ }
       this.onError(new WebinferError(
         `pipeline ${shader}:${entry} failed to compile${detail ? `:\n${detail}` : ''}\n${err.message}`));

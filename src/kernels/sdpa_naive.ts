@@ -5,7 +5,7 @@ import type { Engine } from '../engine';
 import type { Tensor } from '../tensor';
 import type { SdpaProblem } from '../ops/sdpa';
 
-const SHADER = 'sdpa_naive.wgsl';
+const SHADER = 'sdpa_naive';
 const WG = 64;
 
 export const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2 };
@@ -33,10 +33,10 @@ export function encodeSdpaNaive(engine: Engine, p: SdpaProblem, q: Tensor, k: Te
   // lse is always produced (the softmax pass writes it); sdpa simply frees it after use.
   const lse = engine.emptyTensor([p.B, p.Hq, p.Lq], 'f32');
   const scores = engine.scratch(4 * chunkRows * p.Lk, 'sdpa_naive.scores');
-  const constants = { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype], WG };
-  const kScores = engine.kernel(SHADER, 'scores_main', constants);
-  const kSoftmax = engine.kernel(SHADER, 'softmax_main', { WG });
-  const kPv = engine.kernel(SHADER, 'pv_main', constants);
+  const overrides = { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype], WG };
+  const kScores = engine.kernel(SHADER, 'scores_main', { overrides });
+  const kSoftmax = engine.kernel(SHADER, 'softmax_main', { overrides: { WG } });
+  const kPv = engine.kernel(SHADER, 'pv_main', { overrides });
   const slopes = p.alibi ? engine.smallF32(p.alibi, 'alibi') : engine.dummy;
   const sinks = p.sinks ? engine.smallF32(p.sinks, 'sinks') : engine.dummy;
   const mask = p.mask ? p.mask.buffer : engine.dummy;

@@ -26,17 +26,18 @@ export const engineCases = defineCases('engine', [
   {
     name: 'pipelines are cached by shader, entry point and override constants',
     async run({ engine }) {
-      const a = engine.kernel('sdpa_naive.wgsl', 'pv_main', { IN_DTYPE: 0, OUT_DTYPE: 0, WG: 64 });
+      const a = engine.kernel('sdpa_naive', 'pv_main', { overrides: { IN_DTYPE: 0, OUT_DTYPE: 0, WG: 64 } });
       const n = engine.pipelines.compiled;
-      const b = engine.kernel('sdpa_naive.wgsl', 'pv_main', { WG: 64, OUT_DTYPE: 0, IN_DTYPE: 0 });
+      const b = engine.kernel('sdpa_naive', 'pv_main', { overrides: { WG: 64, OUT_DTYPE: 0, IN_DTYPE: 0 } });
       assert(a === b && engine.pipelines.compiled === n, 'same constants in another order hit the cache');
-      const c = engine.kernel('sdpa_naive.wgsl', 'pv_main', { IN_DTYPE: 1, OUT_DTYPE: 1, WG: 64 });
+      const c = engine.kernel('sdpa_naive', 'pv_main', { overrides: { IN_DTYPE: 1, OUT_DTYPE: 1, WG: 64 } });
       assert(c !== a && engine.pipelines.compiled === n + 1, 'other constants compile a new pipeline');
       const names = a.bindings.map((x) => `${x.name}:${x.kind}`).sort().join(',');
       assert(names === 'out:storage,params:uniform,scores:storage,v:read-only-storage', `reflected bindings of pv_main: ${names}`);
-      await expectThrows(() => engine.kernel('sdpa_naive.wgsl', 'pv_main', { NOPE: 1 }), "unknown override constant 'NOPE'");
-      await expectThrows(() => engine.kernel('sdpa_naive.wgsl', 'nope'), "no compute entry point 'nope'");
-      await expectThrows(() => engine.kernel('missing.wgsl', 'main'), "unknown shader 'missing.wgsl'");
+      await expectThrows(() => engine.kernel('sdpa_naive', 'pv_main', { overrides: { NOPE: 1 } }), "unknown override constant 'NOPE'");
+      await expectThrows(() => engine.kernel('sdpa_naive', 'nope'), "no compute entry point 'nope'");
+      await expectThrows(() => engine.kernel('missing', 'main'), "unknown shader 'missing'");
+      await expectThrows(() => engine.kernel('sdpa_naive', 'pv_main', { consts: { NOPE: 1 } }), "no module-scope const 'NOPE'");
     },
   },
   {
