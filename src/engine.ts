@@ -79,6 +79,10 @@ export class Engine implements TensorHost {
   readonly tuning = {
     /** Largest score matrix the naive kernel materializes per chunk of query rows. */
     naiveScoreBytes: 256 * 1024 * 1024,
+    /** Which flash variant runs: 'auto' takes subgroups where the adapter has them. */
+    flashVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
+    /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
+    flashSmemBytes: Infinity,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;

@@ -4,12 +4,20 @@
 // back to file:line.
 import dtype from '../shaders/dtype.wgsl?raw';
 import sdpaNaive from '../shaders/sdpa_naive.wgsl?raw';
+import sdpaFlash from '../shaders/sdpa_flash.wgsl?raw';
+import reducePortable from '../shaders/reduce_portable.wgsl?raw';
+import reduceSubgroup from '../shaders/reduce_subgroup.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
   'sdpa_naive.wgsl': sdpaNaive,
+  'sdpa_flash.wgsl': sdpaFlash,
+  'reduce_portable.wgsl': reducePortable,
+  'reduce_subgroup.wgsl': reduceSubgroup,
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_naive: ['dtype.wgsl', 'sdpa_naive.wgsl'],
+  sdpa_flash: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_portable.wgsl'],
+  sdpa_flash_subgroup: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_subgroup.wgsl'],
 };

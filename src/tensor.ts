@@ -84,8 +84,8 @@ export class BufferPool {
   private readonly free = new Map<string, GPUBuffer[]>();
   private deferred: GPUBuffer[] = [];
   private freeBytes = 0;
-  /** Buffers created (pool misses) and reused (hits), for tests and the benchmark's notes. */
-  readonly stats = { created: 0, reused: 0 };
+  /** Buffers created (pool misses) and reused (hits), and bytes handed out in all, for tests and notes. */
+  readonly stats = { created: 0, reused: 0, acquiredBytes: 0 };
 
   constructor(private readonly device: GPUDevice, private readonly maxFreeBytes = 512 * 1024 * 1024) {}
 
@@ -102,6 +102,7 @@ export class BufferPool {
     const key = `${usage}:${size}`;
     const list = this.free.get(key);
     const hit = list?.pop();
+    this.stats.acquiredBytes += size;
     if (hit) {
       this.freeBytes -= size;
       this.stats.reused++;

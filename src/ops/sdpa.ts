@@ -5,6 +5,7 @@ import type { Engine } from '../engine';
 import { Tensor } from '../tensor';
 import type { SdpaOptions } from '../types';
 import { encodeSdpaNaive } from '../kernels/sdpa_naive';
+import { encodeSdpaFlash, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash';
 
 export interface SdpaProblem {
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number;
@@ -98,9 +99,13 @@ export function sdpa(engine: Engine, op: string, q: Tensor, k: Tensor, v: Tensor
   engine.assertAlive(op);
   const p = validateSdpa(op, q, k, v, opts ?? {});
   const backend = opts?.backend ?? 'auto';
-  if (backend === 'flash') {
-    fail(op, 'opts.backend', "'naive' or 'auto' (the fused flash kernel is not part of this build yet)", "'flash'");
-  }
-  if (backend === 'auto') engine.warnOnce(`${op}: backend 'auto' runs the naive kernel: no fused flash kernel in this build yet`);
+  if (backend === 'naive') return encodeSdpaNaive(engine, p, q, k, v, withLse);
+  const variant = flashVariantFor(engine);
+  const why = flashUnsupported(p.D, p.Dv);
+  const plan = why ? null : planFlash(engine.limits, engine.features, p.D, p.Dv, variant, engine.tuning.flashSmemBytes);
+  if (plan) return encodeSdpaFlash(engine, p, plan, q, k, v, withLse);
+  const reason = why ?? `no ${variant} flash tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`;
+  if (backend === 'flash') fail(op, "opts.backend 'flash'", 'a problem the fused kernel serves', reason);
+  engine.warnOnce(`${op}: backend 'auto' falls back to the naive kernel: ${reason}`);
   return encodeSdpaNaive(engine, p, q, k, v, withLse);
 }

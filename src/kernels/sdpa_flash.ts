@@ -1,0 +1,106 @@
+// Planning and encoding of shaders/sdpa_flash.wgsl: the tile shape comes from the adapter's limits
+// (workgroup storage, invocations) and features (subgroups and their smallest size).
+import type { Engine } from '../engine';
+import type { EngineFeatures, EngineLimits } from '../types';
+import type { Tensor } from '../tensor';
+import type { SdpaProblem } from '../ops/sdpa';
+import { DTYPE_CODE, sdpaFlags } from './sdpa_naive';
+
+export type FlashVariant = 'subgroup' | 'portable';
+
+export interface FlashPlan {
+  readonly variant: FlashVariant;
+  readonly TX: number; readonly TY: number; readonly TM: number; readonly TN: number;
+  readonly DK: number; readonly DVC: number;
+  /** Workgroup storage the tile uses, in bytes. */
+  readonly smem: number;
+}
+
+/** Thread grids by preference: 64×64 tiles first, smaller ones where storage or subgroups demand. */
+const GRIDS: readonly { TX: number; TY: number; TM: number; TN: number }[] = [
+  { TX: 16, TY: 16, TM: 4, TN: 4 },
+  { TX: 8, TY: 16, TM: 4, TN: 8 },
+  { TX: 8, TY: 8, TM: 4, TN: 4 },
+  { TX: 4, TY: 16, TM: 4, TN: 8 },
+  { TX: 4, TY: 8, TM: 4, TN: 8 },
+  { TX: 4, TY: 8, TM: 2, TN: 4 },
+];
+
+export const FLASH_MAX_HEAD = 256;
+
+/** Why flash cannot serve these head sizes, or null when it can. */
+export function flashUnsupported(D: number, Dv: number): string | null {
+  if (D % 8 || Dv % 8) return `head sizes D=${D}, Dv=${Dv} are not multiples of 8`;
+  if (D > FLASH_MAX_HEAD || Dv > FLASH_MAX_HEAD) return `head sizes D=${D}, Dv=${Dv} exceed ${FLASH_MAX_HEAD}`;
+  return null;
+}
+
+export function flashSmemBytes(g: { TX: number; TY: number; TM: number; TN: number }, DK: number, DVC: number): number {
+  const BR = g.TY * g.TM, BC = g.TX * g.TN, DKP = DK / 4 + 1;
+  return 16 * BR * DKP + 16 * BC * DKP + 8 * BC * (DVC / 2) + 4 * Math.max(BR * BC, BR * g.TX);
+}
+
+/**
+ * Picks the first thread grid (and the widest D and Dv chunks) that fits the adapter. The subgroup
+ * variant needs TX ≤ the smallest subgroup size so a row's threads share one subgroup.
+ */
+export function planFlash(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number,
+                          variant: FlashVariant, smemCap = Infinity): FlashPlan | null {
+  const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
+  const sgMin = features.subgroupMinSize ?? features.subgroupSize;
+  if (variant === 'subgroup' && (!features.subgroups || !sgMin)) return null;
+  for (const g of GRIDS) {
+    if (g.TX * g.TY > limits.maxComputeInvocationsPerWorkgroup || g.TX * g.TY > limits.maxComputeWorkgroupSizeX) continue;
+    if (variant === 'subgroup' && g.TX > sgMin!) continue;
+    const dks = [32, 16, 8].filter((dk) => D % dk === 0);
+    // DVC: a multiple of 2·TX (each thread owns whole column pairs), widest first, no wider than Dv needs.
+    const base = 2 * g.TX;
+    const need = Math.ceil(Dv / base) * base;
+    const dvcs = [64, 32, 16, 8].filter((c) => c % base === 0 && c <= Math.max(base, need));
+    for (const DVC of dvcs) {
+      for (const DK of dks) {
+        const smem = flashSmemBytes(g, DK, DVC);
+        if (smem <= budget) return { variant, ...g, DK, DVC, smem };
+      }
+    }
+  }
+  return null;
+}
+
+export function flashVariantFor(engine: Engine): FlashVariant {
+  const pref = engine.tuning.flashVariant;
+  if (pref !== 'auto') return pref;
+  return engine.features.subgroups && (engine.features.subgroupMinSize ?? engine.features.subgroupSize) ? 'subgroup' : 'portable';
+}
+
+export function encodeSdpaFlash(engine: Engine, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
+                                withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  const G = p.Hq / p.Hkv;
+  const rows = G * p.Lq;
+  const BR = plan.TY * plan.TM;
+  const rowTiles = Math.ceil(rows / BR);
+  const kernel = engine.kernel(plan.variant === 'subgroup' ? 'sdpa_flash_subgroup' : 'sdpa_flash', 'flash_main', {
+    overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
+    consts: { TX: plan.TX, TY: plan.TY, TM: plan.TM, TN: plan.TN, DK: plan.DK, DVC: plan.DVC, D: p.D, DV: p.Dv },
+    enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
+  });
+  const out = engine.emptyTensor([p.B, p.Hq, p.Lq, p.Dv], q.dtype);
+  const lse = engine.emptyTensor([p.B, p.Hq, p.Lq], 'f32');
+  const [msB, msH, msI, msJ] = p.maskStrides;
+  engine.dispatch(kernel, {
+    q, k, v, out, lse,
+    mask: p.mask ? p.mask.buffer : engine.dummy,
+    slopes: p.alibi ? engine.smallF32(p.alibi, 'alibi') : engine.dummy,
+    sinks: p.sinks ? engine.smallF32(p.sinks, 'sinks') : engine.dummy,
+  }, {
+    B: p.B, Hq: p.Hq, Hkv: p.Hkv, Lq: p.Lq, Lk: p.Lk, G, rows, row_tiles: rowTiles,
+    flags: sdpaFlags(p), window: p.window, scale: p.scale, softcap: p.softcap || 1,
+    ms_b: msB, ms_h: msH, ms_i: msI, ms_j: msJ,
+    n_dc: p.D / plan.DK, n_dk4: plan.DK / 4, n_bc: plan.TX * plan.TN,
+  }, rowTiles * p.B * p.Hkv);
+  if (!withLse) {
+    lse.destroy();
+    return { out, lse: null };
+  }
+  return { out, lse };
+}

@@ -1,0 +1,140 @@
+// Fused flash SDPA: the shared SPEC §6 matrix in each variant the runtime has (portable always,
+// subgroup where the adapter offers subgroups), at small tiles (fast to compile on software adapters)
+// and at the tiles the planner picks from the adapter's own limits; flash against naive on the same
+// inputs; linear memory; the fallback of 'auto'.
+import { reference, type Engine } from '../../src/index';
+import { flashUnsupported, planFlash, type FlashVariant } from '../../src/kernels/sdpa_flash';
+import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase } from './harness';
+import { checkSdpa, type SdpaSpec } from './sdpa';
+import { SDPA_MATRIX } from './sdpa_matrix';
+
+/** Small tiles: every plan shares the code, and they compile in well under a second on SwiftShader. */
+const SMALL_TILES = 4096;
+
+async function withTuning<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
+  const saved = { ...engine.tuning };
+  Object.assign(engine.tuning, t);
+  try {
+    return await fn();
+  } finally {
+    Object.assign(engine.tuning, saved);
+  }
+}
+
+/**
+ * The variant to run: the one asked for, or, where the adapter lacks subgroups, what 'auto' picks
+ * instead (the portable kernel), after saying so: the case still checks the path this runtime has.
+ */
+function variantHere(ctx: CaseContext, v: FlashVariant): FlashVariant | 'auto' {
+  if (v === 'subgroup' && !planFlash(ctx.engine.limits, ctx.engine.features, 64, 64, 'subgroup')) {
+    ctx.note(`flash subgroup variant: not available here (${ctx.engine.features.subgroups ? 'no subgroup size reported' : 'the adapter has no subgroups'}); its cases ran the portable kernel that 'auto' picks`);
+    return 'auto';
+  }
+  return v;
+}
+
+async function runSpec(engine: Engine, spec: SdpaSpec): Promise<void> {
+  if (flashUnsupported(spec.D, spec.Dv ?? spec.D)) {
+    // Not a flash shape: 'flash' must refuse it, 'auto' must still give the right answer.
+    await expectThrows(() => checkSdpa(engine, spec, 'flash'), "opts.backend 'flash'", 'multiples of 8');
+    await checkSdpa(engine, spec, 'auto');
+  } else {
+    await checkSdpa(engine, spec, 'flash');
+  }
+}
+
+function variantCases(v: FlashVariant): TestCase[] {
+  return [
+    ...SDPA_MATRIX.map((g): TestCase => ({
+      name: `${v}: ${g.name}`,
+      async run(ctx) {
+        await withTuning(ctx.engine, { flashVariant: variantHere(ctx, v), flashSmemBytes: SMALL_TILES }, async () => {
+          for (const spec of g.specs) await runSpec(ctx.engine, spec);
+        });
+      },
+    })),
+    {
+      name: `${v}: the adapter's own tile plan and a 16 KiB plan (D 64, 128, Dv != D; f32, f16, bf16)`,
+      async run(ctx) {
+        const here = variantHere(ctx, v);
+        for (const cap of [Infinity, 16384]) {
+          await withTuning(ctx.engine, { flashVariant: here, flashSmemBytes: cap }, async () => {
+            await checkSdpa(ctx.engine, { B: 2, Hq: 4, Hkv: 2, Lq: 70, Lk: 131, D: 64, causal: true, alibi: true, seed: 3000 }, 'flash');
+            await checkSdpa(ctx.engine, { Hq: 2, Lq: 65, Lk: 65, D: 64, dtype: 'f16', sinks: true, slidingWindow: 20, seed: 3001 }, 'flash');
+            if (cap === Infinity) {
+              await checkSdpa(ctx.engine, { Hq: 3, Hkv: 1, Lq: 33, Lk: 100, D: 128, Dv: 64, dtype: 'bf16', softcap: 20, seed: 3002 }, 'flash');
+            }
+          });
+        }
+      },
+    },
+  ];
+}
+
+export const sdpaFlashCases = defineCases('sdpa flash', [
+  ...variantCases('portable'),
+  ...variantCases('subgroup'),
+  {
+    name: 'flash equals naive on the same inputs (GQA, causal, mask, sinks)',
+    async run({ engine }) {
+      const [B, Hq, Hkv, Lq, Lk, D] = [2, 4, 2, 37, 50, 32];
+      const q = engine.tensor(randn(B * Hq * Lq * D, 1), [B, Hq, Lq, D]);
+      const k = engine.tensor(randn(B * Hkv * Lk * D, 2), [B, Hkv, Lk, D]);
+      const v = engine.tensor(randn(B * Hkv * Lk * D, 3), [B, Hkv, Lk, D]);
+      const mask = engine.tensor(Float32Array.from(randn(Lq * Lk, 4), (x) => (x > 1.5 ? -Infinity : x)), [Lq, Lk]);
+      const opts = { causal: true, mask, sinks: [0.5, -1, 2, 0], softcap: 15 };
+      const f = engine.sdpaWithLse(q, k, v, { ...opts, backend: 'flash' });
+      const n = engine.sdpaWithLse(q, k, v, { ...opts, backend: 'naive' });
+      const [fo, fl, no, nl] = await Promise.all([f.out.toFloat32(), f.lse.toFloat32(), n.out.toFloat32(), n.lse.toFloat32()]);
+      assertClose('flash out vs naive', fo, Float64Array.from(no), 'f32');
+      assertClose('flash lse vs naive', fl, Float64Array.from(nl), 'f32');
+      for (const t of [q, k, v, mask, f.out, f.lse, n.out, n.lse]) t.destroy();
+    },
+  },
+  {
+    name: 'GPU memory of a call grows linearly in L for flash (quadratically for naive)',
+    async run({ engine }) {
+      const bytesFor = async (L: number, backend: 'flash' | 'naive'): Promise<number> => {
+        const q = engine.tensor(randn(L * 8, L), [1, 1, L, 8]);
+        await engine.sync();
+        const before = engine.pool.stats.acquiredBytes;
+        const out = engine.sdpa(q, q, q, { backend });
+        const used = engine.pool.stats.acquiredBytes - before;
+        await out.toFloat32();
+        out.destroy(); q.destroy();
+        return used;
+      };
+      const f1 = await bytesFor(512, 'flash'), f2 = await bytesFor(2048, 'flash');
+      const n1 = await bytesFor(512, 'naive'), n2 = await bytesFor(2048, 'naive');
+      assert(f2 / f1 <= 4.5, `flash: ${f1} B at L 512, ${f2} B at L 2048 (ratio ${(f2 / f1).toFixed(2)}, linear is 4)`);
+      assert(n2 / n1 > 10, `naive should be quadratic: ${n1} B then ${n2} B`);
+      assert(f2 < 2048 * 8 * 4 * 3, `flash allocated ${f2} B for L 2048: more than out + lse`);
+    },
+  },
+  {
+    name: "'auto' runs flash where it applies and warns once per reason when it cannot",
+    async run({ newEngine }) {
+      const warnings: string[] = [];
+      const e = await newEngine({ onWarning: (m) => warnings.push(m) });
+      try {
+        const q = e.tensor(randn(2 * 4 * 16, 1), [1, 2, 4, 16]);
+        const compiled = e.pipelines.compiled;
+        const out = await e.sdpa(q, q, q).toFloat32();
+        assert(out.every(Number.isFinite), 'finite output');
+        assert(warnings.length === 0, `no warning for a flash shape: ${warnings.join(' | ')}`);
+        assert(e.pipelines.compiled === compiled + 1, `auto compiled ${e.pipelines.compiled - compiled} pipelines: flash is one`);
+        const odd = e.tensor(randn(2 * 4 * 12, 2), [1, 2, 4, 12]);
+        const ref = reference.sdpaRef(randn(2 * 4 * 12, 2), randn(2 * 4 * 12, 2), randn(2 * 4 * 12, 2), { B: 1, Hq: 2, Hkv: 2, Lq: 4, Lk: 4, D: 12, Dv: 12 });
+        assertClose('auto fallback', await e.sdpa(odd, odd, odd).toFloat32(), ref.out, 'f32');
+        await e.sdpa(odd, odd, odd).toFloat32();
+        const count = (): number => warnings.length;
+        assert(count() === 1 && warnings[0].includes('naive') && warnings[0].includes('D=12'), `one warning naming the reason: ${warnings.join(' | ')}`);
+        await expectThrows(() => e.sdpa(odd, odd, odd, { backend: 'flash' }), "sdpa: opts.backend 'flash': expected a problem the fused kernel serves", 'D=12');
+        const big = e.tensor(randn(264, 3), [1, 1, 1, 264]);
+        await expectThrows(() => e.sdpa(big, big, big, { backend: 'flash' }), 'exceed 256');
+      } finally {
+        e.destroy();
+      }
+    },
+  },
+]);
