@@ -9,9 +9,10 @@
 // memory serves all G heads and no K/V row is repeated.
 //
 // Threads form a TY × TX grid. Thread (ty, tx) owns TM rows (ty·TM + i) and, for scores, the TN keys
-// tx + TX·n of the tile; for the output, the column pairs tx + TX·p of each Dv chunk. Q and K are
+// tx + TX·n of the tile; for the output, the 4-column groups tx + TX·p of each Dv chunk. Q and K are
 // staged DK columns at a time (D is split when the tile would not fit the workgroup storage the
-// adapter gives), V in DVC-column chunks; P goes through workgroup memory between the two products.
+// adapter gives), V in DVC-column chunks; P goes through workgroup memory between the two products,
+// key-major with 4 rows per vec4 so the P·V loop reads a thread's TM probabilities in TM/4 loads.
 // The row reductions (max, sum) across the TX threads of a row come from reduce_*.wgsl: subgroup
 // shuffles, or workgroup memory where subgroups are missing.
 //
@@ -20,10 +21,10 @@
 
 const TX: u32 = 16u;
 const TY: u32 = 16u;
-const TM: u32 = 4u;
+const TM: u32 = 4u;     // multiple of 4
 const TN: u32 = 4u;
 const DK: u32 = 16u;    // D columns staged per step (multiple of 4, divides D)
-const DVC: u32 = 32u;   // Dv columns staged per step (multiple of 2·TX)
+const DVC: u32 = 64u;   // Dv columns staged per step (multiple of 4·TX)
 const D: u32 = 64u;
 const DV: u32 = 64u;
 
@@ -36,11 +37,13 @@ const BC: u32 = TX * TN;
 const DK4: u32 = DK / 4u;
 const DKP: u32 = DK4 + 1u;          // padded row stride of q_s/k_s, in vec4
 const NDC: u32 = D / DK;
-const VP: u32 = DVC / 2u;           // column pairs per V chunk
+const VQ: u32 = DVC / 4u;           // 4-column groups per V chunk
 const NVC: u32 = (DV + DVC - 1u) / DVC;
-const PPT: u32 = VP / TX;           // pairs per thread per chunk
-const OP: u32 = NVC * PPT;          // pairs per thread per row
-const PS: u32 = max(BR * BC, BR * TX);
+const PPT: u32 = VQ / TX;           // groups per thread per chunk
+const OP: u32 = NVC * PPT;          // groups per thread per row
+const BR4: u32 = BR / 4u;
+const BR4P: u32 = BR4 + 1u;         // padded key stride of p_s, in vec4
+const PSV: u32 = max(BC * BR4P, (BR * TX + 3u) / 4u);
 
 const FLAG_CAUSAL: u32 = 1u;
 const FLAG_WINDOW: u32 = 2u;
@@ -79,8 +82,8 @@ struct Params {
 
 var<workgroup> q_s: array<vec4<f32>, BR * DKP>;
 var<workgroup> k_s: array<vec4<f32>, BC * DKP>;
-var<workgroup> v_s: array<vec2<f32>, BC * VP>;
-var<workgroup> p_s: array<f32, PS>;
+var<workgroup> v_s: array<vec4<f32>, BC * VQ>;
+var<workgroup> p_s: array<vec4<f32>, PSV>;
 
 // Four consecutive elements starting at idx (a multiple of 4).
 fn q4(idx: u32) -> vec4<f32> {
@@ -99,10 +102,12 @@ fn k4(idx: u32) -> vec4<f32> {
   return vec4<f32>(unpack_pair(k[w], IN_DTYPE), unpack_pair(k[w + 1u], IN_DTYPE));
 }
 
-// Two consecutive elements starting at idx (even).
-fn v2(idx: u32) -> vec2<f32> {
-  if (IN_DTYPE == 0u) { return vec2<f32>(bitcast<f32>(v[idx]), bitcast<f32>(v[idx + 1u])); }
-  return unpack_pair(v[idx >> 1u], IN_DTYPE);
+fn v4(idx: u32) -> vec4<f32> {
+  if (IN_DTYPE == 0u) {
+    return vec4<f32>(bitcast<f32>(v[idx]), bitcast<f32>(v[idx + 1u]), bitcast<f32>(v[idx + 2u]), bitcast<f32>(v[idx + 3u]));
+  }
+  let w = idx >> 1u;
+  return vec4<f32>(unpack_pair(v[w], IN_DTYPE), unpack_pair(v[w + 1u], IN_DTYPE));
 }
 
 @compute @workgroup_size(WG)
@@ -145,9 +150,9 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 
   var m: array<f32, TM>;
   var l: array<f32, TM>;
-  var o: array<vec2<f32>, TM * OP>;
+  var o: array<vec4<f32>, TM * OP>;
   for (var i = 0u; i < TM; i++) { m[i] = MASKED; l[i] = 0.0; }
-  for (var c = 0u; c < TM * OP; c++) { o[c] = vec2<f32>(0.0); }
+  for (var c = 0u; c < TM * OP; c++) { o[c] = vec4<f32>(0.0); }
   let kv_head = b * params.Hkv + g;
 
   for (var kt = k_begin; kt < k_end; kt += BC) {
@@ -234,27 +239,27 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     for (var i = 0u; i < TM; i++) {
       l[i] = l[i] * alpha[i] + ls[i];
       for (var c = 0u; c < OP; c++) { o[i * OP + c] *= alpha[i]; }
-      for (var n = 0u; n < TN; n++) { p_s[(ty * TM + i) * BC + tx + TX * n] = s[i * TN + n]; }
+      for (var n = 0u; n < TN; n++) { p_s[(tx + TX * n) * BR4P + (ty * TM + i) / 4u][i % 4u] = s[i * TN + n]; }
     }
 
     // ---- O += P·V, Dv staged DVC columns at a time.
     for (var vc = 0u; vc < NVC; vc++) {
       workgroupBarrier();
-      for (var e = li; e < BC * VP; e += WG) {
-        let kr = e / VP;
-        let pp = e % VP;
-        let col = vc * DVC + 2u * pp;
-        var val = vec2<f32>(0.0);
-        if (kt + kr < params.Lk && col < DV) { val = v2((kv_head * params.Lk + kt + kr) * DV + col); }
-        v_s[kr * VP + pp] = val;
+      for (var e = li; e < BC * VQ; e += WG) {
+        let kr = e / VQ;
+        let c = e % VQ;
+        let col = vc * DVC + 4u * c;
+        var val = vec4<f32>(0.0);
+        if (kt + kr < params.Lk && col < DV) { val = v4((kv_head * params.Lk + kt + kr) * DV + col); }
+        v_s[kr * VQ + c] = val;
       }
       workgroupBarrier();
       for (var kk = 0u; kk < params.n_bc; kk++) {
-        var pr: array<f32, TM>;
-        for (var i = 0u; i < TM; i++) { pr[i] = p_s[(ty * TM + i) * BC + kk]; }
+        var pr: array<vec4<f32>, TM / 4u>;
+        for (var i4 = 0u; i4 < TM / 4u; i4++) { pr[i4] = p_s[kk * BR4P + ty * (TM / 4u) + i4]; }
         for (var pp = 0u; pp < PPT; pp++) {
-          let vv = v_s[kk * VP + tx + TX * pp];
-          for (var i = 0u; i < TM; i++) { o[i * OP + vc * PPT + pp] += pr[i] * vv; }
+          let vv = v_s[kk * VQ + tx + TX * pp];
+          for (var i = 0u; i < TM; i++) { o[i * OP + vc * PPT + pp] += pr[i / 4u][i % 4u] * vv; }
         }
       }
     }
@@ -279,15 +284,18 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let row = (b * params.Hq + h) * params.Lq + r_pos[i];
     for (var vc = 0u; vc < NVC; vc++) {
       for (var pp = 0u; pp < PPT; pp++) {
-        let col = vc * DVC + 2u * (tx + TX * pp);
+        let col = vc * DVC + 4u * (tx + TX * pp);
         if (col >= DV) { continue; }
         let val = o[i * OP + vc * PPT + pp] * inv;
         let e = row * DV + col;
         if (OUT_DTYPE == 0u) {
           out[e] = bitcast<u32>(val.x);
           out[e + 1u] = bitcast<u32>(val.y);
+          out[e + 2u] = bitcast<u32>(val.z);
+          out[e + 3u] = bitcast<u32>(val.w);
         } else {
           out[e >> 1u] = pack_pair(val.x, val.y, OUT_DTYPE);
+          out[(e >> 1u) + 1u] = pack_pair(val.z, val.w, OUT_DTYPE);
         }
       }
     }

@@ -83,6 +83,8 @@ export class Engine implements TensorHost {
     flashVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
     flashSmemBytes: Infinity,
+    /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
+    flashGrid: undefined as number | undefined,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;
@@ -94,6 +96,7 @@ export class Engine implements TensorHost {
   private destroyed = false;
   private readonly lostPromise: Promise<never>;
   private dummyBuffer: GPUBuffer | null = null;
+  private timing: { querySet: GPUQuerySet; next: number; capacity: number } | null = null;
   private poisonBytes = new Uint8Array(0);
 
   constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions, _adapterFeatures?: ReadonlySet<string>) {
@@ -322,7 +325,14 @@ export class Engine implements TensorHost {
       }
       groups[b.group].push({ binding: b.binding, resource: { buffer } });
     }
-    const pass = this.commandEncoder().beginComputePass({ label: where });
+    let timestampWrites: GPUComputePassTimestampWrites | undefined;
+    if (this.timing) {
+      const t = this.timing;
+      if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
+      timestampWrites = { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 };
+      t.next += 2;
+    }
+    const pass = this.commandEncoder().beginComputePass({ label: where, timestampWrites });
     pass.setPipeline(k.pipeline);
     k.groups.forEach((layout, g) => pass.setBindGroup(g, this.device.createBindGroup({ layout, entries: groups[g] })));
     if (typeof workgroups === 'number') {
@@ -341,6 +351,42 @@ export class Engine implements TensorHost {
     const y = Math.ceil(n / maxDim);
     if (y > maxDim) throw new WebinferError(`dispatch of ${n} workgroups exceeds ${maxDim}² (maxComputeWorkgroupsPerDimension²)`);
     return [Math.ceil(n / y), y];
+  }
+
+  // ------------------------------------------------------------------------------------------ timing
+
+  /**
+   * GPU timing with timestamp queries: every compute pass recorded until endTiming() is bracketed by
+   * timestamps. Needs the adapter's 'timestamp-query' feature (engine.features.timestampQuery).
+   */
+  beginTiming(maxPasses = 2048): void {
+    if (!this.features.timestampQuery) throw new WebinferError("beginTiming: the adapter lacks 'timestamp-query'");
+    if (this.timing) throw new WebinferError('beginTiming: timing already begun');
+    const capacity = Math.min(4096, 2 * maxPasses);
+    this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity };
+  }
+
+  /** Ends timing; resolves to the summed GPU time of the timed passes, in milliseconds. */
+  async endTiming(): Promise<number> {
+    const t = this.timing;
+    if (!t) throw new WebinferError('endTiming: beginTiming() was not called');
+    this.timing = null;
+    if (t.next === 0) {
+      t.querySet.destroy();
+      return 0;
+    }
+    const bytes = 8 * t.next;
+    const resolve = this.device.createBuffer({ size: bytes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    this.commandEncoder().resolveQuerySet(t.querySet, 0, t.next, resolve, 0);
+    try {
+      const ns = new BigUint64Array(await this.readBuffer(resolve, bytes));
+      let total = 0n;
+      for (let i = 0; i + 1 < ns.length; i += 2) if (ns[i + 1] > ns[i]) total += ns[i + 1] - ns[i];
+      return Number(total) / 1e6;
+    } finally {
+      resolve.destroy();
+      t.querySet.destroy();
+    }
   }
 
   // -------------------------------------------------------------------------------------- submission

@@ -7,6 +7,7 @@ import sdpaNaive from '../shaders/sdpa_naive.wgsl?raw';
 import sdpaFlash from '../shaders/sdpa_flash.wgsl?raw';
 import reducePortable from '../shaders/reduce_portable.wgsl?raw';
 import reduceSubgroup from '../shaders/reduce_subgroup.wgsl?raw';
+import benchCeiling from '../shaders/bench_ceiling.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
@@ -14,10 +15,12 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
   'sdpa_flash.wgsl': sdpaFlash,
   'reduce_portable.wgsl': reducePortable,
   'reduce_subgroup.wgsl': reduceSubgroup,
+  'bench_ceiling.wgsl': benchCeiling,
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_naive: ['dtype.wgsl', 'sdpa_naive.wgsl'],
   sdpa_flash: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_portable.wgsl'],
   sdpa_flash_subgroup: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_subgroup.wgsl'],
+  bench_ceiling: ['bench_ceiling.wgsl'],
 };

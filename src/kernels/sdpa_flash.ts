@@ -16,14 +16,19 @@ export interface FlashPlan {
   readonly smem: number;
 }
 
-/** Thread grids by preference: 64×64 tiles first, smaller ones where storage or subgroups demand. */
-const GRIDS: readonly { TX: number; TY: number; TM: number; TN: number }[] = [
+/**
+ * Thread grids by preference: 64×64 tiles first, smaller ones where storage or subgroups demand.
+ * TM 8 halves the workgroup-memory loads per FMA in both products but holds 8 rows of O in
+ * registers, so it is only offered up to Dv 128 (measured on an H200: bench/notes/flash.md).
+ */
+const GRIDS: readonly { TX: number; TY: number; TM: number; TN: number; maxDv?: number }[] = [
+  { TX: 16, TY: 8, TM: 8, TN: 4, maxDv: 128 },
   { TX: 16, TY: 16, TM: 4, TN: 4 },
   { TX: 8, TY: 16, TM: 4, TN: 8 },
   { TX: 8, TY: 8, TM: 4, TN: 4 },
   { TX: 4, TY: 16, TM: 4, TN: 8 },
   { TX: 4, TY: 8, TM: 4, TN: 8 },
-  { TX: 4, TY: 8, TM: 2, TN: 4 },
+  { TX: 4, TY: 8, TM: 4, TN: 4 },
 ];
 
 export const FLASH_MAX_HEAD = 256;
@@ -37,30 +42,35 @@ export function flashUnsupported(D: number, Dv: number): string | null {
 
 export function flashSmemBytes(g: { TX: number; TY: number; TM: number; TN: number }, DK: number, DVC: number): number {
   const BR = g.TY * g.TM, BC = g.TX * g.TN, DKP = DK / 4 + 1;
-  return 16 * BR * DKP + 16 * BC * DKP + 8 * BC * (DVC / 2) + 4 * Math.max(BR * BC, BR * g.TX);
+  return 16 * BR * DKP + 16 * BC * DKP + 16 * BC * (DVC / 4) + 16 * Math.max(BC * (BR / 4 + 1), Math.ceil((BR * g.TX) / 4));
 }
 
 /**
- * Picks the first thread grid (and the widest D and Dv chunks) that fits the adapter. The subgroup
- * variant needs TX ≤ the smallest subgroup size so a row's threads share one subgroup.
+ * Picks the first thread grid (with the widest D chunk, then the widest Dv chunk) that fits the
+ * adapter. D chunks of 8 only where D has no wider divisor: each chunk costs two barriers per key
+ * tile, and an 8-wide plan measured 3.5x slower than a 16-wide one on an H200. The subgroup variant
+ * needs TX ≤ the smallest subgroup size so a row's threads share one subgroup.
  */
 export function planFlash(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number,
-                          variant: FlashVariant, smemCap = Infinity): FlashPlan | null {
+                          variant: FlashVariant, smemCap = Infinity, grid?: number): FlashPlan | null {
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   const sgMin = features.subgroupMinSize ?? features.subgroupSize;
   if (variant === 'subgroup' && (!features.subgroups || !sgMin)) return null;
-  for (const g of GRIDS) {
+  const dkAll = [32, 16, 8].filter((dk) => D % dk === 0);
+  const dks = dkAll.length > 1 ? dkAll.filter((dk) => dk >= 16) : dkAll;
+  for (const [gi, g] of GRIDS.entries()) {
+    if (grid !== undefined && gi !== grid) continue;
+    if (g.maxDv && Dv > g.maxDv) continue;
     if (g.TX * g.TY > limits.maxComputeInvocationsPerWorkgroup || g.TX * g.TY > limits.maxComputeWorkgroupSizeX) continue;
     if (variant === 'subgroup' && g.TX > sgMin!) continue;
-    const dks = [32, 16, 8].filter((dk) => D % dk === 0);
-    // DVC: a multiple of 2·TX (each thread owns whole column pairs), widest first, no wider than Dv needs.
-    const base = 2 * g.TX;
+    // DVC: a multiple of 4·TX (each thread owns whole 4-column groups), no wider than Dv needs.
+    const base = 4 * g.TX;
     const need = Math.ceil(Dv / base) * base;
-    const dvcs = [64, 32, 16, 8].filter((c) => c % base === 0 && c <= Math.max(base, need));
-    for (const DVC of dvcs) {
-      for (const DK of dks) {
+    const dvcs = [64, 32, 16].filter((c) => c % base === 0 && c <= Math.max(base, need));
+    for (const DK of dks) {
+      for (const DVC of dvcs) {
         const smem = flashSmemBytes(g, DK, DVC);
-        if (smem <= budget) return { variant, ...g, DK, DVC, smem };
+        if (smem <= budget) return { variant, TX: g.TX, TY: g.TY, TM: g.TM, TN: g.TN, DK, DVC, smem };
       }
     }
   }

@@ -102,9 +102,9 @@ export function sdpa(engine: Engine, op: string, q: Tensor, k: Tensor, v: Tensor
   if (backend === 'naive') return encodeSdpaNaive(engine, p, q, k, v, withLse);
   const variant = flashVariantFor(engine);
   const why = flashUnsupported(p.D, p.Dv);
-  const plan = why ? null : planFlash(engine.limits, engine.features, p.D, p.Dv, variant, engine.tuning.flashSmemBytes);
+  const plan = why ? null : planFlash(engine.limits, engine.features, p.D, p.Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid);
   if (plan) return encodeSdpaFlash(engine, p, plan, q, k, v, withLse);
-  const reason = why ?? `no ${variant} flash tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`;
+  const reason = why ?? `no ${variant} flash tile fits ${Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes)} bytes of workgroup storage`;
   if (backend === 'flash') fail(op, "opts.backend 'flash'", 'a problem the fused kernel serves', reason);
   engine.warnOnce(`${op}: backend 'auto' falls back to the naive kernel: ${reason}`);
   return encodeSdpaNaive(engine, p, q, k, v, withLse);

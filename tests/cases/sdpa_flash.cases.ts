@@ -9,7 +9,7 @@ import { checkSdpa, type SdpaSpec } from './sdpa';
 import { SDPA_MATRIX } from './sdpa_matrix';
 
 /** Small tiles: every plan shares the code, and they compile in well under a second on SwiftShader. */
-const SMALL_TILES = 4096;
+const SMALL_TILES = 8192;
 
 async function withTuning<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
   const saved = { ...engine.tuning };

@@ -1,0 +1,115 @@
+// Dense SDPA benchmark: flash against naive on mps-sdpa's shapes (B 1, H 8, D 64, L 1024..8192; f32 and
+// f16 storage; causal and not), against the f32 FMA ceiling measured in the same run. Each case is
+// checked against the float64 reference (on a slice of rows: the full reference at L 8192 would take
+// minutes on the CPU) before it is timed, and inputs rotate between calls.
+import {
+  TOLERANCES, compareToReference, randn, reference, roundToDType,
+  type Engine, type SdpaBackend, type Tensor,
+} from 'webinfer';
+import { timeOp, type Ceilings, type Timing } from './harness';
+import { sdpaFlops, sdpaMinBytes, type SdpaShape } from './workload';
+
+export interface SdpaBenchRow {
+  shape: SdpaShape;
+  backend: SdpaBackend;
+  /** Worst error over the checked rows as a fraction of the SPEC §6 tolerance (pass ≤ 1). */
+  worst: number;
+  pass: boolean;
+  timing: Timing | null;
+  tflops: number;
+  gbs: number;
+  /** Percent of the measured f32 FMA ceiling. */
+  pctFma: number;
+  error?: string;
+}
+
+const ROTATE = 3;
+/** Query rows checked per head: the last rows see every key (bottom-right causal), the first few least. */
+const CHECK_ROWS = 16;
+
+function sliceRows(x: Float32Array, H: number, L: number, D: number, h: number, i0: number, n: number): Float32Array {
+  return x.slice((h * L + i0) * D, (h * L + i0 + n) * D);
+}
+
+/** Checks rows [i0, i0+n) of heads {0, H-1} against the float64 reference of exactly those rows
+ *  (B 1; a sliding window only with causal, where slicing keeps each row's position). */
+function checkSlices(got: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, s: SdpaShape): { worst: number; pass: boolean } {
+  let worst = 0, pass = true;
+  const heads = [...new Set([0, s.Hq - 1])];
+  for (const h of heads) {
+    const g = Math.floor(h / (s.Hq / s.Hkv));
+    const kh = sliceRows(k, s.Hkv, s.Lk, s.D, g, 0, s.Lk);
+    const vh = sliceRows(v, s.Hkv, s.Lk, s.Dv, g, 0, s.Lk);
+    for (const i0 of [0, s.Lq - CHECK_ROWS]) {
+      const n = Math.min(CHECK_ROWS, s.Lq - i0);
+      // Causal: rows i0.. of the Lq-row problem are an n-row problem over the first lk keys (bottom-right
+      // alignment keeps each row's i_abs). Without causal every row sees all keys.
+      const lk = s.causal ? s.Lk - (s.Lq - i0 - n) : s.Lk;
+      const ref = reference.sdpaRef(sliceRows(q, s.Hq, s.Lq, s.D, h, i0, n), kh.subarray(0, lk * s.D), vh.subarray(0, lk * s.Dv),
+        { B: 1, Hq: 1, Hkv: 1, Lq: n, Lk: lk, D: s.D, Dv: s.Dv },
+        { causal: s.causal, softcap: s.softcap, slidingWindow: s.slidingWindow });
+      const c = compareToReference(sliceRows(got, s.Hq, s.Lq, s.Dv, h, i0, n), ref.out, TOLERANCES[s.dtype]);
+      worst = Math.max(worst, c.badIndex >= 0 ? Infinity : c.worst);
+      pass &&= c.pass;
+    }
+  }
+  return { worst, pass };
+}
+
+export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: SdpaBackend[], ceilings: Ceilings,
+                                     opts: { samples?: number; seed?: number } = {}): Promise<SdpaBenchRow[]> {
+  const seed = opts.seed ?? 7;
+  const nq = s.B * s.Hq * s.Lq * s.D, nk = s.B * s.Hkv * s.Lk * s.D, nv = s.B * s.Hkv * s.Lk * s.Dv;
+  const sets: { q: Float32Array; k: Float32Array; v: Float32Array; t: Tensor[] }[] = [];
+  for (let r = 0; r < ROTATE; r++) {
+    const q = roundToDType(randn(nq, seed + 10 * r), s.dtype);
+    const k = roundToDType(randn(nk, seed + 10 * r + 1), s.dtype);
+    const v = roundToDType(randn(nv, seed + 10 * r + 2), s.dtype);
+    sets.push({ q, k, v, t: [
+      engine.tensor(q, [s.B, s.Hq, s.Lq, s.D], s.dtype),
+      engine.tensor(k, [s.B, s.Hkv, s.Lk, s.D], s.dtype),
+      engine.tensor(v, [s.B, s.Hkv, s.Lk, s.Dv], s.dtype),
+    ] });
+  }
+  const attn = { causal: s.causal, softcap: s.softcap, slidingWindow: s.slidingWindow };
+  const flops = sdpaFlops(s);
+  const rows: SdpaBenchRow[] = [];
+  try {
+    for (const backend of backends) {
+      const row: SdpaBenchRow = { shape: s, backend, worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
+      try {
+        const [tq, tk, tv] = sets[0].t;
+        const out = engine.sdpa(tq, tk, tv, { ...attn, backend });
+        const got = await out.toFloat32();
+        out.destroy();
+        Object.assign(row, checkSlices(got, sets[0].q, sets[0].k, sets[0].v, s));
+        const cost = flops / 1e12;   // TFLOP per call: set the number of calls per sample from it
+        const per = Math.max(1, Math.min(20, Math.round(0.02 / Math.max(cost, 1e-6))));
+        row.timing = await timeOp(engine, (i) => {
+          const [a, b, c] = sets[i % ROTATE].t;
+          engine.sdpa(a, b, c, { ...attn, backend }).destroy();
+        }, { samples: opts.samples ?? 7, perSample: per });
+        row.tflops = flops / (row.timing.medianMs * 1e9);
+        row.gbs = sdpaMinBytes(s) / (row.timing.medianMs * 1e6);
+        row.pctFma = (100 * row.tflops) / ceilings.fmaTflops;
+      } catch (e) {
+        row.error = (e as Error).message;
+      }
+      rows.push(row);
+    }
+  } finally {
+    for (const set of sets) for (const t of set.t) t.destroy();
+  }
+  return rows;
+}
+
+/** mps-sdpa's shapes: B 1, H 8, D 64; f32 and f16; causal and not. */
+export function mpsSdpaShapes(lengths: number[]): SdpaShape[] {
+  const out: SdpaShape[] = [];
+  for (const dtype of ['f32', 'f16'] as const) {
+    for (const causal of [false, true]) {
+      for (const L of lengths) out.push({ B: 1, Hq: 8, Hkv: 8, Lq: L, Lk: L, D: 64, Dv: 64, dtype, causal });
+    }
+  }
+  return out;
+}
