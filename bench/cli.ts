@@ -104,7 +104,7 @@ if (args.has('explore')) {
 }
 
 mkdirSync(outDir, { recursive: true });
-const file = join(outDir, `bench-${slug}.json`);
+const file = join(outDir, `${slug}.json`);
 writeFileSync(file, `${JSON.stringify(result, null, 1)}\n`);
 console.log(`\nwrote ${file} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 engine.destroy();

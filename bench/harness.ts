@@ -38,10 +38,15 @@ export function median(xs: readonly number[]): number {
  * calls, then `samples` samples of `perSample` calls, reporting milliseconds per call.
  */
 export async function timeOp(engine: Engine, fn: (i: number) => void, opts: TimeOptions = {}): Promise<Timing> {
-  const warmup = opts.warmup ?? 2, samples = opts.samples ?? 10, per = opts.perSample ?? 1;
+  const warmup = opts.warmup ?? 3, samples = opts.samples ?? 10, per = opts.perSample ?? 1;
   let call = 0;
-  for (let i = 0; i < warmup; i++) fn(call++);
-  await engine.sync();
+  // Warm up for at least `warmup` calls and 300 ms: GPUs idle at low clocks and need a moment to rise.
+  const w0 = performance.now();
+  for (let i = 0; i < warmup || performance.now() - w0 < 300; i++) {
+    fn(call++);
+    await engine.sync();
+    if (i > 1000) break;
+  }
   const useTs = engine.features.timestampQuery && !opts.wall;
   const times: number[] = [];
   for (let s = 0; s < samples; s++) {

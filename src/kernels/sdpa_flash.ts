@@ -17,16 +17,17 @@ export interface FlashPlan {
 }
 
 /**
- * Thread grids by preference: 64×64 tiles first, smaller ones where storage or subgroups demand.
- * TM 8 halves the workgroup-memory loads per FMA in both products but holds 8 rows of O in
- * registers, so it is only offered up to Dv 128 (measured on an H200: bench/notes/flash.md).
+ * Thread grids by preference, from measurements on an H200 (bench/notes/flash.md): 64×64 tiles of
+ * 256 threads first (10.1 TFLOP/s at L 4096 f32), then 8 rows per thread (7.4: register pressure),
+ * then the 32×32 tile that 32 KiB adapters get (5.2-5.6); the rest serve small budgets and subgroups
+ * of 4 or 8.
  */
 const GRIDS: readonly { TX: number; TY: number; TM: number; TN: number; maxDv?: number }[] = [
-  { TX: 16, TY: 8, TM: 8, TN: 4, maxDv: 128 },
   { TX: 16, TY: 16, TM: 4, TN: 4 },
-  { TX: 8, TY: 16, TM: 4, TN: 8 },
+  { TX: 16, TY: 8, TM: 8, TN: 4, maxDv: 128 },
   { TX: 8, TY: 8, TM: 4, TN: 4 },
   { TX: 4, TY: 16, TM: 4, TN: 8 },
+  { TX: 8, TY: 16, TM: 4, TN: 8 },
   { TX: 4, TY: 8, TM: 4, TN: 8 },
   { TX: 4, TY: 8, TM: 4, TN: 4 },
 ];
