@@ -113,7 +113,7 @@ export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBac
 
 export async function runDefaultWorkload(engine: Engine, onRow?: (row: WorkloadRow, i: number, n: number) => void): Promise<WorkloadRow[]> {
   const rows: WorkloadRow[] = [];
-  const backends: SdpaBackend[] = ['naive'];
+  const backends: SdpaBackend[] = ['flash', 'naive'];
   const cases = DEFAULT_SDPA_SHAPES.flatMap((s) => backends.map((b) => [s, b] as const));
   for (const [i, [s, b]] of cases.entries()) {
     const row = await runSdpaCase(engine, s, b, { seed: 1000 + i });

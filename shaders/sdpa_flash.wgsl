@@ -31,6 +31,11 @@ const DV: u32 = 64u;
 override IN_DTYPE: u32 = 0u;
 override OUT_DTYPE: u32 = 0u;
 
+// Element type of the Q, K and V tiles in workgroup memory. vec4<f16> where the adapter has shader-f16
+// and the tensors are f16: lossless for f16 data, half the storage, so larger tiles fit. Arithmetic
+// stays f32 (tiles are widened on read).
+alias TILE4 = vec4<f32>;
+
 const WG: u32 = TX * TY;
 const BR: u32 = TY * TM;
 const BC: u32 = TX * TN;
@@ -80,9 +85,9 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> out: array<u32>;
 @group(0) @binding(8) var<storage, read_write> lse: array<u32>;
 
-var<workgroup> q_s: array<vec4<f32>, BR * DKP>;
-var<workgroup> k_s: array<vec4<f32>, BC * DKP>;
-var<workgroup> v_s: array<vec4<f32>, BC * VQ>;
+var<workgroup> q_s: array<TILE4, BR * DKP>;
+var<workgroup> k_s: array<TILE4, BC * DKP>;
+var<workgroup> v_s: array<TILE4, BC * VQ>;
 var<workgroup> p_s: array<vec4<f32>, PSV>;
 
 // Four consecutive elements starting at idx (a multiple of 4).
@@ -170,21 +175,21 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
           let h = g * G + gr % G;
           val = q4(((b * params.Hq + h) * params.Lq + gr / G) * D + dc * DK + 4u * c4);
         }
-        q_s[r * DKP + c4] = val;
+        q_s[r * DKP + c4] = TILE4(val);
       }
       for (var e = li; e < BC * DK4; e += WG) {
         let kr = e / DK4;
         let c4 = e % DK4;
         var val = vec4<f32>(0.0);
         if (kt + kr < params.Lk) { val = k4((kv_head * params.Lk + kt + kr) * D + dc * DK + 4u * c4); }
-        k_s[kr * DKP + c4] = val;
+        k_s[kr * DKP + c4] = TILE4(val);
       }
       workgroupBarrier();
       for (var c4 = 0u; c4 < params.n_dk4; c4++) {
         var a: array<vec4<f32>, TM>;
-        for (var i = 0u; i < TM; i++) { a[i] = q_s[(ty * TM + i) * DKP + c4]; }
+        for (var i = 0u; i < TM; i++) { a[i] = vec4<f32>(q_s[(ty * TM + i) * DKP + c4]); }
         for (var n = 0u; n < TN; n++) {
-          let kv = k_s[(tx + TX * n) * DKP + c4];
+          let kv = vec4<f32>(k_s[(tx + TX * n) * DKP + c4]);
           for (var i = 0u; i < TM; i++) { s[i * TN + n] += dot(a[i], kv); }
         }
       }
@@ -251,14 +256,14 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
         let col = vc * DVC + 4u * c;
         var val = vec4<f32>(0.0);
         if (kt + kr < params.Lk && col < DV) { val = v4((kv_head * params.Lk + kt + kr) * DV + col); }
-        v_s[kr * VQ + c] = val;
+        v_s[kr * VQ + c] = TILE4(val);
       }
       workgroupBarrier();
       for (var kk = 0u; kk < params.n_bc; kk++) {
         var pr: array<vec4<f32>, TM / 4u>;
         for (var i4 = 0u; i4 < TM / 4u; i4++) { pr[i4] = p_s[kk * BR4P + ty * (TM / 4u) + i4]; }
         for (var pp = 0u; pp < PPT; pp++) {
-          let vv = v_s[kk * VQ + tx + TX * pp];
+          let vv = vec4<f32>(v_s[kk * VQ + tx + TX * pp]);
           for (var i = 0u; i < TM; i++) { o[i * OP + vc * PPT + pp] += pr[i / 4u][i % 4u] * vv; }
         }
       }

@@ -85,6 +85,8 @@ export class Engine implements TensorHost {
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
     flashGrid: undefined as number | undefined,
+    /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
+    flashF16Tiles: true,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;

@@ -51,8 +51,9 @@ export type OverrideConstants = Readonly<Record<string, number | boolean>>;
 export interface KernelSpec {
   /** WGSL `override` constants (pipeline constants: no recompilation of the module). */
   readonly overrides?: OverrideConstants;
-  /** Values for module-scope `const` declarations, for what WGSL needs as const (array sizes). */
-  readonly consts?: Readonly<Record<string, number | boolean>>;
+  /** Values for module-scope `const` declarations, for what WGSL needs as const (array sizes); a
+   *  string value replaces the type of a module-scope `alias` of that name (the element type of a tile). */
+  readonly consts?: Readonly<Record<string, number | boolean | string>>;
   /** Extensions to enable (`f16`, `subgroups`), prepended as directives. */
   readonly enables?: readonly string[];
 }
@@ -64,10 +65,17 @@ function constLiteral(v: number | boolean, type: string | undefined): string {
   return `${v}u`;
 }
 
-/** Replaces `const NAME[: type] = ...;` at module scope with the given values. */
-export function specializeConsts(source: string, consts: Readonly<Record<string, number | boolean>>, where: string): string {
+/** Replaces `const NAME[: type] = ...;` (or, for a string, `alias NAME = ...;`) at module scope. */
+export function specializeConsts(source: string, consts: Readonly<Record<string, number | boolean | string>>, where: string): string {
   let out = source;
   for (const [name, value] of Object.entries(consts)) {
+    if (typeof value === 'string') {
+      const ra = new RegExp(`^alias\\s+${name}\\s*=[^;]*;`, 'm');
+      if (!ra.test(out)) throw new WebinferError(`${where}: no module-scope alias '${name}' to specialize`);
+      if (!/^[\w<>, ]+$/.test(value)) throw new WebinferError(`${where}: alias '${name}': '${value}' is not a type`);
+      out = out.replace(ra, `alias ${name} = ${value};`);
+      continue;
+    }
     const re = new RegExp(`^const\\s+${name}\\s*(?::\\s*(\\w+))?\\s*=[^;]*;`, 'm');
     const m = re.exec(out);
     if (!m) throw new WebinferError(`${where}: no module-scope const '${name}' to specialize`);
@@ -145,7 +153,7 @@ export class PipelineCache {
     for (const k of [...this.kernels.keys()]) if (k.startsWith(`${name}|`)) this.kernels.delete(k);
   }
 
-  private parse(program: string, consts: Readonly<Record<string, number | boolean>>, enables: readonly string[]): ParsedShader {
+  private parse(program: string, consts: Readonly<Record<string, number | boolean | string>>, enables: readonly string[]): ParsedShader {
     const key = `${program}|${JSON.stringify(consts)}|${enables.join(',')}`;
     let p = this.parsed.get(key);
     if (p) return p;

@@ -12,6 +12,8 @@ export interface FlashPlan {
   readonly variant: FlashVariant;
   readonly TX: number; readonly TY: number; readonly TM: number; readonly TN: number;
   readonly DK: number; readonly DVC: number;
+  /** Element type of the Q/K/V tiles in workgroup memory: f16 only for f16 data on shader-f16 adapters. */
+  readonly tile: 'f32' | 'f16';
   /** Workgroup storage the tile uses, in bytes. */
   readonly smem: number;
 }
@@ -41,9 +43,9 @@ export function flashUnsupported(D: number, Dv: number): string | null {
   return null;
 }
 
-export function flashSmemBytes(g: { TX: number; TY: number; TM: number; TN: number }, DK: number, DVC: number): number {
-  const BR = g.TY * g.TM, BC = g.TX * g.TN, DKP = DK / 4 + 1;
-  return 16 * BR * DKP + 16 * BC * DKP + 16 * BC * (DVC / 4) + 16 * Math.max(BC * (BR / 4 + 1), Math.ceil((BR * g.TX) / 4));
+export function flashSmemBytes(g: { TX: number; TY: number; TM: number; TN: number }, DK: number, DVC: number, tile: 'f32' | 'f16' = 'f32'): number {
+  const BR = g.TY * g.TM, BC = g.TX * g.TN, DKP = DK / 4 + 1, t4 = tile === 'f16' ? 8 : 16;
+  return t4 * (BR * DKP + BC * DKP + BC * (DVC / 4)) + 16 * Math.max(BC * (BR / 4 + 1), Math.ceil((BR * g.TX) / 4));
 }
 
 /**
@@ -53,7 +55,8 @@ export function flashSmemBytes(g: { TX: number; TY: number; TM: number; TN: numb
  * needs TX ≤ the smallest subgroup size so a row's threads share one subgroup.
  */
 export function planFlash(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number,
-                          variant: FlashVariant, smemCap = Infinity, grid?: number): FlashPlan | null {
+                          variant: FlashVariant, smemCap = Infinity, grid?: number, tile: 'f32' | 'f16' = 'f32'): FlashPlan | null {
+  if (tile === 'f16' && !features.f16) return null;
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   const sgMin = features.subgroupMinSize ?? features.subgroupSize;
   if (variant === 'subgroup' && (!features.subgroups || !sgMin)) return null;
@@ -70,12 +73,17 @@ export function planFlash(limits: EngineLimits, features: EngineFeatures, D: num
     const dvcs = [64, 32, 16].filter((c) => c % base === 0 && c <= Math.max(base, need));
     for (const DK of dks) {
       for (const DVC of dvcs) {
-        const smem = flashSmemBytes(g, DK, DVC);
-        if (smem <= budget) return { variant, TX: g.TX, TY: g.TY, TM: g.TM, TN: g.TN, DK, DVC, smem };
+        const smem = flashSmemBytes(g, DK, DVC, tile);
+        if (smem <= budget) return { variant, TX: g.TX, TY: g.TY, TM: g.TM, TN: g.TN, DK, DVC, tile, smem };
       }
     }
   }
   return null;
+}
+
+/** f16 tiles where the data is f16 and the adapter has shader-f16 (engine.tuning.flashF16Tiles can veto). */
+export function flashTileFor(engine: Engine, dtype: string): 'f32' | 'f16' {
+  return dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
 }
 
 export function flashVariantFor(engine: Engine): FlashVariant {
@@ -92,8 +100,9 @@ export function encodeSdpaFlash(engine: Engine, p: SdpaProblem, plan: FlashPlan,
   const rowTiles = Math.ceil(rows / BR);
   const kernel = engine.kernel(plan.variant === 'subgroup' ? 'sdpa_flash_subgroup' : 'sdpa_flash', 'flash_main', {
     overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
-    consts: { TX: plan.TX, TY: plan.TY, TM: plan.TM, TN: plan.TN, DK: plan.DK, DVC: plan.DVC, D: p.D, DV: p.Dv },
-    enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
+    consts: { TX: plan.TX, TY: plan.TY, TM: plan.TM, TN: plan.TN, DK: plan.DK, DVC: plan.DVC, D: p.D, DV: p.Dv,
+              TILE4: plan.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
+    enables: [...(plan.tile === 'f16' ? ['f16'] : []), ...(plan.variant === 'subgroup' ? ['subgroups'] : [])],
   });
   const out = engine.emptyTensor([p.B, p.Hq, p.Lq, p.Dv], q.dtype);
   const lse = engine.emptyTensor([p.B, p.Hq, p.Lq], 'f32');

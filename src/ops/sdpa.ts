@@ -5,7 +5,7 @@ import type { Engine } from '../engine';
 import { Tensor } from '../tensor';
 import type { SdpaOptions } from '../types';
 import { encodeSdpaNaive } from '../kernels/sdpa_naive';
-import { encodeSdpaFlash, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash';
+import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash';
 
 export interface SdpaProblem {
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number;
@@ -102,7 +102,7 @@ export function sdpa(engine: Engine, op: string, q: Tensor, k: Tensor, v: Tensor
   if (backend === 'naive') return encodeSdpaNaive(engine, p, q, k, v, withLse);
   const variant = flashVariantFor(engine);
   const why = flashUnsupported(p.D, p.Dv);
-  const plan = why ? null : planFlash(engine.limits, engine.features, p.D, p.Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid);
+  const plan = why ? null : planFlash(engine.limits, engine.features, p.D, p.Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, flashTileFor(engine, q.dtype));
   if (plan) return encodeSdpaFlash(engine, p, plan, q, k, v, withLse);
   const reason = why ?? `no ${variant} flash tile fits ${Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes)} bytes of workgroup storage`;
   if (backend === 'flash') fail(op, "opts.backend 'flash'", 'a problem the fused kernel serves', reason);

@@ -2,7 +2,7 @@
 // subgroup where the adapter offers subgroups), at small tiles (fast to compile on software adapters)
 // and at the tiles the planner picks from the adapter's own limits; flash against naive on the same
 // inputs; linear memory; the fallback of 'auto'.
-import { reference, type Engine } from '../../src/index';
+import { compareToReference, reference, type Engine } from '../../src/index';
 import { flashUnsupported, planFlash, type FlashVariant } from '../../src/kernels/sdpa_flash';
 import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase } from './harness';
 import { checkSdpa, type SdpaSpec } from './sdpa';
@@ -74,6 +74,43 @@ function variantCases(v: FlashVariant): TestCase[] {
 export const sdpaFlashCases = defineCases('sdpa flash', [
   ...variantCases('portable'),
   ...variantCases('subgroup'),
+  {
+    name: 'shader-f16 path: f16 tiles in workgroup memory agree with f32 tiles and fit larger tiles',
+    async run({ engine, note }) {
+      const spec = { B: 2, Hq: 4, Hkv: 2, Lq: 45, Lk: 77, D: 64, dtype: 'f16' as const, causal: true, sinks: true, seed: 3100 };
+      if (!engine.features.f16) {
+        note("shader-f16: not offered by this adapter; f16 data ran with f32 tiles (the portable path), checked against the reference");
+        await checkSdpa(engine, spec, 'flash');
+        return;
+      }
+      // 32 KiB (Apple's budget): f16 tiles fit the 64×64 tile that f32 tiles need 44 KiB for.
+      const p16 = planFlash(engine.limits, engine.features, 64, 64, 'portable', 32768, undefined, 'f16');
+      const p32 = planFlash(engine.limits, engine.features, 64, 64, 'portable', 32768, undefined, 'f32');
+      assert(p16 !== null && p32 !== null && p16.tile === 'f16', `plans ${JSON.stringify(p16)} ${JSON.stringify(p32)}`);
+      assert(p16.TY * p16.TM * p16.TX * p16.TN > p32.TY * p32.TM * p32.TX * p32.TN,
+        `within 32 KiB, f16 tiles should allow a larger tile: ${JSON.stringify(p16)} vs ${JSON.stringify(p32)}`);
+      for (const cap of [Infinity, 32768, 16384]) {
+        const a = await withTuning(engine, { flashF16Tiles: true, flashSmemBytes: cap, flashVariant: 'portable' }, () => checkSdpa(engine, spec, 'flash'));
+        const b = await withTuning(engine, { flashF16Tiles: false, flashSmemBytes: cap, flashVariant: 'portable', flashGrid: undefined }, async () => {
+          // Same grid as the f16 run, so only the tile type differs.
+          const plan = planFlash(engine.limits, engine.features, 64, 64, 'portable', cap, undefined, 'f16')!;
+          const gridIndex = [0, 1, 2, 3, 4, 5, 6].find((gi) => {
+            const q = planFlash(engine.limits, engine.features, 64, 64, 'portable', Infinity, gi, 'f32');
+            return q && q.TX === plan.TX && q.TY === plan.TY && q.TM === plan.TM && q.TN === plan.TN;
+          });
+          engine.tuning.flashGrid = gridIndex;
+          engine.tuning.flashSmemBytes = Infinity;
+          return checkSdpa(engine, spec, 'flash');
+        });
+        // Same inputs, same grid; the D/Dv chunk widths may differ, so the f32 sums may round
+        // differently: agreement within one f16 ulp of the output and f32 rounding of the lse.
+        for (const [what, x, y, tol] of [['out', a.out, b.out, { atol: 1e-6, rtol: 2 ** -10 }], ['lse', a.lse, b.lse, { atol: 1e-6, rtol: 1e-6 }]] as const) {
+          const c = compareToReference(x, Float64Array.from(y), tol);
+          assert(c.pass, `f16-tile vs f32-tile ${what} (cap ${cap}): element ${c.worstIndex} ${x[c.worstIndex]} vs ${y[c.worstIndex]}`);
+        }
+      }
+    },
+  },
   {
     name: 'flash equals naive on the same inputs (GQA, causal, mask, sinks)',
     async run({ engine }) {
