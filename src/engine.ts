@@ -6,6 +6,7 @@ import { PROGRAMS, SHADER_FILES } from './shaders';
 import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor';
 import type { EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types';
 import { sdpa as sdpaOp } from './ops/sdpa';
+import { mergeAttnStates as mergeOp } from './ops/merge';
 
 const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
   'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize',
@@ -430,6 +431,11 @@ export class Engine implements TensorHost {
   sdpa(q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions = {}): Tensor {
     const r = sdpaOp(this, 'sdpa', q, k, v, opts, false);
     return r.out;
+  }
+
+  /** Merges two attention states by their LSE (SPEC §4): o [T,H,Dv] and lse [H,T] each. */
+  mergeAttnStates(oA: Tensor, lseA: Tensor, oB: Tensor, lseB: Tensor): { out: Tensor; lse: Tensor } {
+    return mergeOp(this, oA, lseA, oB, lseB);
   }
 
   /** As sdpa, also returning the log-sum-exp of each row, lse [B,Hq,Lq] f32 (-inf for rows that see no key). */

@@ -8,6 +8,7 @@ import sdpaFlash from '../shaders/sdpa_flash.wgsl?raw';
 import reducePortable from '../shaders/reduce_portable.wgsl?raw';
 import reduceSubgroup from '../shaders/reduce_subgroup.wgsl?raw';
 import benchCeiling from '../shaders/bench_ceiling.wgsl?raw';
+import mergeStates from '../shaders/merge_states.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
@@ -16,6 +17,7 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
   'reduce_portable.wgsl': reducePortable,
   'reduce_subgroup.wgsl': reduceSubgroup,
   'bench_ceiling.wgsl': benchCeiling,
+  'merge_states.wgsl': mergeStates,
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
@@ -23,4 +25,5 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_flash: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_portable.wgsl'],
   sdpa_flash_subgroup: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_subgroup.wgsl'],
   bench_ceiling: ['bench_ceiling.wgsl'],
+  merge_states: ['dtype.wgsl', 'merge_states.wgsl'],
 };

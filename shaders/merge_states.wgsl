@@ -1,0 +1,99 @@
+// Merging attention states by their log-sum-exp (SPEC §4): the associative operator behind
+// mergeAttnStates and the split-KV decode. States are (o [T, H, Dv], lse [H, T]).
+//   n_parts states come either as two buffers (o_a/lse_a, o_b/lse_b: the public two-state merge) or
+//   stacked in one workspace (o_a/lse_a with strides: the partitions of a split-KV decode).
+// A state whose lse is -inf, +inf (an empty chunk, as vLLM treats it) or NaN contributes nothing;
+// when no state contributes, o = 0 and lse = -inf. Learned sinks, when given, join the denominator
+// once here (the partitions leave them out).
+
+override IN_DTYPE: u32 = 0u;
+override OUT_DTYPE: u32 = 0u;
+override WG: u32 = 64u;
+
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+struct Params {
+  T: u32, H: u32, Dv: u32, n_parts: u32,
+  two_buffers: u32, part_stride: u32, lse_stride: u32, has_sinks: u32,
+  out_words: u32, _p0: u32, _p1: u32, _p2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> o_a: array<u32>;
+@group(0) @binding(2) var<storage, read> o_b: array<u32>;
+@group(0) @binding(3) var<storage, read> lse_a: array<u32>;
+@group(0) @binding(4) var<storage, read> lse_b: array<u32>;
+@group(0) @binding(5) var<storage, read> sinks: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<u32>;
+@group(0) @binding(7) var<storage, read_write> lse_out: array<u32>;
+
+fn part_lse(p: u32, h: u32, t: u32) -> f32 {
+  var bits: u32;
+  if (p == 1u && params.two_buffers == 1u) { bits = lse_b[h * params.T + t]; }
+  else { bits = lse_a[p * params.lse_stride + h * params.T + t]; }
+  // -inf, +inf and NaN all mean "empty": return a finite sentinel below any real lse.
+  if ((bits & 0x7f800000u) == 0x7f800000u) { return -3.0e38; }
+  return bitcast<f32>(bits);
+}
+
+fn part_o(p: u32, e: u32) -> f32 {
+  if (p == 1u && params.two_buffers == 1u) {
+    return unpack_elem(o_b[word_of(e, IN_DTYPE)], (e & 1u) == 1u, IN_DTYPE);
+  }
+  let i = p * params.part_stride + e;
+  return unpack_elem(o_a[word_of(i, IN_DTYPE)], (i & 1u) == 1u, IN_DTYPE);
+}
+
+struct Merged { value: f32, lse_bits: u32 }
+
+// Element e = (t·H + h)·Dv + d of the merged output, and the merged lse of its row.
+fn merge_elem(e: u32) -> Merged {
+  let row = e / params.Dv;
+  let t = row / params.H;
+  let h = row % params.H;
+  var m = -3.0e38;
+  for (var p = 0u; p < params.n_parts; p++) { m = max(m, part_lse(p, h, t)); }
+  if (m <= -2.0e38) { return Merged(0.0, NEG_INF_BITS); }
+  var den = 0.0;
+  var acc = 0.0;
+  for (var p = 0u; p < params.n_parts; p++) {
+    let l = part_lse(p, h, t);
+    if (l <= -2.0e38) { continue; }
+    let w = exp(l - m);
+    den += w;
+    acc += w * part_o(p, e);
+  }
+  var mm = m;
+  if (params.has_sinks == 1u) {
+    let s = sinks[h];
+    mm = max(m, s);
+    let k = exp(m - mm);
+    den = den * k + exp(s - mm);
+    acc *= k;
+  }
+  return Merged(acc / den, bitcast<u32>(mm + log(den)));
+}
+
+// One thread per output word (two elements for 16-bit outputs).
+@compute @workgroup_size(WG)
+fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+  let w = (wid.y * nwg.x + wid.x) * WG + lid;
+  if (w >= params.out_words) { return; }
+  let n = params.T * params.H * params.Dv;
+  var e0 = w;
+  if (OUT_DTYPE != 0u) { e0 = 2u * w; }
+  let a = merge_elem(e0);
+  if (e0 % params.Dv == 0u) { lse_out[(e0 / params.Dv) % params.H * params.T + e0 / params.Dv / params.H] = a.lse_bits; }
+  if (OUT_DTYPE == 0u) {
+    out[w] = bitcast<u32>(a.value);
+    return;
+  }
+  var bv = 0.0;
+  if (e0 + 1u < n) {
+    let b = merge_elem(e0 + 1u);
+    bv = b.value;
+    if ((e0 + 1u) % params.Dv == 0u) { lse_out[((e0 + 1u) / params.Dv) % params.H * params.T + (e0 + 1u) / params.Dv / params.H] = b.lse_bits; }
+  }
+  out[w] = pack_pair(a.value, bv, OUT_DTYPE);
+}
