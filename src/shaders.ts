@@ -4,7 +4,8 @@
 // back to file:line.
 import dtype from '../shaders/dtype.wgsl?raw';
 import sdpaNaive from '../shaders/sdpa_naive.wgsl?raw';
-import sdpaFlash from '../shaders/sdpa_flash.wgsl?raw';
+import flashCore from '../shaders/flash_core.wgsl?raw';
+import flashDense from '../shaders/flash_dense.wgsl?raw';
 import reducePortable from '../shaders/reduce_portable.wgsl?raw';
 import reduceSubgroup from '../shaders/reduce_subgroup.wgsl?raw';
 import benchCeiling from '../shaders/bench_ceiling.wgsl?raw';
@@ -13,7 +14,8 @@ import mergeStates from '../shaders/merge_states.wgsl?raw';
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
   'sdpa_naive.wgsl': sdpaNaive,
-  'sdpa_flash.wgsl': sdpaFlash,
+  'flash_core.wgsl': flashCore,
+  'flash_dense.wgsl': flashDense,
   'reduce_portable.wgsl': reducePortable,
   'reduce_subgroup.wgsl': reduceSubgroup,
   'bench_ceiling.wgsl': benchCeiling,
@@ -22,8 +24,8 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_naive: ['dtype.wgsl', 'sdpa_naive.wgsl'],
-  sdpa_flash: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_portable.wgsl'],
-  sdpa_flash_subgroup: ['dtype.wgsl', 'sdpa_flash.wgsl', 'reduce_subgroup.wgsl'],
+  sdpa_flash: ['dtype.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
+  sdpa_flash_subgroup: ['dtype.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
   bench_ceiling: ['bench_ceiling.wgsl'],
   merge_states: ['dtype.wgsl', 'merge_states.wgsl'],
 };

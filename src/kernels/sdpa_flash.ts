@@ -1,4 +1,4 @@
-// Planning and encoding of shaders/sdpa_flash.wgsl: the tile shape comes from the adapter's limits
+// Planning and encoding of the dense flash program (shaders/flash_dense.wgsl + flash_core.wgsl): the tile
 // (workgroup storage, invocations) and features (subgroups and their smallest size).
 import type { Engine } from '../engine';
 import type { EngineFeatures, EngineLimits } from '../types';
@@ -92,6 +92,14 @@ export function flashVariantFor(engine: Engine): FlashVariant {
   return engine.features.subgroups && (engine.features.subgroupMinSize ?? engine.features.subgroupSize) ? 'subgroup' : 'portable';
 }
 
+/** ALiBi slopes then sinks, one per query head each (zeros where absent), in one small buffer. */
+export function headParams(engine: Engine, Hq: number, alibi: Float32Array | null, sinks: Float32Array | null): GPUBuffer {
+  const a = new Float32Array(2 * Hq);
+  if (alibi) a.set(alibi, 0);
+  if (sinks) a.set(sinks, Hq);
+  return engine.smallF32(a, 'head params');
+}
+
 export function encodeSdpaFlash(engine: Engine, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
                                 withLse: boolean): { out: Tensor; lse: Tensor | null } {
   const G = p.Hq / p.Hkv;
@@ -110,8 +118,7 @@ export function encodeSdpaFlash(engine: Engine, p: SdpaProblem, plan: FlashPlan,
   engine.dispatch(kernel, {
     q, k, v, out, lse,
     mask: p.mask ? p.mask.buffer : engine.dummy,
-    slopes: p.alibi ? engine.smallF32(p.alibi, 'alibi') : engine.dummy,
-    sinks: p.sinks ? engine.smallF32(p.sinks, 'sinks') : engine.dummy,
+    headp: headParams(engine, p.Hq, p.alibi, p.sinks),
   }, {
     B: p.B, Hq: p.Hq, Hkv: p.Hkv, Lq: p.Lq, Lk: p.Lk, G, rows, row_tiles: rowTiles,
     flags: sdpaFlags(p), window: p.window, scale: p.scale, softcap: p.softcap || 1,

@@ -1,8 +1,8 @@
-// Fused flash attention (FlashAttention-2 style) for every option of SPEC §2.
+// Fused flash attention (FlashAttention-2 style), the part shared by every addressing mode.
 //
-// One workgroup owns BR query rows of one (batch, kv head) and walks the key tiles of BC keys that
-// those rows can see, keeping the softmax state (running max m, running sum l, output O) of its rows
-// in registers with deferred normalization; nothing of size Lq × Lk ever exists.
+// One workgroup owns BR query rows of one (batch or sequence, kv head) and walks the key tiles of BC
+// keys those rows can see, keeping the softmax state (running max m, running sum l, output O) of its
+// rows in registers with deferred normalization; nothing of size Lq × Lk ever exists.
 //
 // GQA: the rows of a workgroup are (position, query head) pairs of the G query heads that share one kv
 // head, position-major (row r = position·G + head-in-group), so every K/V tile staged in workgroup
@@ -16,6 +16,10 @@
 // The row reductions (max, sum) across the TX threads of a row come from reduce_*.wgsl: subgroup
 // shuffles, or workgroup memory where subgroups are missing.
 //
+// The addressing mode (flash_dense.wgsl, flash_paged.wgsl) declares the bindings and Params and
+// supplies: q_load4, k_load4, v_load4 (four elements of a row), mask_word, head_slope, head_sink,
+// store_out4 and store_lse. Params must have G, flags, window, scale, softcap, n_dc, n_dk4, n_bc.
+//
 // Scores are kept in base 2 (scaled by log2 e) so the exponentials are exp2. Invisible keys get a
 // finite sentinel: WGSL lets implementations assume no infinities.
 
@@ -27,9 +31,6 @@ const DK: u32 = 16u;    // D columns staged per step (multiple of 4, divides D)
 const DVC: u32 = 64u;   // Dv columns staged per step (multiple of 4·TX)
 const D: u32 = 64u;
 const DV: u32 = 64u;
-
-override IN_DTYPE: u32 = 0u;
-override OUT_DTYPE: u32 = 0u;
 
 // Element type of the Q, K and V tiles in workgroup memory. vec4<f16> where the adapter has shader-f16
 // and the tensors are f16: lossless for f16 data, half the storage, so larger tiles fit. Arithmetic
@@ -64,71 +65,33 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
 
-struct Params {
-  B: u32, Hq: u32, Hkv: u32, Lq: u32,
-  Lk: u32, G: u32, rows: u32, row_tiles: u32,
-  flags: u32, window: u32, scale: f32, softcap: f32,
-  ms_b: u32, ms_h: u32, ms_i: u32, ms_j: u32,
-  // Equal to the consts NDC, DK4 and BC. Loops over these index only workgroup memory, and bounding
-  // them by uniforms keeps compilers from unrolling them whole: the code stays small enough for
-  // software adapters to compile in seconds, while the register tiles stay fully unrolled.
-  n_dc: u32, n_dk4: u32, n_bc: u32, _pad: u32,
-}
 
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<u32>;
-@group(0) @binding(2) var<storage, read> k: array<u32>;
-@group(0) @binding(3) var<storage, read> v: array<u32>;
-@group(0) @binding(4) var<storage, read> mask: array<u32>;
-@group(0) @binding(5) var<storage, read> slopes: array<f32>;
-@group(0) @binding(6) var<storage, read> sinks: array<f32>;
-@group(0) @binding(7) var<storage, read_write> out: array<u32>;
-@group(0) @binding(8) var<storage, read_write> lse: array<u32>;
+/** One workgroup's work: a row tile of one (batch or sequence, kv head), over one key range. */
+struct Job {
+  b: u32,         // batch (dense) or sequence (paged)
+  g: u32,         // kv head
+  row0: u32,      // first row of the tile; rows are position·G + head-in-group
+  rows: u32,      // G · Lq: the rows of this (b, g)
+  Lq: u32,
+  Lk: u32,
+  k_lo: u32,      // keys [k_lo, k_hi) of this job: all of them, or one partition of a split
+  k_hi: u32,
+  partial: bool,  // a partition's state (no sinks, written for a later merge) rather than the output
+}
 
 var<workgroup> q_s: array<TILE4, BR * DKP>;
 var<workgroup> k_s: array<TILE4, BC * DKP>;
 var<workgroup> v_s: array<TILE4, BC * VQ>;
 var<workgroup> p_s: array<vec4<f32>, PSV>;
 
-// Four consecutive elements starting at idx (a multiple of 4).
-fn q4(idx: u32) -> vec4<f32> {
-  if (IN_DTYPE == 0u) {
-    return vec4<f32>(bitcast<f32>(q[idx]), bitcast<f32>(q[idx + 1u]), bitcast<f32>(q[idx + 2u]), bitcast<f32>(q[idx + 3u]));
-  }
-  let w = idx >> 1u;
-  return vec4<f32>(unpack_pair(q[w], IN_DTYPE), unpack_pair(q[w + 1u], IN_DTYPE));
-}
-
-fn k4(idx: u32) -> vec4<f32> {
-  if (IN_DTYPE == 0u) {
-    return vec4<f32>(bitcast<f32>(k[idx]), bitcast<f32>(k[idx + 1u]), bitcast<f32>(k[idx + 2u]), bitcast<f32>(k[idx + 3u]));
-  }
-  let w = idx >> 1u;
-  return vec4<f32>(unpack_pair(k[w], IN_DTYPE), unpack_pair(k[w + 1u], IN_DTYPE));
-}
-
-fn v4(idx: u32) -> vec4<f32> {
-  if (IN_DTYPE == 0u) {
-    return vec4<f32>(bitcast<f32>(v[idx]), bitcast<f32>(v[idx + 1u]), bitcast<f32>(v[idx + 2u]), bitcast<f32>(v[idx + 3u]));
-  }
-  let w = idx >> 1u;
-  return vec4<f32>(unpack_pair(v[w], IN_DTYPE), unpack_pair(v[w + 1u], IN_DTYPE));
-}
-
-@compute @workgroup_size(WG)
-fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_index) li: u32) {
-  let tile = wid.y * nwg.x + wid.x;
-  if (tile >= params.row_tiles * params.B * params.Hkv) { return; }   // whole workgroup: stays uniform
-  let rt = tile % params.row_tiles;
-  let bg = tile / params.row_tiles;
-  let b = bg / params.Hkv;
-  let g = bg % params.Hkv;
+/** Runs one job; li is the local invocation index. Call from workgroup-uniform control flow. */
+fn flash_tile(job: Job, li: u32) {
   let tx = li % TX;
   let ty = li / TX;
   let G = params.G;
-  let row0 = rt * BR;
-  let shift = i32(params.Lk) - i32(params.Lq);
+  let row0 = job.row0;
+  let g = job.g;
+  let shift = i32(job.Lk) - i32(job.Lq);
   let f = params.flags;
 
   // The rows this thread owns.
@@ -137,28 +100,27 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   var r_pos: array<u32, TM>;
   for (var i = 0u; i < TM; i++) {
     let r = row0 + ty * TM + i;
-    r_ok[i] = r < params.rows;
-    let rr = min(r, params.rows - 1u);
+    r_ok[i] = r < job.rows;
+    let rr = min(r, job.rows - 1u);
     r_pos[i] = rr / G;
     r_h[i] = g * G + rr % G;
   }
 
   // Keys any row of the tile can see: causal skips tiles above the diagonal, a window those before it.
-  let last = min(row0 + BR, params.rows) - 1u;
-  var k_end = params.Lk;
-  if ((f & FLAG_CAUSAL) != 0u) { k_end = u32(clamp(i32(last / G) + shift + 1, 0, i32(params.Lk))); }
-  var k_begin = 0u;
+  let last = min(row0 + BR, job.rows) - 1u;
+  var k_end = job.k_hi;
+  if ((f & FLAG_CAUSAL) != 0u) { k_end = min(k_end, u32(clamp(i32(last / G) + shift + 1, 0, i32(job.Lk)))); }
+  var k_begin = job.k_lo;
   if ((f & FLAG_WINDOW) != 0u) {
-    k_begin = u32(clamp(i32(row0 / G) + shift - i32(params.window) + 1, 0, i32(params.Lk)));
+    k_begin = max(k_begin, u32(clamp(i32(row0 / G) + shift - i32(params.window) + 1, 0, i32(job.Lk))));
   }
-  k_begin = (k_begin / BC) * BC;
+  k_begin = job.k_lo + ((k_begin - job.k_lo) / BC) * BC;
 
   var m: array<f32, TM>;
   var l: array<f32, TM>;
   var o: array<vec4<f32>, TM * OP>;
   for (var i = 0u; i < TM; i++) { m[i] = MASKED; l[i] = 0.0; }
   for (var c = 0u; c < TM * OP; c++) { o[c] = vec4<f32>(0.0); }
-  let kv_head = b * params.Hkv + g;
 
   for (var kt = k_begin; kt < k_end; kt += BC) {
     // ---- S = Q·Kᵀ for this key tile, D staged DK columns at a time.
@@ -171,17 +133,14 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
         let c4 = e % DK4;
         let gr = row0 + r;
         var val = vec4<f32>(0.0);
-        if (gr < params.rows) {
-          let h = g * G + gr % G;
-          val = q4(((b * params.Hq + h) * params.Lq + gr / G) * D + dc * DK + 4u * c4);
-        }
+        if (gr < job.rows) { val = q_load4(job, gr, dc * DK + 4u * c4); }
         q_s[r * DKP + c4] = TILE4(val);
       }
       for (var e = li; e < BC * DK4; e += WG) {
         let kr = e / DK4;
         let c4 = e % DK4;
         var val = vec4<f32>(0.0);
-        if (kt + kr < params.Lk) { val = k4((kv_head * params.Lk + kt + kr) * D + dc * DK + 4u * c4); }
+        if (kt + kr < k_end) { val = k_load4(job, kt + kr, dc * DK + 4u * c4); }
         k_s[kr * DKP + c4] = TILE4(val);
       }
       workgroupBarrier();
@@ -202,14 +161,14 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
       let i_abs = i32(r_pos[i]) + shift;
       for (var n = 0u; n < TN; n++) {
         let j = kt + tx + TX * n;
-        var visible = r_ok[i] && j < params.Lk;
+        var visible = r_ok[i] && j < k_end;
         if ((f & FLAG_CAUSAL) != 0u && i32(j) > i_abs) { visible = false; }
         if ((f & FLAG_WINDOW) != 0u && i_abs - i32(j) >= i32(params.window)) { visible = false; }
         var x = s[i * TN + n] * params.scale;
         if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
-        if ((f & FLAG_ALIBI) != 0u) { x += slopes[r_h[i]] * f32(i32(j) - i_abs); }
+        if ((f & FLAG_ALIBI) != 0u) { x += head_slope(r_h[i]) * f32(i32(j) - i_abs); }
         if (visible && (f & (FLAG_MASK_BOOL | FLAG_MASK_ADD)) != 0u) {
-          let mw = mask[b * params.ms_b + r_h[i] * params.ms_h + r_pos[i] * params.ms_i + j * params.ms_j];
+          let mw = mask_word(job, r_h[i], r_pos[i], j);
           if ((f & FLAG_MASK_BOOL) != 0u) {
             visible = mw != 0u;
           } else if (mw == NEG_INF_BITS) {
@@ -255,7 +214,7 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
         let c = e % VQ;
         let col = vc * DVC + 4u * c;
         var val = vec4<f32>(0.0);
-        if (kt + kr < params.Lk && col < DV) { val = v4((kv_head * params.Lk + kt + kr) * DV + col); }
+        if (kt + kr < k_end && col < DV) { val = v_load4(job, kt + kr, col); }
         v_s[kr * VQ + c] = TILE4(val);
       }
       workgroupBarrier();
@@ -270,7 +229,8 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
   }
 
-  // ---- Learned sinks join the denominator only; normalize; write out and lse.
+  // ---- Learned sinks join the denominator only (never in a partition: the merge adds them once);
+  // normalize; write out and lse.
   for (var i = 0u; i < TM; i++) {
     if (!r_ok[i]) { continue; }
     let h = r_h[i];
@@ -278,34 +238,22 @@ fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     var mf = m[i];
     var lf = l[i];
     var keep = 1.0;
-    if (any_visible && (f & FLAG_SINKS) != 0u) {
-      let s2 = sinks[h] * LOG2E;
+    if (any_visible && !job.partial && (f & FLAG_SINKS) != 0u) {
+      let s2 = head_sink(h) * LOG2E;
       let mn = max(mf, s2);
       keep = exp2(mf - mn);
       lf = lf * keep + exp2(s2 - mn);
       mf = mn;
     }
     let inv = select(0.0, keep / lf, any_visible);
-    let row = (b * params.Hq + h) * params.Lq + r_pos[i];
     for (var vc = 0u; vc < NVC; vc++) {
       for (var pp = 0u; pp < PPT; pp++) {
         let col = vc * DVC + 4u * (tx + TX * pp);
-        if (col >= DV) { continue; }
-        let val = o[i * OP + vc * PPT + pp] * inv;
-        let e = row * DV + col;
-        if (OUT_DTYPE == 0u) {
-          out[e] = bitcast<u32>(val.x);
-          out[e + 1u] = bitcast<u32>(val.y);
-          out[e + 2u] = bitcast<u32>(val.z);
-          out[e + 3u] = bitcast<u32>(val.w);
-        } else {
-          out[e >> 1u] = pack_pair(val.x, val.y, OUT_DTYPE);
-          out[(e >> 1u) + 1u] = pack_pair(val.z, val.w, OUT_DTYPE);
-        }
+        if (col < DV) { store_out4(job, h, r_pos[i], col, o[i * OP + vc * PPT + pp] * inv); }
       }
     }
     if (tx == 0u) {
-      lse[row] = select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible);
+      store_lse(job, h, r_pos[i], select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible));
     }
   }
 }
