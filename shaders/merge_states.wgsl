@@ -1,7 +1,8 @@
 // Merging attention states by their log-sum-exp (SPEC §4): the associative operator behind
 // mergeAttnStates and the split-KV decode. States are (o [T, H, Dv], lse [H, T]).
 //   n_parts states come either as two buffers (o_a/lse_a, o_b/lse_b: the public two-state merge) or
-//   stacked in one workspace (o_a/lse_a with strides: the partitions of a split-KV decode).
+//   stacked in one workspace (o_a/lse_a with strides, lse from word lse_base: the partitions of a
+//   split-KV decode, where o_a and lse_a bind the same buffer).
 // A state whose lse is -inf, +inf (an empty chunk, as vLLM treats it) or NaN contributes nothing;
 // when no state contributes, o = 0 and lse = -inf. Learned sinks, when given, join the denominator
 // once here (the partitions leave them out).
@@ -15,7 +16,7 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 struct Params {
   T: u32, H: u32, Dv: u32, n_parts: u32,
   two_buffers: u32, part_stride: u32, lse_stride: u32, has_sinks: u32,
-  out_words: u32, _p0: u32, _p1: u32, _p2: u32,
+  out_words: u32, lse_base: u32, _p1: u32, _p2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -30,7 +31,7 @@ struct Params {
 fn part_lse(p: u32, h: u32, t: u32) -> f32 {
   var bits: u32;
   if (p == 1u && params.two_buffers == 1u) { bits = lse_b[h * params.T + t]; }
-  else { bits = lse_a[p * params.lse_stride + h * params.T + t]; }
+  else { bits = lse_a[params.lse_base + p * params.lse_stride + h * params.T + t]; }
   // -inf, +inf and NaN all mean "empty": return a finite sentinel below any real lse.
   if ((bits & 0x7f800000u) == 0x7f800000u) { return -3.0e38; }
   return bitcast<f32>(bits);
@@ -74,7 +75,8 @@ fn merge_elem(e: u32) -> Merged {
   return Merged(acc / den, bitcast<u32>(mm + log(den)));
 }
 
-// One thread per output word (two elements for 16-bit outputs).
+// One thread per output word (two elements for 16-bit outputs). out_words may cover only the first
+// tokens (the real ones of a padded batch); T stays the token stride of every [.., T] layout.
 @compute @workgroup_size(WG)
 fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {

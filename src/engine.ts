@@ -4,9 +4,11 @@ import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './er
 import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline';
 import { PROGRAMS, SHADER_FILES } from './shaders';
 import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor';
-import type { EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types';
+import type { AttentionOptions, EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types';
 import { sdpa as sdpaOp } from './ops/sdpa';
 import { mergeAttnStates as mergeOp } from './ops/merge';
+import { createPagedKVCache as createPagedKVCacheOp, pagedAttention as pagedOp, reshapeAndCache as reshapeAndCacheOp,
+  type AttentionMetadata, type PagedKVCache, type PagedKVCacheOptions } from './paged';
 
 const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
   'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize',
@@ -88,6 +90,10 @@ export class Engine implements TensorHost {
     flashGrid: undefined as number | undefined,
     /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
     flashF16Tiles: true,
+    /** Paged attention splits long contexts into KV partitions until about this many workgroups run. */
+    pagedTargetWorkgroups: 512,
+    /** ... but no partition is shorter than this many keys. */
+    pagedMinPartition: 256,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;
@@ -431,6 +437,27 @@ export class Engine implements TensorHost {
   sdpa(q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions = {}): Tensor {
     const r = sdpaOp(this, 'sdpa', q, k, v, opts, false);
     return r.out;
+  }
+
+  /** A paged KV cache (SPEC §3): .key [numBlocks, Hkv, blockSize, D], .value [numBlocks, Hkv, blockSize, Dv]. */
+  createPagedKVCache(o: PagedKVCacheOptions): PagedKVCache {
+    return createPagedKVCacheOp(this, o);
+  }
+
+  /** Writes token t's key/value rows to slot slotMapping[t] of the cache; negative slots are skipped. */
+  reshapeAndCache(key: Tensor, value: Tensor, cache: PagedKVCache, slotMapping: Tensor | Int32Array): void {
+    reshapeAndCacheOp(this, key, value, cache, slotMapping);
+  }
+
+  /** Attention of a mixed batch over the paged cache (SPEC §3): query [T,Hq,D] → [T,Hq,Dv]. */
+  pagedAttention(query: Tensor, cache: PagedKVCache, meta: AttentionMetadata, opts: AttentionOptions = {}): Tensor {
+    return pagedOp(this, 'pagedAttention', query, cache, meta, opts, false).out;
+  }
+
+  /** As pagedAttention, also returning lse [Hq, T] (f32; -inf for rows that see no key). */
+  pagedAttentionWithLse(query: Tensor, cache: PagedKVCache, meta: AttentionMetadata, opts: AttentionOptions = {}): { out: Tensor; lse: Tensor } {
+    const r = pagedOp(this, 'pagedAttentionWithLse', query, cache, meta, opts, true);
+    return { out: r.out, lse: r.lse! };
   }
 
   /** Merges two attention states by their LSE (SPEC §4): o [T,H,Dv] and lse [H,T] each. */

@@ -10,3 +10,5 @@ export { formatCompilationMessages } from './pipeline';
 export { TOLERANCES, compareToReference } from './check';
 export type { Tolerance, Comparison } from './check';
 export { rng, randn, randInt } from './random';
+export { PagedKVCache } from './paged';
+export type { PagedKVCacheOptions, AttentionMetadata } from './paged';

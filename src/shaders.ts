@@ -10,6 +10,8 @@ import reducePortable from '../shaders/reduce_portable.wgsl?raw';
 import reduceSubgroup from '../shaders/reduce_subgroup.wgsl?raw';
 import benchCeiling from '../shaders/bench_ceiling.wgsl?raw';
 import mergeStates from '../shaders/merge_states.wgsl?raw';
+import pagedCache from '../shaders/paged_cache.wgsl?raw';
+import flashPaged from '../shaders/flash_paged.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
@@ -20,6 +22,8 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
   'reduce_subgroup.wgsl': reduceSubgroup,
   'bench_ceiling.wgsl': benchCeiling,
   'merge_states.wgsl': mergeStates,
+  'paged_cache.wgsl': pagedCache,
+  'flash_paged.wgsl': flashPaged,
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
@@ -28,4 +32,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_flash_subgroup: ['dtype.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
   bench_ceiling: ['bench_ceiling.wgsl'],
   merge_states: ['dtype.wgsl', 'merge_states.wgsl'],
+  paged_cache: ['dtype.wgsl', 'paged_cache.wgsl'],
+  paged_flash: ['dtype.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
+  paged_flash_subgroup: ['dtype.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
 };

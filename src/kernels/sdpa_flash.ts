@@ -1,5 +1,6 @@
 // Planning and encoding of the dense flash program (shaders/flash_dense.wgsl + flash_core.wgsl): the tile
-// (workgroup storage, invocations) and features (subgroups and their smallest size).
+// shape comes from the adapter's limits (workgroup storage, invocations) and features (subgroups and their
+// smallest size).
 import type { Engine } from '../engine';
 import type { EngineFeatures, EngineLimits } from '../types';
 import type { Tensor } from '../tensor';

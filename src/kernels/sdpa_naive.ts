@@ -12,7 +12,7 @@ export const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf
 
 const FLAGS = { causal: 1, window: 2, softcap: 4, alibi: 8, sinks: 16, maskBool: 32, maskAdd: 64 } as const;
 
-export function sdpaFlags(p: SdpaProblem): number {
+export function sdpaFlags(p: Pick<SdpaProblem, 'causal' | 'window' | 'softcap' | 'alibi' | 'sinks' | 'maskKind'>): number {
   return (p.causal ? FLAGS.causal : 0) | (p.window ? FLAGS.window : 0) | (p.softcap ? FLAGS.softcap : 0)
     | (p.alibi ? FLAGS.alibi : 0) | (p.sinks ? FLAGS.sinks : 0)
     | (p.maskKind === 'bool' ? FLAGS.maskBool : 0) | (p.maskKind === 'additive' ? FLAGS.maskAdd : 0);

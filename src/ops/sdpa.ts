@@ -3,7 +3,7 @@ import { broadcastStrides } from '../reference';
 import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../errors';
 import type { Engine } from '../engine';
 import { Tensor } from '../tensor';
-import type { SdpaOptions } from '../types';
+import type { AttentionOptions, SdpaOptions } from '../types';
 import { encodeSdpaNaive } from '../kernels/sdpa_naive';
 import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash';
 
@@ -37,6 +37,30 @@ function perHead(x: unknown, n: number, op: string, arg: string): Float32Array {
   return a;
 }
 
+export interface AttnOptionValues {
+  scale: number; causal: boolean; softcap: number; window: number;
+  alibi: Float32Array | null; sinks: Float32Array | null;
+}
+
+/** Validates the options every attention entry point shares (API.md AttentionOptions). */
+export function validateAttnOptions(op: string, opts: AttentionOptions, D: number, Hq: number, causalDefault = false): AttnOptionValues {
+  const scale = opts.scale === undefined ? 1 / Math.sqrt(D) : checkFinite(opts.scale, op, 'opts.scale');
+  if (opts.causal !== undefined) check(typeof opts.causal === 'boolean', op, 'opts.causal', 'a boolean', opts.causal);
+  let softcap = 0;
+  if (opts.softcap !== undefined && opts.softcap !== null) {
+    softcap = checkFinite(opts.softcap, op, 'opts.softcap');
+    if (softcap < 0) softcap = 0;   // SPEC: None or <= 0 means off
+  }
+  let window = 0;
+  if (opts.slidingWindow !== undefined && opts.slidingWindow !== null) {
+    check(isPosInt(opts.slidingWindow), op, 'opts.slidingWindow', 'a positive integer', opts.slidingWindow);
+    window = opts.slidingWindow;
+  }
+  const alibi = opts.alibiSlopes === undefined ? null : perHead(opts.alibiSlopes, Hq, op, 'opts.alibiSlopes');
+  const sinks = opts.sinks === undefined ? null : perHead(opts.sinks, Hq, op, 'opts.sinks');
+  return { scale, causal: opts.causal ?? causalDefault, softcap, window, alibi, sinks };
+}
+
 /** Validates q/k/v and options; returns the normalized problem. Throws before any GPU work. */
 export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions): SdpaProblem {
   checkTensor(q, op, 'q');
@@ -59,21 +83,7 @@ export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: 
   check(k.dtype === q.dtype, op, 'k.dtype', `'${q.dtype}' (the dtype of q)`, fmt(k.dtype));
   check(v.dtype === q.dtype, op, 'v.dtype', `'${q.dtype}' (the dtype of q)`, fmt(v.dtype));
 
-  const scale = opts.scale === undefined ? 1 / Math.sqrt(D) : checkFinite(opts.scale, op, 'opts.scale');
-  if (opts.causal !== undefined) check(typeof opts.causal === 'boolean', op, 'opts.causal', 'a boolean', opts.causal);
-  let softcap = 0;
-  if (opts.softcap !== undefined && opts.softcap !== null) {
-    softcap = checkFinite(opts.softcap, op, 'opts.softcap');
-    if (softcap < 0) softcap = 0;   // SPEC: None or <= 0 means off
-  }
-  let window = 0;
-  if (opts.slidingWindow !== undefined && opts.slidingWindow !== null) {
-    check(isPosInt(opts.slidingWindow), op, 'opts.slidingWindow', 'a positive integer', opts.slidingWindow);
-    window = opts.slidingWindow;
-  }
-  const alibi = opts.alibiSlopes === undefined ? null : perHead(opts.alibiSlopes, Hq, op, 'opts.alibiSlopes');
-  const sinks = opts.sinks === undefined ? null : perHead(opts.sinks, Hq, op, 'opts.sinks');
-
+  const { scale, causal, softcap, window, alibi, sinks } = validateAttnOptions(op, opts, D, Hq);
   let mask: Tensor | null = null;
   let maskKind: SdpaProblem['maskKind'] = null;
   let maskStrides: [number, number, number, number] = [0, 0, 0, 0];
@@ -92,7 +102,7 @@ export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: 
   if (opts.backend !== undefined) {
     check(['auto', 'flash', 'naive'].includes(opts.backend), op, 'opts.backend', "'auto', 'flash' or 'naive'", fmt(opts.backend));
   }
-  return { B, Hq, Hkv, Lq, Lk, D, Dv, scale, causal: !!opts.causal, softcap, window, alibi, sinks, mask, maskKind, maskStrides };
+  return { B, Hq, Hkv, Lq, Lk, D, Dv, scale, causal, softcap, window, alibi, sinks, mask, maskKind, maskStrides };
 }
 
 export function sdpa(engine: Engine, op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {

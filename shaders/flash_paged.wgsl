@@ -1,0 +1,142 @@
+// Paged addressing for flash_core.wgsl (SPEC §3): queries [T, Hq, D] of a mixed batch (decode, prefill,
+// chunked prefill with context), keys and values read through the block table inside the kernel from
+// the caches [numBlocks, Hkv, bs, D] / [.., Dv] (f32, f16, bf16 or fp8 e4m3 with per-tensor scales).
+//
+// One workgroup per work item (sequence, kv head, row tile, partition), planned on the host. (The
+// metadata binding is "pmeta": "meta" is a reserved word in WGSL.) Sequence
+// s has qLen = qsl[s+1] - qsl[s] new tokens at positions seqLen - qLen .. seqLen - 1: bottom-right
+// causal with Lq = qLen, Lk = seqLen, exactly the dense kernel's rule. With partitions (split-KV, for
+// long contexts and few rows), every job writes its partition's state (o, lse) to the workspace and a
+// merge by LSE follows (merge_states.wgsl, which also adds the sinks once). Block indices outside the
+// cache read as zeros: bad metadata never reads or writes outside a buffer.
+
+override Q_DTYPE: u32 = 0u;
+override KV_DTYPE: u32 = 0u;
+override OUT_DTYPE: u32 = 0u;
+
+struct Params {
+  T: u32, Hq: u32, Hkv: u32, G: u32,
+  flags: u32, window: u32, scale: f32, softcap: f32,
+  bs: u32, num_blocks: u32, max_blocks: u32, S: u32,
+  n_items: u32, part_len: u32, n_parts: u32, partial: u32,
+  off_qsl: u32, off_seqlens: u32, off_bt: u32, off_items: u32,
+  k_scale: f32, v_scale: f32, ws_lse: u32, _p0: u32,
+  n_dc: u32, n_dk4: u32, n_bc: u32, _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<u32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<u32>;
+@group(0) @binding(3) var<storage, read> v_cache: array<u32>;
+@group(0) @binding(4) var<storage, read> pmeta: array<i32>;    // qsl [S+1] | seqLens [S] | blockTable [S, max_blocks] | items [n, 4]
+@group(0) @binding(5) var<storage, read> headp: array<f32>;   // [Hq] ALiBi slopes, then [Hq] sinks
+@group(0) @binding(6) var<storage, read_write> out: array<u32>;
+@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
+@group(0) @binding(8) var<storage, read_write> ws: array<u32>; // partitions: o [P, T, Hq, Dv] f32, then lse [P, Hq, T]
+
+var<private> job_q0: u32;     // first token of the job's sequence
+var<private> job_part: u32;   // the job's partition
+
+fn q_load4(job: Job, gr: u32, d: u32) -> vec4<f32> {
+  let h = job.g * params.G + gr % params.G;
+  let w = word4_of(((job_q0 + gr / params.G) * params.Hq + h) * D + d, Q_DTYPE);
+  if (Q_DTYPE == 0u) { return decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
+  return decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE);
+}
+
+/** Cache row of key position j of the job's sequence, or -1 when its block index is bad. */
+fn cache_row(job: Job, j: u32) -> i32 {
+  let blk = pmeta[params.off_bt + job.b * params.max_blocks + j / params.bs];
+  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
+  return i32((u32(blk) * params.Hkv + job.g) * params.bs + j % params.bs);
+}
+
+fn kv4(from_k: bool, idx: u32) -> vec4<f32> {
+  let w = word4_of(idx, KV_DTYPE);
+  var ws4: vec4<u32>;
+  if (from_k) {
+    if (KV_DTYPE == 0u) { ws4 = vec4<u32>(k_cache[w], k_cache[w + 1u], k_cache[w + 2u], k_cache[w + 3u]); }
+    else if (KV_DTYPE == 3u) { ws4 = vec4<u32>(k_cache[w], 0u, 0u, 0u); }
+    else { ws4 = vec4<u32>(k_cache[w], k_cache[w + 1u], 0u, 0u); }
+  } else {
+    if (KV_DTYPE == 0u) { ws4 = vec4<u32>(v_cache[w], v_cache[w + 1u], v_cache[w + 2u], v_cache[w + 3u]); }
+    else if (KV_DTYPE == 3u) { ws4 = vec4<u32>(v_cache[w], 0u, 0u, 0u); }
+    else { ws4 = vec4<u32>(v_cache[w], v_cache[w + 1u], 0u, 0u); }
+  }
+  return decode4(ws4, KV_DTYPE);
+}
+
+fn k_load4(job: Job, j: u32, d: u32) -> vec4<f32> {
+  let row = cache_row(job, j);
+  if (row < 0) { return vec4<f32>(0.0); }
+  return kv4(true, u32(row) * D + d) * params.k_scale;
+}
+
+fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
+  let row = cache_row(job, j);
+  if (row < 0) { return vec4<f32>(0.0); }
+  return kv4(false, u32(row) * DV + c) * params.v_scale;
+}
+
+fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 { return 1u; }   // paged attention has no mask
+fn head_slope(h: u32) -> f32 { return headp[h]; }
+fn head_sink(h: u32) -> f32 { return headp[params.Hq + h]; }
+
+fn store_out4(job: Job, h: u32, pos: u32, col: u32, val: vec4<f32>) {
+  let t = job_q0 + pos;
+  if (job.partial) {
+    let e = ((job_part * params.T + t) * params.Hq + h) * DV + col;
+    ws[e] = bitcast<u32>(val.x);
+    ws[e + 1u] = bitcast<u32>(val.y);
+    ws[e + 2u] = bitcast<u32>(val.z);
+    ws[e + 3u] = bitcast<u32>(val.w);
+    return;
+  }
+  let e = (t * params.Hq + h) * DV + col;
+  if (OUT_DTYPE == 0u) {
+    out[e] = bitcast<u32>(val.x);
+    out[e + 1u] = bitcast<u32>(val.y);
+    out[e + 2u] = bitcast<u32>(val.z);
+    out[e + 3u] = bitcast<u32>(val.w);
+  } else {
+    out[e >> 1u] = pack_pair(val.x, val.y, OUT_DTYPE);
+    out[(e >> 1u) + 1u] = pack_pair(val.z, val.w, OUT_DTYPE);
+  }
+}
+
+fn store_lse(job: Job, h: u32, pos: u32, bits: u32) {
+  let t = job_q0 + pos;
+  if (job.partial) { ws[params.ws_lse + (job_part * params.Hq + h) * params.T + t] = bits; }
+  else { lse[h * params.T + t] = bits; }
+}
+
+@compute @workgroup_size(WG)
+fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) li: u32) {
+  let item = wid.y * nwg.x + wid.x;
+  if (item >= params.n_items) { return; }          // whole workgroup: stays uniform
+  let base = params.off_items + 4u * item;
+  let s = u32(pmeta[base]);
+  let g = u32(pmeta[base + 1u]);
+  let rt = u32(pmeta[base + 2u]);
+  let part = u32(pmeta[base + 3u]);
+  if (s >= params.S || g >= params.Hkv) { return; }
+  let q0 = pmeta[params.off_qsl + s];
+  let q1 = pmeta[params.off_qsl + s + 1u];
+  // Clamp what metadata says to what the buffers hold: never read or write outside them.
+  let cap = i32(params.max_blocks * params.bs);
+  let seq_len = u32(clamp(pmeta[params.off_seqlens + s], 0, cap));
+  if (q0 < 0 || q1 <= q0 || u32(q1) > params.T) { return; }
+  let q_len = min(u32(q1 - q0), max(seq_len, 1u));
+  let rows = params.G * q_len;
+  if (rt * BR >= rows) { return; }
+  job_q0 = u32(q0);
+  job_part = part;
+  var k_lo = 0u;
+  var k_hi = seq_len;
+  if (params.n_parts > 1u) {
+    k_lo = min(part * params.part_len, seq_len);
+    k_hi = min(k_lo + params.part_len, seq_len);
+  }
+  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, params.partial == 1u), li);
+}

@@ -1,0 +1,62 @@
+// reshape_and_cache (SPEC §3): token t's key and value rows go to slot s = slotMapping[t], i.e. block
+// s / bs, offset s % bs of the caches [numBlocks, Hkv, bs, D] and [numBlocks, Hkv, bs, Dv]. A negative
+// slot is padding and a slot past the cache is skipped: nothing is written outside the cache.
+// One thread per cache word (1 f32, 2 f16/bf16 or 4 fp8 elements), converting from the input dtype;
+// fp8 values are divided by the per-tensor scale and rounded to nearest even, saturating at ±448.
+// Two tokens mapped to one slot race (as in vLLM): the batch planner never produces that.
+
+override IN_DTYPE: u32 = 0u;
+override CACHE_DTYPE: u32 = 0u;
+override WG: u32 = 64u;
+
+struct Params {
+  T: u32, Hkv: u32, D: u32, Dv: u32,
+  bs: u32, num_blocks: u32, wk: u32, wv: u32,
+  k_inv_scale: f32, v_inv_scale: f32, _p0: u32, _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> key: array<u32>;
+@group(0) @binding(2) var<storage, read> value: array<u32>;
+@group(0) @binding(3) var<storage, read> slots: array<i32>;
+@group(0) @binding(4) var<storage, read_write> key_cache: array<u32>;
+@group(0) @binding(5) var<storage, read_write> value_cache: array<u32>;
+
+fn in_elem(is_key: bool, i: u32) -> f32 {
+  var word: u32;
+  if (is_key) { word = key[word_of(i, IN_DTYPE)]; } else { word = value[word_of(i, IN_DTYPE)]; }
+  return unpack_elem(word, (i & 1u) == 1u, IN_DTYPE);
+}
+
+// The cache word holding elements e0.. of a source row starting at element `src`.
+fn cache_word(is_key: bool, src: u32, e0: u32, inv_scale: f32) -> u32 {
+  if (CACHE_DTYPE == 0u) { return bitcast<u32>(in_elem(is_key, src + e0)); }
+  if (CACHE_DTYPE == 3u) {
+    var w = 0u;
+    for (var i = 0u; i < 4u; i++) { w |= f32_to_e4m3(in_elem(is_key, src + e0 + i) * inv_scale) << (8u * i); }
+    return w;
+  }
+  return pack_pair(in_elem(is_key, src + e0), in_elem(is_key, src + e0 + 1u), CACHE_DTYPE);
+}
+
+@compute @workgroup_size(WG)
+fn cache_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+  let w = (wid.y * nwg.x + wid.x) * WG + lid;
+  let per = params.wk + params.wv;
+  if (w >= params.T * params.Hkv * per) { return; }
+  let th = w / per;
+  let r = w % per;
+  let t = th / params.Hkv;
+  let h = th % params.Hkv;
+  let slot = slots[t];
+  if (slot < 0 || u32(slot) >= params.num_blocks * params.bs) { return; }
+  let dst_row = ((u32(slot) / params.bs) * params.Hkv + h) * params.bs + u32(slot) % params.bs;
+  let epw = select(select(2u, 4u, CACHE_DTYPE == 3u), 1u, CACHE_DTYPE == 0u);   // elements per word
+  if (r < params.wk) {
+    key_cache[dst_row * params.wk + r] = cache_word(true, th * params.D, r * epw, params.k_inv_scale);
+  } else {
+    let rv = r - params.wk;
+    value_cache[dst_row * params.wv + rv] = cache_word(false, th * params.Dv, rv * epw, params.v_inv_scale);
+  }
+}

@@ -1,0 +1,333 @@
+// Paged KV cache (SPEC §3): the cache, reshape_and_cache, and batched paged attention in FlashInfer's
+// plan/run style: the host validates the metadata, plans the work items (sequence, kv head, row tile,
+// KV partition) and uploads everything in one write; the GPU reads K/V through the block table and
+// nothing comes back to the CPU.
+import { DTYPE_BYTES, type DType } from './dtype';
+import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from './errors';
+import type { Engine } from './engine';
+import { Tensor } from './tensor';
+import type { AttentionOptions } from './types';
+import { checkTensor, validateAttnOptions } from './ops/sdpa';
+import { DTYPE_CODE, sdpaFlags } from './kernels/sdpa_naive';
+import { flashUnsupported, flashVariantFor, headParams, planFlash, type FlashPlan } from './kernels/sdpa_flash';
+import { encodeMerge } from './kernels/merge_states';
+
+const CACHE_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'fp8e4m3'];
+const CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8e4m3: 3 };
+const WG = 64;
+
+export interface PagedKVCacheOptions {
+  numBlocks: number; blockSize: number; numKvHeads: number; headSize: number;
+  headSizeV?: number; dtype?: DType;
+  /** fp8e4m3 only: stored = value / scale on write, value = stored · scale on read (per tensor). */
+  kScale?: number; vScale?: number;
+}
+
+export class PagedKVCache {
+  /** [numBlocks, Hkv, blockSize, D] */
+  readonly key: Tensor;
+  /** [numBlocks, Hkv, blockSize, Dv] */
+  readonly value: Tensor;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly numKvHeads: number;
+  readonly headSize: number;
+  readonly headSizeV: number;
+  readonly dtype: DType;
+  readonly kScale: number;
+  readonly vScale: number;
+
+  constructor(engine: Engine, o: Required<PagedKVCacheOptions>) {
+    this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.numKvHeads = o.numKvHeads;
+    this.headSize = o.headSize; this.headSizeV = o.headSizeV; this.dtype = o.dtype;
+    this.kScale = o.kScale; this.vScale = o.vScale;
+    this.key = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSize], o.dtype, false);
+    this.value = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSizeV], o.dtype, false);
+    // Zeroed, so a slot nobody wrote reads as 0 rather than whatever the pooled buffer held.
+    engine.commandEncoder().clearBuffer(this.key.buffer, 0, this.key.byteLength);
+    engine.commandEncoder().clearBuffer(this.value.buffer, 0, this.value.byteLength);
+  }
+
+  /** Number of token slots. */
+  get slots(): number {
+    return this.numBlocks * this.blockSize;
+  }
+
+  destroy(): void {
+    this.key.destroy();
+    this.value.destroy();
+  }
+}
+
+export function createPagedKVCache(engine: Engine, o: PagedKVCacheOptions): PagedKVCache {
+  const op = 'createPagedKVCache';
+  engine.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
+  const numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
+  const blockSize = checkPosInt(o.blockSize, op, 'blockSize');
+  check(blockSize <= 256, op, 'blockSize', 'an integer from 1 to 256', blockSize);
+  const numKvHeads = checkPosInt(o.numKvHeads, op, 'numKvHeads');
+  const headSize = checkPosInt(o.headSize, op, 'headSize');
+  const headSizeV = o.headSizeV === undefined ? headSize : checkPosInt(o.headSizeV, op, 'headSizeV');
+  const dtype = o.dtype ?? 'f32';
+  check(CACHE_DTYPES.includes(dtype), op, 'dtype', "'f32', 'f16', 'bf16' or 'fp8e4m3'", fmt(dtype));
+  // Rows are written a word at a time: a row must fill whole 4-byte words.
+  const perWord = 4 / DTYPE_BYTES[dtype];
+  for (const [name, d] of [['headSize', headSize], ['headSizeV', headSizeV]] as const) {
+    check(d % perWord === 0, op, name, `a multiple of ${perWord} for dtype '${dtype}' (whole 4-byte words per row)`, d);
+  }
+  let kScale = 1, vScale = 1;
+  for (const [name, v] of [['kScale', o.kScale], ['vScale', o.vScale]] as const) {
+    if (v === undefined) continue;
+    check(dtype === 'fp8e4m3', op, name, "only with dtype 'fp8e4m3'", `${name} with dtype '${dtype}'`);
+    check(typeof v === 'number' && Number.isFinite(v) && v > 0, op, name, 'a positive finite number', v);
+    if (name === 'kScale') kScale = v; else vScale = v;
+  }
+  return new PagedKVCache(engine, { numBlocks, blockSize, numKvHeads, headSize, headSizeV, dtype, kScale, vScale });
+}
+
+function checkCache(cache: unknown, op: string): asserts cache is PagedKVCache {
+  check(cache instanceof PagedKVCache, op, 'cache', 'a PagedKVCache (engine.createPagedKVCache)', cache);
+  check(!cache.key.destroyed && !cache.value.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
+}
+
+/** A small i32 storage buffer with host data, returned to the pool after submission. */
+function i32Buffer(engine: Engine, data: Int32Array, label: string): GPUBuffer {
+  const b = engine.scratch(Math.max(16, data.byteLength), label);
+  // A copy: the caller's array may view a SharedArrayBuffer, which dawn.node refuses to upload.
+  engine.device.queue.writeBuffer(b, 0, new Int32Array(data));
+  return b;
+}
+
+export function reshapeAndCache(engine: Engine, key: Tensor, value: Tensor, cache: PagedKVCache, slotMapping: Tensor | Int32Array): void {
+  const op = 'reshapeAndCache';
+  engine.assertAlive(op);
+  checkTensor(key, op, 'key');
+  checkTensor(value, op, 'value');
+  checkCache(cache, op);
+  const { numKvHeads: Hkv, headSize: D, headSizeV: Dv } = cache;
+  check(key.shape.length === 3 && key.shape[1] === Hkv && key.shape[2] === D, op, 'key', `shape [T, Hkv=${Hkv}, D=${D}]`, shapeStr(key.shape));
+  const T = key.shape[0];
+  check(value.shape.length === 3 && value.shape[0] === T && value.shape[1] === Hkv && value.shape[2] === Dv, op, 'value',
+    `shape [T=${T}, Hkv=${Hkv}, Dv=${Dv}]`, shapeStr(value.shape));
+  check(['f32', 'f16', 'bf16'].includes(key.dtype), op, 'key.dtype', "'f32', 'f16' or 'bf16'", fmt(key.dtype));
+  check(value.dtype === key.dtype, op, 'value.dtype', `'${key.dtype}' (the dtype of key)`, fmt(value.dtype));
+  let slots: GPUBuffer;
+  if (slotMapping instanceof Int32Array) {
+    check(slotMapping.length === T, op, 'slotMapping', `${T} slots (one per token)`, `${slotMapping.length}`);
+    for (let t = 0; t < T; t++) {
+      const s = slotMapping[t];
+      if (s >= cache.slots) fail(op, `slotMapping[${t}]`, `a slot below ${cache.slots} (numBlocks·blockSize), or negative for padding`, s);
+    }
+    slots = i32Buffer(engine, slotMapping, 'slot mapping');
+  } else {
+    checkTensor(slotMapping, op, 'slotMapping');
+    check(slotMapping.dtype === 'i32' && slotMapping.shape.length === 1 && slotMapping.shape[0] === T, op, 'slotMapping',
+      `an i32 tensor of shape [T=${T}]`, `${fmt(slotMapping.dtype)} ${shapeStr(slotMapping.shape)}`);
+    slots = slotMapping.buffer;
+  }
+  const perWord = 4 / DTYPE_BYTES[cache.dtype];
+  const wk = D / perWord, wv = Dv / perWord;
+  const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
+  engine.dispatch(kernel, { key, value, slots, key_cache: cache.key, value_cache: cache.value }, {
+    T, Hkv, D, Dv, bs: cache.blockSize, num_blocks: cache.numBlocks, wk, wv,
+    k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale,
+  }, Math.ceil((T * Hkv * (wk + wv)) / WG));
+}
+
+// ------------------------------------------------------------------------------------- metadata
+
+export interface AttentionMetadata {
+  queryStartLoc: Int32Array | Tensor;
+  seqLens: Int32Array | Tensor;
+  blockTable: Int32Array | Tensor;
+  maxBlocksPerSeq?: number;
+}
+
+interface HostMeta { kind: 'host'; S: number; maxB: number; qsl: Int32Array; seqLens: Int32Array; blockTable: Int32Array }
+interface DeviceMeta { kind: 'device'; S: number; maxB: number; qsl: Tensor; seqLens: Tensor; blockTable: Tensor }
+
+/**
+ * Validates batch metadata against the query and the cache. Host arrays are checked element by
+ * element (monotonic queryStartLoc, seqLens covering the new tokens and fitting the table, block
+ * indices inside the cache); tensors only by dtype and shape, since reading them back is not allowed:
+ * the kernel then clamps what it reads so bad values never leave a buffer.
+ */
+export function validateMeta(op: string, meta: AttentionMetadata, T: number, cache: { numBlocks: number; blockSize: number }): HostMeta | DeviceMeta {
+  check(meta !== null && typeof meta === 'object', op, 'meta', 'an AttentionMetadata object', meta);
+  const { queryStartLoc: qsl, seqLens, blockTable } = meta;
+  const isHost = (x: unknown) => x instanceof Int32Array;
+  const allHost = isHost(qsl) && isHost(seqLens) && isHost(blockTable);
+  for (const [name, x] of [['queryStartLoc', qsl], ['seqLens', seqLens], ['blockTable', blockTable]] as const) {
+    if (isHost(x)) continue;
+    checkTensor(x, op, `meta.${name}`);
+    check(x.dtype === 'i32', op, `meta.${name}.dtype`, "'i32' (or an Int32Array)", fmt(x.dtype));
+  }
+  const S = seqLens instanceof Int32Array ? seqLens.length : (seqLens as Tensor).shape[0];
+  check(isPosInt(S), op, 'meta.seqLens', 'at least one sequence', S);
+  const qslLen = qsl instanceof Int32Array ? qsl.length : (qsl as Tensor).numel;
+  check(qslLen === S + 1, op, 'meta.queryStartLoc', `${S + 1} entries (S+1, S=${S} from seqLens)`, `${qslLen}`);
+  let maxB: number;
+  const btLen = blockTable instanceof Int32Array ? blockTable.length : (blockTable as Tensor).numel;
+  if (meta.maxBlocksPerSeq !== undefined) {
+    maxB = checkPosInt(meta.maxBlocksPerSeq, op, 'meta.maxBlocksPerSeq');
+  } else if (!(blockTable instanceof Int32Array) && (blockTable as Tensor).shape.length === 2) {
+    maxB = (blockTable as Tensor).shape[1];
+  } else if (S === 1) {
+    maxB = btLen;
+  } else {
+    return fail(op, 'meta.maxBlocksPerSeq', `a value when blockTable is flat and S=${S} > 1`, 'none');
+  }
+  check(btLen === S * maxB, op, 'meta.blockTable', `S·maxBlocksPerSeq = ${S}·${maxB} = ${S * maxB} entries`, `${btLen}`);
+  if (!allHost) {
+    return { kind: 'device', S, maxB, qsl: qsl as Tensor, seqLens: seqLens as Tensor, blockTable: blockTable as Tensor };
+  }
+  const q = qsl as Int32Array, sl = seqLens as Int32Array, bt = blockTable as Int32Array;
+  check(q[0] === 0, op, 'meta.queryStartLoc[0]', '0 (the first sequence starts at token 0)', q[0]);
+  for (let s = 0; s < S; s++) {
+    if (q[s + 1] < q[s]) fail(op, 'meta.queryStartLoc', `non-decreasing entries (queryStartLoc[${s + 1}] >= queryStartLoc[${s}] = ${q[s]})`, q[s + 1]);
+  }
+  check(q[S] <= T, op, 'meta.queryStartLoc', `a last entry at most T=${T} (the query's tokens)`, q[S]);
+  for (let s = 0; s < S; s++) {
+    const qLen = q[s + 1] - q[s];
+    if (!Number.isInteger(sl[s]) || sl[s] < qLen) fail(op, `meta.seqLens[${s}]`, `at least the sequence's ${qLen} new tokens`, sl[s]);
+    const need = Math.ceil(sl[s] / cache.blockSize);
+    if (need > maxB) fail(op, `meta.seqLens[${s}]`, `at most maxBlocksPerSeq·blockSize = ${maxB * cache.blockSize} tokens (the block table's width)`, sl[s]);
+    for (let n = 0; n < need; n++) {
+      const blk = bt[s * maxB + n];
+      if (blk < 0 || blk >= cache.numBlocks) fail(op, `meta.blockTable[${s}][${n}]`, `a block index in [0, ${cache.numBlocks})`, blk);
+    }
+  }
+  return { kind: 'host', S, maxB, qsl: q, seqLens: sl, blockTable: bt };
+}
+
+// ---------------------------------------------------------------------------------------- planning
+
+export interface PagedPlan {
+  flash: FlashPlan;
+  /** Work items (sequence, kv head, row tile, partition), 4 i32 each. */
+  items: Int32Array;
+  nParts: number;
+  partLen: number;
+}
+
+/**
+ * Work items for one batch. A long context with few rows to spread it over (decode) is split into
+ * KV partitions computed in parallel and merged by LSE (FlashDecoding), so that the GPU gets at least
+ * engine.tuning.pagedTargetWorkgroups workgroups; partitions are whole key tiles and at least
+ * engine.tuning.pagedMinPartition keys long.
+ */
+export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number, flash: FlashPlan): PagedPlan {
+  const BR = flash.TY * flash.TM, BC = flash.TX * flash.TN;
+  const rowTiles: number[] = [];
+  let maxSeq: number;
+  if (m.kind === 'host') {
+    for (let s = 0; s < m.S; s++) rowTiles.push(Math.ceil((G * (m.qsl[s + 1] - m.qsl[s])) / BR));
+    maxSeq = Math.max(0, ...m.seqLens);
+  } else {
+    // Unknown lengths: every sequence may hold all T tokens; the kernel skips tiles past its rows.
+    for (let s = 0; s < m.S; s++) rowTiles.push(Math.ceil((G * T) / BR));
+    maxSeq = m.maxB * 1;   // unused: no partitions without host lengths
+  }
+  const base = rowTiles.reduce((a, r) => a + r, 0) * Hkv;
+  let nParts = 1;
+  let partLen = 0;
+  if (m.kind === 'host' && base > 0) {
+    const minPart = Math.max(BC, engine.tuning.pagedMinPartition);
+    const want = Math.ceil(engine.tuning.pagedTargetWorkgroups / base);
+    nParts = Math.max(1, Math.min(want, Math.floor(maxSeq / minPart)));
+    if (nParts > 1) {
+      partLen = Math.ceil(Math.ceil(maxSeq / nParts) / BC) * BC;
+      nParts = Math.ceil(maxSeq / partLen);
+    }
+  }
+  const items = new Int32Array(4 * base * nParts);
+  let i = 0;
+  for (let s = 0; s < m.S; s++) {
+    for (let g = 0; g < Hkv; g++) {
+      for (let rt = 0; rt < rowTiles[s]; rt++) {
+        for (let p = 0; p < nParts; p++) { items[i++] = s; items[i++] = g; items[i++] = rt; items[i++] = p; }
+      }
+    }
+  }
+  return { flash, items, nParts, partLen };
+}
+
+// ------------------------------------------------------------------------------------- attention
+
+export function pagedAttention(engine: Engine, op: string, query: Tensor, cache: PagedKVCache, meta: AttentionMetadata,
+                               opts: AttentionOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  engine.assertAlive(op);
+  checkTensor(query, op, 'query');
+  checkCache(cache, op);
+  check(opts !== null && typeof opts === 'object', op, 'opts', 'an options object', opts);
+  const { numKvHeads: Hkv, headSize: D, headSizeV: Dv } = cache;
+  check(query.shape.length === 3, op, 'query', `shape [T, Hq, D=${D}]`, shapeStr(query.shape));
+  const [T, Hq] = query.shape;
+  check(query.shape[2] === D, op, 'query', `shape [T, Hq, D=${D}] (the cache's head size)`, shapeStr(query.shape));
+  check(Hq % Hkv === 0, op, 'query', `a head count Hq that is a multiple of the cache's Hkv=${Hkv}`, `Hq=${Hq}`);
+  check(['f32', 'f16', 'bf16'].includes(query.dtype), op, 'query.dtype', "'f32', 'f16' or 'bf16'", fmt(query.dtype));
+  const a = validateAttnOptions(op, opts, D, Hq, true);
+  const m = validateMeta(op, meta, T, cache);
+  const why = flashUnsupported(D, Dv);
+  if (why) throw new WebinferError(`${op}: cache: ${why}: paged attention needs multiples of 8 up to 256`);
+  const variant = flashVariantFor(engine);
+  const tile = query.dtype === 'f16' && cache.dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
+  const flash = planFlash(engine.limits, engine.features, D, Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, tile);
+  if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
+  const G = Hq / Hkv;
+  const plan = planPaged(engine, m, T, G, Hkv, flash);
+
+  // Metadata and work items in one buffer, one write (device metadata is copied in on the GPU).
+  const offQsl = 0, offSeq = m.S + 1, offBt = offSeq + m.S, offItems = offBt + m.S * m.maxB;
+  const host = new Int32Array(offItems + plan.items.length);
+  if (m.kind === 'host') {
+    host.set(m.qsl, offQsl);
+    host.set(m.seqLens, offSeq);
+    host.set(m.blockTable, offBt);
+  }
+  host.set(plan.items, offItems);
+  const metaBuf = engine.scratch(Math.max(16, host.byteLength), 'paged metadata');
+  engine.device.queue.writeBuffer(metaBuf, 0, host);
+  if (m.kind === 'device') {
+    const enc = engine.commandEncoder();
+    enc.copyBufferToBuffer(m.qsl.buffer, 0, metaBuf, 4 * offQsl, 4 * (m.S + 1));
+    enc.copyBufferToBuffer(m.seqLens.buffer, 0, metaBuf, 4 * offSeq, 4 * m.S);
+    enc.copyBufferToBuffer(m.blockTable.buffer, 0, metaBuf, 4 * offBt, 4 * m.S * m.maxB);
+  }
+
+  const out = engine.emptyTensor([T, Hq, Dv], query.dtype);
+  const lse = engine.emptyTensor([Hq, T], 'f32');
+  const partial = plan.nParts > 1;
+  const ws = partial ? engine.scratch(4 * plan.nParts * T * Hq * (Dv + 1), 'paged partitions') : engine.dummy;
+  const wsLse = plan.nParts * T * Hq * Dv;
+  const kernel = engine.kernel(flash.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
+    overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: CODE[cache.dtype], OUT_DTYPE: CODE[query.dtype] },
+    consts: { TX: flash.TX, TY: flash.TY, TM: flash.TM, TN: flash.TN, DK: flash.DK, DVC: flash.DVC, D, DV: Dv,
+              TILE4: flash.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
+    enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
+  });
+  const flags = sdpaFlags({ causal: a.causal, window: a.window, softcap: a.softcap, alibi: a.alibi, sinks: a.sinks, maskKind: null });
+  const nItems = plan.items.length / 4;
+  engine.dispatch(kernel, {
+    q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf,
+    headp: headParams(engine, Hq, a.alibi, a.sinks), out, lse, ws,
+  }, {
+    T, Hq, Hkv, G, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
+    bs: cache.blockSize, num_blocks: cache.numBlocks, max_blocks: m.maxB, S: m.S,
+    n_items: nItems, part_len: plan.partLen, n_parts: plan.nParts, partial: partial ? 1 : 0,
+    off_qsl: offQsl, off_seqlens: offSeq, off_bt: offBt, off_items: offItems,
+    k_scale: cache.kScale, v_scale: cache.vScale, ws_lse: wsLse,
+    n_dc: D / flash.DK, n_dk4: flash.DK / 4, n_bc: flash.TX * flash.TN,
+  }, nItems);
+  if (partial && m.kind === 'host') {
+    encodeMerge(engine, {
+      T, H: Hq, Dv, inDtype: 'f32', oA: ws, lseA: ws, nParts: plan.nParts, lseBase: wsLse, rows: m.qsl[m.S], sinks: a.sinks,
+    }, out, lse);
+  }
+  if (!withLse) {
+    lse.destroy();
+    return { out, lse: null };
+  }
+  return { out, lse };
+}

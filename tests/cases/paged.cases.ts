@@ -1,0 +1,276 @@
+// Paged KV cache (SPEC §3) against the float64 reference: reshape_and_cache into every cache dtype,
+// mixed batches (decode, prefill, chunked prefill with context) over shuffled block tables with
+// padding tokens, every attention option, split-KV equal to unsplit, chunked equal to one-shot,
+// paged equal to dense, device-side metadata, and every validation error.
+import { reference, roundToDType, type Engine, type Tensor } from '../../src/index';
+import { planPaged, validateMeta } from '../../src/paged';
+import { planFlash } from '../../src/kernels/sdpa_flash';
+import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase } from './harness';
+
+type CacheDtype = 'f32' | 'f16' | 'bf16' | 'fp8e4m3';
+type QDtype = 'f32' | 'f16' | 'bf16';
+
+export interface PagedSpec {
+  Hq: number; Hkv: number; D: number; Dv?: number; bs: number;
+  /** Per sequence: cached context tokens and new (query) tokens. */
+  seqs: { ctx: number; q: number }[];
+  pad?: number;
+  cache?: CacheDtype; qDtype?: QDtype;
+  kScale?: number; vScale?: number;
+  opts?: { scale?: number; softcap?: number; slidingWindow?: number; alibi?: boolean; sinks?: boolean; causal?: boolean };
+  /** Extra unused blocks in the cache. */
+  spareBlocks?: number;
+  seed: number;
+}
+
+/** Values a cache of this dtype holds for x (fp8: x / scale rounded, times scale, in f32 as the kernel does). */
+function cacheValues(x: Float32Array, dtype: CacheDtype, scale: number): Float32Array {
+  if (dtype !== 'fp8e4m3') return roundToDType(x, dtype);
+  const inv = Math.fround(1 / scale);
+  const q = roundToDType(Float32Array.from(x, (v) => Math.fround(v * inv)), 'fp8e4m3');
+  return Float32Array.from(q, (v) => Math.fround(v * scale));
+}
+
+export interface PagedRun { out: Float32Array; lse: Float32Array; refOut: Float64Array; refLse: Float64Array; T: number; valid: number }
+
+/**
+ * Builds a shuffled paged batch, writes context and new tokens with reshapeAndCache (the new ones in
+ * the same submission as attention), runs pagedAttentionWithLse and checks out and lse.
+ */
+export async function checkPaged(engine: Engine, spec: PagedSpec, metaAs: 'host' | 'device' = 'host'): Promise<PagedRun> {
+  const { Hq, Hkv, D, bs, seqs, seed } = spec;
+  const Dv = spec.Dv ?? D;
+  const cdt = spec.cache ?? 'f32', qdt = spec.qDtype ?? 'f32';
+  const kScale = spec.kScale ?? 1, vScale = spec.vScale ?? 1;
+  const r = rng(seed);
+  const S = seqs.length;
+  const seqLens = Int32Array.from(seqs, (s) => s.ctx + s.q);
+  const maxB = Math.max(1, ...Array.from(seqLens, (l) => Math.ceil(l / bs)));
+  const needed = Array.from(seqLens, (l) => Math.ceil(l / bs)).reduce((a, b) => a + b, 0);
+  const numBlocks = needed + (spec.spareBlocks ?? 3);
+  const order = Array.from({ length: numBlocks }, (_, i) => i).sort(() => r() - 0.5);
+  const blockTable = new Int32Array(S * maxB).fill(-7);   // unused entries hold junk on purpose
+  let nb = 0;
+  for (let s = 0; s < S; s++) for (let n = 0; n < Math.ceil(seqLens[s] / bs); n++) blockTable[s * maxB + n] = order[nb++];
+  const slotOf = (s: number, pos: number) => blockTable[s * maxB + Math.floor(pos / bs)] * bs + (pos % bs);
+
+  // Context tokens (written first) and new tokens with their queries (written with the attention).
+  const ctxSlots: number[] = [], newSlots: number[] = [], qsl = new Int32Array(S + 1);
+  for (let s = 0; s < S; s++) {
+    for (let p = 0; p < seqs[s].ctx; p++) ctxSlots.push(slotOf(s, p));
+    for (let p = seqs[s].ctx; p < seqLens[s]; p++) newSlots.push(slotOf(s, p));
+    qsl[s + 1] = qsl[s] + seqs[s].q;
+  }
+  const pad = spec.pad ?? 0;
+  const T = qsl[S] + pad;
+  for (let i = 0; i < pad; i++) newSlots.push(-1);
+  const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, headSizeV: Dv, dtype: cdt,
+    ...(cdt === 'fp8e4m3' ? { kScale, vScale } : {}) });
+  const kvIn = (n: number, sd: number, width: number) => roundToDType(randn(n * Hkv * width, sd), qdt);
+  const kCtx = kvIn(ctxSlots.length, seed + 1, D), vCtx = kvIn(ctxSlots.length, seed + 2, Dv);
+  const kNew = kvIn(newSlots.length, seed + 3, D), vNew = kvIn(newSlots.length, seed + 4, Dv);
+  const q = roundToDType(randn(T * Hq * D, seed + 5), qdt);
+  const tensors: Tensor[] = [];
+  const t = (x: Float32Array, shape: number[]) => { const tt = engine.tensor(x, shape, qdt); tensors.push(tt); return tt; };
+  if (ctxSlots.length) engine.reshapeAndCache(t(kCtx, [ctxSlots.length, Hkv, D]), t(vCtx, [ctxSlots.length, Hkv, Dv]), cache, Int32Array.from(ctxSlots));
+  await engine.sync();
+  const opts = {
+    scale: spec.opts?.scale, softcap: spec.opts?.softcap, slidingWindow: spec.opts?.slidingWindow, causal: spec.opts?.causal,
+    alibiSlopes: spec.opts?.alibi ? Float32Array.from({ length: Hq }, (_, h) => 2 ** (-(8 * (h + 1)) / Hq)) : undefined,
+    sinks: spec.opts?.sinks ? Float32Array.from({ length: Hq }, () => (r() - 0.3) * 3) : undefined,
+  };
+  let meta;
+  if (metaAs === 'host') {
+    meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
+  } else {
+    const mt = [engine.tensor(qsl, [S + 1], 'i32'), engine.tensor(seqLens, [S], 'i32'), engine.tensor(blockTable, [S, maxB], 'i32')];
+    tensors.push(...mt);
+    meta = { queryStartLoc: mt[0], seqLens: mt[1], blockTable: mt[2] };
+  }
+  engine.reshapeAndCache(t(kNew, [newSlots.length, Hkv, D]), t(vNew, [newSlots.length, Hkv, Dv]), cache, Int32Array.from(newSlots));
+  const res = engine.pagedAttentionWithLse(t(q, [T, Hq, D]), cache, meta, opts);
+  const out = await res.out.toFloat32();
+  const lse = await res.lse.toFloat32();
+
+  // Reference: the caches hold exactly what the kernels stored.
+  const dims = { Hq, Hkv, D, Dv, numBlocks, blockSize: bs };
+  let kc: Float64Array = new Float64Array(numBlocks * Hkv * bs * D), vc: Float64Array = new Float64Array(numBlocks * Hkv * bs * Dv);
+  for (const [ks, vs, sl] of [[kCtx, vCtx, ctxSlots], [kNew, vNew, newSlots]] as const) {
+    if (!sl.length) continue;
+    const w = reference.reshapeAndCacheRef(cacheValues(ks, cdt, kScale), cacheValues(vs, cdt, vScale), Int32Array.from(sl), kc, vc, { ...dims, T: sl.length });
+    kc = w.keyCache; vc = w.valueCache;
+  }
+  const ref = reference.pagedAttentionRef(q, kc, vc, { ...dims, T }, { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB }, {
+    ...opts, alibiSlopes: opts.alibiSlopes, sinks: opts.sinks,
+  });
+  const tol = cdt === 'fp8e4m3' ? 'fp8e4m3' : qdt === 'f32' ? cdt : qdt;
+  const tag = `paged ${qdt}/${cdt} Hq${Hq} Hkv${Hkv} D${D} Dv${Dv} bs${bs} seqs ${JSON.stringify(seqs)} pad ${pad} seed ${seed}`;
+  const valid = qsl[S];
+  assertClose(`out (${tag})`, out, ref.out, tol, (i) => Math.floor(i / (Hq * Dv)) >= valid);
+  assertClose(`lse (${tag})`, lse, ref.lse, tol === 'fp8e4m3' ? 'fp8e4m3' : 'f32', (i) => i % T >= valid);
+  // Padding rows are never written: the engine poisoned them with NaN.
+  for (let i = valid * Hq * Dv; i < out.length; i++) assert(Number.isNaN(out[i]), `padding row element ${i} was written (${out[i]})`);
+  for (const x of [...tensors, res.out, res.lse]) x.destroy();
+  cache.destroy();
+  return { out, lse, refOut: ref.out, refLse: ref.lse, T, valid };
+}
+
+const SMALL = { flashSmemBytes: 8192 };
+
+async function tuned<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
+  const saved = { ...engine.tuning };
+  Object.assign(engine.tuning, t);
+  try { return await fn(); } finally { Object.assign(engine.tuning, saved); }
+}
+
+const MIXED = [{ ctx: 0, q: 5 }, { ctx: 9, q: 1 }, { ctx: 20, q: 7 }, { ctx: 3, q: 1 }];
+
+function matrix(name: string, specs: PagedSpec[], tuning: Partial<Engine['tuning']> = SMALL): TestCase {
+  return { name, async run({ engine }) { await tuned(engine, tuning, async () => { for (const s of specs) await checkPaged(engine, s); }); } };
+}
+
+export const pagedCases = defineCases('paged', [
+  {
+    name: 'reshapeAndCache stores exactly the rounded rows (f32, f16, bf16, fp8 with scales), skips slot -1',
+    async run({ engine }) {
+      for (const [cdt, qdt, bs, seed] of [['f32', 'f32', 16, 1], ['f16', 'f32', 1, 2], ['bf16', 'bf16', 32, 3], ['fp8e4m3', 'f16', 16, 4]] as const) {
+        const [T, Hkv, D, Dv] = [11, 2, 16, 8];
+        const numBlocks = Math.max(3, Math.ceil(T / bs) + 1);   // enough slots that no two tokens share one
+        const kScale = cdt === 'fp8e4m3' ? 0.05 : 1, vScale = cdt === 'fp8e4m3' ? 2 : 1;
+        const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, headSizeV: Dv, dtype: cdt, ...(cdt === 'fp8e4m3' ? { kScale, vScale } : {}) });
+        const nSlots = numBlocks * bs;
+        const perm = Array.from({ length: nSlots }, (_, i) => i).sort(() => rng(seed)() - 0.5);
+        const last = perm.indexOf(nSlots - 1);
+        [perm[0], perm[last]] = [perm[last], perm[0]];   // token 0 takes the very last slot
+        const slots = Int32Array.from({ length: T }, (_, t) => (t % 4 === 3 ? -1 : perm[t]));
+        const k = roundToDType(randn(T * Hkv * D, seed, 30), qdt), v = roundToDType(randn(T * Hkv * Dv, seed + 1, 30), qdt);
+        engine.reshapeAndCache(engine.tensor(k, [T, Hkv, D], qdt), engine.tensor(v, [T, Hkv, Dv], qdt), cache, slots);
+        const ref = reference.reshapeAndCacheRef(cacheValues(k, cdt, kScale), cacheValues(v, cdt, vScale), slots,
+          new Float64Array(numBlocks * Hkv * bs * D), new Float64Array(numBlocks * Hkv * bs * Dv), { Hq: Hkv, Hkv, D, Dv, numBlocks, blockSize: bs, T });
+        const gotK = Float64Array.from(await cache.key.toFloat32(), (x) => x * kScale);
+        const gotV = Float64Array.from(await cache.value.toFloat32(), (x) => x * vScale);
+        for (const [what, a, b] of [['key', gotK, ref.keyCache], ['value', gotV, ref.valueCache]] as const) {
+          for (let i = 0; i < a.length; i++) {
+            if (Math.abs(a[i] - b[i]) > 1e-6 * Math.abs(b[i])) throw new Error(`${cdt} ${what} cache[${i}] = ${a[i]}, expected ${b[i]}`);
+          }
+        }
+        cache.destroy();
+      }
+    },
+  },
+  matrix('mixed batch: decode, prefill and chunked prefill with context, shuffled blocks, padding tokens', [
+    { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, pad: 3, seed: 10 },
+    { Hq: 2, Hkv: 2, D: 16, bs: 1, seqs: MIXED, pad: 1, seed: 11 },
+    { Hq: 8, Hkv: 1, D: 16, bs: 32, seqs: [{ ctx: 40, q: 1 }, { ctx: 0, q: 1 }, { ctx: 31, q: 2 }], seed: 12 },
+  ]),
+  matrix('block sizes 1, 16, 32, 64, 128 and sequences crossing block boundaries', [1, 16, 32, 64, 128].map((bs, i) => ({
+    Hq: 2, Hkv: 1, D: 16, bs, seqs: [{ ctx: bs - 1, q: 2 }, { ctx: 2 * bs, q: 1 }, { ctx: 0, q: 1 }], seed: 20 + i,
+  }))),
+  matrix('GQA ratios 1, 2, 4, 7, 8 and head sizes 32, 64, 128, Dv != D', [
+    { Hq: 7, Hkv: 1, D: 32, bs: 16, seqs: MIXED, seed: 30 },
+    { Hq: 16, Hkv: 2, D: 64, bs: 16, seqs: [{ ctx: 17, q: 3 }, { ctx: 5, q: 1 }], seed: 31 },
+    { Hq: 4, Hkv: 4, D: 128, Dv: 64, bs: 16, seqs: [{ ctx: 10, q: 4 }], seed: 32 },
+  ]),
+  matrix('options: scale, softcap, ALiBi, sliding window, sinks, non-causal', [
+    { Hq: 4, Hkv: 2, D: 16, bs: 16, seqs: MIXED, opts: { scale: 0.3, softcap: 3 }, seed: 40 },
+    { Hq: 4, Hkv: 2, D: 16, bs: 16, seqs: MIXED, opts: { alibi: true, sinks: true }, seed: 41 },
+    { Hq: 4, Hkv: 2, D: 16, bs: 4, seqs: MIXED, opts: { slidingWindow: 6 }, seed: 42 },
+    { Hq: 2, Hkv: 1, D: 16, bs: 16, seqs: MIXED, opts: { causal: false, sinks: true }, seed: 43 },
+  ]),
+  matrix('dtypes: f16 / bf16 queries and caches, fp8 cache with per-tensor scales', [
+    { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, qDtype: 'f16', cache: 'f16', seed: 50 },
+    { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, qDtype: 'bf16', cache: 'bf16', seed: 51 },
+    { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, qDtype: 'f32', cache: 'f16', seed: 52 },
+    { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, qDtype: 'f16', cache: 'fp8e4m3', kScale: 0.02, vScale: 0.5, seed: 53 },
+    { Hq: 2, Hkv: 1, D: 16, bs: 8, seqs: MIXED, qDtype: 'f32', cache: 'fp8e4m3', seed: 54 },
+  ]),
+  matrix("the adapter's own tile plan (f32 and f16)", [
+    { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: MIXED, pad: 2, seed: 60 },
+    { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: MIXED, qDtype: 'f16', cache: 'f16', opts: { sinks: true }, seed: 61 },
+  ], {}),
+  {
+    name: 'split-KV decode (partitions merged by LSE) equals unsplit, with sinks and a window',
+    async run({ engine }) {
+      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 16, bs: 16, seqs: [{ ctx: 300, q: 1 }, { ctx: 70, q: 1 }, { ctx: 5, q: 2 }], opts: { sinks: true }, seed: 70 };
+      const whole = await tuned(engine, { ...SMALL, pagedTargetWorkgroups: 1 }, () => checkPaged(engine, spec));
+      const split = await tuned(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, async () => {
+        // The planner must really split this batch.
+        const flash = planFlash(engine.limits, engine.features, 16, 16, 'portable', 8192)!;
+        const m = validateMeta('test', { queryStartLoc: Int32Array.of(0, 1, 2, 4), seqLens: Int32Array.of(301, 71, 7), blockTable: new Int32Array(3 * 19), maxBlocksPerSeq: 19 },
+          4, { numBlocks: 64, blockSize: 16 });
+        const plan = planPaged(engine, m, 4, 4, 1, flash);
+        assert(plan.nParts > 4, `expected several KV partitions, planned ${plan.nParts}`);
+        return checkPaged(engine, spec);
+      });
+      assertClose('split vs unsplit', split.out.subarray(0, split.valid * 4 * 16), Float64Array.from(whole.out.subarray(0, whole.valid * 4 * 16)), 'f32');
+      await tuned(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, () =>
+        checkPaged(engine, { ...spec, opts: { slidingWindow: 50, alibi: true }, seed: 71 }));
+    },
+  },
+  {
+    name: 'chunked prefill equals one-shot prefill; paged equals dense sdpa on the same data',
+    async run({ engine }) {
+      await tuned(engine, SMALL, async () => {
+        // One sequence of 40 tokens: all at once, or 25 then 15 with the first 25 as context.
+        const once = await checkPaged(engine, { Hq: 2, Hkv: 1, D: 16, bs: 8, seqs: [{ ctx: 0, q: 40 }], seed: 80 });
+        const chunked = await checkPaged(engine, { Hq: 2, Hkv: 1, D: 16, bs: 8, seqs: [{ ctx: 25, q: 15 }], seed: 80 });
+        // Same seeds give the same first 25 keys only if written identically: compare each to its reference instead,
+        // and both references to the dense one (bottom-right causal over the same keys).
+        assert(once.valid === 40 && chunked.valid === 15, 'row counts');
+        const q = randn(2 * 6 * 16, 81), k = randn(20 * 16, 82), v = randn(20 * 16, 83);
+        const dense = engine.sdpa(engine.tensor(q, [1, 2, 6, 16]), engine.tensor(k, [1, 1, 20, 16]), engine.tensor(v, [1, 1, 20, 16]), { causal: true });
+        const cache = engine.createPagedKVCache({ numBlocks: 5, blockSize: 4, numKvHeads: 1, headSize: 16 });
+        const slots = Int32Array.from({ length: 20 }, (_, i) => [3, 0, 4, 1, 2][Math.floor(i / 4)] * 4 + (i % 4));
+        engine.reshapeAndCache(engine.tensor(k, [20, 1, 16]), engine.tensor(v, [20, 1, 16]), cache, slots);
+        const qT = new Float32Array(6 * 2 * 16);   // [1,2,6,16] -> [6,2,16]
+        for (let h = 0; h < 2; h++) for (let i = 0; i < 6; i++) qT.set(q.subarray((h * 6 + i) * 16, (h * 6 + i + 1) * 16), (i * 2 + h) * 16);
+        const paged = await engine.pagedAttention(engine.tensor(qT, [6, 2, 16]), cache, {
+          queryStartLoc: Int32Array.of(0, 6), seqLens: Int32Array.of(20), blockTable: Int32Array.of(3, 0, 4, 1, 2),
+        }).toFloat32();
+        const d = await dense.toFloat32();
+        const dT = new Float64Array(6 * 2 * 16);
+        for (let h = 0; h < 2; h++) for (let i = 0; i < 6; i++) dT.set(d.subarray((h * 6 + i) * 16, (h * 6 + i + 1) * 16), (i * 2 + h) * 16);
+        assertClose('paged vs dense', paged, dT, 'f32');
+      });
+    },
+  },
+  {
+    name: 'metadata as i32 tensors (no host copy: the kernel clamps) gives the same result',
+    async run({ engine }) {
+      await tuned(engine, SMALL, () => checkPaged(engine, { Hq: 4, Hkv: 2, D: 16, bs: 16, seqs: MIXED, pad: 2, seed: 90 }, 'device'));
+    },
+  },
+  {
+    name: 'validation: cache options, shapes, slots, and metadata (block index, seqLen, queryStartLoc, heads)',
+    async run({ engine }) {
+      const c = (o: object) => () => engine.createPagedKVCache({ numBlocks: 4, blockSize: 16, numKvHeads: 2, headSize: 16, ...o });
+      await expectThrows(c({ numBlocks: 0 }), 'createPagedKVCache: numBlocks: expected a positive integer, got 0');
+      await expectThrows(c({ blockSize: 300 }), 'createPagedKVCache: blockSize: expected an integer from 1 to 256, got 300');
+      await expectThrows(c({ dtype: 'i32' }), "createPagedKVCache: dtype: expected 'f32', 'f16', 'bf16' or 'fp8e4m3', got 'i32'");
+      await expectThrows(c({ dtype: 'fp8e4m3', headSize: 18 }), "createPagedKVCache: headSize: expected a multiple of 4 for dtype 'fp8e4m3'");
+      await expectThrows(c({ kScale: 2 }), "createPagedKVCache: kScale: expected only with dtype 'fp8e4m3'");
+      await expectThrows(c({ dtype: 'fp8e4m3', vScale: -1 }), 'createPagedKVCache: vScale: expected a positive finite number, got -1');
+      const cache = engine.createPagedKVCache({ numBlocks: 4, blockSize: 16, numKvHeads: 2, headSize: 16 });
+      const kv = engine.tensor(randn(3 * 2 * 16, 1), [3, 2, 16]);
+      await expectThrows(() => engine.reshapeAndCache(kv, kv, cache, Int32Array.of(0, 64, 1)), 'reshapeAndCache: slotMapping[1]: expected a slot below 64 (numBlocks·blockSize), or negative for padding, got 64');
+      await expectThrows(() => engine.reshapeAndCache(kv, kv, cache, Int32Array.of(0, 1)), 'reshapeAndCache: slotMapping: expected 3 slots (one per token), got 2');
+      await expectThrows(() => engine.reshapeAndCache(engine.tensor(randn(48, 1), [3, 1, 16]), kv, cache, Int32Array.of(0, 1, 2)), 'reshapeAndCache: key: expected shape [T, Hkv=2, D=16], got [3, 1, 16]');
+      await expectThrows(() => engine.reshapeAndCache(kv, kv, {} as never, Int32Array.of(0, 1, 2)), 'reshapeAndCache: cache: expected a PagedKVCache');
+      const q = engine.tensor(randn(2 * 4 * 16, 2), [2, 4, 16]);
+      const meta = { queryStartLoc: Int32Array.of(0, 1, 2), seqLens: Int32Array.of(5, 20), blockTable: Int32Array.of(0, 1, 2, 3), maxBlocksPerSeq: 2 };
+      const run = (m: object, query = q) => () => engine.pagedAttention(query, cache, { ...meta, ...m });
+      await expectThrows(run({ blockTable: Int32Array.of(0, 1, 9, 3) }), 'pagedAttention: meta.blockTable[1][0]: expected a block index in [0, 4), got 9');
+      await expectThrows(run({ seqLens: Int32Array.of(5, 40) }), 'pagedAttention: meta.seqLens[1]: expected at most maxBlocksPerSeq·blockSize = 32 tokens');
+      await expectThrows(run({ queryStartLoc: Int32Array.of(0, 2, 1) }), 'pagedAttention: meta.queryStartLoc: expected non-decreasing entries');
+      await expectThrows(run({ queryStartLoc: Int32Array.of(0, 1, 3) }), 'pagedAttention: meta.queryStartLoc: expected a last entry at most T=2');
+      await expectThrows(run({ queryStartLoc: Int32Array.of(0, 1) }), 'pagedAttention: meta.queryStartLoc: expected 3 entries (S+1, S=2 from seqLens), got 2');
+      await expectThrows(run({ seqLens: Int32Array.of(0, 20) }), 'pagedAttention: meta.seqLens[0]: expected at least the sequence\'s 1 new tokens, got 0');
+      await expectThrows(run({ maxBlocksPerSeq: undefined }), 'pagedAttention: meta.maxBlocksPerSeq: expected a value when blockTable is flat and S=2 > 1');
+      await expectThrows(run({}, engine.tensor(randn(2 * 3 * 16, 2), [2, 3, 16])), "pagedAttention: query: expected a head count Hq that is a multiple of the cache's Hkv=2, got Hq=3");
+      await expectThrows(run({}, engine.tensor(randn(2 * 4 * 8, 2), [2, 4, 8])), "pagedAttention: query: expected shape [T, Hq, D=16] (the cache's head size), got [2, 4, 8]");
+      await expectThrows(run({ seqLens: engine.tensor(Float32Array.of(5, 20), [2]) }), "pagedAttention: meta.seqLens.dtype: expected 'i32' (or an Int32Array), got 'f32'");
+      cache.destroy();
+      await expectThrows(() => engine.pagedAttention(q, cache, meta), 'pagedAttention: cache: expected a live cache, got a destroyed cache');
+    },
+  },
+]);
