@@ -12,3 +12,5 @@ export type { Tolerance, Comparison } from './check';
 export { rng, randn, randInt } from './random';
 export { PagedKVCache } from './paged';
 export type { PagedKVCacheOptions, AttentionMetadata } from './paged';
+export { KVCacheManager } from './kv_manager';
+export type { SequenceId, StepRequest, StepMetadata } from './kv_manager';

@@ -2,7 +2,7 @@
 // mixed batches (decode, prefill, chunked prefill with context) over shuffled block tables with
 // padding tokens, every attention option, split-KV equal to unsplit, chunked equal to one-shot,
 // paged equal to dense, device-side metadata, and every validation error.
-import { reference, roundToDType, type Engine, type Tensor } from '../../src/index';
+import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest, type Tensor } from '../../src/index';
 import { planPaged, validateMeta } from '../../src/paged';
 import { planFlash } from '../../src/kernels/sdpa_flash';
 import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase } from './harness';
@@ -238,6 +238,51 @@ export const pagedCases = defineCases('paged', [
     name: 'metadata as i32 tensors (no host copy: the kernel clamps) gives the same result',
     async run({ engine }) {
       await tuned(engine, SMALL, () => checkPaged(engine, { Hq: 4, Hkv: 2, D: 16, bs: 16, seqs: MIXED, pad: 2, seed: 90 }, 'device'));
+    },
+  },
+  {
+    name: 'a serving loop: KVCacheManager steps (prefill, decode, free, new sequence) against the dense reference',
+    async run({ engine }) {
+      await tuned(engine, SMALL, async () => {
+        const [Hq, Hkv, D, bs] = [4, 2, 16, 4];
+        const mgr = new KVCacheManager({ numBlocks: 12, blockSize: bs });
+        const cache = engine.createPagedKVCache({ numBlocks: 12, blockSize: bs, numKvHeads: Hkv, headSize: D });
+        const hist = new Map<string, { k: number[]; v: number[] }>();
+        const steps: StepRequest[][] = [
+          [{ id: 'a', numTokens: 7 }, { id: 'b', numTokens: 2 }],
+          [{ id: 'a', numTokens: 1 }, { id: 'b', numTokens: 5 }],
+          [{ id: 'b', numTokens: 1 }, { id: 'a', numTokens: 1 }],
+          [{ id: 'c', numTokens: 6 }, { id: 'b', numTokens: 1 }],
+        ];
+        let seed = 500;
+        for (const [n, step] of steps.entries()) {
+          if (n === 3) { mgr.freeSequence('a'); hist.delete('a'); }
+          for (const r of step) if (!mgr.has(r.id)) { mgr.addSequence(r.id); hist.set(String(r.id), { k: [], v: [] }); }
+          const plan = mgr.schedule(step);
+          const T = plan.numTokens;
+          const q = randn(T * Hq * D, seed++), k = randn(T * Hkv * D, seed++), v = randn(T * Hkv * D, seed++);
+          engine.reshapeAndCache(engine.tensor(k, [T, Hkv, D]), engine.tensor(v, [T, Hkv, D]), cache, plan.slotMapping);
+          const out = await engine.pagedAttention(engine.tensor(q, [T, Hq, D]), cache, plan).toFloat32();
+          for (const [i, r] of step.entries()) {
+            const [r0, r1] = plan.rows[i];
+            const h = hist.get(String(r.id))!;
+            h.k.push(...k.subarray(r0 * Hkv * D, r1 * Hkv * D));
+            h.v.push(...v.subarray(r0 * Hkv * D, r1 * Hkv * D));
+            const L = h.k.length / (Hkv * D), nq = r1 - r0;
+            // Dense reference over this sequence's whole history: [T,H,D] -> [H,T,D] layouts.
+            const toHTD = (x: ArrayLike<number>, n: number, H: number) => {
+              const y = new Float64Array(n * H * D);
+              for (let t = 0; t < n; t++) for (let hh = 0; hh < H; hh++) for (let d = 0; d < D; d++) y[(hh * n + t) * D + d] = x[(t * H + hh) * D + d];
+              return y;
+            };
+            const ref = reference.sdpaRef(toHTD(q.subarray(r0 * Hq * D, r1 * Hq * D), nq, Hq), toHTD(h.k, L, Hkv), toHTD(h.v, L, Hkv),
+              { B: 1, Hq, Hkv, Lq: nq, Lk: L, D, Dv: D }, { causal: true });
+            const got = toHTD(out.subarray(r0 * Hq * D, r1 * Hq * D), nq, Hq);
+            assertClose(`step ${n} sequence ${r.id}`, got, ref.out, 'f32');
+          }
+        }
+        cache.destroy();
+      });
     },
   },
   {
