@@ -1,7 +1,8 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
 // named after the device.
-//   --suite=sdpa          which suites (comma-separated; default: all)
+//   --suite=sdpa,paged    which suites (comma-separated; default: all)
+//   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
 //   --quick               small sizes, for software adapters
 //   --out=DIR             where results go (default bench/results)
@@ -13,6 +14,7 @@ import { create, globals } from 'webgpu';
 import { createEngine } from 'webinfer';
 import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from './sdpa';
+import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from './paged';
 import { planFlash } from '../src/kernels/sdpa_flash';
 
 Object.assign(globalThis, globals);
@@ -23,7 +25,7 @@ const args = new Map(process.argv.slice(2).map((a) => {
 }));
 const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
-const suites = (args.get('suite') ?? 'sdpa').split(',');
+const suites = (args.get('suite') ?? 'sdpa,paged').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements.
@@ -79,6 +81,33 @@ if (suites.includes('sdpa')) {
   }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `sdpa-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('paged')) {
+  const batches = (args.get('batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
+  const contexts = (args.get('contexts') ?? (quick ? '256,1024' : '1024,4096,32768')).split(',').map(Number);
+  const shapes = llamaDecodeShapes(batches, contexts);
+  const rows: PagedBenchRow[] = [];
+  for (const [i, sh] of shapes.entries()) {
+    const r = await benchPagedDecode(engine, sh, ceilings, quick ? 3 : 7);
+    rows.push(r);
+    console.log(`[${i + 1}/${shapes.length}] decode batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, `
+      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`);
+  }
+  result.paged = rows.map((r) => ({ ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
+    medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy }));
+  const lines = [
+    `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
+    + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
+    + 'Median of GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first.', '',
+    '| batch | context | KV MB | ms | GB/s of KV | % of copy | check |',
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error ? r.error : `${fmt(r.timing?.medianMs ?? NaN, 3)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} | ${r.pass ? 'pass' : 'FAIL'}`} |`),
+  ];
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 

@@ -94,6 +94,8 @@ export class Engine implements TensorHost {
     pagedTargetWorkgroups: 512,
     /** ... but no partition is shorter than this many keys. */
     pagedMinPartition: 256,
+    /** Sequences with one new token use the decode kernel (where the head size allows). */
+    pagedDecodeKernel: true,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;

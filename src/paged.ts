@@ -203,54 +203,87 @@ export function validateMeta(op: string, meta: AttentionMetadata, T: number, cac
 
 // ---------------------------------------------------------------------------------------- planning
 
+export interface DecodePlan {
+  /** Elements per 16-byte load of the cache dtype. */
+  EPV: number;
+  WG: number;
+  /** Keys of one partition the kernel holds in workgroup memory. */
+  PMAX: number;
+}
+
+/**
+ * The decode kernel serves sequences with one new token when a cache row splits into a power-of-two
+ * number of 16-byte loads that divides the workgroup; its partitions must fit workgroup memory.
+ */
+export function planDecode(engine: Engine, D: number, Dv: number, G: number, kvDtype: DType): DecodePlan | null {
+  if (!engine.tuning.pagedDecodeKernel) return null;
+  const EPV = 16 / DTYPE_BYTES[kvDtype];
+  const WG = Math.min(256, engine.limits.maxComputeInvocationsPerWorkgroup, engine.limits.maxComputeWorkgroupSizeX);
+  const pow2 = (x: number) => Number.isInteger(x) && x >= 1 && (x & (x - 1)) === 0;
+  if (D % EPV || Dv % EPV || !pow2(D / EPV) || !pow2(Dv / EPV) || D / EPV > WG || Dv / EPV > WG || G > 16) return null;
+  const KPI = WG / (D / EPV), KPV = WG / (Dv / EPV);
+  const red = Math.max(WG * G, KPV * Dv);
+  const budget = Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes) / 4 - red;
+  let PMAX = Math.min(512, Math.floor(budget / G / 64) * 64);
+  PMAX -= PMAX % KPI;
+  return PMAX >= 64 ? { EPV, WG, PMAX } : null;
+}
+
 export interface PagedPlan {
   flash: FlashPlan;
-  /** Work items (sequence, kv head, row tile, partition), 4 i32 each. */
-  items: Int32Array;
+  decode: DecodePlan | null;
+  /** Work items (sequence, kv head, row tile, partition), 4 i32 each: flash, then decode. */
+  flashItems: Int32Array;
+  decodeItems: Int32Array;
   nParts: number;
   partLen: number;
 }
 
 /**
- * Work items for one batch. A long context with few rows to spread it over (decode) is split into
- * KV partitions computed in parallel and merged by LSE (FlashDecoding), so that the GPU gets at least
- * engine.tuning.pagedTargetWorkgroups workgroups; partitions are whole key tiles and at least
- * engine.tuning.pagedMinPartition keys long.
+ * Work items for one batch. Sequences with one new token go to the decode kernel where it applies,
+ * the rest to the flash kernel. A long context with few rows to spread it over is split into KV
+ * partitions computed in parallel and merged by LSE (FlashDecoding), so that the GPU gets about
+ * engine.tuning.pagedTargetWorkgroups workgroups; partitions are whole tiles of 64 keys and at least
+ * engine.tuning.pagedMinPartition long, and never longer than the decode kernel can hold.
  */
-export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number, flash: FlashPlan): PagedPlan {
-  const BR = flash.TY * flash.TM, BC = flash.TX * flash.TN;
-  const rowTiles: number[] = [];
-  let maxSeq: number;
-  if (m.kind === 'host') {
-    for (let s = 0; s < m.S; s++) rowTiles.push(Math.ceil((G * (m.qsl[s + 1] - m.qsl[s])) / BR));
-    maxSeq = Math.max(0, ...m.seqLens);
-  } else {
-    // Unknown lengths: every sequence may hold all T tokens; the kernel skips tiles past its rows.
-    for (let s = 0; s < m.S; s++) rowTiles.push(Math.ceil((G * T) / BR));
-    maxSeq = m.maxB * 1;   // unused: no partitions without host lengths
-  }
-  const base = rowTiles.reduce((a, r) => a + r, 0) * Hkv;
+export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number,
+                          flash: FlashPlan, decode: DecodePlan | null = null): PagedPlan {
+  const BR = flash.TY * flash.TM;
+  const S = m.S;
+  const qLen = (s: number) => (m.kind === 'host' ? m.qsl[s + 1] - m.qsl[s] : T);
+  // Device metadata: lengths unknown on the host; every sequence may hold all T tokens and the
+  // kernel skips tiles past its rows. No decode routing and no partitions then.
+  const useDecode = (s: number) => decode !== null && m.kind === 'host' && qLen(s) === 1;
+  const rowTiles = Array.from({ length: S }, (_, s) => (useDecode(s) ? 0 : Math.ceil((G * qLen(s)) / BR)));
+  const nDecode = Array.from({ length: S }, (_, s) => s).filter(useDecode).length;
+  const base = (rowTiles.reduce((a, r) => a + r, 0) + nDecode) * Hkv;
   let nParts = 1;
   let partLen = 0;
   if (m.kind === 'host' && base > 0) {
-    const minPart = Math.max(BC, engine.tuning.pagedMinPartition);
-    const want = Math.ceil(engine.tuning.pagedTargetWorkgroups / base);
-    nParts = Math.max(1, Math.min(want, Math.floor(maxSeq / minPart)));
-    if (nParts > 1) {
-      partLen = Math.ceil(Math.ceil(maxSeq / nParts) / BC) * BC;
-      nParts = Math.ceil(maxSeq / partLen);
-    }
+    const maxSeq = Math.max(0, ...m.seqLens);
+    const quantum = 64;
+    const minPart = Math.max(quantum, engine.tuning.pagedMinPartition);
+    const want = Math.max(1, Math.min(Math.ceil(engine.tuning.pagedTargetWorkgroups / base), Math.floor(maxSeq / minPart)));
+    partLen = Math.ceil(Math.ceil(maxSeq / want) / quantum) * quantum;
+    if (decode && nDecode > 0) partLen = Math.min(partLen, decode.PMAX);
+    nParts = Math.max(1, Math.ceil(maxSeq / partLen));
+    if (nParts === 1) partLen = Math.max(partLen, maxSeq);
   }
-  const items = new Int32Array(4 * base * nParts);
-  let i = 0;
-  for (let s = 0; s < m.S; s++) {
+  const flashItems = new Int32Array(4 * (base / Hkv - nDecode) * Hkv * nParts);
+  const decodeItems = new Int32Array(4 * nDecode * Hkv * nParts);
+  let fi = 0, di = 0;
+  for (let s = 0; s < S; s++) {
     for (let g = 0; g < Hkv; g++) {
-      for (let rt = 0; rt < rowTiles[s]; rt++) {
-        for (let p = 0; p < nParts; p++) { items[i++] = s; items[i++] = g; items[i++] = rt; items[i++] = p; }
+      for (let p = 0; p < nParts; p++) {
+        if (useDecode(s)) {
+          decodeItems[di++] = s; decodeItems[di++] = g; decodeItems[di++] = 0; decodeItems[di++] = p;
+        } else {
+          for (let rt = 0; rt < rowTiles[s]; rt++) { flashItems[fi++] = s; flashItems[fi++] = g; flashItems[fi++] = rt; flashItems[fi++] = p; }
+        }
       }
     }
   }
-  return { flash, items, nParts, partLen };
+  return { flash, decode, flashItems, decodeItems, nParts, partLen };
 }
 
 // ------------------------------------------------------------------------------------- attention
@@ -276,17 +309,19 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
   const flash = planFlash(engine.limits, engine.features, D, Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, tile);
   if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
   const G = Hq / Hkv;
-  const plan = planPaged(engine, m, T, G, Hkv, flash);
+  const plan = planPaged(engine, m, T, G, Hkv, flash, planDecode(engine, D, Dv, G, cache.dtype));
 
   // Metadata and work items in one buffer, one write (device metadata is copied in on the GPU).
   const offQsl = 0, offSeq = m.S + 1, offBt = offSeq + m.S, offItems = offBt + m.S * m.maxB;
-  const host = new Int32Array(offItems + plan.items.length);
+  const offDecode = offItems + plan.flashItems.length;
+  const host = new Int32Array(offDecode + plan.decodeItems.length);
   if (m.kind === 'host') {
     host.set(m.qsl, offQsl);
     host.set(m.seqLens, offSeq);
     host.set(m.blockTable, offBt);
   }
-  host.set(plan.items, offItems);
+  host.set(plan.flashItems, offItems);
+  host.set(plan.decodeItems, offDecode);
   const metaBuf = engine.scratch(Math.max(16, host.byteLength), 'paged metadata');
   engine.device.queue.writeBuffer(metaBuf, 0, host);
   if (m.kind === 'device') {
@@ -308,10 +343,24 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
     enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
   });
   const flags = sdpaFlags({ causal: a.causal, window: a.window, softcap: a.softcap, alibi: a.alibi, sinks: a.sinks, maskKind: null });
-  const nItems = plan.items.length / 4;
-  engine.dispatch(kernel, {
-    q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf,
-    headp: headParams(engine, Hq, a.alibi, a.sinks), out, lse, ws,
+  const nItems = plan.flashItems.length / 4;
+  const headp = headParams(engine, Hq, a.alibi, a.sinks);
+  if (plan.decode && plan.decodeItems.length) {
+    const dp = plan.decode;
+    const dk = engine.kernel('paged_decode', 'decode_main', {
+      overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: CODE[cache.dtype], OUT_DTYPE: CODE[query.dtype] },
+      consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX },
+    });
+    const nDec = plan.decodeItems.length / 4;
+    engine.dispatch(dk, { q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf, headp, out, lse, ws }, {
+      T, Hq, Hkv, S: m.S, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
+      bs: cache.blockSize, num_blocks: cache.numBlocks, max_blocks: m.maxB, n_items: nDec,
+      part_len: plan.partLen, n_parts: plan.nParts, partial: partial ? 1 : 0, off_items: offDecode,
+      off_qsl: offQsl, off_seqlens: offSeq, off_bt: offBt, ws_lse: wsLse, k_scale: cache.kScale, v_scale: cache.vScale,
+    }, nDec);
+  }
+  if (nItems > 0) engine.dispatch(kernel, {
+    q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf, headp, out, lse, ws,
   }, {
     T, Hq, Hkv, G, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
     bs: cache.blockSize, num_blocks: cache.numBlocks, max_blocks: m.maxB, S: m.S,

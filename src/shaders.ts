@@ -12,6 +12,7 @@ import benchCeiling from '../shaders/bench_ceiling.wgsl?raw';
 import mergeStates from '../shaders/merge_states.wgsl?raw';
 import pagedCache from '../shaders/paged_cache.wgsl?raw';
 import flashPaged from '../shaders/flash_paged.wgsl?raw';
+import pagedDecode from '../shaders/paged_decode.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
@@ -24,6 +25,7 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
   'merge_states.wgsl': mergeStates,
   'paged_cache.wgsl': pagedCache,
   'flash_paged.wgsl': flashPaged,
+  'paged_decode.wgsl': pagedDecode,
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
@@ -34,5 +36,6 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   merge_states: ['dtype.wgsl', 'merge_states.wgsl'],
   paged_cache: ['dtype.wgsl', 'paged_cache.wgsl'],
   paged_flash: ['dtype.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
+  paged_decode: ['dtype.wgsl', 'paged_decode.wgsl'],
   paged_flash_subgroup: ['dtype.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
 };

@@ -1,0 +1,114 @@
+// Paged decode benchmark: Llama-3-8B attention shapes (Hq 32, Hkv 8, D 128, f16 cache, block 16),
+// batch × context, reporting KV bytes read per second against the copy bandwidth measured in the same
+// run. Caches are filled on the GPU by repeating a random pattern (a 64-sequence × 32k batch holds
+// 8.6 GB of K/V), blocks are shuffled, small caches rotate over three disjoint block sets so the L2
+// cannot hold them, and sequence 0 is checked against the float64 reference before timing.
+import { TOLERANCES, compareToReference, encodeF16, decodeF16, randn, reference, rng, type Engine, type Tensor } from 'webinfer';
+import { timeOp, type Ceilings, type Timing } from './harness';
+
+export interface PagedShape { batch: number; context: number; Hq: number; Hkv: number; D: number; bs: number }
+
+export interface PagedBenchRow {
+  shape: PagedShape;
+  kvBytes: number;
+  worst: number;
+  pass: boolean;
+  timing: Timing | null;
+  gbs: number;
+  pctCopy: number;
+  nParts?: number;
+  error?: string;
+}
+
+const PATTERN_ELEMS = 1 << 20;   // 2 MiB of f16, a multiple of every row size used
+
+export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7): Promise<PagedBenchRow> {
+  const { batch: B, context: L, Hq, Hkv, D, bs } = s;
+  const kvBytes = B * L * Hkv * 2 * D * 2;
+  const row: PagedBenchRow = { shape: s, kvBytes, worst: NaN, pass: false, timing: null, gbs: NaN, pctCopy: NaN };
+  const blocksPerSeq = Math.ceil(L / bs);
+  const sets = kvBytes < 512 * 2 ** 20 ? 3 : 1;
+  const numBlocks = B * blocksPerSeq * sets;
+  const cacheBytes = numBlocks * Hkv * bs * D * 2;
+  const maxBind = Math.min(engine.limits.maxStorageBufferBindingSize, engine.limits.maxBufferSize);
+  if (cacheBytes > maxBind) {
+    row.error = `skipped: a ${(cacheBytes / 2 ** 30).toFixed(2)} GiB K cache exceeds the adapter's largest storage binding (${(maxBind / 2 ** 30).toFixed(2)} GiB)`;
+    return row;
+  }
+  let cache;
+  try {
+    cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, dtype: 'f16' });
+  } catch (e) {
+    row.error = `skipped: ${(e as Error).message}`;
+    return row;
+  }
+  const tensors: Tensor[] = [];
+  try {
+    // Fill each cache by repeating its own random f16 pattern.
+    const pats = [encodeF16(randn(PATTERN_ELEMS, 11)), encodeF16(randn(PATTERN_ELEMS, 13))];
+    const enc = engine.commandEncoder();
+    const staging: GPUBuffer[] = [];
+    for (const [i, t] of [cache.key, cache.value].entries()) {
+      const buf = engine.device.createBuffer({ size: pats[i].byteLength, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+      engine.device.queue.writeBuffer(buf, 0, pats[i].buffer as ArrayBuffer, pats[i].byteOffset, pats[i].byteLength);
+      staging.push(buf);
+      for (let off = 0; off < t.byteLength; off += pats[i].byteLength) {
+        enc.copyBufferToBuffer(buf, 0, t.buffer, off, Math.min(pats[i].byteLength, t.byteLength - off));
+      }
+    }
+    await engine.sync();
+    for (const b of staging) b.destroy();
+    const pv = pats.map((p) => decodeF16(p));
+    const cacheElem = (which: 0 | 1, e: number) => pv[which][e % PATTERN_ELEMS];
+
+    // Shuffled block tables, one per rotation set.
+    const r = rng(5);
+    const perm = Array.from({ length: numBlocks }, (_, i) => i);
+    for (let i = perm.length - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); [perm[i], perm[j]] = [perm[j], perm[i]]; }
+    const metas = Array.from({ length: sets }, (_, r) => {
+      const blockTable = new Int32Array(B * blocksPerSeq);
+      for (let i = 0; i < B * blocksPerSeq; i++) blockTable[i] = perm[r * B * blocksPerSeq + i];
+      return { queryStartLoc: Int32Array.from({ length: B + 1 }, (_, i) => i), seqLens: new Int32Array(B).fill(L), blockTable, maxBlocksPerSeq: blocksPerSeq };
+    });
+    const qv = randn(B * Hq * D, 12);
+    const q = engine.tensor(qv, [B, Hq, D], 'f16');
+    tensors.push(q);
+    const q16 = decodeF16(encodeF16(qv));
+
+    // Check sequence 0 against the reference, gathered from the pattern through its block table.
+    const out = engine.pagedAttention(q, cache, metas[0]);
+    const got = await out.toFloat32();
+    out.destroy();
+    const k0 = new Float64Array(L * Hkv * D), v0 = new Float64Array(L * Hkv * D);
+    for (let pos = 0; pos < L; pos++) {
+      const blk = metas[0].blockTable[Math.floor(pos / bs)];
+      for (let h = 0; h < Hkv; h++) {
+        const base = ((blk * Hkv + h) * bs + (pos % bs)) * D;
+        for (let d = 0; d < D; d++) {
+          k0[(h * L + pos) * D + d] = cacheElem(0, base + d);
+          v0[(h * L + pos) * D + d] = cacheElem(1, base + d);
+        }
+      }
+    }
+    const ref = reference.sdpaRef(q16.subarray(0, Hq * D), k0, v0, { B: 1, Hq, Hkv, Lq: 1, Lk: L, D, Dv: D });
+    const c = compareToReference(got.subarray(0, Hq * D), ref.out, TOLERANCES.f16);
+    row.worst = c.badIndex >= 0 ? Infinity : c.worst;
+    row.pass = c.pass;
+
+    row.timing = await timeOp(engine, (i) => engine.pagedAttention(q, cache!, metas[i % sets]).destroy(), { samples, perSample: 3 });
+    row.gbs = kvBytes / (row.timing.medianMs * 1e6);
+    row.pctCopy = (100 * row.gbs) / ceilings.copyGBs;
+  } catch (e) {
+    row.error = (e as Error).message;
+  } finally {
+    for (const t of tensors) t.destroy();
+    cache.destroy();
+    await engine.sync();
+    engine.pool.trim();
+  }
+  return row;
+}
+
+export function llamaDecodeShapes(batches: number[], contexts: number[]): PagedShape[] {
+  return batches.flatMap((batch) => contexts.map((context) => ({ batch, context, Hq: 32, Hkv: 8, D: 128, bs: 16 })));
+}

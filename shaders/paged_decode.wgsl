@@ -1,0 +1,232 @@
+// Paged decode: one new token per sequence (SPEC §3), memory-bound, so built around reading each K/V
+// row once with wide loads. One workgroup per (sequence, kv head, KV partition):
+//   1. scores: KT threads share a key row, each loading 16 bytes (EPV elements) of it and taking its
+//      partial dot with the G query heads of the kv head (their query slices sit in registers); the
+//      partials meet in workgroup memory. Scores of the partition's ≤ PMAX keys stay there.
+//   2. softmax statistics per head (max, sum) by tree reductions.
+//   3. P·V: KTV threads share a value row (16 bytes each), key rows strided over the workgroup; the
+//      per-thread sums meet in workgroup memory, one head at a time.
+// Every option but masks (scale, softcap, ALiBi, window; sinks when the state is final). With several
+// partitions each writes its state to the workspace and merge_states.wgsl combines them.
+
+override Q_DTYPE: u32 = 0u;
+override KV_DTYPE: u32 = 0u;
+override OUT_DTYPE: u32 = 0u;
+
+const G: u32 = 4u;       // query heads per kv head
+const D: u32 = 128u;
+const DV: u32 = 128u;
+const EPV: u32 = 8u;     // elements per 16-byte load: 4 f32, 8 f16/bf16, 16 fp8
+const WG: u32 = 256u;
+const PMAX: u32 = 512u;  // keys of one partition held in workgroup memory
+
+const KT: u32 = D / EPV;       // threads per key row (a power of two dividing WG)
+const KPI: u32 = WG / KT;      // key rows per step
+const KTV: u32 = DV / EPV;     // threads per value row
+const KPV: u32 = WG / KTV;     // value rows per step
+const E4: u32 = EPV / 4u;      // vec4s per load
+const RED: u32 = max(WG * G, KPV * DV);
+
+const FLAG_WINDOW: u32 = 2u;
+const FLAG_SOFTCAP: u32 = 4u;
+const FLAG_ALIBI: u32 = 8u;
+const FLAG_SINKS: u32 = 16u;
+const MASKED: f32 = -3.0e38;
+const VISIBLE_MIN: f32 = -2.0e38;
+const NEG_INF_BITS: u32 = 0xff800000u;
+const LOG2E: f32 = 1.4426950408889634;
+const LN2: f32 = 0.6931471805599453;
+
+struct Params {
+  T: u32, Hq: u32, Hkv: u32, S: u32,
+  flags: u32, window: u32, scale: f32, softcap: f32,
+  bs: u32, num_blocks: u32, max_blocks: u32, n_items: u32,
+  part_len: u32, n_parts: u32, partial: u32, off_items: u32,
+  off_qsl: u32, off_seqlens: u32, off_bt: u32, ws_lse: u32,
+  k_scale: f32, v_scale: f32, _p0: u32, _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<u32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> pmeta: array<i32>;
+@group(0) @binding(5) var<storage, read> headp: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<u32>;
+@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
+@group(0) @binding(8) var<storage, read_write> ws: array<u32>;
+
+var<workgroup> s_s: array<f32, G * PMAX>;
+var<workgroup> red: array<f32, RED>;
+
+/** EPV elements (E4 vec4s) from one 16-byte word group. */
+fn decode16(w: vec4<u32>, i: u32) -> vec4<f32> {
+  if (KV_DTYPE == 0u) { return bitcast<vec4<f32>>(w); }
+  if (KV_DTYPE == 3u) { return decode4(vec4<u32>(w[i], 0u, 0u, 0u), 3u); }
+  return decode4(vec4<u32>(w[2u * i], w[2u * i + 1u], 0u, 0u), KV_DTYPE);
+}
+
+fn cache_row(s: u32, g: u32, j: u32) -> i32 {
+  let blk = pmeta[params.off_bt + s * params.max_blocks + j / params.bs];
+  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
+  return i32((u32(blk) * params.Hkv + g) * params.bs + j % params.bs);
+}
+
+@compute @workgroup_size(WG)
+fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) li: u32) {
+  let item = wid.y * nwg.x + wid.x;
+  if (item >= params.n_items) { return; }
+  let base = params.off_items + 4u * item;
+  let s = u32(pmeta[base]);
+  let g = u32(pmeta[base + 1u]);
+  let part = u32(pmeta[base + 3u]);
+  if (s >= params.S || g >= params.Hkv) { return; }
+  let q0 = pmeta[params.off_qsl + s];
+  if (q0 < 0 || u32(q0) >= params.T) { return; }
+  let t = u32(q0);
+  let seq_len = u32(clamp(pmeta[params.off_seqlens + s], 1, i32(params.max_blocks * params.bs)));
+  let pos = i32(seq_len) - 1;
+  let k_lo = min(part * params.part_len, seq_len);
+  let k_hi = min(k_lo + params.part_len, seq_len);
+  let f = params.flags;
+
+  // ---- 1. scores
+  let lane = li % KT;
+  let kslot = li / KT;
+  var qv: array<vec4<f32>, G * E4>;
+  for (var gg = 0u; gg < G; gg++) {
+    for (var c = 0u; c < E4; c++) {
+      let idx = (t * params.Hq + g * G + gg) * D + lane * EPV + 4u * c;
+      let w = word4_of(idx, Q_DTYPE);
+      if (Q_DTYPE == 0u) { qv[gg * E4 + c] = decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
+      else { qv[gg * E4 + c] = decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE); }
+    }
+  }
+  for (var kb = k_lo; kb < k_hi; kb += KPI) {
+    let j = kb + kslot;
+    var dots: array<f32, G>;
+    for (var gg = 0u; gg < G; gg++) { dots[gg] = 0.0; }
+    if (j < k_hi) {
+      let row = cache_row(s, g, j);
+      if (row >= 0) {
+        let w = k_cache[u32(row) * KT + lane];
+        for (var c = 0u; c < E4; c++) {
+          let kv = decode16(w, c) * params.k_scale;
+          for (var gg = 0u; gg < G; gg++) { dots[gg] += dot(qv[gg * E4 + c], kv); }
+        }
+      }
+    }
+    for (var gg = 0u; gg < G; gg++) { red[(kslot * G + gg) * KT + lane] = dots[gg]; }
+    workgroupBarrier();
+    if (li < KPI * G) {
+      let kk = li / G;
+      let gg = li % G;
+      let j2 = kb + kk;
+      var x = 0.0;
+      for (var l = 0u; l < KT; l++) { x += red[(kk * G + gg) * KT + l]; }
+      x *= params.scale;
+      if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
+      if ((f & FLAG_ALIBI) != 0u) { x += headp[g * G + gg] * f32(i32(j2) - pos); }
+      var visible = j2 < k_hi;
+      if ((f & FLAG_WINDOW) != 0u && pos - i32(j2) >= i32(params.window)) { visible = false; }
+      if (j2 < k_lo + PMAX) { s_s[gg * PMAX + j2 - k_lo] = select(MASKED, max(x * LOG2E, -1.0e38), visible); }
+    }
+    workgroupBarrier();
+  }
+  let n = k_hi - k_lo;
+
+  // ---- 2. max and sum per head
+  var m: array<f32, G>;
+  var l: array<f32, G>;
+  for (var gg = 0u; gg < G; gg++) {
+    var mx = MASKED;
+    for (var e = li; e < n; e += WG) { mx = max(mx, s_s[gg * PMAX + e]); }
+    red[gg * WG + li] = mx;
+  }
+  workgroupBarrier();
+  for (var st = WG / 2u; st > 0u; st >>= 1u) {
+    if (li < st) { for (var gg = 0u; gg < G; gg++) { red[gg * WG + li] = max(red[gg * WG + li], red[gg * WG + li + st]); } }
+    workgroupBarrier();
+  }
+  for (var gg = 0u; gg < G; gg++) { m[gg] = red[gg * WG]; }
+  workgroupBarrier();
+  for (var gg = 0u; gg < G; gg++) {
+    var sum = 0.0;
+    for (var e = li; e < n; e += WG) {
+      let x = s_s[gg * PMAX + e];
+      let p = select(0.0, exp2(x - m[gg]), x > VISIBLE_MIN);
+      s_s[gg * PMAX + e] = p;
+      sum += p;
+    }
+    red[gg * WG + li] = sum;
+  }
+  workgroupBarrier();
+  for (var st = WG / 2u; st > 0u; st >>= 1u) {
+    if (li < st) { for (var gg = 0u; gg < G; gg++) { red[gg * WG + li] += red[gg * WG + li + st]; } }
+    workgroupBarrier();
+  }
+  for (var gg = 0u; gg < G; gg++) { l[gg] = red[gg * WG]; }
+  workgroupBarrier();
+
+  // ---- 3. P·V
+  let vl = li % KTV;
+  let vslot = li / KTV;
+  var acc: array<vec4<f32>, G * E4>;
+  for (var c = 0u; c < G * E4; c++) { acc[c] = vec4<f32>(0.0); }
+  for (var kk = vslot; kk < n; kk += KPV) {
+    let row = cache_row(s, g, k_lo + kk);
+    if (row < 0) { continue; }
+    let w = v_cache[u32(row) * KTV + vl];
+    for (var c = 0u; c < E4; c++) {
+      let vv = decode16(w, c) * params.v_scale;
+      for (var gg = 0u; gg < G; gg++) { acc[gg * E4 + c] += s_s[gg * PMAX + kk] * vv; }
+    }
+  }
+  // Sum the KPV partial rows, one head at a time; thread li < DV then owns column li of that head.
+  var col: array<f32, G>;
+  for (var gg = 0u; gg < G; gg++) {
+    for (var c = 0u; c < E4; c++) {
+      let b0 = vslot * DV + vl * EPV + 4u * c;
+      red[b0] = acc[gg * E4 + c].x; red[b0 + 1u] = acc[gg * E4 + c].y;
+      red[b0 + 2u] = acc[gg * E4 + c].z; red[b0 + 3u] = acc[gg * E4 + c].w;
+    }
+    workgroupBarrier();
+    col[gg] = 0.0;
+    if (li < DV) { for (var v2 = 0u; v2 < KPV; v2++) { col[gg] += red[v2 * DV + li]; } }
+    workgroupBarrier();
+  }
+
+  // ---- finalize: sinks (final states only), normalize, write.
+  for (var gg = 0u; gg < G; gg++) {
+    let h = g * G + gg;
+    let any_visible = m[gg] > VISIBLE_MIN;
+    var mf = m[gg];
+    var lf = l[gg];
+    var keep = 1.0;
+    if (any_visible && params.partial == 0u && (f & FLAG_SINKS) != 0u) {
+      let s2 = headp[params.Hq + h] * LOG2E;
+      let mn = max(mf, s2);
+      keep = exp2(mf - mn);
+      lf = lf * keep + exp2(s2 - mn);
+      mf = mn;
+    }
+    let val = select(0.0, col[gg] * keep / lf, any_visible);
+    let lse_bits = select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible);
+    if (params.partial == 1u) {
+      if (li < DV) { ws[((part * params.T + t) * params.Hq + h) * DV + li] = bitcast<u32>(val); }
+      if (li == 0u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = lse_bits; }
+    } else {
+      if (li == 0u) { lse[h * params.T + t] = lse_bits; }
+      if (OUT_DTYPE == 0u) {
+        if (li < DV) { out[(t * params.Hq + h) * DV + li] = bitcast<u32>(val); }
+      } else {
+        // Pairs of columns share a word: assemble through workgroup memory.
+        if (li < DV) { red[li] = val; }
+        workgroupBarrier();
+        if (li < DV / 2u) { out[((t * params.Hq + h) * DV) / 2u + li] = pack_pair(red[2u * li], red[2u * li + 1u], OUT_DTYPE); }
+        workgroupBarrier();
+      }
+    }
+  }
+}
