@@ -1,8 +1,10 @@
 // Paged decode: one new token per sequence (SPEC §3), memory-bound, so built around reading each K/V
 // row once with wide loads. One workgroup per (sequence, kv head, KV partition):
 //   1. scores: KT threads share a key row, each loading 16 bytes (EPV elements) of it and taking its
-//      partial dot with the G query heads of the kv head (their query slices sit in registers); the
-//      partials meet in workgroup memory. Scores of the partition's ≤ PMAX keys stay there.
+//      partial dot with the G query heads of the kv head (their query slices sit in registers); each
+//      thread has UK rows' loads in flight before the partials meet in workgroup memory (one meeting
+//      per KPI·UK keys: a load and two barriers per 16 keys left the H200 at 20% of its bandwidth).
+//      Scores of the partition's ≤ PMAX keys stay in workgroup memory.
 //   2. softmax statistics per head (max, sum) by tree reductions.
 //   3. P·V: KTV threads share a value row (16 bytes each), key rows strided over the workgroup; the
 //      per-thread sums meet in workgroup memory, one head at a time.
@@ -19,13 +21,14 @@ const DV: u32 = 128u;
 const EPV: u32 = 8u;     // elements per 16-byte load: 4 f32, 8 f16/bf16, 16 fp8
 const WG: u32 = 256u;
 const PMAX: u32 = 512u;  // keys of one partition held in workgroup memory
+const UK: u32 = 4u;      // key rows per thread per step: loads in flight before the partial dots meet
 
 const KT: u32 = D / EPV;       // threads per key row (a power of two dividing WG)
-const KPI: u32 = WG / KT;      // key rows per step
+const KPI: u32 = WG / KT;      // key rows per step and load slot (KPI · UK per step)
 const KTV: u32 = DV / EPV;     // threads per value row
 const KPV: u32 = WG / KTV;     // value rows per step
 const E4: u32 = EPV / 4u;      // vec4s per load
-const RED: u32 = max(WG * G, KPV * DV);
+const RED: u32 = max(WG * G * UK, KPV * DV);
 
 const FLAG_WINDOW: u32 = 2u;
 const FLAG_SOFTCAP: u32 = 4u;
@@ -103,25 +106,30 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       else { qv[gg * E4 + c] = decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE); }
     }
   }
-  for (var kb = k_lo; kb < k_hi; kb += KPI) {
-    let j = kb + kslot;
-    var dots: array<f32, G>;
-    for (var gg = 0u; gg < G; gg++) { dots[gg] = 0.0; }
-    if (j < k_hi) {
-      let row = cache_row(s, g, j);
-      if (row >= 0) {
-        let w = k_cache[u32(row) * KT + lane];
-        for (var c = 0u; c < E4; c++) {
-          let kv = decode16(w, c) * params.k_scale;
-          for (var gg = 0u; gg < G; gg++) { dots[gg] += dot(qv[gg * E4 + c], kv); }
-        }
-      }
+  for (var kb = k_lo; kb < k_hi; kb += KPI * UK) {
+    var w: array<vec4<u32>, UK>;
+    var ok: array<bool, UK>;
+    for (var u = 0u; u < UK; u++) {
+      let j = kb + kslot + KPI * u;
+      var row = -1;
+      if (j < k_hi) { row = cache_row(s, g, j); }
+      ok[u] = row >= 0;
+      w[u] = vec4<u32>(0u);
+      if (ok[u]) { w[u] = k_cache[u32(row) * KT + lane]; }
     }
-    for (var gg = 0u; gg < G; gg++) { red[(kslot * G + gg) * KT + lane] = dots[gg]; }
+    for (var u = 0u; u < UK; u++) {
+      var dots: array<f32, G>;
+      for (var gg = 0u; gg < G; gg++) { dots[gg] = 0.0; }
+      for (var c = 0u; c < E4; c++) {
+        let kv = decode16(w[u], c) * params.k_scale;
+        for (var gg = 0u; gg < G; gg++) { dots[gg] += dot(qv[gg * E4 + c], kv); }
+      }
+      for (var gg = 0u; gg < G; gg++) { red[((kslot + KPI * u) * G + gg) * KT + lane] = dots[gg]; }
+    }
     workgroupBarrier();
-    if (li < KPI * G) {
-      let kk = li / G;
-      let gg = li % G;
+    for (var e = li; e < KPI * UK * G; e += WG) {
+      let kk = e / G;
+      let gg = e % G;
       let j2 = kb + kk;
       var x = 0.0;
       for (var l = 0u; l < KT; l++) { x += red[(kk * G + gg) * KT + l]; }
@@ -174,13 +182,25 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   let vslot = li / KTV;
   var acc: array<vec4<f32>, G * E4>;
   for (var c = 0u; c < G * E4; c++) { acc[c] = vec4<f32>(0.0); }
-  for (var kk = vslot; kk < n; kk += KPV) {
-    let row = cache_row(s, g, k_lo + kk);
-    if (row < 0) { continue; }
-    let w = v_cache[u32(row) * KTV + vl];
-    for (var c = 0u; c < E4; c++) {
-      let vv = decode16(w, c) * params.v_scale;
-      for (var gg = 0u; gg < G; gg++) { acc[gg * E4 + c] += s_s[gg * PMAX + kk] * vv; }
+  // Four value rows per trip, loads first, so several are in flight.
+  for (var kk = vslot; kk < n; kk += 4u * KPV) {
+    var w: array<vec4<u32>, 4>;
+    var ok: array<bool, 4>;
+    for (var u = 0u; u < 4u; u++) {
+      let k2 = kk + KPV * u;
+      var row = -1;
+      if (k2 < n) { row = cache_row(s, g, k_lo + k2); }
+      ok[u] = row >= 0;
+      w[u] = vec4<u32>(0u);
+      if (ok[u]) { w[u] = v_cache[u32(row) * KTV + vl]; }
+    }
+    for (var u = 0u; u < 4u; u++) {
+      if (!ok[u]) { continue; }
+      let k2 = kk + KPV * u;
+      for (var c = 0u; c < E4; c++) {
+        let vv = decode16(w[u], c) * params.v_scale;
+        for (var gg = 0u; gg < G; gg++) { acc[gg * E4 + c] += s_s[gg * PMAX + k2] * vv; }
+      }
     }
   }
   // Sum the KPV partial rows, one head at a time; thread li < DV then owns column li of that head.

@@ -207,6 +207,8 @@ export interface DecodePlan {
   /** Elements per 16-byte load of the cache dtype. */
   EPV: number;
   WG: number;
+  /** Key rows per thread per step (loads in flight). */
+  UK: number;
   /** Keys of one partition the kernel holds in workgroup memory. */
   PMAX: number;
 }
@@ -221,12 +223,17 @@ export function planDecode(engine: Engine, D: number, Dv: number, G: number, kvD
   const WG = Math.min(256, engine.limits.maxComputeInvocationsPerWorkgroup, engine.limits.maxComputeWorkgroupSizeX);
   const pow2 = (x: number) => Number.isInteger(x) && x >= 1 && (x & (x - 1)) === 0;
   if (D % EPV || Dv % EPV || !pow2(D / EPV) || !pow2(Dv / EPV) || D / EPV > WG || Dv / EPV > WG || G > 16) return null;
-  const KPI = WG / (D / EPV), KPV = WG / (Dv / EPV);
-  const red = Math.max(WG * G, KPV * Dv);
-  const budget = Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes) / 4 - red;
-  let PMAX = Math.min(512, Math.floor(budget / G / 64) * 64);
-  PMAX -= PMAX % KPI;
-  return PMAX >= 64 ? { EPV, WG, PMAX } : null;
+  const KPV = WG / (Dv / EPV);
+  const budget = Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes) / 4;
+  // Most loads in flight first (UK), then the longest partition, within the workgroup storage.
+  for (const UK of [8, 4, 2, 1]) {
+    const KPI = WG / (D / EPV);
+    const red = Math.max(WG * G * UK, KPV * Dv);
+    let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
+    PMAX -= PMAX % (KPI * UK);
+    if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { EPV, WG, UK, PMAX };
+  }
+  return null;
 }
 
 export interface PagedPlan {
@@ -349,7 +356,7 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
     const dp = plan.decode;
     const dk = engine.kernel('paged_decode', 'decode_main', {
       overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: CODE[cache.dtype], OUT_DTYPE: CODE[query.dtype] },
-      consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX },
+      consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK },
     });
     const nDec = plan.decodeItems.length / 4;
     engine.dispatch(dk, { q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf, headp, out, lse, ws }, {
