@@ -111,6 +111,21 @@ if (suites.includes('paged')) {
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
+if (args.has('explore-paged')) {
+  // The decode kernel with each number of key rows in flight per thread (UK), on three shapes.
+  const explorePaged: Record<string, unknown>[] = [];
+  for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
+    for (const UK of [1, 2, 4, 8]) {
+      engine.tuning.pagedDecodeUK = UK;
+      const r = await benchPagedDecode(engine, sh, ceilings, 5);
+      explorePaged.push({ ...sh, UK, gbs: r.gbs, ms: r.timing?.medianMs, pass: r.pass, error: r.error });
+      console.log(`explore-paged batch ${sh.batch} context ${sh.context} UK ${UK}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, ${fmt(r.gbs, 0)} GB/s ${r.pass ? '' : 'FAIL'}`}`);
+    }
+  }
+  engine.tuning.pagedDecodeUK = undefined;
+  result.explorePaged = explorePaged;
+}
+
 if (args.has('explore')) {
   // Flash under each variant and storage budget the planner can be held to, on one shape: which plan
   // the adapter's limits should pick (notes for tuning, not part of the committed table).

@@ -96,6 +96,8 @@ export class Engine implements TensorHost {
     pagedMinPartition: 256,
     /** Sequences with one new token use the decode kernel (where the head size allows). */
     pagedDecodeKernel: true,
+    /** Holds the decode kernel's key rows in flight per thread (UK) to one value (benchmark exploration). */
+    pagedDecodeUK: undefined as number | undefined,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;

@@ -225,8 +225,9 @@ export function planDecode(engine: Engine, D: number, Dv: number, G: number, kvD
   if (D % EPV || Dv % EPV || !pow2(D / EPV) || !pow2(Dv / EPV) || D / EPV > WG || Dv / EPV > WG || G > 16) return null;
   const KPV = WG / (Dv / EPV);
   const budget = Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes) / 4;
-  // Most loads in flight first (UK), then the longest partition, within the workgroup storage.
-  for (const UK of [8, 4, 2, 1]) {
+  // Loads in flight (UK) first, then the longest partition, within the workgroup storage. UK 4 and 2
+  // measured best on an H200 (bench/notes/paged.md); 8 costs occupancy (-15% at batch 16).
+  for (const UK of engine.tuning.pagedDecodeUK ? [engine.tuning.pagedDecodeUK] : [4, 2, 1]) {
     const KPI = WG / (D / EPV);
     const red = Math.max(WG * G * UK, KPV * Dv);
     let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
