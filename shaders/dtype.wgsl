@@ -2,6 +2,9 @@
 // as arrays of u32 words holding two elements (low half first), so no shader-f16 feature is needed to
 // read or write them; arithmetic stays f32.
 
+/** The bits of -inf, written where an lse is -inf (never computed: WGSL may assume no infinities). */
+const NEG_INF_BITS: u32 = 0xff800000u;
+
 fn unpack_elem(word: u32, hi: bool, dtype: u32) -> f32 {
   if (dtype == 0u) { return bitcast<f32>(word); }
   if (dtype == 1u) { return unpack2x16float(word)[select(0u, 1u, hi)]; }

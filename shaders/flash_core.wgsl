@@ -51,21 +51,6 @@ const BR4: u32 = BR / 4u;
 const BR4P: u32 = BR4 + 1u;         // padded key stride of p_s, in vec4
 const PSV: u32 = max(BC * BR4P, (BR * TX + 3u) / 4u);
 
-const FLAG_CAUSAL: u32 = 1u;
-const FLAG_WINDOW: u32 = 2u;
-const FLAG_SOFTCAP: u32 = 4u;
-const FLAG_ALIBI: u32 = 8u;
-const FLAG_SINKS: u32 = 16u;
-const FLAG_MASK_BOOL: u32 = 32u;
-const FLAG_MASK_ADD: u32 = 64u;
-
-const MASKED: f32 = -3.0e38;
-const VISIBLE_MIN: f32 = -2.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-const LOG2E: f32 = 1.4426950408889634;
-const LN2: f32 = 0.6931471805599453;
-
-
 /** One workgroup's work: a row tile of one (batch or sequence, kv head), over one key range. */
 struct Job {
   b: u32,         // batch (dense) or sequence (paged)

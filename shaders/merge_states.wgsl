@@ -11,8 +11,6 @@ override IN_DTYPE: u32 = 0u;
 override OUT_DTYPE: u32 = 0u;
 override WG: u32 = 64u;
 
-const NEG_INF_BITS: u32 = 0xff800000u;
-
 struct Params {
   T: u32, H: u32, Dv: u32, n_parts: u32,
   two_buffers: u32, part_stride: u32, lse_stride: u32, has_sinks: u32,

@@ -30,16 +30,6 @@ const KPV: u32 = WG / KTV;     // value rows per step
 const E4: u32 = EPV / 4u;      // vec4s per load
 const RED: u32 = max(WG * G * UK, KPV * DV);
 
-const FLAG_WINDOW: u32 = 2u;
-const FLAG_SOFTCAP: u32 = 4u;
-const FLAG_ALIBI: u32 = 8u;
-const FLAG_SINKS: u32 = 16u;
-const MASKED: f32 = -3.0e38;
-const VISIBLE_MIN: f32 = -2.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-const LOG2E: f32 = 1.4426950408889634;
-const LN2: f32 = 0.6931471805599453;
-
 struct Params {
   T: u32, Hq: u32, Hkv: u32, S: u32,
   flags: u32, window: u32, scale: f32, softcap: f32,

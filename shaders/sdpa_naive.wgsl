@@ -11,18 +11,6 @@ override IN_DTYPE: u32 = 0u;
 override OUT_DTYPE: u32 = 0u;
 override WG: u32 = 64u;
 
-const FLAG_CAUSAL: u32 = 1u;
-const FLAG_WINDOW: u32 = 2u;
-const FLAG_SOFTCAP: u32 = 4u;
-const FLAG_ALIBI: u32 = 8u;
-const FLAG_SINKS: u32 = 16u;
-const FLAG_MASK_BOOL: u32 = 32u;
-const FLAG_MASK_ADD: u32 = 64u;
-
-// Scores of invisible keys. Finite on purpose: WGSL lets implementations assume no infinities.
-const MASKED: f32 = -3.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
 struct Params {
   B: u32, Hq: u32, Hkv: u32, Lq: u32,
   Lk: u32, D: u32, Dv: u32, flags: u32,

@@ -3,6 +3,7 @@
 // A program is the concatenation of a few files (shared helpers first); compile errors are mapped
 // back to file:line.
 import dtype from '../shaders/dtype.wgsl?raw';
+import attnCommon from '../shaders/attn_common.wgsl?raw';
 import sdpaNaive from '../shaders/sdpa_naive.wgsl?raw';
 import flashCore from '../shaders/flash_core.wgsl?raw';
 import flashDense from '../shaders/flash_dense.wgsl?raw';
@@ -16,6 +17,7 @@ import pagedDecode from '../shaders/paged_decode.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
+  'attn_common.wgsl': attnCommon,
   'sdpa_naive.wgsl': sdpaNaive,
   'flash_core.wgsl': flashCore,
   'flash_dense.wgsl': flashDense,
@@ -29,13 +31,13 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
-  sdpa_naive: ['dtype.wgsl', 'sdpa_naive.wgsl'],
-  sdpa_flash: ['dtype.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
-  sdpa_flash_subgroup: ['dtype.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
+  sdpa_naive: ['dtype.wgsl', 'attn_common.wgsl', 'sdpa_naive.wgsl'],
+  sdpa_flash: ['dtype.wgsl', 'attn_common.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
+  sdpa_flash_subgroup: ['dtype.wgsl', 'attn_common.wgsl', 'flash_dense.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
   bench_ceiling: ['bench_ceiling.wgsl'],
   merge_states: ['dtype.wgsl', 'merge_states.wgsl'],
   paged_cache: ['dtype.wgsl', 'paged_cache.wgsl'],
-  paged_flash: ['dtype.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
-  paged_decode: ['dtype.wgsl', 'paged_decode.wgsl'],
-  paged_flash_subgroup: ['dtype.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
+  paged_flash: ['dtype.wgsl', 'attn_common.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
+  paged_decode: ['dtype.wgsl', 'attn_common.wgsl', 'paged_decode.wgsl'],
+  paged_flash_subgroup: ['dtype.wgsl', 'attn_common.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
 };

@@ -10,6 +10,7 @@ const WG = 64;
 
 export const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2 };
 
+/** Option flags of the attention kernels (the FLAG_* of shaders/attn_common.wgsl). */
 const FLAGS = { causal: 1, window: 2, softcap: 4, alibi: 8, sinks: 16, maskBool: 32, maskAdd: 64 } as const;
 
 export function sdpaFlags(p: Pick<SdpaProblem, 'causal' | 'window' | 'softcap' | 'alibi' | 'sinks' | 'maskKind'>): number {

@@ -18,18 +18,10 @@ import {
   roundToDType,
 } from '../../src/dtype';
 
+import { rng } from '../../src/random';
+
 // ---- helpers ------------------------------------------------------------------------------
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sf = new Float32Array(1);
 const su = new Uint32Array(sf.buffer);
@@ -204,7 +196,7 @@ describe('f16', () => {
   });
 
   it('randomized f32 -> f16 matches slow reference rounding', () => {
-    const rnd = mulberry32(0x5eed1234);
+    const rnd = rng(0x5eed1234);
     let bad = 0;
     const fails: string[] = [];
     const check = (x: number): void => {
@@ -292,7 +284,7 @@ describe('bf16', () => {
   });
 
   it('randomized f32 -> bf16 matches slow reference', () => {
-    const rnd = mulberry32(77);
+    const rnd = rng(77);
     let bad = 0;
     for (let i = 0; i < 200000; i++) {
       const u = Math.floor(rnd() * 4294967296) >>> 0;
@@ -371,7 +363,7 @@ describe('fp8 e4m3fn', () => {
   });
 
   it('randomized and all midpoints match brute-force nearest code', () => {
-    const rnd = mulberry32(4242);
+    const rnd = rng(4242);
     let bad = 0;
     const xs: number[] = [];
     for (let c = 0; c < 0x7e; c++) {

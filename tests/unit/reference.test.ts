@@ -18,21 +18,13 @@ import {
   type SdpaDims,
 } from '../../src/reference.js';
 
+import { rng } from '../../src/random';
+
 // ---- seeded random data --------------------------------------------------------------------
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randn(seed: number, n: number, std = 1): Float64Array {
-  const u = mulberry32(seed);
+  const u = rng(seed);
   const out = new Float64Array(n);
   for (let i = 0; i < n; i += 2) {
     const r = Math.sqrt(-2 * Math.log(1 - u()));
@@ -44,7 +36,7 @@ function randn(seed: number, n: number, std = 1): Float64Array {
 }
 
 function shuffled(seed: number, n: number): number[] {
-  const u = mulberry32(seed);
+  const u = rng(seed);
   const a = Array.from({ length: n }, (_, i) => i);
   for (let i = n - 1; i > 0; i--) {
     const j = Math.floor(u() * (i + 1));

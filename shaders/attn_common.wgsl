@@ -1,0 +1,16 @@
+// Constants every attention kernel shares. The option flags mirror FLAGS in src/kernels/sdpa_naive.ts.
+
+const FLAG_CAUSAL: u32 = 1u;
+const FLAG_WINDOW: u32 = 2u;
+const FLAG_SOFTCAP: u32 = 4u;
+const FLAG_ALIBI: u32 = 8u;
+const FLAG_SINKS: u32 = 16u;
+const FLAG_MASK_BOOL: u32 = 32u;
+const FLAG_MASK_ADD: u32 = 64u;
+
+// Scores of invisible keys. Finite on purpose: WGSL lets implementations assume no infinities, so a
+// masked score is a sentinel below any real one, and "visible" means above VISIBLE_MIN.
+const MASKED: f32 = -3.0e38;
+const VISIBLE_MIN: f32 = -2.0e38;
+const LOG2E: f32 = 1.4426950408889634;
+const LN2: f32 = 0.6931471805599453;
