@@ -115,14 +115,18 @@ if (args.has('explore-paged')) {
   // The decode kernel with each number of key rows in flight per thread (UK), on three shapes.
   const explorePaged: Record<string, unknown>[] = [];
   for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
-    for (const UK of [1, 2, 4, 8]) {
+    for (const [UK, WG] of (args.get('uk') ?? '1,2,4,8').split(',').map(Number).flatMap((uk) => (args.get('wg') ?? '256').split(',').map((wg) => [uk, Number(wg)]))) {
       engine.tuning.pagedDecodeUK = UK;
+      engine.tuning.pagedDecodeWG = WG;
       const r = await benchPagedDecode(engine, sh, ceilings, 5);
-      explorePaged.push({ ...sh, UK, gbs: r.gbs, ms: r.timing?.medianMs, pass: r.pass, error: r.error });
-      console.log(`explore-paged batch ${sh.batch} context ${sh.context} UK ${UK}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, ${fmt(r.gbs, 0)} GB/s ${r.pass ? '' : 'FAIL'}`}`);
+      // The passes of the last timed sample (3 calls): decode kernel against the merge.
+      const per = Object.entries(engine.lastTiming).map(([k, v]) => `${k} ${fmt(v / 3, 3)} ms`).join(', ');
+      explorePaged.push({ ...sh, UK, WG, gbs: r.gbs, ms: r.timing?.medianMs, pass: r.pass, error: r.error, passes: engine.lastTiming });
+      console.log(`explore-paged batch ${sh.batch} context ${sh.context} UK ${UK} WG ${WG}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, ${fmt(r.gbs, 0)} GB/s ${r.pass ? '' : 'FAIL'} [${per}]`}`);
     }
   }
   engine.tuning.pagedDecodeUK = undefined;
+  engine.tuning.pagedDecodeWG = 256;
   result.explorePaged = explorePaged;
 }
 

@@ -25,7 +25,7 @@ const UK: u32 = 4u;      // key rows per thread per step: loads in flight before
 
 const KT: u32 = D / EPV;       // threads per key row (a power of two dividing WG)
 const KPI: u32 = WG / KT;      // key rows per step and load slot (KPI · UK per step)
-const KTV: u32 = DV / EPV;     // threads per value row
+const KTV: u32 = DV / EPV;     // threads per value row (and WG >= DV: one thread per output column)
 const KPV: u32 = WG / KTV;     // value rows per step
 const E4: u32 = EPV / 4u;      // vec4s per load
 const RED: u32 = max(WG * G * UK, KPV * DV);

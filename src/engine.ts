@@ -98,6 +98,8 @@ export class Engine implements TensorHost {
     pagedDecodeKernel: true,
     /** Holds the decode kernel's key rows in flight per thread (UK) to one value (benchmark exploration). */
     pagedDecodeUK: undefined as number | undefined,
+    /** Workgroup size of the decode kernel (at most 256 and the adapter's limits). */
+    pagedDecodeWG: 256,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;
@@ -109,7 +111,9 @@ export class Engine implements TensorHost {
   private destroyed = false;
   private readonly lostPromise: Promise<never>;
   private dummyBuffer: GPUBuffer | null = null;
-  private timing: { querySet: GPUQuerySet; next: number; capacity: number } | null = null;
+  private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[] } | null = null;
+  /** GPU milliseconds per pass label of the last endTiming(), summed over repeated passes. */
+  lastTiming: Record<string, number> = {};
   private poisonBytes = new Uint8Array(0);
 
   constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions, _adapterFeatures?: ReadonlySet<string>) {
@@ -343,6 +347,7 @@ export class Engine implements TensorHost {
       const t = this.timing;
       if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
       timestampWrites = { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 };
+      t.labels.push(where);
       t.next += 2;
     }
     const pass = this.commandEncoder().beginComputePass({ label: where, timestampWrites });
@@ -376,7 +381,7 @@ export class Engine implements TensorHost {
     if (!this.features.timestampQuery) throw new WebinferError("beginTiming: the adapter lacks 'timestamp-query'");
     if (this.timing) throw new WebinferError('beginTiming: timing already begun');
     const capacity = Math.min(4096, 2 * maxPasses);
-    this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity };
+    this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity, labels: [] };
   }
 
   /** Ends timing; resolves to the summed GPU time of the timed passes, in milliseconds. */
@@ -393,9 +398,16 @@ export class Engine implements TensorHost {
     this.commandEncoder().resolveQuerySet(t.querySet, 0, t.next, resolve, 0);
     try {
       const ns = new BigUint64Array(await this.readBuffer(resolve, bytes));
-      let total = 0n;
-      for (let i = 0; i + 1 < ns.length; i += 2) if (ns[i + 1] > ns[i]) total += ns[i + 1] - ns[i];
-      return Number(total) / 1e6;
+      let total = 0;
+      const per: Record<string, number> = {};
+      for (let i = 0; i + 1 < ns.length; i += 2) {
+        const ms = ns[i + 1] > ns[i] ? Number(ns[i + 1] - ns[i]) / 1e6 : 0;
+        total += ms;
+        const label = t.labels[i / 2];
+        per[label] = (per[label] ?? 0) + ms;
+      }
+      this.lastTiming = per;
+      return total;
     } finally {
       resolve.destroy();
       t.querySet.destroy();

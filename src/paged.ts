@@ -220,9 +220,10 @@ export interface DecodePlan {
 export function planDecode(engine: Engine, D: number, Dv: number, G: number, kvDtype: DType): DecodePlan | null {
   if (!engine.tuning.pagedDecodeKernel) return null;
   const EPV = 16 / DTYPE_BYTES[kvDtype];
-  const WG = Math.min(256, engine.limits.maxComputeInvocationsPerWorkgroup, engine.limits.maxComputeWorkgroupSizeX);
+  const WG = Math.min(engine.tuning.pagedDecodeWG, 256, engine.limits.maxComputeInvocationsPerWorkgroup, engine.limits.maxComputeWorkgroupSizeX);
   const pow2 = (x: number) => Number.isInteger(x) && x >= 1 && (x & (x - 1)) === 0;
-  if (D % EPV || Dv % EPV || !pow2(D / EPV) || !pow2(Dv / EPV) || D / EPV > WG || Dv / EPV > WG || G > 16) return null;
+  // The kernel's last phase gives each output column a thread: the workgroup must cover Dv.
+  if (D % EPV || Dv % EPV || !pow2(D / EPV) || !pow2(Dv / EPV) || D / EPV > WG || Dv > WG || G > 16) return null;
   const KPV = WG / (Dv / EPV);
   const budget = Math.min(engine.limits.maxComputeWorkgroupStorageSize, engine.tuning.flashSmemBytes) / 4;
   // Loads in flight (UK) first, then the longest partition, within the workgroup storage. UK 4 and 2

@@ -3,7 +3,7 @@
 // padding tokens, every attention option, split-KV equal to unsplit, chunked equal to one-shot,
 // paged equal to dense, device-side metadata, and every validation error.
 import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest, type Tensor } from '../../src/index';
-import { planPaged, validateMeta } from '../../src/paged';
+import { planDecode, planPaged, validateMeta } from '../../src/paged';
 import { planFlash } from '../../src/kernels/sdpa_flash';
 import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase } from './harness';
 
@@ -192,6 +192,19 @@ export const pagedCases = defineCases('paged', [
     { Hq: 8, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 700, q: 1 }, { ctx: 33, q: 1 }, { ctx: 0, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 20, sinks: true }, seed: 57 },
     { Hq: 4, Hkv: 2, D: 64, bs: 32, seqs: [{ ctx: 300, q: 1 }, { ctx: 64, q: 1 }], qDtype: 'bf16', cache: 'fp8e4m3', kScale: 0.1, vScale: 0.1, opts: { slidingWindow: 100 }, seed: 58 },
   ], { pagedMinPartition: 64, pagedTargetWorkgroups: 64 }),
+  {
+    name: 'the decode kernel is only planned where its workgroup covers Dv (else the flash kernel serves)',
+    async run({ engine }) {
+      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 40, q: 1 }, { ctx: 9, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 59 };
+      assert(planDecode(engine, 128, 128, 4, 'f16') !== null, 'decode kernel planned at the default workgroup');
+      await tuned(engine, { ...SMALL, pagedDecodeWG: 64 }, async () => {
+        assert(planDecode(engine, 128, 128, 4, 'f16') === null, 'a 64-thread decode workgroup cannot cover Dv 128');
+        assert(planDecode(engine, 32, 32, 4, 'f16') !== null, 'a 64-thread decode workgroup covers Dv 32');
+        await checkPaged(engine, spec);
+        await checkPaged(engine, { ...spec, D: 32, seed: 62 });
+      });
+    },
+  },
   matrix("the adapter's own tile plan (f32 and f16)", [
     { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: MIXED, pad: 2, seed: 60 },
     { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: MIXED, qDtype: 'f16', cache: 'f16', opts: { sinks: true }, seed: 61 },
