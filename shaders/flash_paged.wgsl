@@ -1,6 +1,7 @@
 // Paged addressing for flash_core.wgsl (SPEC §3): queries [T, Hq, D] of a mixed batch (decode, prefill,
 // chunked prefill with context), keys and values read through the block table inside the kernel from
-// the caches [numBlocks, Hkv, bs, D] / [.., Dv] (f32, f16, bf16 or fp8 e4m3 with per-tensor scales).
+// the caches [numBlocks, Hkv, bs, D] / [.., Dv] (f32, f16, bf16 or fp8 e4m3 with per-tensor scales),
+// or MLA's latent cache [numBlocks, bs, L+R] (also in FlashMLA's fp8_ds_mla rows) as K and V at once.
 //
 // One workgroup per work item (sequence, kv head, row tile, partition), planned on the host. (The
 // metadata binding is "pmeta": "meta" is a reserved word in WGSL.) Sequence
@@ -22,6 +23,10 @@ struct Params {
   off_qsl: u32, off_seqlens: u32, off_bt: u32, off_items: u32,
   k_scale: f32, v_scale: f32, ws_lse: u32, _p0: u32,
   n_dc: u32, n_dk4: u32, n_bc: u32, _p1: u32,
+  // Elements between cache rows (D and Dv for K/V caches; L+R for both in MLA's latent cache, whose
+  // V is the first L values of the K row), and for KV_DTYPE 4 (FlashMLA's fp8_ds_mla rows) the
+  // latent width L and the row length in words.
+  k_stride: u32, v_stride: u32, mla_l: u32, mla_row_words: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -66,16 +71,30 @@ fn kv4(from_k: bool, idx: u32) -> vec4<f32> {
   return decode4(ws4, KV_DTYPE);
 }
 
+/** Four values from column d (d % 4 == 0) of an fp8_ds_mla row: e4m3 latent · its group's scale, or bf16 rope. */
+fn ds_mla4(row: u32, d: u32) -> vec4<f32> {
+  let base = row * params.mla_row_words;
+  let L = params.mla_l;
+  if (d < L) {
+    let scale = bitcast<f32>(k_cache[base + L / 4u + d / 128u]);
+    return decode4(vec4<u32>(k_cache[base + d / 4u], 0u, 0u, 0u), 3u) * scale;
+  }
+  let w = base + L / 4u + L / 128u + (d - L) / 2u;
+  return decode4(vec4<u32>(k_cache[w], k_cache[w + 1u], 0u, 0u), 2u);
+}
+
 fn k_load4(job: Job, j: u32, d: u32) -> vec4<f32> {
   let row = cache_row(job, j);
   if (row < 0) { return vec4<f32>(0.0); }
-  return kv4(true, u32(row) * D + d) * params.k_scale;
+  if (KV_DTYPE == 4u) { return ds_mla4(u32(row), d); }
+  return kv4(true, u32(row) * params.k_stride + d) * params.k_scale;
 }
 
 fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
   let row = cache_row(job, j);
   if (row < 0) { return vec4<f32>(0.0); }
-  return kv4(false, u32(row) * DV + c) * params.v_scale;
+  if (KV_DTYPE == 4u) { return ds_mla4(u32(row), c); }
+  return kv4(false, u32(row) * params.v_stride + c) * params.v_scale;
 }
 
 fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 { return 1u; }   // paged attention has no mask

@@ -7,7 +7,7 @@ import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from
 import type { Engine } from './engine';
 import { Tensor } from './tensor';
 import type { AttentionOptions } from './types';
-import { checkTensor, validateAttnOptions } from './ops/sdpa';
+import { checkTensor, validateAttnOptions, type AttnOptionValues } from './ops/sdpa';
 import { DTYPE_CODE, sdpaFlags } from './kernels/sdpa_naive';
 import { flashUnsupported, flashVariantFor, headParams, planFlash, type FlashPlan } from './kernels/sdpa_flash';
 import { encodeMerge } from './kernels/merge_states';
@@ -144,8 +144,8 @@ export interface AttentionMetadata {
   maxBlocksPerSeq?: number;
 }
 
-interface HostMeta { kind: 'host'; S: number; maxB: number; qsl: Int32Array; seqLens: Int32Array; blockTable: Int32Array }
-interface DeviceMeta { kind: 'device'; S: number; maxB: number; qsl: Tensor; seqLens: Tensor; blockTable: Tensor }
+export interface HostMeta { kind: 'host'; S: number; maxB: number; qsl: Int32Array; seqLens: Int32Array; blockTable: Int32Array }
+export interface DeviceMeta { kind: 'device'; S: number; maxB: number; qsl: Tensor; seqLens: Tensor; blockTable: Tensor }
 
 /**
  * Validates batch metadata against the query and the cache. Host arrays are checked element by
@@ -297,6 +297,19 @@ export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G
 
 // ------------------------------------------------------------------------------------- attention
 
+/** The K/V source the paged kernels read: a PagedKVCache, or MLA's latent cache as K and V at once. */
+export interface PagedKV {
+  key: Tensor; value: Tensor;
+  /** Storage of the rows: a cache dtype, or 'fp8_ds_mla' (FlashMLA's 656-byte rows, in `key`). */
+  dtype: DType | 'fp8_ds_mla';
+  Hkv: number; D: number; Dv: number; blockSize: number; numBlocks: number;
+  kScale: number; vScale: number;
+  /** Elements between rows of K and of V. */
+  kStride: number; vStride: number;
+  /** fp8_ds_mla: the latent width and the row length in 4-byte words. */
+  mlaL?: number; mlaRowWords?: number;
+}
+
 export function pagedAttention(engine: Engine, op: string, query: Tensor, cache: PagedKVCache, meta: AttentionMetadata,
                                opts: AttentionOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
   engine.assertAlive(op);
@@ -313,12 +326,26 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
   const m = validateMeta(op, meta, T, cache);
   const why = flashUnsupported(D, Dv);
   if (why) throw new WebinferError(`${op}: cache: ${why}: paged attention needs multiples of 8 up to 256`);
+  return encodePaged(engine, op, query, {
+    key: cache.key, value: cache.value, dtype: cache.dtype, Hkv, D, Dv, blockSize: cache.blockSize, numBlocks: cache.numBlocks,
+    kScale: cache.kScale, vScale: cache.vScale, kStride: D, vStride: Dv,
+  }, m, a, withLse);
+}
+
+/**
+ * Records paged attention over validated inputs: plan, one metadata write, the decode and flash
+ * kernels, and the LSE merge of KV partitions. Output [T, Hq, Dv] in `outDtype` (default: the query's).
+ */
+export function encodePaged(engine: Engine, op: string, query: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta,
+                            a: AttnOptionValues, withLse: boolean, outDtype: DType = query.dtype): { out: Tensor; lse: Tensor | null } {
+  const [T, Hq] = query.shape;
+  const { Hkv, D, Dv } = kv;
   const variant = flashVariantFor(engine);
-  const tile = query.dtype === 'f16' && cache.dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
+  const tile = query.dtype === 'f16' && kv.dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
   const flash = planFlash(engine.limits, engine.features, D, Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, tile);
   if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
   const G = Hq / Hkv;
-  const plan = planPaged(engine, m, T, G, Hkv, flash, planDecode(engine, D, Dv, G, cache.dtype));
+  const plan = planPaged(engine, m, T, G, Hkv, flash, kv.dtype === 'fp8_ds_mla' || kv.kStride !== D ? null : planDecode(engine, D, Dv, G, kv.dtype));
 
   // Metadata and work items in one buffer, one write (device metadata is copied in on the GPU).
   const offQsl = 0, offSeq = m.S + 1, offBt = offSeq + m.S, offItems = offBt + m.S * m.maxB;
@@ -340,44 +367,44 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
     enc.copyBufferToBuffer(m.blockTable.buffer, 0, metaBuf, 4 * offBt, 4 * m.S * m.maxB);
   }
 
-  const out = engine.emptyTensor([T, Hq, Dv], query.dtype);
+  const out = engine.emptyTensor([T, Hq, Dv], outDtype);
   const lse = engine.emptyTensor([Hq, T], 'f32');
   const partial = plan.nParts > 1;
   const ws = partial ? engine.scratch(4 * plan.nParts * T * Hq * (Dv + 1), 'paged partitions') : engine.dummy;
   const wsLse = plan.nParts * T * Hq * Dv;
-  const kernel = engine.kernel(flash.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
-    overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: CODE[cache.dtype], OUT_DTYPE: CODE[query.dtype] },
-    consts: { TX: flash.TX, TY: flash.TY, TM: flash.TM, TN: flash.TN, DK: flash.DK, DVC: flash.DVC, D, DV: Dv,
-              TILE4: flash.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
-    enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
-  });
+  const kvCode = kv.dtype === 'fp8_ds_mla' ? 4 : CODE[kv.dtype];
   const flags = sdpaFlags({ causal: a.causal, window: a.window, softcap: a.softcap, alibi: a.alibi, sinks: a.sinks, maskKind: null });
   const nItems = plan.flashItems.length / 4;
   const headp = headParams(engine, Hq, a.alibi, a.sinks);
+  const common = {
+    T, Hq, Hkv, S: m.S, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
+    bs: kv.blockSize, num_blocks: kv.numBlocks, max_blocks: m.maxB,
+    part_len: plan.partLen, n_parts: plan.nParts, partial: partial ? 1 : 0,
+    off_qsl: offQsl, off_seqlens: offSeq, off_bt: offBt, ws_lse: wsLse, k_scale: kv.kScale, v_scale: kv.vScale,
+  };
+  const resources = { q: query, k_cache: kv.key, v_cache: kv.value, pmeta: metaBuf, headp, out, lse, ws };
   if (plan.decode && plan.decodeItems.length) {
     const dp = plan.decode;
     const dk = engine.kernel('paged_decode', 'decode_main', {
-      overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: CODE[cache.dtype], OUT_DTYPE: CODE[query.dtype] },
+      overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: kvCode, OUT_DTYPE: CODE[outDtype] },
       consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK },
     });
     const nDec = plan.decodeItems.length / 4;
-    engine.dispatch(dk, { q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf, headp, out, lse, ws }, {
-      T, Hq, Hkv, S: m.S, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
-      bs: cache.blockSize, num_blocks: cache.numBlocks, max_blocks: m.maxB, n_items: nDec,
-      part_len: plan.partLen, n_parts: plan.nParts, partial: partial ? 1 : 0, off_items: offDecode,
-      off_qsl: offQsl, off_seqlens: offSeq, off_bt: offBt, ws_lse: wsLse, k_scale: cache.kScale, v_scale: cache.vScale,
-    }, nDec);
+    engine.dispatch(dk, resources, { ...common, n_items: nDec, off_items: offDecode }, nDec);
   }
-  if (nItems > 0) engine.dispatch(kernel, {
-    q: query, k_cache: cache.key, v_cache: cache.value, pmeta: metaBuf, headp, out, lse, ws,
-  }, {
-    T, Hq, Hkv, G, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
-    bs: cache.blockSize, num_blocks: cache.numBlocks, max_blocks: m.maxB, S: m.S,
-    n_items: nItems, part_len: plan.partLen, n_parts: plan.nParts, partial: partial ? 1 : 0,
-    off_qsl: offQsl, off_seqlens: offSeq, off_bt: offBt, off_items: offItems,
-    k_scale: cache.kScale, v_scale: cache.vScale, ws_lse: wsLse,
-    n_dc: D / flash.DK, n_dk4: flash.DK / 4, n_bc: flash.TX * flash.TN,
-  }, nItems);
+  if (nItems > 0) {
+    const kernel = engine.kernel(flash.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
+      overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: kvCode, OUT_DTYPE: CODE[outDtype] },
+      consts: { TX: flash.TX, TY: flash.TY, TM: flash.TM, TN: flash.TN, DK: flash.DK, DVC: flash.DVC, D, DV: Dv,
+                TILE4: flash.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
+      enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
+    });
+    engine.dispatch(kernel, resources, {
+      ...common, G, n_items: nItems, off_items: offItems,
+      n_dc: D / flash.DK, n_dk4: flash.DK / 4, n_bc: flash.TX * flash.TN,
+      k_stride: kv.kStride, v_stride: kv.vStride, mla_l: kv.mlaL ?? 0, mla_row_words: kv.mlaRowWords ?? 0,
+    }, nItems);
+  }
   if (partial && m.kind === 'host') {
     encodeMerge(engine, {
       T, H: Hq, Dv, inDtype: 'f32', oA: ws, lseA: ws, nParts: plan.nParts, lseBase: wsLse, rows: m.qsl[m.S], sinks: a.sinks,
