@@ -146,7 +146,9 @@ fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let cap = i32(params.max_blocks * params.bs);
   let seq_len = u32(clamp(pmeta[params.off_seqlens + s], 0, cap));
   if (q0 < 0 || q1 <= q0 || u32(q1) > params.T) { return; }
-  let q_len = min(u32(q1 - q0), max(seq_len, 1u));
+  // More queries than keys is legitimate (bottom-right causal leaves the first rows empty; without
+  // causal every row sees every key, as MLA's prefill asks of its context chunks).
+  let q_len = u32(q1 - q0);
   let rows = params.G * q_len;
   if (rt * BR >= rows) { return; }
   job_q0 = u32(q0);

@@ -14,7 +14,7 @@ override WG: u32 = 64u;
 struct Params {
   T: u32, H: u32, Dv: u32, n_parts: u32,
   two_buffers: u32, part_stride: u32, lse_stride: u32, has_sinks: u32,
-  out_words: u32, lse_base: u32, _p1: u32, _p2: u32,
+  out_words: u32, lse_base: u32, t0: u32, _p2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -73,14 +73,17 @@ fn merge_elem(e: u32) -> Merged {
   return Merged(acc / den, bitcast<u32>(mm + log(den)));
 }
 
-// One thread per output word (two elements for 16-bit outputs). out_words may cover only the first
-// tokens (the real ones of a padded batch); T stays the token stride of every [.., T] layout.
+// One thread per output word (two elements for 16-bit outputs). out_words may cover only tokens
+// [t0, ..) (the real ones of a padded batch, or one sequence's); T stays the token stride of every
+// [.., T] layout.
 @compute @workgroup_size(WG)
 fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
-  let w = (wid.y * nwg.x + wid.x) * WG + lid;
-  if (w >= params.out_words) { return; }
   let n = params.T * params.H * params.Dv;
+  // Words from token t0 on (t0·H·Dv is even: Dv is a multiple of 8 wherever t0 > 0).
+  let w0 = select(params.t0 * params.H * params.Dv / 2u, params.t0 * params.H * params.Dv, OUT_DTYPE == 0u);
+  let w = (wid.y * nwg.x + wid.x) * WG + lid + w0;
+  if (w >= w0 + params.out_words) { return; }
   var e0 = w;
   if (OUT_DTYPE != 0u) { e0 = 2u * w; }
   let a = merge_elem(e0);

@@ -7,6 +7,7 @@ import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor'
 import type { AttentionOptions, EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types';
 import { sdpa as sdpaOp } from './ops/sdpa';
 import { mergeAttnStates as mergeOp } from './ops/merge';
+import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './mla';
 import { createPagedKVCache as createPagedKVCacheOp, pagedAttention as pagedOp, reshapeAndCache as reshapeAndCacheOp,
   type AttentionMetadata, type PagedKVCache, type PagedKVCacheOptions } from './paged';
 
@@ -100,6 +101,8 @@ export class Engine implements TensorHost {
     pagedDecodeUK: undefined as number | undefined,
     /** Workgroup size of the decode kernel (at most 256 and the adapter's limits). */
     pagedDecodeWG: 256,
+    /** MLA prefill up-projects cached context in chunks of this many tokens (rounded to whole blocks). */
+    mlaPrefillChunk: 256,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;
@@ -474,6 +477,16 @@ export class Engine implements TensorHost {
   pagedAttentionWithLse(query: Tensor, cache: PagedKVCache, meta: AttentionMetadata, opts: AttentionOptions = {}): { out: Tensor; lse: Tensor } {
     const r = pagedOp(this, 'pagedAttentionWithLse', query, cache, meta, opts, true);
     return { out: r.out, lse: r.lse! };
+  }
+
+  /** An MLA layer (SPEC §5) with its absorbed weights, from kv_b_proj [N·(P+V), L]. */
+  createMLA(o: MLAOptions): MLALayer {
+    return createMLAOp(this, o);
+  }
+
+  /** A latent paged cache [numBlocks, blockSize, L+R] (or FlashMLA's fp8_ds_mla rows). */
+  createMLACache(o: MLACacheOptions): MLACache {
+    return createMLACacheOp(this, o);
   }
 
   /** Merges two attention states by their LSE (SPEC §4): o [T,H,Dv] and lse [H,T] each. */

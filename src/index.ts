@@ -14,3 +14,5 @@ export { PagedKVCache } from './paged';
 export type { PagedKVCacheOptions, AttentionMetadata } from './paged';
 export { KVCacheManager } from './kv_manager';
 export type { SequenceId, StepRequest, StepMetadata } from './kv_manager';
+export { MLALayer, MLACache, fp8DsMlaRowBytes } from './mla';
+export type { MLAOptions, MLACacheOptions, MLACacheDType, MLADecodeMetadata } from './mla';

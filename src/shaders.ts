@@ -14,6 +14,7 @@ import mergeStates from '../shaders/merge_states.wgsl?raw';
 import pagedCache from '../shaders/paged_cache.wgsl?raw';
 import flashPaged from '../shaders/flash_paged.wgsl?raw';
 import pagedDecode from '../shaders/paged_decode.wgsl?raw';
+import mla from '../shaders/mla.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
   'dtype.wgsl': dtype,
@@ -28,6 +29,7 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
   'paged_cache.wgsl': pagedCache,
   'flash_paged.wgsl': flashPaged,
   'paged_decode.wgsl': pagedDecode,
+  'mla.wgsl': mla,
 };
 
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
@@ -38,6 +40,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   merge_states: ['dtype.wgsl', 'merge_states.wgsl'],
   paged_cache: ['dtype.wgsl', 'paged_cache.wgsl'],
   paged_flash: ['dtype.wgsl', 'attn_common.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
+  mla: ['dtype.wgsl', 'mla.wgsl'],
   paged_decode: ['dtype.wgsl', 'attn_common.wgsl', 'paged_decode.wgsl'],
   paged_flash_subgroup: ['dtype.wgsl', 'attn_common.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
 };

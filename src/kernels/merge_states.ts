@@ -11,8 +11,9 @@ export interface MergeInputs {
   inDtype: 'f32' | 'f16' | 'bf16';
   /** Two states in separate buffers, or nParts stacked ([n][T][H][Dv] and [n][H][T]) in oA/lseA. */
   oA: Bindable; lseA: Bindable; oB?: Bindable; lseB?: Bindable; nParts: number;
-  /** Merge only tokens [0, rows) (default T): the real tokens of a padded batch. */
+  /** Merge only tokens [t0, rows) (default [0, T)): the real tokens of a padded batch, or one sequence's. */
   rows?: number;
+  t0?: number;
   /** Word offset of the stacked lse in lseA (0 unless o and lse share one workspace). */
   lseBase?: number;
   sinks?: Float32Array | null;
@@ -24,7 +25,7 @@ export function encodeMerge(engine: Engine, m: MergeInputs, out: Tensor, lse: Te
     overrides: { IN_DTYPE: DTYPE_CODE[m.inDtype], OUT_DTYPE: DTYPE_CODE[out.dtype], WG },
   });
   const n = m.T * m.H * m.Dv;
-  const merged = (m.rows ?? m.T) * m.H * m.Dv;
+  const merged = ((m.rows ?? m.T) - (m.t0 ?? 0)) * m.H * m.Dv;
   const outWords = out.dtype === 'f32' ? merged : Math.ceil(merged / 2);
   const two = m.oB !== undefined;
   engine.dispatch(kernel, {
@@ -32,6 +33,6 @@ export function encodeMerge(engine: Engine, m: MergeInputs, out: Tensor, lse: Te
     sinks: m.sinks ? engine.smallF32(m.sinks, 'sinks') : engine.dummy, out, lse_out: lse,
   }, {
     T: m.T, H: m.H, Dv: m.Dv, n_parts: m.nParts, two_buffers: two ? 1 : 0,
-    part_stride: n, lse_stride: m.H * m.T, has_sinks: m.sinks ? 1 : 0, out_words: outWords, lse_base: m.lseBase ?? 0,
+    part_stride: n, lse_stride: m.H * m.T, has_sinks: m.sinks ? 1 : 0, out_words: outWords, lse_base: m.lseBase ?? 0, t0: m.t0 ?? 0,
   }, Math.ceil(outWords / WG));
 }

@@ -1,6 +1,7 @@
 // Every test case, in the order the runners list them.
 import { engineCases } from './engine.cases';
 import { mergeCases } from './merge.cases';
+import { mlaCases } from './mla.cases';
 import { pagedCases } from './paged.cases';
 import { sdpaFlashCases } from './sdpa_flash.cases';
 import { sdpaNaiveCases } from './sdpa_naive.cases';
@@ -11,4 +12,4 @@ import type { TestCase } from './harness';
 export type { CaseContext, TestCase } from './harness';
 export * as webinfer from '../../src/index';
 
-export const allCases: TestCase[] = [...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases];
+export const allCases: TestCase[] = [...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases];

@@ -1,0 +1,209 @@
+// Multi-head latent attention (SPEC §5): everything but the attention itself, which the paged flash
+// kernel does over the latent cache.
+//   absorb_main   once per layer: kv_b_proj [N·(P+V), L] (f32/f16/bf16) -> W_UK [N, P, L] and
+//                 W_UV [N, V, L], f32, each head's rows as stored (so every product below reads
+//                 rows of L contiguous values).
+//   qabs_main     absorbed query: q[b, n] = [W_UK[n]ᵀ · q_nope[b, n] (L) | q_pe[b, n] (R)], f32.
+//   qcat_main     prefill query: q[t, n] = [q_nope[t, n] (P) | q_pe[t, n] (R)], f32.
+//   vup_main      output: out[b, n·V + v] = W_UV[n][v] · o_lat[b, n] (L), in the query's dtype.
+//   kvup_main     prefill: for positions c0.. of one sequence, from the paged latent cache:
+//                 k[i, n] = [W_UK[n] · kv_c (P) | k_pe (R)], v[i, n] = W_UV[n] · kv_c (V), f32.
+//   write_main    cache write (vLLM's concat_and_cache_mla): row [kv_c | k_pe] to each token's slot,
+//                 in f32/f16/bf16, or quantized to FlashMLA's fp8_ds_mla rows.
+// Dtype codes as dtype.wgsl; CACHE_DTYPE 4 is fp8_ds_mla.
+
+override IN_DTYPE: u32 = 0u;
+override OUT_DTYPE: u32 = 0u;
+override CACHE_DTYPE: u32 = 0u;
+override WG: u32 = 64u;
+
+struct Params {
+  N: u32, L: u32, P: u32, R: u32,
+  V: u32, rows: u32, total: u32, row_words: u32,
+  bs: u32, num_blocks: u32, max_blocks: u32, seq: u32,
+  c0: u32, _p0: u32, _p1: u32, _p2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src_a: array<u32>;     // kv_b_proj | q_nope | o_lat | kv_c
+@group(0) @binding(2) var<storage, read> src_b: array<u32>;     // q_pe | k_pe | block table
+@group(0) @binding(3) var<storage, read> w_uk: array<f32>;
+@group(0) @binding(4) var<storage, read> w_uv: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dst_a: array<u32>;
+@group(0) @binding(6) var<storage, read_write> dst_b: array<u32>;
+
+fn gid(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 { return (wid.y * nwg.x + wid.x) * WG + lid; }
+
+fn in_a(i: u32) -> f32 { return unpack_elem(src_a[word_of(i, IN_DTYPE)], (i & 1u) == 1u, IN_DTYPE); }
+fn in_b(i: u32) -> f32 { return unpack_elem(src_b[word_of(i, IN_DTYPE)], (i & 1u) == 1u, IN_DTYPE); }
+
+@compute @workgroup_size(WG)
+fn absorb_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+  let t = gid(wid, nwg, lid);
+  let per = params.P + params.V;
+  if (t >= params.N * per * params.L) { return; }
+  let l = t % params.L;
+  let r = (t / params.L) % per;
+  let n = t / (params.L * per);
+  let x = in_a(t);
+  if (r < params.P) { dst_a[(n * params.P + r) * params.L + l] = bitcast<u32>(x); }
+  else { dst_b[(n * params.V + r - params.P) * params.L + l] = bitcast<u32>(x); }
+}
+
+@compute @workgroup_size(WG)
+fn qabs_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+  let t = gid(wid, nwg, lid);
+  let D = params.L + params.R;
+  if (t >= params.rows * params.N * D) { return; }
+  let c = t % D;
+  let bn = t / D;
+  let n = bn % params.N;
+  var x = 0.0;
+  if (c < params.L) {
+    for (var p = 0u; p < params.P; p++) { x += in_a(bn * params.P + p) * w_uk[(n * params.P + p) * params.L + c]; }
+  } else {
+    x = in_b(bn * params.R + c - params.L);
+  }
+  dst_a[t] = bitcast<u32>(x);
+}
+
+@compute @workgroup_size(WG)
+fn qcat_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+  let t = gid(wid, nwg, lid);
+  let D = params.P + params.R;
+  if (t >= params.rows * params.N * D) { return; }
+  let c = t % D;
+  let tn = t / D;
+  var x: f32;
+  if (c < params.P) { x = in_a(tn * params.P + c); } else { x = in_b(tn * params.R + c - params.P); }
+  dst_a[t] = bitcast<u32>(x);
+}
+
+// One thread per output word: two columns for 16-bit outputs (V is even).
+@compute @workgroup_size(WG)
+fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+  let w = gid(wid, nwg, lid);
+  let per = select(2u, 1u, OUT_DTYPE == 0u);
+  if (w * per >= params.rows * params.N * params.V) { return; }
+  var vals = vec2<f32>(0.0);
+  for (var e = 0u; e < per; e++) {
+    let i = w * per + e;
+    let v = i % params.V;
+    let bn = i / params.V;
+    let n = bn % params.N;
+    var x = 0.0;
+    for (var l = 0u; l < params.L; l++) { x += bitcast<f32>(src_a[bn * params.L + l]) * w_uv[(n * params.V + v) * params.L + l]; }
+    vals[e] = x;
+  }
+  if (OUT_DTYPE == 0u) { dst_a[w] = bitcast<u32>(vals.x); }
+  else { dst_a[w] = pack_pair(vals.x, vals.y, OUT_DTYPE); }
+}
+
+// ---- the latent cache: one row [kv_c (L) | k_pe (R)] per slot
+
+/** Element c of the latent row at cache row `row` (dst_b is the cache here: read through it). */
+fn latent(row: u32, c: u32) -> f32 {
+  let L = params.L;
+  if (CACHE_DTYPE == 4u) {
+    let base = row * params.row_words;
+    if (c < L) {
+      let scale = bitcast<f32>(src_b_cache(base + L / 4u + c / 128u));
+      return e4m3_to_f32((src_b_cache(base + c / 4u) >> (8u * (c % 4u))) & 0xffu) * scale;
+    }
+    let w = src_b_cache(base + L / 4u + L / 128u + (c - L) / 2u);
+    return unpack_elem(w, ((c - L) & 1u) == 1u, 2u);
+  }
+  let i = row * (L + params.R) + c;
+  return unpack_elem(src_b_cache(word_of(i, CACHE_DTYPE)), (i & 1u) == 1u, CACHE_DTYPE);
+}
+
+@group(0) @binding(7) var<storage, read> cache_in: array<u32>;
+fn src_b_cache(w: u32) -> u32 { return cache_in[w]; }
+
+/** Cache row of position j of the prefill's sequence (block table in src_b), or -1. */
+fn latent_row(j: u32) -> i32 {
+  let blk = bitcast<i32>(src_b[params.seq * params.max_blocks + j / params.bs]);
+  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
+  return blk * i32(params.bs) + i32(j % params.bs);
+}
+
+// One thread per output element of k [rows, N, P+R] then v [rows, N, V].
+@compute @workgroup_size(WG)
+fn kvup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+  let t = gid(wid, nwg, lid);
+  let DK = params.P + params.R;
+  let nk = params.rows * params.N * DK;
+  if (t >= nk + params.rows * params.N * params.V) { return; }
+  var x = 0.0;
+  if (t < nk) {
+    let c = t % DK;
+    let n = (t / DK) % params.N;
+    let i = t / (DK * params.N);
+    let row = latent_row(params.c0 + i);
+    if (row >= 0) {
+      if (c < params.P) {
+        for (var l = 0u; l < params.L; l++) { x += latent(u32(row), l) * w_uk[(n * params.P + c) * params.L + l]; }
+      } else {
+        x = latent(u32(row), params.L + c - params.P);
+      }
+    }
+    dst_a[t] = bitcast<u32>(x);
+  } else {
+    let u = t - nk;
+    let v = u % params.V;
+    let n = (u / params.V) % params.N;
+    let i = u / (params.V * params.N);
+    let row = latent_row(params.c0 + i);
+    if (row >= 0) {
+      for (var l = 0u; l < params.L; l++) { x += latent(u32(row), l) * w_uv[(n * params.V + v) * params.L + l]; }
+    }
+    dst_b[u] = bitcast<u32>(x);
+  }
+}
+
+fn row_value(t: u32, c: u32) -> f32 {
+  if (c < params.L) { return in_a(t * params.L + c); }
+  return in_b(t * params.R + c - params.L);
+}
+
+// One thread per cache word of a token's row. For fp8_ds_mla the words are the L/4 code words, then
+// the L/128 scales, then the R/2 bf16 pairs; each code or scale word finds its group's max |x| itself.
+// src_a holds kv_c, src_b k_pe, cache_in the slot mapping (i32 bits), dst_a the cache.
+@compute @workgroup_size(WG)
+fn write_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+  let w = gid(wid, nwg, lid);
+  if (w >= params.rows * params.row_words) { return; }
+  let t = w / params.row_words;
+  let r = w % params.row_words;
+  let slot = bitcast<i32>(cache_in[t]);
+  if (slot < 0 || u32(slot) >= params.num_blocks * params.bs) { return; }
+  let dst = u32(slot) * params.row_words + r;
+  let L = params.L;
+  if (CACHE_DTYPE == 4u) {
+    if (r < L / 4u + L / 128u) {
+      let g = select(r - L / 4u, (4u * r) / 128u, r < L / 4u);
+      var amax = 0.0;
+      for (var c = 0u; c < 128u; c++) { amax = max(amax, abs(row_value(t, g * 128u + c))); }
+      let scale = amax / 448.0;
+      if (r >= L / 4u) { dst_a[dst] = bitcast<u32>(scale); return; }
+      var word = 0u;
+      if (scale > 0.0) {
+        for (var e = 0u; e < 4u; e++) { word |= f32_to_e4m3(row_value(t, 4u * r + e) / scale) << (8u * e); }
+      }
+      dst_a[dst] = word;
+      return;
+    }
+    let c = L + 2u * (r - L / 4u - L / 128u);
+    dst_a[dst] = f32_to_bf16_bits(row_value(t, c)) | (f32_to_bf16_bits(row_value(t, c + 1u)) << 16u);
+    return;
+  }
+  if (CACHE_DTYPE == 0u) { dst_a[dst] = bitcast<u32>(row_value(t, r)); return; }
+  let c = 2u * r;
+  dst_a[dst] = pack_pair(row_value(t, c), row_value(t, c + 1u), CACHE_DTYPE);
+}

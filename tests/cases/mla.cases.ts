@@ -1,0 +1,186 @@
+// MLA (SPEC §5) against the float64 reference: cache writes in every cache dtype (fp8_ds_mla rows
+// decoded with the reference codec), absorbed decode equal to the reference and to ordinary attention
+// over decompressed K/V, prefill with chunked context equal to the reference, other MLA shapes, and
+// validation.
+import { reference, roundToDType, type Engine, type MLACacheDType, type Tensor } from '../../src/index';
+import { assertClose, defineCases, expectThrows, randn, rng, type TestCase } from './harness';
+
+interface MlaSpec {
+  N: number; L: number; P: number; R: number; V: number; bs: number;
+  /** Per sequence: cached tokens before this step, and new tokens (1 for decode). */
+  seqs: { ctx: number; q: number }[];
+  cache: MLACacheDType; qDtype?: 'f32' | 'f16' | 'bf16';
+  seed: number;
+}
+
+/** The values a cache row holds after a write: rounded, or fp8_ds_mla encoded then decoded. */
+function storedRows(rows: Float32Array, n: number, L: number, R: number, dtype: MLACacheDType): Float64Array {
+  if (dtype !== 'fp8_ds_mla') return Float64Array.from(roundToDType(rows, dtype));
+  const bytes = new Uint8Array(reference.fp8DsMlaRowBytes(L, R));
+  const out = new Float64Array(n * (L + R));
+  for (let t = 0; t < n; t++) {
+    reference.fp8DsMlaEncodeRow(rows.subarray(t * (L + R), (t + 1) * (L + R)), L, R, bytes, 0);
+    reference.fp8DsMlaDecodeRow(bytes, 0, L, R, out, t * (L + R));
+  }
+  return out;
+}
+
+async function tuned<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
+  const saved = { ...engine.tuning };
+  Object.assign(engine.tuning, t);
+  try { return await fn(); } finally { Object.assign(engine.tuning, saved); }
+}
+
+/** Writes every token of every sequence through cacheWrite, then runs decode or prefill and checks. */
+async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill'): Promise<void> {
+  const { N, L, P, R, V, bs, seqs, seed } = spec;
+  const qdt = spec.qDtype ?? 'f32';
+  const r = rng(seed);
+  const S = seqs.length;
+  const seqLens = Int32Array.from(seqs, (s) => s.ctx + s.q);
+  const maxB = Math.max(1, ...Array.from(seqLens, (l) => Math.ceil(l / bs)));
+  const numBlocks = Array.from(seqLens, (l) => Math.ceil(l / bs)).reduce((a, b) => a + b, 0) + 2;
+  const order = Array.from({ length: numBlocks }, (_, i) => i).sort(() => r() - 0.5);
+  const blockTable = new Int32Array(S * maxB).fill(-3);
+  let nb = 0;
+  for (let s = 0; s < S; s++) for (let n = 0; n < Math.ceil(seqLens[s] / bs); n++) blockTable[s * maxB + n] = order[nb++];
+  const slots: number[] = [];
+  for (let s = 0; s < S; s++) for (let p = 0; p < seqLens[s]; p++) slots.push(blockTable[s * maxB + Math.floor(p / bs)] * bs + (p % bs));
+  const Tw = slots.length;
+  const scale = 1 / Math.sqrt(P + R);
+  const kvB = roundToDType(randn(N * (P + V) * L, seed, 0.2), qdt);
+  const kvC = roundToDType(randn(Tw * L, seed + 1), qdt), kPe = roundToDType(randn(Tw * R, seed + 2), qdt);
+  const tensors: Tensor[] = [];
+  const t = (x: Float32Array, shape: number[], dt: 'f32' | 'f16' | 'bf16' = qdt) => { const tt = engine.tensor(x, shape, dt); tensors.push(tt); return tt; };
+  const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: t(kvB, [N * (P + V), L]) });
+  const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: spec.cache });
+  layer.cacheWrite(t(kvC, [Tw, L]), t(kPe, [Tw, R]), cache, Int32Array.from(slots));
+
+  // Reference cache: the rows as stored.
+  const rows = new Float32Array(Tw * (L + R));
+  for (let i = 0; i < Tw; i++) { rows.set(kvC.subarray(i * L, (i + 1) * L), i * (L + R)); rows.set(kPe.subarray(i * R, (i + 1) * R), i * (L + R) + L); }
+  const stored = storedRows(rows, Tw, L, R, spec.cache);
+  const refCache = new Float64Array(numBlocks * bs * (L + R));
+  slots.forEach((slot, i) => refCache.set(stored.subarray(i * (L + R), (i + 1) * (L + R)), slot * (L + R)));
+  const d = { N, L, P, R, V, numBlocks, blockSize: bs };
+  const tol = spec.cache === 'fp8_ds_mla' ? 'fp8e4m3' : qdt === 'f32' ? spec.cache : qdt;
+  const tag = `${mode} ${qdt}/${spec.cache} N${N} L${L} P${P} R${R} V${V} bs${bs} ${JSON.stringify(seqs)} seed ${seed}`;
+  if (mode === 'decode') {
+    const qNope = roundToDType(randn(S * N * P, seed + 3), qdt), qPe = roundToDType(randn(S * N * R, seed + 4), qdt);
+    const out = await layer.decode(t(qNope, [S, N, P]), t(qPe, [S, N, R]), cache, { seqLens, blockTable, maxBlocksPerSeq: maxB }).toFloat32();
+    const meta = { seqLens, blockTable, maxBlocksPerSeq: maxB };
+    const ref = reference.mlaDecodeRef(qNope, qPe, refCache, kvB, { ...d, B: S }, meta, scale);
+    assertClose(`out (${tag})`, out, ref.out, tol);
+    const un = reference.mlaDecodeUnabsorbedRef(qNope, qPe, refCache, kvB, { ...d, B: S }, meta, scale);
+    assertClose(`out vs unabsorbed attention (${tag})`, out, un.out, tol);
+  } else {
+    const qsl = new Int32Array(S + 1);
+    for (let s = 0; s < S; s++) qsl[s + 1] = qsl[s] + seqs[s].q;
+    const T = qsl[S] + 1;   // one padding token
+    const qNope = roundToDType(randn(T * N * P, seed + 3), qdt), qPe = roundToDType(randn(T * N * R, seed + 4), qdt);
+    const meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
+    const out = await layer.prefill(t(qNope, [T, N, P]), t(qPe, [T, N, R]), cache, meta).toFloat32();
+    const ref = reference.mlaPrefillRef(qNope, qPe, refCache, kvB, { ...d, T }, meta, scale);
+    assertClose(`out (${tag})`, out, ref.out, tol, (i) => Math.floor(i / (N * V)) >= qsl[S]);
+    for (let i = qsl[S] * N * V; i < out.length; i++) if (!Number.isNaN(out[i])) throw new Error(`padding row element ${i} was written`);
+  }
+  for (const x of tensors) x.destroy();
+  layer.wUK.destroy();
+  layer.wUV.destroy();
+  cache.destroy();
+}
+
+const SMALL = { flashSmemBytes: 8192 };
+const BASE = { N: 4, L: 128, P: 16, R: 16, V: 16, bs: 8 };
+
+function cases(name: string, mode: 'decode' | 'prefill', specs: MlaSpec[], tuning: Partial<Engine['tuning']> = SMALL): TestCase {
+  return { name, async run({ engine }) { await tuned(engine, tuning, async () => { for (const s of specs) await checkMla(engine, s, mode); }); } };
+}
+
+export const mlaCases = defineCases('mla', [
+  {
+    name: 'cacheWrite stores [kv_c | k_pe] rows in f32, f16, bf16 and fp8_ds_mla (656-byte rows for L 512, R 64)',
+    async run({ engine }) {
+      for (const [dtype, L, R] of [['f32', 128, 16], ['bf16', 64, 8], ['fp8_ds_mla', 128, 16], ['fp8_ds_mla', 512, 64]] as const) {
+        const T = 5, bs = 4, numBlocks = 3, N = 2, P = 8, V = 8;
+        const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale: 0.1,
+          kvBProj: engine.tensor(randn(N * (P + V) * L, 1), [N * (P + V), L]) });
+        const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype });
+        if (dtype === 'fp8_ds_mla' && L === 512) {
+          if (cache.rowWords * 4 !== 656) throw new Error(`fp8_ds_mla row of ${cache.rowWords * 4} bytes, expected 656`);
+        }
+        const kvC = randn(T * L, 2, 3), kPe = randn(T * R, 3);
+        kvC.fill(0, 2 * L, 2 * L + 128);        // an all-zero group: scale 0, codes 0
+        const slots = Int32Array.of(11, -1, 0, 5, 7);
+        layer.cacheWrite(engine.tensor(kvC, [T, L]), engine.tensor(kPe, [T, R]), cache, slots);
+        const rows = new Float32Array(T * (L + R));
+        for (let i = 0; i < T; i++) { rows.set(kvC.subarray(i * L, (i + 1) * L), i * (L + R)); rows.set(kPe.subarray(i * R, (i + 1) * R), i * (L + R) + L); }
+        const expected = storedRows(rows, T, L, R, dtype);
+        let got: Float64Array;
+        if (dtype === 'fp8_ds_mla') {
+          const bytes = new Uint8Array((await cache.data.toArray()).buffer as ArrayBuffer);
+          got = new Float64Array(numBlocks * bs * (L + R));
+          for (let s = 0; s < numBlocks * bs; s++) reference.fp8DsMlaDecodeRow(bytes, s * cache.rowWords * 4, L, R, got, s * (L + R));
+        } else {
+          got = Float64Array.from(await cache.data.toFloat32());
+        }
+        slots.forEach((slot, i) => {
+          if (slot < 0) return;
+          assertClose(`${dtype} L${L} row of token ${i}`, got.subarray(slot * (L + R), (slot + 1) * (L + R)), expected.subarray(i * (L + R), (i + 1) * (L + R)),
+            dtype === 'fp8_ds_mla' ? 'fp8e4m3' : dtype);
+        });
+        // Slot 3 was skipped (token 1 had slot -1) and nothing else was written there: still zero.
+        if (got.subarray(3 * (L + R), 4 * (L + R)).some((x) => x !== 0)) throw new Error(`${dtype}: an unwritten slot is not zero`);
+        cache.destroy();
+      }
+    },
+  },
+  cases('absorbed decode equals the reference and unabsorbed attention (f32, f16, bf16 caches)', 'decode', [
+    { ...BASE, seqs: [{ ctx: 20, q: 1 }, { ctx: 0, q: 1 }, { ctx: 7, q: 1 }], cache: 'f32', seed: 1 },
+    { ...BASE, seqs: [{ ctx: 33, q: 1 }, { ctx: 2, q: 1 }], cache: 'f16', qDtype: 'f16', seed: 2 },
+    { ...BASE, seqs: [{ ctx: 15, q: 1 }], cache: 'bf16', qDtype: 'bf16', seed: 3 },
+  ]),
+  cases('absorbed decode over fp8_ds_mla rows, and long contexts split into partitions merged by LSE', 'decode', [
+    { ...BASE, seqs: [{ ctx: 40, q: 1 }, { ctx: 3, q: 1 }], cache: 'fp8_ds_mla', seed: 4 },
+    { ...BASE, N: 8, seqs: [{ ctx: 300, q: 1 }, { ctx: 90, q: 1 }], cache: 'f32', seed: 5 },
+  ], { ...SMALL, pagedTargetWorkgroups: 64, pagedMinPartition: 64 }),
+  cases('other MLA shapes: N 3, L 64, P 8, R 8, V 24; N 16 with a 16 KiB plan', 'decode', [
+    { N: 3, L: 64, P: 8, R: 8, V: 24, bs: 16, seqs: [{ ctx: 17, q: 1 }, { ctx: 40, q: 1 }], cache: 'f32', seed: 6 },
+    { N: 16, L: 128, P: 16, R: 16, V: 16, bs: 16, seqs: [{ ctx: 9, q: 1 }], cache: 'f16', seed: 7 },
+  ], { flashSmemBytes: 16384 }),
+  cases('prefill with cached context in chunks, merged by LSE, equals the reference (f32, fp8_ds_mla)', 'prefill', [
+    { ...BASE, seqs: [{ ctx: 0, q: 6 }, { ctx: 21, q: 3 }, { ctx: 5, q: 1 }], cache: 'f32', seed: 8 },
+    { ...BASE, seqs: [{ ctx: 17, q: 4 }], cache: 'fp8_ds_mla', seed: 9 },
+    { ...BASE, seqs: [{ ctx: 9, q: 2 }], cache: 'bf16', qDtype: 'bf16', seed: 10 },
+  ], { ...SMALL, mlaPrefillChunk: 8 }),
+  {
+    name: 'validation: weights, cache options, query shapes, metadata',
+    async run({ engine }) {
+      const kv = engine.tensor(randn(2 * 16 * 64, 1), [32, 64]);
+      const o = { numHeads: 2, kvLoraRank: 64, qkNopeHeadDim: 8, qkRopeHeadDim: 8, vHeadDim: 8, scale: 0.1, kvBProj: kv };
+      await expectThrows(() => engine.createMLA({ ...o, numHeads: 3 }), 'createMLA: kvBProj: expected shape [N·(P+V), L] = [48, 64]');
+      await expectThrows(() => engine.createMLA({ ...o, vHeadDim: 6 }), 'createMLA: vHeadDim: expected a multiple of 8, got 6');
+      await expectThrows(() => engine.createMLA({ ...o, scale: Number.NaN }), 'createMLA: scale: expected a finite number, got NaN');
+      await expectThrows(() => engine.createMLACache({ numBlocks: 2, blockSize: 4, kvLoraRank: 64, qkRopeHeadDim: 8, dtype: 'fp8_ds_mla' }),
+        "createMLACache: kvLoraRank: expected a multiple of 128 for 'fp8_ds_mla'");
+      await expectThrows(() => engine.createMLACache({ numBlocks: 2, blockSize: 4, kvLoraRank: 64, qkRopeHeadDim: 8, dtype: 'fp8e4m3' }),
+        "createMLACache: dtype: expected 'f32', 'f16', 'bf16' or 'fp8_ds_mla', got 'fp8e4m3'");
+      const layer = engine.createMLA(o);
+      const cache = engine.createMLACache({ numBlocks: 2, blockSize: 4, kvLoraRank: 64, qkRopeHeadDim: 8 });
+      const other = engine.createMLACache({ numBlocks: 2, blockSize: 4, kvLoraRank: 128, qkRopeHeadDim: 8 });
+      const qn = engine.tensor(randn(2 * 2 * 8, 2), [2, 2, 8]), qp = engine.tensor(randn(2 * 2 * 8, 3), [2, 2, 8]);
+      const meta = { seqLens: Int32Array.of(3, 4), blockTable: Int32Array.of(0, 1), maxBlocksPerSeq: 1 };
+      await expectThrows(() => layer.decode(qn, qp, other, meta), 'MLALayer.decode: cache: expected kvLoraRank 64 and qkRopeHeadDim 8');
+      await expectThrows(() => layer.decode(engine.tensor(randn(16, 2), [2, 1, 8]), qp, cache, meta), 'MLALayer.decode: qNope: expected shape [B, N=2, P=8], got [2, 1, 8]');
+      await expectThrows(() => layer.decode(qn, engine.tensor(randn(16, 2), [1, 2, 8]), cache, meta), 'MLALayer.decode: qPe: expected shape [B=2, N=2, R=8], got [1, 2, 8]');
+      await expectThrows(() => layer.decode(qn, qp, cache, { ...meta, seqLens: Int32Array.of(3, 9) }), 'MLALayer.decode: meta.seqLens[1]: expected at most maxBlocksPerSeq·blockSize = 4 tokens');
+      await expectThrows(() => layer.decode(qn, qp, cache, { ...meta, blockTable: Int32Array.of(0, 5) }), 'MLALayer.decode: meta.blockTable[1][0]: expected a block index in [0, 2), got 5');
+      await expectThrows(() => layer.cacheWrite(engine.tensor(randn(64, 1), [1, 64]), engine.tensor(randn(8, 1), [1, 8]), cache, Int32Array.of(8)),
+        'MLALayer.cacheWrite: slotMapping[0]: expected a slot below 8, or negative for padding, got 8');
+      await expectThrows(() => layer.prefill(qn, qp, cache, { queryStartLoc: engine.tensor(Int32Array.of(0, 1, 2), [3], 'i32'), seqLens: Int32Array.of(3, 4), blockTable: Int32Array.of(0, 1), maxBlocksPerSeq: 1 }),
+        'MLALayer.prefill: meta: expected host arrays (Int32Array)');
+      cache.destroy();
+      other.destroy();
+    },
+  },
+]);
