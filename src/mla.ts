@@ -10,7 +10,7 @@ import type { Tensor } from './tensor';
 import { checkTensor } from './ops/sdpa';
 import { encodeMerge } from './kernels/merge_states';
 import { DTYPE_CODE } from './kernels/sdpa_naive';
-import { encodePaged, validateMeta, type AttentionMetadata, type HostMeta, type PagedKV } from './paged';
+import { encodePaged, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged';
 
 const WG = 64;
 const FLOATS = ['f32', 'f16', 'bf16'];
@@ -189,12 +189,58 @@ export class MLALayer {
     const m = validateMeta(op, { queryStartLoc: allHost ? qsl : e.tensor(qsl, [B + 1], 'i32'), seqLens: meta.seqLens, blockTable: meta.blockTable,
       maxBlocksPerSeq: meta.maxBlocksPerSeq }, B, cache);
     check(m.S === B, op, 'meta.seqLens', `${B} entries (one per sequence of qNope)`, `${m.S}`);
+    return this.absorbed(op, qNope, qPe, this.latentKV(cache), m);
+  }
+
+  /**
+   * Sparse absorbed decode (FlashMLA sparse): token t of qNope [T,N,P] / qPe [T,N,R] attends only to
+   * the request-local positions indices[t·topk ..] (-1 = invalid) of its request reqOfToken[t], mapped
+   * to slots through that request's block table row; a position outside the table or cache is
+   * invalid too. A token with no valid key gives zeros. Host arrays: the keys are gathered on the host.
+   */
+  sparseDecode(qNope: Tensor, qPe: Tensor, cache: MLACache,
+               meta: { reqOfToken: Int32Array; indices: Int32Array; topk: number; blockTable: Int32Array; maxBlocksPerSeq: number }): Tensor {
+    const op = 'MLALayer.sparseDecode';
+    const e = this.engine;
+    e.assertAlive(op);
+    this.checkCache(op, cache);
+    const T = this.checkQuery(op, qNope, qPe);
+    check(meta !== null && typeof meta === 'object', op, 'meta', '{ reqOfToken, indices, topk, blockTable, maxBlocksPerSeq }', meta);
+    const topk = checkPosInt(meta.topk, op, 'meta.topk');
+    const maxB = checkPosInt(meta.maxBlocksPerSeq, op, 'meta.maxBlocksPerSeq');
+    for (const [name, a, n] of [['reqOfToken', meta.reqOfToken, T], ['indices', meta.indices, T * topk]] as const) {
+      check(a instanceof Int32Array && a.length === n, op, `meta.${name}`, `an Int32Array of ${n} entries`, a instanceof Int32Array ? `${a.length} entries` : a);
+    }
+    check(meta.blockTable instanceof Int32Array && meta.blockTable.length % maxB === 0, op, 'meta.blockTable',
+      `an Int32Array of requests × maxBlocksPerSeq=${maxB} entries`, meta.blockTable);
+    const nReq = meta.blockTable.length / maxB;
+    // Each token becomes a one-query "sequence" over its valid keys' slots (the cache viewed as blocks of 1).
+    const slots = new Int32Array(T * topk).fill(-1);
+    const counts = new Int32Array(T);
+    for (let t = 0; t < T; t++) {
+      const req = meta.reqOfToken[t];
+      if (req < 0 || req >= nReq) fail(op, `meta.reqOfToken[${t}]`, `a request row of blockTable in [0, ${nReq})`, req);
+      for (let k = 0; k < topk; k++) {
+        const pos = meta.indices[t * topk + k];
+        if (pos < 0 || Math.floor(pos / cache.blockSize) >= maxB) continue;
+        const blk = meta.blockTable[req * maxB + Math.floor(pos / cache.blockSize)];
+        if (blk < 0 || blk >= cache.numBlocks) continue;
+        slots[t * topk + counts[t]++] = blk * cache.blockSize + (pos % cache.blockSize);
+      }
+    }
+    const m: HostMeta = { kind: 'host', S: T, maxB: topk, qsl: Int32Array.from({ length: T + 1 }, (_, i) => i), seqLens: counts, blockTable: slots };
+    return this.absorbed(op, qNope, qPe, { ...this.latentKV(cache), blockSize: 1, numBlocks: cache.slots }, m, false);
+  }
+
+  /** q absorption, MQA over the latent rows, V up-projection. */
+  private absorbed(op: string, qNope: Tensor, qPe: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta, causal = true): Tensor {
+    const e = this.engine;
+    const B = qNope.shape[0];
     const { numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = this;
     const q = e.emptyTensor([B, N, L + R], 'f32');
     e.dispatch(e.kernel('mla', 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } }),
       { src_a: qNope, src_b: qPe, w_uk: this.wUK, dst_a: q }, { N, L, P, R, V, rows: B }, Math.ceil((B * N * (L + R)) / WG));
-    const attn = encodePaged(e, op, q, this.latentKV(cache), m,
-      { scale: this.scale, causal: true, softcap: 0, window: 0, alibi: null, sinks: null }, false, 'f32');
+    const attn = encodePaged(e, op, q, kv, m, { scale: this.scale, causal, softcap: 0, window: 0, alibi: null, sinks: null }, false, 'f32');
     q.destroy();
     const out = e.emptyTensor([B, N * V], qNope.dtype);
     const words = qNope.dtype === 'f32' ? B * N * V : (B * N * V) / 2;

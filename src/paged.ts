@@ -345,7 +345,8 @@ export function encodePaged(engine: Engine, op: string, query: Tensor, kv: Paged
   const flash = planFlash(engine.limits, engine.features, D, Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, tile);
   if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
   const G = Hq / Hkv;
-  const plan = planPaged(engine, m, T, G, Hkv, flash, kv.dtype === 'fp8_ds_mla' || kv.kStride !== D ? null : planDecode(engine, D, Dv, G, kv.dtype));
+  // The decode kernel reads plain K and V caches (V rows of Dv values), not MLA's shared latent rows.
+  const plan = planPaged(engine, m, T, G, Hkv, flash, kv.dtype === 'fp8_ds_mla' || kv.kStride !== D || kv.vStride !== Dv ? null : planDecode(engine, D, Dv, G, kv.dtype));
 
   // Metadata and work items in one buffer, one write (device metadata is copied in on the GPU).
   const offQsl = 0, offSeq = m.S + 1, offBt = offSeq + m.S, offItems = offBt + m.S * m.maxB;

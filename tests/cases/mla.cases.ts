@@ -144,7 +144,8 @@ export const mlaCases = defineCases('mla', [
     { ...BASE, seqs: [{ ctx: 40, q: 1 }, { ctx: 3, q: 1 }], cache: 'fp8_ds_mla', seed: 4 },
     { ...BASE, N: 8, seqs: [{ ctx: 300, q: 1 }, { ctx: 90, q: 1 }], cache: 'f32', seed: 5 },
   ], { ...SMALL, pagedTargetWorkgroups: 64, pagedMinPartition: 64 }),
-  cases('other MLA shapes: N 3, L 64, P 8, R 8, V 24; N 16 with a 16 KiB plan', 'decode', [
+  cases('other MLA shapes: N 3, L 64, P 8, R 8, V 24; L+R 128 (rows the paged decode kernel must not take); N 16 with a 16 KiB plan', 'decode', [
+    { N: 4, L: 64, P: 8, R: 64, V: 8, bs: 16, seqs: [{ ctx: 30, q: 1 }, { ctx: 4, q: 1 }], cache: 'f32', seed: 11 },
     { N: 3, L: 64, P: 8, R: 8, V: 24, bs: 16, seqs: [{ ctx: 17, q: 1 }, { ctx: 40, q: 1 }], cache: 'f32', seed: 6 },
     { N: 16, L: 128, P: 16, R: 16, V: 16, bs: 16, seqs: [{ ctx: 9, q: 1 }], cache: 'f16', seed: 7 },
   ], { flashSmemBytes: 16384 }),
@@ -153,6 +154,41 @@ export const mlaCases = defineCases('mla', [
     { ...BASE, seqs: [{ ctx: 17, q: 4 }], cache: 'fp8_ds_mla', seed: 9 },
     { ...BASE, seqs: [{ ctx: 9, q: 2 }], cache: 'bf16', qDtype: 'bf16', seed: 10 },
   ], { ...SMALL, mlaPrefillChunk: 8 }),
+  {
+    name: 'sparse decode: top-k request-local positions (-1, out of range, duplicates, none valid) equal the reference',
+    async run({ engine }) {
+      await tuned(engine, SMALL, async () => {
+        const { N, L, P, R, V } = BASE;
+        const bs = 4, maxB = 6, nReq = 2, numBlocks = 12, topk = 7, T = 4;
+        const scale = 0.15;
+        const kvB = randn(N * (P + V) * L, 20, 0.2);
+        const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: engine.tensor(kvB, [N * (P + V), L]) });
+        const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
+        const blockTable = Int32Array.of(3, 7, 0, 11, 5, -1, /* req 1 */ 2, 9, 4, 1, 99, 6);
+        const kvC = randn(numBlocks * bs * L, 21), kPe = randn(numBlocks * bs * R, 22);
+        layer.cacheWrite(engine.tensor(kvC, [numBlocks * bs, L]), engine.tensor(kPe, [numBlocks * bs, R]), cache, Int32Array.from({ length: numBlocks * bs }, (_, i) => i));
+        const indices = Int32Array.of(
+          0, 5, 19, -1, 7, 7, 2,          // token 0, request 0: a duplicate and a -1
+          23, 22, 4, 40, 16, 1, 3,        // token 1, request 0: 23 in block 5 (-1 in the table), 40 past the table
+          0, 1, 2, 3, 12, 17, 18,         // token 2, request 1: 17 and 18 in block 99 (past the cache)
+          -1, -1, 30, 100, -1, -1, -1,    // token 3, request 1: nothing valid
+        );
+        const reqOfToken = Int32Array.of(0, 0, 1, 1);
+        const qNope = randn(T * N * P, 23), qPe = randn(T * N * R, 24);
+        const out = await layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache,
+          { reqOfToken, indices, topk, blockTable, maxBlocksPerSeq: maxB }).toFloat32();
+        const rows = new Float32Array(numBlocks * bs * (L + R));
+        for (let i = 0; i < numBlocks * bs; i++) { rows.set(kvC.subarray(i * L, (i + 1) * L), i * (L + R)); rows.set(kPe.subarray(i * R, (i + 1) * R), i * (L + R) + L); }
+        const ref = reference.mlaSparseRef(qNope, qPe, Float64Array.from(roundToDType(rows, 'f16')), kvB, { N, L, P, R, V, T, numBlocks, blockSize: bs, topk },
+          { reqOfToken, blockTable, maxBlocksPerSeq: maxB, indices }, scale);
+        assertClose('sparse out', out, ref.out, 'f16');
+        if (out.subarray(3 * N * V, 4 * N * V).some((x) => x !== 0)) throw new Error('a token with no valid key must give zeros');
+        await expectThrows(() => layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache,
+          { reqOfToken: Int32Array.of(0, 0, 2, 1), indices, topk, blockTable, maxBlocksPerSeq: maxB }), 'MLALayer.sparseDecode: meta.reqOfToken[2]: expected a request row of blockTable in [0, 2), got 2');
+        cache.destroy();
+      });
+    },
+  },
   {
     name: 'validation: weights, cache options, query shapes, metadata',
     async run({ engine }) {
