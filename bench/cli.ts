@@ -1,7 +1,8 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
 // named after the device.
-//   --suite=sdpa,paged    which suites (comma-separated; default: all)
+//   --suite=sdpa,paged,mla which suites (comma-separated; default: all)
+//   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
 //   --quick               small sizes, for software adapters
@@ -15,6 +16,7 @@ import { createEngine } from 'webinfer';
 import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from './paged';
+import { benchMlaDecode, deepseekDecodeShapes, type MlaBenchRow } from './mla';
 import { planFlash } from '../src/kernels/sdpa_flash';
 
 Object.assign(globalThis, globals);
@@ -25,7 +27,7 @@ const args = new Map(process.argv.slice(2).map((a) => {
 }));
 const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
-const suites = (args.get('suite') ?? 'sdpa,paged').split(',');
+const suites = (args.get('suite') ?? 'sdpa,paged,mla').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements.
@@ -108,6 +110,37 @@ if (suites.includes('paged')) {
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('mla')) {
+  const heads = (args.get('heads') ?? (quick ? '4' : '16,128')).split(',').map(Number);
+  const batches = (args.get('mla-batches') ?? (quick ? '1,2' : '1,8,32')).split(',').map(Number);
+  const context = Number(args.get('mla-context') ?? (quick ? 128 : 4096));
+  const shapes = deepseekDecodeShapes(heads, batches, context).map((s) => (quick ? { ...s, L: 128, P: 16, R: 16, V: 16, bs: 16 } : s));
+  const rows: MlaBenchRow[] = [];
+  for (const [i, sh] of shapes.entries()) {
+    const r = await benchMlaDecode(engine, sh, ceilings, quick ? 3 : 5);
+    rows.push(r);
+    console.log(`[${i + 1}/${shapes.length}] MLA decode N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `absorbed ${fmt(r.absorbed?.medianMs ?? NaN, 3)} ms `
+      + `(${fmt(r.tflops)} TFLOP/s, ${fmt(r.gbs, 0)} GB/s, ${fmt(r.pctRoofline, 1)}% of roofline), unabsorbed ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} ms, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
+      + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 3)}`).join(', ')}]`);
+  }
+  result.mla = rows.map((r) => ({ ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
+    absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline }));
+  const lines = [
+    `# MLA decode (L 512, P 128, R 64, V 128, f16 latent cache, block 64) on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=mla\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
+    + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, read ${fmt(ceilings.readGBs, 0)} GB/s. Roofline = max(FLOPs / FMA, bytes / read); FLOPs count q absorption, `
+    + 'scores, P·V and the V up-projection; bytes the latent rows (f16) once per sequence and the absorbed weights (f32) once per call. '
+    + 'Unabsorbed: each sequence\'s context decompressed per head (W_UK, W_UV), then attention. Sequence 0 checked against the float64 reference first.', '',
+    '| N | batch | context | absorbed ms | TFLOP/s | GB/s | % of roofline | unabsorbed ms | absorbed speedup | check |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.shape.N} | ${r.shape.batch} | ${r.shape.context} | ${r.error ? r.error : `${fmt(r.absorbed?.medianMs ?? NaN, 3)} | ${fmt(r.tflops)} | ${fmt(r.gbs, 0)} | `
+      + `${fmt(r.pctRoofline, 1)} | ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} | ${fmt((r.unabsorbed?.medianMs ?? NaN) / (r.absorbed?.medianMs ?? NaN), 1)}x | ${r.pass ? 'pass' : 'FAIL'}`} |`),
+  ];
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `mla-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 

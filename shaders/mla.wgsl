@@ -1,8 +1,8 @@
 // Multi-head latent attention (SPEC §5): everything but the attention itself, which the paged flash
 // kernel does over the latent cache.
-//   absorb_main   once per layer: kv_b_proj [N·(P+V), L] (f32/f16/bf16) -> W_UK [N, P, L] and
-//                 W_UV [N, V, L], f32, each head's rows as stored (so every product below reads
-//                 rows of L contiguous values).
+//   absorb_main   once per layer: kv_b_proj [N·(P+V), L] (f32/f16/bf16) -> W_UK [N, P, L] (the rows
+//                 as stored) and W_UV [N, L, V] (transposed: SPEC's layout), f32, so that threads
+//                 spread over L (q absorption) or over V (up-projections) read contiguous memory.
 //   qabs_main     absorbed query: q[b, n] = [W_UK[n]ᵀ · q_nope[b, n] (L) | q_pe[b, n] (R)], f32.
 //   qcat_main     prefill query: q[t, n] = [q_nope[t, n] (P) | q_pe[t, n] (R)], f32.
 //   vup_main      output: out[b, n·V + v] = W_UV[n][v] · o_lat[b, n] (L), in the query's dtype.
@@ -48,7 +48,7 @@ fn absorb_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   let n = t / (params.L * per);
   let x = in_a(t);
   if (r < params.P) { dst_a[(n * params.P + r) * params.L + l] = bitcast<u32>(x); }
-  else { dst_b[(n * params.V + r - params.P) * params.L + l] = bitcast<u32>(x); }
+  else { dst_b[(n * params.L + l) * params.V + r - params.P] = bitcast<u32>(x); }
 }
 
 @compute @workgroup_size(WG)
@@ -96,7 +96,7 @@ fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let bn = i / params.V;
     let n = bn % params.N;
     var x = 0.0;
-    for (var l = 0u; l < params.L; l++) { x += bitcast<f32>(src_a[bn * params.L + l]) * w_uv[(n * params.V + v) * params.L + l]; }
+    for (var l = 0u; l < params.L; l++) { x += bitcast<f32>(src_a[bn * params.L + l]) * w_uv[(n * params.L + l) * params.V + v]; }
     vals[e] = x;
   }
   if (OUT_DTYPE == 0u) { dst_a[w] = bitcast<u32>(vals.x); }
@@ -160,7 +160,7 @@ fn kvup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let i = u / (params.V * params.N);
     let row = latent_row(params.c0 + i);
     if (row >= 0) {
-      for (var l = 0u; l < params.L; l++) { x += latent(u32(row), l) * w_uv[(n * params.V + v) * params.L + l]; }
+      for (var l = 0u; l < params.L; l++) { x += latent(u32(row), l) * w_uv[(n * params.L + l) * params.V + v]; }
     }
     dst_b[u] = bitcast<u32>(x);
   }

@@ -256,7 +256,7 @@ export interface PagedPlan {
  * engine.tuning.pagedMinPartition long, and never longer than the decode kernel can hold.
  */
 export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number,
-                          flash: FlashPlan, decode: DecodePlan | null = null): PagedPlan {
+                          flash: FlashPlan, decode: DecodePlan | null = null, minPartition = engine.tuning.pagedMinPartition): PagedPlan {
   const BR = flash.TY * flash.TM;
   const S = m.S;
   const qLen = (s: number) => (m.kind === 'host' ? m.qsl[s + 1] - m.qsl[s] : T);
@@ -271,7 +271,7 @@ export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G
   if (m.kind === 'host' && base > 0) {
     const maxSeq = Math.max(0, ...m.seqLens);
     const quantum = 64;
-    const minPart = Math.max(quantum, engine.tuning.pagedMinPartition);
+    const minPart = Math.max(quantum, minPartition);
     const want = Math.max(1, Math.min(Math.ceil(engine.tuning.pagedTargetWorkgroups / base), Math.floor(maxSeq / minPart)));
     partLen = Math.ceil(Math.ceil(maxSeq / want) / quantum) * quantum;
     if (decode && nDecode > 0) partLen = Math.min(partLen, decode.PMAX);
@@ -337,7 +337,8 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
  * kernels, and the LSE merge of KV partitions. Output [T, Hq, Dv] in `outDtype` (default: the query's).
  */
 export function encodePaged(engine: Engine, op: string, query: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta,
-                            a: AttnOptionValues, withLse: boolean, outDtype: DType = query.dtype): { out: Tensor; lse: Tensor | null } {
+                            a: AttnOptionValues, withLse: boolean, outDtype: DType = query.dtype,
+                            minPartition = engine.tuning.pagedMinPartition): { out: Tensor; lse: Tensor | null } {
   const [T, Hq] = query.shape;
   const { Hkv, D, Dv } = kv;
   const variant = flashVariantFor(engine);
@@ -346,7 +347,7 @@ export function encodePaged(engine: Engine, op: string, query: Tensor, kv: Paged
   if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
   const G = Hq / Hkv;
   // The decode kernel reads plain K and V caches (V rows of Dv values), not MLA's shared latent rows.
-  const plan = planPaged(engine, m, T, G, Hkv, flash, kv.dtype === 'fp8_ds_mla' || kv.kStride !== D || kv.vStride !== Dv ? null : planDecode(engine, D, Dv, G, kv.dtype));
+  const plan = planPaged(engine, m, T, G, Hkv, flash, kv.dtype === 'fp8_ds_mla' || kv.kStride !== D || kv.vStride !== Dv ? null : planDecode(engine, D, Dv, G, kv.dtype), minPartition);
 
   // Metadata and work items in one buffer, one write (device metadata is copied in on the GPU).
   const offQsl = 0, offSeq = m.S + 1, offBt = offSeq + m.S, offItems = offBt + m.S * m.maxB;

@@ -1,0 +1,108 @@
+// MLA decode benchmark (DeepSeek shapes: L 512, P 128, R 64, V 128; N 16 and 128; f16 latent cache,
+// block 64): absorbed decode against the unabsorbed path (K/V decompressed per head from the latent
+// cache, then attention: the layer's prefill path with the whole context in one chunk), and against
+// the roofline max(FLOPs / FMA ceiling, bytes / read bandwidth) measured in the same run. Sequence 0 is
+// checked against the float64 reference first.
+import { TOLERANCES, compareToReference, decodeF16, encodeF16, randn, reference, type Engine, type Tensor } from 'webinfer';
+import { timeOp, type Ceilings, type Timing } from './harness';
+
+export interface MlaShape { N: number; batch: number; context: number; L: number; P: number; R: number; V: number; bs: number }
+
+export interface MlaBenchRow {
+  shape: MlaShape;
+  flops: number;
+  bytes: number;
+  worst: number;
+  pass: boolean;
+  absorbed: Timing | null;
+  unabsorbed: Timing | null;
+  tflops: number;
+  gbs: number;
+  /** Roofline time over measured time, in percent. */
+  pctRoofline: number;
+  /** GPU ms per pass of one absorbed call (the last timed sample). */
+  passes?: Record<string, number>;
+  error?: string;
+}
+
+export function mlaDecodeCost(s: MlaShape): { flops: number; bytes: number } {
+  const { N, batch: B, context: C, L, P, R, V } = s;
+  const flops = 2 * B * N * (P * L + C * (L + R) + C * L + L * V);
+  // The latent rows (f16) once per sequence, the absorbed weights (f32) once per call.
+  const bytes = B * C * (L + R) * 2 + N * (P + V) * L * 4;
+  return { flops, bytes };
+}
+
+export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceilings, samples = 5): Promise<MlaBenchRow> {
+  const { N, batch: B, context: C, L, P, R, V, bs } = s;
+  const { flops, bytes } = mlaDecodeCost(s);
+  const row: MlaBenchRow = { shape: s, flops, bytes, worst: NaN, pass: false, absorbed: null, unabsorbed: null, tflops: NaN, gbs: NaN, pctRoofline: NaN };
+  const tensors: Tensor[] = [];
+  const blocksPerSeq = Math.ceil(C / bs);
+  const numBlocks = B * blocksPerSeq;
+  const scale = 1 / Math.sqrt(P + R);
+  let cache;
+  try {
+    const kvB = randn(N * (P + V) * L, 31, 0.05);
+    const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale,
+      kvBProj: engine.tensor(kvB, [N * (P + V), L], 'f16') });
+    tensors.push(layer.wUK, layer.wUV);
+    cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
+    // Fill the latent cache by repeating a random f16 pattern (exactly one row period per row).
+    const pat = encodeF16(randn(1 << 20, 32));
+    const patBuf = engine.device.createBuffer({ size: pat.byteLength, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    engine.device.queue.writeBuffer(patBuf, 0, pat.buffer as ArrayBuffer, pat.byteOffset, pat.byteLength);
+    const enc = engine.commandEncoder();
+    for (let off = 0; off < cache.data.byteLength; off += pat.byteLength) enc.copyBufferToBuffer(patBuf, 0, cache.data.buffer, off, Math.min(pat.byteLength, cache.data.byteLength - off));
+    await engine.sync();
+    patBuf.destroy();
+    const pv = decodeF16(pat);
+    const blockTable = Int32Array.from({ length: numBlocks }, (_, i) => i);
+    const seqLens = new Int32Array(B).fill(C);
+    const qN = randn(B * N * P, 33), qP = randn(B * N * R, 34);
+    const qNope = engine.tensor(qN, [B, N, P], 'f16'), qPe = engine.tensor(qP, [B, N, R], 'f16');
+    tensors.push(qNope, qPe);
+    const meta = { seqLens, blockTable, maxBlocksPerSeq: blocksPerSeq };
+
+    // Check sequence 0 (its blocks are 0 .. blocksPerSeq-1).
+    const out = layer.decode(qNope, qPe, cache, meta);
+    const got = await out.toFloat32();
+    out.destroy();
+    const rows0 = new Float64Array(blocksPerSeq * bs * (L + R));
+    for (let i = 0; i < rows0.length; i++) rows0[i] = pv[i % pv.length];
+    const f16 = (x: Float32Array) => decodeF16(encodeF16(x));
+    const ref = reference.mlaDecodeRef(f16(qN.subarray(0, N * P)), f16(qP.subarray(0, N * R)), rows0, f16(kvB),
+      { N, L, P, R, V, B: 1, numBlocks: blocksPerSeq, blockSize: bs }, { seqLens: Int32Array.of(C), blockTable: Int32Array.from({ length: blocksPerSeq }, (_, i) => i), maxBlocksPerSeq: blocksPerSeq }, scale);
+    const c = compareToReference(got.subarray(0, N * V), ref.out, TOLERANCES.f16);
+    row.worst = c.badIndex >= 0 ? Infinity : c.worst;
+    row.pass = c.pass;
+
+    row.absorbed = await timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2 });
+    row.passes = Object.fromEntries(Object.entries(engine.lastTiming).map(([k, v]) => [k, v / 2]));
+    row.tflops = flops / (row.absorbed.medianMs * 1e9);
+    row.gbs = bytes / (row.absorbed.medianMs * 1e6);
+    const roofMs = Math.max(flops / (ceilings.fmaTflops * 1e9), bytes / (ceilings.readGBs * 1e6));
+    row.pctRoofline = (100 * roofMs) / row.absorbed.medianMs;
+    // Unabsorbed: decompress each sequence's whole context per head, then attention (one chunk).
+    const savedChunk = engine.tuning.mlaPrefillChunk;
+    engine.tuning.mlaPrefillChunk = C + bs;
+    try {
+      const pmeta = { queryStartLoc: Int32Array.from({ length: B + 1 }, (_, i) => i), seqLens, blockTable, maxBlocksPerSeq: blocksPerSeq };
+      row.unabsorbed = await timeOp(engine, () => layer.prefill(qNope, qPe, cache!, pmeta).destroy(), { samples: 3, perSample: 1 });
+    } finally {
+      engine.tuning.mlaPrefillChunk = savedChunk;
+    }
+  } catch (e) {
+    row.error = (e as Error).message;
+  } finally {
+    for (const t of tensors) t.destroy();
+    cache?.destroy();
+    await engine.sync();
+    engine.pool.trim();
+  }
+  return row;
+}
+
+export function deepseekDecodeShapes(heads: number[], batches: number[], context: number): MlaShape[] {
+  return heads.flatMap((N) => batches.map((batch) => ({ N, batch, context, L: 512, P: 128, R: 64, V: 128, bs: 64 })));
+}
