@@ -1,5 +1,6 @@
 // The built-in default workload behind `npm start`: each available operation on a few representative
-// shapes, checked against the float64 reference, then timed. The benchmark harness (issue 6) and the
+// shapes (dense SDPA with both kernels, paged attention over a mixed batch, MLA decode), checked
+// against the float64 reference, then timed. The benchmark harness (issue 6) and the
 // demo grow from the same case shape: setup, run, check, FLOPs and minimum bytes.
 import {
   TOLERANCES, compareToReference, randn, reference, roundToDType,
@@ -111,14 +112,123 @@ export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBac
   return row;
 }
 
+/** Times `run` (which records one call and returns its output): warm-up, then the median of 5. */
+async function timeCalls(engine: Engine, run: () => Tensor): Promise<number> {
+  run().destroy();
+  await engine.sync();
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    run().destroy();
+    await engine.sync();
+    times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
+function failed(op: string, shape: string, dtype: string, backend: string, e: unknown): WorkloadRow {
+  return { op, shape, dtype, backend, worst: NaN, pass: false, medianMs: NaN, gflops: NaN, gbps: NaN, error: (e as Error).message };
+}
+
+/** Paged attention over a mixed batch (two decode sequences, one chunked prefill), f16 cache. */
+export async function runPagedCase(engine: Engine): Promise<WorkloadRow> {
+  const [Hq, Hkv, D, bs] = [8, 2, 64, 16];
+  const seqs = [{ ctx: 300, q: 1 }, { ctx: 120, q: 1 }, { ctx: 40, q: 24 }];
+  const shape = `Hq${Hq} Hkv${Hkv} D${D} bs${bs} decode 2 + prefill 24 (context 40-300)`;
+  const tensors: Tensor[] = [];
+  try {
+    const seqLens = Int32Array.from(seqs, (x) => x.ctx + x.q);
+    const maxB = Math.max(...Array.from(seqLens, (l) => Math.ceil(l / bs)));
+    const numBlocks = seqs.length * maxB;
+    const blockTable = Int32Array.from({ length: numBlocks }, (_, i) => (i * 7) % numBlocks);   // shuffled
+    const qsl = new Int32Array(seqs.length + 1);
+    seqs.forEach((x, i) => { qsl[i + 1] = qsl[i] + x.q; });
+    const T = qsl[seqs.length];
+    const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, dtype: 'f16' });
+    const slots: number[] = [];
+    seqs.forEach((x, s) => { for (let p = 0; p < seqLens[s]; p++) slots.push(blockTable[s * maxB + Math.floor(p / bs)] * bs + (p % bs)); });
+    const k = roundToDType(randn(slots.length * Hkv * D, 71), 'f16'), v = roundToDType(randn(slots.length * Hkv * D, 72), 'f16');
+    tensors.push(engine.tensor(k, [slots.length, Hkv, D], 'f16'), engine.tensor(v, [slots.length, Hkv, D], 'f16'));
+    engine.reshapeAndCache(tensors[0], tensors[1], cache, Int32Array.from(slots));
+    const q = roundToDType(randn(T * Hq * D, 73), 'f16');
+    const tq = engine.tensor(q, [T, Hq, D], 'f16');
+    tensors.push(tq, cache.key, cache.value);
+    const meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
+    const got = await engine.pagedAttention(tq, cache, meta).toFloat32();
+    const dims = { Hq, Hkv, D, Dv: D, numBlocks, blockSize: bs };
+    const w = reference.reshapeAndCacheRef(k, v, Int32Array.from(slots), new Float64Array(numBlocks * Hkv * bs * D), new Float64Array(numBlocks * Hkv * bs * D), { ...dims, T: slots.length });
+    const ref = reference.pagedAttentionRef(q, w.keyCache, w.valueCache, { ...dims, T }, meta, {});
+    const c = compareToReference(got, ref.out, TOLERANCES.f16);
+    const ms = await timeCalls(engine, () => engine.pagedAttention(tq, cache, meta));
+    const kvBytes = Array.from(seqLens).reduce((a, l) => a + l, 0) * Hkv * 2 * D * 2;
+    let pairs = 0;
+    seqs.forEach((x) => { for (let i = 0; i < x.q; i++) pairs += x.ctx + i + 1; });
+    return { op: 'pagedAttention', shape, dtype: 'f16', backend: 'auto', worst: c.badIndex >= 0 ? Infinity : c.worst, pass: c.pass,
+      medianMs: ms, gflops: (4 * Hq * D * pairs) / (ms * 1e6), gbps: kvBytes / (ms * 1e6) };
+  } catch (e) {
+    return failed('pagedAttention', shape, 'f16', 'auto', e);
+  } finally {
+    for (const t of tensors) t.destroy();
+  }
+}
+
+/** Absorbed MLA decode over an f16 latent cache (small MLA dimensions). */
+export async function runMlaCase(engine: Engine): Promise<WorkloadRow> {
+  const [N, L, P, R, V, bs, B, C] = [8, 128, 32, 32, 32, 16, 2, 200];
+  const shape = `N${N} L${L} P${P} R${R} V${V} batch ${B} context ${C}`;
+  const tensors: Tensor[] = [];
+  try {
+    const scale = 1 / Math.sqrt(P + R);
+    const kvB = roundToDType(randn(N * (P + V) * L, 81, 0.1), 'f16');
+    const kvBProj = engine.tensor(kvB, [N * (P + V), L], 'f16');
+    tensors.push(kvBProj);
+    const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj });
+    const maxB = Math.ceil(C / bs), numBlocks = B * maxB;
+    const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
+    tensors.push(layer.wUK, layer.wUV, cache.data);
+    const blockTable = Int32Array.from({ length: numBlocks }, (_, i) => numBlocks - 1 - i);
+    const slots = Int32Array.from({ length: B * C }, (_, i) => blockTable[Math.floor(i / C) * maxB + Math.floor((i % C) / bs)] * bs + ((i % C) % bs));
+    const kvC = roundToDType(randn(B * C * L, 82), 'f16'), kPe = roundToDType(randn(B * C * R, 83), 'f16');
+    const tkv = engine.tensor(kvC, [B * C, L], 'f16'), tpe = engine.tensor(kPe, [B * C, R], 'f16');
+    tensors.push(tkv, tpe);
+    layer.cacheWrite(tkv, tpe, cache, slots);
+    const qN = roundToDType(randn(B * N * P, 84), 'f16'), qP = roundToDType(randn(B * N * R, 85), 'f16');
+    const qNope = engine.tensor(qN, [B, N, P], 'f16'), qPe = engine.tensor(qP, [B, N, R], 'f16');
+    tensors.push(qNope, qPe);
+    const meta = { seqLens: new Int32Array(B).fill(C), blockTable, maxBlocksPerSeq: maxB };
+    const got = await layer.decode(qNope, qPe, cache, meta).toFloat32();
+    const rows = new Float64Array(numBlocks * bs * (L + R));
+    slots.forEach((slot, i) => {
+      for (let l = 0; l < L; l++) rows[slot * (L + R) + l] = kvC[i * L + l];
+      for (let r = 0; r < R; r++) rows[slot * (L + R) + L + r] = kPe[i * R + r];
+    });
+    const ref = reference.mlaDecodeRef(qN, qP, rows, kvB, { N, L, P, R, V, B, numBlocks, blockSize: bs }, meta, scale);
+    const c = compareToReference(got, ref.out, TOLERANCES.f16);
+    const ms = await timeCalls(engine, () => layer.decode(qNope, qPe, cache, meta));
+    const flops = 2 * B * N * (P * L + C * (L + R) + C * L + L * V);
+    return { op: 'mla.decode', shape, dtype: 'f16', backend: 'absorbed', worst: c.badIndex >= 0 ? Infinity : c.worst, pass: c.pass,
+      medianMs: ms, gflops: flops / (ms * 1e6), gbps: (B * C * (L + R) * 2) / (ms * 1e6) };
+  } catch (e) {
+    return failed('mla.decode', shape, 'f16', 'absorbed', e);
+  } finally {
+    for (const t of tensors) t.destroy();
+  }
+}
+
 export async function runDefaultWorkload(engine: Engine, onRow?: (row: WorkloadRow, i: number, n: number) => void): Promise<WorkloadRow[]> {
   const rows: WorkloadRow[] = [];
   const backends: SdpaBackend[] = ['flash', 'naive'];
   const cases = DEFAULT_SDPA_SHAPES.flatMap((s) => backends.map((b) => [s, b] as const));
+  const n = cases.length + 2;
   for (const [i, [s, b]] of cases.entries()) {
     const row = await runSdpaCase(engine, s, b, { seed: 1000 + i });
     rows.push(row);
-    onRow?.(row, i, cases.length);
+    onRow?.(row, i, n);
+  }
+  for (const run of [runPagedCase, runMlaCase]) {
+    const row = await run(engine);
+    rows.push(row);
+    onRow?.(row, rows.length - 1, n);
   }
   return rows;
 }
