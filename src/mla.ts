@@ -10,7 +10,7 @@ import type { Tensor } from './tensor';
 import { checkTensor } from './ops/sdpa';
 import { encodeMerge } from './kernels/merge_states';
 import { DTYPE_CODE } from './kernels/sdpa_naive';
-import { encodePaged, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged';
+import { checkCacheGeometry, encodePaged, slotMappingBuffer, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged';
 
 const WG = 64;
 const FLOATS = ['f32', 'f16', 'bf16'];
@@ -55,10 +55,7 @@ export class MLACache {
 export function createMLACache(engine: Engine, o: MLACacheOptions): MLACache {
   const op = 'createMLACache';
   engine.assertAlive(op);
-  check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
-  const numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
-  const blockSize = checkPosInt(o.blockSize, op, 'blockSize');
-  check(blockSize <= 256, op, 'blockSize', 'an integer from 1 to 256', blockSize);
+  const { numBlocks, blockSize } = checkCacheGeometry(op, o);
   const L = checkPosInt(o.kvLoraRank, op, 'kvLoraRank');
   const R = checkPosInt(o.qkRopeHeadDim, op, 'qkRopeHeadDim');
   const dtype = (o.dtype ?? 'f32') as MLACacheDType;
@@ -145,18 +142,7 @@ export class MLALayer {
     check(kPe.shape.length === 2 && kPe.shape[0] === T && kPe.shape[1] === R, op, 'kPe', `shape [T=${T}, R=${R}]`, shapeStr(kPe.shape));
     check(FLOATS.includes(kvC.dtype), op, 'kvC.dtype', "'f32', 'f16' or 'bf16'", fmt(kvC.dtype));
     check(kPe.dtype === kvC.dtype, op, 'kPe.dtype', `'${kvC.dtype}' (the dtype of kvC)`, fmt(kPe.dtype));
-    let slots: GPUBuffer | Tensor;
-    if (slotMapping instanceof Int32Array) {
-      check(slotMapping.length === T, op, 'slotMapping', `${T} slots (one per token)`, `${slotMapping.length}`);
-      slotMapping.forEach((s, t) => { if (s >= cache.slots) fail(op, `slotMapping[${t}]`, `a slot below ${cache.slots}, or negative for padding`, s); });
-      slots = this.engine.scratch(Math.max(16, 4 * T), 'slot mapping');
-      this.engine.device.queue.writeBuffer(slots, 0, new Int32Array(slotMapping));
-    } else {
-      checkTensor(slotMapping, op, 'slotMapping');
-      check(slotMapping.dtype === 'i32' && slotMapping.shape.length === 1 && slotMapping.shape[0] === T, op, 'slotMapping',
-        `an i32 tensor of shape [T=${T}]`, `${fmt(slotMapping.dtype)} ${shapeStr(slotMapping.shape)}`);
-      slots = slotMapping;
-    }
+    const slots = slotMappingBuffer(this.engine, op, slotMapping, T, cache.slots);
     const k = this.engine.kernel('mla', 'write_main', { overrides: { IN_DTYPE: DTYPE_CODE[kvC.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
     this.engine.dispatch(k, { src_a: kvC, src_b: kPe, cache_in: slots, dst_a: cache.data }, {
       N: this.numHeads, L, P: this.qkNopeHeadDim, R, V: this.vHeadDim, rows: T, row_words: cache.rowWords,

@@ -59,13 +59,38 @@ export class PagedKVCache {
   }
 }
 
-export function createPagedKVCache(engine: Engine, o: PagedKVCacheOptions): PagedKVCache {
-  const op = 'createPagedKVCache';
-  engine.assertAlive(op);
+/** The geometry every paged cache shares: a positive block count and 1..256 slots per block. */
+export function checkCacheGeometry(op: string, o: { numBlocks: number; blockSize: number }): { numBlocks: number; blockSize: number } {
   check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
   const numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
   const blockSize = checkPosInt(o.blockSize, op, 'blockSize');
   check(blockSize <= 256, op, 'blockSize', 'an integer from 1 to 256', blockSize);
+  return { numBlocks, blockSize };
+}
+
+/**
+ * A slot mapping for T tokens as a GPU binding: host slots are checked (below `slots`, or negative for
+ * padding) and uploaded; an i32 tensor is checked by shape (the kernels skip slots out of range).
+ */
+export function slotMappingBuffer(engine: Engine, op: string, slotMapping: Tensor | Int32Array, T: number, slots: number): GPUBuffer | Tensor {
+  if (slotMapping instanceof Int32Array) {
+    check(slotMapping.length === T, op, 'slotMapping', `${T} slots (one per token)`, `${slotMapping.length}`);
+    for (let t = 0; t < T; t++) {
+      const s = slotMapping[t];
+      if (s >= slots) fail(op, `slotMapping[${t}]`, `a slot below ${slots} (numBlocks·blockSize), or negative for padding`, s);
+    }
+    return i32Buffer(engine, slotMapping, 'slot mapping');
+  }
+  checkTensor(slotMapping, op, 'slotMapping');
+  check(slotMapping.dtype === 'i32' && slotMapping.shape.length === 1 && slotMapping.shape[0] === T, op, 'slotMapping',
+    `an i32 tensor of shape [T=${T}]`, `${fmt(slotMapping.dtype)} ${shapeStr(slotMapping.shape)}`);
+  return slotMapping;
+}
+
+export function createPagedKVCache(engine: Engine, o: PagedKVCacheOptions): PagedKVCache {
+  const op = 'createPagedKVCache';
+  engine.assertAlive(op);
+  const { numBlocks, blockSize } = checkCacheGeometry(op, o);
   const numKvHeads = checkPosInt(o.numKvHeads, op, 'numKvHeads');
   const headSize = checkPosInt(o.headSize, op, 'headSize');
   const headSizeV = o.headSizeV === undefined ? headSize : checkPosInt(o.headSizeV, op, 'headSizeV');
@@ -112,20 +137,7 @@ export function reshapeAndCache(engine: Engine, key: Tensor, value: Tensor, cach
     `shape [T=${T}, Hkv=${Hkv}, Dv=${Dv}]`, shapeStr(value.shape));
   check(['f32', 'f16', 'bf16'].includes(key.dtype), op, 'key.dtype', "'f32', 'f16' or 'bf16'", fmt(key.dtype));
   check(value.dtype === key.dtype, op, 'value.dtype', `'${key.dtype}' (the dtype of key)`, fmt(value.dtype));
-  let slots: GPUBuffer;
-  if (slotMapping instanceof Int32Array) {
-    check(slotMapping.length === T, op, 'slotMapping', `${T} slots (one per token)`, `${slotMapping.length}`);
-    for (let t = 0; t < T; t++) {
-      const s = slotMapping[t];
-      if (s >= cache.slots) fail(op, `slotMapping[${t}]`, `a slot below ${cache.slots} (numBlocks·blockSize), or negative for padding`, s);
-    }
-    slots = i32Buffer(engine, slotMapping, 'slot mapping');
-  } else {
-    checkTensor(slotMapping, op, 'slotMapping');
-    check(slotMapping.dtype === 'i32' && slotMapping.shape.length === 1 && slotMapping.shape[0] === T, op, 'slotMapping',
-      `an i32 tensor of shape [T=${T}]`, `${fmt(slotMapping.dtype)} ${shapeStr(slotMapping.shape)}`);
-    slots = slotMapping.buffer;
-  }
+  const slots = slotMappingBuffer(engine, op, slotMapping, T, cache.slots);
   const perWord = 4 / DTYPE_BYTES[cache.dtype];
   const wk = D / perWord, wv = Dv / perWord;
   const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });

@@ -212,7 +212,7 @@ export const mlaCases = defineCases('mla', [
       await expectThrows(() => layer.decode(qn, qp, cache, { ...meta, seqLens: Int32Array.of(3, 9) }), 'MLALayer.decode: meta.seqLens[1]: expected at most maxBlocksPerSeq·blockSize = 4 tokens');
       await expectThrows(() => layer.decode(qn, qp, cache, { ...meta, blockTable: Int32Array.of(0, 5) }), 'MLALayer.decode: meta.blockTable[1][0]: expected a block index in [0, 2), got 5');
       await expectThrows(() => layer.cacheWrite(engine.tensor(randn(64, 1), [1, 64]), engine.tensor(randn(8, 1), [1, 8]), cache, Int32Array.of(8)),
-        'MLALayer.cacheWrite: slotMapping[0]: expected a slot below 8, or negative for padding, got 8');
+        'MLALayer.cacheWrite: slotMapping[0]: expected a slot below 8 (numBlocks·blockSize), or negative for padding, got 8');
       await expectThrows(() => layer.prefill(qn, qp, cache, { queryStartLoc: engine.tensor(Int32Array.of(0, 1, 2), [3], 'i32'), seqLens: Int32Array.of(3, 4), blockTable: Int32Array.of(0, 1), maxBlocksPerSeq: 1 }),
         'MLALayer.prefill: meta: expected host arrays (Int32Array)');
       cache.destroy();
