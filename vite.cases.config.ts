@@ -12,7 +12,7 @@ export default defineConfig({
     outDir: '.cache/bundles',
     emptyOutDir: true,
     minify: false,
-    lib: { entry: { cases: 'tests/cases/index.ts', workload: 'bench/workload.ts' }, formats: ['es'], fileName: (_f, name) => `${name}.js` },
+    lib: { entry: { cases: 'tests/cases/index.ts', workload: 'bench/workload.ts', plot: 'bench/plot.ts' }, formats: ['es'], fileName: (_f, name) => `${name}.js` },
     rollupOptions: { external: ['webinfer'] },
   },
   plugins: [{

@@ -1,6 +1,6 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
-// named after the device.
+// and SVG plots, named after the device.
 //   --suite=sdpa,paged,mla which suites (comma-separated; default: all)
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
@@ -17,6 +17,7 @@ import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, type MlaBenchRow } from './mla';
+import { plotResults } from './plot';
 import { planFlash } from '../src/kernels/sdpa_flash';
 
 Object.assign(globalThis, globals);
@@ -187,5 +188,8 @@ if (args.has('explore')) {
 mkdirSync(outDir, { recursive: true });
 const file = join(outDir, `${slug}.json`);
 writeFileSync(file, `${JSON.stringify(result, null, 1)}\n`);
+for (const [name, svg] of Object.entries(plotResults(result as Parameters<typeof plotResults>[0]))) {
+  writeFileSync(join(outDir, `${slug}-${name}`), svg);
+}
 console.log(`\nwrote ${file} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 engine.destroy();

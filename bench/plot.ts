@@ -1,0 +1,150 @@
+// SVG plots of a benchmark results file, dependency-free so the CLI, the demo page and Deno can all
+// draw them: line charts with a log-2 x axis (length, context), a dashed ceiling line, and legends.
+//   sdpa:  flash and naive TFLOP/s against length, per dtype and masking, under the FMA ceiling
+//   paged: KV GB/s against context, per batch, under the copy ceiling
+//   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline
+
+export interface Series { name: string; points: [number, number][]; color: string; dashed?: boolean }
+
+export interface ChartOptions {
+  title: string; xLabel: string; yLabel: string;
+  series: Series[];
+  /** A horizontal reference line (a ceiling), labelled. */
+  ceiling?: { value: number; label: string };
+  logX?: boolean; logY?: boolean;
+  width?: number; height?: number;
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#17becf', '#7f7f7f'];
+
+function esc(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
+
+function niceTicks(lo: number, hi: number, n = 5): number[] {
+  const span = hi - lo || Math.abs(hi) || 1;
+  const step = 10 ** Math.floor(Math.log10(span / n));
+  const mult = [1, 2, 5, 10].find((m) => span / (m * step) <= n) ?? 10;
+  const s = mult * step;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / s) * s; v <= hi + 1e-9 * span; v += s) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+function fmtTick(v: number): string {
+  if (v === 0) return '0';
+  if (Math.abs(v) >= 1000) return v >= 1024 && Number.isInteger(Math.log2(v)) ? `${v / 1024}k` : `${+(v / 1000).toPrecision(3)}k`;
+  return `${+v.toPrecision(3)}`;
+}
+
+/** One line chart as a standalone SVG document. */
+export function lineChart(o: ChartOptions): string {
+  const W = o.width ?? 640, H = o.height ?? 400;
+  const m = { l: 64, r: 16, t: 40, b: 52 };
+  const pw = W - m.l - m.r, ph = H - m.t - m.b;
+  const pts = o.series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.logY || y > 0));
+  if (!pts.length) throw new Error(`lineChart '${o.title}': no finite points`);
+  const tx = (x: number) => (o.logX ? Math.log2(x) : x);
+  const ty = (y: number) => (o.logY ? Math.log10(y) : y);
+  const xs = pts.map(([x]) => tx(x));
+  const ys = pts.map(([, y]) => ty(y)).concat(o.ceiling ? [ty(o.ceiling.value)] : []);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs);
+  const y0 = o.logY ? Math.floor(Math.min(...ys)) : 0, y1 = o.logY ? Math.ceil(Math.max(...ys)) : Math.max(...ys) * 1.08;
+  const X = (x: number) => m.l + ((tx(x) - x0) / (x1 - x0 || 1)) * pw;
+  const Y = (y: number) => m.t + ph - ((ty(y) - y0) / (y1 - y0 || 1)) * ph;
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`);
+  parts.push(`<rect width="${W}" height="${H}" fill="white"/>`);
+  parts.push(`<text x="${W / 2}" y="22" text-anchor="middle" font-size="14" font-weight="bold">${esc(o.title)}</text>`);
+  // Axes and grid.
+  const xticks = o.logX ? Array.from({ length: Math.round(x1 - x0) + 1 }, (_, i) => 2 ** (x0 + i)) : niceTicks(x0, x1);
+  for (const v of xticks) {
+    const x = X(v);
+    parts.push(`<line x1="${x}" y1="${m.t}" x2="${x}" y2="${m.t + ph}" stroke="#eee"/>`);
+    parts.push(`<text x="${x}" y="${m.t + ph + 16}" text-anchor="middle">${fmtTick(v)}</text>`);
+  }
+  const yticks = o.logY ? Array.from({ length: y1 - y0 + 1 }, (_, i) => 10 ** (y0 + i)) : niceTicks(0, y1);
+  for (const v of yticks) {
+    const y = Y(v);
+    parts.push(`<line x1="${m.l}" y1="${y}" x2="${m.l + pw}" y2="${y}" stroke="#eee"/>`);
+    parts.push(`<text x="${m.l - 6}" y="${y + 4}" text-anchor="end">${fmtTick(v)}</text>`);
+  }
+  parts.push(`<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="none" stroke="#444"/>`);
+  parts.push(`<text x="${m.l + pw / 2}" y="${H - 12}" text-anchor="middle">${esc(o.xLabel)}</text>`);
+  parts.push(`<text transform="translate(16 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle">${esc(o.yLabel)}</text>`);
+  if (o.ceiling) {
+    const y = Y(o.ceiling.value);
+    parts.push(`<line x1="${m.l}" y1="${y}" x2="${m.l + pw}" y2="${y}" stroke="#000" stroke-dasharray="6 4"/>`);
+    parts.push(`<text x="${m.l + pw - 4}" y="${y - 5}" text-anchor="end">${esc(o.ceiling.label)}</text>`);
+  }
+  // Series and legend.
+  o.series.forEach((s, i) => {
+    const p = s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.logY || y > 0));
+    if (!p.length) return;
+    const d = p.map(([x, y], j) => `${j ? 'L' : 'M'}${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ');
+    parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>`);
+    for (const [x, y] of p) parts.push(`<circle cx="${X(x).toFixed(1)}" cy="${Y(y).toFixed(1)}" r="3" fill="${s.color}"/>`);
+    const ly = m.t + 10 + 16 * i;
+    parts.push(`<line x1="${m.l + 10}" y1="${ly}" x2="${m.l + 30}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>`);
+    parts.push(`<text x="${m.l + 36}" y="${ly + 4}">${esc(s.name)}</text>`);
+  });
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}
+
+interface Results {
+  device: string;
+  ceilings: { fmaTflops: number; copyGBs: number; readGBs: number };
+  sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number }[];
+  paged?: { batch: number; context: number; gbs: number }[];
+  mla?: { N: number; batch: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
+}
+
+/** The SVG plots of one results file, by file name. */
+export function plotResults(r: Results): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (r.sdpa?.length) {
+    const groups = [...new Set(r.sdpa.map((x) => `${x.dtype}${x.causal ? ' causal' : ''}`))];
+    const series: Series[] = [];
+    groups.forEach((g, i) => {
+      for (const backend of ['flash', 'naive']) {
+        const pts = r.sdpa!.filter((x) => `${x.dtype}${x.causal ? ' causal' : ''}` === g && x.backend === backend).map((x) => [x.Lq, x.tflops] as [number, number]);
+        if (pts.length) series.push({ name: `${backend} ${g}`, points: pts, color: COLORS[i % COLORS.length], dashed: backend === 'naive' });
+      }
+    });
+    out['sdpa-throughput.svg'] = lineChart({
+      title: `Dense SDPA, B1 H8 D64 — ${r.device}`, xLabel: 'sequence length L (Lq = Lk)', yLabel: 'TFLOP/s',
+      series, logX: true, ceiling: { value: r.ceilings.fmaTflops, label: `f32 FMA ceiling ${r.ceilings.fmaTflops.toFixed(1)} TFLOP/s` },
+    });
+    out['sdpa-speedup.svg'] = lineChart({
+      title: `Flash over naive — ${r.device}`, xLabel: 'sequence length L', yLabel: 'speedup (x)', logX: true,
+      series: groups.map((g, i) => ({
+        name: g, color: COLORS[i % COLORS.length],
+        points: r.sdpa!.filter((x) => `${x.dtype}${x.causal ? ' causal' : ''}` === g && x.backend === 'flash').map((f) => {
+          const n = r.sdpa!.find((x) => x.backend === 'naive' && x.dtype === f.dtype && !!x.causal === !!f.causal && x.Lq === f.Lq);
+          return [f.Lq, n ? f.tflops / n.tflops : NaN] as [number, number];
+        }),
+      })),
+    });
+  }
+  if (r.paged?.length) {
+    const batches = [...new Set(r.paged.map((x) => x.batch))];
+    out['paged-decode.svg'] = lineChart({
+      title: `Paged decode, Hq32 Hkv8 D128 f16 — ${r.device}`, xLabel: 'context (tokens)', yLabel: 'GB/s of KV read', logX: true,
+      series: batches.map((b, i) => ({ name: `batch ${b}`, color: COLORS[i % COLORS.length],
+        points: r.paged!.filter((x) => x.batch === b).map((x) => [x.context, x.gbs] as [number, number]) })),
+      ceiling: { value: r.ceilings.copyGBs, label: `copy bandwidth ${r.ceilings.copyGBs.toFixed(0)} GB/s` },
+    });
+  }
+  if (r.mla?.length) {
+    const heads = [...new Set(r.mla.map((x) => x.N))];
+    out['mla-decode.svg'] = lineChart({
+      title: `MLA decode, context 4096 — ${r.device}`, xLabel: 'batch', yLabel: 'milliseconds per call (log)', logX: true, logY: true,
+      series: heads.flatMap((N, i) => [
+        { name: `absorbed N${N}`, color: COLORS[i % COLORS.length], points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.absorbedMs ?? NaN] as [number, number]) },
+        { name: `unabsorbed N${N}`, color: COLORS[i % COLORS.length], dashed: true, points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.unabsorbedMs ?? NaN] as [number, number]) },
+      ]),
+    });
+  }
+  return out;
+}
