@@ -17,7 +17,7 @@ import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, type MlaBenchRow } from './mla';
-import { plotResults } from './plot';
+import { plotResults, type ResultsFile } from './plot';
 import { planFlash } from '../src/kernels/sdpa_flash';
 
 Object.assign(globalThis, globals);
@@ -188,7 +188,7 @@ if (args.has('explore')) {
 mkdirSync(outDir, { recursive: true });
 const file = join(outDir, `${slug}.json`);
 writeFileSync(file, `${JSON.stringify(result, null, 1)}\n`);
-for (const [name, svg] of Object.entries(plotResults(result as Parameters<typeof plotResults>[0]))) {
+for (const [name, svg] of Object.entries(plotResults(result as unknown as ResultsFile))) {
   writeFileSync(join(outDir, `${slug}-${name}`), svg);
 }
 console.log(`\nwrote ${file} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);

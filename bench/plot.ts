@@ -92,7 +92,7 @@ export function lineChart(o: ChartOptions): string {
   return `${parts.join('\n')}\n`;
 }
 
-interface Results {
+export interface ResultsFile {
   device: string;
   ceilings: { fmaTflops: number; copyGBs: number; readGBs: number };
   sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number }[];
@@ -101,7 +101,7 @@ interface Results {
 }
 
 /** The SVG plots of one results file, by file name. */
-export function plotResults(r: Results): Record<string, string> {
+export function plotResults(r: ResultsFile): Record<string, string> {
   const out: Record<string, string> = {};
   if (r.sdpa?.length) {
     const groups = [...new Set(r.sdpa.map((x) => `${x.dtype}${x.causal ? ' causal' : ''}`))];
