@@ -1,5 +1,5 @@
 // The engine: device acquisition, tensors, command recording, dispatch, read-back, device loss.
-import { DTYPES, DTYPE_BYTES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtype';
+import { DTYPES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtype';
 import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './errors';
 import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline';
 import { PROGRAMS, SHADER_FILES } from './shaders';
@@ -38,7 +38,6 @@ export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
   let info: GPUAdapterInfo | undefined;
   let gpuRef: GPU | undefined;
   let adapterRef: GPUAdapter | undefined;
-  let adapterFeatures: ReadonlySet<string> | undefined;
   if (!device) {
     const gpu = opts.gpu ?? (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
     if (!gpu) {
@@ -50,7 +49,6 @@ export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
     gpuRef = gpu;
     adapterRef = adapter;
     info = adapter.info;
-    adapterFeatures = adapter.features as ReadonlySet<string>;
     const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
     // The adapter's own limits: WebGPU's defaults (16 KiB workgroup storage, 128 MiB bindings) are
     // below what most adapters offer, and the kernels plan their tiles from these numbers.
@@ -63,7 +61,7 @@ export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
   } else {
     info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
   }
-  const engine = new Engine(device, info, opts, adapterFeatures);
+  const engine = new Engine(device, info, opts);
   // dawn.node tears its instance down when the GPU object is collected, crashing any device made
   // from it: the engine holds on to the objects it was built from for as long as it lives.
   engine.retained = [gpuRef, adapterRef];
@@ -119,7 +117,7 @@ export class Engine implements TensorHost {
   lastTiming: Record<string, number> = {};
   private poisonBytes = new Uint8Array(0);
 
-  constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions, _adapterFeatures?: ReadonlySet<string>) {
+  constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions) {
     this.device = device;
     this.poison = !!opts.poisonOutputs;
     this.warn = opts.onWarning ?? ((m) => console.warn(`webinfer: ${m}`));
@@ -514,4 +512,3 @@ function checkShape(shape: unknown, op: string, arg: string): void {
     'a non-empty array of positive integers', Array.isArray(shape) ? shapeStr(shape as number[]) : fmt(shape));
 }
 
-export { DTYPE_BYTES };

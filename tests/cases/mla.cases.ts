@@ -159,7 +159,7 @@ export const mlaCases = defineCases('mla', [
     async run({ engine }) {
       await tuned(engine, SMALL, async () => {
         const { N, L, P, R, V } = BASE;
-        const bs = 4, maxB = 6, nReq = 2, numBlocks = 12, topk = 7, T = 4;
+        const bs = 4, maxB = 6, numBlocks = 12, topk = 7, T = 4;   // two requests: blockTable holds 2 rows
         const scale = 0.15;
         const kvB = randn(N * (P + V) * L, 20, 0.2);
         const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: engine.tensor(kvB, [N * (P + V), L]) });
