@@ -27,6 +27,19 @@ export interface TimeOptions {
   wall?: boolean;
 }
 
+/**
+ * Fills `bytes` bytes of `target` by repeating `pattern` (copies on the GPU: a multi-gigabyte cache
+ * needs no host upload). Element e of the target then holds pattern[e % pattern.length].
+ */
+export async function fillRepeating(engine: Engine, target: GPUBuffer, bytes: number, pattern: Uint16Array): Promise<void> {
+  const src = engine.device.createBuffer({ size: pattern.byteLength, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+  engine.device.queue.writeBuffer(src, 0, pattern.buffer as ArrayBuffer, pattern.byteOffset, pattern.byteLength);
+  const enc = engine.commandEncoder();
+  for (let off = 0; off < bytes; off += pattern.byteLength) enc.copyBufferToBuffer(src, 0, target, off, Math.min(pattern.byteLength, bytes - off));
+  await engine.sync();
+  src.destroy();
+}
+
 export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   if (!s.length) return NaN;

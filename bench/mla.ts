@@ -4,7 +4,7 @@
 // the roofline max(FLOPs / FMA ceiling, bytes / read bandwidth) measured in the same run. Sequence 0 is
 // checked against the float64 reference first.
 import { TOLERANCES, compareToReference, decodeF16, encodeF16, randn, reference, type Engine, type Tensor } from 'webinfer';
-import { timeOp, type Ceilings, type Timing } from './harness';
+import { fillRepeating, timeOp, type Ceilings, type Timing } from './harness';
 
 export interface MlaShape { N: number; batch: number; context: number; L: number; P: number; R: number; V: number; bs: number }
 
@@ -48,14 +48,9 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
       kvBProj: engine.tensor(kvB, [N * (P + V), L], 'f16') });
     tensors.push(layer.wUK, layer.wUV);
     cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
-    // Fill the latent cache by repeating a random f16 pattern (exactly one row period per row).
+    // Fill the latent cache by repeating a random f16 pattern.
     const pat = encodeF16(randn(1 << 20, 32));
-    const patBuf = engine.device.createBuffer({ size: pat.byteLength, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
-    engine.device.queue.writeBuffer(patBuf, 0, pat.buffer as ArrayBuffer, pat.byteOffset, pat.byteLength);
-    const enc = engine.commandEncoder();
-    for (let off = 0; off < cache.data.byteLength; off += pat.byteLength) enc.copyBufferToBuffer(patBuf, 0, cache.data.buffer, off, Math.min(pat.byteLength, cache.data.byteLength - off));
-    await engine.sync();
-    patBuf.destroy();
+    await fillRepeating(engine, cache.data.buffer, cache.data.byteLength, pat);
     const pv = decodeF16(pat);
     const blockTable = Int32Array.from({ length: numBlocks }, (_, i) => i);
     const seqLens = new Int32Array(B).fill(C);

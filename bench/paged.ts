@@ -4,7 +4,7 @@
 // 8.6 GB of K/V), blocks are shuffled, small caches rotate over three disjoint block sets so the L2
 // cannot hold them, and sequence 0 is checked against the float64 reference before timing.
 import { TOLERANCES, compareToReference, encodeF16, decodeF16, randn, reference, rng, type Engine, type Tensor } from 'webinfer';
-import { timeOp, type Ceilings, type Timing } from './harness';
+import { fillRepeating, timeOp, type Ceilings, type Timing } from './harness';
 
 export interface PagedShape { batch: number; context: number; Hq: number; Hkv: number; D: number; bs: number }
 
@@ -46,18 +46,8 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
   try {
     // Fill each cache by repeating its own random f16 pattern.
     const pats = [encodeF16(randn(PATTERN_ELEMS, 11)), encodeF16(randn(PATTERN_ELEMS, 13))];
-    const enc = engine.commandEncoder();
-    const staging: GPUBuffer[] = [];
-    for (const [i, t] of [cache.key, cache.value].entries()) {
-      const buf = engine.device.createBuffer({ size: pats[i].byteLength, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
-      engine.device.queue.writeBuffer(buf, 0, pats[i].buffer as ArrayBuffer, pats[i].byteOffset, pats[i].byteLength);
-      staging.push(buf);
-      for (let off = 0; off < t.byteLength; off += pats[i].byteLength) {
-        enc.copyBufferToBuffer(buf, 0, t.buffer, off, Math.min(pats[i].byteLength, t.byteLength - off));
-      }
-    }
-    await engine.sync();
-    for (const b of staging) b.destroy();
+    await fillRepeating(engine, cache.key.buffer, cache.key.byteLength, pats[0]);
+    await fillRepeating(engine, cache.value.buffer, cache.value.byteLength, pats[1]);
     const pv = pats.map((p) => decodeF16(p));
     const cacheElem = (which: 0 | 1, e: number) => pv[which][e % PATTERN_ELEMS];
 

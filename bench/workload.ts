@@ -6,6 +6,7 @@ import {
   TOLERANCES, compareToReference, randn, reference, roundToDType,
   type Engine, type SdpaBackend, type Tensor,
 } from 'webinfer';
+import { median } from './harness';
 
 export interface WorkloadRow {
   op: string;
@@ -54,11 +55,6 @@ export const DEFAULT_SDPA_SHAPES: SdpaShape[] = [
   { B: 4, Hq: 32, Hkv: 8, Lq: 1, Lk: 1024, D: 128, Dv: 128, dtype: 'f16' },
 ];
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
 function shapeLabel(s: SdpaShape): string {
   const opts = [s.causal && 'causal', s.softcap && `softcap ${s.softcap}`, s.slidingWindow && `window ${s.slidingWindow}`].filter(Boolean);
   return `B${s.B} Hq${s.Hq} Hkv${s.Hkv} Lq${s.Lq} Lk${s.Lk} D${s.D}${opts.length ? ` ${opts.join(' ')}` : ''}`;
@@ -89,19 +85,7 @@ export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBac
     row.worst = c.badIndex >= 0 ? Infinity : c.worst;
     row.pass = c.pass;
 
-    // Warm-up, then samples of a few calls each, timed around a drained queue.
-    const one = () => engine.sdpa(tq, tk, tv, { ...attn, backend }).destroy();
-    one();
-    await engine.sync();
-    const samples = opts.samples ?? 5;
-    const times: number[] = [];
-    for (let i = 0; i < samples; i++) {
-      const t0 = performance.now();
-      one();
-      await engine.sync();
-      times.push(performance.now() - t0);
-    }
-    row.medianMs = median(times);
+    row.medianMs = await timeCalls(engine, () => engine.sdpa(tq, tk, tv, { ...attn, backend }), opts.samples);
     row.gflops = sdpaFlops(s) / (row.medianMs * 1e6);
     row.gbps = sdpaMinBytes(s) / (row.medianMs * 1e6);
   } catch (e) {
@@ -112,12 +96,13 @@ export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBac
   return row;
 }
 
-/** Times `run` (which records one call and returns its output): warm-up, then the median of 5. */
-async function timeCalls(engine: Engine, run: () => Tensor): Promise<number> {
+/** Times `run` (which records one call and returns its output) around a drained queue: one warm-up
+ *  call, then the median of `samples`. */
+async function timeCalls(engine: Engine, run: () => Tensor, samples = 5): Promise<number> {
   run().destroy();
   await engine.sync();
   const times: number[] = [];
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < samples; i++) {
     const t0 = performance.now();
     run().destroy();
     await engine.sync();

@@ -31,6 +31,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> w_uv: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dst_a: array<u32>;
 @group(0) @binding(6) var<storage, read_write> dst_b: array<u32>;
+@group(0) @binding(7) var<storage, read> cache_in: array<u32>;   // the latent cache | slot mapping
 
 fn gid(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 { return (wid.y * nwg.x + wid.x) * WG + lid; }
 
@@ -105,24 +106,22 @@ fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 
 // ---- the latent cache: one row [kv_c (L) | k_pe (R)] per slot
 
-/** Element c of the latent row at cache row `row` (dst_b is the cache here: read through it). */
+/** Element c of the latent row at cache row `row` (the cache is bound as cache_in here). */
 fn latent(row: u32, c: u32) -> f32 {
   let L = params.L;
   if (CACHE_DTYPE == 4u) {
     let base = row * params.row_words;
     if (c < L) {
-      let scale = bitcast<f32>(src_b_cache(base + L / 4u + c / 128u));
-      return e4m3_to_f32((src_b_cache(base + c / 4u) >> (8u * (c % 4u))) & 0xffu) * scale;
+      let scale = bitcast<f32>(cache_in[base + L / 4u + c / 128u]);
+      return e4m3_to_f32((cache_in[base + c / 4u] >> (8u * (c % 4u))) & 0xffu) * scale;
     }
-    let w = src_b_cache(base + L / 4u + L / 128u + (c - L) / 2u);
+    let w = cache_in[base + L / 4u + L / 128u + (c - L) / 2u];
     return unpack_elem(w, ((c - L) & 1u) == 1u, 2u);
   }
   let i = row * (L + params.R) + c;
-  return unpack_elem(src_b_cache(word_of(i, CACHE_DTYPE)), (i & 1u) == 1u, CACHE_DTYPE);
+  return unpack_elem(cache_in[word_of(i, CACHE_DTYPE)], (i & 1u) == 1u, CACHE_DTYPE);
 }
 
-@group(0) @binding(7) var<storage, read> cache_in: array<u32>;
-fn src_b_cache(w: u32) -> u32 { return cache_in[w]; }
 
 /** Cache row of position j of the prefill's sequence (block table in src_b), or -1. */
 fn latent_row(j: u32) -> i32 {

@@ -126,14 +126,14 @@ fn softmax_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   var m = MASKED;
   for (var j = lid; j < params.Lk; j += WG) { m = max(m, scores[base + j]); }
   m = reduce_max(lid, m);
-  let any_visible = m > -2.0e38;
+  let any_visible = m > VISIBLE_MIN;
   var mx = m;
   if ((params.flags & FLAG_SINKS) != 0u) { mx = max(mx, sinks[h]); }
 
   var den_part = 0.0;
   for (var j = lid; j < params.Lk; j += WG) {
     let s = scores[base + j];
-    den_part += select(0.0, exp(s - mx), s > -2.0e38);
+    den_part += select(0.0, exp(s - mx), s > VISIBLE_MIN);
   }
   var den = reduce_sum(lid, den_part);
   if ((params.flags & FLAG_SINKS) != 0u) { den += exp(sinks[h] - mx); }
@@ -141,7 +141,7 @@ fn softmax_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let inv = select(0.0, 1.0 / den, any_visible);
   for (var j = lid; j < params.Lk; j += WG) {
     let s = scores[base + j];
-    scores[base + j] = select(0.0, exp(s - mx) * inv, s > -2.0e38);
+    scores[base + j] = select(0.0, exp(s - mx) * inv, s > VISIBLE_MIN);
   }
   if (lid == 0u) {
     lse[r] = select(NEG_INF_BITS, bitcast<u32>(mx + log(den)), any_visible);

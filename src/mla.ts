@@ -172,10 +172,16 @@ export class MLALayer {
     check(meta !== null && typeof meta === 'object', op, 'meta', '{ seqLens, blockTable, maxBlocksPerSeq? }', meta);
     const qsl = Int32Array.from({ length: B + 1 }, (_, i) => i);
     const allHost = meta.seqLens instanceof Int32Array && meta.blockTable instanceof Int32Array;
-    const m = validateMeta(op, { queryStartLoc: allHost ? qsl : e.tensor(qsl, [B + 1], 'i32'), seqLens: meta.seqLens, blockTable: meta.blockTable,
-      maxBlocksPerSeq: meta.maxBlocksPerSeq }, B, cache);
-    check(m.S === B, op, 'meta.seqLens', `${B} entries (one per sequence of qNope)`, `${m.S}`);
-    return this.absorbed(op, qNope, qPe, this.latentKV(cache), m);
+    // Device metadata wants queryStartLoc on the GPU too; the tensor is freed once the call is recorded.
+    const qslT = allHost ? null : e.tensor(qsl, [B + 1], 'i32');
+    try {
+      const m = validateMeta(op, { queryStartLoc: qslT ?? qsl, seqLens: meta.seqLens, blockTable: meta.blockTable,
+        maxBlocksPerSeq: meta.maxBlocksPerSeq }, B, cache);
+      check(m.S === B, op, 'meta.seqLens', `${B} entries (one per sequence of qNope)`, `${m.S}`);
+      return this.absorbed(op, qNope, qPe, this.latentKV(cache), m);
+    } finally {
+      qslT?.destroy();
+    }
   }
 
   /**

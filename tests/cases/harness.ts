@@ -73,6 +73,17 @@ export async function expectThrows(fn: () => unknown, ...fragments: string[]): P
   return msg;
 }
 
+/** Runs fn with some engine.tuning values changed, restoring them afterwards (also on failure). */
+export async function withTuning<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
+  const saved = { ...engine.tuning };
+  Object.assign(engine.tuning, t);
+  try {
+    return await fn();
+  } finally {
+    Object.assign(engine.tuning, saved);
+  }
+}
+
 export function equalArrays(what: string, a: ArrayLike<number>, b: ArrayLike<number>): void {
   if (a.length !== b.length) throw new Error(`${what}: length ${a.length} vs ${b.length}`);
   for (let i = 0; i < a.length; i++) {

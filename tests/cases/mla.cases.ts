@@ -3,7 +3,7 @@
 // over decompressed K/V, prefill with chunked context equal to the reference, other MLA shapes, and
 // validation.
 import { reference, roundToDType, type Engine, type MLACacheDType, type Tensor } from '../../src/index';
-import { assertClose, defineCases, expectThrows, randn, rng, type TestCase } from './harness';
+import { assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
 interface MlaSpec {
   N: number; L: number; P: number; R: number; V: number; bs: number;
@@ -23,12 +23,6 @@ function storedRows(rows: Float32Array, n: number, L: number, R: number, dtype: 
     reference.fp8DsMlaDecodeRow(bytes, 0, L, R, out, t * (L + R));
   }
   return out;
-}
-
-async function tuned<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
-  const saved = { ...engine.tuning };
-  Object.assign(engine.tuning, t);
-  try { return await fn(); } finally { Object.assign(engine.tuning, saved); }
 }
 
 /** Writes every token of every sequence through cacheWrite, then runs decode or prefill and checks. */
@@ -94,7 +88,7 @@ const SMALL = { flashSmemBytes: 8192 };
 const BASE = { N: 4, L: 128, P: 16, R: 16, V: 16, bs: 8 };
 
 function cases(name: string, mode: 'decode' | 'prefill', specs: MlaSpec[], tuning: Partial<Engine['tuning']> = SMALL): TestCase {
-  return { name, async run({ engine }) { await tuned(engine, tuning, async () => { for (const s of specs) await checkMla(engine, s, mode); }); } };
+  return { name, async run({ engine }) { await withTuning(engine, tuning, async () => { for (const s of specs) await checkMla(engine, s, mode); }); } };
 }
 
 export const mlaCases = defineCases('mla', [
@@ -157,7 +151,7 @@ export const mlaCases = defineCases('mla', [
   {
     name: 'sparse decode: top-k request-local positions (-1, out of range, duplicates, none valid) equal the reference',
     async run({ engine }) {
-      await tuned(engine, SMALL, async () => {
+      await withTuning(engine, SMALL, async () => {
         const { N, L, P, R, V } = BASE;
         const bs = 4, maxB = 6, numBlocks = 12, topk = 7, T = 4;   // two requests: blockTable holds 2 rows
         const scale = 0.15;

@@ -5,7 +5,7 @@
 import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest, type Tensor } from '../../src/index';
 import { planDecode, planPaged, validateMeta } from '../../src/paged';
 import { planFlash } from '../../src/kernels/sdpa_flash';
-import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase } from './harness';
+import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
 type CacheDtype = 'f32' | 'f16' | 'bf16' | 'fp8e4m3';
 type QDtype = 'f32' | 'f16' | 'bf16';
@@ -117,16 +117,10 @@ export async function checkPaged(engine: Engine, spec: PagedSpec, metaAs: 'host'
 
 const SMALL = { flashSmemBytes: 8192 };
 
-async function tuned<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
-  const saved = { ...engine.tuning };
-  Object.assign(engine.tuning, t);
-  try { return await fn(); } finally { Object.assign(engine.tuning, saved); }
-}
-
 const MIXED = [{ ctx: 0, q: 5 }, { ctx: 9, q: 1 }, { ctx: 20, q: 7 }, { ctx: 3, q: 1 }];
 
 function matrix(name: string, specs: PagedSpec[], tuning: Partial<Engine['tuning']> = SMALL): TestCase {
-  return { name, async run({ engine }) { await tuned(engine, tuning, async () => { for (const s of specs) await checkPaged(engine, s); }); } };
+  return { name, async run({ engine }) { await withTuning(engine, tuning, async () => { for (const s of specs) await checkPaged(engine, s); }); } };
 }
 
 export const pagedCases = defineCases('paged', [
@@ -197,7 +191,7 @@ export const pagedCases = defineCases('paged', [
     async run({ engine }) {
       const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 40, q: 1 }, { ctx: 9, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 59 };
       assert(planDecode(engine, 128, 128, 4, 'f16') !== null, 'decode kernel planned at the default workgroup');
-      await tuned(engine, { ...SMALL, pagedDecodeWG: 64 }, async () => {
+      await withTuning(engine, { ...SMALL, pagedDecodeWG: 64 }, async () => {
         assert(planDecode(engine, 128, 128, 4, 'f16') === null, 'a 64-thread decode workgroup cannot cover Dv 128');
         assert(planDecode(engine, 32, 32, 4, 'f16') !== null, 'a 64-thread decode workgroup covers Dv 32');
         await checkPaged(engine, spec);
@@ -213,8 +207,8 @@ export const pagedCases = defineCases('paged', [
     name: 'split-KV decode (partitions merged by LSE) equals unsplit, with sinks and a window',
     async run({ engine }) {
       const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 16, bs: 16, seqs: [{ ctx: 300, q: 1 }, { ctx: 70, q: 1 }, { ctx: 5, q: 2 }], opts: { sinks: true }, seed: 70 };
-      const whole = await tuned(engine, { ...SMALL, pagedTargetWorkgroups: 1 }, () => checkPaged(engine, spec));
-      const split = await tuned(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, async () => {
+      const whole = await withTuning(engine, { ...SMALL, pagedTargetWorkgroups: 1 }, () => checkPaged(engine, spec));
+      const split = await withTuning(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, async () => {
         // The planner must really split this batch.
         const flash = planFlash(engine.limits, engine.features, 16, 16, 'portable', 8192)!;
         const m = validateMeta('test', { queryStartLoc: Int32Array.of(0, 1, 2, 4), seqLens: Int32Array.of(301, 71, 7), blockTable: new Int32Array(3 * 19), maxBlocksPerSeq: 19 },
@@ -224,14 +218,14 @@ export const pagedCases = defineCases('paged', [
         return checkPaged(engine, spec);
       });
       assertClose('split vs unsplit', split.out.subarray(0, split.valid * 4 * 16), Float64Array.from(whole.out.subarray(0, whole.valid * 4 * 16)), 'f32');
-      await tuned(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, () =>
+      await withTuning(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, () =>
         checkPaged(engine, { ...spec, opts: { slidingWindow: 50, alibi: true }, seed: 71 }));
     },
   },
   {
     name: 'chunked prefill equals one-shot prefill; paged equals dense sdpa on the same data',
     async run({ engine }) {
-      await tuned(engine, SMALL, async () => {
+      await withTuning(engine, SMALL, async () => {
         // One sequence of 40 tokens: all at once, or 25 then 15 with the first 25 as context.
         const once = await checkPaged(engine, { Hq: 2, Hkv: 1, D: 16, bs: 8, seqs: [{ ctx: 0, q: 40 }], seed: 80 });
         const chunked = await checkPaged(engine, { Hq: 2, Hkv: 1, D: 16, bs: 8, seqs: [{ ctx: 25, q: 15 }], seed: 80 });
@@ -258,13 +252,13 @@ export const pagedCases = defineCases('paged', [
   {
     name: 'metadata as i32 tensors (no host copy: the kernel clamps) gives the same result',
     async run({ engine }) {
-      await tuned(engine, SMALL, () => checkPaged(engine, { Hq: 4, Hkv: 2, D: 16, bs: 16, seqs: MIXED, pad: 2, seed: 90 }, 'device'));
+      await withTuning(engine, SMALL, () => checkPaged(engine, { Hq: 4, Hkv: 2, D: 16, bs: 16, seqs: MIXED, pad: 2, seed: 90 }, 'device'));
     },
   },
   {
     name: 'a serving loop: KVCacheManager steps (prefill, decode, free, new sequence) against the dense reference',
     async run({ engine }) {
-      await tuned(engine, SMALL, async () => {
+      await withTuning(engine, SMALL, async () => {
         const [Hq, Hkv, D, bs] = [4, 2, 16, 4];
         const mgr = new KVCacheManager({ numBlocks: 12, blockSize: bs });
         const cache = engine.createPagedKVCache({ numBlocks: 12, blockSize: bs, numKvHeads: Hkv, headSize: D });

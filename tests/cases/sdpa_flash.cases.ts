@@ -4,22 +4,12 @@
 // inputs; linear memory; the fallback of 'auto'.
 import { compareToReference, reference, type Engine } from '../../src/index';
 import { flashUnsupported, planFlash, type FlashVariant } from '../../src/kernels/sdpa_flash';
-import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase } from './harness';
+import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase, withTuning } from './harness';
 import { checkSdpa, type SdpaSpec } from './sdpa';
 import { SDPA_MATRIX } from './sdpa_matrix';
 
 /** Small tiles: every plan shares the code, and they compile in well under a second on SwiftShader. */
 const SMALL_TILES = 8192;
-
-async function withTuning<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
-  const saved = { ...engine.tuning };
-  Object.assign(engine.tuning, t);
-  try {
-    return await fn();
-  } finally {
-    Object.assign(engine.tuning, saved);
-  }
-}
 
 /**
  * The variant to run: the one asked for, or, where the adapter lacks subgroups, what 'auto' picks

@@ -1,6 +1,6 @@
 // Naive SDPA across the shared SPEC §6 matrix, plus what is particular to the naive kernel.
 import { reference } from '../../src/index';
-import { assert, assertClose, defineCases, equalArrays, randn, type TestCase } from './harness';
+import { assert, assertClose, defineCases, equalArrays, randn, withTuning, type TestCase } from './harness';
 import { checkSdpa } from './sdpa';
 import { SDPA_MATRIX } from './sdpa_matrix';
 
@@ -14,20 +14,17 @@ export const sdpaNaiveCases = defineCases('sdpa naive', [
   {
     name: 'row chunking: a small score budget gives the same result (f32 and f16 with odd Dv)',
     async run({ engine }) {
-      const saved = engine.tuning.naiveScoreBytes;
-      try {
-        engine.tuning.naiveScoreBytes = 4 * 7 * 3;   // 3 rows of Lk 7 per chunk
+      await withTuning(engine, { naiveScoreBytes: 4 * 7 * 3 }, async () => {   // 3 rows of Lk 7 per chunk
         await checkSdpa(engine, { B: 2, Hq: 3, Lq: 5, Lk: 7, D: 8, causal: true, seed: 1500 }, b);
         await checkSdpa(engine, { B: 1, Hq: 3, Lq: 5, Lk: 7, D: 8, Dv: 3, dtype: 'f16', seed: 1501 }, b);
-        engine.tuning.naiveScoreBytes = 4 * 6;        // below one row: a clear error
+      });
+      await withTuning(engine, { naiveScoreBytes: 4 * 6 }, async () => {       // below one row: a clear error
         const q = engine.tensor(randn(8, 1), [1, 1, 1, 8]);
         const k = engine.tensor(randn(56, 2), [1, 1, 7, 8]);
         let msg = '';
         try { engine.sdpa(q, k, k, { backend: b }); } catch (e) { msg = (e as Error).message; }
         assert(msg.includes('Lk=7') && msg.includes('budget'), `expected a budget error, got '${msg}'`);
-      } finally {
-        engine.tuning.naiveScoreBytes = saved;
-      }
+      });
     },
   },
   {
