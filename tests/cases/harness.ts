@@ -36,12 +36,20 @@ export function randFor(dtype: DType, n: number, seed: number, std = 1): Float32
 
 export interface CloseReport { worst: number; worstIndex: number; checked: number }
 
+/**
+ * Optional observer of every assertClose comparison (worst error as a fraction of the tolerance,
+ * Infinity for a NaN/Inf), pass or fail. The demo page sets it to show each case's worst error;
+ * comparisons take no `ctx`, so it lives here. Runners that set none see no change.
+ */
+export const closeObserver: { onCompare?: (what: string, worst: number, dtype: string) => void } = {};
+
 /** SPEC §6 through the library's own comparison; throws with the offending element. */
 export function assertClose(what: string, actual: ArrayLike<number>, expected: ArrayLike<number>, dtype: string,
                             skip?: (i: number) => boolean): CloseReport {
   const tol = (TOLERANCES as Record<string, Tolerance>)[dtype];
   if (!tol) throw new Error(`assertClose: no tolerance for dtype ${dtype}`);
   const c = compareToReference(actual, expected, tol, skip);
+  closeObserver.onCompare?.(what, c.badIndex >= 0 ? Infinity : c.worst, dtype);
   if (c.badIndex >= 0) {
     throw new Error(`${what}[${c.badIndex}]: got ${actual[c.badIndex]}, expected ${expected[c.badIndex]}`);
   }
