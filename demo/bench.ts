@@ -1,0 +1,193 @@
+// Benchmark: the suites of bench/ (the same functions `npm run bench` runs), called shape by shape so
+// the page can show progress, then plotted with bench/plot.ts and offered as a JSON results file of
+// the same layout the CLI writes.
+import type { Engine } from 'webinfer';
+import { measureCeilings, type Ceilings } from '../bench/harness';
+import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from '../bench/sdpa';
+import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from '../bench/paged';
+import { benchMlaDecode, deepseekDecodeShapes, type MlaBenchRow } from '../bench/mla';
+import { plotResults, type ResultsFile } from '../bench/plot';
+import type { AdapterReport } from './adapter';
+import { el, fmt, nextFrame, sig, type Progress } from './ui';
+
+export type Suite = 'sdpa' | 'paged' | 'mla';
+
+export interface Preset {
+  label: string;
+  /** Scale of the ceiling kernels (1 fills a large GPU). */
+  ceilingScale: number;
+  samples: number;
+  sdpaLengths: number[];
+  /** Storage dtypes of the SDPA suite (default f32 and f16, as mps-sdpa). */
+  sdpaDtypes?: string[];
+  pagedBatches: number[];
+  pagedContexts: number[];
+  mlaHeads: number[];
+  mlaBatches: number[];
+  mlaContext: number;
+  /** Smaller MLA dimensions than DeepSeek's (software adapters). */
+  mlaSmall?: boolean;
+}
+
+export const PRESETS: Record<'quick' | 'standard' | 'issue', Preset> = {
+  quick: {
+    label: 'Quick: small shapes for software adapters (about a minute on SwiftShader)',
+    ceilingScale: 1 / 64, samples: 3, sdpaLengths: [32, 64], sdpaDtypes: ['f32'], pagedBatches: [1, 2], pagedContexts: [64, 256],
+    mlaHeads: [4], mlaBatches: [1, 2], mlaContext: 64, mlaSmall: true,
+  },
+  standard: {
+    label: 'Standard: real model shapes a laptop GPU runs in a few minutes',
+    ceilingScale: 1 / 4, samples: 5, sdpaLengths: [512, 1024, 2048, 4096], pagedBatches: [1, 16], pagedContexts: [1024, 4096, 16384],
+    mlaHeads: [16], mlaBatches: [1, 8], mlaContext: 4096,
+  },
+  issue: {
+    label: 'Full: the shapes of the README tables (mps-sdpa, Llama-3-8B decode, DeepSeek MLA); long on anything but a large GPU',
+    ceilingScale: 1, samples: 7, sdpaLengths: [1024, 2048, 4096, 8192], pagedBatches: [1, 16, 64], pagedContexts: [1024, 4096, 32768],
+    mlaHeads: [16, 128], mlaBatches: [1, 8, 32], mlaContext: 4096,
+  },
+};
+
+/** The results file: the layout `npm run bench` writes (bench/results/<device>.json), so the two compare. */
+export interface DemoResults extends ResultsFile {
+  adapter: AdapterReport;
+  features: Engine['features'];
+  limits: Engine['limits'];
+  date: string;
+  runtime: string;
+  preset: string;
+  [suite: string]: unknown;
+}
+
+export interface BenchTables {
+  sdpa: HTMLTableSectionElement;
+  paged: HTMLTableSectionElement;
+  mla: HTMLTableSectionElement;
+}
+
+export async function runBenchmark(engine: Engine, report: AdapterReport, o: {
+  preset: keyof typeof PRESETS; suites: Suite[]; progress: Progress; tables: BenchTables;
+}): Promise<DemoResults> {
+  const p = PRESETS[o.preset];
+  const sdpaShapes = o.suites.includes('sdpa') ? mpsSdpaShapes(p.sdpaLengths).filter((s) => !p.sdpaDtypes || p.sdpaDtypes.includes(s.dtype)) : [];
+  const pagedShapes = o.suites.includes('paged') ? llamaDecodeShapes(p.pagedBatches, p.pagedContexts) : [];
+  const mlaShapes = o.suites.includes('mla')
+    ? deepseekDecodeShapes(p.mlaHeads, p.mlaBatches, p.mlaContext).map((s) => (p.mlaSmall ? { ...s, L: 128, P: 16, R: 16, V: 16, bs: 16 } : s))
+    : [];
+  const total = 1 + sdpaShapes.length + pagedShapes.length + mlaShapes.length;
+  let done = 0;
+  const step = async (text: string) => { o.progress.set(done, total, `step ${done + 1} of ${total}: ${text}`); await nextFrame(); };
+  for (const t of Object.values(o.tables)) t.replaceChildren();
+
+  const deviceName = [report.description, report.vendor, report.architecture].filter(Boolean).join(' / ') || 'unknown adapter';
+  await step('measuring the ceilings (f32 FMA rate, copy and read bandwidth)');
+  const ceilings = await measureCeilings(engine, p.ceilingScale);
+  done++;
+  const result: DemoResults = {
+    device: deviceName, adapter: report, features: engine.features, limits: engine.limits, date: new Date().toISOString(),
+    runtime: `browser: ${navigator.userAgent}`, preset: o.preset, ceilings,
+  };
+
+  if (sdpaShapes.length) {
+    const rows: SdpaBenchRow[] = [];
+    for (const s of sdpaShapes) {
+      await step(`dense SDPA ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}, flash and naive`);
+      const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: p.samples });
+      rows.push(...r);
+      o.tables.sdpa.append(sdpaRow(r));
+      done++;
+    }
+    result.sdpa = rows.map((r) => ({
+      ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
+      medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
+    }));
+  }
+  if (pagedShapes.length) {
+    const rows: PagedBenchRow[] = [];
+    for (const s of pagedShapes) {
+      await step(`paged decode batch ${s.batch}, context ${s.context}`);
+      const r = await benchPagedDecode(engine, s, ceilings, p.samples);
+      rows.push(r);
+      o.tables.paged.append(pagedRow(r));
+      done++;
+    }
+    result.paged = rows.map((r) => ({ ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
+      medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy }));
+  }
+  if (mlaShapes.length) {
+    const rows: MlaBenchRow[] = [];
+    for (const s of mlaShapes) {
+      await step(`MLA decode N${s.N} batch ${s.batch} context ${s.context}`);
+      const r = await benchMlaDecode(engine, s, ceilings, p.samples);
+      rows.push(r);
+      o.tables.mla.append(mlaRow(r));
+      done++;
+    }
+    result.mla = rows.map((r) => ({ ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
+      absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline }));
+  }
+  return result;
+}
+
+function checkCell(pass: boolean, worst: number, error?: string): HTMLTableCellElement {
+  if (error) return el('td', { class: error.startsWith('skipped') ? 'absent' : 'fail', 'data-result': error.startsWith('skipped') ? 'skipped' : 'fail' }, error);
+  return el('td', { class: pass ? 'pass' : 'fail', 'data-result': pass ? 'pass' : 'fail' }, `${pass ? 'pass' : 'FAIL'} ${Number.isFinite(worst) ? worst.toFixed(3) : 'NaN/Inf'}`);
+}
+
+const num = (s: string) => el('td', { class: 'num' }, s);
+
+function sdpaRow(r: SdpaBenchRow[]): HTMLTableRowElement {
+  const [f, n] = r;
+  const speedup = (n.timing?.medianMs ?? NaN) / (f.timing?.medianMs ?? NaN);
+  const bad = r.find((x) => x.error || !x.pass);
+  return el('tr', {},
+    el('td', {}, f.shape.dtype), el('td', {}, f.shape.causal ? 'yes' : 'no'), num(String(f.shape.Lq)),
+    num(sig(f.timing?.medianMs)), num(sig(f.tflops * 1000)), num(fmt(f.pctFma, 1)),
+    num(sig(n.timing?.medianMs)), num(sig(n.tflops * 1000)), num(`${fmt(speedup, 1)}×`),
+    checkCell(!bad, Math.max(f.worst, n.worst), bad?.error));
+}
+
+function pagedRow(r: PagedBenchRow): HTMLTableRowElement {
+  return el('tr', {},
+    num(String(r.shape.batch)), num(String(r.shape.context)), num((r.kvBytes / 1e6).toFixed(1)),
+    num(sig(r.timing?.medianMs)), num(sig(r.gbs)), num(fmt(r.pctCopy, 1)),
+    checkCell(r.pass, r.worst, r.error));
+}
+
+function mlaRow(r: MlaBenchRow): HTMLTableRowElement {
+  const a = r.absorbed?.medianMs, u = r.unabsorbed?.medianMs;
+  return el('tr', {},
+    num(String(r.shape.N)), num(String(r.shape.batch)), num(String(r.shape.context)),
+    num(sig(a)), num(fmt(r.pctRoofline, 1)), num(sig(u)), num(`${fmt((u ?? NaN) / (a ?? NaN), 1)}×`),
+    checkCell(r.pass, r.worst, r.error));
+}
+
+/** Draws the plots of a results file into `root` (SVG made by bench/plot.ts from numbers only). */
+export function renderPlots(root: HTMLElement, result: DemoResults): number {
+  root.replaceChildren();
+  const plots = plotResults(result);
+  const captions: Record<string, string> = {
+    'sdpa-throughput.svg': 'Dense SDPA throughput against sequence length, flash (solid) and naive (dashed), under the f32 FMA ceiling measured in this run.',
+    'sdpa-speedup.svg': 'How many times faster the flash kernel is than the naive three-pass kernel.',
+    'paged-decode.svg': 'Paged decode: GB/s of K/V read against context length, under the copy bandwidth measured in this run.',
+    'mla-decode.svg': 'MLA decode: milliseconds per call, absorbed (solid) against unabsorbed (dashed).',
+  };
+  for (const [name, svg] of Object.entries(plots)) {
+    const fig = el('figure', { 'data-plot': name });
+    // The SVG text comes from bench/plot.ts, which escapes every label it writes.
+    fig.innerHTML = svg;
+    fig.append(el('figcaption', {}, captions[name] ?? name));
+    root.append(fig);
+  }
+  return Object.keys(plots).length;
+}
+
+export function resultsJson(r: DemoResults): string {
+  return `${JSON.stringify(r, null, 1)}\n`;
+}
+
+export function resultsFileName(r: DemoResults): string {
+  const slug = r.device.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'unknown';
+  return `webinfer-bench-${slug}-${r.date.slice(0, 10)}.json`;
+}
+
+export type { Ceilings };

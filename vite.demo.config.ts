@@ -1,0 +1,20 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vite';
+import { resolve } from './vite.config.ts';
+
+// The demo page (demo/): the library, the shared test cases and the benchmark suites bundled from
+// source into dist-demo/ (a build output, gitignored). `base: './'` keeps every URL relative, so the
+// folder can be served from any path (and the Playwright suite serves it under /dist-demo/).
+export default defineConfig({
+  root: fileURLToPath(new URL('./demo', import.meta.url)),
+  base: './',
+  resolve: { alias: { ...(resolve?.alias as Record<string, string>), webinfer: fileURLToPath(new URL('./src/index.ts', import.meta.url)) } },
+  build: {
+    target: 'es2022',
+    outDir: fileURLToPath(new URL('./dist-demo', import.meta.url)),
+    emptyOutDir: true,
+    sourcemap: true,
+    minify: false,
+  },
+  preview: { port: 4173, strictPort: false },
+});
