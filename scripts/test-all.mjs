@@ -6,6 +6,8 @@
 //   node-lavapipe    the same on Mesa 25 lavapipe (shader-f16, subgroups of 8), when .ci/install.sh fetched it
 //   chromium         Playwright, the cases in a Chromium page on SwiftShader, against dist/webinfer.js
 //   deno             Deno (wgpu) on Debian's lavapipe (shader-f16, no subgroups), against dist/webinfer.js
+//   demo             builds the demo page (dist-demo/) and drives it in Chromium on SwiftShader: Check, a
+//                    quick Benchmark, the Playground (screenshots in .cache/screenshots/)
 // Flags: --only=a,b runs a subset; --no-build skips the build.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -89,6 +91,16 @@ const suites = [
     async run() {
       await run(bin('playwright'), ['test']);
       const j = readJson(join(results, 'chromium.json'));
+      return j ? { passed: j.stats.expected + j.stats.flaky, failed: j.stats.unexpected + (j.errors?.length ? 1 : 0) } : null;
+    },
+  },
+  {
+    name: 'demo',
+    async run() {
+      const b = await run('npm', ['run', '--silent', 'build:demo']);
+      if (b.code !== 0) return { passed: 0, failed: 1, why: 'the demo build failed' };
+      await run(bin('playwright'), ['test', '-c', 'tests/demo/playwright.config.ts']);
+      const j = readJson(join(results, 'demo.json'));
       return j ? { passed: j.stats.expected + j.stats.flaky, failed: j.stats.unexpected + (j.errors?.length ? 1 : 0) } : null;
     },
   },
