@@ -46,7 +46,8 @@ export async function start(onWarning: (m: string) => void): Promise<Startup> {
         + 'process crashed. In Chrome see chrome://gpu; try a restart, or enable "Override software rendering list".',
     };
   }
-  const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
+  // adapter.info is recent (older Safari and Chrome lack it): describe what there is.
+  const info = ((adapter as { info?: GPUAdapterInfo }).info ?? { vendor: '', architecture: '', device: '', description: '' }) as GPUAdapterInfo & { isFallbackAdapter?: boolean };
   const legacyFallback = (adapter as GPUAdapter & { isFallbackAdapter?: boolean }).isFallbackAdapter;
   const report: AdapterReport = {
     vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description,

@@ -58,9 +58,13 @@ export async function runExclusive<T>(job: () => Promise<T>): Promise<T | undefi
   }
 }
 
-/** Lets the browser paint between GPU steps (progress bars, table rows). */
+/** Lets the browser paint between GPU steps (progress bars, table rows). A hidden tab gets no
+ *  animation frames, so a timer resolves it too: the work goes on in the background. */
 export function nextFrame(): Promise<void> {
-  return new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  return new Promise((r) => {
+    requestAnimationFrame(() => setTimeout(r, 0));
+    setTimeout(r, 100);
+  });
 }
 
 // ---------------------------------------------------------------------------------------- progress

@@ -90,3 +90,19 @@ test('Playground: one dense attention shape is timed and passes its check', asyn
   await page.screenshot({ path: `${SHOTS}/demo-full.png`, fullPage: true });
   expect(errors).toEqual([]);
 });
+
+test('without WebGPU the page says so plainly and offers no button', async ({ browser }) => {
+  const p = await browser.newPage();
+  const errs: string[] = [];
+  p.on('pageerror', (e) => errs.push(e.message));
+  p.on('console', (m) => { if (m.type() === 'error') errs.push(m.text()); });
+  await p.addInitScript(() => { delete (Navigator.prototype as { gpu?: unknown }).gpu; });
+  await serveRepo(p, ['dist-demo'], '/dist-demo/index.html');
+  await p.goto(`${ORIGIN}/dist-demo/index.html`);
+  await expect(p.locator('#adapter-status')).toHaveAttribute('data-state', 'error');
+  await expect(p.locator('#adapter')).toContainText('navigator.gpu is missing');
+  for (const id of ['#check-run', '#bench-run', '#pg-run']) await expect(p.locator(id)).toBeDisabled();
+  await p.screenshot({ path: `${SHOTS}/demo-no-webgpu.png` });
+  expect(errs).toEqual([]);
+  await p.close();
+});
