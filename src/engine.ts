@@ -99,6 +99,10 @@ export class Engine implements TensorHost {
     pagedDecodeUK: undefined as number | undefined,
     /** Workgroup size of the decode kernel (at most 256 and the adapter's limits). */
     pagedDecodeWG: 256,
+    /** Which decode kernel runs: 'auto' takes the subgroup kernel where the adapter has subgroups. */
+    pagedDecodeVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
+    /** Caps the lanes that share a key row in the subgroup decode kernel (benchmark exploration). */
+    pagedDecodeKT: undefined as number | undefined,
     /** MLA prefill up-projects cached context in chunks of this many tokens (rounded to whole blocks). */
     mlaPrefillChunk: 256,
   };

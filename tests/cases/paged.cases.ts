@@ -123,6 +123,14 @@ function matrix(name: string, specs: PagedSpec[], tuning: Partial<Engine['tuning
   return { name, async run({ engine }) { await withTuning(engine, tuning, async () => { for (const s of specs) await checkPaged(engine, s); }); } };
 }
 
+/** Decode batches for both decode kernels: GQA 8 at D 128 with softcap and sinks over a long split
+ *  context, fp8 with a window, and GQA 7 with Dv != D over an f32 cache with ALiBi and sinks. */
+const DECODE_SPECS: PagedSpec[] = [
+  { Hq: 8, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 700, q: 1 }, { ctx: 33, q: 1 }, { ctx: 0, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 20, sinks: true }, seed: 57 },
+  { Hq: 4, Hkv: 2, D: 64, bs: 32, seqs: [{ ctx: 300, q: 1 }, { ctx: 64, q: 1 }], qDtype: 'bf16', cache: 'fp8e4m3', kScale: 0.1, vScale: 0.1, opts: { slidingWindow: 100 }, seed: 58 },
+  { Hq: 7, Hkv: 1, D: 64, Dv: 32, bs: 16, seqs: [{ ctx: 150, q: 1 }, { ctx: 2, q: 1 }], cache: 'f32', opts: { alibi: true, sinks: true }, seed: 63 },
+];
+
 export const pagedCases = defineCases('paged', [
   {
     name: 'reshapeAndCache stores exactly the rounded rows (f32, f16, bf16, fp8 with scales), skips slot -1',
@@ -182,16 +190,54 @@ export const pagedCases = defineCases('paged', [
     { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, pad: 1, opts: { sinks: true, alibi: true }, seed: 55 },
     { Hq: 8, Hkv: 2, D: 16, bs: 16, seqs: [{ ctx: 90, q: 1 }, { ctx: 3, q: 1 }], cache: 'fp8e4m3', qDtype: 'f16', seed: 56 },
   ], { ...SMALL, pagedDecodeKernel: false }),
-  matrix('decode kernel: GQA 8, D 128 f16 and fp8 caches, long contexts split and merged', [
-    { Hq: 8, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 700, q: 1 }, { ctx: 33, q: 1 }, { ctx: 0, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 20, sinks: true }, seed: 57 },
-    { Hq: 4, Hkv: 2, D: 64, bs: 32, seqs: [{ ctx: 300, q: 1 }, { ctx: 64, q: 1 }], qDtype: 'bf16', cache: 'fp8e4m3', kScale: 0.1, vScale: 0.1, opts: { slidingWindow: 100 }, seed: 58 },
-  ], { pagedMinPartition: 64, pagedTargetWorkgroups: 64 }),
+  ...(['subgroup', 'portable'] as const).map((variant): TestCase => ({
+    name: `${variant} decode kernel: GQA 8 and 7, D 128/64, Dv != D, f32/f16/fp8 caches, long contexts split and merged`,
+    async run({ engine, note }) {
+      await withTuning(engine, { pagedDecodeVariant: variant, pagedMinPartition: 64, pagedTargetWorkgroups: 64 }, async () => {
+        if (variant === 'subgroup' && !engine.features.subgroups) {
+          assert(planDecode(engine, 128, 128, 8, 'f16') === null, 'no subgroup decode kernel without subgroups');
+          note('no subgroups: the subgroup decode kernel is not planned here; the portable decode kernel runs the same cases');
+          return;
+        }
+        for (const s of DECODE_SPECS) {
+          const plan = planDecode(engine, s.D, s.Dv ?? s.D, s.Hq / s.Hkv, s.cache ?? 'f32');
+          assert(plan?.variant === variant, `planned the ${variant} decode kernel for ${JSON.stringify(s)}, got ${JSON.stringify(plan)}`);
+          await checkPaged(engine, s);
+        }
+      });
+    },
+  })),
   {
-    name: 'the decode kernel is only planned where its workgroup covers Dv (else the flash kernel serves)',
+    name: 'subgroup decode kernel: one long partition, fewer lanes per row (several loads each), a small workgroup',
+    async run({ engine, note }) {
+      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 70, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 10 }, seed: 64 };
+      if (!engine.features.subgroups) {
+        note('no subgroups: the subgroup decode kernel cannot run here; the portable one takes this batch');
+        await withTuning(engine, { pagedDecodeVariant: 'subgroup' }, async () => assert(planDecode(engine, 64, 64, 4, 'f16') === null, 'no subgroup plan'));
+        await checkPaged(engine, spec);
+        return;
+      }
+      // One partition of 1301 keys: longer than the portable kernel can hold.
+      await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedTargetWorkgroups: 1 }, async () => {
+        const plan = planDecode(engine, 64, 64, 4, 'f16')!;
+        assert(plan.variant === 'subgroup' && plan.PMAX > 1301, `a subgroup plan without a partition limit, got ${JSON.stringify(plan)}`);
+        await checkPaged(engine, spec);
+      });
+      // Two lanes per row, so each lane loads four 16-byte pieces of K and of V; and an 8 KiB storage
+      // budget that shrinks the workgroup.
+      await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedDecodeKT: 2, flashSmemBytes: 8192, pagedTargetWorkgroups: 8, pagedMinPartition: 64 }, async () => {
+        const plan = planDecode(engine, 64, 64, 4, 'f16')!;
+        assert(plan.variant === 'subgroup' && plan.KT === 2 && plan.WG < 256, `KT 2 and a small workgroup, got ${JSON.stringify(plan)}`);
+        await checkPaged(engine, { ...spec, seed: 65 });
+      });
+    },
+  },
+  {
+    name: 'the portable decode kernel is only planned where its workgroup covers Dv (else the flash kernel serves)',
     async run({ engine }) {
       const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 40, q: 1 }, { ctx: 9, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 59 };
-      assert(planDecode(engine, 128, 128, 4, 'f16') !== null, 'decode kernel planned at the default workgroup');
-      await withTuning(engine, { ...SMALL, pagedDecodeWG: 64 }, async () => {
+      await withTuning(engine, { pagedDecodeVariant: 'portable' }, async () => assert(planDecode(engine, 128, 128, 4, 'f16') !== null, 'decode kernel planned at the default workgroup'));
+      await withTuning(engine, { ...SMALL, pagedDecodeWG: 64, pagedDecodeVariant: 'portable' }, async () => {
         assert(planDecode(engine, 128, 128, 4, 'f16') === null, 'a 64-thread decode workgroup cannot cover Dv 128');
         assert(planDecode(engine, 32, 32, 4, 'f16') !== null, 'a 64-thread decode workgroup covers Dv 32');
         await checkPaged(engine, spec);

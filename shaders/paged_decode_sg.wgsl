@@ -1,0 +1,232 @@
+// Paged decode with subgroups: one new token per sequence (SPEC §3), built to keep the memory system
+// busy. One workgroup per (sequence, kv head, KV partition), split into NGRP groups of KT lanes:
+//   - a group owns every NGRP-th key of the partition and streams through its keys with an online
+//     softmax in registers (running max, sum and P·V accumulator per query head), so nothing waits
+//     on the rest of the workgroup until the very end and a partition may be any length;
+//   - the KT lanes of a group share a key row and its value row, 16 bytes per load, CK (CV) loads
+//     each, lane-interleaved so a group reads whole rows contiguously; each lane holds the query
+//     slices of the G heads its loads meet;
+//   - UK keys per step: all their K and V loads are issued before any is used, then the partial dots
+//     meet by butterfly shuffles within the group (KT is at most the adapter's smallest subgroup, and
+//     KT consecutive invocations share a subgroup, as in reduce_subgroup.wgsl);
+//   - at the end the NGRP group states are merged through workgroup memory, one head at a time.
+// Every option but masks (scale, softcap, ALiBi, window; sinks when the state is final). With several
+// partitions each writes its state to the workspace and merge_states.wgsl combines them.
+// paged_decode.wgsl is the portable kernel (no subgroups) with the same bindings and parameters.
+
+override Q_DTYPE: u32 = 0u;
+override KV_DTYPE: u32 = 0u;
+override OUT_DTYPE: u32 = 0u;
+
+const G: u32 = 4u;       // query heads per kv head
+const D: u32 = 128u;
+const DV: u32 = 128u;
+const EPV: u32 = 8u;     // elements per 16-byte load: 4 f32, 8 f16/bf16, 16 fp8
+const WG: u32 = 256u;
+const KT: u32 = 16u;     // lanes per key row (a power of two, at most the smallest subgroup)
+const UK: u32 = 4u;      // keys per group per step
+
+const CK: u32 = D / (EPV * KT);    // 16-byte loads per lane per key row
+const CV: u32 = DV / (EPV * KT);   // ... per value row
+const E4: u32 = EPV / 4u;          // vec4s per load
+const NGRP: u32 = WG / KT;         // groups per workgroup
+const STEP: u32 = NGRP * UK;       // keys per workgroup step
+
+struct Params {
+  T: u32, Hq: u32, Hkv: u32, S: u32,
+  flags: u32, window: u32, scale: f32, softcap: f32,
+  bs: u32, num_blocks: u32, max_blocks: u32, n_items: u32,
+  part_len: u32, n_parts: u32, partial: u32, off_items: u32,
+  off_qsl: u32, off_seqlens: u32, off_bt: u32, ws_lse: u32,
+  k_scale: f32, v_scale: f32, _p0: u32, _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<u32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> pmeta: array<i32>;
+@group(0) @binding(5) var<storage, read> headp: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<u32>;
+@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
+@group(0) @binding(8) var<storage, read_write> ws: array<u32>;
+
+var<workgroup> m_s: array<f32, NGRP * G>;
+var<workgroup> l_s: array<f32, NGRP * G>;
+var<workgroup> acc_s: array<f32, NGRP * DV>;
+
+/** Four elements (vec4 i of E4) of one 16-byte load. */
+fn decode16(w: vec4<u32>, i: u32) -> vec4<f32> {
+  if (KV_DTYPE == 0u) { return bitcast<vec4<f32>>(w); }
+  if (KV_DTYPE == 3u) { return decode4(vec4<u32>(w[i], 0u, 0u, 0u), 3u); }
+  return decode4(vec4<u32>(w[2u * i], w[2u * i + 1u], 0u, 0u), KV_DTYPE);
+}
+
+fn cache_row(s: u32, g: u32, j: u32) -> i32 {
+  let blk = pmeta[params.off_bt + s * params.max_blocks + j / params.bs];
+  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
+  return i32((u32(blk) * params.Hkv + g) * params.bs + j % params.bs);
+}
+
+@compute @workgroup_size(WG)
+fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) li: u32) {
+  let item = wid.y * nwg.x + wid.x;
+  if (item >= params.n_items) { return; }
+  let base = params.off_items + 4u * item;
+  let s = u32(pmeta[base]);
+  let g = u32(pmeta[base + 1u]);
+  let part = u32(pmeta[base + 3u]);
+  if (s >= params.S || g >= params.Hkv) { return; }
+  let q0 = pmeta[params.off_qsl + s];
+  if (q0 < 0 || u32(q0) >= params.T) { return; }
+  let t = u32(q0);
+  let seq_len = u32(clamp(pmeta[params.off_seqlens + s], 1, i32(params.max_blocks * params.bs)));
+  let pos = i32(seq_len) - 1;
+  let k_lo = min(part * params.part_len, seq_len);
+  let k_hi = min(k_lo + params.part_len, seq_len);
+  let f = params.flags;
+  let lane = li % KT;
+  let grp = li / KT;
+
+  // The lane's query slices: chunk c of a row covers elements (c·KT + lane)·EPV ..+EPV.
+  var qv: array<vec4<f32>, G * CK * E4>;
+  for (var gg = 0u; gg < G; gg++) {
+    for (var c = 0u; c < CK; c++) {
+      for (var e = 0u; e < E4; e++) {
+        let idx = (t * params.Hq + g * G + gg) * D + (c * KT + lane) * EPV + 4u * e;
+        let w = word4_of(idx, Q_DTYPE);
+        var x: vec4<f32>;
+        if (Q_DTYPE == 0u) { x = decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
+        else { x = decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE); }
+        qv[(gg * CK + c) * E4 + e] = x * params.k_scale;
+      }
+    }
+  }
+
+  var m: array<f32, G>;
+  var l: array<f32, G>;
+  var acc: array<vec4<f32>, G * CV * E4>;
+  for (var gg = 0u; gg < G; gg++) { m[gg] = MASKED; l[gg] = 0.0; }
+  for (var c = 0u; c < G * CV * E4; c++) { acc[c] = vec4<f32>(0.0); }
+
+  for (var kb = k_lo; kb < k_hi; kb += STEP) {
+    // Loads first: UK key rows and their value rows.
+    var kw: array<vec4<u32>, UK * CK>;
+    var vw: array<vec4<u32>, UK * CV>;
+    var ok: array<bool, UK>;
+    for (var u = 0u; u < UK; u++) {
+      let j = kb + grp + NGRP * u;
+      var row = -1;
+      if (j < k_hi) { row = cache_row(s, g, j); }
+      ok[u] = row >= 0;
+      for (var c = 0u; c < CK; c++) { kw[u * CK + c] = vec4<u32>(0u); }
+      for (var c = 0u; c < CV; c++) { vw[u * CV + c] = vec4<u32>(0u); }
+      if (ok[u]) {
+        for (var c = 0u; c < CK; c++) { kw[u * CK + c] = k_cache[u32(row) * (D / EPV) + c * KT + lane]; }
+        for (var c = 0u; c < CV; c++) { vw[u * CV + c] = v_cache[u32(row) * (DV / EPV) + c * KT + lane]; }
+      }
+    }
+    // Partial dots, then the butterfly within the group: every lane ends with the whole scores.
+    var sc: array<f32, UK * G>;
+    for (var u = 0u; u < UK; u++) {
+      for (var gg = 0u; gg < G; gg++) {
+        var x = 0.0;
+        for (var c = 0u; c < CK; c++) {
+          for (var e = 0u; e < E4; e++) { x += dot(qv[(gg * CK + c) * E4 + e], decode16(kw[u * CK + c], e)); }
+        }
+        sc[u * G + gg] = x;
+      }
+    }
+    for (var off = KT / 2u; off > 0u; off >>= 1u) {
+      for (var i = 0u; i < UK * G; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
+    }
+    // Scores in the log2 domain (masked keys get the sentinel), then the online softmax update.
+    for (var u = 0u; u < UK; u++) {
+      let j = kb + grp + NGRP * u;
+      var visible = ok[u];
+      if ((f & FLAG_WINDOW) != 0u && pos - i32(j) >= i32(params.window)) { visible = false; }
+      for (var gg = 0u; gg < G; gg++) {
+        var x = sc[u * G + gg] * params.scale;
+        if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
+        if ((f & FLAG_ALIBI) != 0u) { x += headp[g * G + gg] * f32(i32(j) - pos); }
+        sc[u * G + gg] = select(MASKED, max(x * LOG2E, -1.0e38), visible);
+      }
+    }
+    for (var gg = 0u; gg < G; gg++) {
+      var mn = m[gg];
+      for (var u = 0u; u < UK; u++) { mn = max(mn, sc[u * G + gg]); }
+      let alpha = exp2(m[gg] - mn);
+      m[gg] = mn;
+      var lsum = l[gg] * alpha;
+      for (var c = 0u; c < CV * E4; c++) { acc[gg * CV * E4 + c] *= alpha; }
+      for (var u = 0u; u < UK; u++) {
+        let x = sc[u * G + gg];
+        let p = select(0.0, exp2(x - mn), x > VISIBLE_MIN);
+        lsum += p;
+        for (var c = 0u; c < CV; c++) {
+          for (var e = 0u; e < E4; e++) { acc[(gg * CV + c) * E4 + e] += p * decode16(vw[u * CV + c], e); }
+        }
+      }
+      l[gg] = lsum;
+    }
+  }
+
+  // ---- merge the NGRP group states, one head at a time; then sinks (final states only), normalize
+  // and write. Thread li owns column pairs cp = li, li + WG, ... of the head.
+  if (lane == 0u) {
+    for (var gg = 0u; gg < G; gg++) { m_s[grp * G + gg] = m[gg]; l_s[grp * G + gg] = l[gg]; }
+  }
+  for (var gg = 0u; gg < G; gg++) {
+    for (var c = 0u; c < CV; c++) {
+      for (var e = 0u; e < E4; e++) {
+        let a = acc[(gg * CV + c) * E4 + e];
+        let b0 = grp * DV + (c * KT + lane) * EPV + 4u * e;
+        acc_s[b0] = a.x; acc_s[b0 + 1u] = a.y; acc_s[b0 + 2u] = a.z; acc_s[b0 + 3u] = a.w;
+      }
+    }
+    workgroupBarrier();
+    let h = g * G + gg;
+    var mmax = MASKED;
+    for (var r = 0u; r < NGRP; r++) { mmax = max(mmax, m_s[r * G + gg]); }
+    var lf = 0.0;
+    for (var r = 0u; r < NGRP; r++) { lf += select(0.0, exp2(m_s[r * G + gg] - mmax) * l_s[r * G + gg], m_s[r * G + gg] > VISIBLE_MIN); }
+    var mf = mmax;
+    let any_visible = mf > VISIBLE_MIN;
+    var keep = 1.0;
+    if (any_visible && params.partial == 0u && (f & FLAG_SINKS) != 0u) {
+      let s2 = headp[params.Hq + h] * LOG2E;
+      let mn = max(mf, s2);
+      keep = exp2(mf - mn);
+      lf = lf * keep + exp2(s2 - mn);
+      mf = mn;
+    }
+    let norm = select(0.0, keep * params.v_scale / lf, any_visible);
+    for (var cp = li; cp < DV / 2u; cp += WG) {
+      var v2 = vec2<f32>(0.0);
+      for (var r = 0u; r < NGRP; r++) {
+        let mr = m_s[r * G + gg];
+        let wr = select(0.0, exp2(mr - mmax), mr > VISIBLE_MIN);
+        v2 += wr * vec2<f32>(acc_s[r * DV + 2u * cp], acc_s[r * DV + 2u * cp + 1u]);
+      }
+      v2 *= norm;
+      if (params.partial == 1u) {
+        let o = ((part * params.T + t) * params.Hq + h) * DV + 2u * cp;
+        ws[o] = bitcast<u32>(v2.x);
+        ws[o + 1u] = bitcast<u32>(v2.y);
+      } else if (OUT_DTYPE == 0u) {
+        let o = (t * params.Hq + h) * DV + 2u * cp;
+        out[o] = bitcast<u32>(v2.x);
+        out[o + 1u] = bitcast<u32>(v2.y);
+      } else {
+        out[((t * params.Hq + h) * DV) / 2u + cp] = pack_pair(v2.x, v2.y, OUT_DTYPE);
+      }
+    }
+    if (li == 0u) {
+      let lse_bits = select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible);
+      if (params.partial == 1u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = lse_bits; }
+      else { lse[h * params.T + t] = lse_bits; }
+    }
+    workgroupBarrier();
+  }
+}
