@@ -9,7 +9,7 @@ import { el, errorMessage, nextFrame, type Progress } from './ui';
  * A representative slice of the SPEC §6 matrix for every operation, small enough for a software
  * adapter (about a minute on SwiftShader): dtypes and the tensor round trip, dense SDPA on both
  * kernels (lengths, GQA, options, masks, extremes, f16/bf16), merging, the paged cache (writes, mixed
- * batches, block sizes, split-KV decode) and MLA (cache rows, absorbed decode, prefill, sparse decode).
+ * batches, block sizes, split-KV decode, the decode kernel this adapter has) and MLA (cache rows, absorbed decode, prefill, sparse decode).
  * The flash cases run the variant this adapter has ('subgroup' needs the subgroups feature).
  */
 export function sliceNames(subgroups: boolean): string[] {
@@ -38,6 +38,7 @@ export function sliceNames(subgroups: boolean): string[] {
     'paged › mixed batch: decode, prefill and chunked prefill with context, shuffled blocks, padding tokens',
     'paged › block sizes 1, 16, 32, 64, 128 and sequences crossing block boundaries',
     'paged › split-KV decode (partitions merged by LSE) equals unsplit, with sinks and a window',
+    `paged › ${v} decode kernel: GQA 8 and 7, D 128/64, Dv != D, f32/f16/fp8 caches, long contexts split and merged`,
     'mla › cacheWrite stores [kv_c | k_pe] rows in f32, f16, bf16 and fp8_ds_mla (656-byte rows for L 512, R 64)',
     'mla › absorbed decode equals the reference and unabsorbed attention (f32, f16, bf16 caches)',
     'mla › prefill with cached context in chunks, merged by LSE, equals the reference (f32, fp8_ds_mla)',
