@@ -25,6 +25,7 @@ const EPV: u32 = 8u;     // elements per 16-byte load: 4 f32, 8 f16/bf16, 16 fp8
 const WG: u32 = 256u;
 const KT: u32 = 16u;     // lanes per key row (a power of two, at most the smallest subgroup)
 const UK: u32 = 4u;      // keys per group per step
+const PF: u32 = 1u;      // 1: the next step's loads in flight while this one computes
 
 const CK: u32 = D / (EPV * KT);    // 16-byte loads per lane per key row
 const CV: u32 = DV / (EPV * KT);   // ... per value row
@@ -66,6 +67,26 @@ fn cache_row(s: u32, g: u32, j: u32) -> i32 {
   let blk = pmeta[params.off_bt + s * params.max_blocks + j / params.bs];
   if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
   return i32((u32(blk) * params.Hkv + g) * params.bs + j % params.bs);
+}
+
+/** The K and V pieces of this lane for the UK keys kb + grp + NGRP·u of a step (zeros past k_hi). */
+struct Step { kw: array<vec4<u32>, UK * CK>, vw: array<vec4<u32>, UK * CV>, ok: array<bool, UK> }
+
+fn load_step(s: u32, g: u32, kb: u32, k_hi: u32, grp: u32, lane: u32) -> Step {
+  var st: Step;
+  for (var u = 0u; u < UK; u++) {
+    let j = kb + grp + NGRP * u;
+    var row = -1;
+    if (j < k_hi) { row = cache_row(s, g, j); }
+    st.ok[u] = row >= 0;
+    for (var c = 0u; c < CK; c++) { st.kw[u * CK + c] = vec4<u32>(0u); }
+    for (var c = 0u; c < CV; c++) { st.vw[u * CV + c] = vec4<u32>(0u); }
+    if (st.ok[u]) {
+      for (var c = 0u; c < CK; c++) { st.kw[u * CK + c] = k_cache[u32(row) * (D / EPV) + c * KT + lane]; }
+      for (var c = 0u; c < CV; c++) { st.vw[u * CV + c] = v_cache[u32(row) * (DV / EPV) + c * KT + lane]; }
+    }
+  }
+  return st;
 }
 
 @compute @workgroup_size(WG)
@@ -110,23 +131,15 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   for (var gg = 0u; gg < G; gg++) { m[gg] = MASKED; l[gg] = 0.0; }
   for (var c = 0u; c < G * CV * E4; c++) { acc[c] = vec4<f32>(0.0); }
 
+  // Loads of step kb+STEP are issued before step kb is computed (PF 1), so they overlap the
+  // shuffles and exponentials; PF 0 loads each step right before computing it.
+  var cur = load_step(s, g, k_lo, k_hi, grp, lane);
   for (var kb = k_lo; kb < k_hi; kb += STEP) {
-    // Loads first: UK key rows and their value rows.
-    var kw: array<vec4<u32>, UK * CK>;
-    var vw: array<vec4<u32>, UK * CV>;
-    var ok: array<bool, UK>;
-    for (var u = 0u; u < UK; u++) {
-      let j = kb + grp + NGRP * u;
-      var row = -1;
-      if (j < k_hi) { row = cache_row(s, g, j); }
-      ok[u] = row >= 0;
-      for (var c = 0u; c < CK; c++) { kw[u * CK + c] = vec4<u32>(0u); }
-      for (var c = 0u; c < CV; c++) { vw[u * CV + c] = vec4<u32>(0u); }
-      if (ok[u]) {
-        for (var c = 0u; c < CK; c++) { kw[u * CK + c] = k_cache[u32(row) * (D / EPV) + c * KT + lane]; }
-        for (var c = 0u; c < CV; c++) { vw[u * CV + c] = v_cache[u32(row) * (DV / EPV) + c * KT + lane]; }
-      }
-    }
+    var nxt: Step;
+    if (PF == 1u) { nxt = load_step(s, g, kb + STEP, k_hi, grp, lane); }
+    let kw = cur.kw;
+    let vw = cur.vw;
+    let ok = cur.ok;
     // Partial dots, then the butterfly within the group: every lane ends with the whole scores.
     var sc: array<f32, UK * G>;
     for (var u = 0u; u < UK; u++) {
@@ -170,6 +183,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       }
       l[gg] = lsum;
     }
+    if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, kb + STEP, k_hi, grp, lane); }
   }
 
   // ---- merge the NGRP group states, one head at a time; then sinks (final states only), normalize

@@ -103,6 +103,8 @@ export class Engine implements TensorHost {
     pagedDecodeVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
     /** Caps the lanes that share a key row in the subgroup decode kernel (benchmark exploration). */
     pagedDecodeKT: undefined as number | undefined,
+    /** The subgroup decode kernel issues the next step's loads before computing the current one. */
+    pagedDecodePrefetch: true,
     /** MLA prefill up-projects cached context in chunks of this many tokens (rounded to whole blocks). */
     mlaPrefillChunk: 256,
   };

@@ -421,7 +421,7 @@ export function encodePaged(engine: Engine, op: string, query: Tensor, kv: Paged
     const dp = plan.decode;
     const overrides = { Q_DTYPE: CODE[query.dtype], KV_DTYPE: kvCode, OUT_DTYPE: CODE[outDtype] };
     const dk = dp.variant === 'subgroup'
-      ? engine.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK }, enables: ['subgroups'] })
+      ? engine.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, PF: engine.tuning.pagedDecodePrefetch ? 1 : 0 }, enables: ['subgroups'] })
       : engine.kernel('paged_decode', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK } });
     const nDec = plan.decodeItems.length / 4;
     engine.dispatch(dk, resources, { ...common, n_items: nDec, off_items: offDecode }, nDec);

@@ -208,7 +208,7 @@ export const pagedCases = defineCases('paged', [
     },
   })),
   {
-    name: 'subgroup decode kernel: one long partition, fewer lanes per row (several loads each), a small workgroup',
+    name: 'subgroup decode kernel: one long partition, fewer lanes per row (several loads each), a small workgroup, no prefetch',
     async run({ engine, note }) {
       const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 70, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 10 }, seed: 64 };
       if (!engine.features.subgroups) {
@@ -230,6 +230,9 @@ export const pagedCases = defineCases('paged', [
         assert(plan.variant === 'subgroup' && plan.KT === 2 && plan.WG < 256, `KT 2 and a small workgroup, got ${JSON.stringify(plan)}`);
         await checkPaged(engine, { ...spec, seed: 65 });
       });
+      // Each step's loads issued right before it is computed (no prefetch of the next step).
+      await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedDecodePrefetch: false, pagedTargetWorkgroups: 8, pagedMinPartition: 64 }, () =>
+        checkPaged(engine, { ...spec, seed: 66 }));
     },
   },
   {
