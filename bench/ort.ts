@@ -1,0 +1,460 @@
+// The peer baseline: ONNX Runtime Web's WebGPU execution provider (onnxruntime-web 1.30.0), in the same
+// Node process and on the same adapter as webinfer, on the same shapes and the same input values.
+// Dense SDPA runs as com.microsoft MultiHeadAttention, paged decode as com.microsoft GroupQueryAttention
+// over a dense [batch, Hkv, context, D] cache (ORT's WebGPU provider has no block table to read through).
+// Each model is checked against the float64 reference by the caller's check, then timed with ORT's own
+// profiler: GPU timestamps per kernel, summed per run, median over runs (inputs and outputs stay on the GPU).
+//
+// What it takes to run ORT-web in Node (../shared/RUNTIMES.md): the `onnxruntime-web/webgpu` entry,
+// `navigator.gpu` from dawn.node, one wasm thread, SharedArrayBuffer-backed uploads copied before
+// dawn.node sees them, and a live timer while V8 compiles the wasm.
+import { existsSync, readFileSync } from 'node:fs';
+import { brotliDecompressSync } from 'node:zlib';
+import * as ort from 'onnxruntime-web/webgpu';
+import { decodeF16, encodeF16 } from 'webinfer';
+import { median } from './harness';
+import { gqaDecodeModel, mhaModel } from './onnx';
+
+/** The wasm binary the `webgpu` build loads (its JS glue is inlined in the bundle). */
+export const ORT_WASM_FILE = 'ort-wasm-simd-threaded.asyncify.wasm';
+
+/**
+ * The wasm beside the running bundle: brotli-compressed (`.br`, 4.7 MB instead of 27 MB, so the bundle
+ * folder stays well inside the GPU machine's carry limit) or plain. Handed to ORT as bytes: the glue
+ * inlined in ORT's bundle is its browser build, which cannot read a file: URL in Node, while with
+ * `wasmBinary` and one thread ORT uses that glue and fetches nothing. Undefined from the source tree
+ * (ORT then finds its own files in node_modules).
+ */
+function wasmBesideBundle(): Uint8Array | undefined {
+  const here = new URL('.', import.meta.url);
+  if (here.protocol !== 'file:') return undefined;
+  const br = new URL(`${ORT_WASM_FILE}.br`, here), raw = new URL(ORT_WASM_FILE, here);
+  if (existsSync(br)) return new Uint8Array(brotliDecompressSync(readFileSync(br)));
+  if (existsSync(raw)) return new Uint8Array(readFileSync(raw));
+  return undefined;
+}
+export const ORT_VERSION = '1.30.0';
+
+export interface PeerTiming {
+  medianMs: number;
+  minMs: number;
+  /** Per-run milliseconds of the timed runs. */
+  samplesMs: number[];
+  /** 'profile': ORT's per-kernel GPU timestamps summed per run; 'wall': wall clock around a drained queue. */
+  method: 'profile' | 'wall';
+  /** ORT's programs in one run (what the time covers). */
+  kernels: string[];
+}
+
+export interface PeerResult {
+  /** Storage type the peer ran in (f16 falls back to f32 where the adapter has no shader-f16). */
+  dtype: 'f32' | 'f16';
+  worst: number;
+  pass: boolean;
+  timing: PeerTiming | null;
+  error?: string;
+}
+
+/**
+ * How long a drain of the peer's queue may take before the peer is given up. Generous: lavapipe compiles
+ * ORT's larger kernels on first use for minutes when Mesa's shader cache is cold.
+ */
+const DRAIN_TIMEOUT_MS = 300_000;
+
+export type Check = (got: Float32Array) => { worst: number; pass: boolean };
+
+type Dtype = 'f32' | 'f16';
+type Feeds = Record<string, ort.Tensor>;
+
+let writeBufferPatched = false;
+
+/** dawn.node rejects writeBuffer from a SharedArrayBuffer (ORT's wasm heap): hand it a private copy. */
+function patchWriteBuffer(): void {
+  if (writeBufferPatched) return;
+  writeBufferPatched = true;
+  const proto = GPUQueue.prototype as GPUQueue;
+  const original = proto.writeBuffer;
+  proto.writeBuffer = function (this: GPUQueue, buffer: GPUBuffer, offset: number, data: BufferSource | SharedArrayBuffer,
+                                dataOffset?: number, size?: number) {
+    if (ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer) {
+      // Offsets and sizes count elements of a typed array, bytes of a DataView.
+      const view = data as unknown as { slice?: (a: number, b?: number) => ArrayBufferView; length?: number };
+      if (typeof view.slice === 'function' && typeof view.length === 'number') {
+        const start = dataOffset ?? 0;
+        return original.call(this, buffer, offset, view.slice(start, size === undefined ? undefined : start + size) as BufferSource);
+      }
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      const start = dataOffset ?? 0;
+      return original.call(this, buffer, offset, bytes.slice(start, size === undefined ? undefined : start + size));
+    }
+    if (data instanceof SharedArrayBuffer) {
+      const start = dataOffset ?? 0;
+      return original.call(this, buffer, offset, new Uint8Array(data).slice(start, size === undefined ? undefined : start + size));
+    }
+    return original.call(this, buffer, offset, data as BufferSource, dataOffset, size);
+  } as GPUQueue['writeBuffer'];
+}
+
+/**
+ * A `navigator.gpu` stand-in whose adapters hide `subgroups`. ORT's subgroup flash kernel computes wrong
+ * results at subgroup sizes 4 and 8 (SwiftShader, lavapipe: errors of 1e-2 where 1e-7 is due); without
+ * the feature it takes its portable kernel. The adapter is a proxy over the real one so dawn.node still sees its own object as `this`.
+ */
+function gpuWithoutSubgroups(gpu: GPU): GPU {
+  const wrapAdapter = (a: GPUAdapter): GPUAdapter => new Proxy(a, {
+    get(target, prop) {
+      // Also subgroup-size-control and subgroups-f16: Dawn turns subgroups on with either.
+      if (prop === 'features') return new Set([...target.features].filter((f) => !f.includes('subgroup')));
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return new Proxy(gpu, {
+    get(target, prop) {
+      if (prop === 'requestAdapter') {
+        return async (o?: GPURequestAdapterOptions) => {
+          const a = await target.requestAdapter(o);
+          return a && wrapAdapter(a);
+        };
+      }
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+/**
+ * Runs `fn` with stdout captured: ORT's wasm build prints a session's profile (a JSON array) there when
+ * profiling ends (endProfiling, or release of a profiled session). The benchmark runs one thing at a
+ * time, so nothing else writes meanwhile.
+ */
+async function captureStdout(fn: () => unknown): Promise<string> {
+  const chunks: string[] = [];
+  const write = process.stdout.write;
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    await fn();
+  } finally {
+    process.stdout.write = write;
+  }
+  return chunks.join('');
+}
+
+/** ORT's errors carry its call and error code before the message. */
+function shortError(e: unknown): string {
+  return `ORT: ${String((e as Error)?.message ?? e).split('\n')[0].replace(/^.*ERROR_MESSAGE: /, '')}`;
+}
+
+interface ProfileEvent { cat: string; name: string; dur: number; ts: number; args?: { cache_key?: string } }
+
+/** ORT's profile: Session, Node and (from the WebGPU provider) 'Api' events, one per GPU program, µs. */
+export function parseProfile(text: string): ProfileEvent[] {
+  const i = text.indexOf('['), j = text.lastIndexOf(']');
+  if (i < 0 || j < i) return [];
+  try {
+    return JSON.parse(text.slice(i, j + 1)) as ProfileEvent[];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Per-run GPU milliseconds from the provider's kernel events, given that the session ran `runs` times
+ * with the same programs each time (then events divide evenly into runs); the last `last` runs.
+ */
+export function kernelMsPerRun(events: ProfileEvent[], runs: number, last: number): { ms: number[]; kernels: string[] } | null {
+  const k = events.filter((e) => e.cat === 'Api');
+  if (!k.length || k.length % runs) return null;
+  const per = k.length / runs;
+  const ms: number[] = [];
+  for (let r = runs - last; r < runs; r++) {
+    let us = 0;
+    for (let i = r * per; i < (r + 1) * per; i++) us += k[i].dur;
+    ms.push(us / 1000);
+  }
+  const kernels = k.slice((runs - 1) * per).map((e) => (e.args?.cache_key ?? e.name).split('[')[0]);
+  return { ms, kernels };
+}
+
+export class OrtPeer {
+  private keepAlive: ReturnType<typeof setInterval> | undefined;
+  private readonly buffers: GPUBuffer[] = [];
+
+  /** Set once an ORT kernel never finished: the peer's queue is stuck, so nothing more is sent to it. */
+  dead: string | undefined;
+
+  private constructor(
+    /** Held for the peer's lifetime: ORT keeps its WebGPU device while a session lives, and makes a new
+     *  one for the next session once none does (the buffers made here would then belong to a dead device). */
+    private anchor: ort.InferenceSession | undefined,
+    readonly device: GPUDevice,
+    /** Does the peer's device have shader-f16 (else f16 cases run in f32 storage)? */
+    readonly f16: boolean,
+    /** Said in the results: how the peer was set up here. */
+    readonly notes: string[],
+    keepAlive: ReturnType<typeof setInterval>,
+  ) {
+    this.keepAlive = keepAlive;
+  }
+
+  /**
+   * Loads ORT-web's wasm and makes its WebGPU device (ORT creates its own device from `gpu`, on the
+   * adapter webinfer uses). `withholdSubgroups` hides the subgroups feature from ORT (software adapters).
+   */
+  static async create(gpu: GPU, opts: { withholdSubgroups: boolean }): Promise<OrtPeer> {
+    patchWriteBuffer();
+    const notes = [`onnxruntime-web ${ort.env.versions.web ?? ORT_VERSION}, WebGPU provider, kernel time from ORT's GPU profiler`];
+    const peerGpu = opts.withholdSubgroups ? gpuWithoutSubgroups(gpu) : gpu;
+    if (opts.withholdSubgroups) notes.push("subgroups withheld from ORT (its subgroup flash kernel is wrong at this adapter's subgroup size)");
+    // Node 21+ defines a read-only navigator; replace it for ORT's probe of navigator.gpu.
+    Object.defineProperty(globalThis, 'navigator', { value: { gpu: peerGpu }, configurable: true, writable: true });
+    ort.env.wasm.numThreads = 1;
+    ort.env.webgpu.powerPreference = 'high-performance';
+    const wasm = wasmBesideBundle();
+    if (wasm) ort.env.wasm.wasmBinary = wasm;
+    // Node stalls while V8 compiles the wasm unless a timer keeps its event loop turning.
+    const keepAlive = setInterval(() => {}, 50);
+    try {
+      // A first tiny session initializes the runtime and the provider's device.
+      const anchor = await ort.InferenceSession.create(mhaModel({ B: 1, H: 1, D: 8, L: 4, dtype: 'f32' }), sessionOptions(false));
+      const device = await ort.env.webgpu.device as GPUDevice;
+      return new OrtPeer(anchor, device, device.features.has('shader-f16'), notes, keepAlive);
+    } catch (e) {
+      clearInterval(keepAlive);
+      throw e;
+    }
+  }
+
+  async destroy(): Promise<void> {
+    for (const b of this.buffers.splice(0)) b.destroy();
+    if (!this.dead) await this.anchor?.release();
+    this.anchor = undefined;
+    if (this.keepAlive) clearInterval(this.keepAlive);
+    this.keepAlive = undefined;
+  }
+
+  /**
+   * Waits for the peer's queue to drain, at most `DRAIN_TIMEOUT_MS`: a kernel that never finishes is
+   * recorded as the peer's error and the benchmark carries on without it.
+   */
+  private async drain(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), DRAIN_TIMEOUT_MS); });
+    const r = await Promise.race([this.device.queue.onSubmittedWorkDone(), timeout]);
+    clearTimeout(timer);
+    if (r === 'timeout') {
+      this.dead = `an ORT kernel did not finish within ${DRAIN_TIMEOUT_MS / 1000} s`;
+      throw new Error(this.dead);
+    }
+  }
+
+  private peerDtype(d: Dtype): Dtype {
+    return d === 'f16' && !this.f16 ? 'f32' : d;
+  }
+
+  private buffer(bytes: number): GPUBuffer {
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+    const b = this.device.createBuffer({ size: Math.max(16, Math.ceil(bytes / 16) * 16), usage });
+    this.buffers.push(b);
+    return b;
+  }
+
+  private freeBuffers(): void {
+    for (const b of this.buffers.splice(0)) b.destroy();
+  }
+
+  private upload(values: Float32Array, dtype: Dtype): GPUBuffer {
+    const data = dtype === 'f16' ? encodeF16(values) : values;
+    const b = this.buffer(data.byteLength);
+    this.device.queue.writeBuffer(b, 0, data.buffer as ArrayBuffer, data.byteOffset, data.byteLength);
+    return b;
+  }
+
+  /** Fills `bytes` of `target` by repeating `pattern` (GPU copies; multi-gigabyte caches need no upload). */
+  private async fillRepeating(target: GPUBuffer, bytes: number, pattern: Uint8Array): Promise<void> {
+    const src = this.device.createBuffer({ size: pattern.byteLength, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    this.device.queue.writeBuffer(src, 0, pattern.buffer as ArrayBuffer, pattern.byteOffset, pattern.byteLength);
+    const enc = this.device.createCommandEncoder();
+    for (let off = 0; off < bytes; off += pattern.byteLength) enc.copyBufferToBuffer(src, 0, target, off, Math.min(pattern.byteLength, bytes - off));
+    this.device.queue.submit([enc.finish()]);
+    await this.drain();
+    src.destroy();
+  }
+
+  private async read(b: GPUBuffer, count: number, dtype: Dtype): Promise<Float32Array> {
+    const bytes = count * (dtype === 'f16' ? 2 : 4);
+    const staging = this.device.createBuffer({ size: Math.ceil(bytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const enc = this.device.createCommandEncoder();
+    enc.copyBufferToBuffer(b, 0, staging, 0, staging.size);
+    this.device.queue.submit([enc.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    const raw = staging.getMappedRange().slice(0, bytes);
+    staging.unmap();
+    staging.destroy();
+    return dtype === 'f16' ? decodeF16(new Uint16Array(raw)) : new Float32Array(raw);
+  }
+
+  /** After a case: the session released (its profile, printed on release, swallowed), buffers freed. */
+  private async settle(session: ort.InferenceSession | undefined): Promise<void> {
+    if (this.dead) return;   // a stuck queue: leave everything as it is
+    await captureStdout(() => session?.release());
+    await this.drain().catch(() => {});
+    this.freeBuffers();
+  }
+
+  private tensor(b: GPUBuffer, dtype: Dtype, dims: number[]): ort.Tensor {
+    return ort.Tensor.fromGpuBuffer(b, { dataType: dtype === 'f16' ? 'float16' : 'float32', dims });
+  }
+
+  /**
+   * Runs the session once for the check, then times it: warm-up (≥ 3 runs and ≥ 300 ms, so clocks rise),
+   * then `samples` × `perSample` runs rotating over the feed sets; per-run GPU time from the profile.
+   */
+  private async measure(session: ort.InferenceSession, feeds: Feeds[], fetches: Feeds[], samples: number, perSample: number,
+                        afterFirst: () => Promise<void>): Promise<PeerTiming> {
+    let runs = 0;
+    const run = async (i: number) => {
+      await session.run(feeds[i % feeds.length], fetches[i % fetches.length]);
+      runs++;
+    };
+    await run(0);
+    await this.drain();
+    await afterFirst();
+    const w0 = performance.now();
+    for (let i = 0; i < 3 || performance.now() - w0 < 300; i++) {
+      await run(i);
+      await this.drain();
+      if (i > 1000) break;
+    }
+    const wall: number[] = [];
+    for (let s = 0; s < samples; s++) {
+      const t0 = performance.now();
+      for (let i = 0; i < perSample; i++) await run(runs);
+      await this.drain();
+      wall.push((performance.now() - t0) / perSample);
+    }
+    const timed = samples * perSample;
+    const prof = kernelMsPerRun(parseProfile(await captureStdout(() => session.endProfiling())), runs, timed);
+    if (prof) return { medianMs: median(prof.ms), minMs: Math.min(...prof.ms), samplesMs: prof.ms, method: 'profile', kernels: prof.kernels };
+    return { medianMs: median(wall), minMs: Math.min(...wall), samplesMs: wall, method: 'wall', kernels: [] };
+  }
+
+  /**
+   * Dense SDPA as MultiHeadAttention. `sets` hold webinfer's inputs ([B, H, L, D], B 1, values already
+   * rounded to the storage type); the peer gets q as [B, L, H·D] (its only query layout) and k, v as
+   * BNSH. `check` receives the output back in [B, H, L, D].
+   */
+  async mha(s: { B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number; dtype: string; causal?: boolean },
+            sets: { q: Float32Array; k: Float32Array; v: Float32Array }[], check: Check, opts: { samples: number; perSample: number }): Promise<PeerResult> {
+    const dtype = this.peerDtype(s.dtype === 'f16' ? 'f16' : 'f32');
+    const res: PeerResult = { dtype, worst: NaN, pass: false, timing: null };
+    if (this.dead) return { ...res, error: `skipped: ${this.dead} earlier` };
+    if (s.dtype !== 'f32' && s.dtype !== 'f16') return { ...res, error: `ORT-web's WebGPU provider has no ${s.dtype} attention` };
+    if (s.Hq !== s.Hkv || s.Lq !== s.Lk || s.D !== s.Dv) return { ...res, error: 'MultiHeadAttention here covers Hq = Hkv, Lq = Lk, D = Dv only' };
+    const { B, Hq: H, Lq: L, D } = s;
+    const maxBind = this.device.limits.maxStorageBufferBindingSize;
+    if (B * H * L * D * (dtype === 'f16' ? 2 : 4) > maxBind) return { ...res, error: 'skipped: an input exceeds the peer device\'s largest storage binding' };
+    let session: ort.InferenceSession | undefined;
+    try {
+      session = await ort.InferenceSession.create(mhaModel({ B, H, D, L, dtype, causal: s.causal }), sessionOptions(true));
+      const toBLHD = (x: Float32Array) => {
+        const y = new Float32Array(x.length);
+        for (let h = 0; h < H; h++) for (let i = 0; i < L; i++) y.set(x.subarray((h * L + i) * D, (h * L + i + 1) * D), (i * H + h) * D);
+        return y;
+      };
+      const out = this.buffer(B * L * H * D * 4);
+      const outT = this.tensor(out, dtype, [B, L, H * D]);
+      const feeds = sets.map((x) => ({
+        query: this.tensor(this.upload(toBLHD(x.q), dtype), dtype, [B, L, H * D]),
+        key: this.tensor(this.upload(x.k, dtype), dtype, [B, H, L, D]),
+        value: this.tensor(this.upload(x.v, dtype), dtype, [B, H, L, D]),
+      }));
+      res.timing = await this.measure(session, feeds, [{ output: outT }], opts.samples, opts.perSample, async () => {
+        const got = await this.read(out, B * L * H * D, dtype);
+        // Back to [B, H, L, D] for the caller's check.
+        const bhld = new Float32Array(got.length);
+        for (let h = 0; h < H; h++) for (let i = 0; i < L; i++) bhld.set(got.subarray((i * H + h) * D, (i * H + h + 1) * D), (h * L + i) * D);
+        Object.assign(res, check(bhld));
+      });
+    } catch (e) {
+      res.error = shortError(e);
+    } finally {
+      await this.settle(session);
+    }
+    return res;
+  }
+
+  /**
+   * One decode step as GroupQueryAttention over a dense [batch, Hkv, context, D] cache filled by
+   * repeating `patterns` (K, V; element e holds pattern[e % length]), present bound to past so the new
+   * token is written in place at position context-1. The new key/value are the cache's own values there,
+   * so every run sees the same cache. `q` is [batch, Hq, D]. `check` receives sequence 0's output
+   * [Hq·D]; `kvAt(which, h, pos, d)` tells it the dense cache element the check should gather.
+   */
+  async gqaDecode(s: { batch: number; context: number; Hq: number; Hkv: number; D: number }, patterns: [Float32Array, Float32Array],
+                  q: Float32Array, check: (got: Float32Array, kvIndex: (h: number, pos: number, d: number) => number) => { worst: number; pass: boolean },
+                  opts: { samples: number; perSample: number; sets: number }): Promise<PeerResult & { kvBytes: number }> {
+    const dtype = this.peerDtype('f16');
+    const { batch: B, context: L, Hq, Hkv, D } = s;
+    const esize = dtype === 'f16' ? 2 : 4;
+    const cacheBytes = B * Hkv * L * D * esize;
+    const res: PeerResult & { kvBytes: number } = { dtype, worst: NaN, pass: false, timing: null, kvBytes: 2 * cacheBytes };
+    if (this.dead) return { ...res, error: `skipped: ${this.dead} earlier` };
+    const maxBind = Math.min(this.device.limits.maxStorageBufferBindingSize, this.device.limits.maxBufferSize);
+    if (cacheBytes > maxBind) {
+      res.error = `skipped: a ${(cacheBytes / 2 ** 30).toFixed(2)} GiB dense K cache exceeds the peer device's largest storage binding (${(maxBind / 2 ** 30).toFixed(2)} GiB)`;
+      return res;
+    }
+    let session: ort.InferenceSession | undefined;
+    try {
+      session = await ort.InferenceSession.create(gqaDecodeModel({ Hq, Hkv, D, dtype, batch: B, maxSeq: L }), sessionOptions(true));
+      const P = patterns[0].length;
+      const rawPattern = (p: Float32Array) => (dtype === 'f16' ? new Uint8Array(encodeF16(p).buffer) : new Uint8Array(p.slice().buffer));
+      const kvIndex = (b: number, h: number, pos: number, d: number) => ((b * Hkv + h) * L + pos) * D + d;
+      // The new token's key and value: the cache's own contents at position L-1 of each sequence.
+      const kNew = new Float32Array(B * Hkv * D), vNew = new Float32Array(B * Hkv * D);
+      for (let b = 0; b < B; b++) for (let h = 0; h < Hkv; h++) for (let d = 0; d < D; d++) {
+        kNew[(b * Hkv + h) * D + d] = patterns[0][kvIndex(b, h, L - 1, d) % P];
+        vNew[(b * Hkv + h) * D + d] = patterns[1][kvIndex(b, h, L - 1, d) % P];
+      }
+      const qT = this.tensor(this.upload(q, dtype), dtype, [B, 1, Hq * D]);
+      const kT = this.tensor(this.upload(kNew, dtype), dtype, [B, 1, Hkv * D]);
+      const vT = this.tensor(this.upload(vNew, dtype), dtype, [B, 1, Hkv * D]);
+      const seqlensK = new ort.Tensor('int32', new Int32Array(B).fill(L - 1), [B]);
+      const total = new ort.Tensor('int32', Int32Array.of(L), []);
+      const out = this.buffer(B * Hq * D * esize);
+      const outT = this.tensor(out, dtype, [B, 1, Hq * D]);
+      const feeds: Feeds[] = [], fetches: Feeds[] = [];
+      const kvDims = [B, Hkv, L, D];
+      for (let r = 0; r < opts.sets; r++) {
+        const kc = this.buffer(cacheBytes), vc = this.buffer(cacheBytes);
+        await this.fillRepeating(kc, cacheBytes, rawPattern(patterns[0]));
+        await this.fillRepeating(vc, cacheBytes, rawPattern(patterns[1]));
+        feeds.push({ query: qT, key: kT, value: vT, past_key: this.tensor(kc, dtype, kvDims), past_value: this.tensor(vc, dtype, kvDims),
+          seqlens_k: seqlensK, total_sequence_length: total });
+        fetches.push({ output: outT, present_key: this.tensor(kc, dtype, kvDims), present_value: this.tensor(vc, dtype, kvDims) });
+      }
+      res.timing = await this.measure(session, feeds, fetches, opts.samples, opts.perSample, async () => {
+        const got = await this.read(out, Hq * D, dtype);
+        Object.assign(res, check(got, (h, pos, d) => kvIndex(0, h, pos, d)));
+      });
+    } catch (e) {
+      res.error = shortError(e);
+    } finally {
+      await this.settle(session);
+    }
+    return res;
+  }
+}
+
+function sessionOptions(profile: boolean): ort.InferenceSession.SessionOptions {
+  return {
+    executionProviders: ['webgpu'],
+    enableProfiling: profile,
+    // A node the WebGPU provider cannot take must fail, not run on the CPU and get timed.
+    extra: { session: { disable_cpu_ep_fallback: '1' } },
+  };
+}
