@@ -3,8 +3,11 @@
 // run. Caches are filled on the GPU by repeating a random pattern (a 64-sequence × 32k batch holds
 // 8.6 GB of K/V), blocks are shuffled, small caches rotate over three disjoint block sets so the L2
 // cannot hold them, and sequence 0 is checked against the float64 reference before timing.
+// With a peer (bench/ort.ts), ONNX Runtime Web's GroupQueryAttention decodes the same query over the same
+// K/V values, held in a dense [batch, Hkv, context, D] cache (it has no block table), with the same check.
 import { TOLERANCES, compareToReference, encodeF16, decodeF16, randn, reference, rng, type Engine, type Tensor } from 'webinfer';
 import { fillRepeating, timeOp, type Ceilings, type Timing } from './harness';
+import type { OrtPeer, PeerResult } from './ort';
 
 export interface PagedShape { batch: number; context: number; Hq: number; Hkv: number; D: number; bs: number }
 
@@ -18,11 +21,52 @@ export interface PagedBenchRow {
   pctCopy: number;
   nParts?: number;
   error?: string;
+  /** The peer's decode of the same step (dense cache), where one was asked for. */
+  peer?: PeerResult & { kvBytes: number; gbs: number; pctCopy: number };
+}
+
+/**
+ * Checks sequence 0's output ([Hq·D]) against the float64 reference over the cache contents: element
+ * `index(h, pos, d)` of each cache holds `elem(which, index)` (the repeated fill pattern).
+ */
+function checkSequence0(got: Float32Array, q16: Float32Array, s: PagedShape, elem: (which: 0 | 1, e: number) => number,
+                        index: (h: number, pos: number, d: number) => number): { worst: number; pass: boolean } {
+  const { context: L, Hq, Hkv, D } = s;
+  const k0 = new Float64Array(L * Hkv * D), v0 = new Float64Array(L * Hkv * D);
+  for (let pos = 0; pos < L; pos++) {
+    for (let h = 0; h < Hkv; h++) {
+      for (let d = 0; d < D; d++) {
+        const e = index(h, pos, d);
+        k0[(h * L + pos) * D + d] = elem(0, e);
+        v0[(h * L + pos) * D + d] = elem(1, e);
+      }
+    }
+  }
+  const ref = reference.sdpaRef(q16.subarray(0, Hq * D), k0, v0, { B: 1, Hq, Hkv, Lq: 1, Lk: L, D, Dv: D });
+  const c = compareToReference(got.subarray(0, Hq * D), ref.out, TOLERANCES.f16);
+  return { worst: c.badIndex >= 0 ? Infinity : c.worst, pass: c.pass };
 }
 
 const PATTERN_ELEMS = 1 << 20;   // 2 MiB of f16, a multiple of every row size used
+const PATTERN_SEEDS = [11, 13] as const;   // K, V
+const Q_SEED = 12;
 
-export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7): Promise<PagedBenchRow> {
+export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7, peer?: OrtPeer | null): Promise<PagedBenchRow> {
+  const row = await benchWebinfer(engine, s, ceilings, samples);
+  if (peer) {
+    // After webinfer's cache is gone: the two caches never hold device memory at once.
+    const pv = PATTERN_SEEDS.map((seed) => decodeF16(encodeF16(randn(PATTERN_ELEMS, seed)))) as [Float32Array, Float32Array];
+    const q16 = decodeF16(encodeF16(randn(s.batch * s.Hq * s.D, Q_SEED)));
+    const r = await peer.gqaDecode(s, pv, q16,
+      (got, index) => checkSequence0(got, q16, s, (which, e) => pv[which][e % PATTERN_ELEMS], index),
+      { samples, perSample: 3, sets: row.kvBytes < 512 * 2 ** 20 ? 3 : 1 });
+    const gbs = r.timing ? r.kvBytes / (r.timing.medianMs * 1e6) : NaN;
+    row.peer = { ...r, gbs, pctCopy: (100 * gbs) / ceilings.copyGBs };
+  }
+  return row;
+}
+
+async function benchWebinfer(engine: Engine, s: PagedShape, ceilings: Ceilings, samples: number): Promise<PagedBenchRow> {
   const { batch: B, context: L, Hq, Hkv, D, bs } = s;
   const kvBytes = B * L * Hkv * 2 * D * 2;
   const row: PagedBenchRow = { shape: s, kvBytes, worst: NaN, pass: false, timing: null, gbs: NaN, pctCopy: NaN };
@@ -45,7 +89,7 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
   const tensors: Tensor[] = [];
   try {
     // Fill each cache by repeating its own random f16 pattern.
-    const pats = [encodeF16(randn(PATTERN_ELEMS, 11)), encodeF16(randn(PATTERN_ELEMS, 13))];
+    const pats = PATTERN_SEEDS.map((seed) => encodeF16(randn(PATTERN_ELEMS, seed)));
     await fillRepeating(engine, cache.key.buffer, cache.key.byteLength, pats[0]);
     await fillRepeating(engine, cache.value.buffer, cache.value.byteLength, pats[1]);
     const pv = pats.map((p) => decodeF16(p));
@@ -60,7 +104,7 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
       for (let i = 0; i < B * blocksPerSeq; i++) blockTable[i] = perm[r * B * blocksPerSeq + i];
       return { queryStartLoc: Int32Array.from({ length: B + 1 }, (_, i) => i), seqLens: new Int32Array(B).fill(L), blockTable, maxBlocksPerSeq: blocksPerSeq };
     });
-    const qv = randn(B * Hq * D, 12);
+    const qv = randn(B * Hq * D, Q_SEED);
     const q = engine.tensor(qv, [B, Hq, D], 'f16');
     tensors.push(q);
     const q16 = decodeF16(encodeF16(qv));
@@ -69,21 +113,8 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
     const out = engine.pagedAttention(q, cache, metas[0]);
     const got = await out.toFloat32();
     out.destroy();
-    const k0 = new Float64Array(L * Hkv * D), v0 = new Float64Array(L * Hkv * D);
-    for (let pos = 0; pos < L; pos++) {
-      const blk = metas[0].blockTable[Math.floor(pos / bs)];
-      for (let h = 0; h < Hkv; h++) {
-        const base = ((blk * Hkv + h) * bs + (pos % bs)) * D;
-        for (let d = 0; d < D; d++) {
-          k0[(h * L + pos) * D + d] = cacheElem(0, base + d);
-          v0[(h * L + pos) * D + d] = cacheElem(1, base + d);
-        }
-      }
-    }
-    const ref = reference.sdpaRef(q16.subarray(0, Hq * D), k0, v0, { B: 1, Hq, Hkv, Lq: 1, Lk: L, D, Dv: D });
-    const c = compareToReference(got.subarray(0, Hq * D), ref.out, TOLERANCES.f16);
-    row.worst = c.badIndex >= 0 ? Infinity : c.worst;
-    row.pass = c.pass;
+    const bt = metas[0].blockTable;
+    Object.assign(row, checkSequence0(got, q16, s, cacheElem, (h, pos, d) => ((bt[Math.floor(pos / bs)] * Hkv + h) * bs + (pos % bs)) * D + d));
 
     row.timing = await timeOp(engine, (i) => engine.pagedAttention(q, cache!, metas[i % sets]).destroy(), { samples, perSample: 3 });
     row.gbs = kvBytes / (row.timing.medianMs * 1e6);

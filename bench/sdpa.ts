@@ -1,25 +1,32 @@
 // Dense SDPA benchmark: flash against naive on mps-sdpa's shapes (B 1, H 8, D 64, L 1024..8192; f32 and
 // f16 storage; causal and not), against the f32 FMA ceiling measured in the same run. Each case is
 // checked against the float64 reference (on a slice of rows: the full reference at L 8192 would take
-// minutes on the CPU) before it is timed, and inputs rotate between calls.
+// minutes on the CPU) before it is timed, and inputs rotate between calls. With a peer (bench/ort.ts),
+// ONNX Runtime Web runs the same inputs through its MultiHeadAttention and gets the same check.
 import {
   TOLERANCES, compareToReference, randn, reference, roundToDType,
   type Engine, type SdpaBackend, type Tensor,
 } from 'webinfer';
 import { timeOp, type Ceilings, type Timing } from './harness';
+import type { OrtPeer, PeerTiming } from './ort';
 import { sdpaFlops, sdpaMinBytes, type SdpaShape } from './workload';
 
 export interface SdpaBenchRow {
   shape: SdpaShape;
-  backend: SdpaBackend;
+  /** webinfer's kernels, or 'ort' for the peer. */
+  backend: SdpaBackend | 'ort';
   /** Worst error over the checked rows as a fraction of the SPEC §6 tolerance (pass ≤ 1). */
   worst: number;
   pass: boolean;
-  timing: Timing | null;
+  timing: Timing | PeerTiming | null;
   tflops: number;
   gbs: number;
   /** Percent of the measured f32 FMA ceiling. */
   pctFma: number;
+  /** The peer's storage type where it differs from the shape's (f32 for f16 without shader-f16). */
+  peerDtype?: string;
+  /** The peer's GPU programs in one call. */
+  kernels?: string[];
   error?: string;
 }
 
@@ -33,7 +40,7 @@ function sliceRows(x: Float32Array, H: number, L: number, D: number, h: number, 
 
 /** Checks rows [i0, i0+n) of heads {0, H-1} against the float64 reference of exactly those rows
  *  (B 1; a sliding window only with causal, where slicing keeps each row's position). */
-function checkSlices(got: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, s: SdpaShape): { worst: number; pass: boolean } {
+export function checkSlices(got: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, s: SdpaShape): { worst: number; pass: boolean } {
   let worst = 0, pass = true;
   const heads = [...new Set([0, s.Hq - 1])];
   for (const h of heads) {
@@ -57,7 +64,7 @@ function checkSlices(got: Float32Array, q: Float32Array, k: Float32Array, v: Flo
 }
 
 export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: SdpaBackend[], ceilings: Ceilings,
-                                     opts: { samples?: number; seed?: number } = {}): Promise<SdpaBenchRow[]> {
+                                     opts: { samples?: number; seed?: number; peer?: OrtPeer | null } = {}): Promise<SdpaBenchRow[]> {
   const seed = opts.seed ?? 7;
   const nq = s.B * s.Hq * s.Lq * s.D, nk = s.B * s.Hkv * s.Lk * s.D, nv = s.B * s.Hkv * s.Lk * s.Dv;
   const sets: { q: Float32Array; k: Float32Array; v: Float32Array; t: Tensor[] }[] = [];
@@ -94,6 +101,19 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
         row.pctFma = (100 * row.tflops) / ceilings.fmaTflops;
       } catch (e) {
         row.error = (e as Error).message;
+      }
+      rows.push(row);
+    }
+    if (opts.peer) {
+      const row: SdpaBenchRow = { shape: s, backend: 'ort', worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
+      const per = Math.max(1, Math.min(20, Math.round(0.02 / Math.max(flops / 1e12, 1e-6))));
+      const r = await opts.peer.mha(s, sets, (got) => checkSlices(got, sets[0].q, sets[0].k, sets[0].v, s), { samples: opts.samples ?? 7, perSample: per });
+      Object.assign(row, { worst: r.worst, pass: r.pass, timing: r.timing, error: r.error, kernels: r.timing?.kernels });
+      if (r.dtype !== s.dtype) row.peerDtype = r.dtype;
+      if (r.timing) {
+        row.tflops = flops / (r.timing.medianMs * 1e9);
+        row.gbs = sdpaMinBytes(s) / (r.timing.medianMs * 1e6);
+        row.pctFma = (100 * row.tflops) / ceilings.fmaTflops;
       }
       rows.push(row);
     }
