@@ -1,10 +1,20 @@
 // SVG plots of a benchmark results file, dependency-free so the CLI, the demo page and Deno can all
 // draw them: line charts with a log-2 x axis (length, context), a dashed ceiling line, and legends.
-//   sdpa:  flash and naive TFLOP/s against length, per dtype and masking, under the FMA ceiling
-//   paged: KV GB/s against context, per batch, under the copy ceiling
-//   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline
+//   sdpa:  flash and naive (and the peer, where measured) TFLOP/s against length, per dtype and masking,
+//          under the FMA ceiling; flash over naive; flash over the peer
+//   paged: KV GB/s against context, per batch (the peer dotted), under the copy ceiling; webinfer over the peer
+//   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline (no peer: ORT has no MLA)
+// Peer fields are optional: results written without a peer (or by older versions) plot as before.
 
-export interface Series { name: string; points: [number, number][]; color: string; dashed?: boolean }
+export interface Series {
+  name: string; points: [number, number][]; color: string;
+  dashed?: boolean;
+  /** An explicit SVG dash pattern (wins over `dashed`), e.g. the peer's dotted line. */
+  dash?: string;
+}
+
+/** The peer's series: dotted, so flash (solid) and naive (dashed) stay told apart. */
+const PEER_DASH = '2 3';
 
 export interface ChartOptions {
   title: string; xLabel: string; yLabel: string;
@@ -82,10 +92,11 @@ export function lineChart(o: ChartOptions): string {
     const p = s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.logY || y > 0));
     if (!p.length) return;
     const d = p.map(([x, y], j) => `${j ? 'L' : 'M'}${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ');
-    parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>`);
+    const dash = s.dash ?? (s.dashed ? '5 3' : undefined);
+    parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${dash ? ` stroke-dasharray="${dash}"` : ''}/>`);
     for (const [x, y] of p) parts.push(`<circle cx="${X(x).toFixed(1)}" cy="${Y(y).toFixed(1)}" r="3" fill="${s.color}"/>`);
     const ly = m.t + 10 + 16 * i;
-    parts.push(`<line x1="${m.l + 10}" y1="${ly}" x2="${m.l + 30}" y2="${ly}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>`);
+    parts.push(`<line x1="${m.l + 10}" y1="${ly}" x2="${m.l + 30}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash ? ` stroke-dasharray="${dash}"` : ''}/>`);
     parts.push(`<text x="${m.l + 36}" y="${ly + 4}">${esc(s.name)}</text>`);
   });
   parts.push('</svg>');
@@ -95,8 +106,11 @@ export function lineChart(o: ChartOptions): string {
 export interface ResultsFile {
   device: string;
   ceilings: { fmaTflops: number; copyGBs: number; readGBs: number };
-  sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number }[];
-  paged?: { batch: number; context: number; gbs: number }[];
+  /** backend 'flash', 'naive', or 'ort' (the peer; optional). */
+  sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number; medianMs?: number; peerDtype?: string }[];
+  /** ort*: the peer's decode of the same step (optional). */
+  paged?: { batch: number; context: number; gbs: number; medianMs?: number; ortMs?: number; ortGbs?: number; ortDtype?: string }[];
+  peer?: { name: string; error?: string };
   mla?: { N: number; batch: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
 }
 
@@ -104,37 +118,70 @@ export interface ResultsFile {
 export function plotResults(r: ResultsFile): Record<string, string> {
   const out: Record<string, string> = {};
   if (r.sdpa?.length) {
-    const groups = [...new Set(r.sdpa.map((x) => `${x.dtype}${x.causal ? ' causal' : ''}`))];
+    const sdpa = r.sdpa;
+    const key = (x: { dtype: string; causal?: boolean }) => `${x.dtype}${x.causal ? ' causal' : ''}`;
+    const groups = [...new Set(sdpa.map(key))];
+    const hasPeer = sdpa.some((x) => x.backend === 'ort' && Number.isFinite(x.tflops));
     const series: Series[] = [];
     groups.forEach((g, i) => {
-      for (const backend of ['flash', 'naive']) {
-        const pts = r.sdpa!.filter((x) => `${x.dtype}${x.causal ? ' causal' : ''}` === g && x.backend === backend).map((x) => [x.Lq, x.tflops] as [number, number]);
-        if (pts.length) series.push({ name: `${backend} ${g}`, points: pts, color: COLORS[i % COLORS.length], dashed: backend === 'naive' });
+      for (const backend of ['flash', 'naive', 'ort']) {
+        const rows = sdpa.filter((x) => key(x) === g && x.backend === backend);
+        const pts = rows.map((x) => [x.Lq, x.tflops] as [number, number]);
+        const peerDtype = rows.find((x) => x.peerDtype)?.peerDtype;
+        const name = backend === 'ort' ? `ORT ${g}${peerDtype ? ` (ran ${peerDtype})` : ''}` : `${backend} ${g}`;
+        if (pts.some(([, y]) => Number.isFinite(y))) {
+          series.push({ name, points: pts, color: COLORS[i % COLORS.length], dashed: backend === 'naive', ...(backend === 'ort' ? { dash: PEER_DASH } : {}) });
+        }
       }
     });
     out['sdpa-throughput.svg'] = lineChart({
-      title: `Dense SDPA, B1 H8 D64 — ${r.device}`, xLabel: 'sequence length L (Lq = Lk)', yLabel: 'TFLOP/s',
+      title: `Dense SDPA, B1 H8 D64${hasPeer ? ', webinfer and ONNX Runtime Web' : ''} — ${r.device}`, xLabel: 'sequence length L (Lq = Lk)', yLabel: 'TFLOP/s',
       series, logX: true, ceiling: { value: r.ceilings.fmaTflops, label: `f32 FMA ceiling ${r.ceilings.fmaTflops.toFixed(1)} TFLOP/s` },
+      ...(series.length > 12 ? { height: 400 + 16 * (series.length - 12) } : {}),
     });
+    // Speedup of flash over another backend at the same shape, from throughput (same FLOP count).
+    const over = (other: string) => groups.map((g, i) => ({
+      name: g, color: COLORS[i % COLORS.length],
+      points: sdpa.filter((x) => key(x) === g && x.backend === 'flash').map((f) => {
+        const o = sdpa.find((x) => x.backend === other && key(x) === g && x.Lq === f.Lq);
+        return [f.Lq, o ? f.tflops / o.tflops : NaN] as [number, number];
+      }),
+    }));
     out['sdpa-speedup.svg'] = lineChart({
       title: `Flash over naive — ${r.device}`, xLabel: 'sequence length L', yLabel: 'speedup (x)', logX: true,
-      series: groups.map((g, i) => ({
-        name: g, color: COLORS[i % COLORS.length],
-        points: r.sdpa!.filter((x) => `${x.dtype}${x.causal ? ' causal' : ''}` === g && x.backend === 'flash').map((f) => {
-          const n = r.sdpa!.find((x) => x.backend === 'naive' && x.dtype === f.dtype && !!x.causal === !!f.causal && x.Lq === f.Lq);
-          return [f.Lq, n ? f.tflops / n.tflops : NaN] as [number, number];
-        }),
-      })),
+      series: over('naive'),
     });
+    if (hasPeer) {
+      out['sdpa-speedup-vs-peer.svg'] = lineChart({
+        title: `Flash over ONNX Runtime Web (MultiHeadAttention) — ${r.device}`, xLabel: 'sequence length L', yLabel: 'speedup (x; above 1: webinfer faster)', logX: true,
+        series: over('ort'), ceiling: { value: 1, label: 'parity' },
+      });
+    }
   }
   if (r.paged?.length) {
-    const batches = [...new Set(r.paged.map((x) => x.batch))];
+    const paged = r.paged;
+    const batches = [...new Set(paged.map((x) => x.batch))];
+    const hasPeer = paged.some((x) => Number.isFinite(x.ortGbs ?? NaN));
+    const peerF32 = paged.some((x) => x.ortDtype === 'f32');
     out['paged-decode.svg'] = lineChart({
       title: `Paged decode, Hq32 Hkv8 D128 f16 — ${r.device}`, xLabel: 'context (tokens)', yLabel: 'GB/s of KV read', logX: true,
-      series: batches.map((b, i) => ({ name: `batch ${b}`, color: COLORS[i % COLORS.length],
-        points: r.paged!.filter((x) => x.batch === b).map((x) => [x.context, x.gbs] as [number, number]) })),
+      series: batches.flatMap((b, i) => [
+        { name: `batch ${b}`, color: COLORS[i % COLORS.length], points: paged.filter((x) => x.batch === b).map((x) => [x.context, x.gbs] as [number, number]) },
+        ...(hasPeer ? [{
+          name: `ORT GQA batch ${b} (dense${peerF32 ? ' f32' : ''} cache)`, color: COLORS[i % COLORS.length], dash: PEER_DASH,
+          points: paged.filter((x) => x.batch === b).map((x) => [x.context, x.ortGbs ?? NaN] as [number, number]),
+        }] : []),
+      ]),
       ceiling: { value: r.ceilings.copyGBs, label: `copy bandwidth ${r.ceilings.copyGBs.toFixed(0)} GB/s` },
     });
+    if (hasPeer) {
+      out['paged-speedup-vs-peer.svg'] = lineChart({
+        title: `Paged decode over ONNX Runtime Web (GroupQueryAttention) — ${r.device}`, xLabel: 'context (tokens)',
+        yLabel: 'speedup, ORT ms / webinfer ms', logX: true, ceiling: { value: 1, label: 'parity' },
+        series: batches.map((b, i) => ({ name: `batch ${b}`, color: COLORS[i % COLORS.length],
+          points: paged.filter((x) => x.batch === b).map((x) => [x.context, (x.ortMs ?? NaN) / (x.medianMs ?? NaN)] as [number, number]) })),
+      });
+    }
   }
   if (r.mla?.length) {
     const heads = [...new Set(r.mla.map((x) => x.N))];

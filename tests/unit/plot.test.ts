@@ -28,4 +28,29 @@ describe('benchmark plots', () => {
     // 16 SDPA shapes: 8 series (flash and naive per dtype and masking), each with 4 lengths.
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(32);
   });
+
+  it('draws the peer as dotted series and adds the speedup-over-peer plots when peer fields are present', () => {
+    const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
+    // The peer at half of flash's throughput on every shape, and at 4x webinfer's decode time.
+    const flash = r.sdpa.filter((x: { backend: string }) => x.backend === 'flash');
+    r.sdpa.push(...flash.map((x: { tflops: number }) => ({ ...x, backend: 'ort', tflops: x.tflops / 2 })));
+    r.paged = r.paged.map((x: { medianMs: number; gbs: number }) => ({ ...x, ortMs: 4 * x.medianMs, ortGbs: x.gbs / 4, ortDtype: 'f16' }));
+    const svgs = plotResults(r);
+    expect(Object.keys(svgs).sort()).toEqual(['mla-decode.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
+    expect(svgs['sdpa-throughput.svg']).toContain('stroke-dasharray="2 3"');
+    expect(svgs['sdpa-throughput.svg']).toContain('>ORT f32 causal<');
+    // Every speedup point is exactly 2 (flash over the peer) and 4 (decode): the y axis tops out near them.
+    expect(svgs['sdpa-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(16);
+    expect(svgs['sdpa-speedup-vs-peer.svg']).toContain('>parity<');
+    expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(r.paged.filter((x: { gbs?: number }) => Number.isFinite(x.gbs)).length);
+    expect(svgs['paged-decode.svg']).toContain('ORT GQA batch 16 (dense cache)');
+  });
+
+  it('leaves the peer plots out when the peer failed on every shape', () => {
+    const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
+    r.sdpa.push({ ...r.sdpa[0], backend: 'ort', tflops: null, error: 'ORT: something' });
+    r.paged = r.paged.map((x: object) => ({ ...x, ortError: 'skipped' }));
+    expect(Object.keys(plotResults(r)).sort()).toEqual(['mla-decode.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+  });
 });
