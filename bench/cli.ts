@@ -102,7 +102,7 @@ if (suites.includes('sdpa')) {
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s. `
     + `Times are medians of GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first.`
-    + (withPeer ? ` The peer is ONNX Runtime Web ${peer?.notes[0] ?? ''}: com.microsoft MultiHeadAttention on the same inputs (q as [B, L, H·D], k and v as [B, H, L, D]), `
+    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft MultiHeadAttention on the same inputs (q as [B, L, H·D], k and v as [B, H, L, D]), `
       + `the same check, its time the sum of its GPU kernels per call (median); "vs ORT" is ORT ms / flash ms.`
       + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
       + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16: its f16 rows ran in f32 storage (marked).' : '') : ''), '',
@@ -146,7 +146,7 @@ if (suites.includes('paged')) {
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
     + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
     + 'Median of GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first.'
-    + (withPeer ? ` The peer is ONNX Runtime Web ${peer?.notes[0] ?? ''}: com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
+    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
       + 'and query, with the same check. **It reads a dense, contiguous [batch, Hkv, context, D] cache** (no block table: the op has none), '
       + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms.'
       + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
