@@ -9,6 +9,7 @@
 //   --out=DIR             where results go (default bench/results)
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
+//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch;...)
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa, GroupQueryAttention for paged)
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -202,21 +203,27 @@ if (suites.includes('mla')) {
 }
 
 if (args.has('explore-paged')) {
-  // The decode kernel with each number of key rows in flight per thread (UK), on three shapes.
+  // The decode kernels under each variant, lanes per row (KT), keys in flight (UK) and target grid,
+  // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch;... (blank fields: the
+  // planner's; prefetch 0 turns it off).
   const explorePaged: Record<string, unknown>[] = [];
+  const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
+  const saved = { ...engine.tuning };
   for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
-    for (const [UK, WG] of (args.get('uk') ?? '1,2,4,8').split(',').map(Number).flatMap((uk) => (args.get('wg') ?? '256').split(',').map((wg) => [uk, Number(wg)]))) {
-      engine.tuning.pagedDecodeUK = UK;
-      engine.tuning.pagedDecodeWG = WG;
+    for (const cfg of configs) {
+      const [variant, KT, UK, target, pf] = cfg.split(':');
+      Object.assign(engine.tuning, saved, {
+        pagedDecodeVariant: variant || 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
+        pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
+      });
       const r = await benchPagedDecode(engine, sh, ceilings, 5);
       // The passes of the last timed sample (3 calls): decode kernel against the merge.
       const per = Object.entries(engine.lastTiming).map(([k, v]) => `${k} ${fmt(v / 3, 3)} ms`).join(', ');
-      explorePaged.push({ ...sh, UK, WG, gbs: r.gbs, ms: r.timing?.medianMs, pass: r.pass, error: r.error, passes: engine.lastTiming });
-      console.log(`explore-paged batch ${sh.batch} context ${sh.context} UK ${UK} WG ${WG}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, ${fmt(r.gbs, 0)} GB/s ${r.pass ? '' : 'FAIL'} [${per}]`}`);
+      explorePaged.push({ ...sh, cfg, gbs: r.gbs, ms: r.timing?.medianMs, pass: r.pass, error: r.error, passes: engine.lastTiming });
+      console.log(`explore-paged batch ${sh.batch} context ${sh.context} ${cfg}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, ${fmt(r.gbs, 0)} GB/s (${fmt(r.pctCopy, 1)}%) ${r.pass ? '' : 'FAIL'} [${per}]`}`);
     }
   }
-  engine.tuning.pagedDecodeUK = undefined;
-  engine.tuning.pagedDecodeWG = 256;
+  Object.assign(engine.tuning, saved);
   result.explorePaged = explorePaged;
 }
 
