@@ -57,117 +57,44 @@ const result: Record<string, unknown> = {
   date: new Date().toISOString(), runtime: `node ${process.version} + webgpu (dawn.node)`, ceilings,
 };
 
-// The peer: ONNX Runtime Web on the same adapter, in the same process, on the same shapes and inputs.
 const peerName = args.get('peer') ?? 'ort';
 if (peerName !== 'ort' && peerName !== 'none') throw new Error(`--peer: expected ort or none, got ${peerName}`);
 let peer: OrtPeer | null = null;
 let peerError: string | undefined;
-if (peerName === 'ort' && (suites.includes('sdpa') || suites.includes('paged'))) {
-  // ORT's subgroup flash kernel is wrong at subgroup sizes 4 and 8 (software adapters); at 32 it is right.
-  const withholdSubgroups = engine.features.subgroups && (engine.features.subgroupMinSize ?? 32) < 16;
-  try {
-    peer = await OrtPeer.create(gpu, { withholdSubgroups });
-  } catch (e) {
-    peerError = `ORT could not start: ${(e as Error).message.split('\n')[0]}`;
-  }
-  result.peer = { name: 'onnxruntime-web', notes: peer?.notes, f16: peer?.f16, error: peerError };
-  console.log(`peer: ${peer ? `${peer.notes.join('; ')}; shader-f16 ${peer.f16 ? 'yes' : 'no (f16 cases run in f32 storage)'}` : peerError}`);
-}
 const speedup = (peerMs: number | undefined, ms: number | undefined) => fmt((peerMs ?? NaN) / (ms ?? NaN), 2);
 
-if (suites.includes('sdpa')) {
-  const shapes = mpsSdpaShapes(lengths);
-  const rows: SdpaBenchRow[] = [];
-  const byShape: { f: SdpaBenchRow; n: SdpaBenchRow; o?: SdpaBenchRow }[] = [];
-  const ms = (r?: SdpaBenchRow) => r?.timing?.medianMs ?? NaN;
-  const check = (r: SdpaBenchRow) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.worst)}`);
+const sdpaShapes = suites.includes('sdpa') ? mpsSdpaShapes(lengths) : [];
+const sdpaRows: SdpaBenchRow[] = [];
+const byShape: { f: SdpaBenchRow; n: SdpaBenchRow; o?: SdpaBenchRow }[] = [];
+const ms = (r?: SdpaBenchRow) => r?.timing?.medianMs ?? NaN;
+const check = (r: SdpaBenchRow) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.worst)}`);
+{
+  const shapes = sdpaShapes, rows = sdpaRows;
   for (const [i, s] of shapes.entries()) {
-    const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: quick ? 3 : 7, peer });
+    const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: quick ? 3 : 7 });
     rows.push(...r);
-    const [f, n, o] = r;
-    byShape.push({ f, n, o });
+    const [f, n] = r;
+    byShape.push({ f, n });
     console.log(`[${i + 1}/${shapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: flash ${fmt(ms(f), 3)} ms `
       + `(${fmt(f.tflops)} TFLOP/s, ${fmt(f.pctFma, 1)}% FMA, check ${check(f)}), `
-      + `naive ${fmt(ms(n), 3)} ms (check ${check(n)}), speedup ${fmt(ms(n) / ms(f), 1)}x`
-      + (o ? `; ORT ${o.error && !o.timing ? o.error : `${fmt(ms(o), 3)} ms${o.peerDtype ? ` (${o.peerDtype})` : ''} (${fmt(o.tflops)} TFLOP/s, `
-        + `check ${check(o)}, ${o.timing?.method}), flash ${speedup(ms(o), ms(f))}x vs ORT`}` : ''));
+      + `naive ${fmt(ms(n), 3)} ms (check ${check(n)}), speedup ${fmt(ms(n) / ms(f), 1)}x`);
   }
-  result.sdpa = rows.map((r) => ({
-    ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
-    medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
-    ...(r.backend === 'ort' ? { peerDtype: r.peerDtype, kernels: r.kernels } : {}),
-  }));
-  const withPeer = byShape.some((x) => x.o);
-  const lines = [
-    `# Dense SDPA: flash vs naive${withPeer ? ' vs ONNX Runtime Web' : ''} on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
-    + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s. `
-    + `Times are medians of GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first.`
-    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft MultiHeadAttention on the same inputs (q as [B, L, H·D], k and v as [B, H, L, D]), `
-      + `the same check, its time the sum of its GPU kernels per call (median); "vs ORT" is ORT ms / flash ms.`
-      + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
-      + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16: its f16 rows ran in f32 storage (marked).' : '') : ''), '',
-    `| dtype | causal | L | flash ms | flash TFLOP/s | % of FMA ceiling | naive ms | speedup |${withPeer ? ' ORT ms | ORT TFLOP/s | speedup vs ORT |' : ''} checks |`,
-    `|---|---|---|---|---|---|---|---|${withPeer ? '---|---|---|' : ''}---|`,
-  ];
-  for (const { f, n, o } of byShape) {
-    const peerCols = withPeer
-      ? (o?.timing ? ` ${fmt(ms(o), 3)}${o.peerDtype ? ` (${o.peerDtype})` : ''} | ${fmt(o.tflops)} | ${speedup(ms(o), ms(f))}x |` : ` ${o?.error ?? '-'} | - | - |`)
-      : '';
-    const checks = [f, n, ...(o?.timing ? [o] : [])].every((r) => r.pass) ? 'pass' : 'FAIL';
-    lines.push(`| ${f.shape.dtype} | ${f.shape.causal ? 'yes' : 'no'} | ${f.shape.Lq} | ${fmt(ms(f), 3)} | ${fmt(f.tflops)} | ${fmt(f.pctFma, 1)} | `
-      + `${fmt(ms(n), 3)} | ${fmt(ms(n) / ms(f), 1)}x |${peerCols} ${checks} |`);
-  }
-  mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, `sdpa-${slug}.md`), `${lines.join('\n')}\n`);
-  console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
+const pagedShapes: ReturnType<typeof llamaDecodeShapes> = [];
+const pagedRows: PagedBenchRow[] = [];
 if (suites.includes('paged')) {
   const batches = (args.get('batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
   const contexts = (args.get('contexts') ?? (quick ? '256,1024' : '1024,4096,32768')).split(',').map(Number);
   const shapes = llamaDecodeShapes(batches, contexts);
-  const rows: PagedBenchRow[] = [];
+  pagedShapes.push(...shapes);
+  const rows = pagedRows;
   for (const [i, sh] of shapes.entries()) {
-    const r = await benchPagedDecode(engine, sh, ceilings, quick ? 3 : 7, peer);
+    const r = await benchPagedDecode(engine, sh, ceilings, quick ? 3 : 7);
     rows.push(r);
-    const p = r.peer;
     console.log(`[${i + 1}/${shapes.length}] decode batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, `
-      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
-      + (p ? `; ORT ${p.error && !p.timing ? p.error : `${fmt(p.timing?.medianMs ?? NaN, 3)} ms (${p.dtype} cache, ${fmt(p.gbs, 0)} GB/s, check ${p.pass ? 'pass' : `FAIL ${p.error ?? fmt(p.worst)}`}, `
-        + `${p.timing?.method}), webinfer ${speedup(p.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}` : ''));
+      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`);
   }
-  result.paged = rows.map((r) => ({ ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
-    medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy,
-    ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
-      ortError: r.peer.error, ortDtype: r.peer.dtype, ortKvBytes: r.peer.kvBytes, ortMethod: r.peer.timing?.method, ortKernels: r.peer.timing?.kernels } : {}) }));
-  const withPeer = rows.some((r) => r.peer);
-  const lines = [
-    `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
-    + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
-    + 'Median of GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first.'
-    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
-      + 'and query, with the same check. **It reads a dense, contiguous [batch, Hkv, context, D] cache** (no block table: the op has none), '
-      + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms.'
-      + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
-      + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16, so its cache is f32 (twice the bytes; marked).' : '') : ''), '',
-    `| batch | context | KV MB | ms | GB/s of KV | % of copy |${withPeer ? ' ORT ms | ORT GB/s | speedup vs ORT |' : ''} check |`,
-    `|---|---|---|---|---|---|${withPeer ? '---|---|---|' : ''}---|`,
-    ...rows.map((r) => {
-      const p = r.peer;
-      const peerCols = withPeer
-        ? (p?.timing ? ` ${fmt(p.timing.medianMs, 3)}${p.dtype !== 'f16' ? ` (${p.dtype})` : ''} | ${fmt(p.gbs, 0)} | ${speedup(p.timing.medianMs, r.timing?.medianMs)}x |` : ` ${p?.error ?? '-'} | - | - |`)
-        : '';
-      const checks = r.pass && (!p?.timing || p.pass) ? 'pass' : 'FAIL';
-      return r.error
-        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - |${peerCols} - |`
-        : `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${fmt(r.timing?.medianMs ?? NaN, 3)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} |${peerCols} ${checks} |`;
-    }),
-  ];
-  mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);
-  console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
 if (suites.includes('mla')) {
@@ -246,6 +173,106 @@ if (args.has('explore')) {
   }
   Object.assign(engine.tuning, { flashVariant: 'auto', flashSmemBytes: Infinity, flashGrid: undefined });
   result.explore = explore;
+}
+
+// The peer last: ONNX Runtime Web on the same adapter, in the same process, on the same shapes and
+// inputs, once every webinfer number above is taken (a second device on the GPU perturbed short
+// kernels measured beside it: bench/notes/peer.md).
+if (peerName === 'ort' && (sdpaShapes.length || pagedShapes.length)) {
+  // ORT's subgroup flash kernel is wrong at subgroup sizes 4 and 8 (software adapters); at 32 it is right.
+  const withholdSubgroups = engine.features.subgroups && (engine.features.subgroupMinSize ?? 32) < 16;
+  try {
+    peer = await OrtPeer.create(gpu, { withholdSubgroups });
+  } catch (e) {
+    peerError = `ORT could not start: ${(e as Error).message.split('\n')[0]}`;
+  }
+  result.peer = { name: 'onnxruntime-web', notes: peer?.notes, f16: peer?.f16, error: peerError };
+  console.log(`peer: ${peer ? `${peer.notes.join('; ')}; shader-f16 ${peer.f16 ? 'yes' : 'no (f16 cases run in f32 storage)'}` : peerError}`);
+}
+if (peer) {
+  for (const [i, s] of sdpaShapes.entries()) {
+    const [o] = await benchSdpaShape(engine, s, [], ceilings, { samples: quick ? 3 : 7, peer });
+    byShape[i].o = o;
+    sdpaRows.push(o);
+    console.log(`[peer ${i + 1}/${sdpaShapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: ORT ${o.error && !o.timing ? o.error : `${fmt(ms(o), 3)} ms${o.peerDtype ? ` (${o.peerDtype})` : ''} `
+      + `(${fmt(o.tflops)} TFLOP/s, check ${check(o)}, ${o.timing?.method}), flash ${speedup(ms(o), ms(byShape[i].f))}x vs ORT`}`);
+  }
+  for (const [i, sh] of pagedShapes.entries()) {
+    // The peer's decode of the same step (webinfer's own row was timed above, before the peer started).
+    const p = (await benchPagedDecode(engine, sh, ceilings, quick ? 3 : 7, peer)).peer;
+    const r = pagedRows[i];
+    r.peer = p;
+    console.log(`[peer ${i + 1}/${pagedShapes.length}] decode batch ${sh.batch} context ${sh.context}: ORT ${!p ? '-' : p.error && !p.timing ? p.error : `${fmt(p.timing?.medianMs ?? NaN, 3)} ms (${p.dtype} cache, ${fmt(p.gbs, 0)} GB/s, `
+      + `check ${p.pass ? 'pass' : `FAIL ${p.error ?? fmt(p.worst)}`}, ${p.timing?.method}), webinfer ${speedup(p.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}`);
+  }
+}
+
+if (sdpaShapes.length) {
+  const rows = sdpaRows;
+  result.sdpa = rows.map((r) => ({
+    ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
+    medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
+    ...(r.backend === 'ort' ? { peerDtype: r.peerDtype, kernels: r.kernels } : {}),
+  }));
+  const withPeer = byShape.some((x) => x.o);
+  const lines = [
+    `# Dense SDPA: flash vs naive${withPeer ? ' vs ONNX Runtime Web' : ''} on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
+    + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s. `
+    + `Times are medians of GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first.`
+    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft MultiHeadAttention on the same inputs (q as [B, L, H·D], k and v as [B, H, L, D]), `
+      + `the same check, its time the sum of its GPU kernels per call (median); "vs ORT" is ORT ms / flash ms.`
+      + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
+      + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16: its f16 rows ran in f32 storage (marked).' : '') : ''), '',
+    `| dtype | causal | L | flash ms | flash TFLOP/s | % of FMA ceiling | naive ms | speedup |${withPeer ? ' ORT ms | ORT TFLOP/s | speedup vs ORT |' : ''} checks |`,
+    `|---|---|---|---|---|---|---|---|${withPeer ? '---|---|---|' : ''}---|`,
+  ];
+  for (const { f, n, o } of byShape) {
+    const peerCols = withPeer
+      ? (o?.timing ? ` ${fmt(ms(o), 3)}${o.peerDtype ? ` (${o.peerDtype})` : ''} | ${fmt(o.tflops)} | ${speedup(ms(o), ms(f))}x |` : ` ${o?.error ?? '-'} | - | - |`)
+      : '';
+    const checks = [f, n, ...(o?.timing ? [o] : [])].every((r) => r.pass) ? 'pass' : 'FAIL';
+    lines.push(`| ${f.shape.dtype} | ${f.shape.causal ? 'yes' : 'no'} | ${f.shape.Lq} | ${fmt(ms(f), 3)} | ${fmt(f.tflops)} | ${fmt(f.pctFma, 1)} | `
+      + `${fmt(ms(n), 3)} | ${fmt(ms(n) / ms(f), 1)}x |${peerCols} ${checks} |`);
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `sdpa-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (pagedShapes.length) {
+  const rows = pagedRows;
+  result.paged = rows.map((r) => ({ ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
+    medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy,
+    ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
+      ortError: r.peer.error, ortDtype: r.peer.dtype, ortKvBytes: r.peer.kvBytes, ortMethod: r.peer.timing?.method, ortKernels: r.peer.timing?.kernels } : {}) }));
+  const withPeer = rows.some((r) => r.peer);
+  const lines = [
+    `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
+    + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
+    + 'Median of GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first.'
+    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
+      + 'and query, with the same check. **It reads a dense, contiguous [batch, Hkv, context, D] cache** (no block table: the op has none), '
+      + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms.'
+      + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
+      + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16, so its cache is f32 (twice the bytes; marked).' : '') : ''), '',
+    `| batch | context | KV MB | ms | GB/s of KV | % of copy |${withPeer ? ' ORT ms | ORT GB/s | speedup vs ORT |' : ''} check |`,
+    `|---|---|---|---|---|---|${withPeer ? '---|---|---|' : ''}---|`,
+    ...rows.map((r) => {
+      const p = r.peer;
+      const peerCols = withPeer
+        ? (p?.timing ? ` ${fmt(p.timing.medianMs, 3)}${p.dtype !== 'f16' ? ` (${p.dtype})` : ''} | ${fmt(p.gbs, 0)} | ${speedup(p.timing.medianMs, r.timing?.medianMs)}x |` : ` ${p?.error ?? '-'} | - | - |`)
+        : '';
+      const checks = r.pass && (!p?.timing || p.pass) ? 'pass' : 'FAIL';
+      return r.error
+        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - |${peerCols} - |`
+        : `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${fmt(r.timing?.medianMs ?? NaN, 3)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} |${peerCols} ${checks} |`;
+    }),
+  ];
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
 mkdirSync(outDir, { recursive: true });
