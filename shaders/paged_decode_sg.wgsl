@@ -12,11 +12,8 @@
 //   - at the end the NGRP group states are merged through workgroup memory, one head at a time.
 // Every option but masks (scale, softcap, ALiBi, window; sinks when the state is final). With several
 // partitions each writes its state to the workspace and merge_states.wgsl combines them.
-// paged_decode.wgsl is the portable kernel (no subgroups) with the same bindings and parameters.
-
-override Q_DTYPE: u32 = 0u;
-override KV_DTYPE: u32 = 0u;
-override OUT_DTYPE: u32 = 0u;
+// paged_decode.wgsl is the portable kernel (no subgroups); both take their parameters, bindings and
+// cache loads from paged_decode_io.wgsl.
 
 const G: u32 = 4u;       // query heads per kv head
 const D: u32 = 128u;
@@ -33,41 +30,9 @@ const E4: u32 = EPV / 4u;          // vec4s per load
 const NGRP: u32 = WG / KT;         // groups per workgroup
 const STEP: u32 = NGRP * UK;       // keys per workgroup step
 
-struct Params {
-  T: u32, Hq: u32, Hkv: u32, S: u32,
-  flags: u32, window: u32, scale: f32, softcap: f32,
-  bs: u32, num_blocks: u32, max_blocks: u32, n_items: u32,
-  part_len: u32, n_parts: u32, partial: u32, off_items: u32,
-  off_qsl: u32, off_seqlens: u32, off_bt: u32, ws_lse: u32,
-  k_scale: f32, v_scale: f32, _p0: u32, _p1: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<u32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> pmeta: array<i32>;
-@group(0) @binding(5) var<storage, read> headp: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<u32>;
-@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
-@group(0) @binding(8) var<storage, read_write> ws: array<u32>;
-
 var<workgroup> m_s: array<f32, NGRP * G>;
 var<workgroup> l_s: array<f32, NGRP * G>;
 var<workgroup> acc_s: array<f32, NGRP * DV>;
-
-/** Four elements (vec4 i of E4) of one 16-byte load. */
-fn decode16(w: vec4<u32>, i: u32) -> vec4<f32> {
-  if (KV_DTYPE == 0u) { return bitcast<vec4<f32>>(w); }
-  if (KV_DTYPE == 3u) { return decode4(vec4<u32>(w[i], 0u, 0u, 0u), 3u); }
-  return decode4(vec4<u32>(w[2u * i], w[2u * i + 1u], 0u, 0u), KV_DTYPE);
-}
-
-fn cache_row(s: u32, g: u32, j: u32) -> i32 {
-  let blk = pmeta[params.off_bt + s * params.max_blocks + j / params.bs];
-  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
-  return i32((u32(blk) * params.Hkv + g) * params.bs + j % params.bs);
-}
 
 /** The K and V pieces of this lane for the UK keys kb + grp + NGRP·u of a step (zeros past k_hi). */
 struct Step { kw: array<vec4<u32>, UK * CK>, vw: array<vec4<u32>, UK * CV>, ok: array<bool, UK> }

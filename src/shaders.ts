@@ -15,6 +15,7 @@ import pagedCache from '../shaders/paged_cache.wgsl?raw';
 import flashPaged from '../shaders/flash_paged.wgsl?raw';
 import pagedDecode from '../shaders/paged_decode.wgsl?raw';
 import pagedDecodeSg from '../shaders/paged_decode_sg.wgsl?raw';
+import pagedDecodeIo from '../shaders/paged_decode_io.wgsl?raw';
 import mla from '../shaders/mla.wgsl?raw';
 
 export const SHADER_FILES: Readonly<Record<string, string>> = {
@@ -31,6 +32,7 @@ export const SHADER_FILES: Readonly<Record<string, string>> = {
   'flash_paged.wgsl': flashPaged,
   'paged_decode.wgsl': pagedDecode,
   'paged_decode_sg.wgsl': pagedDecodeSg,
+  'paged_decode_io.wgsl': pagedDecodeIo,
   'mla.wgsl': mla,
 };
 
@@ -43,7 +45,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   paged_cache: ['dtype.wgsl', 'paged_cache.wgsl'],
   paged_flash: ['dtype.wgsl', 'attn_common.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_portable.wgsl'],
   mla: ['dtype.wgsl', 'mla.wgsl'],
-  paged_decode: ['dtype.wgsl', 'attn_common.wgsl', 'paged_decode.wgsl'],
-  paged_decode_sg: ['dtype.wgsl', 'attn_common.wgsl', 'paged_decode_sg.wgsl'],
+  paged_decode: ['dtype.wgsl', 'attn_common.wgsl', 'paged_decode_io.wgsl', 'paged_decode.wgsl'],
+  paged_decode_sg: ['dtype.wgsl', 'attn_common.wgsl', 'paged_decode_io.wgsl', 'paged_decode_sg.wgsl'],
   paged_flash_subgroup: ['dtype.wgsl', 'attn_common.wgsl', 'flash_paged.wgsl', 'flash_core.wgsl', 'reduce_subgroup.wgsl'],
 };

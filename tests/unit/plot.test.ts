@@ -2,6 +2,15 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { lineChart, plotResults } from '../../bench/plot';
 
+/** The committed H200 results with the peer's rows and fields taken out. */
+function withoutPeer() {
+  const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
+  r.sdpa = r.sdpa.filter((x: { backend: string }) => x.backend !== 'ort');
+  r.paged = r.paged.map((x: Record<string, unknown>) => Object.fromEntries(Object.entries(x).filter(([k]) => !k.startsWith('ort'))));
+  delete r.peer;
+  return r;
+}
+
 describe('benchmark plots', () => {
   it('draws one path and legend entry per series, the ceiling, and log ticks', () => {
     const svg = lineChart({
@@ -21,16 +30,28 @@ describe('benchmark plots', () => {
     expect(() => lineChart({ title: 'empty', xLabel: 'x', yLabel: 'y', series: [{ name: 'a', color: '#000', points: [[1, NaN]] }] })).toThrow("lineChart 'empty': no finite points");
   });
 
-  it('plots every suite of the committed H200 results', () => {
+  it('plots every suite of the committed H200 results, with the peer', () => {
     const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
     const svgs = plotResults(r);
+    expect(Object.keys(svgs).sort()).toEqual(['mla-decode.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    // 16 SDPA shapes: 8 webinfer series (flash and naive per dtype and masking) and 4 of the peer, 4 lengths each.
+    expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
+    expect(svgs['sdpa-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(16);
+    // One point per decode shape that both engines ran.
+    const both = r.paged.filter((x: { medianMs?: number; ortMs?: number }) => Number.isFinite(x.medianMs) && Number.isFinite(x.ortMs)).length;
+    expect(both).toBeGreaterThan(0);
+    expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(both);
+  });
+
+  it('plots results without a peer (the demo page, --peer=none) as the four webinfer plots', () => {
+    const r = withoutPeer();
+    const svgs = plotResults(r);
     expect(Object.keys(svgs).sort()).toEqual(['mla-decode.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
-    // 16 SDPA shapes: 8 series (flash and naive per dtype and masking), each with 4 lengths.
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(32);
   });
 
   it('draws the peer as dotted series and adds the speedup-over-peer plots when peer fields are present', () => {
-    const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
+    const r = withoutPeer();
     // The peer at half of flash's throughput on every shape, and at 4x webinfer's decode time.
     const flash = r.sdpa.filter((x: { backend: string }) => x.backend === 'flash');
     r.sdpa.push(...flash.map((x: { tflops: number }) => ({ ...x, backend: 'ort', tflops: x.tflops / 2 })));
@@ -48,7 +69,7 @@ describe('benchmark plots', () => {
   });
 
   it('leaves the peer plots out when the peer failed on every shape', () => {
-    const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
+    const r = withoutPeer();
     r.sdpa.push({ ...r.sdpa[0], backend: 'ort', tflops: null, error: 'ORT: something' });
     r.paged = r.paged.map((x: object) => ({ ...x, ortError: 'skipped' }));
     expect(Object.keys(plotResults(r)).sort()).toEqual(['mla-decode.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
