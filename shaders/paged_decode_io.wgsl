@@ -1,5 +1,6 @@
 // What both decode kernels (paged_decode.wgsl, portable; paged_decode_sg.wgsl, subgroups) share: their
-// specialization, parameters and bindings, the 16-byte cache loads and the block-table lookup.
+// specialization, parameters and bindings, their work items, the 16-byte cache loads and the
+// block-table lookup.
 
 override Q_DTYPE: u32 = 0u;
 override KV_DTYPE: u32 = 0u;
@@ -37,3 +38,27 @@ fn cache_row(s: u32, g: u32, j: u32) -> i32 {
   return i32((u32(blk) * params.Hkv + g) * params.bs + j % params.bs);
 }
 
+
+/** A decode work item: sequence s, kv head g, KV partition part; the sequence's token row t, its
+ *  position pos, and the partition's keys [k_lo, k_hi). Not valid: out of range, nothing to do. */
+struct Item { valid: bool, s: u32, g: u32, part: u32, t: u32, pos: i32, k_lo: u32, k_hi: u32 }
+
+fn decode_item(item: u32) -> Item {
+  var it: Item;
+  it.valid = false;
+  if (item >= params.n_items) { return it; }
+  let base = params.off_items + 4u * item;
+  it.s = u32(pmeta[base]);
+  it.g = u32(pmeta[base + 1u]);
+  it.part = u32(pmeta[base + 3u]);
+  if (it.s >= params.S || it.g >= params.Hkv) { return it; }
+  let q0 = pmeta[params.off_qsl + it.s];
+  if (q0 < 0 || u32(q0) >= params.T) { return it; }
+  it.t = u32(q0);
+  let seq_len = u32(clamp(pmeta[params.off_seqlens + it.s], 1, i32(params.max_blocks * params.bs)));
+  it.pos = i32(seq_len) - 1;
+  it.k_lo = min(it.part * params.part_len, seq_len);
+  it.k_hi = min(it.k_lo + params.part_len, seq_len);
+  it.valid = true;
+  return it;
+}

@@ -57,20 +57,15 @@ fn load_step(s: u32, g: u32, kb: u32, k_hi: u32, grp: u32, lane: u32) -> Step {
 @compute @workgroup_size(WG)
 fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) li: u32) {
-  let item = wid.y * nwg.x + wid.x;
-  if (item >= params.n_items) { return; }
-  let base = params.off_items + 4u * item;
-  let s = u32(pmeta[base]);
-  let g = u32(pmeta[base + 1u]);
-  let part = u32(pmeta[base + 3u]);
-  if (s >= params.S || g >= params.Hkv) { return; }
-  let q0 = pmeta[params.off_qsl + s];
-  if (q0 < 0 || u32(q0) >= params.T) { return; }
-  let t = u32(q0);
-  let seq_len = u32(clamp(pmeta[params.off_seqlens + s], 1, i32(params.max_blocks * params.bs)));
-  let pos = i32(seq_len) - 1;
-  let k_lo = min(part * params.part_len, seq_len);
-  let k_hi = min(k_lo + params.part_len, seq_len);
+  let it = decode_item(wid.y * nwg.x + wid.x);
+  if (!it.valid) { return; }
+  let s = it.s;
+  let g = it.g;
+  let part = it.part;
+  let t = it.t;
+  let pos = it.pos;
+  let k_lo = it.k_lo;
+  let k_hi = it.k_hi;
   let f = params.flags;
   let lane = li % KT;
   let grp = li / KT;
