@@ -107,11 +107,23 @@ export interface ResultsFile {
   device: string;
   ceilings: { fmaTflops: number; copyGBs: number; readGBs: number };
   /** backend 'flash', 'naive', or 'ort' (the peer; optional). */
-  sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number; medianMs?: number; peerDtype?: string }[];
+  sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number; medianMs?: number; peerDtype?: string; B?: number; Hq?: number; D?: number }[];
   /** ort*: the peer's decode of the same step (optional). */
   paged?: { batch: number; context: number; gbs: number; medianMs?: number; ortMs?: number; ortGbs?: number; ortDtype?: string }[];
   peer?: { name: string; error?: string };
-  mla?: { N: number; batch: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
+  mla?: { N: number; batch: number; context?: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
+}
+
+/** A value with three significant digits at most (ceilings of software adapters are small). */
+function sig(x: number): string {
+  if (!Number.isFinite(x)) return '?';
+  return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toPrecision(2);
+}
+
+/** "B1 H8 D64" when every row shares one (B, Hq, D); else the lengths vary only in L anyway. */
+function sdpaShapeLabel(rows: NonNullable<ResultsFile['sdpa']>): string {
+  const one = (k: 'B' | 'Hq' | 'D') => { const v = [...new Set(rows.map((x) => x[k]))]; return v.length === 1 && v[0] !== undefined ? String(v[0]) : '?'; };
+  return `B${one('B')} H${one('Hq')} D${one('D')}`;
 }
 
 /** The SVG plots of one results file, by file name. */
@@ -135,8 +147,8 @@ export function plotResults(r: ResultsFile): Record<string, string> {
       }
     });
     out['sdpa-throughput.svg'] = lineChart({
-      title: `Dense SDPA, B1 H8 D64${hasPeer ? ', webinfer and ONNX Runtime Web' : ''} — ${r.device}`, xLabel: 'sequence length L (Lq = Lk)', yLabel: 'TFLOP/s',
-      series, logX: true, ceiling: { value: r.ceilings.fmaTflops, label: `f32 FMA ceiling ${r.ceilings.fmaTflops.toFixed(1)} TFLOP/s` },
+      title: `Dense SDPA, ${sdpaShapeLabel(sdpa)}${hasPeer ? ', webinfer and ONNX Runtime Web' : ''} — ${r.device}`, xLabel: 'sequence length L (Lq = Lk)', yLabel: 'TFLOP/s',
+      series, logX: true, ceiling: { value: r.ceilings.fmaTflops, label: `f32 FMA ceiling ${sig(r.ceilings.fmaTflops)} TFLOP/s` },
       ...(series.length > 12 ? { height: 400 + 16 * (series.length - 12) } : {}),
     });
     // Speedup of flash over another backend at the same shape, from throughput (same FLOP count).
@@ -172,7 +184,7 @@ export function plotResults(r: ResultsFile): Record<string, string> {
           points: paged.filter((x) => x.batch === b).map((x) => [x.context, x.ortGbs ?? NaN] as [number, number]),
         }] : []),
       ]),
-      ceiling: { value: r.ceilings.copyGBs, label: `copy bandwidth ${r.ceilings.copyGBs.toFixed(0)} GB/s` },
+      ceiling: { value: r.ceilings.copyGBs, label: `copy bandwidth ${sig(r.ceilings.copyGBs)} GB/s` },
     });
     if (hasPeer) {
       out['paged-speedup-vs-peer.svg'] = lineChart({
@@ -186,7 +198,7 @@ export function plotResults(r: ResultsFile): Record<string, string> {
   if (r.mla?.length) {
     const heads = [...new Set(r.mla.map((x) => x.N))];
     out['mla-decode.svg'] = lineChart({
-      title: `MLA decode, context 4096 — ${r.device}`, xLabel: 'batch', yLabel: 'milliseconds per call (log)', logX: true, logY: true,
+      title: `MLA decode, context ${[...new Set(r.mla.map((x) => x.context ?? NaN))].filter(Number.isFinite).join('/') || '?'} — ${r.device}`, xLabel: 'batch', yLabel: 'milliseconds per call (log)', logX: true, logY: true,
       series: heads.flatMap((N, i) => [
         { name: `absorbed N${N}`, color: COLORS[i % COLORS.length], points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.absorbedMs ?? NaN] as [number, number]) },
         { name: `unabsorbed N${N}`, color: COLORS[i % COLORS.length], dashed: true, points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.unabsorbedMs ?? NaN] as [number, number]) },

@@ -43,6 +43,20 @@ describe('benchmark plots', () => {
     expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(both);
   });
 
+  it('titles and ceiling labels come from the results (shape, context; small ceilings keep their digits)', () => {
+    const r = withoutPeer();
+    let svgs = plotResults(r);
+    expect(svgs['sdpa-throughput.svg']).toContain('Dense SDPA, B1 H8 D64');
+    expect(svgs['mla-decode.svg']).toContain('MLA decode, context 4096');
+    // A software adapter's run: other context, tiny ceilings.
+    r.mla = r.mla.map((x: object) => ({ ...x, context: 64 }));
+    r.ceilings = { ...r.ceilings, fmaTflops: 0.0089, copyGBs: 3.2 };
+    svgs = plotResults(r);
+    expect(svgs['mla-decode.svg']).toContain('MLA decode, context 64');
+    expect(svgs['sdpa-throughput.svg']).toContain('f32 FMA ceiling 0.0089 TFLOP/s');
+    expect(svgs['paged-decode.svg']).toContain('copy bandwidth 3.20 GB/s');
+  });
+
   it('plots results without a peer (the demo page, --peer=none) as the four webinfer plots', () => {
     const r = withoutPeer();
     const svgs = plotResults(r);
