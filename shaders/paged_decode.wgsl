@@ -170,19 +170,9 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   // ---- finalize: sinks (final states only), normalize, write.
   for (var gg = 0u; gg < G; gg++) {
     let h = g * G + gg;
-    let any_visible = m[gg] > VISIBLE_MIN;
-    var mf = m[gg];
-    var lf = l[gg];
-    var keep = 1.0;
-    if (any_visible && params.partial == 0u && (f & FLAG_SINKS) != 0u) {
-      let s2 = headp[params.Hq + h] * LOG2E;
-      let mn = max(mf, s2);
-      keep = exp2(mf - mn);
-      lf = lf * keep + exp2(s2 - mn);
-      mf = mn;
-    }
-    let val = select(0.0, col[gg] * keep / lf, any_visible);
-    let lse_bits = select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible);
+    let fs = final_state(m[gg], l[gg], h);
+    let val = select(0.0, col[gg] * fs.keep / fs.l, fs.visible);
+    let lse_bits = fs.lse_bits;
     if (params.partial == 1u) {
       if (li < DV) { ws[((part * params.T + t) * params.Hq + h) * DV + li] = bitcast<u32>(val); }
       if (li == 0u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = lse_bits; }

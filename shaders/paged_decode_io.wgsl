@@ -62,3 +62,23 @@ fn decode_item(item: u32) -> Item {
   it.valid = true;
   return it;
 }
+
+/** Head h's final softmax state from its max m and sum l (log2 domain). The learned sink is folded in
+ *  where the state is final (a partition's state is merged first): keep rescales the accumulated
+ *  P·V, l is the sum to divide by, lse_bits the natural-log LSE (-inf when nothing was visible). */
+struct Final { visible: bool, keep: f32, l: f32, lse_bits: u32 }
+
+fn final_state(m: f32, l: f32, h: u32) -> Final {
+  var fs = Final(m > VISIBLE_MIN, 1.0, l, NEG_INF_BITS);
+  if (!fs.visible) { return fs; }
+  var mf = m;
+  if (params.partial == 0u && (params.flags & FLAG_SINKS) != 0u) {
+    let s2 = headp[params.Hq + h] * LOG2E;
+    let mn = max(mf, s2);
+    fs.keep = exp2(mf - mn);
+    fs.l = l * fs.keep + exp2(s2 - mn);
+    mf = mn;
+  }
+  fs.lse_bits = bitcast<u32>((mf + log2(fs.l)) * LN2);
+  return fs;
+}

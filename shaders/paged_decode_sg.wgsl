@@ -165,17 +165,8 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var r = 0u; r < NGRP; r++) { mmax = max(mmax, m_s[r * G + gg]); }
     var lf = 0.0;
     for (var r = 0u; r < NGRP; r++) { lf += select(0.0, exp2(m_s[r * G + gg] - mmax) * l_s[r * G + gg], m_s[r * G + gg] > VISIBLE_MIN); }
-    var mf = mmax;
-    let any_visible = mf > VISIBLE_MIN;
-    var keep = 1.0;
-    if (any_visible && params.partial == 0u && (f & FLAG_SINKS) != 0u) {
-      let s2 = headp[params.Hq + h] * LOG2E;
-      let mn = max(mf, s2);
-      keep = exp2(mf - mn);
-      lf = lf * keep + exp2(s2 - mn);
-      mf = mn;
-    }
-    let norm = select(0.0, keep * params.v_scale / lf, any_visible);
+    let fs = final_state(mmax, lf, h);
+    let norm = select(0.0, fs.keep * params.v_scale / fs.l, fs.visible);
     for (var cp = li; cp < DV / 2u; cp += WG) {
       var v2 = vec2<f32>(0.0);
       for (var r = 0u; r < NGRP; r++) {
@@ -197,9 +188,8 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       }
     }
     if (li == 0u) {
-      let lse_bits = select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible);
-      if (params.partial == 1u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = lse_bits; }
-      else { lse[h * params.T + t] = lse_bits; }
+      if (params.partial == 1u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = fs.lse_bits; }
+      else { lse[h * params.T + t] = fs.lse_bits; }
     }
     workgroupBarrier();
   }
