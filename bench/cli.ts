@@ -17,9 +17,9 @@ import { join } from 'node:path';
 import { create, globals } from 'webgpu';
 import { createEngine } from 'webinfer';
 import { measureCeilings } from './harness';
-import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from './sdpa';
-import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from './paged';
-import { benchMlaDecode, deepseekDecodeShapes, type MlaBenchRow } from './mla';
+import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
+import { benchPagedDecode, benchPagedPeer, llamaDecodeShapes, pagedJson, type PagedBenchRow } from './paged';
+import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
 import { planFlash } from '../src/kernels/sdpa_flash';
@@ -110,8 +110,7 @@ if (suites.includes('mla')) {
       + `(${fmt(r.tflops)} TFLOP/s, ${fmt(r.gbs, 0)} GB/s, ${fmt(r.pctRoofline, 1)}% of roofline), unabsorbed ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} ms, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
       + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 3)}`).join(', ')}]`);
   }
-  result.mla = rows.map((r) => ({ ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
-    absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline }));
+  result.mla = rows.map(mlaJson);
   const lines = [
     `# MLA decode (L 512, P 128, R 64, V 128, f16 latent cache, block 64) on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=mla\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
@@ -199,21 +198,17 @@ if (peer) {
   }
   for (const [i, sh] of pagedShapes.entries()) {
     // The peer's decode of the same step (webinfer's own row was timed above, before the peer started).
-    const p = (await benchPagedDecode(engine, sh, ceilings, quick ? 3 : 7, peer)).peer;
     const r = pagedRows[i];
+    const p = await benchPagedPeer(sh, ceilings, peer, quick ? 3 : 7);
     r.peer = p;
-    console.log(`[peer ${i + 1}/${pagedShapes.length}] decode batch ${sh.batch} context ${sh.context}: ORT ${!p ? '-' : p.error && !p.timing ? p.error : `${fmt(p.timing?.medianMs ?? NaN, 3)} ms (${p.dtype} cache, ${fmt(p.gbs, 0)} GB/s, `
+    console.log(`[peer ${i + 1}/${pagedShapes.length}] decode batch ${sh.batch} context ${sh.context}: ORT ${p.error && !p.timing ? p.error : `${fmt(p.timing?.medianMs ?? NaN, 3)} ms (${p.dtype} cache, ${fmt(p.gbs, 0)} GB/s, `
       + `check ${p.pass ? 'pass' : `FAIL ${p.error ?? fmt(p.worst)}`}, ${p.timing?.method}), webinfer ${speedup(p.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}`);
   }
 }
 
 if (sdpaShapes.length) {
   const rows = sdpaRows;
-  result.sdpa = rows.map((r) => ({
-    ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
-    medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
-    ...(r.backend === 'ort' ? { peerDtype: r.peerDtype, kernels: r.kernels } : {}),
-  }));
+  result.sdpa = rows.map(sdpaJson);
   const withPeer = byShape.some((x) => x.o);
   const lines = [
     `# Dense SDPA: flash vs naive${withPeer ? ' vs ONNX Runtime Web' : ''} on ${deviceName}`, '',
@@ -242,10 +237,7 @@ if (sdpaShapes.length) {
 
 if (pagedShapes.length) {
   const rows = pagedRows;
-  result.paged = rows.map((r) => ({ ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
-    medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy,
-    ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
-      ortError: r.peer.error, ortDtype: r.peer.dtype, ortKvBytes: r.peer.kvBytes, ortMethod: r.peer.timing?.method, ortKernels: r.peer.timing?.kernels } : {}) }));
+  result.paged = rows.map(pagedJson);
   const withPeer = rows.some((r) => r.peer);
   const lines = [
     `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',

@@ -98,6 +98,14 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
   return row;
 }
 
+/** One row of the results file: the shape, FLOPs and bytes, the check, both timings and the per-pass split. */
+export function mlaJson(r: MlaBenchRow) {
+  return {
+    ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
+    absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
+  };
+}
+
 export function deepseekDecodeShapes(heads: number[], batches: number[], context: number): MlaShape[] {
   return heads.flatMap((N) => batches.map((batch) => ({ N, batch, context, L: 512, P: 128, R: 64, V: 128, bs: 64 })));
 }

@@ -51,27 +51,33 @@ const PATTERN_ELEMS = 1 << 20;   // 2 MiB of f16, a multiple of every row size u
 const PATTERN_SEEDS = [11, 13] as const;   // K, V
 const Q_SEED = 12;
 
-export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7, peer?: OrtPeer | null): Promise<PagedBenchRow> {
-  const row = await benchWebinfer(engine, s, ceilings, samples);
-  if (peer) {
-    // After webinfer's cache is gone: the two caches never hold device memory at once.
-    const pv = PATTERN_SEEDS.map((seed) => decodeF16(encodeF16(randn(PATTERN_ELEMS, seed)))) as [Float32Array, Float32Array];
-    const q16 = decodeF16(encodeF16(randn(s.batch * s.Hq * s.D, Q_SEED)));
-    const r = await peer.gqaDecode(s, pv, q16,
-      (got, index) => checkSequence0(got, q16, s, (which, e) => pv[which][e % PATTERN_ELEMS], index),
-      { samples, perSample: 3, sets: row.kvBytes < 512 * 2 ** 20 ? 3 : 1 });
-    const gbs = r.timing ? r.kvBytes / (r.timing.medianMs * 1e6) : NaN;
-    row.peer = { ...r, gbs, pctCopy: (100 * gbs) / ceilings.copyGBs };
-  }
-  return row;
+/** The peer's decode of the same step over the same K/V values and query (run it once webinfer's cache is gone,
+ *  so the two caches never hold device memory at once). */
+export async function benchPagedPeer(s: PagedShape, ceilings: Ceilings, peer: OrtPeer, samples = 7): Promise<NonNullable<PagedBenchRow['peer']>> {
+  const pv = PATTERN_SEEDS.map((seed) => decodeF16(encodeF16(randn(PATTERN_ELEMS, seed)))) as [Float32Array, Float32Array];
+  const q16 = decodeF16(encodeF16(randn(s.batch * s.Hq * s.D, Q_SEED)));
+  const r = await peer.gqaDecode(s, pv, q16,
+    (got, index) => checkSequence0(got, q16, s, (which, e) => pv[which][e % PATTERN_ELEMS], index),
+    { samples, perSample: 3, sets: kvBytesOf(s) < ROTATE_BELOW ? 3 : 1 });
+  const gbs = r.timing ? r.kvBytes / (r.timing.medianMs * 1e6) : NaN;
+  return { ...r, gbs, pctCopy: (100 * gbs) / ceilings.copyGBs };
 }
 
-async function benchWebinfer(engine: Engine, s: PagedShape, ceilings: Ceilings, samples: number): Promise<PagedBenchRow> {
+/** KV bytes one decode step reads (f16 K and V rows of every sequence). */
+function kvBytesOf(s: PagedShape): number {
+  return s.batch * s.context * s.Hkv * 2 * s.D * 2;
+}
+
+/** Caches smaller than this rotate over three block sets, so the L2 cannot hold them between calls. */
+const ROTATE_BELOW = 512 * 2 ** 20;
+
+/** webinfer's paged decode of one step, checked against the reference, then timed. */
+export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7): Promise<PagedBenchRow> {
   const { batch: B, context: L, Hq, Hkv, D, bs } = s;
-  const kvBytes = B * L * Hkv * 2 * D * 2;
+  const kvBytes = kvBytesOf(s);
   const row: PagedBenchRow = { shape: s, kvBytes, worst: NaN, pass: false, timing: null, gbs: NaN, pctCopy: NaN };
   const blocksPerSeq = Math.ceil(L / bs);
-  const sets = kvBytes < 512 * 2 ** 20 ? 3 : 1;
+  const sets = kvBytes < ROTATE_BELOW ? 3 : 1;
   const numBlocks = B * blocksPerSeq * sets;
   const cacheBytes = numBlocks * Hkv * bs * D * 2;
   const maxBind = Math.min(engine.limits.maxStorageBufferBindingSize, engine.limits.maxBufferSize);
@@ -128,6 +134,16 @@ async function benchWebinfer(engine: Engine, s: PagedShape, ceilings: Ceilings, 
     engine.pool.trim();
   }
   return row;
+}
+
+/** One row of the results file: the shape, the check, the timing, and the peer's where it ran. */
+export function pagedJson(r: PagedBenchRow) {
+  return {
+    ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
+    medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy,
+    ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
+      ortError: r.peer.error, ortDtype: r.peer.dtype, ortKvBytes: r.peer.kvBytes, ortMethod: r.peer.timing?.method, ortKernels: r.peer.timing?.kernels } : {}),
+  };
 }
 
 export function llamaDecodeShapes(batches: number[], contexts: number[]): PagedShape[] {

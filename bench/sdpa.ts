@@ -72,11 +72,12 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
     const q = roundToDType(randn(nq, seed + 10 * r), s.dtype);
     const k = roundToDType(randn(nk, seed + 10 * r + 1), s.dtype);
     const v = roundToDType(randn(nv, seed + 10 * r + 2), s.dtype);
-    sets.push({ q, k, v, t: [
+    // webinfer's tensors only where a webinfer backend runs (the peer takes the host arrays).
+    sets.push({ q, k, v, t: backends.length ? [
       engine.tensor(q, [s.B, s.Hq, s.Lq, s.D], s.dtype),
       engine.tensor(k, [s.B, s.Hkv, s.Lk, s.D], s.dtype),
       engine.tensor(v, [s.B, s.Hkv, s.Lk, s.Dv], s.dtype),
-    ] });
+    ] : [] });
   }
   const attn = { causal: s.causal, softcap: s.softcap, slidingWindow: s.slidingWindow };
   const flops = sdpaFlops(s);
@@ -121,6 +122,15 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
     for (const set of sets) for (const t of set.t) t.destroy();
   }
   return rows;
+}
+
+/** One row of the results file (bench/results/<device>.json): the shape, the check and the timing. */
+export function sdpaJson(r: SdpaBenchRow) {
+  return {
+    ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
+    medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
+    ...(r.backend === 'ort' ? { peerDtype: r.peerDtype, kernels: r.kernels } : {}),
+  };
 }
 
 /** mps-sdpa's shapes: B 1, H 8, D 64; f32 and f16; causal and not. */

@@ -3,9 +3,9 @@
 // the same layout the CLI writes.
 import type { Engine } from 'webinfer';
 import { measureCeilings, type Ceilings } from '../bench/harness';
-import { benchSdpaShape, mpsSdpaShapes, type SdpaBenchRow } from '../bench/sdpa';
-import { benchPagedDecode, llamaDecodeShapes, type PagedBenchRow } from '../bench/paged';
-import { benchMlaDecode, deepseekDecodeShapes, type MlaBenchRow } from '../bench/mla';
+import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from '../bench/sdpa';
+import { benchPagedDecode, llamaDecodeShapes, pagedJson, type PagedBenchRow } from '../bench/paged';
+import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from '../bench/mla';
 import { plotResults, type ResultsFile } from '../bench/plot';
 import type { AdapterReport } from './adapter';
 import { el, fmt, nextFrame, sig, type Progress } from './ui';
@@ -96,10 +96,7 @@ export async function runBenchmark(engine: Engine, report: AdapterReport, o: {
       o.tables.sdpa.append(sdpaRow(r));
       done++;
     }
-    result.sdpa = rows.map((r) => ({
-      ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
-      medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
-    }));
+    result.sdpa = rows.map(sdpaJson);
   }
   if (pagedShapes.length) {
     const rows: PagedBenchRow[] = [];
@@ -110,8 +107,7 @@ export async function runBenchmark(engine: Engine, report: AdapterReport, o: {
       o.tables.paged.append(pagedRow(r));
       done++;
     }
-    result.paged = rows.map((r) => ({ ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
-      medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy }));
+    result.paged = rows.map(pagedJson);
   }
   if (mlaShapes.length) {
     const rows: MlaBenchRow[] = [];
@@ -122,8 +118,7 @@ export async function runBenchmark(engine: Engine, report: AdapterReport, o: {
       o.tables.mla.append(mlaRow(r));
       done++;
     }
-    result.mla = rows.map((r) => ({ ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
-      absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline }));
+    result.mla = rows.map(mlaJson);
   }
   return result;
 }
