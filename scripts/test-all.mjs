@@ -6,6 +6,8 @@
 //   node-lavapipe    the same on Mesa 25 lavapipe (shader-f16, subgroups of 8), when .ci/install.sh fetched it
 //   chromium         Playwright, the cases in a Chromium page on SwiftShader, against dist/webinfer.js
 //   deno             Deno (wgpu) on Debian's lavapipe (shader-f16, no subgroups), against dist/webinfer.js
+//   package          the packed tarball as users install it: publint, attw, and scratch projects that
+//                    type-check and run a program under nodenext, bundler and Deno (check-package.mjs)
 //   demo             builds the demo page (dist-demo/) and drives it in Chromium on SwiftShader: Check, a
 //                    quick Benchmark, the Playground (screenshots in .cache/screenshots/)
 // Flags: --only=a,b runs a subset; --no-build skips the build.
@@ -102,6 +104,14 @@ const suites = [
       await run(bin('playwright'), ['test', '-c', 'tests/demo/playwright.config.ts']);
       const j = readJson(join(results, 'demo.json'));
       return j ? { passed: j.stats.expected + j.stats.flaky, failed: j.stats.unexpected + (j.errors?.length ? 1 : 0) } : null;
+    },
+  },
+  {
+    name: 'package',
+    async run() {
+      const r = await run(process.execPath, ['scripts/check-package.mjs']);
+      const m = /^(\d+) passed, (\d+) failed$/m.exec(r.out);
+      return m ? { passed: Number(m[1]), failed: Number(m[2]) } : null;
     },
   },
   {

@@ -1,15 +1,15 @@
 // The engine: device acquisition, tensors, command recording, dispatch, read-back, device loss.
-import { DTYPES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtype';
-import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './errors';
-import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline';
-import { PROGRAMS, SHADER_FILES } from './shaders';
-import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor';
-import type { AttentionOptions, EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types';
-import { sdpa as sdpaOp } from './ops/sdpa';
-import { mergeAttnStates as mergeOp } from './ops/merge';
-import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './mla';
+import { DTYPES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtype.js';
+import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './errors.js';
+import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline.js';
+import { PROGRAMS, SHADER_FILES } from './shaders.js';
+import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor.js';
+import type { AttentionOptions, EngineFeatures, EngineLimits, EngineOptions, SdpaOptions } from './types.js';
+import { sdpa as sdpaOp } from './ops/sdpa.js';
+import { mergeAttnStates as mergeOp } from './ops/merge.js';
+import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './mla.js';
 import { createPagedKVCache as createPagedKVCacheOp, pagedAttention as pagedOp, reshapeAndCache as reshapeAndCacheOp,
-  type AttentionMetadata, type PagedKVCache, type PagedKVCacheOptions } from './paged';
+  type AttentionMetadata, type PagedKVCache, type PagedKVCacheOptions } from './paged.js';
 
 const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
   'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize',

@@ -3,14 +3,14 @@
 // paged flash kernel: for decode, MQA over the latent rows (one kv head, the N query heads tiled so
 // each latent row is read once per head tile, the L-wide output split across threads, long contexts
 // split into partitions merged by LSE); for prefill, per-head K/V up-projected from the cache.
-import { DTYPE_BYTES, type DType } from './dtype';
-import { WebinferError, check, checkFinite, checkPosInt, fail, fmt, shapeStr } from './errors';
-import type { Engine } from './engine';
-import type { Tensor } from './tensor';
-import { checkTensor } from './ops/sdpa';
-import { encodeMerge } from './kernels/merge_states';
-import { DTYPE_CODE } from './kernels/sdpa_naive';
-import { checkCacheGeometry, encodePaged, slotMappingBuffer, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged';
+import { DTYPE_BYTES, type DType } from './dtype.js';
+import { WebinferError, check, checkFinite, checkPosInt, fail, fmt, shapeStr } from './errors.js';
+import type { Engine } from './engine.js';
+import type { Tensor } from './tensor.js';
+import { checkTensor } from './ops/sdpa.js';
+import { encodeMerge } from './kernels/merge_states.js';
+import { DTYPE_CODE } from './kernels/sdpa_naive.js';
+import { checkCacheGeometry, encodePaged, slotMappingBuffer, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged.js';
 
 const WG = 64;
 const FLOATS = ['f32', 'f16', 'bf16'];

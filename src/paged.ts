@@ -2,15 +2,15 @@
 // plan/run style: the host validates the metadata, plans the work items (sequence, kv head, row tile,
 // KV partition) and uploads everything in one write; the GPU reads K/V through the block table and
 // nothing comes back to the CPU.
-import { DTYPE_BYTES, type DType } from './dtype';
-import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from './errors';
-import type { Engine } from './engine';
-import { Tensor } from './tensor';
-import type { AttentionOptions } from './types';
-import { checkTensor, validateAttnOptions, type AttnOptionValues } from './ops/sdpa';
-import { DTYPE_CODE, sdpaFlags } from './kernels/sdpa_naive';
-import { flashUnsupported, flashVariantFor, headParams, planFlash, type FlashPlan } from './kernels/sdpa_flash';
-import { encodeMerge } from './kernels/merge_states';
+import { DTYPE_BYTES, type DType } from './dtype.js';
+import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from './errors.js';
+import type { Engine } from './engine.js';
+import { Tensor } from './tensor.js';
+import type { AttentionOptions } from './types.js';
+import { checkTensor, validateAttnOptions, type AttnOptionValues } from './ops/sdpa.js';
+import { DTYPE_CODE, sdpaFlags } from './kernels/sdpa_naive.js';
+import { flashUnsupported, flashVariantFor, headParams, planFlash, type FlashPlan } from './kernels/sdpa_flash.js';
+import { encodeMerge } from './kernels/merge_states.js';
 
 const CACHE_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'fp8e4m3'];
 const CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8e4m3: 3 };

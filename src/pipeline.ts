@@ -2,7 +2,7 @@
 // layout of its uniform struct, so no binding table or uniform offset is kept by hand. Pipelines are
 // cached by (shader, entry point, override constants).
 import { WgslReflect, ResourceType, type VariableInfo, type FunctionInfo } from 'wgsl_reflect';
-import { WebinferError } from './errors';
+import { WebinferError } from './errors.js';
 
 export type BindingKind = 'uniform' | 'read-only-storage' | 'storage';
 

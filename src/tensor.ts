@@ -1,6 +1,6 @@
 // GPU tensors and the buffer pool behind them.
-import { DTYPE_BYTES, decodeBf16, decodeF16, decodeFp8e4m3, type DType } from './dtype';
-import { WebinferError, numel, shapeStr } from './errors';
+import { DTYPE_BYTES, decodeBf16, decodeF16, decodeFp8e4m3, type DType } from './dtype.js';
+import { WebinferError, numel, shapeStr } from './errors.js';
 
 /** What a tensor needs from its engine (kept narrow so tensors do not depend on the engine module). */
 export interface TensorHost {

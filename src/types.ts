@@ -1,5 +1,5 @@
 // Public option and result types (API.md).
-import type { Tensor } from './tensor';
+import type { Tensor } from './tensor.js';
 
 export interface AttentionOptions {
   causal?: boolean;

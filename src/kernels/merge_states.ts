@@ -1,7 +1,7 @@
 // Encoding of shaders/merge_states.wgsl: two states from two buffers, or n stacked partitions.
-import type { Engine, Bindable } from '../engine';
-import type { Tensor } from '../tensor';
-import { DTYPE_CODE } from './sdpa_naive';
+import type { Engine, Bindable } from '../engine.js';
+import type { Tensor } from '../tensor.js';
+import { DTYPE_CODE } from './sdpa_naive.js';
 
 const WG = 64;
 

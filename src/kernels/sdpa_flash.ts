@@ -1,11 +1,11 @@
 // Planning and encoding of the dense flash program (shaders/flash_dense.wgsl + flash_core.wgsl): the tile
 // shape comes from the adapter's limits (workgroup storage, invocations) and features (subgroups and their
 // smallest size).
-import type { Engine } from '../engine';
-import type { EngineFeatures, EngineLimits } from '../types';
-import type { Tensor } from '../tensor';
-import type { SdpaProblem } from '../ops/sdpa';
-import { DTYPE_CODE, sdpaFlags } from './sdpa_naive';
+import type { Engine } from '../engine.js';
+import type { EngineFeatures, EngineLimits } from '../types.js';
+import type { Tensor } from '../tensor.js';
+import type { SdpaProblem } from '../ops/sdpa.js';
+import { DTYPE_CODE, sdpaFlags } from './sdpa_naive.js';
 
 export type FlashVariant = 'subgroup' | 'portable';
 

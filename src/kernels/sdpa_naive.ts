@@ -1,9 +1,9 @@
 // Encoding of shaders/sdpa_naive.wgsl: the three-pass baseline, chunked over query rows so the
 // materialized score matrix never exceeds the storage-binding limit (or engine.tuning.naiveScoreBytes).
-import { WebinferError } from '../errors';
-import type { Engine } from '../engine';
-import type { Tensor } from '../tensor';
-import type { SdpaProblem } from '../ops/sdpa';
+import { WebinferError } from '../errors.js';
+import type { Engine } from '../engine.js';
+import type { Tensor } from '../tensor.js';
+import type { SdpaProblem } from '../ops/sdpa.js';
 
 const SHADER = 'sdpa_naive';
 const WG = 64;

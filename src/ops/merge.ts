@@ -1,9 +1,9 @@
 // mergeAttnStates (SPEC §4): validation, then the merge kernel.
-import { check, fmt, shapeStr } from '../errors';
-import type { Engine } from '../engine';
-import type { Tensor } from '../tensor';
-import { encodeMerge } from '../kernels/merge_states';
-import { checkTensor } from './sdpa';
+import { check, fmt, shapeStr } from '../errors.js';
+import type { Engine } from '../engine.js';
+import type { Tensor } from '../tensor.js';
+import { encodeMerge } from '../kernels/merge_states.js';
+import { checkTensor } from './sdpa.js';
 
 export function mergeAttnStates(engine: Engine, oA: Tensor, lseA: Tensor, oB: Tensor, lseB: Tensor): { out: Tensor; lse: Tensor } {
   const op = 'mergeAttnStates';

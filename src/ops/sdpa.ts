@@ -1,11 +1,11 @@
 // Dense SDPA entry point: validation of every argument and option (SPEC §2), then backend choice.
-import { broadcastStrides } from '../reference';
-import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../errors';
-import type { Engine } from '../engine';
-import { Tensor } from '../tensor';
-import type { AttentionOptions, SdpaOptions } from '../types';
-import { encodeSdpaNaive } from '../kernels/sdpa_naive';
-import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash';
+import { broadcastStrides } from '../reference.js';
+import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../errors.js';
+import type { Engine } from '../engine.js';
+import { Tensor } from '../tensor.js';
+import type { AttentionOptions, SdpaOptions } from '../types.js';
+import { encodeSdpaNaive } from '../kernels/sdpa_naive.js';
+import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash.js';
 
 export interface SdpaProblem {
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number;
