@@ -22,7 +22,7 @@ import { benchPagedDecode, benchPagedPeer, llamaDecodeShapes, pagedJson, type Pa
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
-import { planFlash } from '../src/kernels/sdpa_flash';
+import { planFlash } from '../src/attention/flash';
 
 Object.assign(globalThis, globals);
 

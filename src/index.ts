@@ -1,19 +1,20 @@
 // webinfer: WebGPU attention engine. Public entry point (API.md).
 /// <reference types="@webgpu/types" preserve="true" />
 export { createEngine, Engine } from './engine.js';
-export type { AdapterSummary, Bindable } from './engine.js';
-export { Tensor, BufferPool } from './tensor.js';
-export { WebinferError } from './errors.js';
-export type { AttentionOptions, SdpaOptions, SdpaBackend, EngineFeatures, EngineLimits, EngineOptions } from './types.js';
-export * from './dtype.js';
-export * as reference from './reference.js';
-export { formatCompilationMessages } from './pipeline.js';
-export { TOLERANCES, compareToReference } from './check.js';
-export type { Tolerance, Comparison } from './check.js';
-export { rng, randn, randInt } from './random.js';
-export { PagedKVCache } from './paged.js';
-export type { PagedKVCacheOptions, AttentionMetadata } from './paged.js';
-export { KVCacheManager } from './kv_manager.js';
-export type { SequenceId, StepRequest, StepMetadata } from './kv_manager.js';
-export { MLALayer, MLACache, fp8DsMlaRowBytes } from './mla.js';
-export type { MLAOptions, MLACacheOptions, MLACacheDType, MLADecodeMetadata } from './mla.js';
+export type { AdapterSummary, Bindable } from './core/runtime.js';
+export { Tensor, BufferPool } from './core/tensor.js';
+export { WebinferError } from './core/errors.js';
+export type { AttentionOptions, SdpaOptions, SdpaBackend, EngineFeatures, EngineLimits, EngineOptions } from './core/types.js';
+export * from './core/dtype.js';
+export * as reference from './reference/index.js';
+export { formatCompilationMessages } from './core/pipeline.js';
+export { TOLERANCES, compareToReference } from './core/check.js';
+export type { Tolerance, Comparison } from './core/check.js';
+export { rng, randn, randInt } from './core/random.js';
+export { PagedKVCache } from './attention/paged_cache.js';
+export type { PagedKVCacheOptions } from './attention/paged_cache.js';
+export type { AttentionMetadata } from './attention/paged.js';
+export { KVCacheManager } from './serve/kv_manager.js';
+export type { SequenceId, StepRequest, StepMetadata } from './serve/kv_manager.js';
+export { MLALayer, MLACache, fp8DsMlaRowBytes } from './attention/mla.js';
+export type { MLAOptions, MLACacheOptions, MLACacheDType, MLADecodeMetadata } from './attention/mla.js';

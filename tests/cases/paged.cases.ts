@@ -3,8 +3,9 @@
 // padding tokens, every attention option, split-KV equal to unsplit, chunked equal to one-shot,
 // paged equal to dense, device-side metadata, and every validation error.
 import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest, type Tensor } from '../../src/index';
-import { planDecode, planPaged, validateMeta } from '../../src/paged';
-import { planFlash } from '../../src/kernels/sdpa_flash';
+import { planPaged, validateMeta } from '../../src/attention/paged';
+import { planDecode } from '../../src/attention/paged_decode';
+import { planFlash } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
 type CacheDtype = 'f32' | 'f16' | 'bf16' | 'fp8e4m3';

@@ -3,7 +3,7 @@
 // and at the tiles the planner picks from the adapter's own limits; flash against naive on the same
 // inputs; linear memory; the fallback of 'auto'.
 import { compareToReference, reference, type Engine } from '../../src/index';
-import { flashUnsupported, planFlash, type FlashVariant } from '../../src/kernels/sdpa_flash';
+import { flashUnsupported, planFlash, type FlashVariant } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase, withTuning } from './harness';
 import { checkSdpa, type SdpaSpec } from './sdpa';
 import { SDPA_MATRIX } from './sdpa_matrix';

@@ -16,9 +16,9 @@ import {
   decodeBf16,
   decodeFp8e4m3,
   roundToDType,
-} from '../../src/dtype';
+} from '../../src/core/dtype';
 
-import { rng } from '../../src/random';
+import { rng } from '../../src/core/random';
 
 // ---- helpers ------------------------------------------------------------------------------
 

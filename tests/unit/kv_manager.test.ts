@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KVCacheManager } from '../../src/kv_manager';
+import { KVCacheManager } from '../../src/serve/kv_manager';
 
 describe('KVCacheManager', () => {
   it('schedules decode first, maps slots through the blocks, and frees blocks back', () => {

@@ -16,9 +16,9 @@ import {
   sdpaRef,
   type AttnOptionsRef,
   type SdpaDims,
-} from '../../src/reference.js';
+} from '../../src/reference/index.js';
 
-import { rng } from '../../src/random';
+import { rng } from '../../src/core/random';
 
 // ---- seeded random data --------------------------------------------------------------------
 

@@ -9,7 +9,7 @@
 //   3. P·V: KTV threads share a value row (16 bytes each), key rows strided over the workgroup; the
 //      per-thread sums meet in workgroup memory, one head at a time.
 // Every option but masks (scale, softcap, ALiBi, window; sinks when the state is final). With several
-// partitions each writes its state to the workspace and merge_states.wgsl combines them.
+// partitions each writes its state to the workspace and merge.wgsl combines them.
 // Parameters, bindings and cache loads: paged_decode_io.wgsl.
 
 const G: u32 = 4u;       // query heads per kv head

@@ -3,14 +3,13 @@
 // paged flash kernel: for decode, MQA over the latent rows (one kv head, the N query heads tiled so
 // each latent row is read once per head tile, the L-wide output split across threads, long contexts
 // split into partitions merged by LSE); for prefill, per-head K/V up-projected from the cache.
-import { DTYPE_BYTES, type DType } from './dtype.js';
-import { WebinferError, check, checkFinite, checkPosInt, fail, fmt, shapeStr } from './errors.js';
-import type { Engine } from './engine.js';
-import type { Tensor } from './tensor.js';
-import { checkTensor } from './ops/sdpa.js';
-import { encodeMerge } from './kernels/merge_states.js';
-import { DTYPE_CODE } from './kernels/sdpa_naive.js';
-import { checkCacheGeometry, encodePaged, slotMappingBuffer, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged.js';
+import { DTYPE_BYTES, DTYPE_CODE, type DType } from '../core/dtype.js';
+import { WebinferError, check, checkFinite, checkPosInt, fail, fmt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { checkTensor, type Tensor } from '../core/tensor.js';
+import { encodeMerge } from './merge.js';
+import { checkCacheGeometry, slotMappingBuffer } from './paged_cache.js';
+import { encodePaged, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged.js';
 
 const WG = 64;
 const FLOATS = ['f32', 'f16', 'bf16'];
@@ -36,7 +35,7 @@ export class MLACache {
   /** 4-byte words per row. */
   readonly rowWords: number;
 
-  constructor(engine: Engine, o: Required<MLACacheOptions> & { dtype: MLACacheDType }) {
+  constructor(engine: Runtime, o: Required<MLACacheOptions> & { dtype: MLACacheDType }) {
     this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.kvLoraRank = o.kvLoraRank;
     this.qkRopeHeadDim = o.qkRopeHeadDim; this.dtype = o.dtype;
     const L = o.kvLoraRank, R = o.qkRopeHeadDim;
@@ -52,7 +51,7 @@ export class MLACache {
   destroy(): void { this.data.destroy(); }
 }
 
-export function createMLACache(engine: Engine, o: MLACacheOptions): MLACache {
+export function createMLACache(engine: Runtime, o: MLACacheOptions): MLACache {
   const op = 'createMLACache';
   engine.assertAlive(op);
   const { numBlocks, blockSize } = checkCacheGeometry(op, o);
@@ -85,7 +84,7 @@ export class MLALayer {
   readonly wUK: Tensor;
   readonly wUV: Tensor;
 
-  constructor(private readonly engine: Engine, o: MLAOptions) {
+  constructor(private readonly engine: Runtime, o: MLAOptions) {
     const op = 'createMLA';
     engine.assertAlive(op);
     check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
@@ -324,6 +323,6 @@ export class MLALayer {
   }
 }
 
-export function createMLA(engine: Engine, o: MLAOptions): MLALayer {
+export function createMLA(engine: Runtime, o: MLAOptions): MLALayer {
   return new MLALayer(engine, o);
 }

@@ -1,11 +1,11 @@
-// Planning and encoding of the dense flash program (shaders/flash_dense.wgsl + flash_core.wgsl): the tile
+// Planning and encoding of the dense flash program (shaders/attention/flash.wgsl + flash_core.wgsl): the tile
 // shape comes from the adapter's limits (workgroup storage, invocations) and features (subgroups and their
 // smallest size).
-import type { Engine } from '../engine.js';
-import type { EngineFeatures, EngineLimits } from '../types.js';
-import type { Tensor } from '../tensor.js';
-import type { SdpaProblem } from '../ops/sdpa.js';
-import { DTYPE_CODE, sdpaFlags } from './sdpa_naive.js';
+import type { Runtime } from '../core/runtime.js';
+import type { EngineFeatures, EngineLimits } from '../core/types.js';
+import type { Tensor } from '../core/tensor.js';
+import { DTYPE_CODE } from '../core/dtype.js';
+import { headParams, sdpaFlags, type SdpaProblem } from './common.js';
 
 export type FlashVariant = 'subgroup' | 'portable';
 
@@ -83,25 +83,17 @@ export function planFlash(limits: EngineLimits, features: EngineFeatures, D: num
 }
 
 /** f16 tiles where the data is f16 and the adapter has shader-f16 (engine.tuning.flashF16Tiles can veto). */
-export function flashTileFor(engine: Engine, dtype: string): 'f32' | 'f16' {
+export function flashTileFor(engine: Runtime, dtype: string): 'f32' | 'f16' {
   return dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
 }
 
-export function flashVariantFor(engine: Engine): FlashVariant {
+export function flashVariantFor(engine: Runtime): FlashVariant {
   const pref = engine.tuning.flashVariant;
   if (pref !== 'auto') return pref;
   return engine.features.subgroups && (engine.features.subgroupMinSize ?? engine.features.subgroupSize) ? 'subgroup' : 'portable';
 }
 
-/** ALiBi slopes then sinks, one per query head each (zeros where absent), in one small buffer. */
-export function headParams(engine: Engine, Hq: number, alibi: Float32Array | null, sinks: Float32Array | null): GPUBuffer {
-  const a = new Float32Array(2 * Hq);
-  if (alibi) a.set(alibi, 0);
-  if (sinks) a.set(sinks, Hq);
-  return engine.smallF32(a, 'head params');
-}
-
-export function encodeSdpaFlash(engine: Engine, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
+export function encodeSdpaFlash(engine: Runtime, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
                                 withLse: boolean): { out: Tensor; lse: Tensor | null } {
   const G = p.Hq / p.Hkv;
   const rows = G * p.Lq;

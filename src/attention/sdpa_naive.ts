@@ -1,25 +1,15 @@
-// Encoding of shaders/sdpa_naive.wgsl: the three-pass baseline, chunked over query rows so the
+// Encoding of shaders/attention/sdpa_naive.wgsl: the three-pass baseline, chunked over query rows so the
 // materialized score matrix never exceeds the storage-binding limit (or engine.tuning.naiveScoreBytes).
-import { WebinferError } from '../errors.js';
-import type { Engine } from '../engine.js';
-import type { Tensor } from '../tensor.js';
-import type { SdpaProblem } from '../ops/sdpa.js';
+import { WebinferError } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import type { Tensor } from '../core/tensor.js';
+import { DTYPE_CODE } from '../core/dtype.js';
+import { sdpaFlags, type SdpaProblem } from './common.js';
 
 const SHADER = 'sdpa_naive';
 const WG = 64;
 
-export const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2 };
-
-/** Option flags of the attention kernels (the FLAG_* of shaders/attn_common.wgsl). */
-const FLAGS = { causal: 1, window: 2, softcap: 4, alibi: 8, sinks: 16, maskBool: 32, maskAdd: 64 } as const;
-
-export function sdpaFlags(p: Pick<SdpaProblem, 'causal' | 'window' | 'softcap' | 'alibi' | 'sinks' | 'maskKind'>): number {
-  return (p.causal ? FLAGS.causal : 0) | (p.window ? FLAGS.window : 0) | (p.softcap ? FLAGS.softcap : 0)
-    | (p.alibi ? FLAGS.alibi : 0) | (p.sinks ? FLAGS.sinks : 0)
-    | (p.maskKind === 'bool' ? FLAGS.maskBool : 0) | (p.maskKind === 'additive' ? FLAGS.maskAdd : 0);
-}
-
-export function encodeSdpaNaive(engine: Engine, p: SdpaProblem, q: Tensor, k: Tensor, v: Tensor, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+export function encodeSdpaNaive(engine: Runtime, p: SdpaProblem, q: Tensor, k: Tensor, v: Tensor, withLse: boolean): { out: Tensor; lse: Tensor | null } {
   const totalRows = p.B * p.Hq * p.Lq;
   const wide = q.dtype === 'f32';
   const budget = Math.min(engine.tuning.naiveScoreBytes, engine.limits.maxStorageBufferBindingSize);

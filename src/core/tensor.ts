@@ -1,6 +1,6 @@
 // GPU tensors and the buffer pool behind them.
 import { DTYPE_BYTES, decodeBf16, decodeF16, decodeFp8e4m3, type DType } from './dtype.js';
-import { WebinferError, numel, shapeStr } from './errors.js';
+import { WebinferError, check, numel, shapeStr } from './errors.js';
 
 /** What a tensor needs from its engine (kept narrow so tensors do not depend on the engine module). */
 export interface TensorHost {
@@ -140,4 +140,10 @@ export class BufferPool {
     for (const b of this.deferred) b.destroy();
     this.deferred = [];
   }
+}
+
+/** Asserts an argument is a live Tensor (a clear error for anything else, or a destroyed one). */
+export function checkTensor(t: unknown, op: string, arg: string): asserts t is Tensor {
+  check(t instanceof Tensor, op, arg, 'a Tensor', t);
+  check(!t.destroyed, op, arg, 'a live tensor', 'a destroyed tensor');
 }

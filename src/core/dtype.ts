@@ -224,3 +224,7 @@ export function roundToDType(src: ArrayLike<number>, dtype: DType): Float32Array
   }
   return out;
 }
+
+/** The code of each storage dtype in the kernels' IN_DTYPE/OUT_DTYPE/KV_DTYPE overrides (core/dtype.wgsl;
+ *  fp8e4m3 for caches only). */
+export const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2, fp8e4m3: 3 };

@@ -8,7 +8,7 @@
 // s has qLen = qsl[s+1] - qsl[s] new tokens at positions seqLen - qLen .. seqLen - 1: bottom-right
 // causal with Lq = qLen, Lk = seqLen, exactly the dense kernel's rule. With partitions (split-KV, for
 // long contexts and few rows), every job writes its partition's state (o, lse) to the workspace and a
-// merge by LSE follows (merge_states.wgsl, which also adds the sinks once). Block indices outside the
+// merge by LSE follows (merge.wgsl, which also adds the sinks once). Block indices outside the
 // cache read as zeros: bad metadata never reads or writes outside a buffer.
 
 override Q_DTYPE: u32 = 0u;

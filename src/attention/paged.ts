@@ -2,150 +2,18 @@
 // plan/run style: the host validates the metadata, plans the work items (sequence, kv head, row tile,
 // KV partition) and uploads everything in one write; the GPU reads K/V through the block table and
 // nothing comes back to the CPU.
-import { DTYPE_BYTES, type DType } from './dtype.js';
-import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from './errors.js';
-import type { Engine } from './engine.js';
-import { Tensor } from './tensor.js';
-import type { AttentionOptions } from './types.js';
-import { checkTensor, validateAttnOptions, type AttnOptionValues } from './ops/sdpa.js';
-import { DTYPE_CODE, sdpaFlags } from './kernels/sdpa_naive.js';
-import { flashUnsupported, flashVariantFor, headParams, planFlash, type FlashPlan } from './kernels/sdpa_flash.js';
-import { encodeMerge } from './kernels/merge_states.js';
+import { DTYPE_CODE, type DType } from '../core/dtype.js';
+import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { checkTensor, type Tensor } from '../core/tensor.js';
+import type { AttentionOptions } from '../core/types.js';
+import { headParams, sdpaFlags, validateAttnOptions, type AttnOptionValues } from './common.js';
+import { flashUnsupported, flashVariantFor, planFlash, type FlashPlan } from './flash.js';
+import { encodeMerge } from './merge.js';
+import { checkCache, type PagedKVCache } from './paged_cache.js';
+import { planDecode, type DecodePlan } from './paged_decode.js';
 
-const CACHE_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'fp8e4m3'];
-const CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8e4m3: 3 };
-const WG = 64;
-
-export interface PagedKVCacheOptions {
-  numBlocks: number; blockSize: number; numKvHeads: number; headSize: number;
-  headSizeV?: number; dtype?: DType;
-  /** fp8e4m3 only: stored = value / scale on write, value = stored · scale on read (per tensor). */
-  kScale?: number; vScale?: number;
-}
-
-export class PagedKVCache {
-  /** [numBlocks, Hkv, blockSize, D] */
-  readonly key: Tensor;
-  /** [numBlocks, Hkv, blockSize, Dv] */
-  readonly value: Tensor;
-  readonly numBlocks: number;
-  readonly blockSize: number;
-  readonly numKvHeads: number;
-  readonly headSize: number;
-  readonly headSizeV: number;
-  readonly dtype: DType;
-  readonly kScale: number;
-  readonly vScale: number;
-
-  constructor(engine: Engine, o: Required<PagedKVCacheOptions>) {
-    this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.numKvHeads = o.numKvHeads;
-    this.headSize = o.headSize; this.headSizeV = o.headSizeV; this.dtype = o.dtype;
-    this.kScale = o.kScale; this.vScale = o.vScale;
-    this.key = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSize], o.dtype, false);
-    this.value = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSizeV], o.dtype, false);
-    // Zeroed, so a slot nobody wrote reads as 0 rather than whatever the pooled buffer held.
-    engine.commandEncoder().clearBuffer(this.key.buffer, 0, this.key.byteLength);
-    engine.commandEncoder().clearBuffer(this.value.buffer, 0, this.value.byteLength);
-  }
-
-  /** Number of token slots. */
-  get slots(): number {
-    return this.numBlocks * this.blockSize;
-  }
-
-  destroy(): void {
-    this.key.destroy();
-    this.value.destroy();
-  }
-}
-
-/** The geometry every paged cache shares: a positive block count and 1..256 slots per block. */
-export function checkCacheGeometry(op: string, o: { numBlocks: number; blockSize: number }): { numBlocks: number; blockSize: number } {
-  check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
-  const numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
-  const blockSize = checkPosInt(o.blockSize, op, 'blockSize');
-  check(blockSize <= 256, op, 'blockSize', 'an integer from 1 to 256', blockSize);
-  return { numBlocks, blockSize };
-}
-
-/**
- * A slot mapping for T tokens as a GPU binding: host slots are checked (below `slots`, or negative for
- * padding) and uploaded; an i32 tensor is checked by shape (the kernels skip slots out of range).
- */
-export function slotMappingBuffer(engine: Engine, op: string, slotMapping: Tensor | Int32Array, T: number, slots: number): GPUBuffer | Tensor {
-  if (slotMapping instanceof Int32Array) {
-    check(slotMapping.length === T, op, 'slotMapping', `${T} slots (one per token)`, `${slotMapping.length}`);
-    for (let t = 0; t < T; t++) {
-      const s = slotMapping[t];
-      if (s >= slots) fail(op, `slotMapping[${t}]`, `a slot below ${slots} (numBlocks·blockSize), or negative for padding`, s);
-    }
-    return i32Buffer(engine, slotMapping, 'slot mapping');
-  }
-  checkTensor(slotMapping, op, 'slotMapping');
-  check(slotMapping.dtype === 'i32' && slotMapping.shape.length === 1 && slotMapping.shape[0] === T, op, 'slotMapping',
-    `an i32 tensor of shape [T=${T}]`, `${fmt(slotMapping.dtype)} ${shapeStr(slotMapping.shape)}`);
-  return slotMapping;
-}
-
-export function createPagedKVCache(engine: Engine, o: PagedKVCacheOptions): PagedKVCache {
-  const op = 'createPagedKVCache';
-  engine.assertAlive(op);
-  const { numBlocks, blockSize } = checkCacheGeometry(op, o);
-  const numKvHeads = checkPosInt(o.numKvHeads, op, 'numKvHeads');
-  const headSize = checkPosInt(o.headSize, op, 'headSize');
-  const headSizeV = o.headSizeV === undefined ? headSize : checkPosInt(o.headSizeV, op, 'headSizeV');
-  const dtype = o.dtype ?? 'f32';
-  check(CACHE_DTYPES.includes(dtype), op, 'dtype', "'f32', 'f16', 'bf16' or 'fp8e4m3'", fmt(dtype));
-  // Rows are written a word at a time: a row must fill whole 4-byte words.
-  const perWord = 4 / DTYPE_BYTES[dtype];
-  for (const [name, d] of [['headSize', headSize], ['headSizeV', headSizeV]] as const) {
-    check(d % perWord === 0, op, name, `a multiple of ${perWord} for dtype '${dtype}' (whole 4-byte words per row)`, d);
-  }
-  let kScale = 1, vScale = 1;
-  for (const [name, v] of [['kScale', o.kScale], ['vScale', o.vScale]] as const) {
-    if (v === undefined) continue;
-    check(dtype === 'fp8e4m3', op, name, "only with dtype 'fp8e4m3'", `${name} with dtype '${dtype}'`);
-    check(typeof v === 'number' && Number.isFinite(v) && v > 0, op, name, 'a positive finite number', v);
-    if (name === 'kScale') kScale = v; else vScale = v;
-  }
-  return new PagedKVCache(engine, { numBlocks, blockSize, numKvHeads, headSize, headSizeV, dtype, kScale, vScale });
-}
-
-function checkCache(cache: unknown, op: string): asserts cache is PagedKVCache {
-  check(cache instanceof PagedKVCache, op, 'cache', 'a PagedKVCache (engine.createPagedKVCache)', cache);
-  check(!cache.key.destroyed && !cache.value.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
-}
-
-/** A small i32 storage buffer with host data, returned to the pool after submission. */
-function i32Buffer(engine: Engine, data: Int32Array, label: string): GPUBuffer {
-  const b = engine.scratch(Math.max(16, data.byteLength), label);
-  // A copy: the caller's array may view a SharedArrayBuffer, which dawn.node refuses to upload.
-  engine.device.queue.writeBuffer(b, 0, new Int32Array(data));
-  return b;
-}
-
-export function reshapeAndCache(engine: Engine, key: Tensor, value: Tensor, cache: PagedKVCache, slotMapping: Tensor | Int32Array): void {
-  const op = 'reshapeAndCache';
-  engine.assertAlive(op);
-  checkTensor(key, op, 'key');
-  checkTensor(value, op, 'value');
-  checkCache(cache, op);
-  const { numKvHeads: Hkv, headSize: D, headSizeV: Dv } = cache;
-  check(key.shape.length === 3 && key.shape[1] === Hkv && key.shape[2] === D, op, 'key', `shape [T, Hkv=${Hkv}, D=${D}]`, shapeStr(key.shape));
-  const T = key.shape[0];
-  check(value.shape.length === 3 && value.shape[0] === T && value.shape[1] === Hkv && value.shape[2] === Dv, op, 'value',
-    `shape [T=${T}, Hkv=${Hkv}, Dv=${Dv}]`, shapeStr(value.shape));
-  check(['f32', 'f16', 'bf16'].includes(key.dtype), op, 'key.dtype', "'f32', 'f16' or 'bf16'", fmt(key.dtype));
-  check(value.dtype === key.dtype, op, 'value.dtype', `'${key.dtype}' (the dtype of key)`, fmt(value.dtype));
-  const slots = slotMappingBuffer(engine, op, slotMapping, T, cache.slots);
-  const perWord = 4 / DTYPE_BYTES[cache.dtype];
-  const wk = D / perWord, wv = Dv / perWord;
-  const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
-  engine.dispatch(kernel, { key, value, slots, key_cache: cache.key, value_cache: cache.value }, {
-    T, Hkv, D, Dv, bs: cache.blockSize, num_blocks: cache.numBlocks, wk, wv,
-    k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale,
-  }, Math.ceil((T * Hkv * (wk + wv)) / WG));
-}
+const CODE = DTYPE_CODE;
 
 // ------------------------------------------------------------------------------------- metadata
 
@@ -215,61 +83,6 @@ export function validateMeta(op: string, meta: AttentionMetadata, T: number, cac
 
 // ---------------------------------------------------------------------------------------- planning
 
-export interface DecodePlan {
-  /** 'subgroup': groups of KT lanes stream keys with an online softmax (paged_decode_sg.wgsl);
-   *  'portable': partial dots meet in workgroup memory, scores held there (paged_decode.wgsl). */
-  variant: 'subgroup' | 'portable';
-  /** Elements per 16-byte load of the cache dtype. */
-  EPV: number;
-  WG: number;
-  /** Key rows per thread (portable) or per group (subgroup) per step: loads in flight. */
-  UK: number;
-  /** Lanes that share a key row (subgroup variant; the portable kernel uses D / EPV). */
-  KT: number;
-  /** Keys of one partition the kernel can hold (the portable kernel keeps scores in workgroup memory). */
-  PMAX: number;
-}
-
-/**
- * The decode kernels serve sequences with one new token when a cache row splits into a power-of-two
- * number of 16-byte loads. The subgroup kernel needs the adapter's subgroups (KT lanes of a row within
- * its smallest subgroup) and takes partitions of any length; the portable one needs a workgroup that
- * covers Dv and partitions that fit workgroup memory.
- */
-export function planDecode(engine: Engine, D: number, Dv: number, G: number, kvDtype: DType): DecodePlan | null {
-  const t = engine.tuning;
-  if (!t.pagedDecodeKernel) return null;
-  const EPV = 16 / DTYPE_BYTES[kvDtype];
-  const WG = Math.min(t.pagedDecodeWG, 256, engine.limits.maxComputeInvocationsPerWorkgroup, engine.limits.maxComputeWorkgroupSizeX);
-  const pow2 = (x: number) => Number.isInteger(x) && x >= 1 && (x & (x - 1)) === 0;
-  if (D % EPV || Dv % EPV || !pow2(D / EPV) || !pow2(Dv / EPV) || G > 16) return null;
-  const budget = Math.min(engine.limits.maxComputeWorkgroupStorageSize, t.flashSmemBytes) / 4;
-  const sgMin = engine.features.subgroupMinSize;
-  if (t.pagedDecodeVariant !== 'portable' && engine.features.subgroups && sgMin && pow2(sgMin)) {
-    const KT = Math.min(D / EPV, Dv / EPV, sgMin, t.pagedDecodeKT ?? Infinity);
-    // Registers: the accumulators grow with G, so fewer keys in flight for wide groups.
-    const UK = t.pagedDecodeUK ?? (G <= 4 ? 4 : G <= 8 ? 2 : 1);
-    // Workgroup memory: the group states merged at the end (max and sum per head, one Dv row per group).
-    let wg = WG;
-    while (wg > KT && (wg / KT) * (2 * G + Dv) > budget) wg /= 2;
-    if (pow2(KT) && wg >= KT && (wg / KT) * (2 * G + Dv) <= budget) return { variant: 'subgroup', EPV, WG: wg, UK, KT, PMAX: Infinity };
-  }
-  if (t.pagedDecodeVariant === 'subgroup') return null;
-  // The portable kernel's last phase gives each output column a thread: the workgroup must cover Dv.
-  if (D / EPV > WG || Dv > WG) return null;
-  const KPV = WG / (Dv / EPV);
-  // Loads in flight (UK) first, then the longest partition, within the workgroup storage. UK 4 and 2
-  // measured best on an H200 (bench/notes/paged.md); 8 costs occupancy (-15% at batch 16).
-  for (const UK of t.pagedDecodeUK ? [t.pagedDecodeUK] : [4, 2, 1]) {
-    const KPI = WG / (D / EPV);
-    const red = Math.max(WG * G * UK, KPV * Dv);
-    let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
-    PMAX -= PMAX % (KPI * UK);
-    if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { variant: 'portable', EPV, WG, UK, KT: D / EPV, PMAX };
-  }
-  return null;
-}
-
 export interface PagedPlan {
   flash: FlashPlan;
   decode: DecodePlan | null;
@@ -287,7 +100,7 @@ export interface PagedPlan {
  * engine.tuning.pagedTargetWorkgroups workgroups; partitions are whole tiles of 64 keys and at least
  * engine.tuning.pagedMinPartition long, and never longer than the decode kernel can hold.
  */
-export function planPaged(engine: Engine, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number,
+export function planPaged(engine: Runtime, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number,
                           flash: FlashPlan, decode: DecodePlan | null = null, minPartition = engine.tuning.pagedMinPartition): PagedPlan {
   const BR = flash.TY * flash.TM;
   const S = m.S;
@@ -342,7 +155,7 @@ export interface PagedKV {
   mlaL?: number; mlaRowWords?: number;
 }
 
-export function pagedAttention(engine: Engine, op: string, query: Tensor, cache: PagedKVCache, meta: AttentionMetadata,
+export function pagedAttention(engine: Runtime, op: string, query: Tensor, cache: PagedKVCache, meta: AttentionMetadata,
                                opts: AttentionOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
   engine.assertAlive(op);
   checkTensor(query, op, 'query');
@@ -368,7 +181,7 @@ export function pagedAttention(engine: Engine, op: string, query: Tensor, cache:
  * Records paged attention over validated inputs: plan, one metadata write, the decode and flash
  * kernels, and the LSE merge of KV partitions. Output [T, Hq, Dv] in `outDtype` (default: the query's).
  */
-export function encodePaged(engine: Engine, op: string, query: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta,
+export function encodePaged(engine: Runtime, op: string, query: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta,
                             a: AttnOptionValues, withLse: boolean, outDtype: DType = query.dtype,
                             minPartition = engine.tuning.pagedMinPartition): { out: Tensor; lse: Tensor | null } {
   const [T, Hq] = query.shape;

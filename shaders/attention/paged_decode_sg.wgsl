@@ -11,7 +11,7 @@
 //     KT consecutive invocations share a subgroup, as in reduce_subgroup.wgsl);
 //   - at the end the NGRP group states are merged through workgroup memory, one head at a time.
 // Every option but masks (scale, softcap, ALiBi, window; sinks when the state is final). With several
-// partitions each writes its state to the workspace and merge_states.wgsl combines them.
+// partitions each writes its state to the workspace and merge.wgsl combines them.
 // paged_decode.wgsl is the portable kernel (no subgroups); both take their parameters, bindings and
 // cache loads from paged_decode_io.wgsl.
 

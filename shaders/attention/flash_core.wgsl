@@ -16,7 +16,7 @@
 // The row reductions (max, sum) across the TX threads of a row come from reduce_*.wgsl: subgroup
 // shuffles, or workgroup memory where subgroups are missing.
 //
-// The addressing mode (flash_dense.wgsl, flash_paged.wgsl) declares the bindings and Params and
+// The addressing mode (flash.wgsl, paged.wgsl) declares the bindings and Params and
 // supplies: q_load4, k_load4, v_load4 (four elements of a row), mask_word, head_slope, head_sink,
 // store_out4 and store_lse. Params must have G, flags, window, scale, softcap, n_dc, n_dk4, n_bc.
 //

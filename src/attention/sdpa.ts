@@ -1,65 +1,15 @@
 // Dense SDPA entry point: validation of every argument and option (SPEC §2), then backend choice.
-import { broadcastStrides } from '../reference.js';
-import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../errors.js';
-import type { Engine } from '../engine.js';
-import { Tensor } from '../tensor.js';
-import type { AttentionOptions, SdpaOptions } from '../types.js';
-import { encodeSdpaNaive } from '../kernels/sdpa_naive.js';
-import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from '../kernels/sdpa_flash.js';
-
-export interface SdpaProblem {
-  B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number;
-  scale: number;
-  causal: boolean;
-  softcap: number;          // 0 = off
-  window: number;           // 0 = off
-  alibi: Float32Array | null;
-  sinks: Float32Array | null;
-  mask: Tensor | null;
-  maskKind: 'bool' | 'additive' | null;
-  maskStrides: [number, number, number, number];
-}
+import { broadcastStrides } from '../reference/attention.js';
+import { check, fail, fmt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { checkTensor, type Tensor } from '../core/tensor.js';
+import type { SdpaOptions } from '../core/types.js';
+import { validateAttnOptions, type SdpaProblem } from './common.js';
+import { encodeSdpaNaive } from './sdpa_naive.js';
+import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from './flash.js';
 
 const FLOAT_STORAGE = ['f32', 'f16', 'bf16'];
 const OPTION_KEYS = new Set(['causal', 'scale', 'softcap', 'slidingWindow', 'alibiSlopes', 'sinks', 'mask', 'backend']);
-
-export function checkTensor(t: unknown, op: string, arg: string): asserts t is Tensor {
-  check(t instanceof Tensor, op, arg, 'a Tensor', t);
-  check(!t.destroyed, op, arg, 'a live tensor', 'a destroyed tensor');
-}
-
-function perHead(x: unknown, n: number, op: string, arg: string): Float32Array {
-  const ok = x instanceof Float32Array || (Array.isArray(x) && x.every((e) => typeof e === 'number'));
-  check(ok, op, arg, 'a Float32Array or number[]', x);
-  const a = Float32Array.from(x as ArrayLike<number>);
-  check(a.length === n, op, arg, `${n} values (one per query head)`, `${a.length} values`);
-  check(a.every(Number.isFinite), op, arg, 'finite values', 'a non-finite value');
-  return a;
-}
-
-export interface AttnOptionValues {
-  scale: number; causal: boolean; softcap: number; window: number;
-  alibi: Float32Array | null; sinks: Float32Array | null;
-}
-
-/** Validates the options every attention entry point shares (API.md AttentionOptions). */
-export function validateAttnOptions(op: string, opts: AttentionOptions, D: number, Hq: number, causalDefault = false): AttnOptionValues {
-  const scale = opts.scale === undefined ? 1 / Math.sqrt(D) : checkFinite(opts.scale, op, 'opts.scale');
-  if (opts.causal !== undefined) check(typeof opts.causal === 'boolean', op, 'opts.causal', 'a boolean', opts.causal);
-  let softcap = 0;
-  if (opts.softcap !== undefined && opts.softcap !== null) {
-    softcap = checkFinite(opts.softcap, op, 'opts.softcap');
-    if (softcap < 0) softcap = 0;   // SPEC: None or <= 0 means off
-  }
-  let window = 0;
-  if (opts.slidingWindow !== undefined && opts.slidingWindow !== null) {
-    check(isPosInt(opts.slidingWindow), op, 'opts.slidingWindow', 'a positive integer', opts.slidingWindow);
-    window = opts.slidingWindow;
-  }
-  const alibi = opts.alibiSlopes === undefined ? null : perHead(opts.alibiSlopes, Hq, op, 'opts.alibiSlopes');
-  const sinks = opts.sinks === undefined ? null : perHead(opts.sinks, Hq, op, 'opts.sinks');
-  return { scale, causal: opts.causal ?? causalDefault, softcap, window, alibi, sinks };
-}
 
 /** Validates q/k/v and options; returns the normalized problem. Throws before any GPU work. */
 export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions): SdpaProblem {
@@ -105,7 +55,7 @@ export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: 
   return { B, Hq, Hkv, Lq, Lk, D, Dv, scale, causal, softcap, window, alibi, sinks, mask, maskKind, maskStrides };
 }
 
-export function sdpa(engine: Engine, op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+export function sdpa(engine: Runtime, op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
   engine.assertAlive(op);
   const p = validateSdpa(op, q, k, v, opts ?? {});
   const backend = opts?.backend ?? 'auto';

@@ -2,7 +2,7 @@
 // turn each step's batch into the metadata paged attention needs (slot mapping, block table, sequence
 // lengths, query start locations), decode sequences first as vLLM orders them. Pure host code: the
 // metadata goes to the GPU with the attention call, in one write.
-import { WebinferError, check, checkPosInt, fmt } from './errors.js';
+import { WebinferError, check, checkPosInt, fmt } from '../core/errors.js';
 
 export type SequenceId = number | string;
 

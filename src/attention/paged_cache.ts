@@ -1,0 +1,143 @@
+// The paged KV cache (SPEC §3, vLLM's layout) and reshape_and_cache: the cache object, its geometry
+// checks, and the kernel (shaders/attention/paged_cache.wgsl) that scatters new tokens' K/V rows into
+// their slots.
+import { DTYPE_BYTES, DTYPE_CODE, type DType } from '../core/dtype.js';
+import { check, checkPosInt, fail, fmt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { checkTensor, type Tensor } from '../core/tensor.js';
+
+const CACHE_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'fp8e4m3'];
+const CODE = DTYPE_CODE;
+const WG = 64;
+
+export interface PagedKVCacheOptions {
+  numBlocks: number; blockSize: number; numKvHeads: number; headSize: number;
+  headSizeV?: number; dtype?: DType;
+  /** fp8e4m3 only: stored = value / scale on write, value = stored · scale on read (per tensor). */
+  kScale?: number; vScale?: number;
+}
+
+export class PagedKVCache {
+  /** [numBlocks, Hkv, blockSize, D] */
+  readonly key: Tensor;
+  /** [numBlocks, Hkv, blockSize, Dv] */
+  readonly value: Tensor;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly numKvHeads: number;
+  readonly headSize: number;
+  readonly headSizeV: number;
+  readonly dtype: DType;
+  readonly kScale: number;
+  readonly vScale: number;
+
+  constructor(engine: Runtime, o: Required<PagedKVCacheOptions>) {
+    this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.numKvHeads = o.numKvHeads;
+    this.headSize = o.headSize; this.headSizeV = o.headSizeV; this.dtype = o.dtype;
+    this.kScale = o.kScale; this.vScale = o.vScale;
+    this.key = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSize], o.dtype, false);
+    this.value = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSizeV], o.dtype, false);
+    // Zeroed, so a slot nobody wrote reads as 0 rather than whatever the pooled buffer held.
+    engine.commandEncoder().clearBuffer(this.key.buffer, 0, this.key.byteLength);
+    engine.commandEncoder().clearBuffer(this.value.buffer, 0, this.value.byteLength);
+  }
+
+  /** Number of token slots. */
+  get slots(): number {
+    return this.numBlocks * this.blockSize;
+  }
+
+  destroy(): void {
+    this.key.destroy();
+    this.value.destroy();
+  }
+}
+
+/** The geometry every paged cache shares: a positive block count and 1..256 slots per block. */
+export function checkCacheGeometry(op: string, o: { numBlocks: number; blockSize: number }): { numBlocks: number; blockSize: number } {
+  check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
+  const numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
+  const blockSize = checkPosInt(o.blockSize, op, 'blockSize');
+  check(blockSize <= 256, op, 'blockSize', 'an integer from 1 to 256', blockSize);
+  return { numBlocks, blockSize };
+}
+
+/**
+ * A slot mapping for T tokens as a GPU binding: host slots are checked (below `slots`, or negative for
+ * padding) and uploaded; an i32 tensor is checked by shape (the kernels skip slots out of range).
+ */
+export function slotMappingBuffer(engine: Runtime, op: string, slotMapping: Tensor | Int32Array, T: number, slots: number): GPUBuffer | Tensor {
+  if (slotMapping instanceof Int32Array) {
+    check(slotMapping.length === T, op, 'slotMapping', `${T} slots (one per token)`, `${slotMapping.length}`);
+    for (let t = 0; t < T; t++) {
+      const s = slotMapping[t];
+      if (s >= slots) fail(op, `slotMapping[${t}]`, `a slot below ${slots} (numBlocks·blockSize), or negative for padding`, s);
+    }
+    return i32Buffer(engine, slotMapping, 'slot mapping');
+  }
+  checkTensor(slotMapping, op, 'slotMapping');
+  check(slotMapping.dtype === 'i32' && slotMapping.shape.length === 1 && slotMapping.shape[0] === T, op, 'slotMapping',
+    `an i32 tensor of shape [T=${T}]`, `${fmt(slotMapping.dtype)} ${shapeStr(slotMapping.shape)}`);
+  return slotMapping;
+}
+
+export function createPagedKVCache(engine: Runtime, o: PagedKVCacheOptions): PagedKVCache {
+  const op = 'createPagedKVCache';
+  engine.assertAlive(op);
+  const { numBlocks, blockSize } = checkCacheGeometry(op, o);
+  const numKvHeads = checkPosInt(o.numKvHeads, op, 'numKvHeads');
+  const headSize = checkPosInt(o.headSize, op, 'headSize');
+  const headSizeV = o.headSizeV === undefined ? headSize : checkPosInt(o.headSizeV, op, 'headSizeV');
+  const dtype = o.dtype ?? 'f32';
+  check(CACHE_DTYPES.includes(dtype), op, 'dtype', "'f32', 'f16', 'bf16' or 'fp8e4m3'", fmt(dtype));
+  // Rows are written a word at a time: a row must fill whole 4-byte words.
+  const perWord = 4 / DTYPE_BYTES[dtype];
+  for (const [name, d] of [['headSize', headSize], ['headSizeV', headSizeV]] as const) {
+    check(d % perWord === 0, op, name, `a multiple of ${perWord} for dtype '${dtype}' (whole 4-byte words per row)`, d);
+  }
+  let kScale = 1, vScale = 1;
+  for (const [name, v] of [['kScale', o.kScale], ['vScale', o.vScale]] as const) {
+    if (v === undefined) continue;
+    check(dtype === 'fp8e4m3', op, name, "only with dtype 'fp8e4m3'", `${name} with dtype '${dtype}'`);
+    check(typeof v === 'number' && Number.isFinite(v) && v > 0, op, name, 'a positive finite number', v);
+    if (name === 'kScale') kScale = v; else vScale = v;
+  }
+  return new PagedKVCache(engine, { numBlocks, blockSize, numKvHeads, headSize, headSizeV, dtype, kScale, vScale });
+}
+
+export function checkCache(cache: unknown, op: string): asserts cache is PagedKVCache {
+  check(cache instanceof PagedKVCache, op, 'cache', 'a PagedKVCache (engine.createPagedKVCache)', cache);
+  check(!cache.key.destroyed && !cache.value.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
+}
+
+/** A small i32 storage buffer with host data, returned to the pool after submission. */
+function i32Buffer(engine: Runtime, data: Int32Array, label: string): GPUBuffer {
+  const b = engine.scratch(Math.max(16, data.byteLength), label);
+  // A copy: the caller's array may view a SharedArrayBuffer, which dawn.node refuses to upload.
+  engine.device.queue.writeBuffer(b, 0, new Int32Array(data));
+  return b;
+}
+
+export function reshapeAndCache(engine: Runtime, key: Tensor, value: Tensor, cache: PagedKVCache, slotMapping: Tensor | Int32Array): void {
+  const op = 'reshapeAndCache';
+  engine.assertAlive(op);
+  checkTensor(key, op, 'key');
+  checkTensor(value, op, 'value');
+  checkCache(cache, op);
+  const { numKvHeads: Hkv, headSize: D, headSizeV: Dv } = cache;
+  check(key.shape.length === 3 && key.shape[1] === Hkv && key.shape[2] === D, op, 'key', `shape [T, Hkv=${Hkv}, D=${D}]`, shapeStr(key.shape));
+  const T = key.shape[0];
+  check(value.shape.length === 3 && value.shape[0] === T && value.shape[1] === Hkv && value.shape[2] === Dv, op, 'value',
+    `shape [T=${T}, Hkv=${Hkv}, Dv=${Dv}]`, shapeStr(value.shape));
+  check(['f32', 'f16', 'bf16'].includes(key.dtype), op, 'key.dtype', "'f32', 'f16' or 'bf16'", fmt(key.dtype));
+  check(value.dtype === key.dtype, op, 'value.dtype', `'${key.dtype}' (the dtype of key)`, fmt(value.dtype));
+  const slots = slotMappingBuffer(engine, op, slotMapping, T, cache.slots);
+  const perWord = 4 / DTYPE_BYTES[cache.dtype];
+  const wk = D / perWord, wv = Dv / perWord;
+  const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
+  engine.dispatch(kernel, { key, value, slots, key_cache: cache.key, value_cache: cache.value }, {
+    T, Hkv, D, Dv, bs: cache.blockSize, num_blocks: cache.numBlocks, wk, wv,
+    k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale,
+  }, Math.ceil((T * Hkv * (wk + wv)) / WG));
+}
+

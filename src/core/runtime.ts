@@ -1,0 +1,466 @@
+// The runtime under every operation: the device and what was learned of its adapter, tensors and the
+// buffer pool, pipelines, command recording and dispatch, timing, read-back and device loss. Kernel
+// modules take a Runtime; the public Engine (src/engine.ts) adds the operations on top.
+import { DTYPES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtype.js';
+import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './errors.js';
+import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline.js';
+import { PROGRAMS, SHADER_FILES } from './shaders.js';
+import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor.js';
+import type { EngineFeatures, EngineLimits, EngineOptions } from './types.js';
+
+const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
+  'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize',
+  'maxStorageBuffersPerShaderStage', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupsPerDimension', 'maxUniformBufferBindingSize',
+];
+const OPTIONAL_FEATURES: readonly GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'] as GPUFeatureName[];
+
+type HostData = Float32Array | Uint16Array | Uint8Array | Int32Array | Uint32Array;
+export type Bindable = GPUBuffer | Tensor;
+
+export interface AdapterSummary {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+}
+
+/**
+ * The device an engine runs on: navigator.gpu's (browser, Deno), the given GPU's (Node: `create([])`
+ * from 'webgpu'), or the given device. Requests the adapter's own limits and optional features.
+ */
+export async function acquireDevice(opts: EngineOptions): Promise<{ device: GPUDevice; info: GPUAdapterInfo | undefined; retained: unknown[] }> {
+  if (opts === null || typeof opts !== 'object') fail('createEngine', 'opts', 'an options object', opts);
+  let device = opts.device;
+  let info: GPUAdapterInfo | undefined;
+  let gpuRef: GPU | undefined;
+  let adapterRef: GPUAdapter | undefined;
+  if (!device) {
+    const gpu = opts.gpu ?? (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+    if (!gpu) {
+      throw new WebinferError('createEngine: gpu: expected a WebGPU entry point (navigator.gpu in a browser or Deno, '
+        + "`create([])` from the 'webgpu' package in Node), got none: this runtime has no WebGPU");
+    }
+    const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
+    if (!adapter) throw new WebinferError('createEngine: no WebGPU adapter is available (requestAdapter returned null)');
+    gpuRef = gpu;
+    adapterRef = adapter;
+    info = adapter.info;
+    const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+    // The adapter's own limits: WebGPU's defaults (16 KiB workgroup storage, 128 MiB bindings) are
+    // below what most adapters offer, and the kernels plan their tiles from these numbers.
+    const requiredLimits: Record<string, number> = {};
+    for (const name of LIMIT_NAMES) {
+      const v = (adapter.limits as unknown as Record<string, number | undefined>)[name];
+      if (typeof v === 'number') requiredLimits[name] = v;
+    }
+    device = await adapter.requestDevice({ requiredFeatures, requiredLimits, label: 'webinfer' });
+  } else {
+    info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
+  }
+  // dawn.node tears its instance down when the GPU object is collected, crashing any device made
+  // from it: the engine holds on to the objects it was built from for as long as it lives.
+  return { device, info, retained: [gpuRef, adapterRef] };
+}
+
+
+export class Runtime implements TensorHost {
+  readonly device: GPUDevice;
+  readonly features: EngineFeatures;
+  readonly limits: EngineLimits;
+  readonly adapter: AdapterSummary;
+  readonly pipelines: PipelineCache;
+  readonly pool: BufferPool;
+  /** The GPU and adapter objects behind the device, kept alive with the engine. */
+  retained: unknown[] = [];
+  /** Knobs the kernels plan with; tests shrink them to reach rarely taken paths at small sizes. */
+  readonly tuning = {
+    /** Largest score matrix the naive kernel materializes per chunk of query rows. */
+    naiveScoreBytes: 256 * 1024 * 1024,
+    /** Which flash variant runs: 'auto' takes subgroups where the adapter has them. */
+    flashVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
+    /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
+    flashSmemBytes: Infinity,
+    /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
+    flashGrid: undefined as number | undefined,
+    /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
+    flashF16Tiles: true,
+    /** Paged attention splits long contexts into KV partitions until about this many workgroups run. */
+    pagedTargetWorkgroups: 512,
+    /** ... but no partition is shorter than this many keys. */
+    pagedMinPartition: 256,
+    /** Sequences with one new token use the decode kernel (where the head size allows). */
+    pagedDecodeKernel: true,
+    /** Holds the decode kernel's key rows in flight per thread (UK) to one value (benchmark exploration). */
+    pagedDecodeUK: undefined as number | undefined,
+    /** Workgroup size of the decode kernel (at most 256 and the adapter's limits). */
+    pagedDecodeWG: 256,
+    /** Which decode kernel runs: 'auto' takes the subgroup kernel where the adapter has subgroups. */
+    pagedDecodeVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
+    /** Caps the lanes that share a key row in the subgroup decode kernel (benchmark exploration). */
+    pagedDecodeKT: undefined as number | undefined,
+    /** The subgroup decode kernel issues the next step's loads before computing the current one. */
+    pagedDecodePrefetch: true,
+    /** MLA prefill up-projects cached context in chunks of this many tokens (rounded to whole blocks). */
+    mlaPrefillChunk: 256,
+  };
+  private readonly poison: boolean;
+  private readonly warn: (m: string) => void;
+  private readonly warned = new Set<string>();
+  private encoder: GPUCommandEncoder | null = null;
+  private pendingUniforms: GPUBuffer[] = [];
+  private asyncErrors: Error[] = [];
+  private lostMessage: string | null = null;
+  private destroyed = false;
+  private readonly lostPromise: Promise<never>;
+  private dummyBuffer: GPUBuffer | null = null;
+  private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[] } | null = null;
+  /** GPU milliseconds per pass label of the last endTiming(), summed over repeated passes. */
+  lastTiming: Record<string, number> = {};
+  private poisonBytes = new Uint8Array(0);
+
+  constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions) {
+    this.device = device;
+    this.poison = !!opts.poisonOutputs;
+    this.warn = opts.onWarning ?? ((m) => console.warn(`webinfer: ${m}`));
+    const f = device.features;
+    const sgMin = (info as { subgroupMinSize?: number } | undefined)?.subgroupMinSize;
+    const sgMax = (info as { subgroupMaxSize?: number } | undefined)?.subgroupMaxSize;
+    const subgroups = f.has('subgroups');
+    this.features = Object.freeze({
+      f16: f.has('shader-f16'),
+      subgroups,
+      subgroupSize: subgroups && sgMin && sgMin === sgMax ? sgMin : undefined,
+      subgroupMinSize: subgroups ? sgMin : undefined,
+      subgroupMaxSize: subgroups ? sgMax : undefined,
+      timestampQuery: f.has('timestamp-query'),
+    });
+    const lim = {} as Record<keyof EngineLimits, number>;
+    for (const name of LIMIT_NAMES) lim[name] = (device.limits as unknown as Record<string, number>)[name];
+    this.limits = Object.freeze(lim);
+    this.adapter = Object.freeze({
+      vendor: info?.vendor ?? '', architecture: info?.architecture ?? '',
+      device: info?.device ?? '', description: info?.description ?? '',
+    });
+    this.pool = new BufferPool(device);
+    this.pipelines = new PipelineCache(device, SHADER_FILES, PROGRAMS, (e) => this.asyncErrors.push(e));
+
+    this.lostPromise = device.lost.then((lost) => {
+      this.lostMessage = `GPU device lost (${lost.reason}${lost.message ? `: ${lost.message}` : ''})`;
+      throw new WebinferError(`webinfer: ${this.lostMessage}; create a new engine`);
+    });
+    this.lostPromise.catch(() => { /* observed by assertAlive and the awaits that race it */ });
+    device.addEventListener?.('uncapturederror', (ev) => {
+      this.asyncErrors.push(new WebinferError(`GPU error: ${(ev as GPUUncapturedErrorEvent).error.message}`));
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------ state
+
+  /** Throws a clear error if the device was lost or the engine destroyed. */
+  assertAlive(op: string): void {
+    if (this.destroyed) throw new WebinferError(`${op}: the engine was destroyed; create a new engine`);
+    if (this.lostMessage) throw new WebinferError(`${op}: ${this.lostMessage}; create a new engine`);
+  }
+
+  /** Warns once per distinct message. */
+  warnOnce(message: string): void {
+    if (this.warned.has(message)) return;
+    this.warned.add(message);
+    this.warn(message);
+  }
+
+  private throwAsyncErrors(): void {
+    if (!this.asyncErrors.length) return;
+    const errs = this.asyncErrors;
+    this.asyncErrors = [];
+    throw errs.length === 1 ? errs[0] : new WebinferError(errs.map((e) => e.message).join('\n'));
+  }
+
+  /**
+   * Races a promise against device loss so nothing waits forever on a dead device. A timer stays
+   * armed meanwhile: dawn.node resolves GPU promises from its own thread, and Node would otherwise
+   * exit mid-await when nothing else keeps its event loop alive.
+   */
+  private async guard<T>(p: Promise<T>): Promise<T> {
+    const keepAlive = setInterval(() => {}, 1000);
+    try {
+      return await Promise.race([p, this.lostPromise]);
+    } finally {
+      clearInterval(keepAlive);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------- tensors
+
+  private allocBuffer(bytes: number, label?: string): GPUBuffer {
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+    return this.pool.acquire(bytes, usage, label);
+  }
+
+  /** Uploads host data. f16/bf16 come as Uint16Array bits, fp8e4m3 as Uint8Array; a Float32Array with
+   *  dtype f16/bf16/fp8e4m3 is converted (round to nearest even, fp8 saturating). */
+  tensor(data: HostData, shape: number[], dtype?: DType): Tensor {
+    const op = 'tensor';
+    this.assertAlive(op);
+    checkShape(shape, op, 'shape');
+    if (dtype !== undefined) check(DTYPES.includes(dtype), op, 'dtype', `one of ${DTYPES.join(', ')}`, fmt(dtype));
+    check(ArrayBuffer.isView(data) && !(data instanceof DataView), op, 'data', 'a Float32Array, Uint16Array, Uint8Array, Int32Array or Uint32Array', data);
+    const dt = dtype ?? defaultDType(data);
+    const n = numel(shape);
+    check(data.length === n, op, 'data', `${n} elements for shape ${shapeStr(shape)}`, `${data.length} elements`);
+    let bytes: Uint8Array;
+    const view = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    const accepts = (ok: boolean, expected: string) => check(ok, op, 'data', `${expected} for dtype '${dt}'`, data);
+    switch (dt) {
+      case 'f32':
+        accepts(data instanceof Float32Array, 'a Float32Array');
+        bytes = view(data); break;
+      case 'f16': case 'bf16':
+        accepts(data instanceof Uint16Array || data instanceof Float32Array, 'a Uint16Array of bit patterns or a Float32Array');
+        bytes = view(data instanceof Float32Array ? (dt === 'f16' ? encodeF16(data) : encodeBf16(data)) : data); break;
+      case 'fp8e4m3':
+        accepts(data instanceof Uint8Array || data instanceof Float32Array, 'a Uint8Array of bit patterns or a Float32Array');
+        bytes = view(data instanceof Float32Array ? encodeFp8e4m3(data) : data); break;
+      case 'i32':
+        accepts(data instanceof Int32Array, 'an Int32Array');
+        bytes = view(data); break;
+      case 'u32':
+        accepts(data instanceof Uint32Array, 'a Uint32Array');
+        bytes = view(data); break;
+    }
+    const t = this.emptyTensor(shape, dt, false);
+    // writeBuffer wants a multiple of 4 bytes; pad the tail word with zeros.
+    if (bytes.byteLength % 4) {
+      const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+      padded.set(bytes);
+      bytes = padded;
+    }
+    this.device.queue.writeBuffer(t.buffer, 0, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    return t;
+  }
+
+  zeros(shape: number[], dtype: DType = 'f32'): Tensor {
+    const op = 'zeros';
+    this.assertAlive(op);
+    checkShape(shape, op, 'shape');
+    check(DTYPES.includes(dtype), op, 'dtype', `one of ${DTYPES.join(', ')}`, fmt(dtype));
+    const t = this.emptyTensor(shape, dtype, false);
+    this.commandEncoder().clearBuffer(t.buffer, 0, t.byteLength);
+    return t;
+  }
+
+  /** A tensor with undefined contents (NaN-poisoned when the engine poisons outputs). For kernels. */
+  emptyTensor(shape: readonly number[], dtype: DType, isOutput = true): Tensor {
+    const bytes = tensorByteLength(shape, dtype);
+    const max = Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize);
+    if (bytes > max) {
+      throw new WebinferError(`tensor ${shapeStr(shape)} ${dtype}: ${bytes} bytes exceed the adapter's largest storage binding (${max} bytes)`);
+    }
+    const t = new Tensor(this, this.allocBuffer(bytes), shape, dtype);
+    if (isOutput && this.poison) this.poisonBuffer(t.buffer, t.byteLength);
+    return t;
+  }
+
+  private poisonBuffer(buffer: GPUBuffer, bytes: number): void {
+    if (this.poisonBytes.byteLength < bytes) this.poisonBytes = new Uint8Array(bytes).fill(0xff);
+    this.device.queue.writeBuffer(buffer, 0, this.poisonBytes.buffer, 0, bytes);
+  }
+
+  releaseBuffer(buffer: GPUBuffer): void {
+    if (this.destroyed) return;
+    this.pool.release(buffer);
+  }
+
+  /** Scratch storage for one operation: returned to the pool once the recorded work is submitted. */
+  scratch(bytes: number, label?: string): GPUBuffer {
+    const b = this.allocBuffer(bytes, label);
+    this.pool.release(b);
+    return b;
+  }
+
+  /** A small storage buffer bound where a shader declares an optional input that is not used. */
+  get dummy(): GPUBuffer {
+    if (!this.dummyBuffer) {
+      this.dummyBuffer = this.device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE, label: 'webinfer-dummy' });
+    }
+    return this.dummyBuffer;
+  }
+
+  /** A read-only f32 storage buffer holding small host data (ALiBi slopes, sinks); freed after submit. */
+  smallF32(values: ArrayLike<number>, label?: string): GPUBuffer {
+    const data = Float32Array.from(values);
+    const b = this.scratch(Math.max(16, data.byteLength), label);
+    this.device.queue.writeBuffer(b, 0, data);
+    return b;
+  }
+
+  async readBuffer(buffer: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
+    this.assertAlive('read-back');
+    const size = Math.ceil(byteLength / 4) * 4;
+    const staging = this.device.createBuffer({ size: Math.max(4, size), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.commandEncoder().copyBufferToBuffer(buffer, 0, staging, 0, size);
+    this.flush();
+    try {
+      await this.guard(staging.mapAsync(GPUMapMode.READ));
+      this.throwAsyncErrors();
+      return staging.getMappedRange().slice(0, byteLength);
+    } finally {
+      staging.destroy();
+    }
+  }
+
+  // --------------------------------------------------------------------------------------- dispatch
+
+  commandEncoder(): GPUCommandEncoder {
+    if (!this.encoder) this.encoder = this.device.createCommandEncoder({ label: 'webinfer' });
+    return this.encoder;
+  }
+
+  kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
+    return this.pipelines.get(program, entry, spec);
+  }
+
+  /**
+   * Records one dispatch. Resources are bound by their WGSL variable names; uniform values are
+   * packed by member name into the entry point's uniform struct. `workgroups` as a single count is
+   * laid out over x and y within maxComputeWorkgroupsPerDimension (shaders linearize wid.y·nwg.x + wid.x).
+   */
+  dispatch(k: Kernel, resources: Readonly<Record<string, Bindable>>, uniforms: Readonly<Record<string, number | readonly number[]>> | null,
+           workgroups: number | readonly [number, number, number]): void {
+    const where = `${k.shader}:${k.entry}`;
+    const groups: GPUBindGroupEntry[][] = k.groups.map(() => []);
+    for (const b of k.bindings) {
+      let buffer: GPUBuffer;
+      if (b.kind === 'uniform') {
+        if (!k.uniform) throw new WebinferError(`${where}: no uniform layout`);
+        const image = packUniform(k.uniform, uniforms ?? {}, where);
+        buffer = this.pool.acquire(image.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+        this.device.queue.writeBuffer(buffer, 0, image);
+        this.pendingUniforms.push(buffer);
+      } else {
+        const r = resources[b.name];
+        if (!r) throw new WebinferError(`${where}: no resource given for binding '${b.name}'`);
+        buffer = r instanceof Tensor ? r.buffer : r;
+      }
+      groups[b.group].push({ binding: b.binding, resource: { buffer } });
+    }
+    let timestampWrites: GPUComputePassTimestampWrites | undefined;
+    if (this.timing) {
+      const t = this.timing;
+      if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
+      timestampWrites = { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 };
+      t.labels.push(where);
+      t.next += 2;
+    }
+    const pass = this.commandEncoder().beginComputePass({ label: where, timestampWrites });
+    pass.setPipeline(k.pipeline);
+    k.groups.forEach((layout, g) => pass.setBindGroup(g, this.device.createBindGroup({ layout, entries: groups[g] })));
+    if (typeof workgroups === 'number') {
+      const [x, y] = this.grid(workgroups);
+      if (x > 0) pass.dispatchWorkgroups(x, y, 1);
+    } else {
+      pass.dispatchWorkgroups(workgroups[0], workgroups[1], workgroups[2]);
+    }
+    pass.end();
+  }
+
+  /** Splits n workgroups over x and y; the shader must ignore linear ids ≥ n. */
+  grid(n: number): [number, number] {
+    const maxDim = this.limits.maxComputeWorkgroupsPerDimension;
+    if (n <= maxDim) return [n, 1];
+    const y = Math.ceil(n / maxDim);
+    if (y > maxDim) throw new WebinferError(`dispatch of ${n} workgroups exceeds ${maxDim}² (maxComputeWorkgroupsPerDimension²)`);
+    return [Math.ceil(n / y), y];
+  }
+
+  // ------------------------------------------------------------------------------------------ timing
+
+  /**
+   * GPU timing with timestamp queries: every compute pass recorded until endTiming() is bracketed by
+   * timestamps. Needs the adapter's 'timestamp-query' feature (engine.features.timestampQuery).
+   */
+  beginTiming(maxPasses = 2048): void {
+    if (!this.features.timestampQuery) throw new WebinferError("beginTiming: the adapter lacks 'timestamp-query'");
+    if (this.timing) throw new WebinferError('beginTiming: timing already begun');
+    const capacity = Math.min(4096, 2 * maxPasses);
+    this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity, labels: [] };
+  }
+
+  /** Ends timing; resolves to the summed GPU time of the timed passes, in milliseconds. */
+  async endTiming(): Promise<number> {
+    const t = this.timing;
+    if (!t) throw new WebinferError('endTiming: beginTiming() was not called');
+    this.timing = null;
+    if (t.next === 0) {
+      t.querySet.destroy();
+      return 0;
+    }
+    const bytes = 8 * t.next;
+    const resolve = this.device.createBuffer({ size: bytes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    this.commandEncoder().resolveQuerySet(t.querySet, 0, t.next, resolve, 0);
+    try {
+      const ns = new BigUint64Array(await this.readBuffer(resolve, bytes));
+      let total = 0;
+      const per: Record<string, number> = {};
+      for (let i = 0; i + 1 < ns.length; i += 2) {
+        const ms = ns[i + 1] > ns[i] ? Number(ns[i + 1] - ns[i]) / 1e6 : 0;
+        total += ms;
+        const label = t.labels[i / 2];
+        per[label] = (per[label] ?? 0) + ms;
+      }
+      this.lastTiming = per;
+      return total;
+    } finally {
+      resolve.destroy();
+      t.querySet.destroy();
+    }
+  }
+
+  // -------------------------------------------------------------------------------------- submission
+
+  /** Submits the recorded work. */
+  flush(): void {
+    this.assertAlive('flush');
+    if (this.encoder) {
+      const cb = this.encoder.finish();
+      this.encoder = null;
+      this.device.queue.submit([cb]);
+      for (const u of this.pendingUniforms) this.pool.release(u);
+      this.pendingUniforms = [];
+    }
+    // With nothing recorded and unsubmitted, released buffers are safe to hand out again.
+    this.pool.onSubmit();
+  }
+
+  /** Resolves when all submitted work is done; rethrows any asynchronous GPU or compile error. */
+  async sync(): Promise<void> {
+    this.flush();
+    await this.guard(this.device.queue.onSubmittedWorkDone());
+    await this.guard(this.pipelines.settled());
+    this.throwAsyncErrors();
+  }
+
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.encoder = null;
+    this.pool.destroyAll();
+    this.dummyBuffer?.destroy();
+    this.device.destroy();
+  }
+}
+
+function defaultDType(data: HostData): DType {
+  if (data instanceof Float32Array) return 'f32';
+  if (data instanceof Int32Array) return 'i32';
+  if (data instanceof Uint32Array) return 'u32';
+  if (data instanceof Uint8Array) return 'fp8e4m3';
+  return fail('tensor', 'dtype', "a dtype ('f16' or 'bf16') for Uint16Array data", 'none');
+}
+
+function checkShape(shape: unknown, op: string, arg: string): void {
+  check(Array.isArray(shape) && shape.length >= 1 && shape.every(isPosInt), op, arg,
+    'a non-empty array of positive integers', Array.isArray(shape) ? shapeStr(shape as number[]) : fmt(shape));
+}
+

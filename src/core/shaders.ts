@@ -1,0 +1,30 @@
+// Every WGSL source, inlined at build time from shaders/**/*.wgsl (vite's import.meta.glob with ?raw),
+// so the very same text reaches the browser bundle, Deno (through dist/webinfer.js) and Node (vitest
+// runs through vite). Files are named by their path under shaders/ ('attention/paged.wgsl'); a
+// program is the concatenation of a few files (shared helpers first), and compile errors are mapped
+// back to file:line.
+const sources = import.meta.glob('../../shaders/**/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
+
+export const SHADER_FILES: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.entries(sources).map(([path, text]) => [path.replace(/^.*?shaders\//, ''), text]));
+
+const DTYPE = 'core/dtype.wgsl';
+const COMMON = 'attention/common.wgsl';
+const flash = (addressing: string, reduce: 'portable' | 'subgroup') =>
+  [DTYPE, COMMON, `attention/${addressing}.wgsl`, 'attention/flash_core.wgsl', `attention/reduce_${reduce}.wgsl`];
+const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wgsl', `attention/${kernel}.wgsl`];
+
+/** Programs by name: the files each is assembled from, in order. */
+export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
+  sdpa_naive: [DTYPE, COMMON, 'attention/sdpa_naive.wgsl'],
+  sdpa_flash: flash('flash', 'portable'),
+  sdpa_flash_subgroup: flash('flash', 'subgroup'),
+  merge: [DTYPE, 'attention/merge.wgsl'],
+  paged_cache: [DTYPE, 'attention/paged_cache.wgsl'],
+  paged_flash: flash('paged', 'portable'),
+  paged_flash_subgroup: flash('paged', 'subgroup'),
+  paged_decode: decode('paged_decode'),
+  paged_decode_sg: decode('paged_decode_sg'),
+  mla: [DTYPE, 'attention/mla.wgsl'],
+  bench_ceiling: ['bench/ceiling.wgsl'],
+};
