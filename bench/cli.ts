@@ -1,7 +1,8 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
 // and SVG plots, named after the device.
-//   --suite=sdpa,paged,mla which suites (comma-separated; default: all)
+//   --suite=sdpa,paged,mla,step which suites (comma-separated; default: all); step: what a caller pays
+//                         per run and per 32-layer decode step (plan/run) against the GPU time
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -20,6 +21,7 @@ import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, benchPagedPeer, llamaDecodeShapes, pagedJson, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
+import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
 import { planFlash } from '../src/attention/flash';
@@ -32,7 +34,7 @@ const args = new Map(process.argv.slice(2).map((a) => {
 }));
 const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
-const suites = (args.get('suite') ?? 'sdpa,paged,mla').split(',');
+const suites = (args.get('suite') ?? 'sdpa,paged,mla,step').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements.
@@ -125,6 +127,54 @@ if (suites.includes('mla')) {
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `mla-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('step')) {
+  const batches = (args.get('step-batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
+  const contexts = (args.get('step-contexts') ?? (quick ? '256,1024' : '4096,32768')).split(',').map(Number);
+  const stepLayers = Number(args.get('step-layers') ?? (quick ? 4 : 32));
+  const rows: StepBenchRow[] = [];
+  const shapes = batches.flatMap((batch) => contexts.map((context) => ({ batch, context, Hq: 32, Hkv: 8, D: 128, bs: 16,
+    // The 32-layer step where 32 caches fit comfortably (the targets are at batch 1, context 4096).
+    layers: batch * context <= 16 * 4096 ? stepLayers : 0 })))
+    .filter((sh) => sh.batch * sh.context * sh.Hkv * sh.D * 2 <= Math.min(engine.limits.maxStorageBufferBindingSize, engine.limits.maxBufferSize));
+  for (const [i, sh] of shapes.entries()) {
+    const r = await benchStep(engine, sh, quick ? 3 : 7);
+    rows.push(r);
+    console.log(`[${i + 1}/${shapes.length}] step batch ${sh.batch} context ${sh.context}: ${r.error ?? `GPU ${fmt(r.gpuHostMs, 4)} ms (tensor metadata ${fmt(r.gpuDeviceMs, 4)} ms, `
+      + `${fmt(r.gpuDeviceMs / r.gpuHostMs, 2)}x; planning pass ${fmt(r.gpuPlanMs, 4)} ms), encode ${fmt(r.encodeUs, 1)} µs/run (tensor ${fmt(r.encodeDeviceUs, 1)}), `
+      + `plan ${fmt(r.planUs, 1)} µs, wall ${fmt(r.wallPipelinedMs, 4)} ms/run pipelined, ${fmt(r.wallSyncMs, 4)} ms with a wait`
+      + `${r.stepWallMs !== undefined ? `; ${sh.layers}-layer step wall ${fmt(r.stepWallMs, 3)} ms vs GPU ${fmt(r.stepGpuMs ?? NaN, 3)} ms `
+        + `(+${fmt(100 * ((r.stepWallMs ?? NaN) / (r.stepGpuMs ?? NaN) - 1), 1)}%), host ${fmt(r.stepHostMs ?? NaN, 3)} ms, with a wait ${fmt(r.stepSyncWallMs ?? NaN, 3)} ms` : ''}`
+      + `; created ${r.createdBuffers} buffers, ${r.createdBindGroups} bind groups`}`);
+  }
+  const mlaRows: MlaStepRow[] = [];
+  for (const [N, B, C] of quick ? [[4, 1, 256]] : [[16, 1, 4096], [128, 32, 4096]]) {
+    const r = await benchMlaStep(engine, N, B, C, quick ? 3 : 7);
+    mlaRows.push(r);
+    console.log(`MLA plan N${N} batch ${B} context ${C}: ${r.error ?? `GPU ${fmt(r.gpuMs, 4)} ms, encode ${fmt(r.encodeUs, 1)} µs/run, wall ${fmt(r.wallPipelinedMs, 4)} ms/run pipelined, `
+      + `${fmt(r.wallSyncMs, 4)} ms with a wait; created ${r.createdBuffers} buffers`}`);
+  }
+  result.step = rows.map((r) => ({ ...r.shape, ...r, shape: undefined }));
+  result.mlaStep = mlaRows;
+  const lines = [
+    `# A serving step's host cost (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=step\` (${result.runtime}). GPU: timestamps, median; `
+    + 'encode: host µs to record one run of a plan; pipelined: record, submit, next, one wait at the end; with a wait: record, submit, wait. '
+    + `Step: one plan, a run per layer over its own cache, one submit; steps back to back (wall) against the summed GPU time of one step. `
+    + 'Created: buffers and bind groups made during the steady-state loops (the runtime counts every createBuffer and createBindGroup).', '',
+    '| batch | context | GPU ms (host meta) | GPU ms (tensor meta) | ratio | planning pass ms | encode µs/run | encode µs/run (tensor) | plan µs | wall ms/run pipelined | wall ms/run with wait | step layers | step wall ms | step GPU ms | wall over GPU | step host ms | created buffers / bind groups |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.shape.batch} | ${r.shape.context} | ${r.error ? `${r.error} |` : `${fmt(r.gpuHostMs, 4)} | ${fmt(r.gpuDeviceMs, 4)} | ${fmt(r.gpuDeviceMs / r.gpuHostMs, 2)}x | ${fmt(r.gpuPlanMs, 4)} | `
+      + `${fmt(r.encodeUs, 1)} | ${fmt(r.encodeDeviceUs, 1)} | ${fmt(r.planUs, 1)} | ${fmt(r.wallPipelinedMs, 4)} | ${fmt(r.wallSyncMs, 4)} | ${r.shape.layers || '-'} | `
+      + `${r.stepWallMs !== undefined ? `${fmt(r.stepWallMs, 3)} | ${fmt(r.stepGpuMs ?? NaN, 3)} | +${fmt(100 * ((r.stepWallMs ?? NaN) / (r.stepGpuMs ?? NaN) - 1), 1)}% | ${fmt(r.stepHostMs ?? NaN, 3)}` : '- | - | - | -'} | `
+      + `${r.createdBuffers} / ${r.createdBindGroups} |`}`),
+    '', '| MLA decode plan | batch | context | GPU ms | encode µs/run | wall ms/run pipelined | wall ms/run with wait | created buffers |', '|---|---|---|---|---|---|---|---|',
+    ...mlaRows.map((r) => `| N ${r.N} | ${r.batch} | ${r.context} | ${r.error ?? `${fmt(r.gpuMs, 4)} | ${fmt(r.encodeUs, 1)} | ${fmt(r.wallPipelinedMs, 4)} | ${fmt(r.wallSyncMs, 4)} | ${r.createdBuffers}`} |`),
+  ];
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `step-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 

@@ -8,7 +8,7 @@ import { sdpa as sdpaOp } from './attention/sdpa.js';
 import { mergeAttnStates as mergeOp } from './attention/merge.js';
 import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './attention/mla.js';
 import { createPagedKVCache as createPagedKVCacheOp, reshapeAndCache as reshapeAndCacheOp, type PagedKVCache, type PagedKVCacheOptions } from './attention/paged_cache.js';
-import { pagedAttention as pagedOp, type AttentionMetadata } from './attention/paged.js';
+import { pagedAttention as pagedOp, planAttention as planAttentionOp, type AttentionMetadata, type AttentionPlan, type PlanAttentionOptions } from './attention/paged.js';
 
 /**
  * Acquires an engine. Browser/Deno: navigator.gpu. Node: pass `{ gpu: create([]) }` from 'webgpu'.
@@ -48,6 +48,15 @@ export class Engine extends Runtime {
   pagedAttentionWithLse(query: Tensor, cache: PagedKVCache, meta: AttentionMetadata, opts: AttentionOptions = {}): { out: Tensor; lse: Tensor } {
     const r = pagedOp(this, 'pagedAttentionWithLse', query, cache, meta, opts, true);
     return { out: r.out, lse: r.lse! };
+  }
+
+  /**
+   * A serving step's attention, planned once (API.md "A serving step"): validates the metadata and
+   * partitions the work once (host metadata on the host; i32-tensor metadata on the GPU, nothing read
+   * back), then `run(query, cache)` once per layer against any cache of `o.cache`'s geometry.
+   */
+  planAttention(meta: AttentionMetadata, o: PlanAttentionOptions): AttentionPlan {
+    return planAttentionOp(this, meta, o);
   }
 
   /** An MLA layer (SPEC §5) with its absorbed weights, from kv_b_proj [N·(P+V), L]. */

@@ -14,3 +14,8 @@ const MASKED: f32 = -3.0e38;
 const VISIBLE_MIN: f32 = -2.0e38;
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
+
+// Paged attention plans (src/attention/plan.ts): the plan buffer starts with a header (flash item count,
+// decode item count, largest partition count, any partition) and holds work items of ITEM_WORDS words:
+// sequence, kv head, row tile, partition, first key, end key, partial (a state for the merge), 0.
+const ITEM_WORDS: u32 = 8u;

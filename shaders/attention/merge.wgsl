@@ -14,17 +14,21 @@ override WG: u32 = 64u;
 struct Params {
   T: u32, H: u32, Dv: u32, n_parts: u32,
   two_buffers: u32, part_stride: u32, lse_stride: u32, has_sinks: u32,
-  out_words: u32, lse_base: u32, t0: u32, _p2: u32,
+  out_words: u32, lse_base: u32, t0: u32, tok_parts: u32,
 }
 
+// Group 0: the states and what says how to merge them; group 1: where the merged state goes.
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> o_a: array<u32>;
 @group(0) @binding(2) var<storage, read> o_b: array<u32>;
 @group(0) @binding(3) var<storage, read> lse_a: array<u32>;
 @group(0) @binding(4) var<storage, read> lse_b: array<u32>;
 @group(0) @binding(5) var<storage, read> sinks: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<u32>;
-@group(0) @binding(7) var<storage, read_write> lse_out: array<u32>;
+// tok_parts > 0: a paged plan's buffer; word tok_parts + t holds token t's partition count (0 or 1:
+// the token's state is final already and is left alone).
+@group(0) @binding(6) var<storage, read> tok_np: array<i32>;
+@group(1) @binding(0) var<storage, read_write> out: array<u32>;
+@group(1) @binding(1) var<storage, read_write> lse_out: array<u32>;
 
 fn part_lse(p: u32, h: u32, t: u32) -> f32 {
   var bits: u32;
@@ -46,16 +50,16 @@ fn part_o(p: u32, e: u32) -> f32 {
 struct Merged { value: f32, lse_bits: u32 }
 
 // Element e = (t·H + h)·Dv + d of the merged output, and the merged lse of its row.
-fn merge_elem(e: u32) -> Merged {
+fn merge_elem(e: u32, n_parts: u32) -> Merged {
   let row = e / params.Dv;
   let t = row / params.H;
   let h = row % params.H;
   var m = -3.0e38;
-  for (var p = 0u; p < params.n_parts; p++) { m = max(m, part_lse(p, h, t)); }
+  for (var p = 0u; p < n_parts; p++) { m = max(m, part_lse(p, h, t)); }
   if (m <= -2.0e38) { return Merged(0.0, NEG_INF_BITS); }
   var den = 0.0;
   var acc = 0.0;
-  for (var p = 0u; p < params.n_parts; p++) {
+  for (var p = 0u; p < n_parts; p++) {
     let l = part_lse(p, h, t);
     if (l <= -2.0e38) { continue; }
     let w = exp(l - m);
@@ -86,7 +90,14 @@ fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   if (w >= w0 + params.out_words) { return; }
   var e0 = w;
   if (OUT_DTYPE != 0u) { e0 = 2u * w; }
-  let a = merge_elem(e0);
+  // A word's two 16-bit elements share a token (H·Dv is even).
+  var n_parts = params.n_parts;
+  if (params.tok_parts > 0u) {
+    n_parts = u32(max(tok_np[params.tok_parts + e0 / (params.H * params.Dv)], 0));
+    if (n_parts <= 1u) { return; }
+    n_parts = min(n_parts, params.n_parts);
+  }
+  let a = merge_elem(e0, n_parts);
   if (e0 % params.Dv == 0u) { lse_out[(e0 / params.Dv) % params.H * params.T + e0 / params.Dv / params.H] = a.lse_bits; }
   if (OUT_DTYPE == 0u) {
     out[w] = bitcast<u32>(a.value);
@@ -94,7 +105,7 @@ fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   }
   var bv = 0.0;
   if (e0 + 1u < n) {
-    let b = merge_elem(e0 + 1u);
+    let b = merge_elem(e0 + 1u, n_parts);
     bv = b.value;
     if ((e0 + 1u) % params.Dv == 0u) { lse_out[((e0 + 1u) / params.Dv) % params.H * params.T + (e0 + 1u) / params.Dv / params.H] = b.lse_bits; }
   }

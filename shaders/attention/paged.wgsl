@@ -19,25 +19,26 @@ struct Params {
   T: u32, Hq: u32, Hkv: u32, G: u32,
   flags: u32, window: u32, scale: f32, softcap: f32,
   bs: u32, num_blocks: u32, max_blocks: u32, S: u32,
-  n_items: u32, part_len: u32, n_parts: u32, partial: u32,
-  off_qsl: u32, off_seqlens: u32, off_bt: u32, off_items: u32,
-  k_scale: f32, v_scale: f32, ws_lse: u32, _p0: u32,
-  n_dc: u32, n_dk4: u32, n_bc: u32, _p1: u32,
+  hdr_items: u32, off_items: u32, ws_lse: u32, _p0: u32,
+  off_qsl: u32, off_seqlens: u32, off_bt: u32, _p1: u32,
+  n_dc: u32, n_dk4: u32, n_bc: u32, _p2: u32,
   // Elements between cache rows (D and Dv for K/V caches; L+R for both in MLA's latent cache, whose
   // V is the first L values of the K row), and for KV_DTYPE 4 (FlashMLA's fp8_ds_mla rows) the
   // latent width L and the row length in words.
   k_stride: u32, v_stride: u32, mla_l: u32, mla_row_words: u32,
 }
 
+// Groups as in paged_decode_io.wgsl: 0 the plan's, 1 the K/V source's, 2 the run's.
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<u32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<u32>;
-@group(0) @binding(3) var<storage, read> v_cache: array<u32>;
-@group(0) @binding(4) var<storage, read> pmeta: array<i32>;    // qsl [S+1] | seqLens [S] | blockTable [S, max_blocks] | items [n, 4]
-@group(0) @binding(5) var<storage, read> headp: array<f32>;   // [Hq] ALiBi slopes, then [Hq] sinks
-@group(0) @binding(6) var<storage, read_write> out: array<u32>;
-@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
-@group(0) @binding(8) var<storage, read_write> ws: array<u32>; // partitions: o [P, T, Hq, Dv] f32, then lse [P, Hq, T]
+@group(0) @binding(1) var<storage, read> pmeta: array<i32>;    // header | qsl [S+1] | seqLens [S] | blockTable [S, max_blocks] | tok_np [T] | items
+@group(0) @binding(2) var<storage, read> headp: array<f32>;   // [Hq] ALiBi slopes, then [Hq] sinks
+@group(0) @binding(3) var<storage, read_write> ws: array<u32>; // partitions: o [P, T, Hq, Dv] f32, then lse [P, Hq, T]
+@group(1) @binding(0) var<storage, read> k_cache: array<u32>;
+@group(1) @binding(1) var<storage, read> v_cache: array<u32>;
+@group(1) @binding(2) var<storage, read> kv_scale: array<f32>;   // [k scale, v scale]
+@group(2) @binding(0) var<storage, read> q: array<u32>;
+@group(2) @binding(1) var<storage, read_write> out: array<u32>;
+@group(2) @binding(2) var<storage, read_write> lse: array<u32>;
 
 var<private> job_q0: u32;     // first token of the job's sequence
 var<private> job_part: u32;   // the job's partition
@@ -87,14 +88,14 @@ fn k_load4(job: Job, j: u32, d: u32) -> vec4<f32> {
   let row = cache_row(job, j);
   if (row < 0) { return vec4<f32>(0.0); }
   if (KV_DTYPE == 4u) { return ds_mla4(u32(row), d); }
-  return kv4(true, u32(row) * params.k_stride + d) * params.k_scale;
+  return kv4(true, u32(row) * params.k_stride + d) * kv_scale[0];
 }
 
 fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
   let row = cache_row(job, j);
   if (row < 0) { return vec4<f32>(0.0); }
   if (KV_DTYPE == 4u) { return ds_mla4(u32(row), c); }
-  return kv4(false, u32(row) * params.v_stride + c) * params.v_scale;
+  return kv4(false, u32(row) * params.v_stride + c) * kv_scale[1];
 }
 
 fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 { return 1u; }   // paged attention has no mask
@@ -133,8 +134,8 @@ fn store_lse(job: Job, h: u32, pos: u32, bits: u32) {
 fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) li: u32) {
   let item = wid.y * nwg.x + wid.x;
-  if (item >= params.n_items) { return; }          // whole workgroup: stays uniform
-  let base = params.off_items + 4u * item;
+  if (item >= u32(pmeta[params.hdr_items])) { return; }   // whole workgroup: stays uniform
+  let base = params.off_items + ITEM_WORDS * item;
   let s = u32(pmeta[base]);
   let g = u32(pmeta[base + 1u]);
   let rt = u32(pmeta[base + 2u]);
@@ -153,11 +154,7 @@ fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   if (rt * BR >= rows) { return; }
   job_q0 = u32(q0);
   job_part = part;
-  var k_lo = 0u;
-  var k_hi = seq_len;
-  if (params.n_parts > 1u) {
-    k_lo = min(part * params.part_len, seq_len);
-    k_hi = min(k_lo + params.part_len, seq_len);
-  }
-  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, params.partial == 1u), li);
+  let k_lo = min(u32(max(pmeta[base + 4u], 0)), seq_len);
+  let k_hi = clamp(u32(max(pmeta[base + 5u], 0)), k_lo, seq_len);
+  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, pmeta[base + 6u] != 0), li);
 }

@@ -71,7 +71,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       var dots: array<f32, G>;
       for (var gg = 0u; gg < G; gg++) { dots[gg] = 0.0; }
       for (var c = 0u; c < E4; c++) {
-        let kv = decode16(w[u], c) * params.k_scale;
+        let kv = decode16(w[u], c) * kv_scale[0];
         for (var gg = 0u; gg < G; gg++) { dots[gg] += dot(qv[gg * E4 + c], kv); }
       }
       for (var gg = 0u; gg < G; gg++) { red[((kslot + KPI * u) * G + gg) * KT + lane] = dots[gg]; }
@@ -148,7 +148,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       if (!ok[u]) { continue; }
       let k2 = kk + KPV * u;
       for (var c = 0u; c < E4; c++) {
-        let vv = decode16(w[u], c) * params.v_scale;
+        let vv = decode16(w[u], c) * kv_scale[1];
         for (var gg = 0u; gg < G; gg++) { acc[gg * E4 + c] += s_s[gg * PMAX + k2] * vv; }
       }
     }
@@ -170,10 +170,10 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   // ---- finalize: sinks (final states only), normalize, write.
   for (var gg = 0u; gg < G; gg++) {
     let h = g * G + gg;
-    let fs = final_state(m[gg], l[gg], h);
+    let fs = final_state(m[gg], l[gg], h, it.partial);
     let val = select(0.0, col[gg] * fs.keep / fs.l, fs.visible);
     let lse_bits = fs.lse_bits;
-    if (params.partial == 1u) {
+    if (it.partial) {
       if (li < DV) { ws[((part * params.T + t) * params.Hq + h) * DV + li] = bitcast<u32>(val); }
       if (li == 0u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = lse_bits; }
     } else {

@@ -9,21 +9,24 @@ override OUT_DTYPE: u32 = 0u;
 struct Params {
   T: u32, Hq: u32, Hkv: u32, S: u32,
   flags: u32, window: u32, scale: f32, softcap: f32,
-  bs: u32, num_blocks: u32, max_blocks: u32, n_items: u32,
-  part_len: u32, n_parts: u32, partial: u32, off_items: u32,
-  off_qsl: u32, off_seqlens: u32, off_bt: u32, ws_lse: u32,
-  k_scale: f32, v_scale: f32, _p0: u32, _p1: u32,
+  bs: u32, num_blocks: u32, max_blocks: u32, hdr_items: u32,
+  off_items: u32, off_qsl: u32, off_seqlens: u32, off_bt: u32,
+  ws_lse: u32, _p0: u32, _p1: u32, _p2: u32,
 }
 
+// Group 0: what the plan owns (parameters, the plan buffer, per-head parameters, the partition
+// workspace); group 1: the K/V source (a layer's cache and its scales); group 2: what one run reads and
+// writes. A plan makes group 0 once; the others come from the runtime's bind-group cache.
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<u32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> pmeta: array<i32>;
-@group(0) @binding(5) var<storage, read> headp: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<u32>;
-@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
-@group(0) @binding(8) var<storage, read_write> ws: array<u32>;
+@group(0) @binding(1) var<storage, read> pmeta: array<i32>;   // header | qsl | seqLens | blockTable | tok_np | items (attention/plan.ts)
+@group(0) @binding(2) var<storage, read> headp: array<f32>;
+@group(0) @binding(3) var<storage, read_write> ws: array<u32>;
+@group(1) @binding(0) var<storage, read> k_cache: array<vec4<u32>>;
+@group(1) @binding(1) var<storage, read> v_cache: array<vec4<u32>>;
+@group(1) @binding(2) var<storage, read> kv_scale: array<f32>;   // [k scale, v scale] (fp8 caches; ones otherwise)
+@group(2) @binding(0) var<storage, read> q: array<u32>;
+@group(2) @binding(1) var<storage, read_write> out: array<u32>;
+@group(2) @binding(2) var<storage, read_write> lse: array<u32>;
 
 /** Four elements (vec4 i of the EPV / 4 in it) of one 16-byte load of the cache. */
 fn decode16(w: vec4<u32>, i: u32) -> vec4<f32> {
@@ -39,15 +42,16 @@ fn cache_row(s: u32, g: u32, j: u32) -> i32 {
 }
 
 
-/** A decode work item: sequence s, kv head g, KV partition part; the sequence's token row t, its
- *  position pos, and the partition's keys [k_lo, k_hi). Not valid: out of range, nothing to do. */
-struct Item { valid: bool, s: u32, g: u32, part: u32, t: u32, pos: i32, k_lo: u32, k_hi: u32 }
+/** A decode work item (attention/plan.ts: s, g, row tile, partition, k_lo, k_hi, partial): sequence s,
+ *  kv head g, partition part over keys [k_lo, k_hi); the sequence's token row t and position pos;
+ *  partial: a partition's state for the merge rather than the output. Not valid: out of range. */
+struct Item { valid: bool, s: u32, g: u32, part: u32, t: u32, pos: i32, k_lo: u32, k_hi: u32, partial: bool }
 
 fn decode_item(item: u32) -> Item {
   var it: Item;
   it.valid = false;
-  if (item >= params.n_items) { return it; }
-  let base = params.off_items + 4u * item;
+  if (item >= u32(pmeta[params.hdr_items])) { return it; }
+  let base = params.off_items + ITEM_WORDS * item;
   it.s = u32(pmeta[base]);
   it.g = u32(pmeta[base + 1u]);
   it.part = u32(pmeta[base + 3u]);
@@ -57,8 +61,9 @@ fn decode_item(item: u32) -> Item {
   it.t = u32(q0);
   let seq_len = u32(clamp(pmeta[params.off_seqlens + it.s], 1, i32(params.max_blocks * params.bs)));
   it.pos = i32(seq_len) - 1;
-  it.k_lo = min(it.part * params.part_len, seq_len);
-  it.k_hi = min(it.k_lo + params.part_len, seq_len);
+  it.k_lo = min(u32(max(pmeta[base + 4u], 0)), seq_len);
+  it.k_hi = clamp(u32(max(pmeta[base + 5u], 0)), it.k_lo, seq_len);
+  it.partial = pmeta[base + 6u] != 0;
   it.valid = true;
   return it;
 }
@@ -68,11 +73,11 @@ fn decode_item(item: u32) -> Item {
  *  P·V, l is the sum to divide by, lse_bits the natural-log LSE (-inf when nothing was visible). */
 struct Final { visible: bool, keep: f32, l: f32, lse_bits: u32 }
 
-fn final_state(m: f32, l: f32, h: u32) -> Final {
+fn final_state(m: f32, l: f32, h: u32, partial: bool) -> Final {
   var fs = Final(m > VISIBLE_MIN, 1.0, l, NEG_INF_BITS);
   if (!fs.visible) { return fs; }
   var mf = m;
-  if (params.partial == 0u && (params.flags & FLAG_SINKS) != 0u) {
+  if (!partial && (params.flags & FLAG_SINKS) != 0u) {
     let s2 = headp[params.Hq + h] * LOG2E;
     let mn = max(mf, s2);
     fs.keep = exp2(mf - mn);

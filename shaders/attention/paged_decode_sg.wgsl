@@ -80,7 +80,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         var x: vec4<f32>;
         if (Q_DTYPE == 0u) { x = decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
         else { x = decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE); }
-        qv[(gg * CK + c) * E4 + e] = x * params.k_scale;
+        qv[(gg * CK + c) * E4 + e] = x * kv_scale[0];
       }
     }
   }
@@ -165,8 +165,8 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var r = 0u; r < NGRP; r++) { mmax = max(mmax, m_s[r * G + gg]); }
     var lf = 0.0;
     for (var r = 0u; r < NGRP; r++) { lf += select(0.0, exp2(m_s[r * G + gg] - mmax) * l_s[r * G + gg], m_s[r * G + gg] > VISIBLE_MIN); }
-    let fs = final_state(mmax, lf, h);
-    let norm = select(0.0, fs.keep * params.v_scale / fs.l, fs.visible);
+    let fs = final_state(mmax, lf, h, it.partial);
+    let norm = select(0.0, fs.keep * kv_scale[1] / fs.l, fs.visible);
     for (var cp = li; cp < DV / 2u; cp += WG) {
       var v2 = vec2<f32>(0.0);
       for (var r = 0u; r < NGRP; r++) {
@@ -175,7 +175,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         v2 += wr * vec2<f32>(acc_s[r * DV + 2u * cp], acc_s[r * DV + 2u * cp + 1u]);
       }
       v2 *= norm;
-      if (params.partial == 1u) {
+      if (it.partial) {
         let o = ((part * params.T + t) * params.Hq + h) * DV + 2u * cp;
         ws[o] = bitcast<u32>(v2.x);
         ws[o + 1u] = bitcast<u32>(v2.y);
@@ -188,7 +188,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       }
     }
     if (li == 0u) {
-      if (params.partial == 1u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = fs.lse_bits; }
+      if (it.partial) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = fs.lse_bits; }
       else { lse[h * params.T + t] = fs.lse_bits; }
     }
     workgroupBarrier();

@@ -54,9 +54,9 @@ export function encodeMerge(engine: Runtime, m: MergeInputs, out: Tensor, lse: T
   const two = m.oB !== undefined;
   engine.dispatch(kernel, {
     o_a: m.oA, lse_a: m.lseA, o_b: m.oB ?? engine.dummy, lse_b: m.lseB ?? engine.dummy,
-    sinks: m.sinks ? engine.smallF32(m.sinks, 'sinks') : engine.dummy, out, lse_out: lse,
+    sinks: m.sinks ? engine.smallF32(m.sinks, 'sinks') : engine.dummy, tok_np: engine.dummy, out, lse_out: lse,
   }, {
     T: m.T, H: m.H, Dv: m.Dv, n_parts: m.nParts, two_buffers: two ? 1 : 0,
-    part_stride: n, lse_stride: m.H * m.T, has_sinks: m.sinks ? 1 : 0, out_words: outWords, lse_base: m.lseBase ?? 0, t0: m.t0 ?? 0,
+    part_stride: n, lse_stride: m.H * m.T, has_sinks: m.sinks ? 1 : 0, out_words: outWords, lse_base: m.lseBase ?? 0, t0: m.t0 ?? 0, tok_parts: 0,
   }, Math.ceil(outWords / WG));
 }

@@ -9,7 +9,9 @@ import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { encodeMerge } from './merge.js';
 import { checkCacheGeometry, slotMappingBuffer } from './paged_cache.js';
-import { encodePaged, validateMeta, type AttentionMetadata, type DeviceMeta, type HostMeta, type PagedKV } from './paged.js';
+import { encodePaged, validateMeta, type AttentionMetadata, type HostMeta } from './paged.js';
+import { PagedAttentionPlan, type DeviceMeta, type KVSource } from './plan.js';
+import type { Kernel } from '../core/pipeline.js';
 
 const WG = 64;
 const FLOATS = ['f32', 'f16', 'bf16'];
@@ -72,6 +74,7 @@ export interface MLAOptions {
 }
 
 export interface MLADecodeMetadata { seqLens: Int32Array | Tensor; blockTable: Int32Array | Tensor; maxBlocksPerSeq?: number }
+export interface MLASparseMetadata { reqOfToken: Int32Array; indices: Int32Array; topk: number; blockTable: Int32Array; maxBlocksPerSeq: number }
 
 export class MLALayer {
   readonly numHeads: number;
@@ -108,7 +111,8 @@ export class MLALayer {
     engine.dispatch(k, { src_a: o.kvBProj, dst_a: this.wUK, dst_b: this.wUV }, { N, L, P, R, V }, Math.ceil(n / WG));
   }
 
-  private checkCache(op: string, cache: MLACache): void {
+  /** @internal */
+  checkCache(op: string, cache: MLACache): void {
     check(cache instanceof MLACache, op, 'cache', 'an MLACache (engine.createMLACache)', cache);
     check(!cache.data.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
     check(cache.kvLoraRank === this.kvLoraRank && cache.qkRopeHeadDim === this.qkRopeHeadDim, op, 'cache',
@@ -116,7 +120,8 @@ export class MLALayer {
       `${cache.kvLoraRank} and ${cache.qkRopeHeadDim}`);
   }
 
-  private checkQuery(op: string, qNope: Tensor, qPe: Tensor): number {
+  /** @internal */
+  checkQuery(op: string, qNope: Tensor, qPe: Tensor): number {
     const { numHeads: N, qkNopeHeadDim: P, qkRopeHeadDim: R } = this;
     checkTensor(qNope, op, 'qNope');
     checkTensor(qPe, op, 'qPe');
@@ -149,38 +154,52 @@ export class MLALayer {
     }, Math.ceil((T * cache.rowWords) / WG));
   }
 
-  private latentKV(cache: MLACache): PagedKV {
+  /** The latent cache as a K/V source: one kv head whose K is the whole L+R row and V its first L values. */
+  latentSource(cache: MLACache, sparse = false): KVSource {
     const { kvLoraRank: L, qkRopeHeadDim: R } = this;
     return {
-      key: cache.data, value: cache.data, dtype: cache.dtype, Hkv: 1, D: L + R, Dv: L,
-      blockSize: cache.blockSize, numBlocks: cache.numBlocks, kScale: 1, vScale: 1,
-      kStride: L + R, vStride: L + R, mlaL: L, mlaRowWords: cache.rowWords,
+      key: cache.data, value: cache.data, scales: this.engine.ones,
+      geo: { Hkv: 1, D: L + R, Dv: L, blockSize: sparse ? 1 : cache.blockSize, numBlocks: sparse ? cache.slots : cache.numBlocks,
+             dtype: cache.dtype, kStride: L + R, vStride: L + R, mlaL: L, mlaRowWords: cache.rowWords },
     };
   }
 
   /**
    * Absorbed decode: qNope [B,N,P], qPe [B,N,R], each sequence's new token already written -> [B, N·V]
-   * in qNope's dtype. MQA over the latent cache with the layer's scale.
+   * in qNope's dtype. MQA over the latent cache with the layer's scale. One plan and one run.
    */
   decode(qNope: Tensor, qPe: Tensor, cache: MLACache, meta: MLADecodeMetadata): Tensor {
-    const op = 'MLALayer.decode';
-    const e = this.engine;
-    e.assertAlive(op);
-    this.checkCache(op, cache);
-    const B = this.checkQuery(op, qNope, qPe);
-    check(meta !== null && typeof meta === 'object', op, 'meta', '{ seqLens, blockTable, maxBlocksPerSeq? }', meta);
-    const qsl = Int32Array.from({ length: B + 1 }, (_, i) => i);
-    const allHost = meta.seqLens instanceof Int32Array && meta.blockTable instanceof Int32Array;
-    // Device metadata wants queryStartLoc on the GPU too; the tensor is freed once the call is recorded.
-    const qslT = allHost ? null : e.tensor(qsl, [B + 1], 'i32');
+    const plan = this.planDecode(meta, 'MLALayer.decode');
     try {
-      const m = validateMeta(op, { queryStartLoc: qslT ?? qsl, seqLens: meta.seqLens, blockTable: meta.blockTable,
-        maxBlocksPerSeq: meta.maxBlocksPerSeq }, B, cache);
-      check(m.S === B, op, 'meta.seqLens', `${B} entries (one per sequence of qNope)`, `${m.S}`);
-      return this.absorbed(op, qNope, qPe, this.latentKV(cache), m);
+      return plan.run(qNope, qPe, cache);
     } finally {
-      qslT?.destroy();
+      plan.destroy();
     }
+  }
+
+  /**
+   * A decode step planned once (API.md "A serving step"): the metadata is validated and partitioned
+   * at the first run (the latent cache gives the geometry; every later run takes a cache of the same
+   * geometry: each layer's), then each run records q absorption, attention and the V up-projection
+   * with nothing allocated but its output.
+   */
+  planDecode(meta: MLADecodeMetadata, op = 'MLALayer.planDecode'): MLADecodePlan {
+    this.engine.assertAlive(op);
+    check(meta !== null && typeof meta === 'object', op, 'meta', '{ seqLens, blockTable, maxBlocksPerSeq? }', meta);
+    return new MLADecodePlan(this, this.engine, op === 'MLALayer.planDecode' ? 'MLADecodePlan.run' : op, (cache) => {
+      const B = meta.seqLens instanceof Int32Array ? meta.seqLens.length : (meta.seqLens as Tensor)?.shape?.[0];
+      check(Number.isInteger(B) && B > 0, op, 'meta.seqLens', 'an Int32Array or i32 tensor of one length per sequence', meta.seqLens);
+      const allHost = meta.seqLens instanceof Int32Array && meta.blockTable instanceof Int32Array;
+      const qsl = Int32Array.from({ length: B + 1 }, (_, i) => i);
+      if (allHost) {
+        const m = validateMeta(op, { queryStartLoc: qsl, seqLens: meta.seqLens, blockTable: meta.blockTable, maxBlocksPerSeq: meta.maxBlocksPerSeq }, B, cache);
+        return { m, src: this.latentSource(cache), causal: true };
+      }
+      // Device metadata: validated by dtype and shape; queryStartLoc is implicit (one token each).
+      const dm = validateMeta(op, { queryStartLoc: qsl, seqLens: meta.seqLens, blockTable: meta.blockTable, maxBlocksPerSeq: meta.maxBlocksPerSeq }, B, cache);
+      const m: DeviceMeta = { kind: 'device', S: dm.S, maxB: dm.maxB, qsl: null, seqLens: dm.seqLens as Tensor, blockTable: dm.blockTable as Tensor };
+      return { m, src: this.latentSource(cache), causal: true };
+    });
   }
 
   /**
@@ -189,59 +208,49 @@ export class MLALayer {
    * to slots through that request's block table row; a position outside the table or cache is
    * invalid too. A token with no valid key gives zeros. Host arrays: the keys are gathered on the host.
    */
-  sparseDecode(qNope: Tensor, qPe: Tensor, cache: MLACache,
-               meta: { reqOfToken: Int32Array; indices: Int32Array; topk: number; blockTable: Int32Array; maxBlocksPerSeq: number }): Tensor {
-    const op = 'MLALayer.sparseDecode';
-    const e = this.engine;
-    e.assertAlive(op);
-    this.checkCache(op, cache);
-    const T = this.checkQuery(op, qNope, qPe);
+  sparseDecode(qNope: Tensor, qPe: Tensor, cache: MLACache, meta: MLASparseMetadata): Tensor {
+    const plan = this.planSparseDecode(meta, 'MLALayer.sparseDecode');
+    try {
+      return plan.run(qNope, qPe, cache);
+    } finally {
+      plan.destroy();
+    }
+  }
+
+  /** Sparse decode planned once (the keys gathered through the block table at the first run), run per layer. */
+  planSparseDecode(meta: MLASparseMetadata, op = 'MLALayer.planSparseDecode'): MLADecodePlan {
+    this.engine.assertAlive(op);
     check(meta !== null && typeof meta === 'object', op, 'meta', '{ reqOfToken, indices, topk, blockTable, maxBlocksPerSeq }', meta);
     const topk = checkPosInt(meta.topk, op, 'meta.topk');
     const maxB = checkPosInt(meta.maxBlocksPerSeq, op, 'meta.maxBlocksPerSeq');
-    for (const [name, a, n] of [['reqOfToken', meta.reqOfToken, T], ['indices', meta.indices, T * topk]] as const) {
-      check(a instanceof Int32Array && a.length === n, op, `meta.${name}`, `an Int32Array of ${n} entries`, a instanceof Int32Array ? `${a.length} entries` : a);
-    }
+    check(meta.reqOfToken instanceof Int32Array, op, 'meta.reqOfToken', 'an Int32Array', meta.reqOfToken);
+    const T = meta.reqOfToken.length;
+    check(meta.indices instanceof Int32Array && meta.indices.length === T * topk, op, 'meta.indices', `an Int32Array of ${T * topk} entries`,
+      meta.indices instanceof Int32Array ? `${meta.indices.length} entries` : meta.indices);
     check(meta.blockTable instanceof Int32Array && meta.blockTable.length % maxB === 0, op, 'meta.blockTable',
       `an Int32Array of requests × maxBlocksPerSeq=${maxB} entries`, meta.blockTable);
     const nReq = meta.blockTable.length / maxB;
-    // Each token becomes a one-query "sequence" over its valid keys' slots (the cache viewed as blocks of 1).
-    const slots = new Int32Array(T * topk).fill(-1);
-    const counts = new Int32Array(T);
     for (let t = 0; t < T; t++) {
       const req = meta.reqOfToken[t];
       if (req < 0 || req >= nReq) fail(op, `meta.reqOfToken[${t}]`, `a request row of blockTable in [0, ${nReq})`, req);
-      for (let k = 0; k < topk; k++) {
-        const pos = meta.indices[t * topk + k];
-        if (pos < 0 || Math.floor(pos / cache.blockSize) >= maxB) continue;
-        const blk = meta.blockTable[req * maxB + Math.floor(pos / cache.blockSize)];
-        if (blk < 0 || blk >= cache.numBlocks) continue;
-        slots[t * topk + counts[t]++] = blk * cache.blockSize + (pos % cache.blockSize);
-      }
     }
-    const m: HostMeta = { kind: 'host', S: T, maxB: topk, qsl: Int32Array.from({ length: T + 1 }, (_, i) => i), seqLens: counts, blockTable: slots };
-    return this.absorbed(op, qNope, qPe, { ...this.latentKV(cache), blockSize: 1, numBlocks: cache.slots }, m, false);
-  }
-
-  /** q absorption, MQA over the latent rows, V up-projection. */
-  private absorbed(op: string, qNope: Tensor, qPe: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta, causal = true): Tensor {
-    const e = this.engine;
-    const B = qNope.shape[0];
-    const { numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = this;
-    const q = e.emptyTensor([B, N, L + R], 'f32');
-    e.dispatch(e.kernel('mla', 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } }),
-      { src_a: qNope, src_b: qPe, w_uk: this.wUK, dst_a: q }, { N, L, P, R, V, rows: B }, Math.ceil((B * N * (L + R)) / WG));
-    // One query row per head and sequence: short partitions (64 keys) so that even batch 1 spreads
-    // its context over enough workgroups (16 with 256-key partitions measured 0.86 ms at N 16, 4k).
-    const attn = encodePaged(e, op, q, kv, m, { scale: this.scale, causal, softcap: 0, window: 0, alibi: null, sinks: null }, false, 'f32',
-      Math.min(64, e.tuning.pagedMinPartition));
-    q.destroy();
-    const out = e.emptyTensor([B, N * V], qNope.dtype);
-    const words = qNope.dtype === 'f32' ? B * N * V : (B * N * V) / 2;
-    e.dispatch(e.kernel('mla', 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } }),
-      { src_a: attn.out, w_uv: this.wUV, dst_a: out }, { N, L, P, R, V, rows: B }, Math.ceil(words / WG));
-    attn.out.destroy();
-    return out;
+    return new MLADecodePlan(this, this.engine, op === 'MLALayer.planSparseDecode' ? 'MLADecodePlan.run' : op, (cache) => {
+      // Each token becomes a one-query "sequence" over its valid keys' slots (the cache viewed as blocks of 1).
+      const slots = new Int32Array(T * topk).fill(-1);
+      const counts = new Int32Array(T);
+      for (let t = 0; t < T; t++) {
+        const req = meta.reqOfToken[t];
+        for (let k = 0; k < topk; k++) {
+          const pos = meta.indices[t * topk + k];
+          if (pos < 0 || Math.floor(pos / cache.blockSize) >= maxB) continue;
+          const blk = meta.blockTable[req * maxB + Math.floor(pos / cache.blockSize)];
+          if (blk < 0 || blk >= cache.numBlocks) continue;
+          slots[t * topk + counts[t]++] = blk * cache.blockSize + (pos % cache.blockSize);
+        }
+      }
+      const m: HostMeta = { kind: 'host', S: T, maxB: topk, qsl: Int32Array.from({ length: T + 1 }, (_, i) => i), seqLens: counts, blockTable: slots };
+      return { m, src: this.latentSource(cache, true), causal: false, sparse: true };
+    }, T);
   }
 
   /**
@@ -292,8 +301,8 @@ export class MLALayer {
         // The chunk as a paged cache of n one-token blocks in order, one sequence: this one's queries.
         const chunkMeta: HostMeta = { kind: 'host', S: 1, maxB: n, qsl: Int32Array.of(q0, q1), seqLens: Int32Array.of(n),
           blockTable: Int32Array.from({ length: n }, (_, i) => i) };
-        const r = encodePaged(e, op, q, { key: k, value: v, dtype: 'f32', Hkv: N, D: DK, Dv: V, blockSize: 1, numBlocks: n,
-          kScale: 1, vScale: 1, kStride: DK, vStride: V }, chunkMeta, { ...attn, causal }, true, 'f32');
+        const r = encodePaged(e, op, q, { key: k, value: v, scales: e.ones, geo: { Hkv: N, D: DK, Dv: V, blockSize: 1, numBlocks: n,
+          dtype: 'f32', kStride: DK, vStride: V, mlaL: 0, mlaRowWords: 0 } }, chunkMeta, { ...attn, causal }, true, 'f32');
         k.destroy();
         v.destroy();
         const last = causal;
@@ -325,4 +334,86 @@ export class MLALayer {
 
 export function createMLA(engine: Runtime, o: MLAOptions): MLALayer {
   return new MLALayer(engine, o);
+}
+
+/**
+ * A planned MLA decode (absorbed, or sparse over gathered keys): q absorption into the latent space,
+ * MQA over the latent rows through an PagedAttentionPlan, the V up-projection. The plan's metadata is
+ * validated and partitioned at the first run, whose cache gives the geometry; later runs take any
+ * cache of that geometry. Workspaces and parameters are the plan's own.
+ */
+export class MLADecodePlan {
+  private attn: PagedAttentionPlan | null = null;
+  private geoCache: MLACache | null = null;
+  private sparse = false;
+  private qLat: Tensor | null = null;
+  private oLat: Tensor | null = null;
+  private readonly uniforms = new Map<string, GPUBuffer>();
+  private destroyed = false;
+
+  /** op: the name errors of a run carry ('MLADecodePlan.run', or the one-shot call's). */
+  constructor(private readonly layer: MLALayer, private readonly rt: Runtime, private readonly op: string,
+              private readonly build: (cache: MLACache) => { m: HostMeta | DeviceMeta; src: KVSource; causal: boolean; sparse?: boolean },
+              private readonly rows?: number) {}
+
+  private params(k: Kernel, values: Record<string, number>): GPUBuffer {
+    let u = this.uniforms.get(k.key);
+    if (!u) this.uniforms.set(k.key, (u = this.rt.uniformBuffer(k, values)));
+    return u;
+  }
+
+  /** qNope [B,N,P], qPe [B,N,R] -> [B, N·V] in qNope's dtype (into o.out when given). */
+  run(qNope: Tensor, qPe: Tensor, cache: MLACache, o: { out?: Tensor } = {}): Tensor {
+    const op = this.op;
+    const rt = this.rt;
+    if (this.destroyed) throw new WebinferError(`${op}: the plan was destroyed`);
+    rt.assertAlive(op);
+    const L = this.layer;
+    L.checkCache(op, cache);
+    const B = L.checkQuery(op, qNope, qPe);
+    const { numHeads: N, kvLoraRank: Lr, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = L;
+    if (!this.attn) {
+      const { m, src, causal, sparse } = this.build(cache);
+      check(m.S === B, op, 'qNope', `${m.S} rows (one per ${this.rows === undefined ? 'sequence' : 'token'} of the plan)`, `${B}`);
+      this.sparse = !!sparse;
+      this.geoCache = cache;
+      this.attn = new PagedAttentionPlan(rt, {
+        op: this.op, geo: src.geo, Hq: N, meta: m, minPartition: Math.min(64, rt.tuning.pagedMinPartition), decodeAllowed: false,
+        attn: { scale: L.scale, causal, softcap: 0, window: 0, alibi: null, sinks: null },
+      });
+      this.qLat = rt.emptyTensor([B, N, Lr + R], 'f32', false);
+      this.oLat = rt.emptyTensor([B, N, Lr], 'f32', false);
+    } else {
+      check(B === this.qLat!.shape[0], op, 'qNope', `${this.qLat!.shape[0]} rows (the plan's)`, `${B}`);
+    }
+    const g = this.geoCache!;
+    check(cache.numBlocks === g.numBlocks && cache.blockSize === g.blockSize && cache.dtype === g.dtype, op, 'cache',
+      `the plan's geometry (numBlocks ${g.numBlocks}, blockSize ${g.blockSize}, ${g.dtype})`, `(numBlocks ${cache.numBlocks}, blockSize ${cache.blockSize}, ${cache.dtype})`);
+    let out = o.out;
+    if (out !== undefined) {
+      checkTensor(out, op, 'o.out');
+      check(out.dtype === qNope.dtype && out.shape.length === 2 && out.shape[0] === B && out.shape[1] === N * V, op, 'o.out',
+        `a ${qNope.dtype} tensor of shape [B=${B}, N·V=${N * V}]`, `${fmt(out.dtype)} ${shapeStr(out.shape)}`);
+    }
+    const dims = { N, L: Lr, P, R, V, rows: B };
+    const qk = rt.kernel('mla', 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
+    rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_uk: L.wUK, dst_a: this.qLat! })],
+      Math.ceil((B * N * (Lr + R)) / WG));
+    this.attn.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
+    out ??= rt.emptyTensor([B, N * V], qNope.dtype);
+    const vk = rt.kernel('mla', 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
+    const words = qNope.dtype === 'f32' ? B * N * V : (B * N * V) / 2;
+    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_uv: L.wUV, dst_a: out })], Math.ceil(words / WG));
+    return out;
+  }
+
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.attn?.destroy();
+    this.qLat?.destroy();
+    this.oLat?.destroy();
+    for (const u of this.uniforms.values()) this.rt.pool.release(u);
+    this.uniforms.clear();
+  }
 }

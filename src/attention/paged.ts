@@ -1,19 +1,17 @@
-// Paged KV cache (SPEC §3): the cache, reshape_and_cache, and batched paged attention in FlashInfer's
-// plan/run style: the host validates the metadata, plans the work items (sequence, kv head, row tile,
-// KV partition) and uploads everything in one write; the GPU reads K/V through the block table and
-// nothing comes back to the CPU.
-import { DTYPE_CODE, type DType } from '../core/dtype.js';
+// Batched paged attention (SPEC §3) in FlashInfer's plan/run style: the metadata is validated, the
+// work partitioned and uploaded once (attention/plan.ts; on the GPU for i32-tensor metadata), then
+// each run reads K/V through the block table in the kernels; nothing comes back to the CPU.
+import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import type { AttentionOptions } from '../core/types.js';
-import { headParams, sdpaFlags, validateAttnOptions, type AttnOptionValues } from './common.js';
-import { flashUnsupported, flashVariantFor, planFlash, type FlashPlan } from './flash.js';
-import { encodeMerge } from './merge.js';
+import { validateAttnOptions, type AttnOptionValues } from './common.js';
+import { flashUnsupported } from './flash.js';
 import { checkCache, type PagedKVCache } from './paged_cache.js';
-import { planDecode, type DecodePlan } from './paged_decode.js';
+import { PagedAttentionPlan, type DeviceMeta, type HostMeta, type KVGeometry, type KVSource } from './plan.js';
 
-const CODE = DTYPE_CODE;
+export type { DeviceMeta, HostMeta } from './plan.js';
 
 // ------------------------------------------------------------------------------------- metadata
 
@@ -24,8 +22,6 @@ export interface AttentionMetadata {
   maxBlocksPerSeq?: number;
 }
 
-export interface HostMeta { kind: 'host'; S: number; maxB: number; qsl: Int32Array; seqLens: Int32Array; blockTable: Int32Array }
-export interface DeviceMeta { kind: 'device'; S: number; maxB: number; qsl: Tensor; seqLens: Tensor; blockTable: Tensor }
 
 /**
  * Validates batch metadata against the query and the cache. Host arrays are checked element by
@@ -34,6 +30,7 @@ export interface DeviceMeta { kind: 'device'; S: number; maxB: number; qsl: Tens
  * the kernel then clamps what it reads so bad values never leave a buffer.
  */
 export function validateMeta(op: string, meta: AttentionMetadata, T: number, cache: { numBlocks: number; blockSize: number }): HostMeta | DeviceMeta {
+  // T: the query's tokens (Infinity when planning ahead of any query: each run checks its own).
   check(meta !== null && typeof meta === 'object', op, 'meta', 'an AttentionMetadata object', meta);
   const { queryStartLoc: qsl, seqLens, blockTable } = meta;
   const isHost = (x: unknown) => x instanceof Int32Array;
@@ -67,7 +64,7 @@ export function validateMeta(op: string, meta: AttentionMetadata, T: number, cac
   for (let s = 0; s < S; s++) {
     if (q[s + 1] < q[s]) fail(op, 'meta.queryStartLoc', `non-decreasing entries (queryStartLoc[${s + 1}] >= queryStartLoc[${s}] = ${q[s]})`, q[s + 1]);
   }
-  check(q[S] <= T, op, 'meta.queryStartLoc', `a last entry at most T=${T} (the query's tokens)`, q[S]);
+  if (Number.isFinite(T)) check(q[S] <= T, op, 'meta.queryStartLoc', `a last entry at most T=${T} (the query's tokens)`, q[S]);
   for (let s = 0; s < S; s++) {
     const qLen = q[s + 1] - q[s];
     if (!Number.isInteger(sl[s]) || sl[s] < qLen) fail(op, `meta.seqLens[${s}]`, `at least the sequence's ${qLen} new tokens`, sl[s]);
@@ -81,78 +78,71 @@ export function validateMeta(op: string, meta: AttentionMetadata, T: number, cac
   return { kind: 'host', S, maxB, qsl: q, seqLens: sl, blockTable: bt };
 }
 
-// ---------------------------------------------------------------------------------------- planning
+// ------------------------------------------------------------------------------------- attention
 
-export interface PagedPlan {
-  flash: FlashPlan;
-  decode: DecodePlan | null;
-  /** Work items (sequence, kv head, row tile, partition), 4 i32 each: flash, then decode. */
-  flashItems: Int32Array;
-  decodeItems: Int32Array;
-  nParts: number;
-  partLen: number;
+/** The geometry and buffers of a paged K/V cache, as plans run against it. */
+export function cacheSource(cache: PagedKVCache): KVSource {
+  return {
+    key: cache.key, value: cache.value, scales: cache.scales,
+    geo: { Hkv: cache.numKvHeads, D: cache.headSize, Dv: cache.headSizeV, blockSize: cache.blockSize, numBlocks: cache.numBlocks,
+           dtype: cache.dtype, kStride: cache.headSize, vStride: cache.headSizeV, mlaL: 0, mlaRowWords: 0 },
+  };
+}
+
+/** Plain K/V caches may take the decode kernels; MLA's shared latent rows and strided sources do not. */
+function decodeAllowed(g: KVGeometry): boolean {
+  return g.dtype !== 'fp8_ds_mla' && g.kStride === g.D && g.vStride === g.Dv;
+}
+
+export interface PlanAttentionOptions extends AttentionOptions {
+  /** Gives the geometry every run's cache must share. */
+  cache: PagedKVCache;
+  /** Query heads (a multiple of the cache's kv heads). */
+  numHeads: number;
 }
 
 /**
- * Work items for one batch. Sequences with one new token go to the decode kernel where it applies,
- * the rest to the flash kernel. A long context with few rows to spread it over is split into KV
- * partitions computed in parallel and merged by LSE (FlashDecoding), so that the GPU gets about
- * engine.tuning.pagedTargetWorkgroups workgroups; partitions are whole tiles of 64 keys and at least
- * engine.tuning.pagedMinPartition long, and never longer than the decode kernel can hold.
+ * A serving step's attention (API.md): the metadata validated and partitioned once, then run once
+ * per layer against any cache of the same geometry. Options are fixed for the plan.
  */
-export function planPaged(engine: Runtime, m: HostMeta | DeviceMeta, T: number, G: number, Hkv: number,
-                          flash: FlashPlan, decode: DecodePlan | null = null, minPartition = engine.tuning.pagedMinPartition): PagedPlan {
-  const BR = flash.TY * flash.TM;
-  const S = m.S;
-  const qLen = (s: number) => (m.kind === 'host' ? m.qsl[s + 1] - m.qsl[s] : T);
-  // Device metadata: lengths unknown on the host; every sequence may hold all T tokens and the
-  // kernel skips tiles past its rows. No decode routing and no partitions then.
-  const useDecode = (s: number) => decode !== null && m.kind === 'host' && qLen(s) === 1;
-  const rowTiles = Array.from({ length: S }, (_, s) => (useDecode(s) ? 0 : Math.ceil((G * qLen(s)) / BR)));
-  const nDecode = Array.from({ length: S }, (_, s) => s).filter(useDecode).length;
-  const base = (rowTiles.reduce((a, r) => a + r, 0) + nDecode) * Hkv;
-  let nParts = 1;
-  let partLen = 0;
-  if (m.kind === 'host' && base > 0) {
-    const maxSeq = Math.max(0, ...m.seqLens);
-    const quantum = 64;
-    const minPart = Math.max(quantum, minPartition);
-    const want = Math.max(1, Math.min(Math.ceil(engine.tuning.pagedTargetWorkgroups / base), Math.floor(maxSeq / minPart)));
-    partLen = Math.ceil(Math.ceil(maxSeq / want) / quantum) * quantum;
-    if (decode && nDecode > 0) partLen = Math.min(partLen, decode.PMAX);
-    nParts = Math.max(1, Math.ceil(maxSeq / partLen));
-    if (nParts === 1) partLen = Math.max(partLen, maxSeq);
-  }
-  const flashItems = new Int32Array(4 * (base / Hkv - nDecode) * Hkv * nParts);
-  const decodeItems = new Int32Array(4 * nDecode * Hkv * nParts);
-  let fi = 0, di = 0;
-  for (let s = 0; s < S; s++) {
-    for (let g = 0; g < Hkv; g++) {
-      for (let p = 0; p < nParts; p++) {
-        if (useDecode(s)) {
-          decodeItems[di++] = s; decodeItems[di++] = g; decodeItems[di++] = 0; decodeItems[di++] = p;
-        } else {
-          for (let rt = 0; rt < rowTiles[s]; rt++) { flashItems[fi++] = s; flashItems[fi++] = g; flashItems[fi++] = rt; flashItems[fi++] = p; }
-        }
-      }
-    }
-  }
-  return { flash, decode, flashItems, decodeItems, nParts, partLen };
+export function planAttention(rt: Runtime, meta: AttentionMetadata, o: PlanAttentionOptions): AttentionPlan {
+  const op = 'planAttention';
+  rt.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', '{ cache, numHeads, ...AttentionOptions }', o);
+  checkCache(o.cache, op);
+  const src = cacheSource(o.cache);
+  const Hq = checkPosInt(o.numHeads, op, 'o.numHeads');
+  check(Hq % src.geo.Hkv === 0, op, 'o.numHeads', `a multiple of the cache's Hkv=${src.geo.Hkv}`, Hq);
+  const why = flashUnsupported(src.geo.D, src.geo.Dv);
+  if (why) throw new WebinferError(`${op}: cache: ${why}: paged attention needs multiples of 8 up to 256`);
+  const { cache: _c, numHeads: _n, ...attnOpts } = o;
+  const a = validateAttnOptions(op, attnOpts, src.geo.D, Hq, true);
+  const m = validateMeta(op, meta, Infinity, o.cache);
+  return new AttentionPlan(new PagedAttentionPlan(rt, {
+    op: 'AttentionPlan', geo: src.geo, Hq, meta: m, attn: a, minPartition: rt.tuning.pagedMinPartition, decodeAllowed: decodeAllowed(src.geo),
+  }));
 }
 
-// ------------------------------------------------------------------------------------- attention
+/** The public face of a plan over paged K/V caches (API.md AttentionPlan). */
+export class AttentionPlan {
+  constructor(readonly plan: PagedAttentionPlan) {}
 
-/** The K/V source the paged kernels read: a PagedKVCache, or MLA's latent cache as K and V at once. */
-export interface PagedKV {
-  key: Tensor; value: Tensor;
-  /** Storage of the rows: a cache dtype, or 'fp8_ds_mla' (FlashMLA's 656-byte rows, in `key`). */
-  dtype: DType | 'fp8_ds_mla';
-  Hkv: number; D: number; Dv: number; blockSize: number; numBlocks: number;
-  kScale: number; vScale: number;
-  /** Elements between rows of K and of V. */
-  kStride: number; vStride: number;
-  /** fp8_ds_mla: the latent width and the row length in 4-byte words. */
-  mlaL?: number; mlaRowWords?: number;
+  /** Attention over one layer's cache: [T, Hq, Dv] (into o.out when given). */
+  run(query: Tensor, cache: PagedKVCache, o: { out?: Tensor } = {}): Tensor {
+    checkCache(cache, 'AttentionPlan.run');
+    return this.plan.runSource(query, cacheSource(cache), o, false, 'AttentionPlan.run').out;
+  }
+
+  /** As run, also returning lse [Hq, T] (f32; -inf for rows that see no key). */
+  runWithLse(query: Tensor, cache: PagedKVCache, o: { out?: Tensor; lse?: Tensor } = {}): { out: Tensor; lse: Tensor } {
+    checkCache(cache, 'AttentionPlan.runWithLse');
+    const r = this.plan.runSource(query, cacheSource(cache), o, true, 'AttentionPlan.runWithLse');
+    return { out: r.out, lse: r.lse! };
+  }
+
+  destroy(): void {
+    this.plan.destroy();
+  }
 }
 
 export function pagedAttention(engine: Runtime, op: string, query: Tensor, cache: PagedKVCache, meta: AttentionMetadata,
@@ -161,7 +151,7 @@ export function pagedAttention(engine: Runtime, op: string, query: Tensor, cache
   checkTensor(query, op, 'query');
   checkCache(cache, op);
   check(opts !== null && typeof opts === 'object', op, 'opts', 'an options object', opts);
-  const { numKvHeads: Hkv, headSize: D, headSizeV: Dv } = cache;
+  const { numKvHeads: Hkv, headSize: D } = cache;
   check(query.shape.length === 3, op, 'query', `shape [T, Hq, D=${D}]`, shapeStr(query.shape));
   const [T, Hq] = query.shape;
   check(query.shape[2] === D, op, 'query', `shape [T, Hq, D=${D}] (the cache's head size)`, shapeStr(query.shape));
@@ -169,97 +159,23 @@ export function pagedAttention(engine: Runtime, op: string, query: Tensor, cache
   check(['f32', 'f16', 'bf16'].includes(query.dtype), op, 'query.dtype', "'f32', 'f16' or 'bf16'", fmt(query.dtype));
   const a = validateAttnOptions(op, opts, D, Hq, true);
   const m = validateMeta(op, meta, T, cache);
-  const why = flashUnsupported(D, Dv);
+  const why = flashUnsupported(D, cache.headSizeV);
   if (why) throw new WebinferError(`${op}: cache: ${why}: paged attention needs multiples of 8 up to 256`);
-  return encodePaged(engine, op, query, {
-    key: cache.key, value: cache.value, dtype: cache.dtype, Hkv, D, Dv, blockSize: cache.blockSize, numBlocks: cache.numBlocks,
-    kScale: cache.kScale, vScale: cache.vScale, kStride: D, vStride: Dv,
-  }, m, a, withLse);
+  return encodePaged(engine, op, query, cacheSource(cache), m, a, withLse);
 }
 
 /**
- * Records paged attention over validated inputs: plan, one metadata write, the decode and flash
- * kernels, and the LSE merge of KV partitions. Output [T, Hq, Dv] in `outDtype` (default: the query's).
+ * Paged attention over validated inputs as one plan and one run: the plan's buffers return to the
+ * pool once the work is submitted. Output [T, Hq, Dv] in `outDtype` (default: the query's).
  */
-export function encodePaged(engine: Runtime, op: string, query: Tensor, kv: PagedKV, m: HostMeta | DeviceMeta,
+export function encodePaged(engine: Runtime, op: string, query: Tensor, kv: KVSource, m: HostMeta | DeviceMeta,
                             a: AttnOptionValues, withLse: boolean, outDtype: DType = query.dtype,
                             minPartition = engine.tuning.pagedMinPartition): { out: Tensor; lse: Tensor | null } {
-  const [T, Hq] = query.shape;
-  const { Hkv, D, Dv } = kv;
-  const variant = flashVariantFor(engine);
-  const tile = query.dtype === 'f16' && kv.dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
-  const flash = planFlash(engine.limits, engine.features, D, Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, tile);
-  if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${engine.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
-  const G = Hq / Hkv;
-  // The decode kernel reads plain K and V caches (V rows of Dv values), not MLA's shared latent rows.
-  const plan = planPaged(engine, m, T, G, Hkv, flash, kv.dtype === 'fp8_ds_mla' || kv.kStride !== D || kv.vStride !== Dv ? null : planDecode(engine, D, Dv, G, kv.dtype), minPartition);
-
-  // Metadata and work items in one buffer, one write (device metadata is copied in on the GPU).
-  const offQsl = 0, offSeq = m.S + 1, offBt = offSeq + m.S, offItems = offBt + m.S * m.maxB;
-  const offDecode = offItems + plan.flashItems.length;
-  const host = new Int32Array(offDecode + plan.decodeItems.length);
-  if (m.kind === 'host') {
-    host.set(m.qsl, offQsl);
-    host.set(m.seqLens, offSeq);
-    host.set(m.blockTable, offBt);
+  const plan = new PagedAttentionPlan(engine, { op, geo: kv.geo, Hq: query.shape[1], meta: m, attn: a, minPartition, decodeAllowed: decodeAllowed(kv.geo) });
+  try {
+    const out = outDtype === query.dtype ? undefined : engine.emptyTensor([query.shape[0], query.shape[1], kv.geo.Dv], outDtype);
+    return plan.runSource(query, kv, { out }, withLse);
+  } finally {
+    plan.destroy();
   }
-  host.set(plan.flashItems, offItems);
-  host.set(plan.decodeItems, offDecode);
-  const metaBuf = engine.scratch(Math.max(16, host.byteLength), 'paged metadata');
-  engine.device.queue.writeBuffer(metaBuf, 0, host);
-  if (m.kind === 'device') {
-    const enc = engine.commandEncoder();
-    enc.copyBufferToBuffer(m.qsl.buffer, 0, metaBuf, 4 * offQsl, 4 * (m.S + 1));
-    enc.copyBufferToBuffer(m.seqLens.buffer, 0, metaBuf, 4 * offSeq, 4 * m.S);
-    enc.copyBufferToBuffer(m.blockTable.buffer, 0, metaBuf, 4 * offBt, 4 * m.S * m.maxB);
-  }
-
-  const out = engine.emptyTensor([T, Hq, Dv], outDtype);
-  const lse = engine.emptyTensor([Hq, T], 'f32');
-  const partial = plan.nParts > 1;
-  const ws = partial ? engine.scratch(4 * plan.nParts * T * Hq * (Dv + 1), 'paged partitions') : engine.dummy;
-  const wsLse = plan.nParts * T * Hq * Dv;
-  const kvCode = kv.dtype === 'fp8_ds_mla' ? 4 : CODE[kv.dtype];
-  const flags = sdpaFlags({ causal: a.causal, window: a.window, softcap: a.softcap, alibi: a.alibi, sinks: a.sinks, maskKind: null });
-  const nItems = plan.flashItems.length / 4;
-  const headp = headParams(engine, Hq, a.alibi, a.sinks);
-  const common = {
-    T, Hq, Hkv, S: m.S, flags, window: a.window, scale: a.scale, softcap: a.softcap || 1,
-    bs: kv.blockSize, num_blocks: kv.numBlocks, max_blocks: m.maxB,
-    part_len: plan.partLen, n_parts: plan.nParts, partial: partial ? 1 : 0,
-    off_qsl: offQsl, off_seqlens: offSeq, off_bt: offBt, ws_lse: wsLse, k_scale: kv.kScale, v_scale: kv.vScale,
-  };
-  const resources = { q: query, k_cache: kv.key, v_cache: kv.value, pmeta: metaBuf, headp, out, lse, ws };
-  if (plan.decode && plan.decodeItems.length) {
-    const dp = plan.decode;
-    const overrides = { Q_DTYPE: CODE[query.dtype], KV_DTYPE: kvCode, OUT_DTYPE: CODE[outDtype] };
-    const dk = dp.variant === 'subgroup'
-      ? engine.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, PF: engine.tuning.pagedDecodePrefetch ? 1 : 0 }, enables: ['subgroups'] })
-      : engine.kernel('paged_decode', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK } });
-    const nDec = plan.decodeItems.length / 4;
-    engine.dispatch(dk, resources, { ...common, n_items: nDec, off_items: offDecode }, nDec);
-  }
-  if (nItems > 0) {
-    const kernel = engine.kernel(flash.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
-      overrides: { Q_DTYPE: CODE[query.dtype], KV_DTYPE: kvCode, OUT_DTYPE: CODE[outDtype] },
-      consts: { TX: flash.TX, TY: flash.TY, TM: flash.TM, TN: flash.TN, DK: flash.DK, DVC: flash.DVC, D, DV: Dv,
-                TILE4: flash.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
-      enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
-    });
-    engine.dispatch(kernel, resources, {
-      ...common, G, n_items: nItems, off_items: offItems,
-      n_dc: D / flash.DK, n_dk4: flash.DK / 4, n_bc: flash.TX * flash.TN,
-      k_stride: kv.kStride, v_stride: kv.vStride, mla_l: kv.mlaL ?? 0, mla_row_words: kv.mlaRowWords ?? 0,
-    }, nItems);
-  }
-  if (partial && m.kind === 'host') {
-    encodeMerge(engine, {
-      T, H: Hq, Dv, inDtype: 'f32', oA: ws, lseA: ws, nParts: plan.nParts, lseBase: wsLse, rows: m.qsl[m.S], sinks: a.sinks,
-    }, out, lse);
-  }
-  if (!withLse) {
-    lse.destroy();
-    return { out, lse: null };
-  }
-  return { out, lse };
 }

@@ -30,8 +30,13 @@ export class PagedKVCache {
   readonly dtype: DType;
   readonly kScale: number;
   readonly vScale: number;
+  /** [kScale, vScale] f32 on the GPU: the kernels read each layer's scales from its own cache. */
+  readonly scales: GPUBuffer;
+
+  private readonly pool: Runtime['pool'];
 
   constructor(engine: Runtime, o: Required<PagedKVCacheOptions>) {
+    this.pool = engine.pool;
     this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.numKvHeads = o.numKvHeads;
     this.headSize = o.headSize; this.headSizeV = o.headSizeV; this.dtype = o.dtype;
     this.kScale = o.kScale; this.vScale = o.vScale;
@@ -40,6 +45,8 @@ export class PagedKVCache {
     // Zeroed, so a slot nobody wrote reads as 0 rather than whatever the pooled buffer held.
     engine.commandEncoder().clearBuffer(this.key.buffer, 0, this.key.byteLength);
     engine.commandEncoder().clearBuffer(this.value.buffer, 0, this.value.byteLength);
+    this.scales = engine.pool.acquire(16, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST, 'kv scales');
+    engine.device.queue.writeBuffer(this.scales, 0, new Float32Array([o.kScale, o.vScale, 1, 1]));
   }
 
   /** Number of token slots. */
@@ -50,6 +57,8 @@ export class PagedKVCache {
   destroy(): void {
     this.key.destroy();
     this.value.destroy();
+    // Back to the pool, which hands it out again only after the work recorded so far is submitted.
+    this.pool.release(this.scales);
   }
 }
 

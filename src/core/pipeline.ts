@@ -132,6 +132,10 @@ export class PipelineCache {
   private readonly kernels = new Map<string, Kernel>();
   /** Number of pipelines compiled so far (the cache's misses). */
   compiled = 0;
+  /** One layout object per distinct group descriptor: kernels whose groups look alike share them, so a
+   *  bind group made for one (a cache's K/V, a plan's metadata) serves the others, and bind-group
+   *  caches can key on the layout object. */
+  private readonly layouts = new Map<string, GPUBindGroupLayout>();
   private checks = new Set<Promise<void>>();
 
   constructor(
@@ -214,16 +218,7 @@ export class PipelineCache {
 
     const maxGroup = bindings.reduce((m, b) => Math.max(m, b.group), -1);
     const groups: GPUBindGroupLayout[] = [];
-    for (let g = 0; g <= maxGroup; g++) {
-      groups.push(this.device.createBindGroupLayout({
-        label: `${shader}:${entry}:g${g}`,
-        entries: bindings.filter((b) => b.group === g).map((b) => ({
-          binding: b.binding,
-          visibility: GPUShaderStage.COMPUTE,
-          buffer: { type: b.kind },
-        })),
-      }));
-    }
+    for (let g = 0; g <= maxGroup; g++) groups.push(this.groupLayout(bindings.filter((b) => b.group === g)));
 
     this.device.pushErrorScope('validation');
     if (!p.module) p.module = this.device.createShaderModule({ label: shader, code: p.source });
@@ -249,6 +244,19 @@ export class PipelineCache {
     const kernel: Kernel = { shader, entry, key, pipeline, groups, bindings, uniform };
     this.kernels.set(key, kernel);
     return kernel;
+  }
+
+  private groupLayout(bindings: readonly BindingInfo[]): GPUBindGroupLayout {
+    const key = bindings.map((b) => `${b.binding}:${b.kind}`).join(',');
+    let layout = this.layouts.get(key);
+    if (!layout) {
+      layout = this.device.createBindGroupLayout({
+        label: `webinfer group [${key}]`,
+        entries: bindings.map((b) => ({ binding: b.binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: b.kind } })),
+      });
+      this.layouts.set(key, layout);
+    }
+    return layout;
   }
 
   /** Resolves once every pipeline created so far has been checked for compile errors. */

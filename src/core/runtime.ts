@@ -114,7 +114,19 @@ export class Runtime implements TensorHost {
   private destroyed = false;
   private readonly lostPromise: Promise<never>;
   private dummyBuffer: GPUBuffer | null = null;
+  private onesBuffer: GPUBuffer | null = null;
   private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[] } | null = null;
+  /** The compute pass consecutive dispatches share (ended before any copy or clear, and at flush). */
+  private pass: GPUComputePassEncoder | null = null;
+  /** Bind groups by (layout, buffers), least recently used first: steady-state runs reuse them. */
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly ids = new WeakMap<object, number>();
+  private nextId = 1;
+  /** Counts of what the steady state must not do: buffers created (the pool's misses included), bind
+   *  groups created, dispatches recorded. Tests and the benchmark read them. */
+  readonly counters = { createBuffer: 0, createBindGroup: 0, dispatch: 0 };
+  /** While set, dispatch() goes through it (a model step's uniforms and bind groups kept per position). */
+  private recorder: DispatchCache | null = null;
   /** GPU milliseconds per pass label of the last endTiming(), summed over repeated passes. */
   lastTiming: Record<string, number> = {};
   private poisonBytes = new Uint8Array(0);
@@ -142,7 +154,7 @@ export class Runtime implements TensorHost {
       vendor: info?.vendor ?? '', architecture: info?.architecture ?? '',
       device: info?.device ?? '', description: info?.description ?? '',
     });
-    this.pool = new BufferPool(device);
+    this.pool = new BufferPool(device, undefined, (d) => this.createBuffer(d));
     this.pipelines = new PipelineCache(device, SHADER_FILES, PROGRAMS, (e) => this.asyncErrors.push(e));
 
     this.lostPromise = device.lost.then((lost) => {
@@ -282,9 +294,18 @@ export class Runtime implements TensorHost {
   /** A small storage buffer bound where a shader declares an optional input that is not used. */
   get dummy(): GPUBuffer {
     if (!this.dummyBuffer) {
-      this.dummyBuffer = this.device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE, label: 'webinfer-dummy' });
+      this.dummyBuffer = this.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE, label: 'webinfer-dummy' });
     }
     return this.dummyBuffer;
+  }
+
+  /** Four f32 ones: the K/V scales of a source that has none of its own (unscaled caches). */
+  get ones(): GPUBuffer {
+    if (!this.onesBuffer) {
+      this.onesBuffer = this.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST, label: 'webinfer-ones' });
+      this.device.queue.writeBuffer(this.onesBuffer, 0, new Float32Array([1, 1, 1, 1]));
+    }
+    return this.onesBuffer;
   }
 
   /** A read-only f32 storage buffer holding small host data (ALiBi slopes, sinks); freed after submit. */
@@ -295,26 +316,134 @@ export class Runtime implements TensorHost {
     return b;
   }
 
-  async readBuffer(buffer: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
+  /** Every buffer the engine creates goes through here, so the steady state can be checked for none. */
+  createBuffer(desc: GPUBufferDescriptor): GPUBuffer {
+    this.counters.createBuffer++;
+    return this.device.createBuffer(desc);
+  }
+
+  async readBuffer(buffer: GPUBuffer, byteLength: number, offset = 0): Promise<ArrayBuffer> {
     this.assertAlive('read-back');
-    const size = Math.ceil(byteLength / 4) * 4;
-    const staging = this.device.createBuffer({ size: Math.max(4, size), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    this.commandEncoder().copyBufferToBuffer(buffer, 0, staging, 0, size);
+    const size = Math.max(4, Math.ceil(byteLength / 4) * 4);
+    // Staging buffers come from the pool (mapped, copied out, unmapped, returned): a loop that reads
+    // token ids every step creates none.
+    const staging = this.pool.acquire(size, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, 'webinfer read-back');
+    this.commandEncoder().copyBufferToBuffer(buffer, offset, staging, 0, size);
     this.flush();
+    let mapped = false;
     try {
-      await this.guard(staging.mapAsync(GPUMapMode.READ));
+      await this.guard(staging.mapAsync(GPUMapMode.READ, 0, size));
+      mapped = true;
       this.throwAsyncErrors();
-      return staging.getMappedRange().slice(0, byteLength);
+      return staging.getMappedRange(0, size).slice(0, byteLength);
     } finally {
-      staging.destroy();
+      if (mapped) staging.unmap();
+      this.pool.release(staging);
     }
   }
 
   // --------------------------------------------------------------------------------------- dispatch
 
+  /** The encoder recorded work goes into; any shared compute pass is ended first, so copies and
+   *  clears recorded now land after the dispatches before them. */
   commandEncoder(): GPUCommandEncoder {
+    this.endPass();
     if (!this.encoder) this.encoder = this.device.createCommandEncoder({ label: 'webinfer' });
     return this.encoder;
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+
+  /**
+   * The compute pass for the next dispatch: shared by consecutive dispatches (WebGPU orders storage
+   * writes between the dispatches of a pass), or, while timing, a pass of its own bracketed by
+   * timestamps so each dispatch's GPU time can be read.
+   */
+  private passFor(label: string): GPUComputePassEncoder {
+    if (this.timing) {
+      const t = this.timing;
+      if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
+      const enc = this.commandEncoder();
+      t.labels.push(label);
+      const pass = enc.beginComputePass({ label, timestampWrites: { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 } });
+      t.next += 2;
+      this.pass = pass;
+      return pass;
+    }
+    if (!this.pass) {
+      const enc = this.commandEncoder();
+      this.pass = enc.beginComputePass({ label: 'webinfer' });
+    }
+    return this.pass;
+  }
+
+  /** A small integer identity per GPU object, for cache keys. */
+  idOf(o: object): number {
+    let id = this.ids.get(o);
+    if (id === undefined) this.ids.set(o, (id = this.nextId++));
+    return id;
+  }
+
+  /**
+   * A bind group of `layout` over whole buffers in binding order, cached by (layout, buffers): made
+   * once, then found again whenever the same buffers meet the same layout (each layer's cache, a
+   * plan's metadata, a model's persistent activations). At most 4096 are kept, least recently used
+   * dropped first; a destroyed buffer's groups simply stop being asked for.
+   */
+  bindGroup(layout: GPUBindGroupLayout, buffers: readonly GPUBuffer[], slots?: readonly number[]): GPUBindGroup {
+    let key = `${this.idOf(layout)}`;
+    for (const b of buffers) key += `,${this.idOf(b)}`;
+    let bg = this.bindGroups.get(key);
+    if (bg) {
+      this.bindGroups.delete(key);
+    } else {
+      this.counters.createBindGroup++;
+      bg = this.device.createBindGroup({ layout, entries: buffers.map((buffer, i) => ({ binding: slots ? slots[i] : i, resource: { buffer } })) });
+      if (this.bindGroups.size >= 4096) this.bindGroups.delete(this.bindGroups.keys().next().value!);
+    }
+    this.bindGroups.set(key, bg);
+    return bg;
+  }
+
+  /** The cached bind group of one group of a kernel, its bindings (uniform buffers included) given by
+   *  WGSL name. */
+  groupFor(k: Kernel, group: number, resources: Readonly<Record<string, Bindable>>): GPUBindGroup {
+    const buffers: GPUBuffer[] = [];
+    const slots: number[] = [];
+    for (const b of k.bindings) {
+      if (b.group !== group) continue;
+      const r = resources[b.name];
+      if (!r) throw new WebinferError(`${k.shader}:${k.entry}: no resource given for binding '${b.name}'`);
+      buffers.push(r instanceof Tensor ? r.buffer : r);
+      slots.push(b.binding);
+    }
+    return this.bindGroup(k.groups[group], buffers, slots);
+  }
+
+  /**
+   * Records one dispatch of a kernel whose bind groups are already made: the steady-state path of
+   * plans and model steps (nothing allocated, nothing uploaded). `workgroups`: a linear count (laid
+   * out over x and y), explicit [x, y, z], or an indirect argument buffer written on the GPU.
+   */
+  record(k: Kernel, groups: readonly GPUBindGroup[], workgroups: number | readonly [number, number, number] | { indirect: GPUBuffer; offset: number }): void {
+    const pass = this.passFor(`${k.shader}:${k.entry}`);
+    pass.setPipeline(k.pipeline);
+    for (let g = 0; g < groups.length; g++) pass.setBindGroup(g, groups[g]);
+    this.counters.dispatch++;
+    if (typeof workgroups === 'number') {
+      const [x, y] = this.grid(workgroups);
+      if (x > 0) pass.dispatchWorkgroups(x, y, 1);
+    } else if ('indirect' in workgroups) {
+      pass.dispatchWorkgroupsIndirect(workgroups.indirect, workgroups.offset);
+    } else {
+      pass.dispatchWorkgroups(workgroups[0], workgroups[1], workgroups[2]);
+    }
+    if (this.timing) this.endPass();
   }
 
   kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
@@ -328,6 +457,10 @@ export class Runtime implements TensorHost {
    */
   dispatch(k: Kernel, resources: Readonly<Record<string, Bindable>>, uniforms: Readonly<Record<string, number | readonly number[]>> | null,
            workgroups: number | readonly [number, number, number]): void {
+    if (this.recorder) {
+      this.recorder.dispatch(k, resources, uniforms, workgroups);
+      return;
+    }
     const where = `${k.shader}:${k.entry}`;
     const groups: GPUBindGroupEntry[][] = k.groups.map(() => []);
     for (const b of k.bindings) {
@@ -345,24 +478,34 @@ export class Runtime implements TensorHost {
       }
       groups[b.group].push({ binding: b.binding, resource: { buffer } });
     }
-    let timestampWrites: GPUComputePassTimestampWrites | undefined;
-    if (this.timing) {
-      const t = this.timing;
-      if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
-      timestampWrites = { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 };
-      t.labels.push(where);
-      t.next += 2;
+    this.counters.createBindGroup += k.groups.length;
+    this.record(k, k.groups.map((layout, g) => this.device.createBindGroup({ layout, entries: groups[g] })), workgroups);
+  }
+
+  /**
+   * Records what `fn` dispatches through `cache` (see DispatchCache): the same code a one-off call
+   * runs, at a fraction of the host cost when it repeats. Returns fn's result.
+   */
+  recording<T>(cache: DispatchCache, fn: () => T): T {
+    const prev = this.recorder;
+    cache.begin();
+    this.recorder = cache;
+    try {
+      return fn();
+    } finally {
+      this.recorder = prev;
     }
-    const pass = this.commandEncoder().beginComputePass({ label: where, timestampWrites });
-    pass.setPipeline(k.pipeline);
-    k.groups.forEach((layout, g) => pass.setBindGroup(g, this.device.createBindGroup({ layout, entries: groups[g] })));
-    if (typeof workgroups === 'number') {
-      const [x, y] = this.grid(workgroups);
-      if (x > 0) pass.dispatchWorkgroups(x, y, 1);
-    } else {
-      pass.dispatchWorkgroups(workgroups[0], workgroups[1], workgroups[2]);
-    }
-    pass.end();
+  }
+
+  /** A uniform buffer holding `values` packed for kernel k, owned by the caller (a plan keeps it for
+   *  every run; release it to the pool when done). */
+  uniformBuffer(k: Kernel, values: Readonly<Record<string, number | readonly number[]>>): GPUBuffer {
+    const where = `${k.shader}:${k.entry}`;
+    if (!k.uniform) throw new WebinferError(`${where}: no uniform layout`);
+    const image = packUniform(k.uniform, values, where);
+    const buffer = this.pool.acquire(image.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, where);
+    this.device.queue.writeBuffer(buffer, 0, image);
+    return buffer;
   }
 
   /** Splits n workgroups over x and y; the shader must ignore linear ids ≥ n. */
@@ -383,6 +526,7 @@ export class Runtime implements TensorHost {
   beginTiming(maxPasses = 2048): void {
     if (!this.features.timestampQuery) throw new WebinferError("beginTiming: the adapter lacks 'timestamp-query'");
     if (this.timing) throw new WebinferError('beginTiming: timing already begun');
+    this.endPass();
     const capacity = Math.min(4096, 2 * maxPasses);
     this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity, labels: [] };
   }
@@ -397,7 +541,7 @@ export class Runtime implements TensorHost {
       return 0;
     }
     const bytes = 8 * t.next;
-    const resolve = this.device.createBuffer({ size: bytes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    const resolve = this.createBuffer({ size: bytes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
     this.commandEncoder().resolveQuerySet(t.querySet, 0, t.next, resolve, 0);
     try {
       const ns = new BigUint64Array(await this.readBuffer(resolve, bytes));
@@ -422,6 +566,7 @@ export class Runtime implements TensorHost {
   /** Submits the recorded work. */
   flush(): void {
     this.assertAlive('flush');
+    this.endPass();
     if (this.encoder) {
       const cb = this.encoder.finish();
       this.encoder = null;
@@ -445,8 +590,11 @@ export class Runtime implements TensorHost {
     if (this.destroyed) return;
     this.destroyed = true;
     this.encoder = null;
+    this.pass = null;
+    this.bindGroups.clear();
     this.pool.destroyAll();
     this.dummyBuffer?.destroy();
+    this.onesBuffer?.destroy();
     this.device.destroy();
   }
 }
@@ -464,3 +612,58 @@ function checkShape(shape: unknown, op: string, arg: string): void {
     'a non-empty array of positive integers', Array.isArray(shape) ? shapeStr(shape as number[]) : fmt(shape));
 }
 
+/**
+ * Dispatches of a sequence that repeats (a model's step, layer after layer, step after step): the n-th
+ * dispatch of a recording keeps its own uniform buffer, rewritten only when its values change, and its
+ * bind groups come from the runtime's cache, so a steady-state step uploads and allocates nothing but
+ * what changed. Each recording starts by submitting what was recorded before it: a uniform rewritten
+ * now must not reach commands still waiting in the encoder.
+ */
+export class DispatchCache {
+  private readonly slots: { buffer: GPUBuffer; image: Uint8Array }[] = [];
+  private cursor = 0;
+
+  constructor(private readonly rt: Runtime) {}
+
+  begin(): void {
+    this.rt.flush();
+    this.cursor = 0;
+  }
+
+  dispatch(k: Kernel, resources: Readonly<Record<string, Bindable>>, uniforms: Readonly<Record<string, number | readonly number[]>> | null,
+           workgroups: number | readonly [number, number, number]): void {
+    const rt = this.rt;
+    let res = resources;
+    const u = k.bindings.find((b) => b.kind === 'uniform');
+    if (u) {
+      const where = `${k.shader}:${k.entry}`;
+      if (!k.uniform) throw new WebinferError(`${where}: no uniform layout`);
+      const image = new Uint8Array(packUniform(k.uniform, uniforms ?? {}, where));
+      let slot = this.slots[this.cursor];
+      if (!slot || slot.buffer.size < image.byteLength) {
+        if (slot) rt.pool.release(slot.buffer);
+        slot = this.slots[this.cursor] = { buffer: rt.pool.acquire(image.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, where), image: new Uint8Array(0) };
+      }
+      if (!sameBytes(slot.image, image)) {
+        rt.device.queue.writeBuffer(slot.buffer, 0, image);
+        slot.image = image;
+      }
+      res = { ...resources, [u.name]: slot.buffer };
+    }
+    this.cursor++;
+    const groups: GPUBindGroup[] = [];
+    for (let g = 0; g < k.groups.length; g++) groups.push(rt.groupFor(k, g, res));
+    rt.record(k, groups, workgroups);
+  }
+
+  destroy(): void {
+    for (const s of this.slots) this.rt.pool.release(s.buffer);
+    this.slots.length = 0;
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

@@ -25,6 +25,9 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   paged_flash_subgroup: flash('paged', 'subgroup'),
   paged_decode: decode('paged_decode'),
   paged_decode_sg: decode('paged_decode_sg'),
+  paged_plan: [COMMON, 'attention/plan.wgsl'],
   mla: [DTYPE, 'attention/mla.wgsl'],
   bench_ceiling: ['bench/ceiling.wgsl'],
+  // gemm programs (helper B1) ↓
+  // other ops programs (helper B2) ↓
 };

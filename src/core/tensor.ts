@@ -21,7 +21,8 @@ export class Tensor {
   readonly byteLength: number;
   private buf: GPUBuffer | null;
 
-  constructor(private readonly host: TensorHost, buffer: GPUBuffer, shape: readonly number[], dtype: DType) {
+  /** owned: false for a view of another tensor's buffer (its destroy() only forgets the buffer). */
+  constructor(private readonly host: TensorHost, buffer: GPUBuffer, shape: readonly number[], dtype: DType, private readonly owned = true) {
     this.shape = Object.freeze([...shape]);
     this.dtype = dtype;
     this.byteLength = tensorByteLength(shape, dtype);
@@ -70,8 +71,21 @@ export class Tensor {
   /** Returns the buffer to the engine's pool; later use of this tensor throws. Idempotent. */
   destroy(): void {
     if (!this.buf) return;
-    this.host.releaseBuffer(this.buf);
+    if (this.owned) this.host.releaseBuffer(this.buf);
     this.buf = null;
+  }
+
+  /**
+   * The first elements of this tensor's buffer seen with another shape (no copy; at most as many
+   * elements, the same dtype): a model's activations, sized for its largest step, viewed at this
+   * step's token count. The view never frees the buffer; the tensor it came from must outlive it.
+   */
+  view(shape: readonly number[]): Tensor {
+    const n = numel(shape);
+    if (!shape.every((d) => Number.isInteger(d) && d > 0) || n > this.numel) {
+      throw new WebinferError(`Tensor.view: shape: expected positive integers with at most ${this.numel} elements (of ${shapeStr(this.shape)}), got ${shapeStr(shape)}`);
+    }
+    return new Tensor(this.host, this.buffer, shape, this.dtype, false);
   }
 }
 
@@ -87,7 +101,8 @@ export class BufferPool {
   /** Buffers created (pool misses) and reused (hits), and bytes handed out in all, for tests and notes. */
   readonly stats = { created: 0, reused: 0, acquiredBytes: 0 };
 
-  constructor(private readonly device: GPUDevice, private readonly maxFreeBytes = 512 * 1024 * 1024) {}
+  constructor(private readonly device: GPUDevice, private readonly maxFreeBytes = 512 * 1024 * 1024,
+              private readonly create: (d: GPUBufferDescriptor) => GPUBuffer = (d) => device.createBuffer(d)) {}
 
   /** Size classes: multiples of 256 B up to 64 KiB, then 8 steps per power of two (≤ 12.5% slack). */
   static sizeClass(bytes: number): number {
@@ -109,7 +124,7 @@ export class BufferPool {
       return hit;
     }
     this.stats.created++;
-    return this.device.createBuffer({ size, usage, label });
+    return this.create({ size, usage, label });
   }
 
   release(buffer: GPUBuffer): void {

@@ -3,13 +3,20 @@ import { engineCases } from './engine.cases';
 import { mergeCases } from './merge.cases';
 import { mlaCases } from './mla.cases';
 import { pagedCases } from './paged.cases';
+import { planCases } from './plan.cases';
 import { sdpaFlashCases } from './sdpa_flash.cases';
 import { sdpaNaiveCases } from './sdpa_naive.cases';
 import { tensorCases } from './tensor.cases';
 import { validationCases } from './validation.cases';
+// gemm cases import (helper B1) ↓
+// ops cases import (helper B2) ↓
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
 export * as webinfer from '../../src/index';
 
-export const allCases: TestCase[] = [...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases];
+export const allCases: TestCase[] = [
+  ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
+  // gemm cases (helper B1) ↓
+  // ops cases (helper B2) ↓
+];

@@ -3,7 +3,7 @@
 // padding tokens, every attention option, split-KV equal to unsplit, chunked equal to one-shot,
 // paged equal to dense, device-side metadata, and every validation error.
 import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest, type Tensor } from '../../src/index';
-import { planPaged, validateMeta } from '../../src/attention/paged';
+import { planOnHost } from '../../src/attention/plan';
 import { planDecode } from '../../src/attention/paged_decode';
 import { planFlash } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
@@ -25,7 +25,7 @@ export interface PagedSpec {
 }
 
 /** Values a cache of this dtype holds for x (fp8: x / scale rounded, times scale, in f32 as the kernel does). */
-function cacheValues(x: Float32Array, dtype: CacheDtype, scale: number): Float32Array {
+export function cacheValues(x: Float32Array, dtype: CacheDtype, scale: number): Float32Array {
   if (dtype !== 'fp8e4m3') return roundToDType(x, dtype);
   const inv = Math.fround(1 / scale);
   const q = roundToDType(Float32Array.from(x, (v) => Math.fround(v * inv)), 'fp8e4m3');
@@ -261,10 +261,10 @@ export const pagedCases = defineCases('paged', [
       const split = await withTuning(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, async () => {
         // The planner must really split this batch.
         const flash = planFlash(engine.limits, engine.features, 16, 16, 'portable', 8192)!;
-        const m = validateMeta('test', { queryStartLoc: Int32Array.of(0, 1, 2, 4), seqLens: Int32Array.of(301, 71, 7), blockTable: new Int32Array(3 * 19), maxBlocksPerSeq: 19 },
-          4, { numBlocks: 64, blockSize: 16 });
-        const plan = planPaged(engine, m, 4, 4, 1, flash);
-        assert(plan.nParts > 2, `expected several KV partitions, planned ${plan.nParts}`);
+        const plan = planOnHost({ T: 4, S: 3, maxB: 19, bs: 16, Hkv: 1, G: 4, BR: flash.TY * flash.TM, decodeOk: false, pmax: 0,
+          target: engine.tuning.pagedTargetWorkgroups, minPart: Math.max(64, engine.tuning.pagedMinPartition), pCap: 64 },
+          Int32Array.of(0, 1, 2, 4), Int32Array.of(301, 71, 7), new Int32Array(3 * 19));
+        assert(plan.maxNP > 2, `expected several KV partitions, planned ${plan.maxNP}`);
         return checkPaged(engine, spec);
       });
       assertClose('split vs unsplit', split.out.subarray(0, split.valid * 4 * 16), Float64Array.from(whole.out.subarray(0, whole.valid * 4 * 16)), 'f32');

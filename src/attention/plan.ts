@@ -1,0 +1,429 @@
+// Plan once per step, run per layer (API.md "A serving step"; FlashInfer's plan/run split). A plan
+// validates a batch's metadata once, partitions the work once and uploads it once; every run then
+// records its kernels against any K/V source of the same geometry (each layer's cache) with nothing
+// allocated, nothing uploaded and every bind group found in the runtime's cache.
+//
+// The plan buffer (i32 words), shared by the host planner below and the GPU planner
+// (shaders/attention/plan.wgsl), which produce the same words from the same metadata:
+//   header [8]: flash items, decode items, largest partition count, any partition, 0...
+//   qsl [S+1] | seqLens [S] | blockTable [S, maxB] | tok_np [T] | flash items | decode items
+// A work item is ITEM_WORDS words: sequence, kv head, row tile, partition, first key, end key,
+// partial (its state goes to the workspace for the merge), 0. tok_np[t] is the partition count of
+// token t's sequence when above 1 (the merge combines those tokens' states), else 0.
+//
+// Partitioning rules (both planners): a sequence with one new token goes to the decode kernel where
+// one applies; the others take row tiles of the flash kernel (BR rows of G·qLen). If the batch's work
+// items (base) are fewer than engine.tuning.pagedTargetWorkgroups, every sequence's keys are split into
+// `want` partitions (whole 64-key tiles, none shorter than the minimum partition, no more than the
+// workspace holds: pCap), computed in parallel and merged by LSE (FlashDecoding). The portable decode
+// kernel holds at most PMAX keys of a partition, which may force more partitions; a sequence that
+// would then need more than the workspace holds goes to the flash kernel instead.
+import { DTYPE_CODE, type DType } from '../core/dtype.js';
+import { WebinferError, check, fmt, shapeStr } from '../core/errors.js';
+import type { Kernel } from '../core/pipeline.js';
+import type { Runtime } from '../core/runtime.js';
+import { checkTensor, type Tensor } from '../core/tensor.js';
+import { sdpaFlags, type AttnOptionValues } from './common.js';
+import { flashVariantFor, planFlash, type FlashPlan } from './flash.js';
+import { planDecode, type DecodePlan } from './paged_decode.js';
+
+export const HDR_WORDS = 8;
+export const ITEM_WORDS = 8;
+const MERGE_WG = 64;
+/** The partition workspace of one plan is at most this large (and the adapter's largest binding). */
+const WS_CAP_BYTES = 64 * 2 ** 20;
+
+/** Storage code of a K/V source's rows (dtype.wgsl's codes; 4: FlashMLA's fp8_ds_mla rows). */
+const KV_CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8_ds_mla: 4 };
+
+/** What every K/V source a plan runs against shares: a layer's cache may be swapped for another
+ *  layer's only when all of this matches. */
+export interface KVGeometry {
+  Hkv: number; D: number; Dv: number; blockSize: number; numBlocks: number;
+  /** Storage of the rows: a cache dtype, or 'fp8_ds_mla' (FlashMLA's 656-byte rows, in `key`). */
+  dtype: DType | 'fp8_ds_mla';
+  /** Elements between rows of K and of V (D and Dv for K/V caches; L+R for both in a latent cache). */
+  kStride: number; vStride: number;
+  /** fp8_ds_mla: the latent width and the row length in 4-byte words (0 otherwise). */
+  mlaL: number; mlaRowWords: number;
+}
+
+/** One K/V source: its buffers, its per-tensor scales ([k, v] f32), its geometry. */
+export interface KVSource { key: Tensor; value: Tensor; scales: GPUBuffer; geo: KVGeometry }
+
+export function geometryString(g: KVGeometry): string {
+  return `numBlocks ${g.numBlocks}, blockSize ${g.blockSize}, Hkv ${g.Hkv}, D ${g.D}, Dv ${g.Dv}, ${g.dtype}`;
+}
+
+export function sameGeometry(a: KVGeometry, b: KVGeometry): boolean {
+  return a.Hkv === b.Hkv && a.D === b.D && a.Dv === b.Dv && a.blockSize === b.blockSize && a.numBlocks === b.numBlocks
+    && a.dtype === b.dtype && a.kStride === b.kStride && a.vStride === b.vStride && a.mlaL === b.mlaL && a.mlaRowWords === b.mlaRowWords;
+}
+
+export interface HostMeta { kind: 'host'; S: number; maxB: number; qsl: Int32Array; seqLens: Int32Array; blockTable: Int32Array }
+export interface DeviceMeta { kind: 'device'; S: number; maxB: number; qsl: Tensor | null; seqLens: Tensor; blockTable: Tensor }
+
+/** The batch-level inputs of the partitioning rules (the GPU planner's uniforms). */
+export interface PlanRules {
+  T: number; S: number; maxB: number; bs: number; Hkv: number; G: number;
+  /** Rows of a flash row tile. */
+  BR: number;
+  decodeOk: boolean;
+  /** Longest partition the decode kernel holds (0: any). */
+  pmax: number;
+  target: number; minPart: number; pCap: number;
+}
+
+interface SeqPlan { q0: number; qlen: number; seqlen: number; dec: boolean; rt: number; np: number; plen: number }
+
+const ceilDiv = (a: number, b: number) => Math.floor((a + b - 1) / b);
+const partLen = (seqlen: number, want: number) => ceilDiv(ceilDiv(Math.max(seqlen, 1), want), 64) * 64;
+
+function seqBasic(r: PlanRules, qsl: ArrayLike<number>, seqLens: ArrayLike<number>, s: number): SeqPlan {
+  const clamp = (x: number, lo: number, hi: number) => Math.min(Math.max(x, lo), hi);
+  const a = clamp(qsl[s], 0, r.T);
+  const b = clamp(qsl[s + 1], a, r.T);
+  const qlen = b - a;
+  const seqlen = clamp(seqLens[s], 0, r.maxB * r.bs);
+  const dec = r.decodeOk && qlen === 1;
+  const rt = qlen > 0 ? (dec ? 1 : ceilDiv(r.G * qlen, r.BR)) : 0;
+  return { q0: a, qlen, seqlen, dec, rt, np: 0, plen: 0 };
+}
+
+function seqFull(r: PlanRules, qsl: ArrayLike<number>, seqLens: ArrayLike<number>, s: number, want: number): SeqPlan {
+  const q = seqBasic(r, qsl, seqLens, s);
+  if (q.qlen === 0) return q;
+  q.plen = partLen(q.seqlen, want);
+  q.np = Math.max(1, ceilDiv(q.seqlen, q.plen));
+  if (q.dec && r.pmax > 0 && q.plen > r.pmax) {
+    q.plen = r.pmax;
+    q.np = Math.max(1, ceilDiv(q.seqlen, r.pmax));
+    if (q.np > r.pCap) {
+      q.dec = false;
+      q.rt = ceilDiv(r.G, r.BR);
+      q.plen = partLen(q.seqlen, want);
+      q.np = Math.max(1, ceilDiv(q.seqlen, q.plen));
+    }
+  }
+  return q;
+}
+
+/** How many partitions the batch wants (the same arithmetic as plan.wgsl). */
+function wantParts(r: PlanRules, qsl: ArrayLike<number>, seqLens: ArrayLike<number>): number {
+  let base = 0, maxSeq = 0;
+  for (let s = 0; s < r.S; s++) {
+    const q = seqBasic(r, qsl, seqLens, s);
+    base += q.rt * r.Hkv;
+    if (q.qlen > 0) maxSeq = Math.max(maxSeq, q.seqlen);
+  }
+  return base > 0 ? Math.max(1, Math.min(ceilDiv(r.target, base), Math.floor(maxSeq / r.minPart), r.pCap)) : 1;
+}
+
+/** Offsets of one plan buffer; the item capacities are exact counts (host) or bounds (GPU planning). */
+export interface PlanLayout {
+  offQsl: number; offSeq: number; offBt: number; offTok: number; offFlash: number; offDecode: number;
+  flashCap: number; decodeCap: number; words: number;
+}
+
+export function planLayout(r: Pick<PlanRules, 'S' | 'maxB' | 'T'>, flashCap: number, decodeCap: number): PlanLayout {
+  const offQsl = HDR_WORDS, offSeq = offQsl + r.S + 1, offBt = offSeq + r.S, offTok = offBt + r.S * r.maxB;
+  const offFlash = offTok + r.T, offDecode = offFlash + ITEM_WORDS * flashCap;
+  return { offQsl, offSeq, offBt, offTok, offFlash, offDecode, flashCap, decodeCap, words: offDecode + ITEM_WORDS * decodeCap };
+}
+
+/**
+ * Item capacities that hold whatever lengths the GPU finds: with `want` partitions base·want stays
+ * below target + base, base is at most Hkv·(S + ⌈G·T/BR⌉), and the decode kernel's forced partitions
+ * are at most pCap per sequence and kv head.
+ */
+export function deviceCaps(r: PlanRules): { flashCap: number; decodeCap: number } {
+  const baseMax = r.Hkv * (r.S + ceilDiv(r.G * r.T, r.BR));
+  const flashCap = r.target + baseMax;
+  const decodeCap = !r.decodeOk ? 0 : r.target + r.Hkv * r.S + (r.pmax > 0 ? r.Hkv * r.S * Math.min(r.pCap, ceilDiv(r.maxB * r.bs, r.pmax)) : 0);
+  return { flashCap, decodeCap };
+}
+
+export interface HostPlan { image: Int32Array; layout: PlanLayout; nFlash: number; nDecode: number; maxNP: number; anyPartial: boolean }
+
+/**
+ * The host planner: the plan buffer for host metadata, word for word what plan.wgsl writes for the
+ * same metadata (with the capacities as exact counts unless a layout is given).
+ */
+export function planOnHost(r: PlanRules, qsl: ArrayLike<number>, seqLens: ArrayLike<number>, blockTable: ArrayLike<number>,
+                           layout?: PlanLayout): HostPlan {
+  const want = wantParts(r, qsl, seqLens);
+  const seqs: SeqPlan[] = [];
+  let nFlash = 0, nDecode = 0, maxNP = 0;
+  for (let s = 0; s < r.S; s++) {
+    const q = seqFull(r, qsl, seqLens, s, want);
+    seqs.push(q);
+    if (q.dec) nDecode += r.Hkv * q.np; else nFlash += q.rt * r.Hkv * q.np;
+    maxNP = Math.max(maxNP, q.np);
+  }
+  const lay = layout ?? planLayout(r, nFlash, nDecode);
+  const img = new Int32Array(lay.words);
+  img[0] = Math.min(nFlash, lay.flashCap);
+  img[1] = Math.min(nDecode, lay.decodeCap);
+  img[2] = maxNP;
+  img[3] = maxNP > 1 ? 1 : 0;
+  for (let i = 0; i <= r.S; i++) img[lay.offQsl + i] = qsl[i];
+  for (let i = 0; i < r.S; i++) img[lay.offSeq + i] = seqLens[i];
+  for (let i = 0; i < r.S * r.maxB; i++) img[lay.offBt + i] = blockTable[i];
+  let fi = 0, di = 0;
+  for (let s = 0; s < r.S; s++) {
+    const q = seqs[s];
+    if (q.np === 0) continue;
+    if (q.np > 1) img.fill(q.np, lay.offTok + q.q0, lay.offTok + q.q0 + q.qlen);
+    for (let g = 0; g < r.Hkv; g++) {
+      for (let rt = 0; rt < q.rt; rt++) {
+        for (let p = 0; p < q.np; p++) {
+          let at: number;
+          if (q.dec) {
+            if (di >= lay.decodeCap) continue;
+            at = lay.offDecode + ITEM_WORDS * di++;
+          } else {
+            if (fi >= lay.flashCap) continue;
+            at = lay.offFlash + ITEM_WORDS * fi++;
+          }
+          const kLo = Math.min(p * q.plen, q.seqlen);
+          img[at] = s; img[at + 1] = g; img[at + 2] = rt; img[at + 3] = p;
+          img[at + 4] = kLo; img[at + 5] = Math.min(kLo + q.plen, q.seqlen); img[at + 6] = q.np > 1 ? 1 : 0;
+        }
+      }
+    }
+  }
+  return { image: img, layout: lay, nFlash, nDecode, maxNP, anyPartial: maxNP > 1 };
+}
+
+type Count = number | { indirect: GPUBuffer; offset: number };
+
+/** One kernel of a prepared plan: its pipeline, its plan-owned bind group, how many workgroups. */
+interface Stage { k: Kernel; g0: GPUBindGroup; count: Count }
+
+/** Everything a run needs for one (token count, query dtype, output dtype): made at the first run. */
+interface Prepared {
+  T: number;
+  flashPlan: FlashPlan;
+  decode: Stage | null;
+  flash: Stage | null;
+  merge: Stage | null;
+  /** lse of runs that do not ask for it. */
+  lseScratch: GPUBuffer;
+  /** The plan buffer, for tests that compare the two planners. */
+  pmeta: GPUBuffer;
+  layout: PlanLayout;
+  rules: PlanRules;
+}
+
+export interface PlanConfig {
+  op: string;
+  geo: KVGeometry;
+  Hq: number;
+  meta: HostMeta | DeviceMeta;
+  attn: AttnOptionValues;
+  /** No partition shorter than this (MLA's decode takes 64-key partitions). */
+  minPartition: number;
+  /** Whether the decode kernels may serve one-token sequences (plain K/V caches only). */
+  decodeAllowed: boolean;
+}
+
+/**
+ * A batch's attention, planned once and run per layer. Host metadata is validated and partitioned on
+ * the host; i32-tensor metadata is partitioned on the GPU (plan.wgsl) when the first run is recorded,
+ * from whatever the tensors hold when that work executes. Options are fixed for the plan.
+ */
+export class PagedAttentionPlan {
+  readonly Hq: number;
+  readonly geometry: KVGeometry;
+  private readonly prepared = new Map<string, Prepared>();
+  private readonly headp: GPUBuffer;
+  private readonly sinks: GPUBuffer;
+  private readonly owned: GPUBuffer[] = [];
+  private destroyed = false;
+
+  constructor(private readonly rt: Runtime, private readonly c: PlanConfig) {
+    this.Hq = c.Hq;
+    this.geometry = c.geo;
+    const a = new Float32Array(2 * c.Hq);
+    if (c.attn.alibi) a.set(c.attn.alibi, 0);
+    if (c.attn.sinks) a.set(c.attn.sinks, c.Hq);
+    this.headp = this.upload(a, 'plan head params');
+    this.sinks = c.attn.sinks ? this.upload(c.attn.sinks, 'plan sinks') : rt.dummy;
+  }
+
+  private buffer(bytes: number, usage: number, label: string): GPUBuffer {
+    const b = this.rt.pool.acquire(Math.max(16, bytes), usage, label);
+    this.owned.push(b);
+    return b;
+  }
+
+  private upload(data: Float32Array | Int32Array, label: string): GPUBuffer {
+    const b = this.buffer(data.byteLength, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC, label);
+    this.rt.device.queue.writeBuffer(b, 0, data.buffer as ArrayBuffer, data.byteOffset, data.byteLength);
+    return b;
+  }
+
+  /** Attention of the plan's batch over one layer's K/V source: out [T, Hq, Dv] and lse [Hq, T]. */
+  runSource(query: Tensor, kv: KVSource, o: { out?: Tensor; lse?: Tensor } = {}, withLse = false,
+            op = `${this.c.op}.run`): { out: Tensor; lse: Tensor | null } {
+    const rt = this.rt;
+    if (this.destroyed) throw new WebinferError(`${op}: the plan was destroyed`);
+    rt.assertAlive(op);
+    const { Hq } = this;
+    const { D, Dv } = this.c.geo;
+    checkTensor(query, op, 'query');
+    check(query.shape.length === 3 && query.shape[1] === Hq && query.shape[2] === D, op, 'query',
+      `shape [T, Hq=${Hq}, D=${D}] (the plan's heads and the cache's head size)`, shapeStr(query.shape));
+    check(['f32', 'f16', 'bf16'].includes(query.dtype), op, 'query.dtype', "'f32', 'f16' or 'bf16'", fmt(query.dtype));
+    const T = query.shape[0];
+    const m = this.c.meta;
+    if (m.kind === 'host') {
+      check(m.qsl[m.S] <= T, op, 'query', `at least queryStartLoc[S] = ${m.qsl[m.S]} tokens (the plan's batch)`, `${T} tokens`);
+    }
+    check(sameGeometry(kv.geo, this.c.geo), op, 'cache', `the plan's geometry (${geometryString(this.c.geo)})`, `(${geometryString(kv.geo)})`);
+    let out = o.out;
+    if (out !== undefined) {
+      checkTensor(out, op, 'o.out');
+      check(out.shape.length === 3 && out.shape[0] === T && out.shape[1] === Hq && out.shape[2] === Dv && ['f32', 'f16', 'bf16'].includes(out.dtype),
+        op, 'o.out', `an f32, f16 or bf16 tensor of shape [T=${T}, Hq=${Hq}, Dv=${Dv}]`, `${fmt(out.dtype)} ${shapeStr(out.shape)}`);
+    }
+    if (o.lse !== undefined) {
+      checkTensor(o.lse, op, 'o.lse');
+      check(o.lse.dtype === 'f32' && o.lse.shape.length === 2 && o.lse.shape[0] === Hq && o.lse.shape[1] === T, op, 'o.lse',
+        `an f32 tensor of shape [Hq=${Hq}, T=${T}]`, `${fmt(o.lse.dtype)} ${shapeStr(o.lse.shape)}`);
+    }
+    const outDtype = out?.dtype ?? query.dtype;
+    const p = this.prepare(T, query.dtype, outDtype);
+    out ??= rt.emptyTensor([T, Hq, Dv], outDtype);
+    const lse = o.lse ?? (withLse ? rt.emptyTensor([Hq, T], 'f32') : null);
+    const lseBuf = lse ? lse.buffer : p.lseScratch;
+    const anyKernel = p.decode ?? p.flash;
+    if (anyKernel) {
+      const g1 = rt.bindGroup(anyKernel.k.groups[1], [kv.key.buffer, kv.value.buffer, kv.scales]);
+      const g2 = rt.bindGroup(anyKernel.k.groups[2], [query.buffer, out.buffer, lseBuf]);
+      if (p.decode) rt.record(p.decode.k, [p.decode.g0, g1, g2], p.decode.count);
+      if (p.flash) rt.record(p.flash.k, [p.flash.g0, g1, g2], p.flash.count);
+      if (p.merge) rt.record(p.merge.k, [p.merge.g0, rt.bindGroup(p.merge.k.groups[1], [out.buffer, lseBuf])], p.merge.count);
+    }
+    return { out, lse };
+  }
+
+  /** The plan buffer of the first prepared run and the rules it was made by (tests compare the GPU
+   *  planner with the host's). */
+  planBuffer(): { buffer: GPUBuffer; layout: PlanLayout; rules: PlanRules } | null {
+    const p = this.prepared.values().next().value;
+    return p ? { buffer: p.pmeta, layout: p.layout, rules: p.rules } : null;
+  }
+
+  private prepare(T: number, qDtype: DType, outDtype: DType): Prepared {
+    const key = `${T}|${qDtype}|${outDtype}`;
+    let p = this.prepared.get(key);
+    if (p) return p;
+    const rt = this.rt;
+    const { op, geo, Hq, meta: m, attn: a } = this.c;
+    const { Hkv, D, Dv } = geo;
+    const G = Hq / Hkv;
+    const variant = flashVariantFor(rt);
+    const tile = qDtype === 'f16' && geo.dtype === 'f16' && rt.features.f16 && rt.tuning.flashF16Tiles ? 'f16' : 'f32';
+    const flash = planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile);
+    if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
+    const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType) : null;
+    const rowBytes = T * Hq * (Dv + 1) * 4;
+    const wsCap = Math.min(WS_CAP_BYTES, rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+    const rules: PlanRules = {
+      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR: flash.TY * flash.TM, decodeOk: decode !== null,
+      pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0, target: rt.tuning.pagedTargetWorkgroups,
+      minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / rowBytes)),
+    };
+    const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+    let layout: PlanLayout, pmeta: GPUBuffer, parts: number, counts: { flash: Count; decode: Count; merge: Count };
+    const outWords = outDtype === 'f32' ? T * Hq * Dv : Math.ceil((T * Hq * Dv) / 2);
+    const mergeGroups = ceilDiv(outWords, MERGE_WG);
+    if (m.kind === 'host') {
+      const hp = planOnHost(rules, m.qsl, m.seqLens, m.blockTable);
+      layout = hp.layout;
+      pmeta = this.upload(hp.image, 'plan metadata');
+      parts = hp.maxNP;
+      counts = { flash: hp.nFlash, decode: hp.nDecode, merge: hp.anyPartial ? mergeGroups : 0 };
+    } else {
+      const caps = deviceCaps(rules);
+      layout = planLayout(rules, caps.flashCap, caps.decodeCap);
+      pmeta = this.buffer(4 * layout.words, STORAGE, 'plan metadata');
+      const args = this.buffer(48, GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT | GPUBufferUsage.COPY_SRC, 'plan dispatch sizes');
+      const k = rt.kernel('paged_plan', 'plan_main');
+      rt.dispatch(k, { src_qsl: m.qsl ?? rt.dummy, src_seqlens: m.seqLens, src_bt: m.blockTable, pmeta, args }, {
+        T, S: m.S, max_blocks: m.maxB, bs: geo.blockSize, Hkv, G, BR: rules.BR, decode_ok: rules.decodeOk ? 1 : 0,
+        pmax: rules.pmax, target_wg: rules.target, min_part: rules.minPart, p_cap: rules.pCap,
+        off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, off_tok: layout.offTok,
+        off_flash: layout.offFlash, off_decode: layout.offDecode, flash_cap: layout.flashCap, decode_cap: layout.decodeCap,
+        qsl_implicit: m.qsl ? 0 : 1, merge_groups: mergeGroups, max_dim: rt.limits.maxComputeWorkgroupsPerDimension,
+      }, 1);
+      parts = rules.pCap;
+      counts = { flash: { indirect: args, offset: 0 }, decode: { indirect: args, offset: 12 }, merge: { indirect: args, offset: 24 } };
+    }
+    const nonzero = (c: Count) => typeof c !== 'number' || c > 0;
+    const ws = this.buffer(parts > 1 ? parts * rowBytes : 16, STORAGE, 'plan partitions');
+    const wsLse = parts * T * Hq * Dv;
+    const lseScratch = this.buffer(4 * Hq * T, STORAGE, 'plan lse');
+    const kvCode = KV_CODE[geo.dtype];
+    const overrides = { Q_DTYPE: DTYPE_CODE[qDtype], KV_DTYPE: kvCode, OUT_DTYPE: DTYPE_CODE[outDtype] };
+    const common = {
+      T, Hq, Hkv, S: m.S, flags: sdpaFlags({ ...a, maskKind: null }), window: a.window, scale: a.scale, softcap: a.softcap || 1,
+      bs: geo.blockSize, num_blocks: geo.numBlocks, max_blocks: m.maxB,
+      off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse,
+    };
+    const stage = (k: Kernel, u: Record<string, number>, count: Count): Stage => {
+      const params = this.rt.uniformBuffer(k, u);
+      this.owned.push(params);
+      return { k, g0: rt.groupFor(k, 0, { params, pmeta, headp: this.headp, ws }), count };
+    };
+    let decodeStage: Stage | null = null;
+    if (decode && nonzero(counts.decode)) {
+      const dp = decode;
+      const dk = dp.variant === 'subgroup'
+        ? rt.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, PF: rt.tuning.pagedDecodePrefetch ? 1 : 0 }, enables: ['subgroups'] })
+        : rt.kernel('paged_decode', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK } });
+      decodeStage = stage(dk, { ...common, hdr_items: 1, off_items: layout.offDecode }, counts.decode);
+    }
+    let flashStage: Stage | null = null;
+    if (nonzero(counts.flash)) {
+      const fk = rt.kernel(flash.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
+        overrides,
+        consts: { TX: flash.TX, TY: flash.TY, TM: flash.TM, TN: flash.TN, DK: flash.DK, DVC: flash.DVC, D, DV: Dv,
+                  TILE4: flash.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
+        enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
+      });
+      flashStage = stage(fk, {
+        ...common, G, hdr_items: 0, off_items: layout.offFlash,
+        n_dc: D / flash.DK, n_dk4: flash.DK / 4, n_bc: flash.TX * flash.TN,
+        k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
+      }, counts.flash);
+    }
+    let mergeStage: Stage | null = null;
+    if (parts > 1 && nonzero(counts.merge)) {
+      const mk = rt.kernel('merge', 'merge_main', { overrides: { IN_DTYPE: 0, OUT_DTYPE: DTYPE_CODE[outDtype], WG: MERGE_WG } });
+      const params = rt.uniformBuffer(mk, {
+        T, H: Hq, Dv, n_parts: parts, two_buffers: 0, part_stride: T * Hq * Dv, lse_stride: Hq * T,
+        has_sinks: a.sinks ? 1 : 0, out_words: outWords, lse_base: wsLse, t0: 0, tok_parts: layout.offTok,
+      });
+      this.owned.push(params);
+      mergeStage = {
+        k: mk, count: counts.merge,
+        g0: rt.groupFor(mk, 0, { params, o_a: ws, o_b: rt.dummy, lse_a: ws, lse_b: rt.dummy, sinks: this.sinks, tok_np: pmeta }),
+      };
+    }
+    p = { T, flashPlan: flash, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
+    this.prepared.set(key, p);
+    return p;
+  }
+
+  /** Returns the plan's buffers to the pool (after the work recorded so far is submitted). Idempotent. */
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    for (const b of this.owned) this.rt.pool.release(b);
+    this.owned.length = 0;
+    this.prepared.clear();
+  }
+}
+
