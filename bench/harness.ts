@@ -25,6 +25,8 @@ export interface TimeOptions {
   perSample?: number;
   /** Force wall-clock timing even where timestamps exist. */
   wall?: boolean;
+  /** Time whole passes as they run untimed (a step's span) instead of each dispatch in a pass of its own. */
+  span?: boolean;
 }
 
 /**
@@ -64,7 +66,7 @@ export async function timeOp(engine: Engine, fn: (i: number) => void, opts: Time
   const times: number[] = [];
   for (let s = 0; s < samples; s++) {
     if (useTs) {
-      engine.beginTiming();
+      engine.beginTiming(2048, { span: opts.span });
       for (let i = 0; i < per; i++) fn(call++);
       times.push((await engine.endTiming()) / per);
     } else {

@@ -10,6 +10,8 @@
 // from an exclusive scan of per-invocation counts.
 
 const WG: u32 = 256u;
+/** Write the kernels' grid sizes for indirect dispatch (else they launch the host's bound). */
+override WRITE_ARGS: bool = false;
 
 struct Params {
   T: u32, S: u32, max_blocks: u32, bs: u32,
@@ -155,9 +157,11 @@ fn plan_main(@builtin(local_invocation_index) li: u32) {
     pmeta[2] = i32(mnp);
     pmeta[3] = select(0, 1, mnp > 1u);
     for (var i = 4u; i < 8u; i++) { pmeta[i] = 0; }
-    write_args(0u, n_flash);
-    write_args(3u, n_decode);
-    write_args(6u, select(0u, params.merge_groups, mnp > 1u));
+    if (WRITE_ARGS) {
+      write_args(0u, n_flash);
+      write_args(3u, n_decode);
+      write_args(6u, select(0u, params.merge_groups, mnp > 1u));
+    }
   }
   workgroupBarrier();
 

@@ -378,7 +378,7 @@ export class MLADecodePlan {
       this.sparse = !!sparse;
       this.geoCache = cache;
       this.attn = new PagedAttentionPlan(rt, {
-        op: this.op, geo: src.geo, Hq: N, meta: m, minPartition: Math.min(64, rt.tuning.pagedMinPartition), decodeAllowed: false,
+        op: this.op, geo: src.geo, Hq: N, meta: m, minPartition: Math.min(64, rt.tuning.pagedMinPartition), decodeAllowed: false, maxQueryLen: 1,
         attn: { scale: L.scale, causal, softcap: 0, window: 0, alibi: null, sinks: null },
       });
       this.qLat = rt.emptyTensor([B, N, Lr + R], 'f32', false);

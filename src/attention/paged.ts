@@ -99,6 +99,11 @@ export interface PlanAttentionOptions extends AttentionOptions {
   cache: PagedKVCache;
   /** Query heads (a multiple of the cache's kv heads). */
   numHeads: number;
+  /** i32-tensor metadata: the most new tokens any sequence of the batch has, when the host knows it
+   *  (vLLM's max_query_len). 1 (a decode-only step) lets the plan skip the prefill kernel. Metadata
+   *  that breaks the promise is clamped, never read or written out of bounds, but its extra rows are
+   *  not computed. */
+  maxQueryLen?: number;
 }
 
 /**
@@ -115,11 +120,12 @@ export function planAttention(rt: Runtime, meta: AttentionMetadata, o: PlanAtten
   check(Hq % src.geo.Hkv === 0, op, 'o.numHeads', `a multiple of the cache's Hkv=${src.geo.Hkv}`, Hq);
   const why = flashUnsupported(src.geo.D, src.geo.Dv);
   if (why) throw new WebinferError(`${op}: cache: ${why}: paged attention needs multiples of 8 up to 256`);
-  const { cache: _c, numHeads: _n, ...attnOpts } = o;
+  const { cache: _c, numHeads: _n, maxQueryLen, ...attnOpts } = o;
+  if (maxQueryLen !== undefined) checkPosInt(maxQueryLen, op, 'o.maxQueryLen');
   const a = validateAttnOptions(op, attnOpts, src.geo.D, Hq, true);
   const m = validateMeta(op, meta, Infinity, o.cache);
   return new AttentionPlan(new PagedAttentionPlan(rt, {
-    op: 'AttentionPlan', geo: src.geo, Hq, meta: m, attn: a, minPartition: rt.tuning.pagedMinPartition, decodeAllowed: decodeAllowed(src.geo),
+    op: 'AttentionPlan', geo: src.geo, Hq, meta: m, attn: a, minPartition: rt.tuning.pagedMinPartition, decodeAllowed: decodeAllowed(src.geo), maxQueryLen,
   }));
 }
 

@@ -136,8 +136,10 @@ export function planLayout(r: Pick<PlanRules, 'S' | 'maxB' | 'T'>, flashCap: num
  * below target + base, base is at most Hkv·(S + ⌈G·T/BR⌉), and the decode kernel's forced partitions
  * are at most pCap per sequence and kv head.
  */
-export function deviceCaps(r: PlanRules): { flashCap: number; decodeCap: number } {
-  const baseMax = r.Hkv * (r.S + ceilDiv(r.G * r.T, r.BR));
+export function deviceCaps(r: PlanRules, maxQueryLen = r.T): { flashCap: number; decodeCap: number } {
+  // A decode-only batch (every sequence one new token) gives flash nothing when the decode kernels apply.
+  if (maxQueryLen <= 1 && r.decodeOk && r.pmax === 0) return { flashCap: 0, decodeCap: r.target + r.Hkv * r.S };
+  const baseMax = r.Hkv * Math.min(r.S * ceilDiv(r.G * Math.min(maxQueryLen, r.T), r.BR), r.S + ceilDiv(r.G * r.T, r.BR));
   const flashCap = r.target + baseMax;
   const decodeCap = !r.decodeOk ? 0 : r.target + r.Hkv * r.S + (r.pmax > 0 ? r.Hkv * r.S * Math.min(r.pCap, ceilDiv(r.maxB * r.bs, r.pmax)) : 0);
   return { flashCap, decodeCap };
@@ -225,6 +227,8 @@ export interface PlanConfig {
   minPartition: number;
   /** Whether the decode kernels may serve one-token sequences (plain K/V caches only). */
   decodeAllowed: boolean;
+  /** For i32-tensor metadata: the most new tokens any sequence has (the host's bound; default T). */
+  maxQueryLen?: number;
 }
 
 /**
@@ -346,11 +350,14 @@ export class PagedAttentionPlan {
       parts = hp.maxNP;
       counts = { flash: hp.nFlash, decode: hp.nDecode, merge: hp.anyPartial ? mergeGroups : 0 };
     } else {
-      const caps = deviceCaps(rules);
+      const caps = deviceCaps(rules, this.c.maxQueryLen);
       layout = planLayout(rules, caps.flashCap, caps.decodeCap);
       pmeta = this.buffer(4 * layout.words, STORAGE, 'plan metadata');
-      const args = this.buffer(48, GPUBufferUsage.STORAGE | GPUBufferUsage.INDIRECT | GPUBufferUsage.COPY_SRC, 'plan dispatch sizes');
-      const k = rt.kernel('paged_plan', 'plan_main');
+      const indirect = rt.tuning.pagedIndirect;
+      // (Not the runtime's dummy when unused: a buffer bound read-write may not also be bound read-only,
+      // as the dummy is for an implicit queryStartLoc.)
+      const args = this.buffer(48, GPUBufferUsage.STORAGE | (indirect ? GPUBufferUsage.INDIRECT : 0) | GPUBufferUsage.COPY_SRC, 'plan dispatch sizes');
+      const k = rt.kernel('paged_plan', 'plan_main', { overrides: { WRITE_ARGS: indirect } });
       rt.dispatch(k, { src_qsl: m.qsl ?? rt.dummy, src_seqlens: m.seqLens, src_bt: m.blockTable, pmeta, args }, {
         T, S: m.S, max_blocks: m.maxB, bs: geo.blockSize, Hkv, G, BR: rules.BR, decode_ok: rules.decodeOk ? 1 : 0,
         pmax: rules.pmax, target_wg: rules.target, min_part: rules.minPart, p_cap: rules.pCap,
@@ -359,7 +366,12 @@ export class PagedAttentionPlan {
         qsl_implicit: m.qsl ? 0 : 1, merge_groups: mergeGroups, max_dim: rt.limits.maxComputeWorkgroupsPerDimension,
       }, 1);
       parts = rules.pCap;
-      counts = { flash: { indirect: args, offset: 0 }, decode: { indirect: args, offset: 12 }, merge: { indirect: args, offset: 24 } };
+      // Dawn validates each indirect dispatch with a pass of its own (measured on an H200, bench/notes/
+      // step.md); by default the kernels launch the host's bound of workgroups instead and those past the
+      // plan header's count return at once.
+      counts = indirect
+        ? { flash: { indirect: args, offset: 0 }, decode: { indirect: args, offset: 12 }, merge: { indirect: args, offset: 24 } }
+        : { flash: layout.flashCap, decode: layout.decodeCap, merge: mergeGroups };
     }
     const nonzero = (c: Count) => typeof c !== 'number' || c > 0;
     const ws = this.buffer(parts > 1 ? parts * rowBytes : 16, STORAGE, 'plan partitions');
@@ -421,7 +433,9 @@ export class PagedAttentionPlan {
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
-    for (const b of this.owned) this.rt.pool.release(b);
+    // Last acquired, first released: the pool then hands the next plan the same buffers in the same
+    // order, so the bind groups made for this one are found again.
+    for (let i = this.owned.length - 1; i >= 0; i--) this.rt.pool.release(this.owned[i]);
     this.owned.length = 0;
     this.prepared.clear();
   }

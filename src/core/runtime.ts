@@ -103,6 +103,9 @@ export class Runtime implements TensorHost {
     pagedDecodePrefetch: true,
     /** MLA prefill up-projects cached context in chunks of this many tokens (rounded to whole blocks). */
     mlaPrefillChunk: 256,
+    /** Plans from i32-tensor metadata size their kernels' grids on the GPU (indirect dispatch) rather
+     *  than launching the host's bound of workgroups, the surplus exiting at once. */
+    pagedIndirect: false,
   };
   private readonly poison: boolean;
   private readonly warn: (m: string) => void;
@@ -115,7 +118,7 @@ export class Runtime implements TensorHost {
   private readonly lostPromise: Promise<never>;
   private dummyBuffer: GPUBuffer | null = null;
   private onesBuffer: GPUBuffer | null = null;
-  private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[] } | null = null;
+  private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[]; span: boolean } | null = null;
   /** The compute pass consecutive dispatches share (ended before any copy or clear, and at flush). */
   private pass: GPUComputePassEncoder | null = null;
   /** Bind groups by (layout, buffers), least recently used first: steady-state runs reuse them. */
@@ -154,7 +157,7 @@ export class Runtime implements TensorHost {
       vendor: info?.vendor ?? '', architecture: info?.architecture ?? '',
       device: info?.device ?? '', description: info?.description ?? '',
     });
-    this.pool = new BufferPool(device, undefined, (d) => this.createBuffer(d));
+    this.pool = new BufferPool(device, undefined, (d) => this.createBuffer(d), Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize));
     this.pipelines = new PipelineCache(device, SHADER_FILES, PROGRAMS, (e) => this.asyncErrors.push(e));
 
     this.lostPromise = device.lost.then((lost) => {
@@ -365,11 +368,11 @@ export class Runtime implements TensorHost {
    * timestamps so each dispatch's GPU time can be read.
    */
   private passFor(label: string): GPUComputePassEncoder {
-    if (this.timing) {
-      const t = this.timing;
+    const t = this.timing;
+    if (t && (!t.span || !this.pass)) {
       if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
       const enc = this.commandEncoder();
-      t.labels.push(label);
+      t.labels.push(t.span ? 'span' : label);
       const pass = enc.beginComputePass({ label, timestampWrites: { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 } });
       t.next += 2;
       this.pass = pass;
@@ -443,7 +446,7 @@ export class Runtime implements TensorHost {
     } else {
       pass.dispatchWorkgroups(workgroups[0], workgroups[1], workgroups[2]);
     }
-    if (this.timing) this.endPass();
+    if (this.timing && !this.timing.span) this.endPass();
   }
 
   kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
@@ -523,12 +526,14 @@ export class Runtime implements TensorHost {
    * GPU timing with timestamp queries: every compute pass recorded until endTiming() is bracketed by
    * timestamps. Needs the adapter's 'timestamp-query' feature (engine.features.timestampQuery).
    */
-  beginTiming(maxPasses = 2048): void {
+  beginTiming(maxPasses = 2048, o: { span?: boolean } = {}): void {
     if (!this.features.timestampQuery) throw new WebinferError("beginTiming: the adapter lacks 'timestamp-query'");
     if (this.timing) throw new WebinferError('beginTiming: timing already begun');
     this.endPass();
     const capacity = Math.min(4096, 2 * maxPasses);
-    this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity, labels: [] };
+    // span: dispatches share passes as they do untimed, each pass timed whole (a step's GPU time as it
+    // runs, barriers and all); otherwise each dispatch gets a timed pass of its own (a kernel's time).
+    this.timing = { querySet: this.device.createQuerySet({ type: 'timestamp', count: capacity }), next: 0, capacity, labels: [], span: !!o.span };
   }
 
   /** Ends timing; resolves to the summed GPU time of the timed passes, in milliseconds. */
@@ -541,7 +546,7 @@ export class Runtime implements TensorHost {
       return 0;
     }
     const bytes = 8 * t.next;
-    const resolve = this.createBuffer({ size: bytes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    const resolve = this.pool.acquire(bytes, GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC, 'timestamps');
     this.commandEncoder().resolveQuerySet(t.querySet, 0, t.next, resolve, 0);
     try {
       const ns = new BigUint64Array(await this.readBuffer(resolve, bytes));
@@ -556,7 +561,7 @@ export class Runtime implements TensorHost {
       this.lastTiming = per;
       return total;
     } finally {
-      resolve.destroy();
+      this.pool.release(resolve);
       t.querySet.destroy();
     }
   }

@@ -101,8 +101,10 @@ export class BufferPool {
   /** Buffers created (pool misses) and reused (hits), and bytes handed out in all, for tests and notes. */
   readonly stats = { created: 0, reused: 0, acquiredBytes: 0 };
 
+  /** maxSize: the largest buffer a size class may round up to (the device's largest bindable buffer). */
   constructor(private readonly device: GPUDevice, private readonly maxFreeBytes = 512 * 1024 * 1024,
-              private readonly create: (d: GPUBufferDescriptor) => GPUBuffer = (d) => device.createBuffer(d)) {}
+              private readonly create: (d: GPUBufferDescriptor) => GPUBuffer = (d) => device.createBuffer(d),
+              private readonly maxSize = Infinity) {}
 
   /** Size classes: multiples of 256 B up to 64 KiB, then 8 steps per power of two (≤ 12.5% slack). */
   static sizeClass(bytes: number): number {
@@ -113,7 +115,8 @@ export class BufferPool {
   }
 
   acquire(bytes: number, usage: number, label?: string): GPUBuffer {
-    const size = BufferPool.sizeClass(bytes);
+    // A size class never rounds a buffer that fits the device past what it can create or bind whole.
+    const size = Math.max(Math.min(BufferPool.sizeClass(bytes), this.maxSize), Math.ceil(bytes / 4) * 4);
     const key = `${usage}:${size}`;
     const list = this.free.get(key);
     const hit = list?.pop();

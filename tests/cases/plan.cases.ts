@@ -63,10 +63,12 @@ function metaTensors(engine: Engine, meta: ReturnType<typeof makeBatch>['meta'],
 
 /** A decode-heavy batch with a long context (partitions), a prefill, a chunked prefill and padding. */
 const MIXED: Batch = { Hq: 8, Hkv: 2, D: 32, bs: 16, seqs: [{ ctx: 300, q: 1 }, { ctx: 0, q: 9 }, { ctx: 40, q: 3 }, { ctx: 70, q: 1 }], pad: 2 };
-/** Keeps the software adapters' plans small and makes the planner split contexts into partitions. */
-const SPLIT = { flashSmemBytes: 8192, pagedTargetWorkgroups: 4096, pagedMinPartition: 64 };
+/** Keeps the software adapters' plans small (the GPU planner launches up to target + base workgroups of each
+ *  kernel) while the planner still splits these batches' contexts into partitions. */
+const SPLIT = { flashSmemBytes: 8192, pagedTargetWorkgroups: 64, pagedMinPartition: 64 };
 
-async function planOverLayers(engine: Engine, b: Batch, dtype: CacheDtype, metaAs: 'host' | 'device', seed: number, opts: { sinks?: boolean; slidingWindow?: number } = {}) {
+async function planOverLayers(engine: Engine, b: Batch, dtype: CacheDtype, metaAs: 'host' | 'device', seed: number,
+                              opts: { sinks?: boolean; slidingWindow?: number; maxQueryLen?: number } = {}) {
   const tensors: Tensor[] = [];
   const layers: Layer[] = [];
   try {
@@ -74,7 +76,7 @@ async function planOverLayers(engine: Engine, b: Batch, dtype: CacheDtype, metaA
     for (let l = 0; l < 3; l++) layers.push(makeLayer(engine, b, numBlocks, dtype, seed + 10 * l + 1, tensors));
     const sinks = opts.sinks ? Array.from(randn(b.Hq, seed + 5)) : undefined;
     const m = metaAs === 'host' ? meta : { ...metaTensors(engine, meta, S, tensors), maxBlocksPerSeq: meta.maxBlocksPerSeq };
-    const plan = engine.planAttention(m, { cache: layers[0].cache, numHeads: b.Hq, sinks, slidingWindow: opts.slidingWindow });
+    const plan = engine.planAttention(m, { cache: layers[0].cache, numHeads: b.Hq, sinks, slidingWindow: opts.slidingWindow, maxQueryLen: opts.maxQueryLen });
     const qdt = dtype === 'f32' ? 'f32' : 'f16';
     for (const [l, layer] of layers.entries()) {
       const qv = roundToDType(randn(T * b.Hq * b.D, seed + 100 + l), qdt);
@@ -113,6 +115,9 @@ export const planCases: TestCase[] = defineCases('plan', [
     async run({ engine }) {
       await withTuning(engine, SPLIT, async () => {
         await planOverLayers(engine, MIXED, 'f32', 'device', 330);
+        await withTuning(engine, { pagedIndirect: true }, () => planOverLayers(engine, MIXED, 'f32', 'device', 335));
+        // A decode-only step whose host promises it (maxQueryLen 1): no prefill kernel at all.
+        await planOverLayers(engine, { ...MIXED, seqs: [{ ctx: 300, q: 1 }, { ctx: 9, q: 1 }, { ctx: 0, q: 1 }] }, 'f32', 'device', 336, { maxQueryLen: 1 });
         await planOverLayers(engine, MIXED, 'f16', 'device', 340, { sinks: true });
         await planOverLayers(engine, { ...MIXED, seqs: [{ ctx: 90, q: 1 }, { ctx: 20, q: 4 }] }, 'fp8e4m3', 'device', 350, { slidingWindow: 50 });
       });
@@ -123,6 +128,7 @@ export const planCases: TestCase[] = defineCases('plan', [
     async run({ engine, note }) {
       const batches: [string, Batch, Partial<Engine['tuning']>][] = [
         ['mixed, partitions', MIXED, SPLIT],
+        ['mixed, partitions, indirect dispatch', MIXED, { ...SPLIT, pagedIndirect: true }],
         ['decodes only, long contexts', { Hq: 8, Hkv: 2, D: 32, bs: 16, seqs: [{ ctx: 500, q: 1 }, { ctx: 33, q: 1 }, { ctx: 0, q: 1 }], pad: 0 }, SPLIT],
         ['no partitions (target reached)', MIXED, { ...SPLIT, pagedTargetWorkgroups: 1 }],
         ['portable decode kernel, forced partitions', { Hq: 4, Hkv: 1, D: 32, bs: 16, seqs: [{ ctx: 700, q: 1 }, { ctx: 5, q: 2 }], pad: 1 },
@@ -232,7 +238,8 @@ export const planCases: TestCase[] = defineCases('plan', [
   {
     name: '500 runs over two layers create no buffer and no bind group (host and tensor metadata; given and pooled outputs)',
     async run({ engine }) {
-      await withTuning(engine, SPLIT, async () => {
+      // A small target keeps the GPU-planned runs' grids small on software adapters (still split: 3 parts).
+      await withTuning(engine, { ...SPLIT, pagedTargetWorkgroups: 8 }, async () => {
         for (const metaAs of ['host', 'device'] as const) {
           const tensors: Tensor[] = [];
           // Small, so 1000 runs stay quick on a software adapter; long enough to be split and merged.

@@ -77,7 +77,9 @@ describe('source layout', () => {
       core: ['core'],
       reference: ['reference', 'core'],
       attention: ['attention', 'core', 'reference'],
+      ops: ['ops', 'core', 'reference'],
       serve: ['serve', 'core', 'attention'],
+      models: ['models', 'core', 'reference', 'attention', 'ops', 'serve'],
     };
     for (const [m, deps] of graph) {
       const ok = allowed[layer(m)];
