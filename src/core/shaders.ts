@@ -28,6 +28,14 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   paged_plan: [COMMON, 'attention/plan.wgsl'],
   mla: [DTYPE, 'attention/mla.wgsl'],
   bench_ceiling: ['bench/ceiling.wgsl'],
-  // gemm programs (helper B1) ↓
-  // other ops programs (helper B2) ↓
+  gemv: [DTYPE, 'ops/gemm_io.wgsl', 'ops/gemv.wgsl', 'ops/gemv_portable.wgsl'],
+  gemv_subgroup: [DTYPE, 'ops/gemm_io.wgsl', 'ops/gemv.wgsl', 'ops/gemv_subgroup.wgsl'],
+  gemm: [DTYPE, 'ops/gemm_io.wgsl', 'ops/gemm.wgsl'],
+  gemm_init: [DTYPE, 'ops/gemm_init.wgsl'],
+  ops_norm: [DTYPE, 'ops/norm.wgsl'],
+  ops_norm_subgroup: [DTYPE, 'ops/norm.wgsl', 'ops/norm_subgroup.wgsl'],
+  ops_rope: ['ops/rope.wgsl'],
+  ops_elementwise: ['ops/elementwise.wgsl'],
+  ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
+  ops_sample: ['ops/sample.wgsl'],
 };

@@ -1,5 +1,8 @@
 // The model-building kernel families (GEMM/GEMV, norms, RoPE, activations, embedding, sampling), one
 // module per family beside its WGSL in shaders/ops/; exported as `ops` from the package.
-// gemm (helper B1) ↓
-// other ops (helper B2) ↓
-export {};
+export * from './gemm.js';
+export * from './norm.js';
+export * from './rope.js';
+export * from './elementwise.js';
+export * from './embedding.js';
+export * from './sample.js';

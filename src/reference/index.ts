@@ -2,5 +2,5 @@
 // public API. The only copy of the math that tests, the workload, the benchmark and the demo check against.
 export * from './attention.js';
 export * from './mla.js';
-// linear (helper B1) ↓
-// ops (helper B2) ↓
+export * from './linear.js';
+export * from './ops.js';

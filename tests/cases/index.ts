@@ -8,8 +8,8 @@ import { sdpaFlashCases } from './sdpa_flash.cases';
 import { sdpaNaiveCases } from './sdpa_naive.cases';
 import { tensorCases } from './tensor.cases';
 import { validationCases } from './validation.cases';
-// gemm cases import (helper B1) ↓
-// ops cases import (helper B2) ↓
+import { gemmCases } from './gemm.cases';
+import { opsCases } from './ops.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -17,6 +17,6 @@ export * as webinfer from '../../src/index';
 
 export const allCases: TestCase[] = [
   ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
-  // gemm cases (helper B1) ↓
-  // ops cases (helper B2) ↓
+  ...gemmCases,
+  ...opsCases,
 ];

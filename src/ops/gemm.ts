@@ -1,0 +1,421 @@
+// The linear layer of a transformer: out (+)= x · Wᵀ (+ bias), weights in HF's Linear layout W [N, K]
+// (out × in), stored f32, f16 or bf16 (16-bit weights as u32 words of two, decoded in the shader: no
+// shader-f16 needed), arithmetic f32 throughout (so f32 tolerances hold for every weight dtype).
+//
+// Two kernels, chosen by the number of rows M (planLinear; thresholds below):
+//
+// GEMV (shaders/ops/gemv.wgsl; M <= LINEAR_GEMV_MAX_M: decode). Bandwidth-bound: the weight is read
+//   exactly once, 16 bytes per load (4 f32 or 8 bf16 per word), with many loads in flight. A workgroup
+//   of WG (256) threads = NGRP groups of KT lanes; a group owns R (4) weight rows, its lanes split K
+//   (lane l reads chunks l, l+KT, ...: KT·16 contiguous bytes of a row per load instruction). Each
+//   lane holds MT vec4s of partial sums, one lane of a vec4 per row of its group (MT·R scalars
+//   indexed in nested loops ran M 16 five times slower on an H200, likely from local memory).
+//   MT = the x rows of a workgroup, a power of two >= M up to 16; larger M runs as chunks of 16 in
+//   neighbouring workgroups, which read the weights they share from L2 after the first. Each weight
+//   word meets every x row (the weights are read once per workgroup and shared across M), each x load
+//   meets the 4 weight rows. KT starts at 32 and doubles (up to the workgroup; 64 from MT 8 on) while
+//   the grid has fewer than LINEAR_GEMV_TARGET_WORKGROUPS workgroups, so small N (k/v projections)
+//   splits K over more lanes instead of leaving SMs idle.
+//   The KT partials of an output meet by subgroup shuffles (the subgroup size read at run time: within
+//   blocks of min(KT, size) lanes, then across blocks through workgroup memory, so 4..128 all work) or,
+//   in the portable variant, through workgroup memory alone (PASS x rows at a time, within 16 KiB).
+//   Measured on an H200 (Dawn/Vulkan; 4.4 TB/s read ceiling through WebGPU), bf16, M 1: 4.29 TB/s on
+//   the 128256×4096 lm_head, 3.5 TB/s on 28672×4096, 3.2 TB/s on 4096×14336, 2.4 TB/s on 4096×4096
+//   (32 MiB in 13.7 µs: launch and grid tail count). M 2: 18 µs, M 4: 26 µs, M 8: 59 µs, M 16: 120 µs
+//   on 4096×4096: from M 8 on the kernel is far from both the bandwidth and the FMA ceiling; the
+//   likely cause is the latency of the x loads (MT rows of x from L2 per chunk, few warps per SM).
+//   Next step: stage x blocks in workgroup memory, loaded once per workgroup with wide coalesced loads.
+//
+// GEMM (shaders/ops/gemm.wgsl; larger M: prefill). Compute-bound: BM×BN output tiles, BK = 16 k per
+//   step through workgroup memory, each of NT = 256 threads owning TM×TN outputs as 4×4 blocks strided
+//   so neighbouring threads read consecutive vec4s (conflict-free); one k step of a thread is
+//   TM/4 + TN/4 vec4 reads for TM·TN FMAs (8×4: 10.7 FMAs per read). The tiles are stored k-major and
+//   transposed on the way in (weights decoded from 16 bits once per tile element); the next tile's
+//   global loads are issued before the current tile's FMAs. Tiles (LINEAR_GEMM_TILES): 128×64 (8×4
+//   per thread, 12 KiB of workgroup memory) when that gives at least LINEAR_GEMM_TARGET_WORKGROUPS
+//   workgroups, else 64×64 (4×4 per thread, 8 KiB), else 32×32 where only 64 invocations are allowed;
+//   all fit WebGPU's 16 KiB minimum. Output-row tiles run fastest so the workgroups sharing a weight
+//   tile run together (L2 reuse).
+//   Measured on an H200 (64 TFLOP/s f32 FMA ceiling through WebGPU), N = K = 4096: 128×64 at M 2048
+//   28.2 TFLOP/s with bf16 weights (44% of the ceiling), 29.5 with f32, 27.8 at M 512; 64×64 at M 2048
+//   21 TFLOP/s, 11 at M 128. Plans with 8 output columns per
+//   thread (128×128 8×8, 64×128 4×8) ran at 2.2 TFLOP/s there (the driver's code for them, not the
+//   memory system): they are not offered. Below ~512 rows the grid is small (64×64 tiles: one
+//   workgroup per SM at M 128, N 4096) and each workgroup's K loop is latency-bound; split-K would help.
+//
+// Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
+// maxBufferSize) are split into parts of whole rows, one buffer each; each part is its own dispatch
+// writing its own output columns (maxPartBytes forces splitting at small sizes for tests).
+// Fused prologues: gatherRows (row m of the input is x[gatherRows[m]]: the lm_head on each sequence's
+// last token) and act 'silu_mul' (x rows hold [gate | up]; the input is silu(gate)·up, computed on
+// load). Fused epilogue: bias, and `accumulate` (out += ...: the residual stream).
+import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
+import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
+
+export type LinearDType = 'f32' | 'f16' | 'bf16';
+const LINEAR_DTYPES: readonly LinearDType[] = ['f32', 'f16', 'bf16'];
+
+export interface LinearPart {
+  readonly tensor: Tensor;
+  /** First row of the whole weight that this part holds. */
+  readonly row0: number;
+  readonly rows: number;
+}
+
+/** A weight W [N, K] on the GPU, possibly split by rows over several buffers, with its optional bias. */
+export interface LinearWeight {
+  readonly N: number;
+  readonly K: number;
+  readonly dtype: LinearDType;
+  readonly parts: readonly LinearPart[];
+  readonly bias: Tensor | null;
+  destroy(): void;
+}
+
+class Linear implements LinearWeight {
+  constructor(readonly N: number, readonly K: number, readonly dtype: LinearDType, readonly parts: readonly LinearPart[],
+              readonly bias: Tensor | null, private readonly owned: boolean) {}
+
+  destroy(): void {
+    if (!this.owned) return;
+    for (const p of this.parts) p.tensor.destroy();
+    this.bias?.destroy();
+  }
+}
+
+/** Elements per 16-byte weight load: K must be a multiple of it (every row starts 16-byte aligned). */
+export function linearVectorWidth(dtype: LinearDType): number {
+  return dtype === 'f32' ? 4 : 8;
+}
+
+function checkShapeArgs(op: string, N: unknown, K: unknown, dtype: unknown): void {
+  check(isPosInt(N), op, 'N', 'a positive integer', N);
+  check(isPosInt(K), op, 'K', 'a positive integer', K);
+  check(LINEAR_DTYPES.includes(dtype as LinearDType), op, 'dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
+  const v = linearVectorWidth(dtype as LinearDType);
+  check((K as number) % v === 0, op, 'K', `a multiple of ${v} for ${dtype} weights (rows are read 16 bytes at a time)`, K);
+}
+
+/**
+ * Rows per part of a [N, K] weight: as many as fit the device's largest storage binding (and
+ * maxPartBytes, when given), counting the buffer pool's rounding of sizes.
+ */
+export function linearRowsPerPart(rt: Runtime, K: number, dtype: LinearDType, maxPartBytes = Infinity, op = 'createLinear'): number {
+  const rowBytes = K * DTYPE_BYTES[dtype];
+  const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+  let rows = Math.floor(Math.min(deviceMax, maxPartBytes) / rowBytes);
+  while (rows > 0 && BufferPool.sizeClass(rows * rowBytes) > deviceMax) rows = Math.min(rows - 1, Math.floor(rows * 0.99));
+  if (rows < 1) {
+    fail(op, maxPartBytes < deviceMax ? 'maxPartBytes' : 'K', `room for one weight row of ${rowBytes} bytes (K=${K} ${dtype})`,
+      `${Math.min(deviceMax, maxPartBytes)} bytes per part`);
+  }
+  return rows;
+}
+
+function partRanges(N: number, perPart: number): { row0: number; rows: number }[] {
+  const parts = Math.ceil(N / perPart);
+  // Even parts (not full ones and a remainder): the dispatches stay alike.
+  const base = Math.ceil(N / parts);
+  const out: { row0: number; rows: number }[] = [];
+  for (let r = 0; r < N; r += base) out.push({ row0: r, rows: Math.min(base, N - r) });
+  return out;
+}
+
+function uploadBias(rt: Runtime, op: string, bias: unknown, N: number): Tensor | null {
+  if (bias === undefined || bias === null) return null;
+  check(bias instanceof Float32Array && bias.length === N, op, 'bias', `a Float32Array of N=${N} values`, bias);
+  return rt.tensor(bias, [N], 'f32');
+}
+
+/**
+ * Uploads a weight W [N, K] (row-major, HF Linear layout). data: Float32Array (converted to f16/bf16
+ * with round-to-nearest-even when dtype is 16-bit) or Uint16Array of raw f16/bf16 bits. Rows are
+ * split over several buffers when the weight exceeds the device's largest storage binding (or
+ * maxPartBytes).
+ */
+export function createLinear(rt: Runtime, w: { data: Float32Array | Uint16Array; N: number; K: number; dtype: LinearDType;
+                                               bias?: Float32Array; maxPartBytes?: number }): LinearWeight {
+  const op = 'createLinear';
+  rt.assertAlive(op);
+  check(w !== null && typeof w === 'object', op, 'w', 'an object { data, N, K, dtype }', w);
+  const { data, N, K, dtype } = w;
+  checkShapeArgs(op, N, K, dtype);
+  if (dtype === 'f32') check(data instanceof Float32Array, op, 'data', "a Float32Array for dtype 'f32'", data);
+  else check(data instanceof Float32Array || data instanceof Uint16Array, op, 'data', `a Float32Array or a Uint16Array of ${dtype} bits`, data);
+  check(data.length === N * K, op, 'data', `N·K = ${N * K} elements`, `${data.length}`);
+  if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
+  const bias = uploadBias(rt, op, w.bias, N);
+  const parts = partRanges(N, linearRowsPerPart(rt, K, dtype, w.maxPartBytes, op)).map(({ row0, rows }) => ({
+    row0, rows, tensor: rt.tensor(data.subarray(row0 * K, (row0 + rows) * K), [rows, K], dtype),
+  }));
+  return new Linear(N, K, dtype, parts, bias, true);
+}
+
+const INIT_WG = 256;
+
+/**
+ * A weight W [N, K] filled on the GPU with pseudo-random values (no upload: benchmarks of real model
+ * sizes). Element (n, k) is uniform on (-std·√3, std·√3) (mean 0, standard deviation std), a function
+ * of (seed, n, k) alone (shaders/ops/gemm_init.wgsl; randomLinearValues mirrors it on the host),
+ * then rounded to dtype.
+ */
+export function createLinearOnDevice(rt: Runtime, o: { N: number; K: number; dtype: LinearDType; seed?: number; std?: number;
+                                                       bias?: Float32Array; maxPartBytes?: number }): LinearWeight {
+  const op = 'createLinearOnDevice';
+  rt.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', 'an object { N, K, dtype }', o);
+  const { N, K, dtype } = o;
+  checkShapeArgs(op, N, K, dtype);
+  const seed = o.seed ?? 0;
+  check(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32, op, 'seed', 'an integer in [0, 2^32)', seed);
+  const std = checkFinite(o.std ?? 1, op, 'std');
+  if (o.maxPartBytes !== undefined) check(isPosInt(o.maxPartBytes), op, 'maxPartBytes', 'a positive integer', o.maxPartBytes);
+  const bias = uploadBias(rt, op, o.bias, N);
+  const kernel = rt.kernel('gemm_init', 'init_main', { overrides: { W_DTYPE: DTYPE_CODE[dtype], WG: INIT_WG } });
+  const parts = partRanges(N, linearRowsPerPart(rt, K, dtype, o.maxPartBytes, op)).map(({ row0, rows }) => {
+    const tensor = rt.emptyTensor([rows, K], dtype, false);
+    const words = tensor.byteLength / 4;
+    rt.dispatch(kernel, { dst: tensor }, { words, row0, K, seed, amp: Math.fround(std * Math.sqrt(3)) }, Math.ceil(words / INIT_WG));
+    return { row0, rows, tensor };
+  });
+  return new Linear(N, K, dtype, parts, bias, true);
+}
+
+function pcg(v: number): number {
+  const s = (Math.imul(v >>> 0, 747796405) + 2891336453) >>> 0;
+  const t = Math.imul(((s >>> ((s >>> 28) + 4)) ^ s) >>> 0, 277803737) >>> 0;
+  return ((t >>> 22) ^ t) >>> 0;
+}
+
+/** The values createLinearOnDevice writes for rows [row0, row0 + rows) (f32, before rounding to a
+ *  16-bit dtype), computed on the host. */
+export function randomLinearValues(K: number, seed: number, std = 1, row0 = 0, rows = 1): Float32Array {
+  const amp = Math.fround(std * Math.sqrt(3));
+  const out = new Float32Array(rows * K);
+  for (let r = 0; r < rows; r++) {
+    const hn = pcg((row0 + r + pcg(seed)) >>> 0);
+    for (let k = 0; k < K; k++) {
+      const h = pcg((k + hn) >>> 0);
+      const u = ((h >>> 9) + 0.5) * 2 ** -22 - 1;
+      out[r * K + k] = Math.fround(u * amp);
+    }
+  }
+  return out;
+}
+
+/**
+ * Wraps weight tensors made elsewhere (a checkpoint loader's, an embedding tied to the lm_head): one
+ * tensor [N, K], or parts [rows, K] covering rows 0..N-1 in order. destroy() frees them only when
+ * `owned`.
+ */
+export function linearFromParts(rt: Runtime, o: { N: number; K: number; dtype: LinearDType; parts: Tensor | readonly Tensor[];
+                                                  bias?: Tensor | null; owned?: boolean }): LinearWeight {
+  const op = 'linearFromParts';
+  rt.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', 'an object { N, K, dtype, parts }', o);
+  const { N, K, dtype } = o;
+  checkShapeArgs(op, N, K, dtype);
+  const list = Array.isArray(o.parts) ? o.parts as readonly Tensor[] : [o.parts as Tensor];
+  check(list.length > 0, op, 'parts', 'at least one tensor', '[]');
+  const parts: LinearPart[] = [];
+  let row0 = 0;
+  list.forEach((t, i) => {
+    checkTensor(t, op, `parts[${i}]`);
+    check(t.dtype === dtype, op, `parts[${i}].dtype`, `'${dtype}'`, fmt(t.dtype));
+    check(t.shape.length === 2 && t.shape[1] === K && row0 + t.shape[0] <= N, op, `parts[${i}]`,
+      `shape [rows <= ${N - row0}, K=${K}]`, shapeStr(t.shape));
+    parts.push({ tensor: t, row0, rows: t.shape[0] });
+    row0 += t.shape[0];
+  });
+  check(row0 === N, op, 'parts', `rows adding up to N=${N}`, `${row0} rows`);
+  const bias = o.bias ?? null;
+  if (bias) {
+    checkTensor(bias, op, 'bias');
+    check(bias.dtype === 'f32' && bias.shape.length === 1 && bias.shape[0] === N, op, 'bias', `an f32 tensor [N=${N}]`,
+      `${bias.dtype} ${shapeStr(bias.shape)}`);
+  }
+  return new Linear(N, K, dtype, parts, bias, !!o.owned);
+}
+
+// ------------------------------------------------------------------------------------------ planning
+
+/** M at or below which the GEMV kernel runs (decode); above it the tiled GEMM (prefill). H200, bf16
+ *  N = K = 4096: GEMV 286-349 µs against GEMM 374-471 µs for M 17..64, 758 against 384 at M 128. */
+export const LINEAR_GEMV_MAX_M = 64;
+/** GEMV splits K over more lanes (KT) until the grid has this many workgroups (or KT spans the workgroup). */
+export const LINEAR_GEMV_TARGET_WORKGROUPS = 512;
+/** The 128×64 GEMM tile is used when it gives at least this many workgroups; else 64×64. */
+export const LINEAR_GEMM_TARGET_WORKGROUPS = 256;
+
+export interface GemmTile { readonly BM: number; readonly BN: number; readonly BK: number; readonly TM: number; readonly TN: number }
+/** GEMM tiles by preference (all with BK 16); 256 threads except the last (64). Measured on an H200 (bf16
+ *  weights, M 2048, N = K = 4096): 128×64 with 8×4 per thread 28 TFLOP/s, 64×64 with 4×4 21 TFLOP/s;
+ *  every plan with 8 columns per thread (128×128 8×8, 64×128 4×8) ran at ~2.2 TFLOP/s there. */
+export const LINEAR_GEMM_TILES: readonly GemmTile[] = [
+  { BM: 128, BN: 64, BK: 16, TM: 8, TN: 4 },
+  { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4 },
+  { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4 },
+];
+
+export type LinearPlan =
+  | { readonly kernel: 'gemv'; readonly variant: 'subgroup' | 'portable'; readonly EPV: number; readonly MT: number;
+      /** Weight rows per group: 4, fixed by the kernel (the lanes of a vec4). */
+      readonly R: 4; readonly KT: number; readonly WG: number; readonly PASS: number }
+  | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile);
+
+export interface PlanLinearOptions {
+  M: number; N: number; K: number; dtype: LinearDType;
+  /** Force a kernel ('auto': GEMV for M <= LINEAR_GEMV_MAX_M). */
+  kernel?: 'auto' | 'gemv' | 'gemm';
+  /** GEMV reduction ('auto': subgroups where the adapter has them). */
+  variant?: 'auto' | 'subgroup' | 'portable';
+  /** GEMV: force the lanes per weight row (a power of two up to the workgroup size). */
+  KT?: number;
+  /** GEMM: force an entry of LINEAR_GEMM_TILES. */
+  tile?: number;
+}
+
+const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
+const pow2ceil = (v: number) => 2 ** Math.ceil(Math.log2(v));
+
+/** The kernel and its shape for an M×N×K linear layer on this device (see the top of this file). */
+export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
+  const op = 'planLinear';
+  check(isPosInt(p.M), op, 'M', 'a positive integer', p.M);
+  checkShapeArgs(op, p.N, p.K, p.dtype);
+  const kernel = p.kernel ?? 'auto';
+  check(['auto', 'gemv', 'gemm'].includes(kernel), op, 'kernel', "'auto', 'gemv' or 'gemm'", fmt(kernel));
+  const variant = p.variant ?? 'auto';
+  check(['auto', 'subgroup', 'portable'].includes(variant), op, 'variant', "'auto', 'subgroup' or 'portable'", fmt(variant));
+  if (variant === 'subgroup') check(rt.features.subgroups, op, 'variant', "'portable' or 'auto' (the adapter has no subgroups)", "'subgroup'");
+  const EPV = linearVectorWidth(p.dtype);
+  const lim = rt.limits;
+  const maxThreads = Math.min(lim.maxComputeInvocationsPerWorkgroup, lim.maxComputeWorkgroupSizeX);
+  const smem = lim.maxComputeWorkgroupStorageSize;
+
+  if (kernel === 'gemv' || (kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M)) {
+    const kc = p.K / EPV;
+    const MT = Math.min(16, pow2ceil(p.M));
+    const R = 4 as const;
+    const WG = pow2floor(Math.min(256, maxThreads));
+    const mChunks = Math.ceil(p.M / MT);
+    const groups = (kt: number) => Math.ceil(p.N / ((WG / kt) * R)) * mChunks;
+    // KT: 32, doubled while the grid is short of LINEAR_GEMV_TARGET_WORKGROUPS; at most 64 from MT 8 on
+    // (H200, bf16 4096×4096: M 1 best at KT 128, M 8 and 16 at KT 64 of 16/32/64).
+    const maxKT = MT >= 8 ? 64 : WG;
+    let KT = Math.max(1, Math.min(32, WG, pow2floor(kc)));
+    while (KT < Math.min(WG, maxKT) && 2 * KT <= kc && groups(KT) < LINEAR_GEMV_TARGET_WORKGROUPS) KT *= 2;
+    if (p.KT !== undefined) {
+      check(isPosInt(p.KT) && pow2floor(p.KT) === p.KT && p.KT <= WG, op, 'KT', `a power of two up to ${WG}`, p.KT);
+      KT = p.KT;
+    }
+    let PASS = MT;
+    while (PASS > 1 && WG * PASS * 16 > Math.min(smem, 16384)) PASS /= 2;
+    const sg = variant === 'subgroup' || (variant === 'auto' && rt.features.subgroups);
+    return { kernel: 'gemv', variant: sg ? 'subgroup' : 'portable', EPV, MT, R, KT, WG, PASS };
+  }
+
+  const fits = (t: GemmTile) => (t.BM / t.TM) * (t.BN / t.TN) <= maxThreads && t.BK * (t.BM + t.BN) * 4 <= smem;
+  let tile: GemmTile | undefined;
+  if (p.tile !== undefined) {
+    check(Number.isInteger(p.tile) && p.tile >= 0 && p.tile < LINEAR_GEMM_TILES.length && fits(LINEAR_GEMM_TILES[p.tile]), op, 'tile',
+      `an index of LINEAR_GEMM_TILES that fits this adapter`, p.tile);
+    tile = LINEAR_GEMM_TILES[p.tile];
+  } else {
+    const workgroups = (t: GemmTile) => Math.ceil(p.M / t.BM) * Math.ceil(p.N / t.BN);
+    const usable = LINEAR_GEMM_TILES.filter(fits);
+    tile = usable.find((t) => workgroups(t) >= LINEAR_GEMM_TARGET_WORKGROUPS && t.BM * t.BN > 64 * 64) ?? usable.find((t) => t.BM * t.BN <= 64 * 64);
+    if (!tile) throw new WebinferError(`${op}: no GEMM tile fits this adapter (${maxThreads} invocations, ${smem} bytes of workgroup storage)`);
+  }
+  return { kernel: 'gemm', EPV, ...tile };
+}
+
+// ------------------------------------------------------------------------------------------- running
+
+export interface LinearOptions {
+  /** f32 [>= M, N]; allocated [M, N] when not given. */
+  out?: Tensor;
+  /** Rows to compute (default: gatherRows' length, else x's rows); x may hold more. */
+  rows?: number;
+  /** Add the result into `out` (which must be given): out += x·Wᵀ (+ bias). */
+  accumulate?: boolean;
+  /** i32 [>= M]: row m of the input is x[gatherRows[m]] (indices outside x read a zero row). */
+  gatherRows?: Tensor;
+  /** 'silu_mul': x rows hold [gate | up] (2K wide); the input is silu(gate) · up. */
+  act?: 'silu_mul';
+  /** A plan from planLinear (default: planLinear's choice for these sizes). */
+  plan?: LinearPlan;
+}
+
+const F_BIAS = 1, F_ACCUMULATE = 2, F_GATHER = 4, F_SILU_MUL = 8;
+
+function checkWeight(w: unknown, op: string): asserts w is LinearWeight {
+  const lw = w as LinearWeight;
+  check(lw !== null && typeof lw === 'object' && Array.isArray(lw.parts) && isPosInt(lw.N) && isPosInt(lw.K)
+    && LINEAR_DTYPES.includes(lw.dtype), op, 'w', 'a LinearWeight (createLinear, createLinearOnDevice or linearFromParts)', w);
+  for (const [i, p] of lw.parts.entries()) checkTensor(p.tensor, op, `w.parts[${i}].tensor`);
+}
+
+/**
+ * out[m, :] (+)= in(m) · Wᵀ (+ bias) for m < M (see LinearOptions), recorded on the GPU; returns out.
+ */
+export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions = {}): Tensor {
+  const op = 'linear';
+  rt.assertAlive(op);
+  checkWeight(w, op);
+  checkTensor(x, op, 'x');
+  check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
+  const { N, K } = w;
+  const silu = o.act !== undefined;
+  if (silu) check(o.act === 'silu_mul', op, 'act', "'silu_mul' or undefined", fmt(o.act));
+  const width = silu ? 2 * K : K;
+  check(x.dtype === 'f32', op, 'x.dtype', "'f32'", fmt(x.dtype));
+  check(x.shape.length === 2 && x.shape[1] === width, op, 'x',
+    `shape [rows, ${silu ? `2K=${width}` : `K=${K}`}]${silu ? " ([gate | up] for act 'silu_mul')" : ''}`, shapeStr(x.shape));
+  const g = o.gatherRows;
+  if (g !== undefined) {
+    checkTensor(g, op, 'gatherRows');
+    check(g.dtype === 'i32' && g.shape.length === 1, op, 'gatherRows', 'an i32 tensor [M]', `${g.dtype} ${shapeStr(g.shape)}`);
+  }
+  const available = g ? g.shape[0] : x.shape[0];
+  const M = o.rows ?? available;
+  check(isPosInt(M) && M <= available, op, 'rows', `a positive integer up to ${available} (the rows of ${g ? 'gatherRows' : 'x'})`, o.rows);
+  const out = o.out;
+  if (out !== undefined) {
+    checkTensor(out, op, 'out');
+    check(out.dtype === 'f32', op, 'out.dtype', "'f32'", fmt(out.dtype));
+    check(out.shape.length === 2 && out.shape[1] === N && out.shape[0] >= M, op, 'out', `shape [>= M=${M}, N=${N}]`, shapeStr(out.shape));
+    check(out.buffer !== x.buffer && out.buffer !== g?.buffer && out.buffer !== w.bias?.buffer, op, 'out',
+      'a buffer of its own (not that of x, gatherRows or the bias)', 'a shared buffer');
+  }
+  if (o.accumulate) check(out !== undefined, op, 'accumulate', 'an `out` tensor to accumulate into', 'none');
+  let plan = o.plan;
+  if (plan) check(plan.EPV === linearVectorWidth(w.dtype) && (plan.kernel === 'gemv' || plan.kernel === 'gemm'), op, 'plan',
+    `a plan from planLinear for ${w.dtype} weights`, plan.kernel);
+  else plan = planLinear(rt, { M, N, K, dtype: w.dtype });
+
+  const dst = out ?? rt.emptyTensor([M, N], 'f32');
+  const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0);
+  const wd = DTYPE_CODE[w.dtype];
+  const kernel = plan.kernel === 'gemv'
+    ? rt.kernel(plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv', 'gemv_main', {
+      overrides: { W_DTYPE: wd },
+      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
+      enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
+    })
+    : rt.kernel('gemm', 'gemm_main', {
+      overrides: { W_DTYPE: wd },
+      consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
+    });
+  for (const part of w.parts) {
+    const workgroups = plan.kernel === 'gemv'
+      ? Math.ceil(M / plan.MT) * Math.ceil(part.rows / ((plan.WG / plan.KT) * plan.R))
+      : Math.ceil(M / plan.BM) * Math.ceil(part.rows / plan.BN);
+    rt.dispatch(kernel, { w: part.tensor, bias: w.bias ?? rt.dummy, x, gather: g ?? rt.dummy, out: dst }, {
+      M, N: part.rows, K, n0: part.row0, out_stride: N, x_stride: width / 4, x_rows: x.shape[0], flags,
+    }, workgroups);
+  }
+  return dst;
+}

@@ -1,0 +1,101 @@
+// Token choice on the GPU (shaders/ops/sample.wgsl): argmax and temperature / top-k / top-p sampling,
+// one workgroup per row, so a decode step reads back only i32 ids. The float64 twin, with the same
+// PRNG, is reference.sampleRef.
+import { check, fmt, isPosInt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { checkTensor, type Tensor } from '../core/tensor.js';
+import { rowsOption } from './norm.js';
+
+export interface TokenOptions {
+  /** Rows of logits used (default: all). */
+  rows?: number;
+  /** An i32 tensor of at least `rows` elements (default: a new [rows] one). */
+  out?: Tensor;
+}
+
+export interface SamplingParams {
+  /** 0 = greedy (argmax). Default 1. */
+  temperature?: number;
+  /** Keep the topK largest logits (ties at the k-th kept too); 0 = all, 1 = greedy. Default 0. */
+  topK?: number;
+  /** Then keep the smallest set of most probable tokens whose mass reaches topP (ties kept); 1 = all. Default 1. */
+  topP?: number;
+  /** PRNG seed, an integer in [0, 2^32). Default 0. */
+  seed?: number;
+  /** The decode step, an integer in [0, 2^32): a new draw per step. Default 0. */
+  step?: number;
+}
+
+function prepare(rt: Runtime, op: string, logits: Tensor, o: TokenOptions): { rows: number; V: number; out: Tensor } {
+  rt.assertAlive(op);
+  check(typeof o === 'object' && o !== null, op, 'o', 'an options object', o);
+  checkTensor(logits, op, 'logits');
+  check(logits.dtype === 'f32', op, 'logits.dtype', "'f32'", fmt(logits.dtype));
+  check(logits.shape.length === 2, op, 'logits', 'shape [rows, V]', shapeStr(logits.shape));
+  const rows = rowsOption(o.rows, logits.shape[0], op);
+  let out: Tensor;
+  if (o.out !== undefined) {
+    checkTensor(o.out, op, 'o.out');
+    check(o.out.dtype === 'i32', op, 'o.out.dtype', "'i32'", fmt(o.out.dtype));
+    check(o.out.numel >= rows, op, 'o.out', `at least rows=${rows} elements`, shapeStr(o.out.shape));
+    out = o.out;
+  } else {
+    out = rt.emptyTensor([rows], 'i32');
+  }
+  return { rows, V: logits.shape[1], out };
+}
+
+/** i32 [rows]: each row's largest logit, ties to the lowest index; NaN never wins (a row of NaN gives 0). */
+export function argmax(rt: Runtime, logits: Tensor, o: TokenOptions = {}): Tensor {
+  const { rows, V, out } = prepare(rt, 'argmax', logits, o);
+  rt.dispatch(rt.kernel('ops_sample', 'argmax_main', { consts: { WG: workgroupSize(rt, V) } }), { logits, out }, { rows, V }, rows);
+  return out;
+}
+
+/**
+ * Threads per row: one workgroup reads the whole row several times, latency-bound, so a vocabulary of
+ * model size takes the largest workgroup the adapter allows (up to 1024; 256 is WebGPU's guaranteed
+ * minimum); a small one keeps 256, where more threads would mostly wait at barriers.
+ */
+function workgroupSize(rt: Runtime, V: number): number {
+  const cap = Math.min(1024, rt.limits.maxComputeInvocationsPerWorkgroup, rt.limits.maxComputeWorkgroupSizeX);
+  let wg = 256;
+  while (wg * 2 <= cap && wg * 64 < V) wg *= 2;
+  return wg;
+}
+
+function u32Param(v: unknown, op: string, arg: string): number {
+  check(typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 2 ** 32, op, arg, 'an integer in [0, 2^32)', v);
+  return v as number;
+}
+
+/**
+ * i32 [rows]: a token per row drawn from softmax(logits / temperature) restricted to the topK largest,
+ * then to the top-p nucleus, renormalized (reference.sampleFilterRef says exactly which tokens stay).
+ * The draw is the inverse CDF, in vocabulary order, at u = reference.sampleUniform(seed, row, step): the
+ * same (seed, row, step) gives the same token on every run. temperature 0 or topK 1 is argmax.
+ */
+export function sample(rt: Runtime, logits: Tensor, p: SamplingParams, o: TokenOptions = {}): Tensor {
+  const op = 'sample';
+  check(typeof p === 'object' && p !== null, op, 'p', 'sampling parameters { temperature, topK, topP, seed, step }', p);
+  const temperature = p.temperature ?? 1;
+  check(typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0, op, 'p.temperature', 'a finite number >= 0', temperature);
+  const topK = p.topK ?? 0;
+  check(topK === 0 || isPosInt(topK), op, 'p.topK', 'an integer >= 0', topK);
+  const topP = p.topP ?? 1;
+  check(typeof topP === 'number' && topP > 0 && topP <= 1, op, 'p.topP', 'a number in (0, 1]', topP);
+  const seed = u32Param(p.seed ?? 0, op, 'p.seed');
+  const step = u32Param(p.step ?? 0, op, 'p.step');
+  const greedy = temperature === 0 || topK === 1;
+  const invT = greedy ? 0 : Math.fround(1 / temperature);
+  if (!greedy) check(Number.isFinite(invT), op, 'p.temperature', '0 or a temperature whose inverse is a finite f32', temperature);
+  const { rows, V, out } = prepare(rt, op, logits, o);
+  if (greedy) {
+    rt.dispatch(rt.kernel('ops_sample', 'argmax_main', { consts: { WG: workgroupSize(rt, V) } }), { logits, out }, { rows, V }, rows);
+    return out;
+  }
+  rt.dispatch(rt.kernel('ops_sample', 'sample_main', { consts: { WG: workgroupSize(rt, V) } }), { logits, out }, {
+    rows, V, top_k: topK < V ? topK : 0, has_top_p: topP < 1 ? 1 : 0, inv_temp: invT, top_p: topP, seed, step,
+  }, rows);
+  return out;
+}
