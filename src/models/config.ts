@@ -1,0 +1,469 @@
+// An HF config.json normalized into the numbers a model loader needs, with the semantics of
+// transformers 5 (its configuration classes' defaults, `convert_rope_params_to_dict` /
+// `standardize_rope_params` for RoPE, and what each modeling file builds from the config). Both RoPE
+// forms are read: transformers 5's `rope_parameters` and the older `rope_theta` + `rope_scaling`.
+//
+// Shape-defining keys (vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads) must be present; every other key takes transformers' default when absent.
+
+import { check, fail, fmt } from '../core/errors.js';
+import { SUPPORTED_ROPE_TYPES, yarnGetMscale, type RopeConfig, type RopeType } from './rope.js';
+
+export const SUPPORTED_ARCHITECTURES = Object.freeze([
+  'LlamaForCausalLM',
+  'MistralForCausalLM',
+  'Qwen2ForCausalLM',
+  'Qwen3ForCausalLM',
+  'DeepseekV2ForCausalLM',
+  'DeepseekV3ForCausalLM',
+] as const);
+
+export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3';
+
+const FAMILY: Record<Architecture, ModelFamily> = {
+  LlamaForCausalLM: 'llama',
+  MistralForCausalLM: 'mistral',
+  Qwen2ForCausalLM: 'qwen2',
+  Qwen3ForCausalLM: 'qwen3',
+  DeepseekV2ForCausalLM: 'deepseek_v2',
+  DeepseekV3ForCausalLM: 'deepseek_v3',
+};
+
+export interface LayerConfig {
+  /** Keys visible to query i: i - j < slidingWindow (SPEC §2, as transformers' mask); null: all. */
+  slidingWindow: number | null;
+  /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); else dense. */
+  moe: boolean;
+}
+
+/** DeepSeek's multi-head latent attention (SPEC §5). */
+export interface MlaConfig {
+  qLoraRank: number | null; // null: q_proj; else q_a_proj → q_a_layernorm → q_b_proj
+  kvLoraRank: number;
+  qkNopeHeadDim: number;
+  qkRopeHeadDim: number;
+  vHeadDim: number;
+  qkHeadDim: number; // nope + rope
+}
+
+export interface MoeConfig {
+  numRoutedExperts: number;
+  numExpertsPerTok: number;
+  /** Always-on experts, folded into one MLP of intermediate size numSharedExperts × moeIntermediateSize; 0: none. */
+  numSharedExperts: number;
+  moeIntermediateSize: number;
+  firstKDenseReplace: number;
+  moeLayerFreq: number;
+  /** V2: greedy | group_limited_greedy over softmax scores; V3: noaux_tc (grouped, bias-corrected sigmoid). */
+  topkMethod: 'greedy' | 'group_limited_greedy' | 'noaux_tc';
+  scoringFunc: 'softmax' | 'sigmoid';
+  nGroup: number | null;
+  topkGroup: number | null;
+  /** As in config.json; transformers' V2 routing does not read it (the goldens decide). */
+  normTopkProb: boolean;
+  routedScalingFactor: number;
+  /** V3: the router carries `e_score_correction_bias` [numRoutedExperts]. */
+  eScoreCorrectionBias: boolean;
+}
+
+export interface ModelConfig {
+  architecture: Architecture;
+  family: ModelFamily;
+  vocabSize: number;
+  hiddenSize: number;
+  numLayers: number;
+  numHeads: number;
+  /** Key/value heads (GQA); DeepSeek's MLA ignores it. */
+  numKvHeads: number;
+  /** head_dim (or hidden/heads). DeepSeek: transformers' head_dim, i.e. qk_rope_head_dim; see mla. */
+  headDim: number;
+  intermediateSize: number;
+  rmsEps: number;
+  tieWordEmbeddings: boolean;
+  /** Biases of the projections: qkv = q/k/v (DeepSeek: q_a_proj, kv_a_proj_with_mqa), o = o_proj. */
+  attentionBias: { qkv: boolean; o: boolean };
+  /** Biases on the dense MLP (and DeepSeek V2's shared experts); routed experts never have them. */
+  mlpBias: boolean;
+  /** Qwen3: RMSNorm over each head of q and k (q_norm, k_norm [headDim]) before RoPE. */
+  qkNorm: boolean;
+  hiddenAct: 'silu';
+  layers: readonly LayerConfig[];
+  maxPositionEmbeddings: number;
+  bosTokenId: number | null;
+  eosTokenIds: number[];
+  padTokenId: number | null;
+  rope: RopeConfig;
+  /** The softmax scale: headDim^-0.5; DeepSeek qk_head_dim^-0.5, V3 times YaRN's mscale². */
+  attentionScale: number;
+  mla: MlaConfig | null;
+  moe: MoeConfig | null;
+  /** The config's `dtype` / `torch_dtype` (e.g. 'bfloat16'), or null. */
+  dtype: string | null;
+}
+
+const OP = 'parseConfig';
+type Json = Record<string, unknown>;
+
+// Values from the JSON are shown as JSON would show them: a string '100' is not the number 100.
+const shown = (x: unknown) => (typeof x === 'string' ? fmt(x) : x);
+function chk(cond: boolean, key: string, expected: string, actual: unknown): asserts cond {
+  check(cond, OP, key, expected, shown(actual));
+}
+function bad(key: string, expected: string, actual: unknown): never {
+  fail(OP, key, expected, shown(actual));
+}
+
+const isObj = (x: unknown): x is Json => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+function posInt(j: Json, key: string, def?: number): number {
+  const v = j[key] === undefined ? def : j[key];
+  chk(typeof v === 'number' && Number.isInteger(v) && v > 0, key, def === undefined ? 'a positive integer (required)' : 'a positive integer', v);
+  return v as number;
+}
+
+function nonNegInt(j: Json, key: string, def: number): number {
+  const v = j[key] === undefined || j[key] === null ? def : j[key];
+  chk(typeof v === 'number' && Number.isInteger(v) && v >= 0, key, 'a non-negative integer', v);
+  return v as number;
+}
+
+/** A positive integer, or null when the key is null (absent: the default). */
+function posIntOrNull(j: Json, key: string, def: number | null): number | null {
+  const v = j[key] === undefined ? def : j[key];
+  if (v === null) return null;
+  chk(typeof v === 'number' && Number.isInteger(v) && v > 0, key, 'a positive integer or null', v);
+  return v as number;
+}
+
+function posNum(j: Json, key: string, def: number): number {
+  const v = j[key] === undefined ? def : j[key];
+  chk(typeof v === 'number' && Number.isFinite(v) && v > 0, key, 'a positive number', v);
+  return v as number;
+}
+
+function bool(j: Json, key: string, def: boolean): boolean {
+  const v = j[key] === undefined || j[key] === null ? def : j[key];
+  chk(typeof v === 'boolean', key, 'true or false', v);
+  return v as boolean;
+}
+
+function tokenId(j: Json, key: string, def: number | null): number | null {
+  const v = j[key] === undefined ? def : j[key];
+  if (v === null) return null;
+  chk(typeof v === 'number' && Number.isInteger(v) && v >= 0, key, 'a token id (non-negative integer) or null', v);
+  return v as number;
+}
+
+function architectureOf(j: Json): Architecture {
+  const archs = j.architectures;
+  const supported = SUPPORTED_ARCHITECTURES as readonly string[];
+  if (Array.isArray(archs) && archs.length > 0) {
+    const a = archs.find((x) => supported.includes(x as string));
+    if (a) return a as Architecture;
+    bad('architectures', `one of ${SUPPORTED_ARCHITECTURES.join(', ')}`, archs);
+  }
+  // AutoModelForCausalLM falls back on model_type; so do we.
+  const byType: Record<string, Architecture> = {
+    llama: 'LlamaForCausalLM',
+    mistral: 'MistralForCausalLM',
+    qwen2: 'Qwen2ForCausalLM',
+    qwen3: 'Qwen3ForCausalLM',
+    deepseek_v2: 'DeepseekV2ForCausalLM',
+    deepseek_v3: 'DeepseekV3ForCausalLM',
+  };
+  const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
+  if (a) return a;
+  bad('architectures', `a list naming one of ${SUPPORTED_ARCHITECTURES.join(', ')} (or a matching model_type)`, archs ?? j.model_type);
+}
+
+/** Per-family defaults of transformers 5's configuration classes, where they differ. */
+interface FamilyDefaults {
+  maxPositionEmbeddings: number;
+  bos: number | null;
+  eos: number | null;
+}
+const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
+  llama: { maxPositionEmbeddings: 2048, bos: 1, eos: 2 },
+  mistral: { maxPositionEmbeddings: 4096 * 32, bos: 1, eos: 2 },
+  qwen2: { maxPositionEmbeddings: 32768, bos: null, eos: null },
+  qwen3: { maxPositionEmbeddings: 32768, bos: null, eos: null },
+  deepseek_v2: { maxPositionEmbeddings: 2048, bos: 1, eos: 2 },
+  deepseek_v3: { maxPositionEmbeddings: 4096, bos: 0, eos: 1 },
+};
+
+function optNum(rp: Json, key: string, where: string): number | null {
+  const v = rp[key];
+  if (v === undefined || v === null) return null;
+  chk(typeof v === 'number' && Number.isFinite(v), `${where}.${key}`, 'a finite number', v);
+  return v as number;
+}
+
+/**
+ * RoPE settings from either form. transformers 5 takes `rope_scaling` when it is a non-empty dict,
+ * else `rope_parameters`; rope_theta comes from inside that dict, else the top-level key, else
+ * 10000; a missing rope_type falls back on the old `type`, then 'default'; llama3 and yarn default
+ * original_max_position_embeddings to a top-level key of that name, else max_position_embeddings.
+ */
+function parseRope(j: Json, family: ModelFamily, rotaryDim: number, maxPos: number): RopeConfig {
+  const scaling = j.rope_scaling;
+  const useScaling = isObj(scaling) && Object.keys(scaling).length > 0;
+  const where = useScaling ? 'rope_scaling' : 'rope_parameters';
+  const src = useScaling ? scaling : j.rope_parameters;
+  chk(src === undefined || src === null || isObj(src), where, 'an object or null', src);
+  const rp: Json = isObj(src) ? src : {};
+  // A dict keyed by layer type (per-layer RoPE) is not a form these architectures use; unknown
+  // scalar keys only draw a warning from transformers, so they pass here.
+  for (const k of Object.keys(rp)) if (isObj(rp[k])) bad(`${where}.${k}`, 'one RoPE dict for all layers (a number or string)', rp[k]);
+  const typeRaw = rp.rope_type ?? rp.type ?? 'default';
+  chk(
+    typeof typeRaw === 'string' && (SUPPORTED_ROPE_TYPES as readonly string[]).includes(typeRaw),
+    `${where}.rope_type`,
+    `one of ${SUPPORTED_ROPE_TYPES.join(', ')} (longrope and others: unsupported)`,
+    typeRaw,
+  );
+  const type = typeRaw as RopeType;
+  const theta = rp.rope_theta ?? j.rope_theta ?? 10000;
+  chk(typeof theta === 'number' && Number.isFinite(theta) && theta > 0, `${rp.rope_theta !== undefined ? `${where}.` : ''}rope_theta`, 'a positive number', theta);
+  const prf = rp.partial_rotary_factor ?? j.partial_rotary_factor ?? 1;
+  chk(prf === 1, 'partial_rotary_factor', `1 (partial rotary embeddings are not used by ${family})`, prf);
+
+  let original = optNum(rp, 'original_max_position_embeddings', where);
+  if (type === 'llama3' || type === 'yarn') {
+    if (typeof j.original_max_position_embeddings === 'number') original = j.original_max_position_embeddings;
+    else if (original === null) original = maxPos;
+    chk(Number.isInteger(original) && original > 0, `${where}.original_max_position_embeddings`, 'a positive integer', original);
+  }
+  const factor = optNum(rp, 'factor', where);
+  const needKey = (k: string, v: number | null) => chk(v !== null, `${where}.${k}`, `a number (required by rope type '${type}')`, rp[k]);
+  if (type === 'linear' || type === 'dynamic' || type === 'llama3') {
+    needKey('factor', factor);
+    chk(factor! > 0, `${where}.factor`, 'a positive number', factor);
+  }
+  if (type === 'yarn') chk('factor' in rp, `${where}.factor`, `a number or null (required by rope type 'yarn')`, rp.factor);
+  const lowFreqFactor = optNum(rp, 'low_freq_factor', where);
+  const highFreqFactor = optNum(rp, 'high_freq_factor', where);
+  if (type === 'llama3') {
+    needKey('low_freq_factor', lowFreqFactor);
+    needKey('high_freq_factor', highFreqFactor);
+    chk(highFreqFactor! > lowFreqFactor!, `${where}.high_freq_factor`, `greater than low_freq_factor (${lowFreqFactor})`, highFreqFactor);
+  }
+  const truncate = rp.truncate ?? true;
+  chk(typeof truncate === 'boolean', `${where}.truncate`, 'true or false', truncate);
+  return {
+    type,
+    theta,
+    rotaryDim,
+    // V2 rotates through complex numbers over adjacent pairs regardless of any flag; V3 reads
+    // rope_interleave (default true); the others use rotate_half.
+    interleaved: family === 'deepseek_v2' || (family === 'deepseek_v3' && bool(j, 'rope_interleave', true)),
+    maxPositionEmbeddings: maxPos,
+    factor,
+    originalMaxPositionEmbeddings: type === 'llama3' || type === 'yarn' ? original : null,
+    lowFreqFactor,
+    highFreqFactor,
+    betaFast: optNum(rp, 'beta_fast', where),
+    betaSlow: optNum(rp, 'beta_slow', where),
+    mscale: optNum(rp, 'mscale', where),
+    mscaleAllDim: optNum(rp, 'mscale_all_dim', where),
+    attentionFactor: optNum(rp, 'attention_factor', where),
+    truncate: truncate as boolean,
+  };
+}
+
+/** Qwen2/Qwen3: which layers slide, exactly as their configs and attention modules decide. */
+function qwenWindows(j: Json, numLayers: number): (number | null)[] {
+  const use = bool(j, 'use_sliding_window', false);
+  // The config keeps sliding_window only when use_sliding_window is set.
+  const window = use ? posIntOrNull(j, 'sliding_window', 4096) : null;
+  const maxWindowLayers = nonNegInt(j, 'max_window_layers', 28);
+  let types: unknown = j.layer_types;
+  if (types === undefined || types === null) {
+    types = Array.from({ length: numLayers }, (_, i) => (window !== null && i >= maxWindowLayers ? 'sliding_attention' : 'full_attention'));
+  }
+  chk(
+    Array.isArray(types) && types.length === numLayers && types.every((t) => t === 'full_attention' || t === 'sliding_attention'),
+    'layer_types',
+    `${numLayers} entries, each 'full_attention' or 'sliding_attention'`,
+    types,
+  );
+  return (types as string[]).map((t) => (t === 'sliding_attention' ? window : null));
+}
+
+function parseMoe(j: Json, family: 'deepseek_v2' | 'deepseek_v3', numLayers: number): { moe: MoeConfig | null; layers: boolean[] } {
+  const v3 = family === 'deepseek_v3';
+  const firstKDenseReplace = nonNegInt(j, 'first_k_dense_replace', v3 ? 3 : 0);
+  const moeLayerFreq = posInt(j, 'moe_layer_freq', 1);
+  // transformers makes every layer from first_k_dense_replace on a MoE layer; DeepSeek's own code
+  // also skips layers by moe_layer_freq, which only a value of 1 makes agree.
+  chk(moeLayerFreq === 1, 'moe_layer_freq', '1 (transformers ignores other values)', moeLayerFreq);
+  const layers = Array.from({ length: numLayers }, (_, i) => i >= firstKDenseReplace);
+  if (!layers.some(Boolean)) return { moe: null, layers };
+
+  const numRoutedExperts = posInt(j, 'n_routed_experts', v3 ? 256 : 64);
+  const numExpertsPerTok = posInt(j, 'num_experts_per_tok', v3 ? 8 : undefined);
+  chk(numExpertsPerTok <= numRoutedExperts, 'num_experts_per_tok', `at most n_routed_experts (${numRoutedExperts})`, numExpertsPerTok);
+  const numSharedExperts = nonNegInt(j, 'n_shared_experts', v3 ? 1 : 2);
+  const moeIntermediateSize = posInt(j, 'moe_intermediate_size', v3 ? 2048 : 1407);
+  const routedScalingFactor = posNum(j, 'routed_scaling_factor', v3 ? 2.5 : 1.0);
+  const normTopkProb = bool(j, 'norm_topk_prob', v3);
+  const scoring = j.scoring_func ?? (v3 ? 'sigmoid' : 'softmax');
+  chk(scoring === (v3 ? 'sigmoid' : 'softmax'), 'scoring_func', `'${v3 ? 'sigmoid' : 'softmax'}' (what transformers' ${family} router computes)`, scoring);
+  const method = j.topk_method ?? (v3 ? 'noaux_tc' : 'greedy');
+  const methods = v3 ? ['noaux_tc'] : ['greedy', 'group_limited_greedy'];
+  chk(methods.includes(method as string), 'topk_method', `one of ${methods.join(', ')} for ${family}`, method);
+  const grouped = method !== 'greedy';
+  let nGroup = posIntOrNull(j, 'n_group', v3 ? 8 : null);
+  let topkGroup = posIntOrNull(j, 'topk_group', v3 ? 4 : null);
+  if (grouped) {
+    chk(nGroup !== null, 'n_group', `a positive integer (topk_method '${method}' groups the experts)`, nGroup);
+    chk(topkGroup !== null, 'topk_group', `a positive integer (topk_method '${method}' keeps that many groups)`, topkGroup);
+    chk(numRoutedExperts % nGroup! === 0, 'n_group', `a divisor of n_routed_experts (${numRoutedExperts})`, nGroup);
+    chk(topkGroup! <= nGroup!, 'topk_group', `at most n_group (${nGroup})`, topkGroup);
+    // V3 ranks a group by the sum of its two best scores.
+    if (v3) chk(numRoutedExperts / nGroup! >= 2, 'n_group', `at most n_routed_experts / 2 (${numRoutedExperts / 2}): groups are ranked by their two best experts`, nGroup);
+    const reachable = topkGroup! * (numRoutedExperts / nGroup!);
+    chk(numExpertsPerTok <= reachable, 'num_experts_per_tok', `at most topk_group × experts per group (${reachable})`, numExpertsPerTok);
+  } else {
+    nGroup = null;
+    topkGroup = null;
+  }
+  return {
+    layers,
+    moe: {
+      numRoutedExperts,
+      numExpertsPerTok,
+      numSharedExperts,
+      moeIntermediateSize,
+      firstKDenseReplace,
+      moeLayerFreq,
+      topkMethod: method as MoeConfig['topkMethod'],
+      scoringFunc: v3 ? 'sigmoid' : 'softmax',
+      nGroup,
+      topkGroup,
+      normTopkProb,
+      routedScalingFactor,
+      eScoreCorrectionBias: v3,
+    },
+  };
+}
+
+/** Normalizes a parsed config.json of a supported architecture; throws naming the key on anything invalid. */
+export function parseConfig(json: object): ModelConfig {
+  chk(isObj(json), 'config', 'a parsed config.json object', json);
+  const j = json as Json;
+  const architecture = architectureOf(j);
+  const family = FAMILY[architecture];
+  const deepseek = family === 'deepseek_v2' || family === 'deepseek_v3';
+  const d = DEFAULTS[family];
+
+  const vocabSize = posInt(j, 'vocab_size');
+  const hiddenSize = posInt(j, 'hidden_size');
+  const intermediateSize = posInt(j, 'intermediate_size');
+  const numLayers = posInt(j, 'num_hidden_layers');
+  const numHeads = posInt(j, 'num_attention_heads');
+  const numKvHeads = j.num_key_value_heads === undefined || j.num_key_value_heads === null ? numHeads : posInt(j, 'num_key_value_heads');
+  if (!deepseek) chk(numHeads % numKvHeads === 0, 'num_key_value_heads', `a divisor of num_attention_heads (${numHeads})`, numKvHeads);
+  const hiddenAct = j.hidden_act ?? 'silu';
+  chk(hiddenAct === 'silu', 'hidden_act', "'silu'", hiddenAct);
+  const maxPositionEmbeddings = posInt(j, 'max_position_embeddings', d.maxPositionEmbeddings);
+  const rmsEps = posNum(j, 'rms_norm_eps', 1e-6);
+  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', false);
+
+  let mla: MlaConfig | null = null;
+  let headDim: number;
+  if (deepseek) {
+    const qkNopeHeadDim = posInt(j, 'qk_nope_head_dim', 128);
+    const qkRopeHeadDim = posInt(j, 'qk_rope_head_dim', 64);
+    chk(qkRopeHeadDim % 2 === 0, 'qk_rope_head_dim', 'an even number', qkRopeHeadDim);
+    mla = {
+      qLoraRank: posIntOrNull(j, 'q_lora_rank', 1536),
+      kvLoraRank: posInt(j, 'kv_lora_rank', 512),
+      qkNopeHeadDim,
+      qkRopeHeadDim,
+      vHeadDim: posInt(j, 'v_head_dim', 128),
+      qkHeadDim: qkNopeHeadDim + qkRopeHeadDim,
+    };
+    headDim = qkRopeHeadDim; // both DeepSeek configs overwrite head_dim with it
+  } else if (j.head_dim !== undefined && j.head_dim !== null) {
+    headDim = posInt(j, 'head_dim');
+  } else if (family === 'qwen3' && j.head_dim === undefined) {
+    headDim = 128; // Qwen3Config's own default, not hidden/heads
+  } else {
+    chk(hiddenSize % numHeads === 0, 'hidden_size', `a multiple of num_attention_heads (${numHeads}) when head_dim is not given`, hiddenSize);
+    headDim = hiddenSize / numHeads;
+  }
+  if (!deepseek) chk(headDim % 2 === 0, 'head_dim', 'an even number (RoPE rotates pairs)', headDim);
+
+  const rope = parseRope(j, family, headDim, maxPositionEmbeddings);
+
+  let attentionScale = Math.pow(headDim, -0.5);
+  if (mla) {
+    attentionScale = Math.pow(mla.qkHeadDim, -0.5);
+    // DeepseekV3Attention (not V2) folds YaRN's mscale² into the softmax scale for any scaled rope.
+    if (family === 'deepseek_v3' && rope.type !== 'default' && rope.mscaleAllDim) {
+      chk(rope.factor !== null, 'rope_parameters.factor', 'a number (mscale_all_dim scales the softmax by it)', rope.factor);
+      const m = yarnGetMscale(rope.factor!, rope.mscaleAllDim);
+      attentionScale = attentionScale * m * m;
+    }
+  }
+
+  const attnBiasFlag = bool(j, 'attention_bias', false);
+  const attentionBias =
+    family === 'qwen2'
+      ? { qkv: true, o: false }
+      : family === 'mistral'
+        ? { qkv: false, o: false }
+        : { qkv: attnBiasFlag, o: attnBiasFlag };
+  const mlpBias = family === 'llama' || family === 'deepseek_v2' ? bool(j, 'mlp_bias', false) : false;
+
+  let windows: (number | null)[];
+  if (family === 'mistral') {
+    const w = posIntOrNull(j, 'sliding_window', 4096);
+    windows = Array.from({ length: numLayers }, () => w);
+  } else if (family === 'qwen2' || family === 'qwen3') windows = qwenWindows(j, numLayers);
+  else windows = Array.from({ length: numLayers }, () => null);
+
+  let moe: MoeConfig | null = null;
+  let moeLayers: boolean[] = Array.from({ length: numLayers }, () => false);
+  if (family === 'deepseek_v2' || family === 'deepseek_v3') ({ moe, layers: moeLayers } = parseMoe(j, family, numLayers));
+
+  const eos = j.eos_token_id === undefined ? d.eos : j.eos_token_id;
+  const eosTokenIds: number[] = [];
+  if (eos !== null) {
+    const list = Array.isArray(eos) ? eos : [eos];
+    for (const e of list) {
+      chk(typeof e === 'number' && Number.isInteger(e) && e >= 0, 'eos_token_id', 'a token id, a list of them, or null', eos);
+      eosTokenIds.push(e as number);
+    }
+  }
+  const dtype = j.dtype ?? j.torch_dtype ?? null;
+
+  return {
+    architecture,
+    family,
+    vocabSize,
+    hiddenSize,
+    numLayers,
+    numHeads,
+    numKvHeads,
+    headDim,
+    intermediateSize,
+    rmsEps,
+    tieWordEmbeddings,
+    attentionBias,
+    mlpBias,
+    qkNorm: family === 'qwen3',
+    hiddenAct: 'silu',
+    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]! })),
+    maxPositionEmbeddings,
+    bosTokenId: tokenId(j, 'bos_token_id', d.bos),
+    eosTokenIds,
+    padTokenId: tokenId(j, 'pad_token_id', null),
+    rope,
+    attentionScale,
+    mla,
+    moe,
+    dtype: typeof dtype === 'string' ? dtype : null,
+  };
+}
