@@ -8,6 +8,7 @@ import { sdpa as sdpaOp } from './attention/sdpa.js';
 import { mergeAttnStates as mergeOp } from './attention/merge.js';
 import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './attention/mla.js';
 import { createPagedKVCache as createPagedKVCacheOp, reshapeAndCache as reshapeAndCacheOp, type PagedKVCache, type PagedKVCacheOptions } from './attention/paged_cache.js';
+import { loadModel as loadModelOp, type LoadModelOptions, type Model } from './models/model.js';
 import { pagedAttention as pagedOp, planAttention as planAttentionOp, type AttentionMetadata, type AttentionPlan, type PlanAttentionOptions } from './attention/paged.js';
 
 /**
@@ -57,6 +58,15 @@ export class Engine extends Runtime {
    */
   planAttention(meta: AttentionMetadata, o: PlanAttentionOptions): AttentionPlan {
     return planAttentionOp(this, meta, o);
+  }
+
+  /**
+   * A whole model from an HF checkpoint (API.md "Whole models"): config.json parsed, its safetensors
+   * file(s), checked tensor by tensor before any GPU memory is taken, then uploaded in `dtype`
+   * (default: the checkpoint's), with a paged KV cache sized from the device's limits unless told.
+   */
+  loadModel(o: LoadModelOptions): Promise<Model> {
+    return loadModelOp(this, o);
   }
 
   /** An MLA layer (SPEC §5) with its absorbed weights, from kv_b_proj [N·(P+V), L]. */

@@ -20,3 +20,14 @@ export type { SequenceId, StepRequest, StepMetadata } from './serve/kv_manager.j
 export { MLALayer, MLACache, MLADecodePlan, fp8DsMlaRowBytes } from './attention/mla.js';
 export type { MLAOptions, MLACacheOptions, MLACacheDType, MLADecodeMetadata, MLASparseMetadata } from './attention/mla.js';
 export * as ops from './ops/index.js';
+export { Model, RUNNABLE_ARCHITECTURES } from './models/model.js';
+export type { LoadModelOptions, GenerateOptions, RunStats } from './models/model.js';
+export { loadSafetensors, loadShardedSafetensors, encodeSafetensors, tensorByteSize } from './models/safetensors.js';
+export type { SafetensorsFile, SafetensorsTensorInfo, EncodableTensor, EncodableDType } from './models/safetensors.js';
+export { loadCheckpoint } from './models/checkpoint.js';
+export type { Checkpoint, CheckpointSource } from './models/checkpoint.js';
+export { parseConfig, SUPPORTED_ARCHITECTURES } from './models/config.js';
+export type { ModelConfig, LayerConfig, MlaConfig, MoeConfig, Architecture, ModelFamily } from './models/config.js';
+export { ropeParameters, ropeTable, SUPPORTED_ROPE_TYPES } from './models/rope.js';
+export type { RopeConfig, RopeType } from './models/rope.js';
+export { checkpointSchema, validateCheckpoint } from './models/schema.js';

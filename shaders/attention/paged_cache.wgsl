@@ -4,6 +4,9 @@
 // One thread per cache word (1 f32, 2 f16/bf16 or 4 fp8 elements), converting from the input dtype;
 // fp8 values are divided by the per-tensor scale and rounded to nearest even, saturating at ±448.
 // Two tokens mapped to one slot race (as in vLLM): the batch planner never produces that.
+// Rows may be strided: token t's key head h starts at element k_off + t·k_stride + h·D of `key` (dense
+// [T, Hkv, D] is k_off 0, k_stride Hkv·D), so a model's fused k|v projection writes straight from its
+// output, both bindings on one buffer.
 
 override IN_DTYPE: u32 = 0u;
 override CACHE_DTYPE: u32 = 0u;
@@ -13,6 +16,7 @@ struct Params {
   T: u32, Hkv: u32, D: u32, Dv: u32,
   bs: u32, num_blocks: u32, wk: u32, wv: u32,
   k_inv_scale: f32, v_inv_scale: f32, _p0: u32, _p1: u32,
+  k_off: u32, k_stride: u32, v_off: u32, v_stride: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -54,9 +58,9 @@ fn cache_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let dst_row = ((u32(slot) / params.bs) * params.Hkv + h) * params.bs + u32(slot) % params.bs;
   let epw = select(select(2u, 4u, CACHE_DTYPE == 3u), 1u, CACHE_DTYPE == 0u);   // elements per word
   if (r < params.wk) {
-    key_cache[dst_row * params.wk + r] = cache_word(true, th * params.D, r * epw, params.k_inv_scale);
+    key_cache[dst_row * params.wk + r] = cache_word(true, params.k_off + t * params.k_stride + h * params.D, r * epw, params.k_inv_scale);
   } else {
     let rv = r - params.wk;
-    value_cache[dst_row * params.wv + rv] = cache_word(false, th * params.Dv, rv * epw, params.v_inv_scale);
+    value_cache[dst_row * params.wv + rv] = cache_word(false, params.v_off + t * params.v_stride + h * params.Dv, rv * epw, params.v_inv_scale);
   }
 }

@@ -141,12 +141,25 @@ export function reshapeAndCache(engine: Runtime, key: Tensor, value: Tensor, cac
   check(['f32', 'f16', 'bf16'].includes(key.dtype), op, 'key.dtype', "'f32', 'f16' or 'bf16'", fmt(key.dtype));
   check(value.dtype === key.dtype, op, 'value.dtype', `'${key.dtype}' (the dtype of key)`, fmt(value.dtype));
   const slots = slotMappingBuffer(engine, op, slotMapping, T, cache.slots);
+  encodeCacheWrite(engine, T, { tensor: key, offset: 0, stride: Hkv * D }, { tensor: value, offset: 0, stride: Hkv * Dv }, cache, slots);
+}
+
+/** Rows of K or V for a cache write: token t's heads start at element offset + t·stride of tensor. */
+export interface KVRows { tensor: Tensor; offset: number; stride: number }
+
+/**
+ * Records the cache write of T tokens from validated (possibly strided) rows: a model writes K and V
+ * straight from its fused projection's output. Slots: an i32 tensor or a checked host buffer.
+ */
+export function encodeCacheWrite(engine: Runtime, T: number, key: KVRows, value: KVRows, cache: PagedKVCache, slots: GPUBuffer | Tensor): void {
+  const { numKvHeads: Hkv, headSize: D, headSizeV: Dv } = cache;
   const perWord = 4 / DTYPE_BYTES[cache.dtype];
   const wk = D / perWord, wv = Dv / perWord;
-  const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
-  engine.dispatch(kernel, { key, value, slots, key_cache: cache.key, value_cache: cache.value }, {
+  const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.tensor.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
+  engine.dispatch(kernel, { key: key.tensor, value: value.tensor, slots, key_cache: cache.key, value_cache: cache.value }, {
     T, Hkv, D, Dv, bs: cache.blockSize, num_blocks: cache.numBlocks, wk, wv,
     k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale,
+    k_off: key.offset, k_stride: key.stride, v_off: value.offset, v_stride: value.stride,
   }, Math.ceil((T * Hkv * (wk + wv)) / WG));
 }
 

@@ -27,6 +27,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   paged_decode_sg: decode('paged_decode_sg'),
   paged_plan: [COMMON, 'attention/plan.wgsl'],
   mla: [DTYPE, 'attention/mla.wgsl'],
+  model_step: ['models/step.wgsl'],
   bench_ceiling: ['bench/ceiling.wgsl'],
   gemv: [DTYPE, 'ops/gemm_io.wgsl', 'ops/gemv.wgsl', 'ops/gemv_portable.wgsl'],
   gemv_subgroup: [DTYPE, 'ops/gemm_io.wgsl', 'ops/gemv.wgsl', 'ops/gemv_subgroup.wgsl'],

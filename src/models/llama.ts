@@ -1,0 +1,150 @@
+// The Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM), as
+// transformers computes it (SPEC §7): per layer h += o(attn(rope(q(x)), rope(k(x)), v(x))) with
+// x = rmsnorm(h), then h += down(silu(gate(x)) · up(x)) with x = rmsnorm(h); the family's variations
+// are data (q/k/v biases for Qwen2, q/k norms per head for Qwen3, Mistral's and Qwen's sliding windows,
+// the rope type), not branches in kernels.
+//
+// Projections: q alone (the attention reads it dense), k|v fused (the cache write reads k and v from
+// its rows), gate|up fused (down reads silu(gate)·up from its rows); o and down add into the residual
+// stream h in their epilogue.
+import type { Runtime } from '../core/runtime.js';
+import type { Tensor } from '../core/tensor.js';
+import { encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
+import { planAttention, type AttentionPlan } from '../attention/paged.js';
+import { linear, type LinearWeight } from '../ops/gemm.js';
+import { rmsNorm } from '../ops/norm.js';
+import { rope } from '../ops/rope.js';
+import type { ModelConfig } from './config.js';
+import type { WeightDType, WeightReader } from './weights.js';
+import type { Architecture, StepContext } from './step.js';
+
+interface LayerWeights {
+  inNorm: Tensor; postNorm: Tensor;
+  q: LinearWeight; kv: LinearWeight; o: LinearWeight;
+  qNorm: Tensor | null; kNorm: Tensor | null;
+  gateUp: LinearWeight; down: LinearWeight;
+}
+
+export class LlamaFamily implements Architecture {
+  readonly caches: PagedKVCache[] = [];
+  private readonly layers: LayerWeights[] = [];
+  private embedW!: LinearWeight;
+  private normW!: Tensor;
+  private lmHeadW!: LinearWeight;
+  private acts: { x: Tensor; q: Tensor; kv: Tensor; attn: Tensor; gu: Tensor } | null = null;
+  /** Distinct sliding windows of the layers (0: none): one attention plan per window per step. */
+  private readonly windows: number[];
+  private plans = new Map<number, AttentionPlan>();
+
+  constructor(private readonly rt: Runtime, readonly cfg: ModelConfig) {
+    this.windows = [...new Set(cfg.layers.map((l) => l.slidingWindow ?? 0))];
+  }
+
+  get embed(): LinearWeight { return this.embedW; }
+  get lmHead(): LinearWeight { return this.lmHeadW; }
+  get finalNorm(): Tensor { return this.normW; }
+
+  /** Reads every weight (validated names and shapes) and uploads it in `dtype`. */
+  async load(r: WeightReader, dtype: WeightDType): Promise<void> {
+    const c = this.cfg;
+    const rt = this.rt;
+    this.embedW = await r.linear(rt, ['model.embed_tokens.weight'], dtype);
+    for (let i = 0; i < c.numLayers; i++) {
+      const p = `model.layers.${i}.`;
+      const a = `${p}self_attn.`;
+      const bias = c.attentionBias.qkv;
+      this.layers.push({
+        inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
+        q: await r.linear(rt, [`${a}q_proj.weight`], dtype, bias ? [`${a}q_proj.bias`] : undefined),
+        kv: await r.linear(rt, [`${a}k_proj.weight`, `${a}v_proj.weight`], dtype, bias ? [`${a}k_proj.bias`, `${a}v_proj.bias`] : undefined),
+        o: await r.linear(rt, [`${a}o_proj.weight`], dtype, c.attentionBias.o ? [`${a}o_proj.bias`] : undefined),
+        qNorm: c.qkNorm ? await r.vector(rt, `${a}q_norm.weight`) : null,
+        kNorm: c.qkNorm ? await r.vector(rt, `${a}k_norm.weight`) : null,
+        postNorm: await r.vector(rt, `${p}post_attention_layernorm.weight`),
+        gateUp: await r.linear(rt, [`${p}mlp.gate_proj.weight`, `${p}mlp.up_proj.weight`], dtype,
+          c.mlpBias ? [`${p}mlp.gate_proj.bias`, `${p}mlp.up_proj.bias`] : undefined),
+        down: await r.linear(rt, [`${p}mlp.down_proj.weight`], dtype, c.mlpBias ? [`${p}mlp.down_proj.bias`] : undefined),
+      });
+    }
+    this.normW = await r.vector(rt, 'model.norm.weight');
+    this.lmHeadW = c.tieWordEmbeddings ? this.embedW : await r.linear(rt, ['lm_head.weight'], dtype);
+  }
+
+  /** Per token of a layer's cache: K and V of every kv head. */
+  kvShape(): { numKvHeads: number; headSize: number } {
+    return { numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim };
+  }
+
+  createCaches(o: { numBlocks: number; blockSize: number; dtype: 'f32' | 'f16' | 'bf16' | 'fp8e4m3' }, create: (o: object) => PagedKVCache): void {
+    for (let l = 0; l < this.cfg.numLayers; l++) {
+      this.caches.push(create({ numBlocks: o.numBlocks, blockSize: o.blockSize, numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim, dtype: o.dtype }));
+    }
+  }
+
+  /** Activations for steps of up to maxTokens tokens, kept for the model's life. */
+  allocate(maxTokens: number): void {
+    const c = this.cfg, rt = this.rt;
+    const qw = c.numHeads * c.headDim, kvw = 2 * c.numKvHeads * c.headDim;
+    this.acts = {
+      x: rt.zeros([maxTokens, c.hiddenSize]), q: rt.zeros([maxTokens, qw]), kv: rt.zeros([maxTokens, kvw]),
+      attn: rt.zeros([maxTokens, qw]), gu: rt.zeros([maxTokens, 2 * c.intermediateSize]),
+    };
+  }
+
+  /** The step's attention plans (one per distinct window): made once per step, run in every layer. */
+  plan(s: StepContext): void {
+    for (const p of this.plans.values()) p.destroy();
+    this.plans.clear();
+    for (const w of this.windows) {
+      this.plans.set(w, planAttention(this.rt, s.meta, {
+        cache: this.caches[0], numHeads: this.cfg.numHeads, scale: this.cfg.attentionScale, causal: true,
+        ...(w ? { slidingWindow: w } : {}),
+      }));
+    }
+  }
+
+  /** From the residual stream h (the embeddings) to x = the final norm of every row. */
+  forward(s: StepContext): Tensor {
+    const c = this.cfg, rt = this.rt, a = this.acts!;
+    const { T, h } = s;
+    const Hq = c.numHeads, Hkv = c.numKvHeads, D = c.headDim, eps = c.rmsEps;
+    const qw = Hq * D, kvw = 2 * Hkv * D;
+    const qHeads = { tensor: a.q, tokenStride: qw, heads: Hq, headStride: D };
+    const kHeads = { tensor: a.kv, tokenStride: kvw, heads: Hkv, headStride: D };
+    const pairing = c.rope.interleaved ? 'interleaved' : 'half';
+    for (let l = 0; l < c.numLayers; l++) {
+      const L = this.layers[l];
+      rmsNorm(rt, h, L.inNorm, eps, { rows: T, out: a.x });
+      linear(rt, a.x, L.q, { rows: T, out: a.q });
+      linear(rt, a.x, L.kv, { rows: T, out: a.kv });
+      if (L.qNorm && L.kNorm) {
+        rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
+        rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
+      }
+      rope(rt, qHeads, s.positions, s.cos, s.sin, { rows: T, pairing });
+      rope(rt, kHeads, s.positions, s.cos, s.sin, { rows: T, pairing });
+      encodeCacheWrite(rt, T, { tensor: a.kv, offset: 0, stride: kvw }, { tensor: a.kv, offset: Hkv * D, stride: kvw }, this.caches[l], s.slots);
+      this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.q.view([T, Hq, D]), this.caches[l], { out: a.attn.view([T, Hq, D]) });
+      linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
+      rmsNorm(rt, h, L.postNorm, eps, { rows: T, out: a.x });
+      linear(rt, a.x, L.gateUp, { rows: T, out: a.gu });
+      linear(rt, a.gu, L.down, { rows: T, out: h, accumulate: true, act: 'silu_mul' });
+    }
+    rmsNorm(rt, h, this.normW, eps, { rows: T, out: a.x });
+    return a.x;
+  }
+
+  destroy(): void {
+    for (const p of this.plans.values()) p.destroy();
+    this.plans.clear();
+    for (const c of this.caches) c.destroy();
+    for (const L of this.layers) {
+      for (const t of [L.inNorm, L.postNorm, L.qNorm, L.kNorm]) t?.destroy();
+      for (const w of [L.q, L.kv, L.o, L.gateUp, L.down]) w.destroy();
+    }
+    if (this.lmHeadW !== this.embedW) this.lmHeadW?.destroy();
+    this.embedW?.destroy();
+    this.normW?.destroy();
+    if (this.acts) for (const t of Object.values(this.acts)) t.destroy();
+  }
+}

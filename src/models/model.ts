@@ -1,0 +1,455 @@
+// Whole models (API.md "Whole models"): loading a checkpoint onto the GPU, and the step runtime that
+// serves sequences over the paged cache with continuous batching.
+//
+// A step: the block manager places the step's tokens (decodes first, then chunks of prompts under a
+// token budget), the host writes the step's ids, positions, slots and sampled rows in four small
+// uploads, plans attention once, and records embedding, every layer, the lm_head on each sampled
+// sequence's last row, and sampling — through a DispatchCache, so a steady-state step allocates and
+// uploads nothing else. Only token ids come back.
+//
+// generate keeps two steps in flight: a sequence's next input token can be the previous step's
+// sampled id still on the GPU (the step kernel reads it there), so step k+1 is recorded and submitted
+// while step k runs and its ids travel back. A stop token read one step late costs that sequence one
+// wasted step; its output is dropped and its blocks are freed once no step in flight uses them.
+import type { DType } from '../core/dtype.js';
+import { WebinferError, check, checkPosInt, fail, fmt } from '../core/errors.js';
+import { DispatchCache, type Runtime } from '../core/runtime.js';
+import type { Tensor } from '../core/tensor.js';
+import { createPagedKVCache } from '../attention/paged_cache.js';
+import { linear } from '../ops/gemm.js';
+import { embedding } from '../ops/embedding.js';
+import { argmax, sample } from '../ops/sample.js';
+import { KVCacheManager } from '../serve/kv_manager.js';
+import { parseConfig, type ModelConfig } from './config.js';
+import { ropeTable } from './rope.js';
+import type { SafetensorsFile } from './safetensors.js';
+import { validateCheckpoint } from './schema.js';
+import type { Architecture, StepContext } from './step.js';
+import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
+import { LlamaFamily } from './llama.js';
+
+/** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
+export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM']);
+
+export interface LoadModelOptions {
+  /** The parsed config.json of an HF checkpoint. */
+  config: object;
+  /** Its safetensors file(s) (loadSafetensors; a sharded checkpoint's shards). */
+  weights: SafetensorsFile | readonly SafetensorsFile[];
+  /** How weights are stored on the GPU (default: as in the checkpoint). */
+  dtype?: WeightDType;
+  kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType | 'fp8_ds_mla' };
+  onProgress?: (loadedBytes: number, totalBytes: number) => void;
+  /** Tokens one step processes at most: decodes plus prompt chunks (default 512). */
+  maxTokensPerStep?: number;
+  /** Sequences one step serves at most (default 64). */
+  maxSeqsPerStep?: number;
+}
+
+export interface GenerateOptions {
+  maxNewTokens?: number;
+  /** 0 (the default): greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Tokens that end a sequence (kept as its last token); default: the config's eos_token_id. */
+  stopTokens?: number[];
+  onToken?: (prompt: number, token: number) => void;
+  signal?: AbortSignal;
+}
+
+/** What the last generate or logits call did, for callers that measure. */
+export interface RunStats {
+  steps: number;
+  /** Tokens placed in the cache (prompts and generated). */
+  tokens: number;
+  generated: number;
+  wallMs: number;
+  /** Host time recording steps (scheduling, uploads, encoding). */
+  hostMs: number;
+}
+
+interface Seq {
+  index: number;
+  id: string;
+  prompt: Int32Array;
+  /** Prompt tokens placed in the cache so far. */
+  fed: number;
+  /** Tokens known on the host. */
+  out: number[];
+  /** Samples requested so far (known or in flight). */
+  issued: number;
+  done: boolean;
+  /** The step and row of the latest sample requested. */
+  lastStep: number;
+  lastRow: number;
+  /** The newest step whose work includes this sequence. */
+  usedBy: number;
+  admitted: boolean;
+  freed: boolean;
+}
+
+interface Req { seq: Seq; ids: number[]; sample: boolean }
+
+const OP = 'loadModel';
+
+export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model> {
+  rt.assertAlive(OP);
+  check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, kvCache?, onProgress? }', o);
+  check(o.config !== null && typeof o.config === 'object', OP, 'o.config', "a parsed config.json object", o.config);
+  const cfg = parseConfig(o.config);
+  if (!RUNNABLE_ARCHITECTURES.includes(cfg.architecture)) {
+    throw new WebinferError(`${OP}: config.architectures: expected one of ${RUNNABLE_ARCHITECTURES.join(', ')} (the architectures the step runtime runs), got ${cfg.architecture}`);
+  }
+  const files = (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
+  check(files.length > 0 && files.every((f) => f && f.tensors instanceof Map && typeof f.bytes === 'function'), OP, 'o.weights',
+    'a SafetensorsFile or an array of them (loadSafetensors)', o.weights);
+  if (o.dtype !== undefined) check(['f32', 'f16', 'bf16'].includes(o.dtype), OP, 'o.dtype', "'f32', 'f16' or 'bf16'", fmt(o.dtype));
+  if (o.onProgress !== undefined) check(typeof o.onProgress === 'function', OP, 'o.onProgress', 'a function (loadedBytes, totalBytes)', o.onProgress);
+  const kvo = o.kvCache ?? {};
+  check(kvo !== null && typeof kvo === 'object', OP, 'o.kvCache', '{ numBlocks?, blockSize?, dtype? }', kvo);
+  const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, OP, 'o.maxTokensPerStep');
+  const maxSeqs = o.maxSeqsPerStep === undefined ? 64 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
+  // Every name and shape checked before any GPU memory is taken.
+  const resolved = validateCheckpoint(cfg, files);
+  const dtype = o.dtype ?? checkpointDType(resolved);
+  const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? 'f32' : 'f16');
+  check(['f32', 'f16', 'bf16', 'fp8e4m3'].includes(cacheDtype), OP, 'o.kvCache.dtype', `'f32', 'f16', 'bf16' or 'fp8e4m3' for ${cfg.architecture}`, fmt(cacheDtype));
+  const blockSize = kvo.blockSize === undefined ? 16 : checkPosInt(kvo.blockSize, OP, 'o.kvCache.blockSize');
+  const arch = new LlamaFamily(rt, cfg);
+  const numBlocks = kvo.numBlocks === undefined
+    ? defaultBlocks(rt, cfg, arch.kvShape(), blockSize, cacheDtype as DType)
+    : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
+  try {
+    await arch.load(new WeightReader(files, resolved, o.onProgress), dtype);
+    arch.createCaches({ numBlocks, blockSize, dtype: cacheDtype as 'f32' }, (c) => createPagedKVCache(rt, c as never));
+    arch.allocate(maxTokens);
+    return new Model(rt, cfg, arch, { numBlocks, blockSize, maxTokens, maxSeqs, dtype });
+  } catch (e) {
+    arch.destroy();
+    throw e;
+  }
+}
+
+/**
+ * Blocks when the caller names none: each layer's K and V caches within the device's largest binding,
+ * all layers within 1 GiB, and no more than 8 sequences of the model's full length.
+ */
+function defaultBlocks(rt: Runtime, cfg: ModelConfig, kv: { numKvHeads: number; headSize: number }, bs: number, dtype: DType): number {
+  const bytes = { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[dtype as 'f32'] ?? 2;
+  const rowBytes = kv.numKvHeads * kv.headSize * bytes;
+  const bind = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+  const bindTokens = Math.floor(bind / rowBytes);
+  const budgetTokens = Math.floor(2 ** 30 / (cfg.numLayers * 2 * rowBytes));
+  const tokens = Math.min(bindTokens, 8 * cfg.maxPositionEmbeddings, Math.max(budgetTokens, Math.min(cfg.maxPositionEmbeddings, bindTokens)));
+  return Math.max(1, Math.floor(tokens / bs));
+}
+
+export class Model {
+  readonly architecture: string;
+  readonly config: ModelConfig;
+  readonly weightDType: WeightDType;
+  readonly maxTokensPerStep: number;
+  readonly maxSeqsPerStep: number;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  /** What the last generate or logits did. */
+  lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };
+  private readonly kv: KVCacheManager;
+  private readonly dc: DispatchCache;
+  private readonly h: Tensor;
+  private readonly idsIn: Tensor;
+  private readonly ids: Tensor;
+  private readonly pos: Tensor;
+  private readonly slots: Tensor;
+  private readonly gather: Tensor;
+  private readonly logitsT: Tensor;
+  private readonly sampled: [Tensor, Tensor];
+  private cos: Tensor | null = null;
+  private sin: Tensor | null = null;
+  private tablePositions = 0;
+  private stepNo = 0;
+  private busy = false;
+  private destroyed = false;
+  private nextSeq = 0;
+
+  constructor(private readonly rt: Runtime, cfg: ModelConfig, private readonly arch: Architecture,
+              o: { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType }) {
+    this.architecture = cfg.architecture;
+    this.config = cfg;
+    this.weightDType = o.dtype;
+    this.maxTokensPerStep = o.maxTokens;
+    this.maxSeqsPerStep = o.maxSeqs;
+    this.numBlocks = o.numBlocks;
+    this.blockSize = o.blockSize;
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize });
+    this.dc = new DispatchCache(rt);
+    const T = o.maxTokens, S = o.maxSeqs;
+    this.h = rt.zeros([T, cfg.hiddenSize]);
+    this.idsIn = rt.zeros([T], 'i32');
+    this.ids = rt.zeros([T], 'i32');
+    this.pos = rt.zeros([T], 'i32');
+    this.slots = rt.zeros([T], 'i32');
+    this.gather = rt.zeros([S], 'i32');
+    this.logitsT = rt.zeros([S, cfg.vocabSize]);
+    this.sampled = [rt.zeros([S], 'i32'), rt.zeros([S], 'i32')];
+  }
+
+  private enter(op: string): void {
+    if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
+    this.rt.assertAlive(op);
+    if (this.busy) throw new WebinferError(`${op}: another logits or generate call of this model is running; await it first`);
+    this.busy = true;
+  }
+
+  private checkTokens(op: string, arg: string, t: unknown): Int32Array {
+    const ok = (Array.isArray(t) || t instanceof Int32Array) && (t as ArrayLike<number>).length > 0;
+    check(ok, op, arg, 'a non-empty number[] or Int32Array of token ids', t);
+    const a = Int32Array.from(t as ArrayLike<number>);
+    const V = this.config.vocabSize;
+    for (let i = 0; i < a.length; i++) {
+      if (!Number.isInteger((t as ArrayLike<number>)[i]) || a[i] < 0 || a[i] >= V) fail(op, `${arg}[${i}]`, `a token id in [0, ${V})`, (t as ArrayLike<number>)[i]);
+    }
+    return a;
+  }
+
+  private blocksFor(tokens: number): number {
+    return Math.ceil(tokens / this.blockSize);
+  }
+
+  /** Grows the RoPE tables to cover positions [0, n). */
+  private ensurePositions(n: number): void {
+    if (n <= this.tablePositions) return;
+    const P = Math.min(Math.max(n, 2 * this.tablePositions, 256), Math.max(n, this.config.maxPositionEmbeddings * 4));
+    const t = ropeTable(this.config.rope, P);
+    this.cos?.destroy();
+    this.sin?.destroy();
+    this.cos = this.rt.tensor(t.cos, [P, t.cos.length / P], 'f32');
+    this.sin = this.rt.tensor(t.sin, [P, t.sin.length / P], 'f32');
+    this.tablePositions = P;
+  }
+
+  /**
+   * Records one step: the requests' tokens placed in the cache (the block manager's order), the forward
+   * pass, and either logits of every row (`all`) or the sampled ids of the requests that sample
+   * (written to sampled[step % 2]). Returns the rows the samples landed on, in request order.
+   */
+  private recordStep(reqs: Req[], gen: GenerateOptions | null, all: Tensor | null): { T: number; R: number } {
+    const rt = this.rt;
+    const step = this.stepNo++;
+    const m = this.kv.schedule(reqs.map((r) => ({ id: r.seq.id, numTokens: r.ids.length })));
+    const T = m.numTokens;
+    const idsIn = new Int32Array(T), pos = new Int32Array(T), gather = new Int32Array(this.maxSeqsPerStep);
+    let R = 0, maxPos = 0;
+    reqs.forEach((r, i) => {
+      const [a] = m.rows[i];
+      const start = this.kv.seqLen(r.seq.id) - r.ids.length;
+      for (let j = 0; j < r.ids.length; j++) { idsIn[a + j] = r.ids[j]; pos[a + j] = start + j; }
+      maxPos = Math.max(maxPos, start + r.ids.length);
+      r.seq.usedBy = step;
+      if (r.sample) {
+        gather[R] = a + r.ids.length - 1;
+        r.seq.lastStep = step;
+        r.seq.lastRow = R++;
+      }
+    });
+    this.ensurePositions(maxPos);
+    // Uploads run on the queue ahead of anything still in the encoder: submit that first (the clears
+    // of freshly made buffers, say), so the step's inputs land after it.
+    rt.flush();
+    const q = rt.device.queue;
+    q.writeBuffer(this.idsIn.buffer, 0, idsIn);
+    q.writeBuffer(this.pos.buffer, 0, pos);
+    q.writeBuffer(this.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
+    if (R) q.writeBuffer(this.gather.buffer, 0, gather, 0, R);
+    const ctx: StepContext = {
+      T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
+      meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
+    };
+    this.arch.plan(ctx);
+    const prev = this.sampled[(step + 1) % 2], out = this.sampled[step % 2];
+    rt.recording(this.dc, () => {
+      rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: this.idsIn, prev, ids_out: this.ids }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
+      embedding(rt, this.ids, this.arch.embed, { rows: T, out: this.h });
+      const x = this.arch.forward(ctx);
+      if (all) {
+        linear(rt, x, this.arch.lmHead, { rows: T, out: all });
+      } else if (R > 0) {
+        linear(rt, x, this.arch.lmHead, { rows: R, gatherRows: this.gather, out: this.logitsT });
+        const temperature = gen?.temperature ?? 0;
+        if (temperature === 0) argmax(rt, this.logitsT, { rows: R, out });
+        else sample(rt, this.logitsT, { temperature, topK: gen?.topK, topP: gen?.topP, seed: gen?.seed ?? 0, step: step >>> 0 }, { rows: R, out });
+      }
+    });
+    return { T, R };
+  }
+
+  private newSeq(index: number, prompt: Int32Array): Seq {
+    return { index, id: `s${this.nextSeq++}`, prompt, fed: 0, out: [], issued: 0, done: false, lastStep: -1, lastRow: -1, usedBy: -1, admitted: false, freed: false };
+  }
+
+  /** Prefill of one fresh sequence: the logits at every position, [tokens.length × vocab] row-major. */
+  async logits(tokens: number[] | Int32Array): Promise<Float32Array> {
+    const op = 'Model.logits';
+    const t = this.checkTokens(op, 'tokens', tokens);
+    this.enter(op);
+    const V = this.config.vocabSize;
+    if (this.blocksFor(t.length) > this.numBlocks) {
+      this.busy = false;
+      fail(op, 'tokens', `at most ${this.numBlocks * this.blockSize} tokens (the cache's ${this.numBlocks} blocks of ${this.blockSize})`, `${t.length} tokens`);
+    }
+    const seq = this.newSeq(0, t);
+    this.kv.addSequence(seq.id);
+    const result = new Float32Array(t.length * V);
+    const t0 = performance.now();
+    let host = 0, steps = 0;
+    try {
+      for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
+        const n = Math.min(this.maxTokensPerStep, t.length - at);
+        const chunk = this.rt.emptyTensor([n, V], 'f32');
+        const h0 = performance.now();
+        this.recordStep([{ seq, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, chunk);
+        host += performance.now() - h0;
+        steps++;
+        result.set(await chunk.toFloat32(), at * V);
+        chunk.destroy();
+      }
+    } finally {
+      this.kv.freeSequence(seq.id);
+      this.busy = false;
+    }
+    this.lastRun = { steps, tokens: t.length, generated: 0, wallMs: performance.now() - t0, hostMs: host };
+    return result;
+  }
+
+  /**
+   * New tokens for each prompt, all prompts served together (continuous batching). Greedy unless a
+   * temperature is given; a stop token ends its sequence and is its last token.
+   */
+  async generate(prompts: (number[] | Int32Array)[], o: GenerateOptions = {}): Promise<number[][]> {
+    const op = 'Model.generate';
+    check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of token arrays', prompts);
+    check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
+    const seqPrompts = prompts.map((p, i) => this.checkTokens(op, `prompts[${i}]`, p));
+    const maxNew = o.maxNewTokens === undefined ? 16 : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
+    const temperature = o.temperature ?? 0;
+    check(typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0, op, 'o.temperature', 'a finite number >= 0', temperature);
+    if (o.topK !== undefined) check(Number.isInteger(o.topK) && o.topK >= 0, op, 'o.topK', 'an integer >= 0 (0: all)', o.topK);
+    if (o.topP !== undefined) check(typeof o.topP === 'number' && o.topP > 0 && o.topP <= 1, op, 'o.topP', 'a number in (0, 1]', o.topP);
+    if (o.seed !== undefined) check(Number.isInteger(o.seed) && o.seed >= 0 && o.seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', o.seed);
+    const stops = new Set(o.stopTokens ?? this.config.eosTokenIds);
+    if (o.stopTokens !== undefined) check(Array.isArray(o.stopTokens) && o.stopTokens.every(Number.isInteger), op, 'o.stopTokens', 'an array of token ids', o.stopTokens);
+    if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function (prompt, token)', o.onToken);
+    for (const [i, p] of seqPrompts.entries()) {
+      const need = this.blocksFor(p.length + maxNew);
+      if (need > this.numBlocks) {
+        fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.numBlocks * this.blockSize} tokens)`, `${p.length} tokens`);
+      }
+    }
+    if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
+    this.enter(op);
+    const seqs = seqPrompts.map((p, i) => this.newSeq(i, p));
+    const waiting = [...seqs];
+    const active: Seq[] = [];
+    let reserved = 0;
+    const inflight: { step: number; rows: { seq: Seq; row: number }[]; ids: Promise<ArrayBuffer> }[] = [];
+    let completedStep = -1;
+    let host = 0, steps = 0, placed = 0;
+    const t0 = performance.now();
+    const free = (s: Seq) => {
+      if (!s.freed && s.admitted) {
+        this.kv.freeSequence(s.id);
+        reserved -= this.blocksFor(s.prompt.length + maxNew);
+      }
+      s.freed = true;
+    };
+    const apply = async () => {
+      const f = inflight.shift()!;
+      const got = new Int32Array(await f.ids);
+      completedStep = f.step;
+      for (const { seq, row } of f.rows) {
+        if (seq.done) continue;
+        const tok = got[row];
+        seq.out.push(tok);
+        o.onToken?.(seq.index, tok);
+        if (stops.has(tok) || seq.out.length >= maxNew) seq.done = true;
+      }
+      for (const s of active) if (s.done && s.usedBy <= completedStep) free(s);
+    };
+    try {
+      for (;;) {
+        if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
+        // Admit waiting prompts while every admitted sequence's whole length (prompt and new tokens)
+        // fits the cache: a sequence never waits for blocks once it runs.
+        while (waiting.length && reserved + this.blocksFor(waiting[0].prompt.length + maxNew) <= this.numBlocks) {
+          const s = waiting.shift()!;
+          this.kv.addSequence(s.id);
+          s.admitted = true;
+          reserved += this.blocksFor(s.prompt.length + maxNew);
+          active.push(s);
+        }
+        const reqs: Req[] = [];
+        let budget = this.maxTokensPerStep;
+        // Decodes first: one token each, its id on the host or still on the GPU (the step in flight).
+        for (const s of active) {
+          if (reqs.length >= this.maxSeqsPerStep || budget === 0) break;
+          if (s.done || s.fed < s.prompt.length || s.issued >= maxNew) continue;
+          const known = s.out.length === s.issued;
+          reqs.push({ seq: s, ids: [known ? s.out[s.out.length - 1] : -(1 + s.lastRow)], sample: true });
+          s.issued++;
+          budget--;
+        }
+        // Then prompt chunks under the remaining budget.
+        for (const s of active) {
+          if (reqs.length >= this.maxSeqsPerStep || budget === 0) break;
+          if (s.done || s.fed >= s.prompt.length) continue;
+          const n = Math.min(budget, s.prompt.length - s.fed);
+          const last = s.fed + n === s.prompt.length;
+          reqs.push({ seq: s, ids: Array.from(s.prompt.subarray(s.fed, s.fed + n)), sample: last });
+          s.fed += n;
+          if (last) s.issued++;
+          budget -= n;
+        }
+        if (!reqs.length) {
+          if (!inflight.length) {
+            if (active.every((s) => s.done || s.freed) && !waiting.length) break;
+            throw new WebinferError(`${op}: no step could be scheduled (${waiting.length} prompts waiting for cache blocks)`);
+          }
+          await apply();
+          continue;
+        }
+        const h0 = performance.now();
+        const { T, R } = this.recordStep(reqs, { ...o, temperature }, null);
+        const step = this.stepNo - 1;
+        const rows = reqs.filter((r) => r.sample).map((r) => ({ seq: r.seq, row: r.seq.lastRow }));
+        // Submits the step and copies its ids for the host.
+        const ids = this.rt.readBuffer(this.sampled[step % 2].buffer, 4 * R);
+        host += performance.now() - h0;
+        steps++;
+        placed += T;
+        inflight.push({ step, rows, ids });
+        // Two steps in flight at most: the next step's inputs are the newest step's ids.
+        if (inflight.length >= 2) await apply();
+      }
+    } catch (e) {
+      // Leave nothing behind: wait for the work in flight, then free every sequence's blocks.
+      for (const f of inflight) await f.ids.catch(() => undefined);
+      throw e;
+    } finally {
+      for (const s of seqs) free(s);
+      this.busy = false;
+      this.lastRun = { steps, tokens: placed, generated: seqs.reduce((a, s) => a + s.out.length, 0), wallMs: performance.now() - t0, hostMs: host };
+    }
+    return seqs.map((s) => s.out);
+  }
+
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.dc.destroy();
+    this.arch.destroy();
+    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin]) t?.destroy();
+  }
+}
+

@@ -1,0 +1,41 @@
+// What a model architecture provides to the step runtime (src/models/model.ts), and what it gets from
+// it for each step.
+import type { Tensor } from '../core/tensor.js';
+import type { PagedKVCache } from '../attention/paged_cache.js';
+import type { LinearWeight } from '../ops/gemm.js';
+import type { ModelConfig } from './config.js';
+import type { WeightDType, WeightReader } from './weights.js';
+
+/** One step's inputs, all on the GPU (the host wrote them once for the step). */
+export interface StepContext {
+  /** Tokens of the step (rows of every activation used). */
+  T: number;
+  /** The residual stream [>= T, hidden], holding the step's embeddings when forward starts. */
+  h: Tensor;
+  /** i32 [>= T]: each token's position in its sequence. */
+  positions: Tensor;
+  /** i32 [>= T]: each token's cache slot. */
+  slots: Tensor;
+  /** RoPE tables, f32 [positions, rotaryDim/2] each. */
+  cos: Tensor;
+  sin: Tensor;
+  /** The batch's attention metadata (host arrays: planned on the host, once per step). */
+  meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number };
+}
+
+export interface Architecture {
+  readonly cfg: ModelConfig;
+  readonly caches: readonly PagedKVCache[];
+  readonly embed: LinearWeight;
+  readonly lmHead: LinearWeight;
+  load(r: WeightReader, dtype: WeightDType): Promise<void>;
+  createCaches(o: { numBlocks: number; blockSize: number; dtype: 'f32' | 'f16' | 'bf16' | 'fp8e4m3' }, create: (o: object) => PagedKVCache): void;
+  /** Bytes of one cache block over all layers (K and V). */
+  kvShape(): { numKvHeads: number; headSize: number };
+  allocate(maxTokens: number): void;
+  /** Plans the step's attention (once per step, before forward). */
+  plan(s: StepContext): void;
+  /** Records the layers; returns the final-normed hidden states [>= T, hidden]. */
+  forward(s: StepContext): Tensor;
+  destroy(): void;
+}
