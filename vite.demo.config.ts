@@ -1,11 +1,26 @@
+import { cpSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vite';
+import { defineConfig, type Plugin } from 'vite';
 import { resolve } from './vite.config.ts';
 
 // The demo page (demo/): the library, the shared test cases and the benchmark suites bundled from
 // source into dist-demo/ (a build output, gitignored). `base: './'` keeps every URL relative, so the
 // folder can be served from any path (and the Playwright suite serves it under /dist-demo/).
+/** The goldens (tiny models and what HF computes for them) beside the page, for its Model section. */
+function copyGoldens(): Plugin {
+  return {
+    name: 'copy-goldens',
+    apply: 'build',
+    writeBundle(options) {
+      const src = fileURLToPath(new URL('../shared/goldens', import.meta.url));
+      if (!existsSync(src)) throw new Error(`the demo's Model section needs ${src} (the shared folder beside the checkout)`);
+      cpSync(src, `${options.dir}/shared/goldens`, { recursive: true });
+    },
+  };
+}
+
 export default defineConfig({
+  plugins: [copyGoldens()],
   root: fileURLToPath(new URL('./demo', import.meta.url)),
   base: './',
   resolve: { alias: { ...(resolve?.alias as Record<string, string>), webinfer: fileURLToPath(new URL('./src/index.ts', import.meta.url)) } },

@@ -5,6 +5,13 @@ import { allCases, type TestCase } from '../tests/cases/index';
 import { closeObserver } from '../tests/cases/harness';
 import { el, errorMessage, nextFrame, type Progress } from './ui';
 
+/** A file the demo build copied from the shared folder (the goldens), fetched beside the page. */
+export async function fetchShared(path: string): Promise<Uint8Array> {
+  const r = await fetch(`./shared/${path}`);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} (the demo build copies ../shared/goldens into dist-demo/shared/)`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
 /**
  * A representative slice of the SPEC §6 matrix for every operation, small enough for a software
  * adapter (about a minute on SwiftShader): dtypes and the tensor round trip, dense SDPA on both
@@ -111,6 +118,7 @@ export async function runCheck(base: Engine, opts: {
         runtime: 'browser-demo',
         newEngine: (o) => createEngine({ ...o, poisonOutputs: true }),
         note: (m) => r.notes.push(m),
+        fixture: fetchShared,
       });
       r.pass = true;
     } catch (e) {

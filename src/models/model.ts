@@ -170,6 +170,8 @@ export class Model {
   private sin: Tensor | null = null;
   private tablePositions = 0;
   private stepNo = 0;
+  /** The step number at which the current call began. */
+  private runStart = 0;
   private busy = false;
   private destroyed = false;
   private nextSeq = 0;
@@ -279,7 +281,8 @@ export class Model {
         linear(rt, x, this.arch.lmHead, { rows: R, gatherRows: this.gather, out: this.logitsT });
         const temperature = gen?.temperature ?? 0;
         if (temperature === 0) argmax(rt, this.logitsT, { rows: R, out });
-        else sample(rt, this.logitsT, { temperature, topK: gen?.topK, topP: gen?.topP, seed: gen?.seed ?? 0, step: step >>> 0 }, { rows: R, out });
+        // Draws depend on (seed, row, the call's step): the same call repeats its tokens.
+        else sample(rt, this.logitsT, { temperature, topK: gen?.topK, topP: gen?.topP, seed: gen?.seed ?? 0, step: (step - this.runStart) >>> 0 }, { rows: R, out });
       }
     });
     return { T, R };
@@ -349,6 +352,7 @@ export class Model {
     }
     if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
     this.enter(op);
+    this.runStart = this.stepNo;
     const seqs = seqPrompts.map((p, i) => this.newSeq(i, p));
     const waiting = [...seqs];
     const active: Seq[] = [];

@@ -13,7 +13,7 @@ test.beforeAll(async ({ browser }) => {
   page = await browser.newPage();
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
-  await serveRepo(page, ['tests/browser', 'dist', '.cache/bundles'], '/tests/browser/index.html');
+  await serveRepo(page, ['tests/browser', 'dist', '.cache/bundles', 'shared'], '/tests/browser/index.html');
   await page.goto(`${ORIGIN}/`);
   await page.waitForFunction(() => (window as unknown as { webinferReady?: boolean }).webinferReady === true, null, { timeout: 60_000 });
 });

@@ -13,7 +13,8 @@ const TYPES: Record<string, string> = {
 
 export const ORIGIN = 'http://localhost';
 
-/** Serves files under `roots` (relative to the repository) at http://localhost/. */
+/** Serves files under `roots` (relative to the repository) at http://localhost/, and the shared folder
+ *  beside the checkout (goldens, …) at /shared/ when 'shared' is among them. */
 export async function serveRepo(page: Page, roots: string[], index: string): Promise<void> {
   await page.route(`${ORIGIN}/**`, async (route) => {
     let path = decodeURIComponent(new URL(route.request().url()).pathname);
@@ -24,7 +25,7 @@ export async function serveRepo(page: Page, roots: string[], index: string): Pro
       return;
     }
     try {
-      const body = await readFile(join(ROOT, rel));
+      const body = await readFile(rel.startsWith('shared/') ? join(ROOT, '..', rel) : join(ROOT, rel));
       await route.fulfill({ status: 200, body, contentType: TYPES[extname(rel)] ?? 'application/octet-stream' });
     } catch {
       await route.fulfill({ status: 404, body: `missing: ${rel}` });

@@ -12,6 +12,9 @@ export interface CaseContext {
   newEngine(opts?: Omit<EngineOptions, 'gpu'>): Promise<Engine>;
   /** Notes a path the runtime cannot take (the test still runs what it can). */
   note(message: string): void;
+  /** A file of the shared folder beside the checkout (`goldens/llama-gqa/config.json`), read the way
+   *  the runtime reads files (Node and Deno from disk, a page over HTTP). */
+  fixture(path: string): Promise<Uint8Array>;
 }
 
 export interface TestCase {

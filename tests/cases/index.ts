@@ -10,6 +10,7 @@ import { tensorCases } from './tensor.cases';
 import { validationCases } from './validation.cases';
 import { gemmCases } from './gemm.cases';
 import { opsCases } from './ops.cases';
+import { modelCases } from './model.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -19,4 +20,5 @@ export const allCases: TestCase[] = [
   ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
   ...gemmCases,
   ...opsCases,
+  ...modelCases,
 ];

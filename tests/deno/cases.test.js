@@ -20,6 +20,7 @@ for (const c of allCases) {
         runtime,
         newEngine: (opts) => createEngine({ ...opts, poisonOutputs: true }),
         note: (m) => notes.push(m),
+        fixture: (path) => Deno.readFile(new URL(`../../../shared/${path}`, import.meta.url)),
       });
     },
   });

@@ -1,5 +1,8 @@
 // Runs the shared GPU cases in Node through dawn.node (the `webgpu` package). The Vulkan driver is
 // chosen by VK_ICD_FILENAMES (SwiftShader or lavapipe) and named by WEBINFER_RUNTIME.
+import { readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { beforeAll, afterAll, describe, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, type Engine } from '../../src/index';
@@ -24,6 +27,7 @@ describe(runtime, () => {
     runtime,
     newEngine: (opts) => createEngine({ ...opts, gpu, poisonOutputs: true }),
     note: (m) => notes.push(m),
+    fixture: async (path) => new Uint8Array(await readFile(join(dirname(fileURLToPath(import.meta.url)), '../../../shared', path))),
   });
   for (const c of allCases) it(c.name, () => c.run(ctx()));
 
