@@ -1,8 +1,9 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
 // and SVG plots, named after the device.
-//   --suite=sdpa,paged,mla,step which suites (comma-separated; default: all); step: what a caller pays
-//                         per run and per 32-layer decode step (plan/run) against the GPU time
+//   --suite=sdpa,paged,mla,step,model which suites (comma-separated; default: all); step: what a caller
+//                         pays per run and per 32-layer decode step (plan/run) against the GPU time;
+//                         model: a Llama-3.2-1B-shaped model with random bf16 weights, decode and prefill
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -22,6 +23,7 @@ import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sd
 import { benchPagedDecode, benchPagedPeer, llamaDecodeShapes, pagedJson, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
+import { benchModel, SMALL_LLAMA } from './model';
 import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
 import { planFlash } from '../src/attention/flash';
@@ -34,7 +36,7 @@ const args = new Map(process.argv.slice(2).map((a) => {
 }));
 const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
-const suites = (args.get('suite') ?? 'sdpa,paged,mla,step').split(',');
+const suites = (args.get('suite') ?? 'sdpa,paged,mla,step,model').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements.
@@ -175,6 +177,36 @@ if (suites.includes('step')) {
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `step-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('model')) {
+  const batches = (args.get('model-batches') ?? (quick ? '1,4' : '1,8,32')).split(',').map(Number);
+  const contexts = (args.get('model-contexts') ?? (quick ? '128,512' : '1024,4096')).split(',').map(Number);
+  const prefill = Number(args.get('model-prefill') ?? (quick ? 64 : 512));
+  const r = await benchModel(engine, ceilings, { config: quick ? SMALL_LLAMA : undefined, name: quick ? 'small Llama (--quick)' : undefined,
+    batches, contexts, prefill, steps: quick ? 4 : 24 });
+  result.model = r;
+  const ok = (x: number, d = 1) => fmt(x, d);
+  const lines = [
+    `# ${r.name}, random bf16 weights, f16 KV cache, on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=model\` (${result.runtime}). ${r.layers} layers, ${(r.params / 1e9).toFixed(2)} B parameters in linear layers. `
+    + 'Decode: steps recorded and submitted as generate does (two in flight, ids fed back on the GPU), contexts synthetic (blocks taken without a prefill). '
+    + `GPU: a step's passes timed whole. Roofline: bytes of weights and K/V a step reads over the read ceiling (${fmt(ceilings.readGBs, 0)} GB/s, same run). `
+    + 'Host overhead: (wall − GPU) / wall.', '',
+    ...(r.error ? [`error: ${r.error}`, ''] : []),
+    '| batch | context | tokens/s | step wall ms | step GPU ms | host ms / step | host overhead | weights + KV MB | % of roofline (GPU) | % of roofline (wall) |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+    ...r.decode.map((d) => (d.error ? `| ${d.batch} | ${d.context} | ${d.error} |` : `| ${d.batch} | ${d.context} | ${ok(d.tokensPerSecond, 0)} | ${fmt(d.wallMs, 3)} | ${fmt(d.gpuMs ?? NaN, 3)} | ${fmt(d.hostMs, 3)} | `
+      + `${ok(d.hostOverheadPct)}% | ${fmt((d.weightBytes + d.kvBytes) / 1e6, 0)} | ${ok(d.pctRooflineGpu)}% | ${ok(d.pctRooflineWall)}% |`)),
+    '',
+    ...(r.prefill ? [`Prefill of a ${r.prefill.tokens}-token prompt: ${ok(r.prefill.tokensPerSecond, 0)} tokens/s (wall ${fmt(r.prefill.wallMs, 2)} ms, GPU ${fmt(r.prefill.gpuMs ?? NaN, 2)} ms); `
+      + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s).`, ''] : []),
+    '| linear kernel alone | ms | GB/s | TFLOP/s | % of ceiling |', '|---|---|---|---|---|',
+    ...r.kernels.map((k) => `| ${k.what} | ${fmt(k.ms, 4)} | ${fmt(k.gbs ?? NaN, 0)} | ${fmt(k.tflops ?? NaN)} | ${ok(k.pct)}% of ${/GEMV/.test(k.what) ? 'read' : 'FMA'} |`),
+  ];
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `model-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 

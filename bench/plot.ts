@@ -4,6 +4,7 @@
 //          under the FMA ceiling; flash over naive; flash over the peer
 //   paged: KV GB/s against context, per batch (the peer dotted), under the copy ceiling; webinfer over the peer
 //   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline (no peer: ORT has no MLA)
+//   model: decode tokens/s against batch per context, and the share of the bandwidth roofline
 // Peer fields are optional: results written without a peer (or by older versions) plot as before.
 
 export interface Series {
@@ -112,6 +113,10 @@ export interface ResultsFile {
   paged?: { batch: number; context: number; gbs: number; medianMs?: number; ortMs?: number; ortGbs?: number; ortDtype?: string }[];
   peer?: { name: string; error?: string };
   mla?: { N: number; batch: number; context?: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
+  /** Whole-model decode (bench/model.ts). */
+  model?: { name: string; decode: { batch: number; context: number; tokensPerSecond: number; pctRooflineGpu: number; pctRooflineWall: number }[] };
+  /** A serving step's host cost (bench/step.ts). */
+  step?: { batch: number; context: number; gpuHostMs: number; gpuDeviceMs: number }[];
 }
 
 /** A value with three significant digits at most (ceilings of software adapters are small). */
@@ -203,6 +208,38 @@ export function plotResults(r: ResultsFile): Record<string, string> {
         { name: `absorbed N${N}`, color: COLORS[i % COLORS.length], points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.absorbedMs ?? NaN] as [number, number]) },
         { name: `unabsorbed N${N}`, color: COLORS[i % COLORS.length], dashed: true, points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.unabsorbedMs ?? NaN] as [number, number]) },
       ]),
+    });
+  }
+  if (r.model?.decode?.length) {
+    const d = r.model.decode;
+    const contexts = [...new Set(d.map((x) => x.context))];
+    out['model-decode.svg'] = lineChart({
+      title: `${r.model.name} decode — ${r.device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
+      series: contexts.map((c, i) => ({ name: `context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
+    });
+    out['model-roofline.svg'] = lineChart({
+      title: `${r.model.name} decode: share of the bandwidth roofline — ${r.device}`, xLabel: 'batch (sequences)', yLabel: '% of roofline (weights + K/V read / read ceiling)', logX: true,
+      series: contexts.flatMap((c, i) => [
+        { name: `GPU time, context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineGpu] as [number, number]) },
+        { name: `wall time, context ${c}`, color: COLORS[i % COLORS.length], dashed: true, points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineWall] as [number, number]) },
+      ]),
+      ceiling: { value: 100, label: 'roofline' },
+    });
+  }
+  if (r.model?.decode?.length) {
+    const d = r.model.decode;
+    const contexts = [...new Set(d.map((x) => x.context))];
+    out['model-decode.svg'] = lineChart({
+      title: `${r.model.name} decode — ${r.device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
+      series: contexts.map((c, i) => ({ name: `context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
+    });
+    out['model-roofline.svg'] = lineChart({
+      title: `${r.model.name} decode: share of the bandwidth roofline — ${r.device}`, xLabel: 'batch (sequences)', yLabel: '% of roofline (weights + K/V read / read ceiling)', logX: true,
+      series: contexts.flatMap((c, i) => [
+        { name: `GPU time, context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineGpu] as [number, number]) },
+        { name: `wall time, context ${c}`, color: COLORS[i % COLORS.length], dashed: true, points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineWall] as [number, number]) },
+      ]),
+      ceiling: { value: 100, label: 'roofline' },
     });
   }
   return out;

@@ -20,7 +20,7 @@ export type { SequenceId, StepRequest, StepMetadata } from './serve/kv_manager.j
 export { MLALayer, MLACache, MLADecodePlan, fp8DsMlaRowBytes } from './attention/mla.js';
 export type { MLAOptions, MLACacheOptions, MLACacheDType, MLADecodeMetadata, MLASparseMetadata } from './attention/mla.js';
 export * as ops from './ops/index.js';
-export { Model, RUNNABLE_ARCHITECTURES } from './models/model.js';
+export { Model, RUNNABLE_ARCHITECTURES, createRandomModel } from './models/model.js';
 export type { LoadModelOptions, GenerateOptions, RunStats } from './models/model.js';
 export { loadSafetensors, loadShardedSafetensors, encodeSafetensors, tensorByteSize } from './models/safetensors.js';
 export type { SafetensorsFile, SafetensorsTensorInfo, EncodableTensor, EncodableDType } from './models/safetensors.js';

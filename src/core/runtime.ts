@@ -625,7 +625,7 @@ function checkShape(shape: unknown, op: string, arg: string): void {
  * now must not reach commands still waiting in the encoder.
  */
 export class DispatchCache {
-  private readonly slots: { buffer: GPUBuffer; image: Uint8Array }[] = [];
+  private readonly slots: { buffer: GPUBuffer | null; image: Uint8Array; kernel: Kernel | null; bufs: GPUBuffer[]; cur: GPUBuffer[]; groups: GPUBindGroup[] }[] = [];
   private cursor = 0;
 
   constructor(private readonly rt: Runtime) {}
@@ -638,31 +638,55 @@ export class DispatchCache {
   dispatch(k: Kernel, resources: Readonly<Record<string, Bindable>>, uniforms: Readonly<Record<string, number | readonly number[]>> | null,
            workgroups: number | readonly [number, number, number]): void {
     const rt = this.rt;
-    let res = resources;
-    const u = k.bindings.find((b) => b.kind === 'uniform');
-    if (u) {
+    let slot = this.slots[this.cursor];
+    if (!slot) slot = this.slots[this.cursor] = { buffer: null, image: new Uint8Array(0), kernel: null, bufs: [], cur: [], groups: [] };
+    this.cursor++;
+    if (k.uniform) {
       const where = `${k.shader}:${k.entry}`;
-      if (!k.uniform) throw new WebinferError(`${where}: no uniform layout`);
       const image = new Uint8Array(packUniform(k.uniform, uniforms ?? {}, where));
-      let slot = this.slots[this.cursor];
-      if (!slot || slot.buffer.size < image.byteLength) {
-        if (slot) rt.pool.release(slot.buffer);
-        slot = this.slots[this.cursor] = { buffer: rt.pool.acquire(image.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, where), image: new Uint8Array(0) };
+      if (!slot.buffer || slot.buffer.size < image.byteLength) {
+        if (slot.buffer) rt.pool.release(slot.buffer);
+        slot.buffer = rt.pool.acquire(image.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, where);
+        slot.image = new Uint8Array(0);
+        slot.kernel = null;
       }
       if (!sameBytes(slot.image, image)) {
         rt.device.queue.writeBuffer(slot.buffer, 0, image);
         slot.image = image;
       }
-      res = { ...resources, [u.name]: slot.buffer };
     }
-    this.cursor++;
-    const groups: GPUBindGroup[] = [];
-    for (let g = 0; g < k.groups.length; g++) groups.push(rt.groupFor(k, g, res));
-    rt.record(k, groups, workgroups);
+    // The buffers of every binding in order; when they are the ones this position bound last time,
+    // its bind groups are used as they are (no cache keys built, nothing looked up).
+    const bindings = k.bindings;
+    const cur = slot.cur.length === bindings.length ? slot.cur : (slot.cur = new Array<GPUBuffer>(bindings.length));
+    let same = slot.kernel === k;
+    for (let i = 0; i < bindings.length; i++) {
+      const b = bindings[i];
+      let buf: GPUBuffer;
+      if (b.kind === 'uniform') buf = slot.buffer!;
+      else {
+        const r = resources[b.name];
+        if (!r) throw new WebinferError(`${k.shader}:${k.entry}: no resource given for binding '${b.name}'`);
+        buf = r instanceof Tensor ? r.buffer : r;
+      }
+      cur[i] = buf;
+      if (same && slot.bufs[i] !== buf) same = false;
+    }
+    if (!same) {
+      slot.groups = [];
+      for (let g = 0; g < k.groups.length; g++) {
+        const gb: GPUBuffer[] = [], gs: number[] = [];
+        for (let i = 0; i < bindings.length; i++) if (bindings[i].group === g) { gb.push(cur[i]); gs.push(bindings[i].binding); }
+        slot.groups.push(rt.bindGroup(k.groups[g], gb, gs));
+      }
+      slot.kernel = k;
+      slot.bufs = cur.slice();
+    }
+    rt.record(k, slot.groups, workgroups);
   }
 
   destroy(): void {
-    for (const s of this.slots) this.rt.pool.release(s.buffer);
+    for (const s of this.slots) if (s.buffer) this.rt.pool.release(s.buffer);
     this.slots.length = 0;
   }
 }

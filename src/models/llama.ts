@@ -11,7 +11,7 @@ import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
-import { linear, type LinearWeight } from '../ops/gemm.js';
+import { createLinearOnDevice, linear, type LinearWeight } from '../ops/gemm.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
@@ -68,6 +68,37 @@ export class LlamaFamily implements Architecture {
     }
     this.normW = await r.vector(rt, 'model.norm.weight');
     this.lmHeadW = c.tieWordEmbeddings ? this.embedW : await r.linear(rt, ['lm_head.weight'], dtype);
+  }
+
+  /**
+   * Random weights made on the GPU (nothing read or uploaded but the norms): models of a real
+   * model's shape for benchmarks and the default workload. Linear weights are uniform with standard
+   * deviation `std` (deterministic from `seed`), norms are ones.
+   */
+  initRandom(dtype: WeightDType, seed: number, std = 0.02): void {
+    const c = this.cfg, rt = this.rt;
+    let n = seed;
+    const lin = (N: number, K: number) => createLinearOnDevice(rt, { N, K, dtype, seed: (n++) >>> 0, std });
+    const ones = (len: number) => rt.tensor(new Float32Array(len).fill(1), [len], 'f32');
+    const H = c.hiddenSize, D = c.headDim, qw = c.numHeads * D, kvw = 2 * c.numKvHeads * D, I = c.intermediateSize;
+    this.embedW = lin(c.vocabSize, H);
+    for (let i = 0; i < c.numLayers; i++) {
+      this.layers.push({
+        inNorm: ones(H), q: lin(qw, H), kv: lin(kvw, H), o: lin(H, qw),
+        qNorm: c.qkNorm ? ones(D) : null, kNorm: c.qkNorm ? ones(D) : null,
+        postNorm: ones(H), gateUp: lin(2 * I, H), down: lin(H, I),
+      });
+    }
+    this.normW = ones(H);
+    this.lmHeadW = c.tieWordEmbeddings ? this.embedW : lin(c.vocabSize, H);
+  }
+
+  /** Bytes of weights a decode step reads: every linear layer once (the embedding: a row per token). */
+  weightBytes(): number {
+    const bytes = (w: LinearWeight) => w.N * w.K * (w.dtype === 'f32' ? 4 : 2);
+    let total = bytes(this.lmHeadW);
+    for (const L of this.layers) total += bytes(L.q) + bytes(L.kv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);
+    return total;
   }
 
   /** Per token of a layer's cache: K and V of every kv head. */

@@ -121,15 +121,47 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   const numBlocks = kvo.numBlocks === undefined
     ? defaultBlocks(rt, cfg, arch.kvShape(), blockSize, cacheDtype as DType)
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
+  return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype: cacheDtype as DType, maxTokens, maxSeqs, dtype },
+    () => arch.load(new WeightReader(files, resolved, o.onProgress), dtype));
+}
+
+async function build(rt: Runtime, cfg: ModelConfig, arch: Architecture,
+                     o: { numBlocks: number; blockSize: number; cacheDtype: DType; maxTokens: number; maxSeqs: number; dtype: WeightDType },
+                     weights: () => Promise<void> | void): Promise<Model> {
   try {
-    await arch.load(new WeightReader(files, resolved, o.onProgress), dtype);
-    arch.createCaches({ numBlocks, blockSize, dtype: cacheDtype as 'f32' }, (c) => createPagedKVCache(rt, c as never));
-    arch.allocate(maxTokens);
-    return new Model(rt, cfg, arch, { numBlocks, blockSize, maxTokens, maxSeqs, dtype });
+    await weights();
+    arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype as 'f32' }, (c) => createPagedKVCache(rt, c as never));
+    arch.allocate(o.maxTokens);
+    return new Model(rt, cfg, arch, o);
   } catch (e) {
     arch.destroy();
     throw e;
   }
+}
+
+/**
+ * A model of a config's shape with random weights made on the GPU (nothing read or uploaded): for
+ * benchmarks at real model shapes and the default workload. Its outputs mean nothing.
+ */
+export async function createRandomModel(rt: Runtime, o: { config: object; dtype?: WeightDType; seed?: number;
+    kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType }; maxTokensPerStep?: number; maxSeqsPerStep?: number }): Promise<Model> {
+  const op = 'createRandomModel';
+  rt.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', '{ config, dtype?, seed?, kvCache? }', o);
+  const cfg = parseConfig(o.config);
+  if (!RUNNABLE_ARCHITECTURES.includes(cfg.architecture)) {
+    throw new WebinferError(`${op}: config.architectures: expected one of ${RUNNABLE_ARCHITECTURES.join(', ')}, got ${cfg.architecture}`);
+  }
+  const dtype = o.dtype ?? 'bf16';
+  check(['f32', 'f16', 'bf16'].includes(dtype), op, 'o.dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
+  const kvo = o.kvCache ?? {};
+  const blockSize = kvo.blockSize ?? 16;
+  const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? 'f32' : 'f16');
+  const arch = new LlamaFamily(rt, cfg);
+  const numBlocks = kvo.numBlocks ?? defaultBlocks(rt, cfg, arch.kvShape(), blockSize, cacheDtype);
+  return build(rt, cfg, arch, {
+    numBlocks, blockSize, cacheDtype, dtype, maxTokens: o.maxTokensPerStep ?? 512, maxSeqs: o.maxSeqsPerStep ?? 64,
+  }, () => arch.initRandom(dtype, o.seed ?? 1));
 }
 
 /**
@@ -446,6 +478,111 @@ export class Model {
       this.lastRun = { steps, tokens: placed, generated: seqs.reduce((a, s) => a + s.out.length, 0), wallMs: performance.now() - t0, hostMs: host };
     }
     return seqs.map((s) => s.out);
+  }
+
+  /** Bytes one decode step reads: the weights, and the K/V of `tokens` cached tokens. */
+  stepBytes(tokens: number): { weights: number; kv: number } {
+    const kv = this.arch.kvShape();
+    const c = this.arch.caches[0];
+    const bytes = c ? { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[c.dtype as 'f32'] : 4;
+    return { weights: this.arch.weightBytes(), kv: tokens * this.config.numLayers * kv.numKvHeads * 2 * kv.headSize * bytes };
+  }
+
+  /**
+   * For benchmarks: `steps` decode steps of `batch` sequences, each over a synthetic context of
+   * `context` tokens (its blocks taken without a prefill: their contents mean nothing and the work does
+   * not depend on them), recorded and submitted as generate does (two steps in flight, greedy ids fed
+   * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
+   * step, its passes timed whole.
+   */
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null }> {
+    const op = 'Model.profileDecode';
+    const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
+    const warm = o.warmup ?? 3;
+    check(B <= this.maxSeqsPerStep && B <= this.maxTokensPerStep, op, 'o.batch', `at most ${Math.min(this.maxSeqsPerStep, this.maxTokensPerStep)} (the step limits)`, B);
+    const need = B * this.blocksFor(C + N + warm + 4);
+    check(need <= this.numBlocks, op, 'o', `batch × context within the cache's ${this.numBlocks} blocks`, `${need} blocks`);
+    this.enter(op);
+    const seqs = Array.from({ length: B }, (_, i) => this.newSeq(i, new Int32Array(1)));
+    try {
+      for (const s of seqs) this.kv.addSequence(s.id);
+      this.kv.schedule(seqs.map((s) => ({ id: s.id, numTokens: C })));
+      let first = true;
+      const steps = async (n: number) => {
+        const inflight: Promise<ArrayBuffer>[] = [];
+        let host = 0;
+        for (let i = 0; i < n; i++) {
+          const h0 = performance.now();
+          this.recordStep(seqs.map((s) => ({ seq: s, ids: [first ? 1 : -(1 + s.lastRow)], sample: true })), null, null);
+          first = false;
+          inflight.push(this.rt.readBuffer(this.sampled[(this.stepNo - 1) % 2].buffer, 4 * B));
+          host += performance.now() - h0;
+          if (inflight.length >= 2) await inflight.shift();
+        }
+        await Promise.all(inflight);
+        return host;
+      };
+      await steps(warm);
+      const t0 = performance.now();
+      const host = await steps(N);
+      const wallMs = (performance.now() - t0) / N;
+      let gpuMs: number | null = null;
+      if (this.rt.features.timestampQuery) {
+        const times: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          this.rt.beginTiming(4096, { span: true });
+          this.recordStep(seqs.map((s) => ({ seq: s, ids: [-(1 + s.lastRow)], sample: true })), null, null);
+          times.push(await this.rt.endTiming());
+        }
+        gpuMs = times.sort((a, b) => a - b)[1];
+      }
+      return { wallMs, hostMs: host / N, gpuMs };
+    } finally {
+      for (const s of seqs) this.kv.freeSequence(s.id);
+      this.busy = false;
+    }
+  }
+
+  /**
+   * For benchmarks: the prefill of one `tokens`-long prompt (chunks of maxTokensPerStep): wall ms, the
+   * GPU ms of its steps, and with perKernel the GPU ms of each kernel (dispatches timed one by one).
+   */
+  async profilePrefill(o: { tokens: number; perKernel?: boolean }): Promise<{ wallMs: number; gpuMs: number | null; kernels?: Record<string, number> }> {
+    const op = 'Model.profilePrefill';
+    const n = checkPosInt(o.tokens, op, 'o.tokens');
+    check(this.blocksFor(n) <= this.numBlocks, op, 'o.tokens', `at most ${this.numBlocks * this.blockSize}`, n);
+    this.enter(op);
+    const prompt = Int32Array.from({ length: n }, (_, i) => (i * 7919) % this.config.vocabSize);
+    const once = async (timed: boolean, span = true) => {
+      const seq = this.newSeq(0, prompt);
+      this.kv.addSequence(seq.id);
+      try {
+        if (timed) this.rt.beginTiming(4096, { span });
+        const t0 = performance.now();
+        for (let at = 0; at < n; at += this.maxTokensPerStep) {
+          const k = Math.min(this.maxTokensPerStep, n - at);
+          this.recordStep([{ seq, ids: Array.from(prompt.subarray(at, at + k)), sample: at + k === n }], null, null);
+        }
+        await this.rt.readBuffer(this.sampled[(this.stepNo - 1) % 2].buffer, 4);
+        const wall = performance.now() - t0;
+        return timed ? await this.rt.endTiming() : wall;
+      } finally {
+        this.kv.freeSequence(seq.id);
+      }
+    };
+    try {
+      await once(false);
+      const walls = [await once(false), await once(false), await once(false)].sort((a, b) => a - b);
+      const gpuMs = this.rt.features.timestampQuery ? await once(true) : null;
+      let kernels: Record<string, number> | undefined;
+      if (o.perKernel && this.rt.features.timestampQuery) {
+        await once(true, false);
+        kernels = { ...this.rt.lastTiming };
+      }
+      return { wallMs: walls[1], gpuMs, kernels };
+    } finally {
+      this.busy = false;
+    }
   }
 
   destroy(): void {

@@ -29,6 +29,9 @@ export interface Architecture {
   readonly embed: LinearWeight;
   readonly lmHead: LinearWeight;
   load(r: WeightReader, dtype: WeightDType): Promise<void>;
+  initRandom(dtype: WeightDType, seed: number): void;
+  /** Bytes of weights one decode step reads. */
+  weightBytes(): number;
   createCaches(o: { numBlocks: number; blockSize: number; dtype: 'f32' | 'f16' | 'bf16' | 'fp8e4m3' }, create: (o: object) => PagedKVCache): void;
   /** Bytes of one cache block over all layers (K and V). */
   kvShape(): { numKvHeads: number; headSize: number };
