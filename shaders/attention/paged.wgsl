@@ -19,7 +19,7 @@ struct Params {
   T: u32, Hq: u32, Hkv: u32, G: u32,
   flags: u32, window: u32, scale: f32, softcap: f32,
   bs: u32, num_blocks: u32, max_blocks: u32, S: u32,
-  hdr_items: u32, off_items: u32, ws_lse: u32, _p0: u32,
+  hdr_items: u32, off_items: u32, ws_lse: u32, q_stride: u32,   // q_stride: elements between tokens' query rows
   off_qsl: u32, off_seqlens: u32, off_bt: u32, _p1: u32,
   n_dc: u32, n_dk4: u32, n_bc: u32, _p2: u32,
   // Elements between cache rows (D and Dv for K/V caches; L+R for both in MLA's latent cache, whose
@@ -45,7 +45,7 @@ var<private> job_part: u32;   // the job's partition
 
 fn q_load4(job: Job, gr: u32, d: u32) -> vec4<f32> {
   let h = job.g * params.G + gr % params.G;
-  let w = word4_of(((job_q0 + gr / params.G) * params.Hq + h) * D + d, Q_DTYPE);
+  let w = word4_of((job_q0 + gr / params.G) * params.q_stride + h * D + d, Q_DTYPE);
   if (Q_DTYPE == 0u) { return decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
   return decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE);
 }

@@ -50,7 +50,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   var qv: array<vec4<f32>, G * E4>;
   for (var gg = 0u; gg < G; gg++) {
     for (var c = 0u; c < E4; c++) {
-      let idx = (t * params.Hq + g * G + gg) * D + lane * EPV + 4u * c;
+      let idx = t * params.q_stride + (g * G + gg) * D + lane * EPV + 4u * c;
       let w = word4_of(idx, Q_DTYPE);
       if (Q_DTYPE == 0u) { qv[gg * E4 + c] = decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
       else { qv[gg * E4 + c] = decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE); }

@@ -11,7 +11,7 @@ struct Params {
   flags: u32, window: u32, scale: f32, softcap: f32,
   bs: u32, num_blocks: u32, max_blocks: u32, hdr_items: u32,
   off_items: u32, off_qsl: u32, off_seqlens: u32, off_bt: u32,
-  ws_lse: u32, _p0: u32, _p1: u32, _p2: u32,
+  ws_lse: u32, q_stride: u32, _p1: u32, _p2: u32,   // q_stride: elements between tokens' query rows
 }
 
 // Group 0: what the plan owns (parameters, the plan buffer, per-head parameters, the partition

@@ -75,7 +75,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   for (var gg = 0u; gg < G; gg++) {
     for (var c = 0u; c < CK; c++) {
       for (var e = 0u; e < E4; e++) {
-        let idx = (t * params.Hq + g * G + gg) * D + (c * KT + lane) * EPV + 4u * e;
+        let idx = t * params.q_stride + (g * G + gg) * D + (c * KT + lane) * EPV + 4u * e;
         let w = word4_of(idx, Q_DTYPE);
         var x: vec4<f32>;
         if (Q_DTYPE == 0u) { x = decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }

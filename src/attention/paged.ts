@@ -133,8 +133,9 @@ export function planAttention(rt: Runtime, meta: AttentionMetadata, o: PlanAtten
 export class AttentionPlan {
   constructor(readonly plan: PagedAttentionPlan) {}
 
-  /** Attention over one layer's cache: [T, Hq, Dv] (into o.out when given). */
-  run(query: Tensor, cache: PagedKVCache, o: { out?: Tensor } = {}): Tensor {
+  /** Attention over one layer's cache: [T, Hq, Dv] (into o.out when given). The query is [T, Hq, D],
+   *  or [T, W] rows whose first Hq·D elements are the query (a fused projection's) with qRowStride W. */
+  run(query: Tensor, cache: PagedKVCache, o: { out?: Tensor; qRowStride?: number } = {}): Tensor {
     checkCache(cache, 'AttentionPlan.run');
     return this.plan.runSource(query, cacheSource(cache), o, false, 'AttentionPlan.run').out;
   }

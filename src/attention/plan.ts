@@ -268,7 +268,7 @@ export class PagedAttentionPlan {
   }
 
   /** Attention of the plan's batch over one layer's K/V source: out [T, Hq, Dv] and lse [Hq, T]. */
-  runSource(query: Tensor, kv: KVSource, o: { out?: Tensor; lse?: Tensor } = {}, withLse = false,
+  runSource(query: Tensor, kv: KVSource, o: { out?: Tensor; lse?: Tensor; qRowStride?: number } = {}, withLse = false,
             op = `${this.c.op}.run`): { out: Tensor; lse: Tensor | null } {
     const rt = this.rt;
     if (this.destroyed) throw new WebinferError(`${op}: the plan was destroyed`);
@@ -276,8 +276,16 @@ export class PagedAttentionPlan {
     const { Hq } = this;
     const { D, Dv } = this.c.geo;
     checkTensor(query, op, 'query');
-    check(query.shape.length === 3 && query.shape[1] === Hq && query.shape[2] === D, op, 'query',
-      `shape [T, Hq=${Hq}, D=${D}] (the plan's heads and the cache's head size)`, shapeStr(query.shape));
+    // A query may also be the first Hq·D elements of wider rows (a model's fused q|k|v projection):
+    // [T, W] with o.qRowStride = W.
+    const qs = o.qRowStride;
+    if (qs === undefined) {
+      check(query.shape.length === 3 && query.shape[1] === Hq && query.shape[2] === D, op, 'query',
+        `shape [T, Hq=${Hq}, D=${D}] (the plan's heads and the cache's head size)`, shapeStr(query.shape));
+    } else {
+      check(query.shape.length === 2 && query.shape[1] === qs && qs >= Hq * D && qs % 8 === 0, op, 'query',
+        `shape [T, qRowStride=${qs}] with qRowStride >= Hq·D = ${Hq * D}, a multiple of 8`, shapeStr(query.shape));
+    }
     check(['f32', 'f16', 'bf16'].includes(query.dtype), op, 'query.dtype', "'f32', 'f16' or 'bf16'", fmt(query.dtype));
     const T = query.shape[0];
     const m = this.c.meta;
@@ -297,7 +305,7 @@ export class PagedAttentionPlan {
         `an f32 tensor of shape [Hq=${Hq}, T=${T}]`, `${fmt(o.lse.dtype)} ${shapeStr(o.lse.shape)}`);
     }
     const outDtype = out?.dtype ?? query.dtype;
-    const p = this.prepare(T, query.dtype, outDtype);
+    const p = this.prepare(T, query.dtype, outDtype, qs ?? Hq * D);
     out ??= rt.emptyTensor([T, Hq, Dv], outDtype);
     const lse = o.lse ?? (withLse ? rt.emptyTensor([Hq, T], 'f32') : null);
     const lseBuf = lse ? lse.buffer : p.lseScratch;
@@ -319,8 +327,8 @@ export class PagedAttentionPlan {
     return p ? { buffer: p.pmeta, layout: p.layout, rules: p.rules } : null;
   }
 
-  private prepare(T: number, qDtype: DType, outDtype: DType): Prepared {
-    const key = `${T}|${qDtype}|${outDtype}`;
+  private prepare(T: number, qDtype: DType, outDtype: DType, qStride: number): Prepared {
+    const key = `${T}|${qDtype}|${outDtype}|${qStride}`;
     let p = this.prepared.get(key);
     if (p) return p;
     const rt = this.rt;
@@ -382,7 +390,7 @@ export class PagedAttentionPlan {
     const common = {
       T, Hq, Hkv, S: m.S, flags: sdpaFlags({ ...a, maskKind: null }), window: a.window, scale: a.scale, softcap: a.softcap || 1,
       bs: geo.blockSize, num_blocks: geo.numBlocks, max_blocks: m.maxB,
-      off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse,
+      off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse, q_stride: qStride,
     };
     const stage = (k: Kernel, u: Record<string, number>, count: Count): Stage => {
       const params = this.rt.uniformBuffer(k, u);

@@ -130,6 +130,7 @@ export class PipelineCache {
   private readonly programs = new Map<string, readonly string[]>();
   private readonly parsed = new Map<string, ParsedShader>();
   private readonly kernels = new Map<string, Kernel>();
+  private readonly fastKeys = new Map<string, Kernel>();
   /** Number of pipelines compiled so far (the cache's misses). */
   compiled = 0;
   /** One layout object per distinct group descriptor: kernels whose groups look alike share them, so a
@@ -155,6 +156,7 @@ export class PipelineCache {
     this.programs.set(name, [name]);
     for (const k of [...this.parsed.keys()]) if (k.startsWith(`${name}|`)) this.parsed.delete(k);
     for (const k of [...this.kernels.keys()]) if (k.startsWith(`${name}|`)) this.kernels.delete(k);
+    for (const k of [...this.fastKeys.keys()]) if (k.startsWith(`${name}|`)) this.fastKeys.delete(k);
   }
 
   private parse(program: string, consts: Readonly<Record<string, number | boolean | string>>, enables: readonly string[]): ParsedShader {
@@ -192,13 +194,25 @@ export class PipelineCache {
   }
 
   get(shader: string, entry: string, spec: KernelSpec = {}): Kernel {
+    // A model step asks for ~200 kernels: first a key in the spec's own key order (no sorting, no
+    // JSON), which a call site repeats exactly; then the canonical key, which equal specs share.
+    let fast = `${shader}|${entry}`;
+    for (const k in spec.overrides) fast += `|${k}=${Number(spec.overrides[k])}`;
+    fast += '|';
+    for (const k in spec.consts) fast += `|${k}=${spec.consts[k]}`;
+    if (spec.enables) fast += `|${spec.enables.join(',')}`;
+    const seen = this.fastKeys.get(fast);
+    if (seen) return seen;
     const constants = spec.overrides ?? {};
     const consts = spec.consts ?? {};
     const enables = spec.enables ?? [];
     const ckeys = Object.keys(constants).sort();
     const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}`;
     const hit = this.kernels.get(key);
-    if (hit) return hit;
+    if (hit) {
+      this.fastKeys.set(fast, hit);
+      return hit;
+    }
 
     const p = this.parse(shader, consts, enables);
     const fn: FunctionInfo | undefined = p.reflect.entry.compute.find((f) => f.name === entry);
@@ -243,6 +257,7 @@ export class PipelineCache {
 
     const kernel: Kernel = { shader, entry, key, pipeline, groups, bindings, uniform };
     this.kernels.set(key, kernel);
+    this.fastKeys.set(fast, kernel);
     return kernel;
   }
 
@@ -270,20 +285,27 @@ export class PipelineCache {
 }
 
 /** Packs named values into a uniform buffer image using the reflected struct layout. */
-export function packUniform(layout: UniformLayout, values: Readonly<Record<string, number | readonly number[]>>, where: string): ArrayBuffer {
-  const buf = new ArrayBuffer(layout.size);
-  const dv = new DataView(buf);
-  for (const [name, val] of Object.entries(values)) {
+export function packUniform(layout: UniformLayout, values: Readonly<Record<string, number | readonly number[]>>, where: string | (() => string),
+                            into?: DataView): ArrayBuffer {
+  const dv = into ?? new DataView(new ArrayBuffer(layout.size));
+  if (into) for (let i = 0; i < layout.size; i += 4) dv.setUint32(i, 0);
+  for (const name in values) {
+    const val = values[name];
     const m = layout.members.get(name);
-    if (!m) throw new WebinferError(`${where}: uniform ${layout.name} has no member '${name}'`);
-    const arr = typeof val === 'number' ? [val] : val;
-    if (arr.length > m.count) throw new WebinferError(`${where}: uniform member '${name}' holds ${m.count} values, got ${arr.length}`);
-    for (let i = 0; i < arr.length; i++) {
+    if (!m) throw new WebinferError(`${typeof where === 'string' ? where : where()}: uniform ${layout.name} has no member '${name}'`);
+    if (typeof val === 'number') {
+      if (m.type === 'f32') dv.setFloat32(m.offset, val, true);
+      else if (m.type === 'i32') dv.setInt32(m.offset, val, true);
+      else dv.setUint32(m.offset, val >>> 0, true);
+      continue;
+    }
+    if (val.length > m.count) throw new WebinferError(`${typeof where === 'string' ? where : where()}: uniform member '${name}' holds ${m.count} values, got ${val.length}`);
+    for (let i = 0; i < val.length; i++) {
       const off = m.offset + m.stride * i;
-      if (m.type === 'f32') dv.setFloat32(off, arr[i], true);
-      else if (m.type === 'i32') dv.setInt32(off, arr[i], true);
-      else dv.setUint32(off, arr[i] >>> 0, true);
+      if (m.type === 'f32') dv.setFloat32(off, val[i], true);
+      else if (m.type === 'i32') dv.setInt32(off, val[i], true);
+      else dv.setUint32(off, val[i] >>> 0, true);
     }
   }
-  return buf;
+  return dv.buffer as ArrayBuffer;
 }

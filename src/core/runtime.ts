@@ -367,9 +367,10 @@ export class Runtime implements TensorHost {
    * writes between the dispatches of a pass), or, while timing, a pass of its own bracketed by
    * timestamps so each dispatch's GPU time can be read.
    */
-  private passFor(label: string): GPUComputePassEncoder {
+  private passFor(k: Kernel): GPUComputePassEncoder {
     const t = this.timing;
     if (t && (!t.span || !this.pass)) {
+      const label = `${k.shader}:${k.entry}`;
       if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
       const enc = this.commandEncoder();
       t.labels.push(t.span ? 'span' : label);
@@ -434,7 +435,7 @@ export class Runtime implements TensorHost {
    * out over x and y), explicit [x, y, z], or an indirect argument buffer written on the GPU.
    */
   record(k: Kernel, groups: readonly GPUBindGroup[], workgroups: number | readonly [number, number, number] | { indirect: GPUBuffer; offset: number }): void {
-    const pass = this.passFor(`${k.shader}:${k.entry}`);
+    const pass = this.passFor(k);
     pass.setPipeline(k.pipeline);
     for (let g = 0; g < groups.length; g++) pass.setBindGroup(g, groups[g]);
     this.counters.dispatch++;
@@ -627,6 +628,7 @@ function checkShape(shape: unknown, op: string, arg: string): void {
 export class DispatchCache {
   private readonly slots: { buffer: GPUBuffer | null; image: Uint8Array; kernel: Kernel | null; bufs: GPUBuffer[]; cur: GPUBuffer[]; groups: GPUBindGroup[] }[] = [];
   private cursor = 0;
+  private scratch = new Uint8Array(256);
 
   constructor(private readonly rt: Runtime) {}
 
@@ -642,17 +644,20 @@ export class DispatchCache {
     if (!slot) slot = this.slots[this.cursor] = { buffer: null, image: new Uint8Array(0), kernel: null, bufs: [], cur: [], groups: [] };
     this.cursor++;
     if (k.uniform) {
-      const where = `${k.shader}:${k.entry}`;
-      const image = new Uint8Array(packUniform(k.uniform, uniforms ?? {}, where));
-      if (!slot.buffer || slot.buffer.size < image.byteLength) {
+      // Packed into scratch words and compared: a steady-state step allocates nothing here.
+      const size = k.uniform.size;
+      if (this.scratch.byteLength < size) this.scratch = new Uint8Array(size);
+      const image = this.scratch.subarray(0, size);
+      packUniform(k.uniform, uniforms ?? {}, () => `${k.shader}:${k.entry}`, new DataView(image.buffer, 0, size));
+      if (!slot.buffer || slot.buffer.size < size) {
         if (slot.buffer) rt.pool.release(slot.buffer);
-        slot.buffer = rt.pool.acquire(image.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, where);
+        slot.buffer = rt.pool.acquire(size, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, 'uniforms');
         slot.image = new Uint8Array(0);
         slot.kernel = null;
       }
       if (!sameBytes(slot.image, image)) {
-        rt.device.queue.writeBuffer(slot.buffer, 0, image);
-        slot.image = image;
+        slot.image = image.slice();
+        rt.device.queue.writeBuffer(slot.buffer, 0, slot.image as Uint8Array<ArrayBuffer>);
       }
     }
     // The buffers of every binding in order; when they are the ones this position bound last time,

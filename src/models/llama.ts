@@ -4,9 +4,10 @@
 // are data (q/k/v biases for Qwen2, q/k norms per head for Qwen3, Mistral's and Qwen's sliding windows,
 // the rope type), not branches in kernels.
 //
-// Projections: q alone (the attention reads it dense), k|v fused (the cache write reads k and v from
-// its rows), gate|up fused (down reads silu(gate)·up from its rows); o and down add into the residual
-// stream h in their epilogue.
+// Projections: q|k|v fused (RoPE rotates q and k in place in its rows, the cache write reads k and v
+// from them, attention reads q from them), gate|up fused (down reads silu(gate)·up from its rows); o and
+// down add into the residual stream h in their epilogue. Nine dispatches a layer (ten or eleven with
+// Qwen3's norms or a split context).
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
@@ -20,7 +21,7 @@ import type { Architecture, StepContext } from './step.js';
 
 interface LayerWeights {
   inNorm: Tensor; postNorm: Tensor;
-  q: LinearWeight; kv: LinearWeight; o: LinearWeight;
+  qkv: LinearWeight; o: LinearWeight;
   qNorm: Tensor | null; kNorm: Tensor | null;
   gateUp: LinearWeight; down: LinearWeight;
 }
@@ -31,7 +32,7 @@ export class LlamaFamily implements Architecture {
   private embedW!: LinearWeight;
   private normW!: Tensor;
   private lmHeadW!: LinearWeight;
-  private acts: { x: Tensor; q: Tensor; kv: Tensor; attn: Tensor; gu: Tensor } | null = null;
+  private acts: { x: Tensor; qkv: Tensor; attn: Tensor; gu: Tensor } | null = null;
   /** Distinct sliding windows of the layers (0: none): one attention plan per window per step. */
   private readonly windows: number[];
   private plans = new Map<number, AttentionPlan>();
@@ -55,8 +56,8 @@ export class LlamaFamily implements Architecture {
       const bias = c.attentionBias.qkv;
       this.layers.push({
         inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
-        q: await r.linear(rt, [`${a}q_proj.weight`], dtype, bias ? [`${a}q_proj.bias`] : undefined),
-        kv: await r.linear(rt, [`${a}k_proj.weight`, `${a}v_proj.weight`], dtype, bias ? [`${a}k_proj.bias`, `${a}v_proj.bias`] : undefined),
+        qkv: await r.linear(rt, [`${a}q_proj.weight`, `${a}k_proj.weight`, `${a}v_proj.weight`], dtype,
+          bias ? [`${a}q_proj.bias`, `${a}k_proj.bias`, `${a}v_proj.bias`] : undefined),
         o: await r.linear(rt, [`${a}o_proj.weight`], dtype, c.attentionBias.o ? [`${a}o_proj.bias`] : undefined),
         qNorm: c.qkNorm ? await r.vector(rt, `${a}q_norm.weight`) : null,
         kNorm: c.qkNorm ? await r.vector(rt, `${a}k_norm.weight`) : null,
@@ -84,7 +85,7 @@ export class LlamaFamily implements Architecture {
     this.embedW = lin(c.vocabSize, H);
     for (let i = 0; i < c.numLayers; i++) {
       this.layers.push({
-        inNorm: ones(H), q: lin(qw, H), kv: lin(kvw, H), o: lin(H, qw),
+        inNorm: ones(H), qkv: lin(qw + kvw, H), o: lin(H, qw),
         qNorm: c.qkNorm ? ones(D) : null, kNorm: c.qkNorm ? ones(D) : null,
         postNorm: ones(H), gateUp: lin(2 * I, H), down: lin(H, I),
       });
@@ -97,7 +98,7 @@ export class LlamaFamily implements Architecture {
   weightBytes(): number {
     const bytes = (w: LinearWeight) => w.N * w.K * (w.dtype === 'f32' ? 4 : 2);
     let total = bytes(this.lmHeadW);
-    for (const L of this.layers) total += bytes(L.q) + bytes(L.kv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);
+    for (const L of this.layers) total += bytes(L.qkv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);
     return total;
   }
 
@@ -117,7 +118,7 @@ export class LlamaFamily implements Architecture {
     const c = this.cfg, rt = this.rt;
     const qw = c.numHeads * c.headDim, kvw = 2 * c.numKvHeads * c.headDim;
     this.acts = {
-      x: rt.zeros([maxTokens, c.hiddenSize]), q: rt.zeros([maxTokens, qw]), kv: rt.zeros([maxTokens, kvw]),
+      x: rt.zeros([maxTokens, c.hiddenSize]), qkv: rt.zeros([maxTokens, qw + kvw]),
       attn: rt.zeros([maxTokens, qw]), gu: rt.zeros([maxTokens, 2 * c.intermediateSize]),
     };
   }
@@ -139,23 +140,21 @@ export class LlamaFamily implements Architecture {
     const c = this.cfg, rt = this.rt, a = this.acts!;
     const { T, h } = s;
     const Hq = c.numHeads, Hkv = c.numKvHeads, D = c.headDim, eps = c.rmsEps;
-    const qw = Hq * D, kvw = 2 * Hkv * D;
-    const qHeads = { tensor: a.q, tokenStride: qw, heads: Hq, headStride: D };
-    const kHeads = { tensor: a.kv, tokenStride: kvw, heads: Hkv, headStride: D };
+    const W = (Hq + 2 * Hkv) * D;
+    const qHeads = { tensor: a.qkv, tokenStride: W, heads: Hq, headStride: D };
+    const kHeads = { tensor: a.qkv, offset: Hq * D, tokenStride: W, heads: Hkv, headStride: D };
     const pairing = c.rope.interleaved ? 'interleaved' : 'half';
     for (let l = 0; l < c.numLayers; l++) {
       const L = this.layers[l];
       rmsNorm(rt, h, L.inNorm, eps, { rows: T, out: a.x });
-      linear(rt, a.x, L.q, { rows: T, out: a.q });
-      linear(rt, a.x, L.kv, { rows: T, out: a.kv });
+      linear(rt, a.x, L.qkv, { rows: T, out: a.qkv });
       if (L.qNorm && L.kNorm) {
         rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
         rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
       }
-      rope(rt, qHeads, s.positions, s.cos, s.sin, { rows: T, pairing });
-      rope(rt, kHeads, s.positions, s.cos, s.sin, { rows: T, pairing });
-      encodeCacheWrite(rt, T, { tensor: a.kv, offset: 0, stride: kvw }, { tensor: a.kv, offset: Hkv * D, stride: kvw }, this.caches[l], s.slots);
-      this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.q.view([T, Hq, D]), this.caches[l], { out: a.attn.view([T, Hq, D]) });
+      rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing });
+      encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
+      this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.qkv.view([T, W]), this.caches[l], { out: a.attn.view([T, Hq, D]), qRowStride: W });
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
       rmsNorm(rt, h, L.postNorm, eps, { rows: T, out: a.x });
       linear(rt, a.x, L.gateUp, { rows: T, out: a.gu });
@@ -171,7 +170,7 @@ export class LlamaFamily implements Architecture {
     for (const c of this.caches) c.destroy();
     for (const L of this.layers) {
       for (const t of [L.inNorm, L.postNorm, L.qNorm, L.kNorm]) t?.destroy();
-      for (const w of [L.q, L.kv, L.o, L.gateUp, L.down]) w.destroy();
+      for (const w of [L.qkv, L.o, L.gateUp, L.down]) w.destroy();
     }
     if (this.lmHeadW !== this.embedW) this.lmHeadW?.destroy();
     this.embedW?.destroy();

@@ -166,7 +166,7 @@ export const planCases: TestCase[] = defineCases('plan', [
     },
   },
   {
-    name: 'runs write into given out and lse tensors; runWithLse equals run',
+    name: 'runs write into given out and lse tensors; runWithLse equals run; a query read from wider rows (qRowStride)',
     async run({ engine }) {
       await withTuning(engine, SPLIT, async () => {
         const tensors: Tensor[] = [];
@@ -190,6 +190,17 @@ export const planCases: TestCase[] = defineCases('plan', [
           assertClose('lse into the given tensor', await lse.toFloat32(), ref.lse, 'f32', (i) => i % T >= valid);
           equalArrays('run equals runWithLse', Array.from(await again.toFloat32()).filter((_, i) => !skip(i)),
             Array.from(await out.toFloat32()).filter((_, i) => !skip(i)));
+          // The query as the first Hq·D elements of wider rows (a fused q|k|v projection's): same result.
+          const W = MIXED.Hq * MIXED.D + 24;
+          const qv = await q.toFloat32();
+          const wide = randn(T * W, 503);
+          for (let t = 0; t < T; t++) wide.set(qv.subarray(t * MIXED.Hq * MIXED.D, (t + 1) * MIXED.Hq * MIXED.D), t * W);
+          const fused = engine.tensor(wide, [T, W]);
+          const strided = plan.run(fused, layer.cache, { qRowStride: W });
+          tensors.push(fused, strided);
+          equalArrays('query read from wider rows (qRowStride)', Array.from(await strided.toFloat32()).filter((_, i) => !skip(i)),
+            Array.from(await out.toFloat32()).filter((_, i) => !skip(i)));
+          await expectThrows(() => plan.run(fused, layer.cache, { qRowStride: W - 8 }), 'AttentionPlan.run: query: expected shape [T, qRowStride=');
           plan.destroy();
           layer.cache.destroy();
         } finally {
