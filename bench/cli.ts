@@ -164,7 +164,7 @@ if (suites.includes('step')) {
     `# A serving step's host cost (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=step\` (${result.runtime}). GPU: timestamps, median; `
     + 'encode: host µs to record one run of a plan; pipelined: record, submit, next, one wait at the end; with a wait: record, submit, wait. '
-    + `Step: one plan, a run per layer over its own cache, one submit; steps back to back (wall) against the summed GPU time of one step. `
+    + `Step: one plan, a run per layer over its own cache, one submit; steps back to back (wall) against the GPU time of one step, its passes timed whole. `
     + 'Created: buffers and bind groups made during the steady-state loops (the runtime counts every createBuffer and createBindGroup).', '',
     '| batch | context | GPU ms (host meta) | GPU ms (tensor meta) | ratio | planning pass ms | encode µs/run | encode µs/run (tensor) | plan µs | wall ms/run pipelined | wall ms/run with wait | step layers | step wall ms | step GPU ms | wall over GPU | step host ms | created buffers / bind groups |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
