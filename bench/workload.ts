@@ -1,12 +1,14 @@
 // The built-in default workload behind `npm start`: each available operation on a few representative
 // shapes (dense SDPA with both kernels, paged attention over a mixed batch, MLA decode), checked
 // against the float64 reference, then timed. The benchmark harness (issue 6) and the
-// demo grow from the same case shape: setup, run, check, FLOPs and minimum bytes.
+// demo grow from the same case shape: setup, run, check, FLOPs and minimum bytes. Then a small model
+// generates (runModelWorkload).
 import {
-  TOLERANCES, compareToReference, randn, reference, roundToDType,
+  TOLERANCES, compareToReference, createRandomModel, randn, reference, rng, roundToDType,
   type Engine, type SdpaBackend, type Tensor,
 } from 'webinfer';
 import { median } from './harness';
+import { SMALL_LLAMA } from './model';
 
 export interface WorkloadRow {
   op: string;
@@ -231,4 +233,34 @@ export function formatTable(rows: WorkloadRow[]): string {
   const widths = head.map((h, c) => Math.max(h.length, ...body.map((r) => r[c].length)));
   const line = (cells: string[]) => cells.map((x, c) => (c >= 5 ? x.padStart(widths[c]) : x.padEnd(widths[c]))).join('  ');
   return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
+}
+
+export interface ModelWorkload {
+  config: string; prompts: number; promptTokens: number; generated: number;
+  seconds: number; tokensPerSecond: number; steps: number; stepMs: number; hostShare: number;
+}
+
+/**
+ * The default workload's model: a small Llama-shaped model (SMALL_LLAMA in bench/model.ts) with random
+ * weights made on the GPU serves a batch of prompts together (continuous batching, greedy), a few
+ * hundred new tokens in all. Reports tokens/s, the mean step time and the host's share of it.
+ */
+export async function runModelWorkload(engine: Engine, o: { prompts?: number; maxNewTokens?: number } = {}): Promise<ModelWorkload> {
+  const n = o.prompts ?? 6, maxNew = o.maxNewTokens ?? 48;
+  const model = await createRandomModel(engine, { config: SMALL_LLAMA, dtype: 'bf16', seed: 5, maxSeqsPerStep: 16, maxTokensPerStep: 256 });
+  try {
+    const r = rng(77);
+    const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 + ((i * 37) % 90) }, () => Math.floor(r() * SMALL_LLAMA.vocab_size)));
+    await model.generate([prompts[0].slice(0, 8)], { maxNewTokens: 4, stopTokens: [] });   // pipelines compile here
+    const out = await model.generate(prompts, { maxNewTokens: maxNew, stopTokens: [] });
+    const s = model.lastRun;
+    const generated = out.reduce((a, x) => a + x.length, 0);
+    return {
+      config: `Llama-shaped, hidden ${SMALL_LLAMA.hidden_size}, ${SMALL_LLAMA.num_hidden_layers} layers, ${SMALL_LLAMA.num_attention_heads}/${SMALL_LLAMA.num_key_value_heads} heads, vocab ${SMALL_LLAMA.vocab_size}, bf16 random weights`,
+      prompts: n, promptTokens: prompts.reduce((a, p) => a + p.length, 0), generated,
+      seconds: s.wallMs / 1000, tokensPerSecond: (1000 * generated) / s.wallMs, steps: s.steps, stepMs: s.wallMs / s.steps, hostShare: s.hostMs / s.wallMs,
+    };
+  } finally {
+    model.destroy();
+  }
 }

@@ -24,7 +24,7 @@ function rerunWithSoftwareAdapter(reason) {
 const { create, globals } = await import('webgpu');
 Object.assign(globalThis, globals);
 const { createEngine } = await import('webinfer');
-const { runDefaultWorkload, formatTable } = await import(join(root, '.cache/bundles/workload.js'));
+const { runDefaultWorkload, runModelWorkload, formatTable } = await import(join(root, '.cache/bundles/workload.js'));
 
 let engine;
 try {
@@ -44,5 +44,18 @@ const rows = await runDefaultWorkload(engine, (row, i, n) => {
 console.log(`\n${formatTable(rows)}\n`);
 const bad = rows.filter((r) => !r.pass);
 console.log(`${rows.length - bad.length} of ${rows.length} checks passed in ${((Date.now() - t0) / 1000).toFixed(1)} s (times: wall clock around a drained queue, median of 5)`);
+
+// A model: a small Llama-shaped one with random weights made on the GPU serves a batch of prompts.
+console.log('\ngenerating with a small Llama-shaped model (random weights made on the GPU)...');
+let modelFailed = false;
+try {
+  const m = await runModelWorkload(engine);
+  console.log(`model: ${m.config}`);
+  console.log(`${m.prompts} prompts (${m.promptTokens} tokens) served together: ${m.generated} new tokens in ${m.seconds.toFixed(2)} s = `
+    + `${m.tokensPerSecond.toFixed(0)} tokens/s; ${m.steps} steps of ${m.stepMs.toFixed(2)} ms on average, the host ${(100 * m.hostShare).toFixed(0)}% of a step`);
+} catch (e) {
+  modelFailed = true;
+  console.log(`model: FAILED: ${e.message}`);
+}
 engine.destroy();
-process.exit(bad.length ? 1 : 0);
+process.exit(bad.length || modelFailed ? 1 : 0);
