@@ -1,9 +1,10 @@
-// The demo page: finds WebGPU, describes the adapter, and wires the Check, Benchmark and Playground
-// sections. Every failure is shown in the page; nothing assumes subgroups or shader-f16.
+// The demo page: finds WebGPU, describes the adapter, and wires the Check, Benchmark, Playground and
+// Model sections. Every failure is shown in the page; nothing assumes subgroups or shader-f16.
 import type { Engine } from 'webinfer';
 import { renderAdapter, start, type AdapterReport } from './adapter';
 import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type Ceilings, type DemoResults, type Suite } from './bench';
 import { runCheck, sliceNames, type CheckScope } from './check';
+import { generate, openCheckpoint, renderInfo, renderStats, runGoldens, type GenerateParams, type LoadDType, type Loaded } from './model';
 import { FIELDS, OP_LABELS, renderFields, renderPlaygroundResult, runPlayground, type Op } from './playground';
 import { byId, el, errorMessage, fmt, Progress, registerGpuButton, runExclusive, setGpuReady, showError, showMessage } from './ui';
 
@@ -160,6 +161,146 @@ pgRun.addEventListener('click', () => void runExclusive(async () => {
   }
 }));
 
+// ------------------------------------------------------------------------------------------ model
+
+const goldensRun = byId<HTMLButtonElement>('model-goldens-run');
+registerGpuButton(goldensRun);
+const goldensProgress = new Progress(byId<HTMLProgressElement>('model-goldens-progress'), byId('model-goldens-status'));
+goldensRun.addEventListener('click', () => void runExclusive(async () => {
+  if (!engine) return;
+  const msg = byId('model-goldens-message');
+  msg.hidden = true;
+  goldensProgress.reset();
+  try {
+    await runGoldens(engine, { progress: goldensProgress, table: byId<HTMLTableSectionElement>('model-goldens-rows') });
+  } catch (e) {
+    goldensProgress.finish('the goldens could not be checked', 'fail');
+    showError(msg, 'Goldens', e);
+  }
+}));
+
+/** The checkpoint the Generate part serves (one at a time: loading another frees this one's GPU memory). */
+let loaded: Loaded | null = null;
+/** The running generation's abort, for Stop. */
+let stopper: AbortController | null = null;
+let gpuReady = false;
+
+const openFolder = byId<HTMLButtonElement>('model-open-folder');
+const folderInput = byId<HTMLInputElement>('model-folder');
+const loadUrl = byId<HTMLButtonElement>('model-load-url');
+const genButton = byId<HTMLButtonElement>('model-generate');
+const stopButton = byId<HTMLButtonElement>('model-stop');
+const chatBox = byId<HTMLInputElement>('model-chat');
+const promptBox = byId<HTMLTextAreaElement>('model-prompt');
+registerGpuButton(openFolder);
+registerGpuButton(loadUrl);
+const loadProgress = new Progress(byId<HTMLProgressElement>('model-load-progress'), byId('model-load-status'));
+
+/** Generate needs a loaded model besides an idle GPU, which the shared busy lock does not know: it
+ *  follows the lock through the body's data-busy attribute instead. */
+function syncModelControls(): void {
+  const busy = document.body.dataset.busy === 'true';
+  genButton.disabled = !gpuReady || busy || !loaded;
+  chatBox.disabled = !loaded?.template;
+}
+new MutationObserver(syncModelControls).observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
+
+function loadCheckpointInto(src: FileList | string): void {
+  void runExclusive(async () => {
+    if (!engine) return;
+    const msg = byId('model-load-message');
+    const info = byId('model-info');
+    msg.hidden = true;
+    info.hidden = true;
+    loadProgress.reset();
+    if (loaded) {
+      loaded.model.destroy();
+      loaded = null;
+    }
+    try {
+      const l = await openCheckpoint(engine, src, byId<HTMLSelectElement>('model-dtype').value as LoadDType, loadProgress);
+      loaded = l;
+      renderInfo(info, l);
+      loadProgress.finish(`loaded ${l.ckpt.name}: ${(l.totalBytes / 1e6).toFixed(1)} MB in ${(l.loadMs / 1000).toFixed(2)} s`, 'pass');
+      chatBox.checked = !!l.template;
+      byId('model-prompt-hint').textContent = l.tokenizer
+        ? `(text${l.template ? '; with the chat template it is the user message' : ''})`
+        : '(token ids separated by spaces: this checkpoint has no tokenizer)';
+      promptBox.placeholder = l.tokenizer ? 'Once upon a time' : '1 17 93 5';
+    } catch (e) {
+      loadProgress.finish('the checkpoint could not be loaded', 'fail');
+      byId('model-prompt-hint').textContent = '(load a model first)';
+      showError(msg, 'Load', e);
+    } finally {
+      // A second pick of the same folder fires change again.
+      folderInput.value = '';
+      syncModelControls();
+    }
+  });
+}
+
+openFolder.addEventListener('click', () => folderInput.click());
+folderInput.addEventListener('change', () => {
+  if (folderInput.files?.length) loadCheckpointInto(folderInput.files);
+});
+loadUrl.addEventListener('click', () => {
+  const u = byId<HTMLInputElement>('model-url').value.trim();
+  if (!u) {
+    showMessage(byId('model-load-message'), 'Enter the base URL of a checkpoint folder (config.json is fetched from <URL>/config.json).', 'warn');
+    return;
+  }
+  let url: string;
+  try {
+    url = new URL(u, location.href).href;
+  } catch (e) {
+    showError(byId('model-load-message'), 'Load', e);
+    return;
+  }
+  loadCheckpointInto(url);
+});
+
+function generateParams(): GenerateParams {
+  const num = (id: string) => Number(byId<HTMLInputElement>(id).value);
+  const seed = byId<HTMLInputElement>('model-seed').value.trim();
+  return {
+    prompt: promptBox.value, chat: chatBox.checked && !chatBox.disabled, maxNewTokens: num('model-max-new'),
+    temperature: num('model-temperature'), topK: num('model-topk'), topP: num('model-topp'), seed: seed === '' ? undefined : Number(seed),
+  };
+}
+
+genButton.addEventListener('click', () => void runExclusive(async () => {
+  const l = loaded;
+  if (!l) return;
+  const msg = byId('model-gen-message');
+  const status = byId('model-gen-status');
+  const stats = byId('model-gen-stats');
+  msg.hidden = true;
+  stats.replaceChildren();
+  delete status.dataset.state;
+  status.textContent = 'tokenizing…';
+  const p = generateParams();
+  const ac = new AbortController();
+  stopper = ac;
+  stopButton.disabled = false;
+  try {
+    const r = await generate(l, p, {
+      out: byId('model-output'), signal: ac.signal,
+      onStart: (n) => { status.textContent = `generating (prompt of ${n} tokens)…`; },
+    });
+    renderStats(stats, r, l, p.maxNewTokens);
+    status.textContent = r.aborted ? `stopped after ${r.ids.length} tokens` : 'done';
+    status.dataset.state = r.aborted ? 'stopped' : 'ready';
+  } catch (e) {
+    status.textContent = 'error';
+    status.dataset.state = 'error';
+    showError(msg, 'Generate', e);
+  } finally {
+    stopper = null;
+    stopButton.disabled = true;
+  }
+}));
+stopButton.addEventListener('click', () => stopper?.abort());
+
 // ------------------------------------------------------------------------------------------- boot
 
 async function boot(): Promise<void> {
@@ -169,7 +310,7 @@ async function boot(): Promise<void> {
     status.dataset.state = 'error';
     status.textContent = 'WebGPU is not available here, so nothing on this page can run.';
     showMessage(byId('adapter'), s.reason, 'error');
-    for (const id of ['check-message', 'bench-message', 'pg-message']) showMessage(byId(id), 'Needs WebGPU (see the Adapter section).', 'warn');
+    for (const id of ['check-message', 'bench-message', 'pg-message', 'model-goldens-message', 'model-load-message']) showMessage(byId(id), 'Needs WebGPU (see the Adapter section).', 'warn');
     return;
   }
   engine = s.engine;
@@ -189,8 +330,12 @@ async function boot(): Promise<void> {
     status.dataset.state = 'error';
     status.textContent = `The GPU device was lost (${lost.reason}${lost.message ? `: ${lost.message}` : ''}). Reload the page.`;
     setGpuReady(false);
+    gpuReady = false;
+    syncModelControls();
   });
   setGpuReady(true);
+  gpuReady = true;
+  syncModelControls();
 }
 
 boot().catch((e) => {

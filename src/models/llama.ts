@@ -10,7 +10,8 @@
 // Qwen3's norms or a split context).
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
+import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
+import type { DType } from '../core/dtype.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinearOnDevice, linear, type LinearWeight } from '../ops/gemm.js';
 import { rmsNorm } from '../ops/norm.js';
@@ -28,6 +29,7 @@ interface LayerWeights {
 
 export class LlamaFamily implements Architecture {
   readonly caches: PagedKVCache[] = [];
+  readonly cacheDTypes = ['f32', 'f16', 'bf16', 'fp8e4m3'] as const;
   private readonly layers: LayerWeights[] = [];
   private embedW!: LinearWeight;
   private normW!: Tensor;
@@ -102,14 +104,15 @@ export class LlamaFamily implements Architecture {
     return total;
   }
 
-  /** Per token of a layer's cache: K and V of every kv head. */
-  kvShape(): { numKvHeads: number; headSize: number } {
-    return { numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim };
+  cacheBytes(dtype: string): { perToken: number; perBufferRow: number } {
+    const bytes = { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[dtype as 'f32'] ?? 4;
+    const row = this.cfg.numKvHeads * this.cfg.headDim * bytes;   // K and V are separate buffers
+    return { perToken: 2 * row, perBufferRow: row };
   }
 
-  createCaches(o: { numBlocks: number; blockSize: number; dtype: 'f32' | 'f16' | 'bf16' | 'fp8e4m3' }, create: (o: object) => PagedKVCache): void {
+  createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void {
     for (let l = 0; l < this.cfg.numLayers; l++) {
-      this.caches.push(create({ numBlocks: o.numBlocks, blockSize: o.blockSize, numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim, dtype: o.dtype }));
+      this.caches.push(createPagedKVCache(this.rt, { numBlocks: o.numBlocks, blockSize: o.blockSize, numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim, dtype: o.dtype as DType }));
     }
   }
 

@@ -15,7 +15,6 @@ import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { createPagedKVCache } from '../attention/paged_cache.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
 import { argmax, sample } from '../ops/sample.js';
@@ -114,23 +113,28 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   // Every name and shape checked before any GPU memory is taken.
   const resolved = validateCheckpoint(cfg, files);
   const dtype = o.dtype ?? checkpointDType(resolved);
-  const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? 'f32' : 'f16');
-  check(['f32', 'f16', 'bf16', 'fp8e4m3'].includes(cacheDtype), OP, 'o.kvCache.dtype', `'f32', 'f16', 'bf16' or 'fp8e4m3' for ${cfg.architecture}`, fmt(cacheDtype));
+  const arch = architectureFor(rt, cfg);
+  const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
+  check(arch.cacheDTypes.includes(cacheDtype), OP, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));
   const blockSize = kvo.blockSize === undefined ? 16 : checkPosInt(kvo.blockSize, OP, 'o.kvCache.blockSize');
-  const arch = new LlamaFamily(rt, cfg);
   const numBlocks = kvo.numBlocks === undefined
-    ? defaultBlocks(rt, cfg, arch.kvShape(), blockSize, cacheDtype as DType)
+    ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize)
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
-  return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype: cacheDtype as DType, maxTokens, maxSeqs, dtype },
+  return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
     () => arch.load(new WeightReader(files, resolved, o.onProgress), dtype));
 }
 
+/** The step runtime's implementation of a config's architecture. */
+function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
+  return new LlamaFamily(rt, cfg);
+}
+
 async function build(rt: Runtime, cfg: ModelConfig, arch: Architecture,
-                     o: { numBlocks: number; blockSize: number; cacheDtype: DType; maxTokens: number; maxSeqs: number; dtype: WeightDType },
+                     o: { numBlocks: number; blockSize: number; cacheDtype: string; maxTokens: number; maxSeqs: number; dtype: WeightDType },
                      weights: () => Promise<void> | void): Promise<Model> {
   try {
     await weights();
-    arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype as 'f32' }, (c) => createPagedKVCache(rt, c as never));
+    arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype });
     arch.allocate(o.maxTokens);
     return new Model(rt, cfg, arch, o);
   } catch (e) {
@@ -144,7 +148,7 @@ async function build(rt: Runtime, cfg: ModelConfig, arch: Architecture,
  * benchmarks at real model shapes and the default workload. Its outputs mean nothing.
  */
 export async function createRandomModel(rt: Runtime, o: { config: object; dtype?: WeightDType; seed?: number;
-    kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType }; maxTokensPerStep?: number; maxSeqsPerStep?: number }): Promise<Model> {
+    kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType | 'fp8_ds_mla' }; maxTokensPerStep?: number; maxSeqsPerStep?: number }): Promise<Model> {
   const op = 'createRandomModel';
   rt.assertAlive(op);
   check(o !== null && typeof o === 'object', op, 'o', '{ config, dtype?, seed?, kvCache? }', o);
@@ -156,9 +160,10 @@ export async function createRandomModel(rt: Runtime, o: { config: object; dtype?
   check(['f32', 'f16', 'bf16'].includes(dtype), op, 'o.dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
   const kvo = o.kvCache ?? {};
   const blockSize = kvo.blockSize ?? 16;
-  const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? 'f32' : 'f16');
-  const arch = new LlamaFamily(rt, cfg);
-  const numBlocks = kvo.numBlocks ?? defaultBlocks(rt, cfg, arch.kvShape(), blockSize, cacheDtype);
+  const arch = architectureFor(rt, cfg);
+  const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
+  check(arch.cacheDTypes.includes(cacheDtype), op, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));
+  const numBlocks = kvo.numBlocks ?? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize);
   return build(rt, cfg, arch, {
     numBlocks, blockSize, cacheDtype, dtype, maxTokens: o.maxTokensPerStep ?? 512, maxSeqs: o.maxSeqsPerStep ?? 64,
   }, () => arch.initRandom(dtype, o.seed ?? 1));
@@ -168,12 +173,10 @@ export async function createRandomModel(rt: Runtime, o: { config: object; dtype?
  * Blocks when the caller names none: each layer's K and V caches within the device's largest binding,
  * all layers within 1 GiB, and no more than 8 sequences of the model's full length.
  */
-function defaultBlocks(rt: Runtime, cfg: ModelConfig, kv: { numKvHeads: number; headSize: number }, bs: number, dtype: DType): number {
-  const bytes = { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[dtype as 'f32'] ?? 2;
-  const rowBytes = kv.numKvHeads * kv.headSize * bytes;
+function defaultBlocks(rt: Runtime, cfg: ModelConfig, c: { perToken: number; perBufferRow: number }, bs: number): number {
   const bind = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
-  const bindTokens = Math.floor(bind / rowBytes);
-  const budgetTokens = Math.floor(2 ** 30 / (cfg.numLayers * 2 * rowBytes));
+  const bindTokens = Math.floor(bind / c.perBufferRow);
+  const budgetTokens = Math.floor(2 ** 30 / (cfg.numLayers * c.perToken));
   const tokens = Math.min(bindTokens, 8 * cfg.maxPositionEmbeddings, Math.max(budgetTokens, Math.min(cfg.maxPositionEmbeddings, bindTokens)));
   return Math.max(1, Math.floor(tokens / bs));
 }
@@ -186,6 +189,7 @@ export class Model {
   readonly maxSeqsPerStep: number;
   readonly numBlocks: number;
   readonly blockSize: number;
+  readonly cacheDType: string;
   /** What the last generate or logits did. */
   lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };
   private readonly kv: KVCacheManager;
@@ -209,7 +213,7 @@ export class Model {
   private nextSeq = 0;
 
   constructor(private readonly rt: Runtime, cfg: ModelConfig, private readonly arch: Architecture,
-              o: { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType }) {
+              o: { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType; cacheDtype: string }) {
     this.architecture = cfg.architecture;
     this.config = cfg;
     this.weightDType = o.dtype;
@@ -217,6 +221,7 @@ export class Model {
     this.maxSeqsPerStep = o.maxSeqs;
     this.numBlocks = o.numBlocks;
     this.blockSize = o.blockSize;
+    this.cacheDType = o.cacheDtype;
     this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize });
     this.dc = new DispatchCache(rt);
     const T = o.maxTokens, S = o.maxSeqs;
@@ -480,12 +485,9 @@ export class Model {
     return seqs.map((s) => s.out);
   }
 
-  /** Bytes one decode step reads: the weights, and the K/V of `tokens` cached tokens. */
+  /** Bytes one decode step reads: the weights, and the cache rows of `tokens` cached tokens. */
   stepBytes(tokens: number): { weights: number; kv: number } {
-    const kv = this.arch.kvShape();
-    const c = this.arch.caches[0];
-    const bytes = c ? { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[c.dtype as 'f32'] : 4;
-    return { weights: this.arch.weightBytes(), kv: tokens * this.config.numLayers * kv.numKvHeads * 2 * kv.headSize * bytes };
+    return { weights: this.arch.weightBytes(), kv: tokens * this.config.numLayers * this.arch.cacheBytes(this.cacheDType).perToken };
   }
 
   /**

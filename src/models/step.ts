@@ -1,7 +1,6 @@
 // What a model architecture provides to the step runtime (src/models/model.ts), and what it gets from
 // it for each step.
 import type { Tensor } from '../core/tensor.js';
-import type { PagedKVCache } from '../attention/paged_cache.js';
 import type { LinearWeight } from '../ops/gemm.js';
 import type { ModelConfig } from './config.js';
 import type { WeightDType, WeightReader } from './weights.js';
@@ -25,16 +24,17 @@ export interface StepContext {
 
 export interface Architecture {
   readonly cfg: ModelConfig;
-  readonly caches: readonly PagedKVCache[];
   readonly embed: LinearWeight;
   readonly lmHead: LinearWeight;
+  /** The cache dtypes this architecture's layers can keep (the first: for f32 weights; the second: otherwise). */
+  readonly cacheDTypes: readonly string[];
   load(r: WeightReader, dtype: WeightDType): Promise<void>;
   initRandom(dtype: WeightDType, seed: number): void;
   /** Bytes of weights one decode step reads. */
   weightBytes(): number;
-  createCaches(o: { numBlocks: number; blockSize: number; dtype: 'f32' | 'f16' | 'bf16' | 'fp8e4m3' }, create: (o: object) => PagedKVCache): void;
-  /** Bytes of one cache block over all layers (K and V). */
-  kvShape(): { numKvHeads: number; headSize: number };
+  /** Bytes one token takes in one layer's cache, and in the largest single cache buffer's row. */
+  cacheBytes(dtype: string): { perToken: number; perBufferRow: number };
+  createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void;
   allocate(maxTokens: number): void;
   /** Plans the step's attention (once per step, before forward). */
   plan(s: StepContext): void;
