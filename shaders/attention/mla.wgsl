@@ -115,7 +115,7 @@ fn latent(row: u32, c: u32) -> f32 {
       let scale = bitcast<f32>(cache_in[base + L / 4u + c / 128u]);
       return e4m3_to_f32((cache_in[base + c / 4u] >> (8u * (c % 4u))) & 0xffu) * scale;
     }
-    let w = cache_in[base + L / 4u + L / 128u + (c - L) / 2u];
+    let w = cache_in[base + L / 4u + (L + 127u) / 128u + (c - L) / 2u];
     return unpack_elem(w, ((c - L) & 1u) == 1u, 2u);
   }
   let i = row * (L + params.R) + c;
@@ -171,7 +171,8 @@ fn row_value(t: u32, c: u32) -> f32 {
 }
 
 // One thread per cache word of a token's row. For fp8_ds_mla the words are the L/4 code words, then
-// the L/128 scales, then the R/2 bf16 pairs; each code or scale word finds its group's max |x| itself.
+// the ⌈L/128⌉ scales (a last partial group when L is not a multiple of 128), then the R/2 bf16 pairs;
+// each code or scale word finds its group's max |x| itself.
 // src_a holds kv_c, src_b k_pe, cache_in the slot mapping (i32 bits), dst_a the cache.
 @compute @workgroup_size(WG)
 fn write_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -185,10 +186,11 @@ fn write_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let dst = u32(slot) * params.row_words + r;
   let L = params.L;
   if (CACHE_DTYPE == 4u) {
-    if (r < L / 4u + L / 128u) {
+    let groups = (L + 127u) / 128u;
+    if (r < L / 4u + groups) {
       let g = select(r - L / 4u, (4u * r) / 128u, r < L / 4u);
       var amax = 0.0;
-      for (var c = 0u; c < 128u; c++) { amax = max(amax, abs(row_value(t, g * 128u + c))); }
+      for (var c = g * 128u; c < min(g * 128u + 128u, L); c++) { amax = max(amax, abs(row_value(t, c))); }
       let scale = amax / 448.0;
       if (r >= L / 4u) { dst_a[dst] = bitcast<u32>(scale); return; }
       var word = 0u;
@@ -198,7 +200,7 @@ fn write_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
       dst_a[dst] = word;
       return;
     }
-    let c = L + 2u * (r - L / 4u - L / 128u);
+    let c = L + 2u * (r - L / 4u - groups);
     dst_a[dst] = f32_to_bf16_bits(row_value(t, c)) | (f32_to_bf16_bits(row_value(t, c + 1u)) << 16u);
     return;
   }

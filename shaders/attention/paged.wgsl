@@ -80,7 +80,7 @@ fn ds_mla4(row: u32, d: u32) -> vec4<f32> {
     let scale = bitcast<f32>(k_cache[base + L / 4u + d / 128u]);
     return decode4(vec4<u32>(k_cache[base + d / 4u], 0u, 0u, 0u), 3u) * scale;
   }
-  let w = base + L / 4u + L / 128u + (d - L) / 2u;
+  let w = base + L / 4u + (L + 127u) / 128u + (d - L) / 2u;
   return decode4(vec4<u32>(k_cache[w], k_cache[w + 1u], 0u, 0u), 2u);
 }
 

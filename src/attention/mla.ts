@@ -21,9 +21,10 @@ export type MLACacheDType = 'f32' | 'f16' | 'bf16' | 'fp8_ds_mla';
 
 export interface MLACacheOptions { numBlocks: number; blockSize: number; kvLoraRank: number; qkRopeHeadDim: number; dtype?: DType | 'fp8_ds_mla' }
 
-/** Bytes of one fp8_ds_mla row: L e4m3 values, L/128 f32 scales, R bf16 values (656 for L 512, R 64). */
+/** Bytes of one fp8_ds_mla row: L e4m3 values, ⌈L/128⌉ f32 scales, R bf16 values (656 for L 512, R 64,
+ *  FlashMLA's rows; an L that is not a multiple of 128 gets a last, partial scale group). */
 export function fp8DsMlaRowBytes(L: number, R: number): number {
-  return L + 4 * (L / 128) + 2 * R;
+  return L + 4 * Math.ceil(L / 128) + 2 * R;
 }
 
 export class MLACache {
@@ -64,7 +65,6 @@ export function createMLACache(engine: Runtime, o: MLACacheOptions): MLACache {
   // Attention reads rows four values at a time; the latent width and rope width are multiples of 8.
   check(L % 8 === 0, op, 'kvLoraRank', 'a multiple of 8', L);
   check(R % 8 === 0, op, 'qkRopeHeadDim', 'a multiple of 8', R);
-  if (dtype === 'fp8_ds_mla') check(L % 128 === 0, op, 'kvLoraRank', "a multiple of 128 for 'fp8_ds_mla' (one scale per 128 values)", L);
   return new MLACache(engine, { numBlocks, blockSize, kvLoraRank: L, qkRopeHeadDim: R, dtype });
 }
 

@@ -434,7 +434,8 @@ export function mlaSparseRef(
 }
 
 // ---------------------------------------------------------------------------------------------
-// FlashMLA fp8_ds_mla row codec, general L (multiple of 128) and R.
+// FlashMLA fp8_ds_mla row codec, general L (a multiple of 8; a last, partial scale group when L is not
+// a multiple of 128, an extension of FlashMLA's format, which has L 512) and R.
 // Row bytes: [0, L) kv_c as e4m3 | [L, L + 4*(L/128)) f32 scales, little-endian, scale g covers
 // kv_c[128g .. 128g+127] | then R bf16 k_pe values, little-endian. 656 bytes for L=512, R=64.
 // Dequantization multiplies: kv_c[l] = e4m3(byte[l]) * scale[l >> 7] (as upstream FlashMLA).
@@ -443,13 +444,13 @@ const F32S = new Float32Array(1);
 const U32S = new Uint32Array(F32S.buffer);
 
 function checkRowDims(L: number, R: number): void {
-  if (!Number.isInteger(L) || L <= 0 || L % 128 !== 0) throw new Error(`L: expected a positive multiple of 128, got ${L}`);
+  if (!Number.isInteger(L) || L <= 0 || L % 8 !== 0) throw new Error(`L: expected a positive multiple of 8, got ${L}`);
   checkInt(R, 'R', 0);
 }
 
 export function fp8DsMlaRowBytes(L: number, R: number): number {
   checkRowDims(L, R);
-  return L + 4 * (L / 128) + 2 * R;
+  return L + 4 * Math.ceil(L / 128) + 2 * R;
 }
 
 /**
@@ -464,12 +465,13 @@ export function fp8DsMlaEncodeRow(row: ArrayLike<number>, L: number, R: number, 
   if (offset < 0 || offset + nb > outBytes.length) {
     throw new Error(`outBytes: a ${nb}-byte row at offset ${offset} does not fit in ${outBytes.length} bytes`);
   }
-  const G = L / 128;
+  const G = Math.ceil(L / 128);
   for (let g = 0; g < G; g++) {
     let amax = 0;
-    for (let i = g * 128; i < g * 128 + 128; i++) amax = Math.max(amax, Math.abs(Math.fround(row[i]!)));
+    const end = Math.min(g * 128 + 128, L);
+    for (let i = g * 128; i < end; i++) amax = Math.max(amax, Math.abs(Math.fround(row[i]!)));
     const scale = Math.fround(amax / 448);
-    for (let i = g * 128; i < g * 128 + 128; i++) {
+    for (let i = g * 128; i < end; i++) {
       outBytes[offset + i] = scale > 0 ? f32ToFp8e4m3Bits(Math.fround(Math.fround(row[i]!) / scale)) : 0;
     }
     F32S[0] = scale;
@@ -497,12 +499,12 @@ export function fp8DsMlaDecodeRow(bytes: Uint8Array, offset: number, L: number, 
   if (outOffset < 0 || outOffset + L + R > out.length) {
     throw new Error(`out: ${L + R} values at ${outOffset} do not fit in ${out.length}`);
   }
-  const G = L / 128;
+  const G = Math.ceil(L / 128);
   for (let g = 0; g < G; g++) {
     const so = offset + L + 4 * g;
     U32S[0] = (bytes[so]! | (bytes[so + 1]! << 8) | (bytes[so + 2]! << 16) | (bytes[so + 3]! << 24)) >>> 0;
     const scale = F32S[0]!;
-    for (let i = g * 128; i < g * 128 + 128; i++) out[outOffset + i] = fp8e4m3BitsToF32(bytes[offset + i]!) * scale;
+    for (let i = g * 128; i < Math.min(g * 128 + 128, L); i++) out[outOffset + i] = fp8e4m3BitsToF32(bytes[offset + i]!) * scale;
   }
   const po = offset + L + 4 * G;
   for (let r = 0; r < R; r++) out[outOffset + L + r] = bf16BitsToF32(bytes[po + 2 * r]! | (bytes[po + 2 * r + 1]! << 8));

@@ -93,18 +93,20 @@ function cases(name: string, mode: 'decode' | 'prefill', specs: MlaSpec[], tunin
 
 export const mlaCases = defineCases('mla', [
   {
-    name: 'cacheWrite stores [kv_c | k_pe] rows in f32, f16, bf16 and fp8_ds_mla (656-byte rows for L 512, R 64)',
+    name: 'cacheWrite stores [kv_c | k_pe] rows in f32, f16, bf16 and fp8_ds_mla (656-byte rows for L 512, R 64; a partial scale group for L 192 and 64)',
     async run({ engine }) {
-      for (const [dtype, L, R] of [['f32', 128, 16], ['bf16', 64, 8], ['fp8_ds_mla', 128, 16], ['fp8_ds_mla', 512, 64]] as const) {
+      for (const [dtype, L, R] of [['f32', 128, 16], ['bf16', 64, 8], ['fp8_ds_mla', 128, 16], ['fp8_ds_mla', 512, 64], ['fp8_ds_mla', 192, 16], ['fp8_ds_mla', 64, 16]] as const) {
         const T = 5, bs = 4, numBlocks = 3, N = 2, P = 8, V = 8;
         const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale: 0.1,
           kvBProj: engine.tensor(randn(N * (P + V) * L, 1), [N * (P + V), L]) });
         const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype });
-        if (dtype === 'fp8_ds_mla' && L === 512) {
-          if (cache.rowWords * 4 !== 656) throw new Error(`fp8_ds_mla row of ${cache.rowWords * 4} bytes, expected 656`);
+        if (dtype === 'fp8_ds_mla') {
+          // FlashMLA's 656-byte rows at L 512; L e4m3 bytes, one f32 scale per (started) 128 values, R bf16.
+          const want = L === 512 ? 656 : L + 4 * Math.ceil(L / 128) + 2 * R;
+          if (cache.rowWords * 4 !== want) throw new Error(`fp8_ds_mla row of ${cache.rowWords * 4} bytes at L ${L}, expected ${want}`);
         }
         const kvC = randn(T * L, 2, 3), kPe = randn(T * R, 3);
-        kvC.fill(0, 2 * L, 2 * L + 128);        // an all-zero group: scale 0, codes 0
+        kvC.fill(0, 2 * L, 2 * L + Math.min(128, L));        // an all-zero group: scale 0, codes 0
         const slots = Int32Array.of(11, -1, 0, 5, 7);
         layer.cacheWrite(engine.tensor(kvC, [T, L]), engine.tensor(kPe, [T, R]), cache, slots);
         const rows = new Float32Array(T * (L + R));
@@ -138,14 +140,17 @@ export const mlaCases = defineCases('mla', [
     { ...BASE, seqs: [{ ctx: 40, q: 1 }, { ctx: 3, q: 1 }], cache: 'fp8_ds_mla', seed: 4 },
     { ...BASE, N: 8, seqs: [{ ctx: 300, q: 1 }, { ctx: 90, q: 1 }], cache: 'f32', seed: 5 },
   ], { ...SMALL, pagedTargetWorkgroups: 64, pagedMinPartition: 64 }),
-  cases('other MLA shapes: N 3, L 64, P 8, R 8, V 24; L+R 128 (rows the paged decode kernel must not take); N 16 with a 16 KiB plan', 'decode', [
+  cases('other MLA shapes: N 3, L 64, P 8, R 8, V 24; L+R 128 (rows the paged decode kernel must not take); N 16 with a 16 KiB plan; fp8_ds_mla at L 64 and 192 (a partial scale group)', 'decode', [
     { N: 4, L: 64, P: 8, R: 64, V: 8, bs: 16, seqs: [{ ctx: 30, q: 1 }, { ctx: 4, q: 1 }], cache: 'f32', seed: 11 },
+    { N: 2, L: 64, P: 8, R: 8, V: 8, bs: 16, seqs: [{ ctx: 12, q: 1 }, { ctx: 2, q: 1 }], cache: 'fp8_ds_mla', seed: 12 },
+    { N: 2, L: 192, P: 8, R: 16, V: 8, bs: 8, seqs: [{ ctx: 20, q: 1 }], cache: 'fp8_ds_mla', seed: 13 },
     { N: 3, L: 64, P: 8, R: 8, V: 24, bs: 16, seqs: [{ ctx: 17, q: 1 }, { ctx: 40, q: 1 }], cache: 'f32', seed: 6 },
     { N: 16, L: 128, P: 16, R: 16, V: 16, bs: 16, seqs: [{ ctx: 9, q: 1 }], cache: 'f16', seed: 7 },
   ], { flashSmemBytes: 16384 }),
   cases('prefill with cached context in chunks, merged by LSE, equals the reference (f32, fp8_ds_mla)', 'prefill', [
     { ...BASE, seqs: [{ ctx: 0, q: 6 }, { ctx: 21, q: 3 }, { ctx: 5, q: 1 }], cache: 'f32', seed: 8 },
     { ...BASE, seqs: [{ ctx: 17, q: 4 }], cache: 'fp8_ds_mla', seed: 9 },
+    { ...BASE, L: 64, seqs: [{ ctx: 6, q: 3 }], cache: 'fp8_ds_mla', seed: 14 },
     { ...BASE, seqs: [{ ctx: 9, q: 2 }], cache: 'bf16', qDtype: 'bf16', seed: 10 },
   ], { ...SMALL, mlaPrefillChunk: 8 }),
   {
@@ -191,8 +196,6 @@ export const mlaCases = defineCases('mla', [
       await expectThrows(() => engine.createMLA({ ...o, numHeads: 3 }), 'createMLA: kvBProj: expected shape [N·(P+V), L] = [48, 64]');
       await expectThrows(() => engine.createMLA({ ...o, vHeadDim: 6 }), 'createMLA: vHeadDim: expected a multiple of 8, got 6');
       await expectThrows(() => engine.createMLA({ ...o, scale: Number.NaN }), 'createMLA: scale: expected a finite number, got NaN');
-      await expectThrows(() => engine.createMLACache({ numBlocks: 2, blockSize: 4, kvLoraRank: 64, qkRopeHeadDim: 8, dtype: 'fp8_ds_mla' }),
-        "createMLACache: kvLoraRank: expected a multiple of 128 for 'fp8_ds_mla'");
       await expectThrows(() => engine.createMLACache({ numBlocks: 2, blockSize: 4, kvLoraRank: 64, qkRopeHeadDim: 8, dtype: 'fp8e4m3' }),
         "createMLACache: dtype: expected 'f32', 'f16', 'bf16' or 'fp8_ds_mla', got 'fp8e4m3'");
       const layer = engine.createMLA(o);
