@@ -39,4 +39,5 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_elementwise: ['ops/elementwise.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
   ops_sample: ['ops/sample.wgsl'],
+  ops_moe_route: ['ops/moe_route.wgsl'], ops_moe_sort: ['ops/moe_sort.wgsl'], ops_moe_combine: ['ops/moe_combine.wgsl'], ops_moe_gemv: [DTYPE, 'ops/moe_io.wgsl', 'ops/moe_gemv.wgsl'], ops_moe_gemm: [DTYPE, 'ops/moe_io.wgsl', 'ops/moe_gemm.wgsl'],
 };

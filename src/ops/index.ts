@@ -6,3 +6,4 @@ export * from './rope.js';
 export * from './elementwise.js';
 export * from './embedding.js';
 export * from './sample.js';
+export * from './moe.js';

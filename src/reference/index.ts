@@ -4,3 +4,4 @@ export * from './attention.js';
 export * from './mla.js';
 export * from './linear.js';
 export * from './ops.js';
+export * from './moe.js';

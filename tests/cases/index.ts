@@ -10,6 +10,7 @@ import { tensorCases } from './tensor.cases';
 import { validationCases } from './validation.cases';
 import { gemmCases } from './gemm.cases';
 import { opsCases } from './ops.cases';
+import { moeCases } from './moe.cases';
 import { modelCases } from './model.cases';
 import type { TestCase } from './harness';
 
@@ -20,5 +21,6 @@ export const allCases: TestCase[] = [
   ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
   ...gemmCases,
   ...opsCases,
+  ...moeCases,
   ...modelCases,
 ];

@@ -1,0 +1,89 @@
+// What the grouped expert products (moe_gemv.wgsl, moe_gemm.wgsl) share. A workgroup works on one tile:
+// up to BM consecutive entries of the sorted pair list that all belong to ONE expert (moe_sort.wgsl), so
+// the expert's weight words it reads serve every row of the tile. For tile row r (pair p = sorted[r]):
+//   out[p, n] = Σ_k in(p, k) · W_e[n, k],   n < N
+// with W_e expert e's [N, K] slice of a part ([experts, N, K], experts e0 .. e1-1), and in(p, ·) row
+// in_row0 + p / in_div of x: the hidden state of pair p's token (gate|up: in_div = topK), or, with silu
+// set, silu(first K) · (next K) of pair p's [gate | up] row (down: in_div = 1).
+// Weights are read as 16-byte words (EPV elements: 4 f32 or 8 f16/bf16; K a multiple of EPV); x as vec4.
+// A part's dispatch covers a host bound of tiles (`tiles`); workgroups past the part's real tiles exit.
+
+override W_DTYPE: u32 = 0u;   // 0 f32, 1 f16, 2 bf16 (core/dtype.wgsl)
+
+struct Params {
+  N: u32,
+  K: u32,
+  e0: u32,
+  e1: u32,
+  tiles: u32,       // tiles this dispatch covers (a bound; the real count is in lists)
+  in_div: u32,
+  in_row0: u32,
+  in_stride: u32,   // vec4s per x row
+  silu: u32,
+  o_ts: u32,
+  o_te: u32,
+  o_tr: u32,
+  o_sorted: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> lists: array<u32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+var<workgroup> tile_e: u32;
+var<workgroup> tile_r0: u32;
+var<workgroup> tile_n: u32;
+
+/**
+ * Tile ti of this part as (expert, first sorted position, rows), the same in every invocation (read
+ * through workgroup memory, so barriers may follow a test of it); rows 0 for a surplus workgroup.
+ */
+fn load_tile(ti: u32, li: u32, rows_max: u32) -> vec3<u32> {
+  if (li == 0u) {
+    let t = lists[params.o_ts + params.e0] + ti;
+    var e = 0u;
+    var r0 = 0u;
+    var n = 0u;
+    if (t < lists[params.o_ts + params.e1]) {
+      e = lists[params.o_te + t];
+      r0 = lists[params.o_tr + t];
+      n = min(rows_max, lists[e + 1u] - r0);
+    }
+    tile_e = e;
+    tile_r0 = r0;
+    tile_n = n;
+  }
+  let e = workgroupUniformLoad(&tile_e);
+  let r0 = workgroupUniformLoad(&tile_r0);
+  let n = workgroupUniformLoad(&tile_n);
+  return vec3<u32>(e, r0, n);
+}
+
+fn pair_at(r: u32) -> u32 { return lists[params.o_sorted + r]; }
+
+fn in_row(p: u32) -> u32 { return params.in_row0 + p / params.in_div; }
+
+/** SiLU in f32 without overflow: exp only of non-positive arguments. */
+fn silu4(g: vec4<f32>) -> vec4<f32> {
+  let z = exp(-abs(g));
+  return g * select(z / (1.0 + z), 1.0 / (1.0 + z), g >= vec4<f32>(0.0));
+}
+
+/** Elements 4·c4 .. 4·c4+3 of input row `row`. */
+fn x_load4(row: u32, c4: u32) -> vec4<f32> {
+  let base = row * params.in_stride + c4;
+  if (params.silu != 0u) { return silu4(x[base]) * x[base + params.K / 4u]; }
+  return x[base];
+}
+
+/** Elements 0..3 (lo) and 4..7 (hi, 16-bit dtypes only) of a 16-byte weight word. */
+fn w_lo(v: vec4<u32>) -> vec4<f32> {
+  if (W_DTYPE == 0u) { return bitcast<vec4<f32>>(v); }
+  return vec4<f32>(unpack_pair(v.x, W_DTYPE), unpack_pair(v.y, W_DTYPE));
+}
+
+fn w_hi(v: vec4<u32>) -> vec4<f32> {
+  return vec4<f32>(unpack_pair(v.z, W_DTYPE), unpack_pair(v.w, W_DTYPE));
+}

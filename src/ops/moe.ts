@@ -1,0 +1,430 @@
+// Mixture-of-experts on the GPU (SPEC §7; DeepSeek V2/V3 as HF transformers computes them): the router's
+// top-k choice (route) and the routed experts (moe), with nothing read back to the host. The float64
+// twins are reference.routeRef and reference.moeRef; src/reference/moe.ts states the math, including
+// how V2 and V3 differ.
+//
+// route (shaders/ops/moe_route.wgsl): one workgroup per token; experts ranked by counting (E²/WG
+//   comparisons per thread), ids listed by decreasing choice, ties to the lower expert index.
+//
+// moe: out[t] (+)= Σ_j weights[t, j] · down_e(silu(gate_e(x[t])) · up_e(x[t])), e = ids[t, j], as
+//   grouped products over the tokens routed to each expert:
+//   1. sort (moe_sort.wgsl, one workgroup): counts per expert, a scan, and a scatter of the (token,
+//      slot) pairs into per-expert ranges, plus the list of tiles (up to BM pairs of one expert each).
+//   2. gate|up (moe_gemv/moe_gemm): per tile, the expert's [2I, H] rows times its pairs' hidden states,
+//      into gu [pairs, 2I] (row = pair).
+//   3. down: per tile, the expert's [H, I] rows times silu(gate)·up of its pairs' gu rows (fused on
+//      load), into y [pairs, H].
+//   4. combine (moe_combine.wgsl): out[t] (+)= Σ_j weights[t, j] · y[t·topK + j], in slot order, so the
+//      result does not depend on the order the sort's atomics put pairs in.
+//   Grids come from host bounds (pairs P = rows·topK and the experts of a part: at most
+//   min(P, ⌊(P + min(E, P)·(BM-1)) / BM⌋) tiles); surplus workgroups exit at once: no indirect dispatch.
+//   Two product kernels, chosen by the average pairs per chosen expert (planMoe; threshold below,
+//   not yet measured on a GPU):
+//     gemv (decode): a tile of up to MT pairs; lanes split K, 16-byte weight loads, each weight word
+//       meets every pair of the tile; partial sums meet in workgroup memory (portable, no subgroups).
+//     gemm (prefill): 64×64 output tiles, BK 16 through workgroup memory, 4×4 outputs per thread.
+//   Workspace (pool scratch, back to the pool at submit): gu and y, (2I + H)·4 bytes per pair, and the
+//   sort's lists; rows are processed in chunks when that exceeds maxWorkspaceBytes (default
+//   MOE_WORKSPACE_BYTES), the chunks reusing the same buffers in one submission.
+// Expert weights (createExperts): gate|up [E, 2I, H] (gate rows first) and down [E, H, I], transformers
+// 5's packed layout, f32/f16/bf16 (16-bit decoded in the shader: no shader-f16), split by whole experts
+// over several buffers when larger than the device's largest binding; each part is its own dispatch.
+import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
+import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
+import type { MoeRouting } from '../reference/moe.js';
+import type { LinearDType } from './gemm.js';
+
+export type { MoeRouting, MoeFamily, MoeScoring, MoeTopkMethod } from '../reference/moe.js';
+
+export type ExpertDType = LinearDType;
+const EXPERT_DTYPES: readonly ExpertDType[] = ['f32', 'f16', 'bf16'];
+
+/** Experts route() and moe() handle (route's workgroup memory: four arrays of that many words, 8 KiB). */
+export const MOE_MAX_EXPERTS = 512;
+/** The gemv kernel runs while the pairs per chosen expert average at most this many. */
+export const MOE_GEMV_MAX_ROWS = 8;
+/** Default cap on each workspace buffer of moe() (gu, y): larger batches run in chunks of rows. */
+export const MOE_WORKSPACE_BYTES = 256 * 1024 * 1024;
+
+// ------------------------------------------------------------------------------------------ experts
+
+export interface ExpertPart {
+  /** First expert of this part. */
+  readonly e0: number;
+  readonly experts: number;
+  /** [experts, 2I, H]: gate rows 0..I-1, then up rows. */
+  readonly gateUp: Tensor;
+  /** [experts, H, I]. */
+  readonly down: Tensor;
+}
+
+/** The routed experts of one MoE layer on the GPU, possibly split by whole experts over several parts. */
+export interface ExpertWeights {
+  readonly E: number;
+  readonly H: number;
+  readonly I: number;
+  readonly dtype: ExpertDType;
+  readonly parts: readonly ExpertPart[];
+  destroy(): void;
+}
+
+class Experts implements ExpertWeights {
+  constructor(readonly E: number, readonly H: number, readonly I: number, readonly dtype: ExpertDType,
+              readonly parts: readonly ExpertPart[], private readonly owned: boolean) {}
+
+  destroy(): void {
+    if (!this.owned) return;
+    for (const p of this.parts) {
+      p.gateUp.destroy();
+      p.down.destroy();
+    }
+  }
+}
+
+const vectorWidth = (dtype: ExpertDType) => (dtype === 'f32' ? 4 : 8);
+
+function checkExpertShape(op: string, E: unknown, H: unknown, I: unknown, dtype: unknown): void {
+  check(isPosInt(E), op, 'E', 'a positive integer', E);
+  check(isPosInt(H), op, 'H', 'a positive integer', H);
+  check(isPosInt(I), op, 'I', 'a positive integer', I);
+  check(EXPERT_DTYPES.includes(dtype as ExpertDType), op, 'dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
+  const v = vectorWidth(dtype as ExpertDType);
+  check((H as number) % v === 0, op, 'H', `a multiple of ${v} for ${dtype} weights (rows are read 16 bytes at a time)`, H);
+  check((I as number) % v === 0, op, 'I', `a multiple of ${v} for ${dtype} weights (rows are read 16 bytes at a time)`, I);
+}
+
+/** Whole experts per part: as many as fit the device's largest binding (and maxPartBytes), counting the
+ *  buffer pool's rounding; gate|up, twice the size of down, decides. */
+export function expertsPerPart(rt: Runtime, H: number, I: number, dtype: ExpertDType, maxPartBytes = Infinity, op = 'createExperts'): number {
+  const bytes = 2 * I * H * DTYPE_BYTES[dtype];
+  const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+  let n = Math.floor(Math.min(deviceMax, maxPartBytes) / bytes);
+  while (n > 0 && BufferPool.sizeClass(n * bytes) > deviceMax) n = Math.min(n - 1, Math.floor(n * 0.99));
+  if (n < 1) {
+    fail(op, maxPartBytes < deviceMax ? 'maxPartBytes' : 'H', `room for one expert's gate|up of ${bytes} bytes (H=${H}, I=${I} ${dtype})`,
+      `${Math.min(deviceMax, maxPartBytes)} bytes per part`);
+  }
+  return n;
+}
+
+function partRanges(E: number, perPart: number): { e0: number; n: number }[] {
+  const parts = Math.ceil(E / perPart);
+  // Even parts: the dispatches stay alike.
+  const base = Math.ceil(E / parts);
+  const out: { e0: number; n: number }[] = [];
+  for (let e = 0; e < E; e += base) out.push({ e0: e, n: Math.min(base, E - e) });
+  return out;
+}
+
+/**
+ * Uploads the experts of a layer: gateUp [E, 2I, H] (per expert gate rows, then up rows: transformers 5's
+ * `mlp.experts.gate_up_proj`) and down [E, H, I] (`mlp.experts.down_proj`), row-major. Float32Array data
+ * are rounded to a 16-bit dtype (nearest even); a Uint16Array holds raw f16/bf16 bits.
+ */
+export function createExperts(rt: Runtime, w: { E: number; H: number; I: number; dtype: ExpertDType; gateUp: Float32Array | Uint16Array;
+                                                down: Float32Array | Uint16Array; maxPartBytes?: number }): ExpertWeights {
+  const op = 'createExperts';
+  rt.assertAlive(op);
+  check(w !== null && typeof w === 'object', op, 'w', 'an object { E, H, I, dtype, gateUp, down }', w);
+  const { E, H, I, dtype } = w;
+  checkExpertShape(op, E, H, I, dtype);
+  for (const [name, data, n] of [['gateUp', w.gateUp, E * 2 * I * H], ['down', w.down, E * H * I]] as const) {
+    if (dtype === 'f32') check(data instanceof Float32Array, op, name, "a Float32Array for dtype 'f32'", data);
+    else check(data instanceof Float32Array || data instanceof Uint16Array, op, name, `a Float32Array or a Uint16Array of ${dtype} bits`, data);
+    check(data.length === n, op, name, `${name === 'gateUp' ? 'E·2I·H' : 'E·H·I'} = ${n} elements`, `${data.length}`);
+  }
+  if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
+  const gu = 2 * I * H, dn = H * I;
+  const parts = partRanges(E, expertsPerPart(rt, H, I, dtype, w.maxPartBytes, op)).map(({ e0, n }) => ({
+    e0, experts: n,
+    gateUp: rt.tensor(w.gateUp.subarray(e0 * gu, (e0 + n) * gu), [n, 2 * I, H], dtype),
+    down: rt.tensor(w.down.subarray(e0 * dn, (e0 + n) * dn), [n, H, I], dtype),
+  }));
+  return new Experts(E, H, I, dtype, parts, true);
+}
+
+/**
+ * Experts filled on the GPU with pseudo-random values (benchmarks of real sizes; no upload), uniform with
+ * mean 0 and standard deviation std: gate|up of expert e are rows e·2I .. (e+1)·2I - 1 of what
+ * createLinearOnDevice writes for K = H and `seed`, down's rows e·H .. of K = I and seed + 1 (mod 2^32)
+ * (randomLinearValues gives them on the host), independent of how experts are split into parts.
+ */
+export function createExpertsOnDevice(rt: Runtime, o: { E: number; H: number; I: number; dtype: ExpertDType; seed?: number; std?: number;
+                                                        maxPartBytes?: number }): ExpertWeights {
+  const op = 'createExpertsOnDevice';
+  rt.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', 'an object { E, H, I, dtype }', o);
+  const { E, H, I, dtype } = o;
+  checkExpertShape(op, E, H, I, dtype);
+  const seed = o.seed ?? 0;
+  check(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32, op, 'seed', 'an integer in [0, 2^32)', seed);
+  const std = checkFinite(o.std ?? 1, op, 'std');
+  if (o.maxPartBytes !== undefined) check(isPosInt(o.maxPartBytes), op, 'maxPartBytes', 'a positive integer', o.maxPartBytes);
+  const WG = 256;
+  const kernel = rt.kernel('gemm_init', 'init_main', { overrides: { W_DTYPE: DTYPE_CODE[dtype], WG } });
+  const amp = Math.fround(std * Math.sqrt(3));
+  const fill = (t: Tensor, row0: number, K: number, s: number) => {
+    const words = t.byteLength / 4;
+    rt.dispatch(kernel, { dst: t }, { words, row0, K, seed: s, amp }, Math.ceil(words / WG));
+  };
+  const parts = partRanges(E, expertsPerPart(rt, H, I, dtype, o.maxPartBytes, op)).map(({ e0, n }) => {
+    const gateUp = rt.emptyTensor([n, 2 * I, H], dtype, false);
+    const down = rt.emptyTensor([n, H, I], dtype, false);
+    fill(gateUp, e0 * 2 * I, H, seed);
+    fill(down, e0 * H, I, (seed + 1) >>> 0);
+    return { e0, experts: n, gateUp, down };
+  });
+  return new Experts(E, H, I, dtype, parts, true);
+}
+
+/**
+ * Wraps expert tensors made elsewhere (a loader's): parts of consecutive experts, each { gateUp
+ * [n, 2I, H], down [n, H, I] }, covering experts 0..E-1 in order. destroy() frees them only when `owned`.
+ */
+export function expertsFromParts(rt: Runtime, o: { E: number; H: number; I: number; dtype: ExpertDType;
+                                                   parts: readonly { gateUp: Tensor; down: Tensor }[]; owned?: boolean }): ExpertWeights {
+  const op = 'expertsFromParts';
+  rt.assertAlive(op);
+  check(o !== null && typeof o === 'object', op, 'o', 'an object { E, H, I, dtype, parts }', o);
+  const { E, H, I, dtype } = o;
+  checkExpertShape(op, E, H, I, dtype);
+  check(Array.isArray(o.parts) && o.parts.length > 0, op, 'parts', 'a non-empty array of { gateUp, down }', o.parts);
+  const parts: ExpertPart[] = [];
+  let e0 = 0;
+  o.parts.forEach((p, i) => {
+    check(p !== null && typeof p === 'object', op, `parts[${i}]`, 'an object { gateUp, down }', p);
+    checkTensor(p.gateUp, op, `parts[${i}].gateUp`);
+    checkTensor(p.down, op, `parts[${i}].down`);
+    const n = p.gateUp.shape[0];
+    for (const [name, t, shape] of [['gateUp', p.gateUp, [n, 2 * I, H]], ['down', p.down, [n, H, I]]] as [string, Tensor, number[]][]) {
+      check(t.dtype === dtype, op, `parts[${i}].${name}.dtype`, `'${dtype}'`, fmt(t.dtype));
+      check(t.shape.length === 3 && t.shape.every((d: number, j: number) => d === shape[j]) && e0 + n <= E, op, `parts[${i}].${name}`,
+        `shape ${shapeStr(shape)} with at most ${E - e0} experts`, shapeStr(t.shape));
+    }
+    parts.push({ e0, experts: n, gateUp: p.gateUp, down: p.down });
+    e0 += n;
+  });
+  check(e0 === E, op, 'parts', `experts adding up to E=${E}`, `${e0} experts`);
+  return new Experts(E, H, I, dtype, parts, !!o.owned);
+}
+
+function checkExperts(w: unknown, op: string): asserts w is ExpertWeights {
+  const x = w as ExpertWeights;
+  check(x !== null && typeof x === 'object' && Array.isArray(x.parts) && isPosInt(x.E) && isPosInt(x.H) && isPosInt(x.I)
+    && EXPERT_DTYPES.includes(x.dtype), op, 'experts', 'an ExpertWeights (createExperts, createExpertsOnDevice or expertsFromParts)', w);
+  for (const [i, p] of x.parts.entries()) {
+    checkTensor(p.gateUp, op, `experts.parts[${i}].gateUp`);
+    checkTensor(p.down, op, `experts.parts[${i}].down`);
+  }
+}
+
+// ------------------------------------------------------------------------------------------ routing
+
+const SCORINGS = ['softmax', 'sigmoid'];
+const METHODS = ['greedy', 'group_limited_greedy', 'noaux_tc'];
+const FAMILIES = ['deepseek_v2', 'deepseek_v3'];
+
+function checkRouting(op: string, r: unknown, E: number): asserts r is MoeRouting {
+  check(r !== null && typeof r === 'object', op, 'r', 'a MoeRouting { scoring, method, topK, nGroup, topkGroup, normTopkProb, routedScalingFactor, family }', r);
+  const m = r as MoeRouting;
+  check(SCORINGS.includes(m.scoring), op, 'r.scoring', "'softmax' or 'sigmoid'", fmt(m.scoring));
+  check(METHODS.includes(m.method), op, 'r.method', "'greedy', 'group_limited_greedy' or 'noaux_tc'", fmt(m.method));
+  check(FAMILIES.includes(m.family), op, 'r.family', "'deepseek_v2' or 'deepseek_v3'", fmt(m.family));
+  check(isPosInt(m.topK) && m.topK <= E, op, 'r.topK', `a positive integer up to E=${E}`, m.topK);
+  check(typeof m.normTopkProb === 'boolean', op, 'r.normTopkProb', 'a boolean', m.normTopkProb);
+  checkFinite(m.routedScalingFactor, op, 'r.routedScalingFactor');
+  if (m.method === 'greedy') return;
+  check(isPosInt(m.nGroup) && E % m.nGroup === 0, op, 'r.nGroup', `a divisor of E=${E} (method '${m.method}' groups the experts)`, m.nGroup);
+  check(isPosInt(m.topkGroup) && m.topkGroup <= m.nGroup, op, 'r.topkGroup', `a positive integer up to nGroup=${m.nGroup}`, m.topkGroup);
+  if (m.method === 'noaux_tc') {
+    check(E / m.nGroup >= 2, op, 'r.nGroup', `at most E/2=${E / 2} (method 'noaux_tc' ranks a group by its two best experts)`, m.nGroup);
+  }
+}
+
+function checkRouteOut(op: string, arg: string, t: unknown, dtype: 'i32' | 'f32', n: number): asserts t is Tensor {
+  checkTensor(t, op, arg);
+  check(t.dtype === dtype, op, `${arg}.dtype`, `'${dtype}'`, fmt(t.dtype));
+  check(t.numel >= n, op, arg, `at least rows·topK = ${n} elements`, shapeStr(t.shape));
+}
+
+const pow2ceil = (v: number) => 2 ** Math.ceil(Math.log2(v));
+
+/**
+ * Each token's topK experts and their weights from its router logits (logits: f32 [>= rows, E], gate(x)
+ * in f32), as HF transformers' DeepSeek V2 / V3 routers compute them (reference.routeRef, with the
+ * math and the V2/V3 differences, at the top of src/reference/moe.ts). bias: f32 [E], V3's
+ * e_score_correction_bias (selection only). ids: i32 [rows, topK], listed by decreasing choice (ties to
+ * the lower expert index); weights: f32 [rows, topK]. Given ids/weights tensors (at least rows·topK
+ * elements) are written instead of new ones.
+ */
+export function route(rt: Runtime, logits: Tensor, r: MoeRouting, o: { rows: number; bias?: Tensor; ids?: Tensor; weights?: Tensor }): { ids: Tensor; weights: Tensor } {
+  const op = 'route';
+  rt.assertAlive(op);
+  checkTensor(logits, op, 'logits');
+  check(logits.dtype === 'f32', op, 'logits.dtype', "'f32'", fmt(logits.dtype));
+  check(logits.shape.length === 2, op, 'logits', 'shape [rows, E]', shapeStr(logits.shape));
+  const E = logits.shape[1];
+  check(E <= MOE_MAX_EXPERTS, op, 'logits', `at most ${MOE_MAX_EXPERTS} experts (columns)`, shapeStr(logits.shape));
+  checkRouting(op, r, E);
+  check(o !== null && typeof o === 'object', op, 'o', 'an options object { rows, bias?, ids?, weights? }', o);
+  check(isPosInt(o.rows) && o.rows <= logits.shape[0], op, 'o.rows', `a positive integer up to ${logits.shape[0]} (the rows of logits)`, o.rows);
+  const rows = o.rows, K = r.topK;
+  if (o.bias !== undefined) {
+    checkTensor(o.bias, op, 'o.bias');
+    check(o.bias.dtype === 'f32' && o.bias.numel === E, op, 'o.bias', `an f32 tensor of E=${E} elements`, `${o.bias.dtype} ${shapeStr(o.bias.shape)}`);
+  }
+  if (o.ids !== undefined) checkRouteOut(op, 'o.ids', o.ids, 'i32', rows * K);
+  if (o.weights !== undefined) checkRouteOut(op, 'o.weights', o.weights, 'f32', rows * K);
+  const inputs = [logits.buffer, o.bias?.buffer];
+  check(!o.ids || !inputs.includes(o.ids.buffer), op, 'o.ids', 'a buffer of its own (not that of logits or bias)', 'a shared buffer');
+  check(!o.weights || (!inputs.includes(o.weights.buffer) && o.weights.buffer !== o.ids?.buffer), op, 'o.weights',
+    'a buffer of its own (not that of logits, bias or ids)', 'a shared buffer');
+  const ids = o.ids ?? rt.emptyTensor([rows, K], 'i32');
+  const weights = o.weights ?? rt.emptyTensor([rows, K], 'f32');
+  const EMAX = Math.max(64, pow2ceil(E));
+  const kernel = rt.kernel('ops_moe_route', 'route_main', { consts: { EMAX, WG: Math.min(256, EMAX) } });
+  const groupMode = r.method === 'greedy' ? 0 : r.method === 'group_limited_greedy' ? 1 : 2;
+  const flags = (r.scoring === 'sigmoid' ? 1 : 0) | (o.bias ? 2 : 0) | (r.family === 'deepseek_v3' && r.normTopkProb ? 4 : 0);
+  rt.dispatch(kernel, { logits, bias: o.bias ?? rt.dummy, ids, weights }, {
+    rows, E, top_k: K, n_group: groupMode ? r.nGroup! : 1, topk_group: groupMode ? r.topkGroup! : 1, group_mode: groupMode, flags,
+    scale: r.routedScalingFactor,
+  }, rows);
+  return { ids, weights };
+}
+
+// ---------------------------------------------------------------------------------------------- moe
+
+export type MoePlan =
+  | { readonly kernel: 'gemv'; /** pairs per tile */ readonly MT: number; readonly WG: number;
+      /** lanes per weight row for gate|up (K = H) and for down (K = I) */ readonly KT1: number; readonly KT2: number }
+  | { readonly kernel: 'gemm'; readonly BM: 64; readonly BN: 64; readonly BK: 16 };
+
+export interface PlanMoeOptions {
+  rows: number; topK: number; E: number; H: number; I: number; dtype: ExpertDType;
+  /** Force a kernel ('auto': gemv while pairs per chosen expert average at most MOE_GEMV_MAX_ROWS). */
+  kernel?: 'auto' | 'gemv' | 'gemm';
+}
+
+const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
+
+/** The product kernel and its shape for a MoE layer of these sizes (see the top of this file). */
+export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
+  const op = 'planMoe';
+  check(p !== null && typeof p === 'object', op, 'p', 'an object { rows, topK, E, H, I, dtype }', p);
+  check(isPosInt(p.rows), op, 'rows', 'a positive integer', p.rows);
+  check(isPosInt(p.topK), op, 'topK', 'a positive integer', p.topK);
+  checkExpertShape(op, p.E, p.H, p.I, p.dtype);
+  const kernel = p.kernel ?? 'auto';
+  check(['auto', 'gemv', 'gemm'].includes(kernel), op, 'kernel', "'auto', 'gemv' or 'gemm'", fmt(kernel));
+  const P = p.rows * p.topK;
+  const perExpert = P / Math.min(p.E, P);
+  if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
+    const EPV = vectorWidth(p.dtype);
+    const KT = (K: number) => Math.max(1, Math.min(32, pow2floor(K / EPV)));
+    // A token's ids are distinct, so no expert gets more pairs than there are rows.
+    return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H), KT2: KT(p.I) };
+  }
+  return { kernel: 'gemm', BM: 64, BN: 64, BK: 16 };
+}
+
+export interface MoeOptions {
+  /** Tokens: rows of x, ids and weights used. */
+  rows: number;
+  /** f32 [>= rows, H]; rows past `rows` are left alone. */
+  out: Tensor;
+  /** Add into out (the residual stream) instead of overwriting it. */
+  accumulate?: boolean;
+  /** A plan from planMoe (default: planMoe's choice). */
+  plan?: MoePlan;
+  /** Cap on each workspace buffer (default MOE_WORKSPACE_BYTES and the device's largest binding). */
+  maxWorkspaceBytes?: number;
+}
+
+/**
+ * out[t] (+)= Σ_j weights[t, j] · down_e(silu(gate_e(x[t])) · up_e(x[t])), e = ids[t, j], for t < rows
+ * (reference.moeRef); x f32 [>= rows, H]; routing.ids i32 [>= rows, topK] (an id outside [0, E) adds
+ * nothing), routing.weights f32 [>= rows, topK] (route() gives both). Recorded on the GPU; returns out.
+ */
+export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Tensor }, experts: ExpertWeights, o: MoeOptions): Tensor {
+  const op = 'moe';
+  rt.assertAlive(op);
+  checkExperts(experts, op);
+  const { E, H, I } = experts;
+  check(E <= MOE_MAX_EXPERTS, op, 'experts.E', `at most ${MOE_MAX_EXPERTS}`, E);
+  checkTensor(x, op, 'x');
+  check(x.dtype === 'f32', op, 'x.dtype', "'f32'", fmt(x.dtype));
+  check(x.shape.length === 2 && x.shape[1] === H, op, 'x', `shape [rows, H=${H}]`, shapeStr(x.shape));
+  check(routing !== null && typeof routing === 'object', op, 'routing', 'an object { ids, weights } (from route)', routing);
+  const { ids, weights } = routing;
+  checkTensor(ids, op, 'routing.ids');
+  check(ids.dtype === 'i32' && ids.shape.length === 2, op, 'routing.ids', 'an i32 tensor [rows, topK]', `${ids.dtype} ${shapeStr(ids.shape)}`);
+  const topK = ids.shape[1];
+  checkTensor(weights, op, 'routing.weights');
+  check(weights.dtype === 'f32' && weights.shape.length === 2 && weights.shape[1] === topK, op, 'routing.weights',
+    `an f32 tensor [rows, topK=${topK}]`, `${weights.dtype} ${shapeStr(weights.shape)}`);
+  check(o !== null && typeof o === 'object', op, 'o', 'an options object { rows, out, accumulate? }', o);
+  const avail = Math.min(x.shape[0], ids.shape[0], weights.shape[0]);
+  check(isPosInt(o.rows) && o.rows <= avail, op, 'o.rows', `a positive integer up to ${avail} (the rows of x, ids and weights)`, o.rows);
+  const rows = o.rows;
+  const out = o.out;
+  checkTensor(out, op, 'o.out');
+  check(out.dtype === 'f32', op, 'o.out.dtype', "'f32'", fmt(out.dtype));
+  check(out.shape.length === 2 && out.shape[1] === H && out.shape[0] >= rows, op, 'o.out', `shape [>= rows=${rows}, H=${H}]`, shapeStr(out.shape));
+  check(![x.buffer, ids.buffer, weights.buffer].includes(out.buffer), op, 'o.out', 'a buffer of its own (not that of x, ids or weights)', 'a shared buffer');
+  const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+  const cap = Math.min(deviceMax, o.maxWorkspaceBytes ?? MOE_WORKSPACE_BYTES);
+  if (o.maxWorkspaceBytes !== undefined) check(isPosInt(o.maxWorkspaceBytes), op, 'o.maxWorkspaceBytes', 'a positive integer', o.maxWorkspaceBytes);
+  const rowBytes = topK * Math.max(2 * I, H) * 4;
+  const chunk = Math.min(rows, Math.floor(cap / rowBytes));
+  check(chunk >= 1, op, 'o.maxWorkspaceBytes', `room for one token's workspace (${rowBytes} bytes)`, cap);
+  let plan = o.plan;
+  if (plan) {
+    check(plan !== null && typeof plan === 'object' && (plan.kernel === 'gemv' || plan.kernel === 'gemm'), op, 'o.plan', 'a plan from planMoe', plan);
+  } else {
+    plan = planMoe(rt, { rows, topK, E, H, I, dtype: experts.dtype });
+  }
+
+  const BM = plan.kernel === 'gemv' ? plan.MT : plan.BM;
+  const wd = DTYPE_CODE[experts.dtype];
+  const EPV = vectorWidth(experts.dtype);
+  const EMAX = Math.max(64, pow2ceil(E));
+  const sortK = rt.kernel('ops_moe_sort', 'sort_main', { consts: { EMAX } });
+  const combineK = rt.kernel('ops_moe_combine', 'combine_main');
+  const stageK = (KT: number) => plan.kernel === 'gemv'
+    ? rt.kernel('ops_moe_gemv', 'gemv_main', { overrides: { W_DTYPE: wd }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
+    : rt.kernel('ops_moe_gemm', 'gemm_main', { overrides: { W_DTYPE: wd }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });
+  const k1 = stageK(plan.kernel === 'gemv' ? plan.KT1 : 0);
+  const k2 = stageK(plan.kernel === 'gemv' ? plan.KT2 : 0);
+  const columnBlocks = (N: number, KT: number) => Math.ceil(N / (plan.kernel === 'gemv' ? 4 * plan.WG / KT : plan.BN));
+
+  const P0 = chunk * topK;
+  const lists = rt.scratch((2 * E + 2 + 3 * P0) * 4, 'moe lists');
+  const gu = rt.scratch(P0 * 2 * I * 4, 'moe gate|up');
+  const y = rt.scratch(P0 * H * 4, 'moe expert outputs');
+  for (let t0 = 0; t0 < rows; t0 += chunk) {
+    const n = Math.min(chunk, rows - t0);
+    const P = n * topK;
+    const o_ts = E + 1, o_te = 2 * E + 2, o_tr = o_te + P, o_sorted = o_tr + P;
+    rt.dispatch(sortK, { ids, lists }, { P, E, BM, p0: t0 * topK, o_ts, o_te, o_tr, o_sorted }, 1);
+    const stage = (k: typeof k1, which: 'gateUp' | 'down', src: Tensor | GPUBuffer, dst: GPUBuffer) => {
+      const N = which === 'gateUp' ? 2 * I : H;
+      const K = which === 'gateUp' ? H : I;
+      const KT = plan.kernel === 'gemv' ? (which === 'gateUp' ? plan.KT1 : plan.KT2) : 0;
+      for (const part of experts.parts) {
+        const tiles = Math.min(P, Math.floor((P + Math.min(part.experts, P) * (BM - 1)) / BM));
+        rt.dispatch(k, { w: part[which], x: src, lists, out: dst }, {
+          N, K, e0: part.e0, e1: part.e0 + part.experts, tiles,
+          in_div: which === 'gateUp' ? topK : 1, in_row0: which === 'gateUp' ? t0 : 0, in_stride: (which === 'gateUp' ? H : 2 * I) / 4,
+          silu: which === 'gateUp' ? 0 : 1, o_ts, o_te, o_tr, o_sorted,
+        }, tiles * columnBlocks(N, KT));
+      }
+    };
+    stage(k1, 'gateUp', x, gu);
+    stage(k2, 'down', gu, y);
+    rt.dispatch(combineK, { ids, weights, y, out }, { rows: n, t0, top_k: topK, H4: H / 4, E, accumulate: o.accumulate ? 1 : 0 },
+      Math.ceil((n * H) / 4 / 256));
+  }
+  return out;
+}

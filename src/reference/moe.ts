@@ -1,0 +1,188 @@
+// Mixture-of-experts in float64 (SPEC §7, DeepSeek V2/V3 as HF transformers 5 computes them): the router's
+// expert choice and weights (routeRef), and the routed experts' weighted sum (moeRef). What ops.route and
+// ops.moe compute.
+//
+// Routing of one token from its router logits l [E] (transformers' DeepseekV2Moe.route_tokens_to_experts
+// and DeepseekV3MoE.route_tokens_to_experts / DeepseekV3TopkRouter):
+//   score   = softmax(l) (V2) or sigmoid(l) (V3)
+//   choice  = score + bias (V3's e_score_correction_bias; no bias: choice = score)
+//   groups  (method 'group_limited_greedy' or 'noaux_tc'): the E experts form nGroup consecutive groups,
+//           ranked by max(choice) over the group ('group_limited_greedy', V2) or by the sum of its two
+//           largest choices ('noaux_tc', V3); the topkGroup best are kept, and every expert of the other
+//           groups gets choice 0.0 (transformers' masked_fill(~mask, 0.0): not -inf, so with negative
+//           biases a dropped expert can outrank a kept one; this is reproduced, not corrected)
+//   ids     = the topK largest choices
+//   weights = score[ids] (unbiased), then by family:
+//             deepseek_v2: weights · routedScalingFactor (transformers' V2 never reads norm_topk_prob)
+//             deepseek_v3: weights / (Σ weights + 1e-20) when normTopkProb, then · routedScalingFactor
+// Order and ties: ids are listed by decreasing (masked) choice, equal choices by increasing expert index,
+// and groups likewise; NaN ranks below everything, -0 equals +0. transformers calls torch.topk with
+// sorted=False, whose order (and choice among exact ties) is unspecified: only the set of ids and each
+// id's weight are HF's.
+//
+// Experts (transformers' DeepseekV2Experts / DeepseekV3NaiveMoe, packed layout): for expert e,
+// gateUp[e] is [2I, H] (gate rows first, then up), down[e] is [H, I];
+//   out[t] = init[t] + Σ_j weights[t, j] · down_e · (silu(gate_e · x[t]) ⊙ (up_e · x[t])),  e = ids[t, j]
+// with silu(g) = g / (1 + exp(-g)); an id outside [0, E) contributes nothing.
+import { checkInt, checkMinLen } from './util.js';
+
+export type MoeScoring = 'softmax' | 'sigmoid';
+export type MoeTopkMethod = 'greedy' | 'group_limited_greedy' | 'noaux_tc';
+export type MoeFamily = 'deepseek_v2' | 'deepseek_v3';
+
+/** A MoE router's configuration (from config.json: scoring_func, topk_method, num_experts_per_tok,
+ *  n_group, topk_group, norm_topk_prob, routed_scaling_factor, and the model's family). */
+export interface MoeRouting {
+  scoring: MoeScoring;
+  method: MoeTopkMethod;
+  topK: number;
+  /** Groups of experts (methods 'group_limited_greedy' and 'noaux_tc'); ignored by 'greedy'. */
+  nGroup: number | null;
+  /** Groups kept per token (grouped methods); ignored by 'greedy'. */
+  topkGroup: number | null;
+  /** Normalize the chosen weights to sum to 1 (deepseek_v3 only: transformers' V2 ignores it). */
+  normTopkProb: boolean;
+  routedScalingFactor: number;
+  /** Which transformers model's weight rule applies (see the top of this file). */
+  family: MoeFamily;
+}
+
+/** Order used for every ranking here: larger first, NaN last, -0 == +0, ties to the lower index. */
+function before(a: number, ia: number, b: number, ib: number): boolean {
+  const na = Number.isNaN(a), nb = Number.isNaN(b);
+  if (na !== nb) return nb;
+  if (!na && a !== b) return a > b;
+  return ia < ib;
+}
+
+/** Indices of the k best values by `before`. */
+function topIndices(v: ArrayLike<number>, k: number): number[] {
+  const idx = Array.from({ length: v.length }, (_, i) => i);
+  idx.sort((i, j) => (before(v[i], i, v[j], j) ? -1 : 1));
+  return idx.slice(0, k);
+}
+
+/** Checks a routing configuration for E experts; throws naming the field. */
+export function checkRoutingRef(r: MoeRouting, E: number): void {
+  if (r.scoring !== 'softmax' && r.scoring !== 'sigmoid') throw new Error(`scoring: expected 'softmax' or 'sigmoid', got ${r.scoring}`);
+  if (!['greedy', 'group_limited_greedy', 'noaux_tc'].includes(r.method)) throw new Error(`method: expected 'greedy', 'group_limited_greedy' or 'noaux_tc', got ${r.method}`);
+  if (r.family !== 'deepseek_v2' && r.family !== 'deepseek_v3') throw new Error(`family: expected 'deepseek_v2' or 'deepseek_v3', got ${r.family}`);
+  checkInt(r.topK, 'topK', 1);
+  if (r.topK > E) throw new Error(`topK: expected at most E=${E}, got ${r.topK}`);
+  if (r.method !== 'greedy') {
+    checkInt(r.nGroup as number, 'nGroup', 1);
+    checkInt(r.topkGroup as number, 'topkGroup', 1);
+    if (E % r.nGroup! !== 0) throw new Error(`nGroup: expected a divisor of E=${E}, got ${r.nGroup}`);
+    if (r.topkGroup! > r.nGroup!) throw new Error(`topkGroup: expected at most nGroup=${r.nGroup}, got ${r.topkGroup}`);
+    if (r.method === 'noaux_tc' && E / r.nGroup! < 2) throw new Error(`nGroup: expected at most E/2=${E / 2} (groups are ranked by their two best experts), got ${r.nGroup}`);
+  }
+}
+
+/**
+ * The experts each of `rows` tokens is routed to, and their weights (see the top of this file).
+ * logits: [rows, E] row-major; bias: [E] or none. Returns ids [rows, topK] and weights [rows, topK].
+ */
+export function routeRef(logits: ArrayLike<number>, rows: number, E: number, r: MoeRouting,
+                         bias?: ArrayLike<number> | null): { ids: Int32Array; weights: Float64Array } {
+  checkInt(rows, 'rows', 0);
+  checkInt(E, 'E', 1);
+  checkRoutingRef(r, E);
+  checkMinLen(logits, rows * E, 'logits');
+  if (bias) checkMinLen(bias, E, 'bias');
+  const K = r.topK;
+  const ids = new Int32Array(rows * K);
+  const weights = new Float64Array(rows * K);
+  const score = new Float64Array(E);
+  const choice = new Float64Array(E);
+  for (let t = 0; t < rows; t++) {
+    const l = (e: number) => logits[t * E + e];
+    if (r.scoring === 'softmax') {
+      let m = -Infinity;
+      for (let e = 0; e < E; e++) m = Math.max(m, l(e));
+      let s = 0;
+      for (let e = 0; e < E; e++) s += (score[e] = Math.exp(l(e) - m));
+      for (let e = 0; e < E; e++) score[e] /= s;
+    } else {
+      for (let e = 0; e < E; e++) score[e] = 1 / (1 + Math.exp(-l(e)));
+    }
+    for (let e = 0; e < E; e++) choice[e] = score[e] + (bias ? bias[e] : 0);
+    if (r.method !== 'greedy') {
+      const G = r.nGroup!, gs = E / G;
+      const gscore = new Float64Array(G);
+      for (let g = 0; g < G; g++) {
+        const members = choice.subarray(g * gs, (g + 1) * gs);
+        const best = topIndices(members, r.method === 'noaux_tc' ? 2 : 1);
+        gscore[g] = best.reduce((acc, i) => acc + members[i], 0);
+      }
+      const kept = new Set(topIndices(gscore, r.topkGroup!));
+      for (let e = 0; e < E; e++) if (!kept.has(Math.floor(e / gs))) choice[e] = 0;
+    }
+    const chosen = topIndices(choice, K);
+    let sum = 0;
+    for (const e of chosen) sum += score[e];
+    const norm = r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
+    chosen.forEach((e, j) => {
+      ids[t * K + j] = e;
+      weights[t * K + j] = score[e] * norm * r.routedScalingFactor;
+    });
+  }
+  return { ids, weights };
+}
+
+export interface MoeRefOptions {
+  rows: number;
+  E: number;
+  H: number;
+  I: number;
+  /** Experts per token: ids and weights hold [rows, topK]. */
+  topK: number;
+  /** The output's previous contents ([>= rows, H]): the result is added to them (the residual stream). */
+  accumulateInto?: ArrayLike<number> | null;
+}
+
+/**
+ * Σ_j weights[t, j] · expert_{ids[t, j]}(x[t]) for t < rows (see the top of this file), in float64.
+ * x [>= rows, H]; gateUp [E, 2I, H]; down [E, H, I]. Returns [rows, H].
+ */
+export function moeRef(x: ArrayLike<number>, ids: ArrayLike<number>, weights: ArrayLike<number>, gateUp: ArrayLike<number>,
+                       down: ArrayLike<number>, o: MoeRefOptions): Float64Array {
+  const { rows, E, H, I, topK } = o;
+  checkInt(rows, 'rows', 0);
+  checkInt(E, 'E', 1);
+  checkInt(H, 'H', 1);
+  checkInt(I, 'I', 1);
+  checkInt(topK, 'topK', 1);
+  checkMinLen(x, rows * H, 'x');
+  checkMinLen(ids, rows * topK, 'ids');
+  checkMinLen(weights, rows * topK, 'weights');
+  checkMinLen(gateUp, E * 2 * I * H, 'gateUp');
+  checkMinLen(down, E * H * I, 'down');
+  if (o.accumulateInto) checkMinLen(o.accumulateInto, rows * H, 'accumulateInto');
+  const out = new Float64Array(rows * H);
+  const h = new Float64Array(I);
+  for (let t = 0; t < rows; t++) {
+    const acc = out.subarray(t * H, (t + 1) * H);
+    for (let j = 0; j < topK; j++) {
+      const e = ids[t * topK + j];
+      if (!Number.isInteger(e) || e < 0 || e >= E) continue;
+      const wt = weights[t * topK + j];
+      const gu = e * 2 * I * H;
+      for (let n = 0; n < I; n++) {
+        let g = 0, u = 0;
+        for (let k = 0; k < H; k++) {
+          g += gateUp[gu + n * H + k] * x[t * H + k];
+          u += gateUp[gu + (I + n) * H + k] * x[t * H + k];
+        }
+        h[n] = (g / (1 + Math.exp(-g))) * u;
+      }
+      const d = e * H * I;
+      for (let c = 0; c < H; c++) {
+        let s = 0;
+        for (let n = 0; n < I; n++) s += down[d + c * I + n] * h[n];
+        acc[c] += wt * s;
+      }
+    }
+    if (o.accumulateInto) for (let c = 0; c < H; c++) acc[c] += o.accumulateInto[t * H + c];
+  }
+  return out;
+}
