@@ -26,9 +26,11 @@ import { validateCheckpoint } from './schema.js';
 import type { Architecture, StepContext } from './step.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
+import { DeepSeekFamily } from './deepseek.js';
 
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
-export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM']);
+export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
+  'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint. */
@@ -126,7 +128,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
 
 /** The step runtime's implementation of a config's architecture. */
 function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
-  return new LlamaFamily(rt, cfg);
+  return cfg.mla ? new DeepSeekFamily(rt, cfg) : new LlamaFamily(rt, cfg);
 }
 
 async function build(rt: Runtime, cfg: ModelConfig, arch: Architecture,

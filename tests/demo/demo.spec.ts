@@ -158,7 +158,9 @@ test('Model: the goldens run and match HF in the page', async () => {
   await expect(page.locator('#model-goldens-rows tr')).toHaveCount(5);
   expect(await page.locator('#model-goldens-rows tr[data-result=fail]').allInnerTexts()).toEqual([]);
   await expect(page.locator('#model-goldens-status')).toHaveAttribute('data-state', 'pass');
-  for (const [name, arch] of [['llama-gqa', 'LlamaForCausalLM'], ['mistral-window8', 'MistralForCausalLM'], ['qwen3-qknorm-tied', 'Qwen3ForCausalLM']]) {
+  const archs = [['llama-gqa', 'LlamaForCausalLM'], ['mistral-window8', 'MistralForCausalLM'], ['qwen3-qknorm-tied', 'Qwen3ForCausalLM'],
+    ['deepseek-v2-moe', 'DeepseekV2ForCausalLM'], ['deepseek-v3-yarn-moe', 'DeepseekV3ForCausalLM']];
+  for (const [name, arch] of archs) {
     const cells = await page.locator(`#model-goldens-rows tr[data-model=${name}] td`).allInnerTexts();
     expect(cells[1]).toBe(arch);
     // The worst logit error as a fraction of the 1e-3·max|logit| budget: measured (not exact) and ≤ 1.
@@ -169,12 +171,8 @@ test('Model: the goldens run and match HF in the page', async () => {
     expect(cells[4]).toBe('pass');
     expect(cells[6]).toContain('24 greedy tokens');
   }
-  await expect(page.locator('#model-goldens-rows tr[data-result=pass]')).toHaveCount(3);
-  const unsupported = page.locator('#model-goldens-rows tr[data-result=unsupported]');
-  await expect(unsupported).toHaveCount(2);
-  for (const name of ['deepseek-v2-moe', 'deepseek-v3-yarn-moe']) {
-    await expect(page.locator(`#model-goldens-rows tr[data-model=${name}] td`).nth(4)).toHaveText('not yet supported (DeepSeek MLA/MoE)');
-  }
+  await expect(page.locator('#model-goldens-rows tr[data-result=pass]')).toHaveCount(archs.length);
+  await expect(page.locator('#model-goldens-status')).toHaveText(/all 5 runnable goldens match HF \(/);
   await page.locator('#model-goldens-table').screenshot({ path: `${SHOTS}/demo-model-goldens.png` });
   expect(errors).toEqual([]);
 });
