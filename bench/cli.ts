@@ -1,9 +1,10 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
 // and SVG plots, named after the device.
-//   --suite=sdpa,paged,mla,step,model which suites (comma-separated; default: all); step: what a caller
+//   --suite=sdpa,paged,mla,step,model,deepseek which suites (comma-separated; default: all); step: what a caller
 //                         pays per run and per 32-layer decode step (plan/run) against the GPU time;
-//                         model: a Llama-3.2-1B-shaped model with random bf16 weights, decode and prefill
+//                         model: a Llama-3.2-1B-shaped model with random bf16 weights, decode and prefill;
+//                         deepseek: the same for DeepSeek-V2-Lite's shape, f16 and fp8_ds_mla latent caches
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -23,7 +24,7 @@ import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sd
 import { benchPagedDecode, benchPagedPeer, llamaDecodeShapes, pagedJson, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
-import { benchModel, SMALL_LLAMA } from './model';
+import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
 import { planFlash } from '../src/attention/flash';
@@ -36,7 +37,7 @@ const args = new Map(process.argv.slice(2).map((a) => {
 }));
 const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
-const suites = (args.get('suite') ?? 'sdpa,paged,mla,step,model').split(',');
+const suites = (args.get('suite') ?? 'sdpa,paged,mla,step,model,deepseek').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements.
@@ -180,17 +181,12 @@ if (suites.includes('step')) {
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
-if (suites.includes('model')) {
-  const batches = (args.get('model-batches') ?? (quick ? '1,4' : '1,8,32')).split(',').map(Number);
-  const contexts = (args.get('model-contexts') ?? (quick ? '128,512' : '1024,4096')).split(',').map(Number);
-  const prefill = Number(args.get('model-prefill') ?? (quick ? 64 : 512));
-  const r = await benchModel(engine, ceilings, { config: quick ? SMALL_LLAMA : undefined, name: quick ? 'small Llama (--quick)' : undefined,
-    batches, contexts, prefill, steps: quick ? 4 : 24 });
-  result.model = r;
+/** The Markdown table of one whole-model run. */
+function modelLines(r: ModelBench, suite: string): string[] {
   const ok = (x: number, d = 1) => fmt(x, d);
-  const lines = [
-    `# ${r.name}, random bf16 weights, f16 KV cache, on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=model\` (${result.runtime}). ${r.layers} layers, ${(r.params / 1e9).toFixed(2)} B parameters in linear layers. `
+  return [
+    `# ${r.name}, random ${r.dtype} weights, ${r.cache} KV cache, on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=${suite}\` (${result.runtime}). ${r.layers} layers, ${(r.params / 1e9).toFixed(2)} B parameters read by a batch-1 step (linear layers; MoE: the experts chosen). `
     + 'Decode: steps recorded and submitted as generate does (two in flight, ids fed back on the GPU), contexts synthetic (blocks taken without a prefill). '
     + `GPU: a step's passes timed whole. Roofline: bytes of weights and K/V a step reads over the read ceiling (${fmt(ceilings.readGBs, 0)} GB/s, same run). `
     + 'Host overhead: (wall − GPU) / wall.', '',
@@ -202,12 +198,41 @@ if (suites.includes('model')) {
     '',
     ...(r.prefill ? [`Prefill of a ${r.prefill.tokens}-token prompt: ${ok(r.prefill.tokensPerSecond, 0)} tokens/s (wall ${fmt(r.prefill.wallMs, 2)} ms, GPU ${fmt(r.prefill.gpuMs ?? NaN, 2)} ms); `
       + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s).`, ''] : []),
-    '| linear kernel alone | ms | GB/s | TFLOP/s | % of ceiling |', '|---|---|---|---|---|',
-    ...r.kernels.map((k) => `| ${k.what} | ${fmt(k.ms, 4)} | ${fmt(k.gbs ?? NaN, 0)} | ${fmt(k.tflops ?? NaN)} | ${ok(k.pct)}% of ${/GEMV/.test(k.what) ? 'read' : 'FMA'} |`),
+    ...(r.kernels.length ? ['| linear kernel alone | ms | GB/s | TFLOP/s | % of ceiling |', '|---|---|---|---|---|',
+      ...r.kernels.map((k) => `| ${k.what} | ${fmt(k.ms, 4)} | ${fmt(k.gbs ?? NaN, 0)} | ${fmt(k.tflops ?? NaN)} | ${ok(k.pct)}% of ${/GEMV/.test(k.what) ? 'read' : 'FMA'} |`)] : []),
   ];
+}
+
+const modelGrid = () => ({
+  batches: (args.get('model-batches') ?? (quick ? '1,4' : '1,8,32')).split(',').map(Number),
+  contexts: (args.get('model-contexts') ?? (quick ? '128,512' : '1024,4096')).split(',').map(Number),
+  prefill: Number(args.get('model-prefill') ?? (quick ? 64 : 512)),
+  steps: quick ? 4 : 24,
+});
+
+if (suites.includes('model')) {
+  const r = await benchModel(engine, ceilings, { config: quick ? SMALL_LLAMA : undefined, name: quick ? 'small Llama (--quick)' : undefined, ...modelGrid() });
+  result.model = r;
+  const lines = modelLines(r, 'model');
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `model-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('deepseek')) {
+  // DeepSeek-V2-Lite's shape, its latent cache in f16 and in FlashMLA's fp8_ds_mla (block 64, as FlashMLA).
+  const runs: ModelBench[] = [];
+  const lines: string[] = [];
+  for (const cache of ['f16', 'fp8_ds_mla'] as const) {
+    const r = await benchModel(engine, ceilings, { config: quick ? SMALL_DEEPSEEK : DEEPSEEK_V2_LITE, name: quick ? 'small DeepSeek (--quick)' : 'DeepSeek-V2-Lite shape',
+      cache, blockSize: 64, ...modelGrid() });
+    runs.push(r);
+    lines.push(...modelLines(r, 'deepseek'), '');
+    console.log(`\n${cache} cache:\n${modelLines(r, 'deepseek').slice(4).join('\n')}`);
+  }
+  result.deepseek = runs;
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `deepseek-${slug}.md`), `${lines.join('\n')}`);
 }
 
 if (args.has('explore-paged')) {

@@ -8,6 +8,10 @@
 //     ceiling measured in the same run, against the GPU time and against the wall time.
 // Prefill: tokens/s of a 512-token prompt, and the linear layers' TFLOP/s in it against the FMA ceiling.
 // The linear kernels alone: GEMV (M 1) GB/s and GEMM (M 512) TFLOP/s at the model's MLP shape.
+//
+// The same for DeepSeek-V2-Lite's shape (MLA over a latent cache, 64 routed experts top-6 + 2 shared),
+// its latent cache in f16 and in fp8_ds_mla; a MoE step reads only the experts its tokens chose (the
+// roofline counts E·(1 − (1 − k/E)^batch) of them: random weights route near-uniformly).
 import { createRandomModel, ops, randn, type Engine, type Model } from 'webinfer';
 import { timeOp, type Ceilings } from './harness';
 
@@ -25,6 +29,27 @@ export const SMALL_LLAMA = {
   num_key_value_heads: 2, head_dim: 32, vocab_size: 2048, max_position_embeddings: 4096,
 };
 
+/** DeepSeek-V2-Lite (15.7 B parameters, 2.4 B active): no q LoRA, MLA 512/64/128/128, MoE 64 experts top-6 + 2 shared. */
+export const DEEPSEEK_V2_LITE = {
+  architectures: ['DeepseekV2ForCausalLM'], model_type: 'deepseek_v2', hidden_size: 2048, intermediate_size: 10944, num_hidden_layers: 27,
+  num_attention_heads: 16, num_key_value_heads: 16, kv_lora_rank: 512, q_lora_rank: null, qk_rope_head_dim: 64, qk_nope_head_dim: 128,
+  v_head_dim: 128, n_routed_experts: 64, num_experts_per_tok: 6, n_shared_experts: 2, moe_intermediate_size: 1408,
+  first_k_dense_replace: 1, moe_layer_freq: 1, topk_method: 'greedy', scoring_func: 'softmax', norm_topk_prob: false,
+  routed_scaling_factor: 1.0, n_group: 1, topk_group: 1, vocab_size: 102400, rms_norm_eps: 1e-6, max_position_embeddings: 163840,
+  tie_word_embeddings: false, rope_theta: 10000, attention_bias: false,
+  rope_scaling: { type: 'yarn', factor: 40, original_max_position_embeddings: 4096, beta_fast: 32, beta_slow: 1, mscale: 0.707, mscale_all_dim: 0.707 },
+  bos_token_id: 100000, eos_token_id: 100001,
+};
+
+/** A much smaller DeepSeek for software adapters (--quick). */
+export const SMALL_DEEPSEEK = {
+  ...DEEPSEEK_V2_LITE, hidden_size: 256, intermediate_size: 512, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4,
+  kv_lora_rank: 128, qk_rope_head_dim: 16, qk_nope_head_dim: 32, v_head_dim: 32, n_routed_experts: 8, num_experts_per_tok: 2,
+  n_shared_experts: 1, moe_intermediate_size: 128, vocab_size: 2048, max_position_embeddings: 8192,
+};
+
+type AnyConfig = typeof LLAMA_3_2_1B | typeof DEEPSEEK_V2_LITE;
+
 export interface ModelDecodeRow {
   batch: number; context: number;
   wallMs: number; gpuMs: number | null; hostMs: number;
@@ -38,34 +63,50 @@ export interface ModelDecodeRow {
 }
 
 export interface ModelBench {
-  name: string; dtype: string; layers: number; params: number;
+  name: string; dtype: string; cache: string; layers: number;
+  /** Parameters a batch-1 decode step reads (linear layers; MoE: the experts chosen). */
+  params: number;
   decode: ModelDecodeRow[];
   prefill: { tokens: number; wallMs: number; gpuMs: number | null; tokensPerSecond: number; linearTflops: number; pctFma: number; linearMs: number } | null;
   kernels: { what: string; ms: number; gbs?: number; tflops?: number; pct: number }[];
   error?: string;
 }
 
-/** The linear layers' FLOPs of a prefill step of T tokens (the lm_head runs on the last token only). */
-function prefillLinearFlops(c: typeof LLAMA_3_2_1B, T: number): number {
-  const H = c.hidden_size, D = c.head_dim, qw = c.num_attention_heads * D, kvw = 2 * c.num_key_value_heads * D, I = c.intermediate_size;
-  const perLayer = H * qw + H * kvw + qw * H + H * 2 * I + I * H;
-  return 2 * T * perLayer * c.num_hidden_layers + 2 * c.vocab_size * H;
+/**
+ * The FLOPs of the GEMM/GEMV/expert kernels in a prefill step of T tokens (the lm_head runs on the last
+ * token only; MLA's up-projection of the latent runs in its own kernel and is not counted).
+ */
+function prefillLinearFlops(c: AnyConfig, T: number): number {
+  const H = c.hidden_size;
+  let perToken = 0;
+  if ('kv_lora_rank' in c) {
+    const N = c.num_attention_heads, P = c.qk_nope_head_dim, R = c.qk_rope_head_dim, V = c.v_head_dim, L = c.kv_lora_rank;
+    const attn = H * N * (P + R) + H * (L + R) + N * V * H;
+    const moeLayers = c.num_hidden_layers - c.first_k_dense_replace;
+    perToken = c.num_hidden_layers * attn + c.first_k_dense_replace * 3 * H * c.intermediate_size
+      + moeLayers * (H * c.n_routed_experts + (c.num_experts_per_tok + c.n_shared_experts) * 3 * H * c.moe_intermediate_size);
+  } else {
+    const D = c.head_dim, qw = c.num_attention_heads * D, kvw = 2 * c.num_key_value_heads * D, I = c.intermediate_size;
+    perToken = c.num_hidden_layers * (H * qw + H * kvw + qw * H + H * 2 * I + I * H);
+  }
+  return 2 * T * perToken + 2 * c.vocab_size * H;
 }
 
-export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config?: typeof LLAMA_3_2_1B; name?: string; batches: number[]; contexts: number[];
-  prefill: number; steps: number }): Promise<ModelBench> {
+export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config?: AnyConfig; name?: string; batches: number[]; contexts: number[];
+  prefill: number; steps: number; cache?: 'f16' | 'bf16' | 'fp8_ds_mla'; blockSize?: number; kernels?: boolean }): Promise<ModelBench> {
   const config = o.config ?? LLAMA_3_2_1B;
+  const cache = o.cache ?? 'f16';
   const maxB = Math.max(...o.batches), maxC = Math.max(...o.contexts);
-  const bs = 16;
+  const bs = o.blockSize ?? 16;
   const numBlocks = maxB * Math.ceil((maxC + o.steps + 16) / bs) + Math.ceil((o.prefill + 16) / bs);
-  const res: ModelBench = { name: o.name ?? 'Llama-3.2-1B shape', dtype: 'bf16', layers: config.num_hidden_layers, params: 0, decode: [], prefill: null, kernels: [] };
+  const res: ModelBench = { name: o.name ?? 'Llama-3.2-1B shape', dtype: 'bf16', cache, layers: config.num_hidden_layers, params: 0, decode: [], prefill: null, kernels: [] };
   let model: Model | null = null;
   try {
-    model = await createRandomModel(engine, { config, dtype: 'bf16', kvCache: { numBlocks, blockSize: bs, dtype: 'f16' }, maxTokensPerStep: Math.max(o.prefill, maxB), maxSeqsPerStep: maxB });
-    const wBytes = model.stepBytes(0).weights;
-    res.params = wBytes / 2;
+    model = await createRandomModel(engine, { config, dtype: 'bf16', kvCache: { numBlocks, blockSize: bs, dtype: cache }, maxTokensPerStep: Math.max(o.prefill, maxB), maxSeqsPerStep: maxB });
+    res.params = model.stepBytes(0, 1).weights / 2;
     for (const batch of o.batches) {
       for (const context of o.contexts) {
+        const wBytes = model.stepBytes(0, batch).weights;
         const row: ModelDecodeRow = { batch, context, wallMs: NaN, gpuMs: null, hostMs: NaN, tokensPerSecond: NaN, weightBytes: wBytes, kvBytes: NaN,
           pctRooflineGpu: NaN, pctRooflineWall: NaN, hostOverheadPct: NaN };
         try {
@@ -86,13 +127,14 @@ export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config
     if (o.prefill > 0) {
       const p = await model.profilePrefill({ tokens: o.prefill, perKernel: true });
       const flops = prefillLinearFlops(config, o.prefill);
-      const linearMs = Object.entries(p.kernels ?? {}).filter(([k]) => /^(gemm|gemv)/.test(k)).reduce((a, [, v]) => a + v, 0);
+      const linearMs = Object.entries(p.kernels ?? {}).filter(([k]) => /^(gemm|gemv|ops_moe_gemm|ops_moe_gemv)[:_]/.test(k)).reduce((a, [, v]) => a + v, 0);
       const tf = linearMs ? flops / (linearMs * 1e9) : NaN;
       res.prefill = { tokens: o.prefill, wallMs: p.wallMs, gpuMs: p.gpuMs, tokensPerSecond: (1000 * o.prefill) / p.wallMs, linearMs,
         linearTflops: tf, pctFma: (100 * tf) / ceilings.fmaTflops };
     }
     model.destroy();
     model = null;
+    if (o.kernels === false || 'kv_lora_rank' in config) return res;
     // The linear kernels alone, at the model's MLP shape (gate|up: N = 2·I, K = H), bf16 weights.
     const N = 2 * config.intermediate_size, K = config.hidden_size;
     const w = ops.createLinearOnDevice(engine, { N, K, dtype: 'bf16', seed: 9, std: 0.02 });

@@ -4,7 +4,7 @@
 //          under the FMA ceiling; flash over naive; flash over the peer
 //   paged: KV GB/s against context, per batch (the peer dotted), under the copy ceiling; webinfer over the peer
 //   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline (no peer: ORT has no MLA)
-//   model: decode tokens/s against batch per context, and the share of the bandwidth roofline
+//   model, deepseek: decode tokens/s against batch per context (and cache), and the share of the bandwidth roofline
 // Peer fields are optional: results written without a peer (or by older versions) plot as before.
 
 export interface Series {
@@ -114,7 +114,9 @@ export interface ResultsFile {
   peer?: { name: string; error?: string };
   mla?: { N: number; batch: number; context?: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
   /** Whole-model decode (bench/model.ts). */
-  model?: { name: string; decode: { batch: number; context: number; tokensPerSecond: number; pctRooflineGpu: number; pctRooflineWall: number }[] };
+  model?: { name: string; cache?: string; decode: { batch: number; context: number; tokensPerSecond: number; pctRooflineGpu: number; pctRooflineWall: number }[] };
+  /** DeepSeek-V2-Lite-shaped decode, one run per latent cache dtype (bench/model.ts). */
+  deepseek?: NonNullable<ResultsFile['model']>[];
   /** A serving step's host cost (bench/step.ts). */
   step?: { batch: number; context: number; gpuHostMs: number; gpuDeviceMs: number }[];
 }
@@ -129,6 +131,32 @@ function sig(x: number): string {
 function sdpaShapeLabel(rows: NonNullable<ResultsFile['sdpa']>): string {
   const one = (k: 'B' | 'Hq' | 'D') => { const v = [...new Set(rows.map((x) => x[k]))]; return v.length === 1 && v[0] !== undefined ? String(v[0]) : '?'; };
   return `B${one('B')} H${one('Hq')} D${one('D')}`;
+}
+
+type ModelRun = NonNullable<ResultsFile['model']>;
+
+/**
+ * A whole model's decode: tokens/s against batch, and the share of the bandwidth roofline against the
+ * GPU and the wall time; one series per context (and per KV cache, when runs differ in it).
+ */
+function modelPlots(prefix: string, runs: ModelRun[], device: string): Record<string, string> {
+  const tag = (m: ModelRun, c: number) => (runs.length > 1 ? `${m.cache ?? '?'} cache, context ${c}` : `context ${c}`);
+  const lines = runs.flatMap((m) => [...new Set(m.decode.map((x) => x.context))].map((c) => ({ m, c, d: m.decode.filter((x) => x.context === c) })));
+  const name = runs[0].name;
+  return {
+    [`${prefix}-decode.svg`]: lineChart({
+      title: `${name} decode — ${device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
+      series: lines.map(({ m, c, d }, i) => ({ name: tag(m, c), color: COLORS[i % COLORS.length], points: d.map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
+    }),
+    [`${prefix}-roofline.svg`]: lineChart({
+      title: `${name} decode: share of the bandwidth roofline — ${device}`, xLabel: 'batch (sequences)', yLabel: '% of roofline (weights + K/V read / read ceiling)', logX: true,
+      series: lines.flatMap(({ m, c, d }, i) => [
+        { name: `GPU time, ${tag(m, c)}`, color: COLORS[i % COLORS.length], points: d.map((x) => [x.batch, x.pctRooflineGpu] as [number, number]) },
+        { name: `wall time, ${tag(m, c)}`, color: COLORS[i % COLORS.length], dashed: true, points: d.map((x) => [x.batch, x.pctRooflineWall] as [number, number]) },
+      ]),
+      ceiling: { value: 100, label: 'roofline' },
+    }),
+  };
 }
 
 /** The SVG plots of one results file, by file name. */
@@ -210,37 +238,8 @@ export function plotResults(r: ResultsFile): Record<string, string> {
       ]),
     });
   }
-  if (r.model?.decode?.length) {
-    const d = r.model.decode;
-    const contexts = [...new Set(d.map((x) => x.context))];
-    out['model-decode.svg'] = lineChart({
-      title: `${r.model.name} decode — ${r.device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
-      series: contexts.map((c, i) => ({ name: `context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
-    });
-    out['model-roofline.svg'] = lineChart({
-      title: `${r.model.name} decode: share of the bandwidth roofline — ${r.device}`, xLabel: 'batch (sequences)', yLabel: '% of roofline (weights + K/V read / read ceiling)', logX: true,
-      series: contexts.flatMap((c, i) => [
-        { name: `GPU time, context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineGpu] as [number, number]) },
-        { name: `wall time, context ${c}`, color: COLORS[i % COLORS.length], dashed: true, points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineWall] as [number, number]) },
-      ]),
-      ceiling: { value: 100, label: 'roofline' },
-    });
-  }
-  if (r.model?.decode?.length) {
-    const d = r.model.decode;
-    const contexts = [...new Set(d.map((x) => x.context))];
-    out['model-decode.svg'] = lineChart({
-      title: `${r.model.name} decode — ${r.device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
-      series: contexts.map((c, i) => ({ name: `context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
-    });
-    out['model-roofline.svg'] = lineChart({
-      title: `${r.model.name} decode: share of the bandwidth roofline — ${r.device}`, xLabel: 'batch (sequences)', yLabel: '% of roofline (weights + K/V read / read ceiling)', logX: true,
-      series: contexts.flatMap((c, i) => [
-        { name: `GPU time, context ${c}`, color: COLORS[i % COLORS.length], points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineGpu] as [number, number]) },
-        { name: `wall time, context ${c}`, color: COLORS[i % COLORS.length], dashed: true, points: d.filter((x) => x.context === c).map((x) => [x.batch, x.pctRooflineWall] as [number, number]) },
-      ]),
-      ceiling: { value: 100, label: 'roofline' },
-    });
-  }
+  if (r.model?.decode?.length) Object.assign(out, modelPlots('model', [r.model], r.device));
+  const ds = (r.deepseek ?? []).filter((m) => m.decode?.length);
+  if (ds.length) Object.assign(out, modelPlots('deepseek', ds, r.device));
   return out;
 }

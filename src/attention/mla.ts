@@ -364,11 +364,24 @@ export class MLADecodePlan {
 
   /** qNope [B,N,P], qPe [B,N,R] -> [B, N·V] in qNope's dtype (into o.out when given). */
   run(qNope: Tensor, qPe: Tensor, cache: MLACache, o: { out?: Tensor } = {}): Tensor {
+    return this.runLayer(this.layer, qNope, qPe, cache, o);
+  }
+
+  /**
+   * run() for another layer of the same shape and scale (its own absorbed weights and cache): a
+   * model's decode step plans once and runs every layer through the one plan.
+   */
+  runLayer(layer: MLALayer, qNope: Tensor, qPe: Tensor, cache: MLACache, o: { out?: Tensor } = {}): Tensor {
     const op = this.op;
     const rt = this.rt;
     if (this.destroyed) throw new WebinferError(`${op}: the plan was destroyed`);
     rt.assertAlive(op);
-    const L = this.layer;
+    const L = layer;
+    if (L !== this.layer) {
+      const a = this.layer;
+      const shape = (x: MLALayer) => `N ${x.numHeads}, L ${x.kvLoraRank}, P ${x.qkNopeHeadDim}, R ${x.qkRopeHeadDim}, V ${x.vHeadDim}, scale ${x.scale}`;
+      check(shape(L) === shape(a), op, 'layer', `an MLA layer of the plan's shape (${shape(a)})`, `(${shape(L)})`);
+    }
     L.checkCache(op, cache);
     const B = L.checkQuery(op, qNope, qPe);
     const { numHeads: N, kvLoraRank: Lr, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = L;

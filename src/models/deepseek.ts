@@ -7,7 +7,7 @@
 // is split the same way into the latent (normed by kv_a_layernorm into the cache) and the shared rope
 // key. RoPE rotates only the rope parts (DeepSeek's interleaved pairs; YaRN's scaling is in the
 // tables, its softmax factor in the config's attention scale). A decode-only step runs the absorbed
-// MLA decode (one plan per layer per step); a step with prompt tokens runs MLA's prefill, which
+// MLA decode (planned once per step, run by every layer); a step with prompt tokens runs MLA's prefill, which
 // up-projects the cached context in chunks. o_proj adds into the residual stream.
 //
 // MLP: dense layers as Llama's (fused gate|up, down reading silu(gate)·up); MoE layers route each token
@@ -60,7 +60,8 @@ export class DeepSeekFamily implements Architecture {
   private normW!: Tensor;
   private lmHeadW!: LinearWeight;
   private acts: Record<'x' | 'qa' | 'qNope' | 'qPe' | 'kvC' | 'kPe' | 'attn' | 'gu' | 'guShared' | 'logits', Tensor> | null = null;
-  private plans: (MLADecodePlan | null)[] = [];
+  /** A decode-only step's plan, made once and run by every layer. */
+  private plan_: MLADecodePlan | null = null;
   private decodeOnly = false;
   private readonly routing: MoeRouting | null;
 
@@ -191,7 +192,12 @@ export class DeepSeekFamily implements Architecture {
     this.lmHeadW = c.tieWordEmbeddings ? this.embedW : lin(c.vocabSize, H);
   }
 
-  weightBytes(): number {
+  /**
+   * Bytes of weights a decode step of `batch` sequences reads: every dense weight once, and per MoE
+   * layer the experts chosen: topK at batch 1, else the expected number of distinct experts when each
+   * token picks topK of E at random, E·(1 − (1 − topK/E)^batch) (random weights route near-uniformly).
+   */
+  weightBytes(batch: number): number {
     const bytes = (w: LinearWeight) => w.N * w.K * (w.dtype === 'f32' ? 4 : 2);
     const { N, P, V, L } = this.dims;
     let total = bytes(this.lmHeadW);
@@ -200,9 +206,9 @@ export class DeepSeekFamily implements Architecture {
         .reduce((a, w) => a + (w ? bytes(w) : 0), 0);
       total += 4 * N * (P + V) * L;   // the absorbed W_UK and W_UV (f32)
       if (l.moe) {
-        // A decode step reads the experts its tokens chose: at batch 1, topK of them.
-        const e = l.moe.experts;
-        total += this.cfg.moe!.numExpertsPerTok * 3 * e.I * e.H * (e.dtype === 'f32' ? 4 : 2);
+        const e = l.moe.experts, k = this.cfg.moe!.numExpertsPerTok;
+        const chosen = batch <= 1 ? k : e.E * (1 - (1 - k / e.E) ** batch);
+        total += chosen * 3 * e.I * e.H * (e.dtype === 'f32' ? 4 : 2);
       }
     }
     return total;
@@ -234,11 +240,11 @@ export class DeepSeekFamily implements Architecture {
   }
 
   plan(s: StepContext): void {
-    for (const p of this.plans) p?.destroy();
+    this.plan_?.destroy();
     const { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq } = s.meta;
     const S = seqLens.length;
     this.decodeOnly = s.T === S && qsl.every((v, i) => v === i);
-    this.plans = this.layers.map((l) => (this.decodeOnly ? l.mla.planDecode({ seqLens, blockTable, maxBlocksPerSeq }) : null));
+    this.plan_ = this.decodeOnly ? this.layers[0].mla.planDecode({ seqLens, blockTable, maxBlocksPerSeq }) : null;
   }
 
   forward(s: StepContext): Tensor {
@@ -266,7 +272,7 @@ export class DeepSeekFamily implements Architecture {
       l.mla.cacheWrite(a.kvC.view([T, L]), a.kPe.view([T, R]), this.caches[i], s.slots.view([T]));
       const qNope = a.qNope.view([T, N, P]), qPe = a.qPe.view([T, N, R]);
       if (this.decodeOnly) {
-        this.plans[i]!.run(qNope, qPe, this.caches[i], { out: a.attn.view([T, N * V]) });
+        this.plan_!.runLayer(l.mla, qNope, qPe, this.caches[i], { out: a.attn.view([T, N * V]) });
         linear(rt, a.attn, l.o, { rows: T, out: h, accumulate: true });
       } else {
         const attn = l.mla.prefill(qNope, qPe, this.caches[i], s.meta);
@@ -295,8 +301,8 @@ export class DeepSeekFamily implements Architecture {
   }
 
   destroy(): void {
-    for (const p of this.plans) p?.destroy();
-    this.plans = [];
+    this.plan_?.destroy();
+    this.plan_ = null;
     for (const c of this.caches) c.destroy();
     for (const l of this.layers) {
       for (const t of [l.inNorm, l.postNorm, l.qANorm, l.kvANorm, l.kvB, l.mla.wUK, l.mla.wUV, l.moe?.bias]) t?.destroy();

@@ -97,7 +97,7 @@ export class LlamaFamily implements Architecture {
   }
 
   /** Bytes of weights a decode step reads: every linear layer once (the embedding: a row per token). */
-  weightBytes(): number {
+  weightBytes(_batch: number): number {
     const bytes = (w: LinearWeight) => w.N * w.K * (w.dtype === 'f32' ? 4 : 2);
     let total = bytes(this.lmHeadW);
     for (const L of this.layers) total += bytes(L.qkv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);

@@ -487,9 +487,12 @@ export class Model {
     return seqs.map((s) => s.out);
   }
 
-  /** Bytes one decode step reads: the weights, and the cache rows of `tokens` cached tokens. */
-  stepBytes(tokens: number): { weights: number; kv: number } {
-    return { weights: this.arch.weightBytes(), kv: tokens * this.config.numLayers * this.arch.cacheBytes(this.cacheDType).perToken };
+  /**
+   * Bytes one decode step of `batch` sequences reads: the weights (a MoE model: the experts they
+   * choose), and the cache rows of `tokens` cached tokens.
+   */
+  stepBytes(tokens: number, batch = 1): { weights: number; kv: number } {
+    return { weights: this.arch.weightBytes(batch), kv: tokens * this.config.numLayers * this.arch.cacheBytes(this.cacheDType).perToken };
   }
 
   /**

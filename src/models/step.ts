@@ -30,8 +30,8 @@ export interface Architecture {
   readonly cacheDTypes: readonly string[];
   load(r: WeightReader, dtype: WeightDType): Promise<void>;
   initRandom(dtype: WeightDType, seed: number): void;
-  /** Bytes of weights one decode step reads. */
-  weightBytes(): number;
+  /** Bytes of weights one decode step of `batch` sequences reads (MoE: the experts they choose). */
+  weightBytes(batch: number): number;
   /** Bytes one token takes in one layer's cache, and in the largest single cache buffer's row. */
   cacheBytes(dtype: string): { perToken: number; perBufferRow: number };
   createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void;

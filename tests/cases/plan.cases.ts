@@ -299,7 +299,7 @@ export const planCases: TestCase[] = defineCases('plan', [
     },
   },
   {
-    name: 'MLA: one decode plan over three layers\' latent caches (host and tensor metadata), and a sparse decode plan',
+    name: 'MLA: one decode plan over three layers (their own absorbed weights and latent caches; host and tensor metadata), and a sparse decode plan',
     async run({ engine }) {
       const [N, L, P, R, V, bs] = [4, 32, 16, 8, 16, 8];
       const seqLens = Int32Array.of(70, 5, 33);
@@ -316,6 +316,9 @@ export const planCases: TestCase[] = defineCases('plan', [
       const scale = 1 / Math.sqrt(P + R);
       const kvB = randn(N * (P + V) * L, 801, 0.2);
       const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: t(kvB, [N * (P + V), L]) });
+      // Layers 1 and 2 of a model: the same shape, other weights; layer 0's plan runs them all.
+      const kvBs = [kvB, randn(N * (P + V) * L, 802, 0.2), randn(N * (P + V) * L, 803, 0.2)];
+      const layers = [layer, ...kvBs.slice(1).map((w) => engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: t(w, [N * (P + V), L]) }))];
       const slotsN = numBlocks * bs;
       const caches = [0, 1, 2].map((l) => {
         const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R });
@@ -332,8 +335,8 @@ export const planCases: TestCase[] = defineCases('plan', [
           const plan = layer.planDecode(meta);
           for (const [l, c] of caches.entries()) {
             const qNope = randn(B * N * P, 830 + l), qPe = randn(B * N * R, 840 + l);
-            const out = await plan.run(t(qNope, [B, N, P]), t(qPe, [B, N, R]), c.cache).toFloat32();
-            const ref = reference.mlaDecodeRef(qNope, qPe, c.rows, kvB, { ...d, B }, { seqLens, blockTable, maxBlocksPerSeq: maxB }, scale);
+            const out = await plan.runLayer(layers[l], t(qNope, [B, N, P]), t(qPe, [B, N, R]), c.cache).toFloat32();
+            const ref = reference.mlaDecodeRef(qNope, qPe, c.rows, kvBs[l], { ...d, B }, { seqLens, blockTable, maxBlocksPerSeq: maxB }, scale);
             assertClose(`MLA decode plan, layer ${l}, ${metaAs} metadata`, out, ref.out, 'f32');
           }
           plan.destroy();
@@ -354,6 +357,10 @@ export const planCases: TestCase[] = defineCases('plan', [
         p2.run(t(randn(B * N * P, 870), [B, N, P]), t(randn(B * N * R, 871), [B, N, R]), caches[0].cache).destroy();
         await expectThrows(() => p2.run(t(randn(B * N * P, 872), [B, N, P]), t(randn(B * N * R, 873), [B, N, R]), other),
           "MLADecodePlan.run: cache: expected the plan's geometry (numBlocks");
+        const wider = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale: 2 * scale, kvBProj: t(kvB, [N * (P + V), L]) });
+        tensors.push(...[...layers, wider].flatMap((x) => [x.wUK, x.wUV]));
+        await expectThrows(() => p2.runLayer(wider, t(randn(B * N * P, 874), [B, N, P]), t(randn(B * N * R, 875), [B, N, R]), caches[0].cache),
+          "MLADecodePlan.run: layer: expected an MLA layer of the plan's shape");
         p2.destroy();
         other.destroy();
       } finally {

@@ -88,4 +88,17 @@ describe('benchmark plots', () => {
     r.paged = r.paged.map((x: object) => ({ ...x, ortError: 'skipped' }));
     expect(Object.keys(plotResults(r)).sort()).toEqual(['mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
   });
+
+  it('plots DeepSeek runs of two latent caches as one series per cache and context', () => {
+    const r = withoutPeer();
+    const m = r.model;
+    r.deepseek = [{ ...m, name: 'DeepSeek-V2-Lite shape', cache: 'f16' }, { ...m, name: 'DeepSeek-V2-Lite shape', cache: 'fp8_ds_mla', decode: m.decode.map((x: { tokensPerSecond: number }) => ({ ...x, tokensPerSecond: 1.5 * x.tokensPerSecond })) }];
+    const svgs = plotResults(r);
+    expect(Object.keys(svgs)).toEqual(expect.arrayContaining(['deepseek-decode.svg', 'deepseek-roofline.svg', 'model-decode.svg']));
+    const contexts = new Set(m.decode.map((x: { context: number }) => x.context)).size;
+    expect(svgs['deepseek-decode.svg'].match(/<path /g)?.length).toBe(2 * contexts);
+    expect(svgs['deepseek-decode.svg']).toContain('>fp8_ds_mla cache, context 4096<');
+    expect(svgs['deepseek-roofline.svg']).toContain('>wall time, f16 cache, context 1024<');
+    expect(svgs['model-decode.svg']).toContain('>context 4096<');
+  });
 });
