@@ -13,6 +13,7 @@
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
 //   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch;...)
+//   --explore-mla[=G,..]  also time MLA decode under each attention row tile (flashRowGrid: -1 general, 0-3 ROW_GRIDS)
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa, GroupQueryAttention for paged)
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -198,6 +199,13 @@ function modelLines(r: ModelBench, suite: string): string[] {
     '',
     ...(r.prefill ? [`Prefill of a ${r.prefill.tokens}-token prompt: ${ok(r.prefill.tokensPerSecond, 0)} tokens/s (wall ${fmt(r.prefill.wallMs, 2)} ms, GPU ${fmt(r.prefill.gpuMs ?? NaN, 2)} ms); `
       + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s).`, ''] : []),
+    ...r.decode.filter((d) => d.kernels && d.context === Math.max(...r.decode.map((x) => x.context))).flatMap((d) => {
+      const k = Object.entries(d.kernels ?? {}).sort((a, b) => b[1] - a[1]);
+      const total = k.reduce((a, [, v]) => a + v, 0);
+      return [`Where a step's GPU time goes, batch ${d.batch}, context ${d.context} (dispatches timed one by one: ${fmt(total, 3)} ms in all):`, '',
+        '| kernel | ms | share |', '|---|---|---|', ...k.slice(0, 12).map(([n, v]) => `| ${n} | ${fmt(v, 3)} | ${ok((100 * v) / total)}% |`),
+        ...(k.length > 12 ? [`| ${k.length - 12} others | ${fmt(k.slice(12).reduce((a, [, v]) => a + v, 0), 3)} | |`] : []), ''];
+    }),
     ...(r.kernels.length ? ['| linear kernel alone | ms | GB/s | TFLOP/s | % of ceiling |', '|---|---|---|---|---|',
       ...r.kernels.map((k) => `| ${k.what} | ${fmt(k.ms, 4)} | ${fmt(k.gbs ?? NaN, 0)} | ${fmt(k.tflops ?? NaN)} | ${ok(k.pct)}% of ${/GEMV/.test(k.what) ? 'read' : 'FMA'} |`)] : []),
   ];
@@ -233,6 +241,22 @@ if (suites.includes('deepseek')) {
   result.deepseek = runs;
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `deepseek-${slug}.md`), `${lines.join('\n')}`);
+}
+
+if (args.has('explore-mla')) {
+  // The MLA decode attention tile: --explore-mla=-1,0,1,2,3 (engine.tuning.flashRowGrid: -1 the general
+  // 64-row tile, else one of flash.ts ROW_GRIDS), absorbed decode only, at the suite's shapes.
+  const grids = (args.get('explore-mla') || '-1,0,1,2,3').split(',').map(Number);
+  const shapes = deepseekDecodeShapes([16], (args.get('mla-batches') ?? '1,8,32').split(',').map(Number), Number(args.get('mla-context') ?? 4096));
+  for (const rowGrid of grids) {
+    engine.tuning.flashRowGrid = rowGrid;
+    for (const sh of shapes) {
+      const r = await benchMlaDecode(engine, sh, ceilings, 5, false);
+      console.log(`explore-mla rowGrid ${rowGrid} N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.absorbed?.medianMs ?? NaN, 4)} ms (${fmt(r.pctRoofline, 1)}% of roofline) check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
+        + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 4)}`).join(', ')}]`);
+    }
+  }
+  engine.tuning.flashRowGrid = undefined;
 }
 
 if (args.has('explore-paged')) {

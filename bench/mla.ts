@@ -33,7 +33,7 @@ export function mlaDecodeCost(s: MlaShape): { flops: number; bytes: number } {
   return { flops, bytes };
 }
 
-export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceilings, samples = 5): Promise<MlaBenchRow> {
+export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceilings, samples = 5, unabsorbed = true): Promise<MlaBenchRow> {
   const { N, batch: B, context: C, L, P, R, V, bs } = s;
   const { flops, bytes } = mlaDecodeCost(s);
   const row: MlaBenchRow = { shape: s, flops, bytes, worst: NaN, pass: false, absorbed: null, unabsorbed: null, tflops: NaN, gbs: NaN, pctRoofline: NaN };
@@ -79,6 +79,7 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
     const roofMs = Math.max(flops / (ceilings.fmaTflops * 1e9), bytes / (ceilings.readGBs * 1e6));
     row.pctRoofline = (100 * roofMs) / row.absorbed.medianMs;
     // Unabsorbed: decompress each sequence's whole context per head, then attention (one chunk).
+    if (!unabsorbed) return row;
     const savedChunk = engine.tuning.mlaPrefillChunk;
     engine.tuning.mlaPrefillChunk = C + bs;
     try {

@@ -59,6 +59,8 @@ export interface ModelDecodeRow {
   pctRooflineGpu: number; pctRooflineWall: number;
   /** (wall − GPU) / wall, percent. */
   hostOverheadPct: number;
+  /** GPU ms of one step per kernel (dispatches timed one by one), where measured. */
+  kernels?: Record<string, number>;
   error?: string;
 }
 
@@ -110,7 +112,7 @@ export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config
         const row: ModelDecodeRow = { batch, context, wallMs: NaN, gpuMs: null, hostMs: NaN, tokensPerSecond: NaN, weightBytes: wBytes, kvBytes: NaN,
           pctRooflineGpu: NaN, pctRooflineWall: NaN, hostOverheadPct: NaN };
         try {
-          const p = await model.profileDecode({ batch, context, steps: o.steps });
+          const p = await model.profileDecode({ batch, context, steps: o.steps, perKernel: batch === o.batches[0] || batch === maxB });
           const kv = model.stepBytes(batch * (context + o.steps / 2)).kv;
           const rooflineMs = (wBytes + kv) / (ceilings.readGBs * 1e6);
           Object.assign(row, {

@@ -3,9 +3,9 @@
 //   absorb_main   once per layer: kv_b_proj [N·(P+V), L] (f32/f16/bf16) -> W_UK [N, P, L] (the rows
 //                 as stored) and W_UV [N, L, V] (transposed: SPEC's layout), f32, so that threads
 //                 spread over L (q absorption) or over V (up-projections) read contiguous memory.
-//   qabs_main     absorbed query: q[b, n] = [W_UK[n]ᵀ · q_nope[b, n] (L) | q_pe[b, n] (R)], f32.
+//   qabs_main     absorbed query: q[b, n] = [W_UK[n]ᵀ · q_nope[b, n] (L) | q_pe[b, n] (R)], f32 (split-K per head).
 //   qcat_main     prefill query: q[t, n] = [q_nope[t, n] (P) | q_pe[t, n] (R)], f32.
-//   vup_main      output: out[b, n·V + v] = W_UV[n][v] · o_lat[b, n] (L), in the query's dtype.
+//   vup_main      output: out[b, n·V + v] = W_UV[n][v] · o_lat[b, n] (L), in the query's dtype (split-K per head).
 //   kvup_main     prefill: for positions c0.. of one sequence, from the paged latent cache:
 //                 k[i, n] = [W_UK[n] · kv_c (P) | k_pe (R)], v[i, n] = W_UV[n] · kv_c (V), f32.
 //   write_main    cache write (vLLM's concat_and_cache_mla): row [kv_c | k_pe] to each token's slot,
@@ -52,22 +52,64 @@ fn absorb_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   else { dst_b[(n * params.L + l) * params.V + r - params.P] = bitcast<u32>(x); }
 }
 
-@compute @workgroup_size(WG)
-fn qabs_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-             @builtin(local_invocation_index) lid: u32) {
-  let t = gid(wid, nwg, lid);
-  let D = params.L + params.R;
-  if (t >= params.rows * params.N * D) { return; }
-  let c = t % D;
-  let bn = t / D;
-  let n = bn % params.N;
-  var x = 0.0;
-  if (c < params.L) {
-    for (var p = 0u; p < params.P; p++) { x += in_a(bn * params.P + p) * w_uk[(n * params.P + p) * params.L + c]; }
-  } else {
-    x = in_b(bn * params.R + c - params.L);
+// ---- Decode's per-head products: out[b, n, m] = Σ_k x[b, n, k] · W[n][k, m], W row-major [K, M] per
+// head (W_UK [N, P, L]: K = P, M = L; W_UV [N, L, V]: K = L, M = V). A workgroup owns MT columns of
+// one head for RB rows at a time; its HM_WG threads split K into KS slices, so a subgroup reads MT
+// contiguous weights of one k (coalesced) and each weight is loaded once per RB rows. The KS partial
+// sums meet in workgroup memory. Grid: (⌈M / MT⌉, N, ⌈B / RB⌉).
+const MT: u32 = 32u;
+const HM_WG: u32 = 256u;
+const KS: u32 = HM_WG / MT;
+const RB: u32 = 4u;
+var<workgroup> hm_part: array<vec4<f32>, HM_WG>;   // [KS][MT]: RB rows' partial sums
+var<workgroup> hm_sum: array<f32, RB * MT>;        // [RB][MT]
+
+/** Reduces the threads' partial sums (acc: RB rows of column li % MT, slice li / MT) into hm_sum.
+ *  Every thread calls it: it has barriers. */
+fn hm_reduce(acc: vec4<f32>, li: u32) {
+  hm_part[li] = acc;
+  workgroupBarrier();
+  for (var e = li; e < RB * MT; e += HM_WG) {
+    let r = e / MT;
+    let c = e % MT;
+    var t = 0.0;
+    for (var s = 0u; s < KS; s++) { t += hm_part[s * MT + c][r]; }
+    hm_sum[e] = t;
   }
-  dst_a[t] = bitcast<u32>(x);
+  workgroupBarrier();
+}
+
+/** Absorbed query: q[b, n] = [W_UK[n]ᵀ · q_nope[b, n] (L) | q_pe[b, n] (R)], f32 (dst_a). */
+@compute @workgroup_size(HM_WG)
+fn qabs_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let n = wid.y;
+  let b0 = wid.z * RB;
+  let m = wid.x * MT + li % MT;
+  var acc = vec4<f32>(0.0);
+  if (m < params.L) {
+    for (var k = li / MT; k < params.P; k += KS) {
+      var x = vec4<f32>(0.0);
+      for (var r = 0u; r < RB; r++) {
+        if (b0 + r < params.rows) { x[r] = in_a(((b0 + r) * params.N + n) * params.P + k); }
+      }
+      acc += x * w_uk[(n * params.P + k) * params.L + m];
+    }
+  }
+  hm_reduce(acc, li);
+  let D = params.L + params.R;
+  for (var e = li; e < RB * MT; e += HM_WG) {
+    let b = b0 + e / MT;
+    let m = wid.x * MT + e % MT;
+    if (b < params.rows && m < params.L) { dst_a[(b * params.N + n) * D + m] = bitcast<u32>(hm_sum[e]); }
+  }
+  // The rope part rides along with the first column tile.
+  if (wid.x == 0u) {
+    for (var e = li; e < RB * params.R; e += HM_WG) {
+      let b = b0 + e / params.R;
+      let c = e % params.R;
+      if (b < params.rows) { dst_a[(b * params.N + n) * D + params.L + c] = bitcast<u32>(in_b((b * params.N + n) * params.R + c)); }
+    }
+  }
 }
 
 @compute @workgroup_size(WG)
@@ -83,25 +125,34 @@ fn qcat_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   dst_a[t] = bitcast<u32>(x);
 }
 
-// One thread per output word: two columns for 16-bit outputs (V is even).
-@compute @workgroup_size(WG)
-fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-            @builtin(local_invocation_index) lid: u32) {
-  let w = gid(wid, nwg, lid);
-  let per = select(2u, 1u, OUT_DTYPE == 0u);
-  if (w * per >= params.rows * params.N * params.V) { return; }
-  var vals = vec2<f32>(0.0);
-  for (var e = 0u; e < per; e++) {
-    let i = w * per + e;
-    let v = i % params.V;
-    let bn = i / params.V;
-    let n = bn % params.N;
-    var x = 0.0;
-    for (var l = 0u; l < params.L; l++) { x += bitcast<f32>(src_a[bn * params.L + l]) * w_uv[(n * params.L + l) * params.V + v]; }
-    vals[e] = x;
+/** Output: out[b, n·V + v] = W_UV[n][:, v] · o_lat[b, n] (L), in OUT_DTYPE (16-bit: two columns a word; V is even). */
+@compute @workgroup_size(HM_WG)
+fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let n = wid.y;
+  let b0 = wid.z * RB;
+  let m = wid.x * MT + li % MT;
+  var acc = vec4<f32>(0.0);
+  if (m < params.V) {
+    for (var k = li / MT; k < params.L; k += KS) {
+      var x = vec4<f32>(0.0);
+      for (var r = 0u; r < RB; r++) {
+        if (b0 + r < params.rows) { x[r] = bitcast<f32>(src_a[((b0 + r) * params.N + n) * params.L + k]); }
+      }
+      acc += x * w_uv[(n * params.L + k) * params.V + m];
+    }
   }
-  if (OUT_DTYPE == 0u) { dst_a[w] = bitcast<u32>(vals.x); }
-  else { dst_a[w] = pack_pair(vals.x, vals.y, OUT_DTYPE); }
+  hm_reduce(acc, li);
+  let per = select(2u, 1u, OUT_DTYPE == 0u);
+  for (var e = li; e < RB * MT / per; e += HM_WG) {
+    let r = e / (MT / per);
+    let c = (e % (MT / per)) * per;
+    let b = b0 + r;
+    let v = wid.x * MT + c;
+    if (b >= params.rows || v >= params.V) { continue; }
+    let i = (b * params.N + n) * params.V + v;
+    if (OUT_DTYPE == 0u) { dst_a[i] = bitcast<u32>(hm_sum[r * MT + c]); }
+    else { dst_a[i / 2u] = pack_pair(hm_sum[r * MT + c], hm_sum[r * MT + c + 1u], OUT_DTYPE); }
+  }
 }
 
 // ---- the latent cache: one row [kv_c (L) | k_pe (R)] per slot

@@ -35,6 +35,19 @@ const GRIDS: readonly { TX: number; TY: number; TM: number; TN: number; maxDv?: 
   { TX: 4, TY: 8, TM: 4, TN: 4 },
 ];
 
+/**
+ * Grids for jobs of few rows and wide heads: MLA's absorbed decode, whose rows are the N query heads of
+ * one token over 576-wide latent rows and 512-wide outputs. The row tile is sized to the rows (16 or
+ * 32, not 64 rows of which 48 idle) and 32 threads share a row, so a thread keeps 4 rows × 16
+ * output columns of O. Tried before GRIDS when a plan says its jobs have at most 32 rows.
+ */
+export const ROW_GRIDS: readonly { TX: number; TY: number; TM: number; TN: number }[] = [
+  { TX: 32, TY: 4, TM: 4, TN: 2 },
+  { TX: 32, TY: 4, TM: 4, TN: 1 },
+  { TX: 32, TY: 8, TM: 4, TN: 2 },
+  { TX: 32, TY: 8, TM: 4, TN: 1 },
+];
+
 export const FLASH_MAX_HEAD = 256;
 
 /** Why flash cannot serve these head sizes, or null when it can. */
@@ -56,22 +69,31 @@ export function flashSmemBytes(g: { TX: number; TY: number; TM: number; TN: numb
  * needs TX ≤ the smallest subgroup size so a row's threads share one subgroup.
  */
 export function planFlash(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number,
-                          variant: FlashVariant, smemCap = Infinity, grid?: number, tile: 'f32' | 'f16' = 'f32'): FlashPlan | null {
+                          variant: FlashVariant, smemCap = Infinity, grid?: number, tile: 'f32' | 'f16' = 'f32',
+                          few?: { rows: number; rowGrid?: number }): FlashPlan | null {
   if (tile === 'f16' && !features.f16) return null;
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   const sgMin = features.subgroupMinSize ?? features.subgroupSize;
   if (variant === 'subgroup' && (!features.subgroups || !sgMin)) return null;
   const dkAll = [32, 16, 8].filter((dk) => D % dk === 0);
   const dks = dkAll.length > 1 ? dkAll.filter((dk) => dk >= 16) : dkAll;
-  for (const [gi, g] of GRIDS.entries()) {
-    if (grid !== undefined && gi !== grid) continue;
+  // Jobs of at most 32 rows with wide outputs (with no grid forced) try the row-sized grids first,
+  // smallest tile that holds the rows first; rowGrid holds them to one entry, or (-1) skips them.
+  const rowGrids = few && grid === undefined && few.rows <= 32 && Dv > 128 && (few.rowGrid ?? 0) >= 0
+    ? ROW_GRIDS.filter((g, i) => (few.rowGrid === undefined || i === few.rowGrid) && g.TY * g.TM >= few.rows)
+      .sort((a, b) => a.TY * a.TM - b.TY * b.TM)
+    : [];
+  type Grid = { TX: number; TY: number; TM: number; TN: number; maxDv?: number };
+  const grids: { g: Grid; gi: number }[] = [...rowGrids.map((g) => ({ g, gi: -1 })), ...GRIDS.map((g, gi) => ({ g, gi }))];
+  for (const { g, gi } of grids) {
+    if (gi >= 0 && grid !== undefined && gi !== grid) continue;
     if (g.maxDv && Dv > g.maxDv) continue;
     if (g.TX * g.TY > limits.maxComputeInvocationsPerWorkgroup || g.TX * g.TY > limits.maxComputeWorkgroupSizeX) continue;
     if (variant === 'subgroup' && g.TX > sgMin!) continue;
     // DVC: a multiple of 4·TX (each thread owns whole 4-column groups), no wider than Dv needs.
     const base = 4 * g.TX;
     const need = Math.ceil(Dv / base) * base;
-    const dvcs = [64, 32, 16].filter((c) => c % base === 0 && c <= Math.max(base, need));
+    const dvcs = [64, 32, 16, 128, 256].filter((c) => c % base === 0 && c <= Math.max(base, need));
     for (const DK of dks) {
       for (const DVC of dvcs) {
         const smem = flashSmemBytes(g, DK, DVC, tile);

@@ -14,6 +14,8 @@ import { PagedAttentionPlan, type DeviceMeta, type KVSource } from './plan.js';
 import type { Kernel } from '../core/pipeline.js';
 
 const WG = 64;
+/** Columns and rows a workgroup of the per-head products (qabs_main, vup_main) owns: mla.wgsl's MT, RB. */
+const HM_MT = 32, HM_RB = 4;
 const FLOATS = ['f32', 'f16', 'bf16'];
 const CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8_ds_mla: 4 };
 
@@ -411,12 +413,12 @@ export class MLADecodePlan {
     const dims = { N, L: Lr, P, R, V, rows: B };
     const qk = rt.kernel('mla', 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
     rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_uk: L.wUK, dst_a: this.qLat! })],
-      Math.ceil((B * N * (Lr + R)) / WG));
+      [Math.ceil(Lr / HM_MT), N, Math.ceil(B / HM_RB)]);
     this.attn.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
     out ??= rt.emptyTensor([B, N * V], qNope.dtype);
     const vk = rt.kernel('mla', 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    const words = qNope.dtype === 'f32' ? B * N * V : (B * N * V) / 2;
-    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_uv: L.wUV, dst_a: out })], Math.ceil(words / WG));
+    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_uv: L.wUV, dst_a: out })],
+      [Math.ceil(V / HM_MT), N, Math.ceil(B / HM_RB)]);
     return out;
   }
 

@@ -337,7 +337,8 @@ export class PagedAttentionPlan {
     const G = Hq / Hkv;
     const variant = flashVariantFor(rt);
     const tile = qDtype === 'f16' && geo.dtype === 'f16' && rt.features.f16 && rt.tuning.flashF16Tiles ? 'f16' : 'f32';
-    const flash = planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile);
+    const few = this.c.maxQueryLen !== undefined ? { rows: G * this.c.maxQueryLen, rowGrid: rt.tuning.flashRowGrid } : undefined;
+    const flash = planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
     if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
     const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;

@@ -83,6 +83,8 @@ export class Runtime implements TensorHost {
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
     flashGrid: undefined as number | undefined,
+    /** Holds jobs of few rows (MLA decode) to one of the row-sized grids (flash.ts ROW_GRIDS), or -1: none. */
+    flashRowGrid: undefined as number | undefined,
     /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
     flashF16Tiles: true,
     /** Paged attention splits long contexts into KV partitions until about this many workgroups run. */

@@ -502,7 +502,7 @@ export class Model {
    * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
    * step, its passes timed whole.
    */
-  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null }> {
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; kernels?: Record<string, number> }> {
     const op = 'Model.profileDecode';
     const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
     const warm = o.warmup ?? 3;
@@ -543,7 +543,14 @@ export class Model {
         }
         gpuMs = times.sort((a, b) => a - b)[1];
       }
-      return { wallMs, hostMs: host / N, gpuMs };
+      let kernels: Record<string, number> | undefined;
+      if (o.perKernel && this.rt.features.timestampQuery) {
+        this.rt.beginTiming(4096);
+        this.recordStep(seqs.map((s) => ({ seq: s, ids: [-(1 + s.lastRow)], sample: true })), null, null);
+        await this.rt.endTiming();
+        kernels = { ...this.rt.lastTiming };
+      }
+      return { wallMs, hostMs: host / N, gpuMs, kernels };
     } finally {
       for (const s of seqs) this.kv.freeSequence(s.id);
       this.busy = false;

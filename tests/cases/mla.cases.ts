@@ -3,6 +3,7 @@
 // over decompressed K/V, prefill with chunked context equal to the reference, other MLA shapes, and
 // validation.
 import { reference, roundToDType, type Engine, type MLACacheDType, type Tensor } from '../../src/index';
+import { planFlash, ROW_GRIDS } from '../../src/attention/flash';
 import { assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
 interface MlaSpec {
@@ -147,6 +148,33 @@ export const mlaCases = defineCases('mla', [
     { N: 3, L: 64, P: 8, R: 8, V: 24, bs: 16, seqs: [{ ctx: 17, q: 1 }, { ctx: 40, q: 1 }], cache: 'f32', seed: 6 },
     { N: 16, L: 128, P: 16, R: 16, V: 16, bs: 16, seqs: [{ ctx: 9, q: 1 }], cache: 'f16', seed: 7 },
   ], { flashSmemBytes: 16384 }),
+  {
+    name: 'absorbed decode through each row-sized attention tile that fits (16 and 32 heads a tile, 32 lanes a row; portable reductions), batch 5 in the per-head products',
+    async run({ engine, note }) {
+      // Latent width 136 (> 128: the wide-output rule that picks these tiles; a partial DVC chunk), V 24
+      // (a partial column tile of the V up-projection), 5 sequences (two row blocks of the per-head
+      // products), contexts over several key tiles and split into partitions. Tiles of 16 rows take
+      // 16 heads, tiles of 32 take 20 (rows past the heads idle).
+      const specs: MlaSpec[] = [
+        { N: 16, L: 136, P: 16, R: 8, V: 24, bs: 16, seqs: [{ ctx: 130, q: 1 }, { ctx: 0, q: 1 }, { ctx: 64, q: 1 }, { ctx: 200, q: 1 }, { ctx: 17, q: 1 }], cache: 'f16', qDtype: 'f16', seed: 31 },
+        { N: 20, L: 136, P: 8, R: 8, V: 16, bs: 8, seqs: [{ ctx: 90, q: 1 }, { ctx: 3, q: 1 }], cache: 'fp8_ds_mla', seed: 32 },
+      ];
+      const ran: string[] = [];
+      for (let rowGrid = 0; rowGrid < ROW_GRIDS.length; rowGrid++) {
+        const g = ROW_GRIDS[rowGrid];
+        const spec = specs[g.TY * g.TM === 16 ? 0 : 1];
+        const fits = planFlash(engine.limits, engine.features, spec.L + spec.R, spec.L, 'portable', Infinity, undefined, 'f32', { rows: spec.N, rowGrid });
+        if (!fits || fits.TX !== g.TX || fits.TY !== g.TY || fits.TN !== g.TN) {
+          note(`row tile ${rowGrid} (${g.TY * g.TM} rows × ${g.TX * g.TN} keys) needs more than this adapter's ${engine.limits.maxComputeWorkgroupStorageSize} B of workgroup storage: not run here`);
+          continue;
+        }
+        ran.push(`${g.TY * g.TM}×${g.TX * g.TN}`);
+        await withTuning(engine, { flashVariant: 'portable', flashRowGrid: rowGrid, pagedMinPartition: 64, pagedTargetWorkgroups: 16 }, () => checkMla(engine, spec, 'decode'));
+      }
+      if (ran.length === 0) throw new Error('no row-sized tile fits this adapter: the case would not test them');
+      note(`row tiles run: ${ran.join(', ')}`);
+    },
+  },
   cases('prefill with cached context in chunks, merged by LSE, equals the reference (f32, fp8_ds_mla)', 'prefill', [
     { ...BASE, seqs: [{ ctx: 0, q: 6 }, { ctx: 21, q: 3 }, { ctx: 5, q: 1 }], cache: 'f32', seed: 8 },
     { ...BASE, seqs: [{ ctx: 17, q: 4 }], cache: 'fp8_ds_mla', seed: 9 },
