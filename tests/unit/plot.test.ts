@@ -33,7 +33,7 @@ describe('benchmark plots', () => {
   it('plots every suite of the committed H200 results, with the peer', () => {
     const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
     const svgs = plotResults(r);
-    expect(Object.keys(svgs).sort()).toEqual(['mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
     // 16 SDPA shapes: 8 webinfer series (flash and naive per dtype and masking) and 4 of the peer, 4 lengths each.
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
     expect(svgs['sdpa-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(16);
@@ -57,10 +57,10 @@ describe('benchmark plots', () => {
     expect(svgs['paged-decode.svg']).toContain('copy bandwidth 3.20 GB/s');
   });
 
-  it('plots results without a peer (the demo page, --peer=none) as the six webinfer plots (attention and the whole model)', () => {
+  it('plots results without a peer (the demo page, --peer=none) as the eight webinfer plots (attention and the two whole models)', () => {
     const r = withoutPeer();
     const svgs = plotResults(r);
-    expect(Object.keys(svgs).sort()).toEqual(['mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(32);
   });
 
@@ -71,7 +71,7 @@ describe('benchmark plots', () => {
     r.sdpa.push(...flash.map((x: { tflops: number }) => ({ ...x, backend: 'ort', tflops: x.tflops / 2 })));
     r.paged = r.paged.map((x: { medianMs: number; gbs: number }) => ({ ...x, ortMs: 4 * x.medianMs, ortGbs: x.gbs / 4, ortDtype: 'f16' }));
     const svgs = plotResults(r);
-    expect(Object.keys(svgs).sort()).toEqual(['mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
     expect(svgs['sdpa-throughput.svg']).toContain('stroke-dasharray="2 3"');
     expect(svgs['sdpa-throughput.svg']).toContain('>ORT f32 causal<');
@@ -86,7 +86,7 @@ describe('benchmark plots', () => {
     const r = withoutPeer();
     r.sdpa.push({ ...r.sdpa[0], backend: 'ort', tflops: null, error: 'ORT: something' });
     r.paged = r.paged.map((x: object) => ({ ...x, ortError: 'skipped' }));
-    expect(Object.keys(plotResults(r)).sort()).toEqual(['mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(plotResults(r)).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
   });
 
   it('plots DeepSeek runs of two latent caches as one series per cache and context', () => {
