@@ -13,7 +13,7 @@
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
 //   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch;...)
-//   --explore-mla[=G,..]  also time MLA decode under each attention row tile (flashRowGrid: -1 general, 0-3 ROW_GRIDS)
+//   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa, GroupQueryAttention for paged)
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -89,6 +89,35 @@ const check = (r: SdpaBenchRow) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.w
 
 const pagedShapes: ReturnType<typeof llamaDecodeShapes> = [];
 const pagedRows: PagedBenchRow[] = [];
+if (args.has('explore-mla')) {
+  // MLA decode's attention tile, absorbed decode only, at N 16: --explore-mla=mla,-1,0,1 ('mla' its own
+  // tile, mla_core.wgsl; a number the flash tile with engine.tuning.flashRowGrid: -1 the general
+  // 64-row tile, else one of flash.ts ROW_GRIDS). The suites after it run the fastest (summed over
+  // the shapes), which the results record.
+  const choices = (args.get('explore-mla') || 'mla,-1,0,1').split(',');
+  const shapes = deepseekDecodeShapes([16], (args.get('mla-batches') ?? '1,8,32').split(',').map(Number), Number(args.get('mla-context') ?? 4096));
+  const set = (c: string) => {
+    engine.tuning.mlaDecodeTile = c === 'mla' ? 'auto' : 'flash';
+    engine.tuning.flashRowGrid = c === 'mla' ? undefined : Number(c);
+  };
+  let best: { c: string; ms: number } | null = null;
+  for (const c of choices) {
+    set(c);
+    let sum = 0;
+    for (const sh of shapes) {
+      const r = await benchMlaDecode(engine, sh, ceilings, 5, false);
+      sum += r.absorbed?.medianMs ?? Infinity;
+      if (!r.pass) sum = Infinity;
+      console.log(`explore-mla ${c === 'mla' ? 'mla tile' : `flash rowGrid ${c}`} N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.absorbed?.medianMs ?? NaN, 4)} ms (${fmt(r.pctRoofline, 1)}% of roofline) check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
+        + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 4)}`).join(', ')}]`);
+    }
+    if (!best || sum < best.ms) best = { c, ms: sum };
+  }
+  set(best!.c);
+  (result as Record<string, unknown>).mlaTile = best!.c === 'mla' ? 'mla' : `flash rowGrid ${best!.c}`;
+  console.log(`explore-mla: the suites below run ${best!.c === 'mla' ? "MLA's own tile" : `the flash tile, rowGrid ${best!.c}`} (fastest here)`);
+}
+
 if (suites.includes('paged')) {
   const batches = (args.get('batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
   const contexts = (args.get('contexts') ?? (quick ? '256,1024' : '1024,4096,32768')).split(',').map(Number);
@@ -241,22 +270,6 @@ if (suites.includes('deepseek')) {
   result.deepseek = runs;
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `deepseek-${slug}.md`), `${lines.join('\n')}`);
-}
-
-if (args.has('explore-mla')) {
-  // The MLA decode attention tile: --explore-mla=-1,0,1,2,3 (engine.tuning.flashRowGrid: -1 the general
-  // 64-row tile, else one of flash.ts ROW_GRIDS), absorbed decode only, at the suite's shapes.
-  const grids = (args.get('explore-mla') || '-1,0,1,2,3').split(',').map(Number);
-  const shapes = deepseekDecodeShapes([16], (args.get('mla-batches') ?? '1,8,32').split(',').map(Number), Number(args.get('mla-context') ?? 4096));
-  for (const rowGrid of grids) {
-    engine.tuning.flashRowGrid = rowGrid;
-    for (const sh of shapes) {
-      const r = await benchMlaDecode(engine, sh, ceilings, 5, false);
-      console.log(`explore-mla rowGrid ${rowGrid} N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.absorbed?.medianMs ?? NaN, 4)} ms (${fmt(r.pctRoofline, 1)}% of roofline) check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
-        + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 4)}`).join(', ')}]`);
-    }
-  }
-  engine.tuning.flashRowGrid = undefined;
 }
 
 if (args.has('explore-paged')) {

@@ -22,6 +22,7 @@ import { DTYPE_CODE, type DType } from '../core/dtype.js';
 import { WebinferError, check, fmt, shapeStr } from '../core/errors.js';
 import type { Kernel } from '../core/pipeline.js';
 import type { Runtime } from '../core/runtime.js';
+import type { EngineLimits } from '../core/types.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { sdpaFlags, type AttnOptionValues } from './common.js';
 import { flashVariantFor, planFlash, type FlashPlan } from './flash.js';
@@ -205,7 +206,9 @@ interface Stage { k: Kernel; g0: GPUBindGroup; count: Count }
 /** Everything a run needs for one (token count, query dtype, output dtype): made at the first run. */
 interface Prepared {
   T: number;
-  flashPlan: FlashPlan;
+  /** The flash tile, or null where MLA decode's own tile (mlaTile) runs. */
+  flashPlan: FlashPlan | null;
+  mlaTile: MlaTile | null;
   decode: Stage | null;
   flash: Stage | null;
   merge: Stage | null;
@@ -215,6 +218,29 @@ interface Prepared {
   pmeta: GPUBuffer;
   layout: PlanLayout;
   rules: PlanRules;
+}
+
+/** Heads a workgroup of MLA decode's tile owns (mla_core.wgsl's BR; its workgroup has 256 threads). */
+export const MLA_BR = 16;
+
+/** MLA decode's tile: BC latent rows staged a tile, and the workgroup storage that takes. */
+export interface MlaTile { BC: number; smem: number }
+
+/**
+ * The widest key tile of mla_core.wgsl that fits the adapter's workgroup storage (and
+ * engine.tuning.flashSmemBytes): BC rows of D values in f32 (padded), the scores' partial sums, the
+ * probabilities and the per-head state. Null when even 1 row does not fit.
+ */
+export function planMlaTile(limits: EngineLimits, smemCap: number, D: number, Dv: number): MlaTile | null {
+  if (D % 4 || Dv % 4 || Dv > D) return null;
+  const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
+  if (limits.maxComputeInvocationsPerWorkgroup < 256 || limits.maxComputeWorkgroupSizeX < 256) return null;
+  for (const BC of [16, 8, 4, 2, 1]) {
+    const SP = 256 / (MLA_BR * BC);
+    const smem = 16 * BC * (D / 4 + 1) + 4 * MLA_BR * BC * SP + 4 * MLA_BR * BC + 4 * MLA_BR + 8 * MLA_BR;
+    if (smem <= budget) return { BC, smem };
+  }
+  return null;
 }
 
 export interface PlanConfig {
@@ -337,14 +363,20 @@ export class PagedAttentionPlan {
     const G = Hq / Hkv;
     const variant = flashVariantFor(rt);
     const tile = qDtype === 'f16' && geo.dtype === 'f16' && rt.features.f16 && rt.tuning.flashF16Tiles ? 'f16' : 'f32';
+    // MLA decode (latent rows, one query token a sequence, none of the options it never takes) runs
+    // its own tile when one fits; otherwise, and for everything else, the flash tile.
+    const mlaOk = geo.mlaL > 0 && this.c.maxQueryLen === 1 && rt.tuning.mlaDecodeTile === 'auto'
+      && !a.window && !a.softcap && !a.alibi && !a.sinks;
+    const mla = mlaOk ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv) : null;
     const few = this.c.maxQueryLen !== undefined ? { rows: G * this.c.maxQueryLen, rowGrid: rt.tuning.flashRowGrid } : undefined;
-    const flash = planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
-    if (!flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
+    const flash = mla ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
+    if (!mla && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
+    const BR = mla ? MLA_BR : flash!.TY * flash!.TM;
     const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
     const wsCap = Math.min(WS_CAP_BYTES, rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
     const rules: PlanRules = {
-      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR: flash.TY * flash.TM, decodeOk: decode !== null,
+      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null,
       pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0, target: rt.tuning.pagedTargetWorkgroups,
       minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / rowBytes)),
     };
@@ -408,15 +440,17 @@ export class PagedAttentionPlan {
     }
     let flashStage: Stage | null = null;
     if (nonzero(counts.flash)) {
-      const fk = rt.kernel(flash.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
-        overrides,
-        consts: { TX: flash.TX, TY: flash.TY, TM: flash.TM, TN: flash.TN, DK: flash.DK, DVC: flash.DVC, D, DV: Dv,
-                  TILE4: flash.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
-        enables: [...(flash.tile === 'f16' ? ['f16'] : []), ...(flash.variant === 'subgroup' ? ['subgroups'] : [])],
-      });
+      const fk = mla
+        ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, BR: MLA_BR, BC: mla.BC } })
+        : rt.kernel(flash!.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
+          overrides,
+          consts: { TX: flash!.TX, TY: flash!.TY, TM: flash!.TM, TN: flash!.TN, DK: flash!.DK, DVC: flash!.DVC, D, DV: Dv,
+                    TILE4: flash!.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
+          enables: [...(flash!.tile === 'f16' ? ['f16'] : []), ...(flash!.variant === 'subgroup' ? ['subgroups'] : [])],
+        });
       flashStage = stage(fk, {
         ...common, G, hdr_items: 0, off_items: layout.offFlash,
-        n_dc: D / flash.DK, n_dk4: flash.DK / 4, n_bc: flash.TX * flash.TN,
+        n_dc: flash ? D / flash.DK : 0, n_dk4: flash ? flash.DK / 4 : 0, n_bc: flash ? flash.TX * flash.TN : 0,
         k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
       }, counts.flash);
     }
@@ -433,7 +467,7 @@ export class PagedAttentionPlan {
         g0: rt.groupFor(mk, 0, { params, o_a: ws, o_b: rt.dummy, lse_a: ws, lse_b: rt.dummy, sinks: this.sinks, tok_np: pmeta }),
       };
     }
-    p = { T, flashPlan: flash, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
+    p = { T, flashPlan: flash, mlaTile: mla, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
     this.prepared.set(key, p);
     return p;
   }

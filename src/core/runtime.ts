@@ -83,6 +83,8 @@ export class Runtime implements TensorHost {
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
     flashGrid: undefined as number | undefined,
+    /** MLA decode's attention: 'auto' its own tile (mla_core.wgsl) where it fits, 'flash' the flash tile. */
+    mlaDecodeTile: 'auto' as 'auto' | 'flash',
     /** Holds jobs of few rows (MLA decode) to one of the row-sized grids (flash.ts ROW_GRIDS), or -1: none. */
     flashRowGrid: undefined as number | undefined,
     /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */

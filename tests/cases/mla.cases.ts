@@ -4,6 +4,7 @@
 // validation.
 import { reference, roundToDType, type Engine, type MLACacheDType, type Tensor } from '../../src/index';
 import { planFlash, ROW_GRIDS } from '../../src/attention/flash';
+import { planMlaTile } from '../../src/attention/plan';
 import { assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
 interface MlaSpec {
@@ -149,7 +150,28 @@ export const mlaCases = defineCases('mla', [
     { N: 16, L: 128, P: 16, R: 16, V: 16, bs: 16, seqs: [{ ctx: 9, q: 1 }], cache: 'f16', seed: 7 },
   ], { flashSmemBytes: 16384 }),
   {
-    name: 'absorbed decode through each row-sized attention tile that fits (16 and 32 heads a tile, 32 lanes a row; portable reductions), batch 5 in the per-head products',
+    name: 'absorbed decode through MLA\'s own tile at every key-tile width (16 to 1 latent rows staged; 1 to 16 threads a score), 16-head tiles of N 20, partitions',
+    async run({ engine, note }) {
+      // flashSmemBytes caps the storage, so the planner takes a narrower key tile: each width's score
+      // split (SP threads a (head, key) pair) and its partial last tile run. N 20: two 16-head tiles,
+      // the second 4 heads full. Contexts over several tiles, split into 64-key partitions.
+      const base = { N: 20, L: 128, P: 16, R: 16, V: 24, bs: 16 };
+      const seqs = [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }];
+      const widths: number[] = [];
+      for (const [i, cap] of [Infinity, 8000, 6000, 3000, 2000].entries()) {
+        const tile = planMlaTile(engine.limits, cap, base.L + base.R, base.L);
+        if (!tile) { note(`no MLA tile fits ${cap} B`); continue; }
+        widths.push(tile.BC);
+        const cache = (['f32', 'f16', 'bf16', 'fp8_ds_mla', 'f16'] as const)[i];
+        await withTuning(engine, { flashSmemBytes: cap, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
+          () => checkMla(engine, { ...base, seqs, cache, qDtype: cache === 'bf16' ? 'bf16' : 'f32', seed: 40 + i }, 'decode'));
+      }
+      if (new Set(widths).size < 5) throw new Error(`expected 5 key-tile widths, planned ${widths.join(', ')}`);
+      note(`MLA tile key widths run: ${widths.join(', ')}`);
+    },
+  },
+  {
+    name: 'absorbed decode through the flash tile: each row-sized tile that fits (16 and 32 heads a tile, 32 lanes a row; portable reductions), batch 5 in the per-head products',
     async run({ engine, note }) {
       // Latent width 136 (> 128: the wide-output rule that picks these tiles; a partial DVC chunk), V 24
       // (a partial column tile of the V up-projection), 5 sequences (two row blocks of the per-head
@@ -169,7 +191,7 @@ export const mlaCases = defineCases('mla', [
           continue;
         }
         ran.push(`${g.TY * g.TM}×${g.TX * g.TN}`);
-        await withTuning(engine, { flashVariant: 'portable', flashRowGrid: rowGrid, pagedMinPartition: 64, pagedTargetWorkgroups: 16 }, () => checkMla(engine, spec, 'decode'));
+        await withTuning(engine, { mlaDecodeTile: 'flash', flashVariant: 'portable', flashRowGrid: rowGrid, pagedMinPartition: 64, pagedTargetWorkgroups: 16 }, () => checkMla(engine, spec, 'decode'));
       }
       if (ran.length === 0) throw new Error('no row-sized tile fits this adapter: the case would not test them');
       note(`row tiles run: ${ran.join(', ')}`);
