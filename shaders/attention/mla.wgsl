@@ -32,6 +32,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> dst_a: array<u32>;
 @group(0) @binding(6) var<storage, read_write> dst_b: array<u32>;
 @group(0) @binding(7) var<storage, read> cache_in: array<u32>;   // the latent cache | slot mapping
+@group(0) @binding(8) var<storage, read> w_head: array<f32>;     // decode's per-head products: W_UK or W_UV
 
 fn gid(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 { return (wid.y * nwg.x + wid.x) * WG + lid; }
 
@@ -64,6 +65,26 @@ const RB: u32 = 4u;
 var<workgroup> hm_part: array<vec4<f32>, HM_WG>;   // [KS][MT]: RB rows' partial sums
 var<workgroup> hm_sum: array<f32, RB * MT>;        // [RB][MT]
 
+/** This thread's partial sums of out[b0 .. b0+RB, n, m] over its K slice: x from src_a (q_nope in
+ *  IN_DTYPE for the q absorption, else o_lat in f32), W[n] [K, M] from w_head. */
+fn hm_acc(qabs: bool, wid: vec3<u32>, li: u32, K: u32, M: u32) -> vec4<f32> {
+  let n = wid.y;
+  let b0 = wid.z * RB;
+  let m = wid.x * MT + li % MT;
+  var acc = vec4<f32>(0.0);
+  if (m >= M) { return acc; }
+  for (var k = li / MT; k < K; k += KS) {
+    var x = vec4<f32>(0.0);
+    for (var r = 0u; r < RB; r++) {
+      if (b0 + r >= params.rows) { continue; }
+      let i = ((b0 + r) * params.N + n) * K + k;
+      if (qabs) { x[r] = in_a(i); } else { x[r] = bitcast<f32>(src_a[i]); }
+    }
+    acc += x * w_head[(n * K + k) * M + m];
+  }
+  return acc;
+}
+
 /** Reduces the threads' partial sums (acc: RB rows of column li % MT, slice li / MT) into hm_sum.
  *  Every thread calls it: it has barriers. */
 fn hm_reduce(acc: vec4<f32>, li: u32) {
@@ -82,20 +103,9 @@ fn hm_reduce(acc: vec4<f32>, li: u32) {
 /** Absorbed query: q[b, n] = [W_UK[n]ᵀ · q_nope[b, n] (L) | q_pe[b, n] (R)], f32 (dst_a). */
 @compute @workgroup_size(HM_WG)
 fn qabs_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  hm_reduce(hm_acc(true, wid, li, params.P, params.L), li);
   let n = wid.y;
   let b0 = wid.z * RB;
-  let m = wid.x * MT + li % MT;
-  var acc = vec4<f32>(0.0);
-  if (m < params.L) {
-    for (var k = li / MT; k < params.P; k += KS) {
-      var x = vec4<f32>(0.0);
-      for (var r = 0u; r < RB; r++) {
-        if (b0 + r < params.rows) { x[r] = in_a(((b0 + r) * params.N + n) * params.P + k); }
-      }
-      acc += x * w_uk[(n * params.P + k) * params.L + m];
-    }
-  }
-  hm_reduce(acc, li);
   let D = params.L + params.R;
   for (var e = li; e < RB * MT; e += HM_WG) {
     let b = b0 + e / MT;
@@ -128,20 +138,9 @@ fn qcat_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 /** Output: out[b, n·V + v] = W_UV[n][:, v] · o_lat[b, n] (L), in OUT_DTYPE (16-bit: two columns a word; V is even). */
 @compute @workgroup_size(HM_WG)
 fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  hm_reduce(hm_acc(false, wid, li, params.L, params.V), li);
   let n = wid.y;
   let b0 = wid.z * RB;
-  let m = wid.x * MT + li % MT;
-  var acc = vec4<f32>(0.0);
-  if (m < params.V) {
-    for (var k = li / MT; k < params.L; k += KS) {
-      var x = vec4<f32>(0.0);
-      for (var r = 0u; r < RB; r++) {
-        if (b0 + r < params.rows) { x[r] = bitcast<f32>(src_a[((b0 + r) * params.N + n) * params.L + k]); }
-      }
-      acc += x * w_uv[(n * params.L + k) * params.V + m];
-    }
-  }
-  hm_reduce(acc, li);
   let per = select(2u, 1u, OUT_DTYPE == 0u);
   for (var e = li; e < RB * MT / per; e += HM_WG) {
     let r = e / (MT / per);

@@ -60,15 +60,6 @@ fn x_load4(row: i32, c4: u32) -> vec4<f32> {
   return x[base];
 }
 
-/** Elements 0..3 (lo) and 4..7 (hi, 16-bit dtypes only) of a 16-byte weight word. */
-fn w_lo(v: vec4<u32>) -> vec4<f32> {
-  if (W_DTYPE == 0u) { return bitcast<vec4<f32>>(v); }
-  return vec4<f32>(unpack_pair(v.x, W_DTYPE), unpack_pair(v.y, W_DTYPE));
-}
-
-fn w_hi(v: vec4<u32>) -> vec4<f32> {
-  return vec4<f32>(unpack_pair(v.z, W_DTYPE), unpack_pair(v.w, W_DTYPE));
-}
 
 /** The epilogue of output (m, n), n local to the part: bias, then accumulation into what out holds. */
 fn store_out(m: u32, n: u32, v: f32) {

@@ -41,17 +41,6 @@ var<workgroup> tmp: array<u32, EMAX>;
 var<workgroup> red: array<f32, WG>;
 var<workgroup> bcf: f32;
 
-/** Order-preserving key of an f32: larger value, larger key; -0 as +0; NaN is 0, below -inf's key. */
-fn key_of(v: f32) -> u32 {
-  var b = bitcast<u32>(v);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0u; }
-  if (b == 0x80000000u) { b = 0u; }
-  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-fn value_of(k: u32) -> f32 {
-  return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
-}
 
 /** Whether key a at index ia ranks before key b at index ib. */
 fn before(a: u32, ia: u32, b: u32, ib: u32) -> bool {

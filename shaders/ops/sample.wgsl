@@ -46,17 +46,6 @@ var<workgroup> last_kept: atomic<u32>;
 var<workgroup> n_cand: atomic<u32>;
 var<workgroup> pick_min: atomic<u32>;
 
-/** Order-preserving key of an f32: larger value, larger key; -0 as +0; NaN is 0, below -inf's key. */
-fn key_of(v: f32) -> u32 {
-  var b = bitcast<u32>(v);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0u; }
-  if (b == 0x80000000u) { b = 0u; }
-  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-fn value_of(k: u32) -> f32 {
-  return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
-}
 
 /** Logit j of the row at base, j clamped into the row so a load may be issued before its bound check. */
 fn ld(base: u32, j: u32) -> f32 { return logits[base + min(j, params.V - 1u)]; }

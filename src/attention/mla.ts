@@ -412,12 +412,12 @@ export class MLADecodePlan {
     }
     const dims = { N, L: Lr, P, R, V, rows: B };
     const qk = rt.kernel('mla', 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_uk: L.wUK, dst_a: this.qLat! })],
+    rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_head: L.wUK, dst_a: this.qLat! })],
       [Math.ceil(Lr / HM_MT), N, Math.ceil(B / HM_RB)]);
     this.attn.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
     out ??= rt.emptyTensor([B, N * V], qNope.dtype);
     const vk = rt.kernel('mla', 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_uv: L.wUV, dst_a: out })],
+    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_head: L.wUV, dst_a: out })],
       [Math.ceil(V / HM_MT), N, Math.ceil(B / HM_RB)]);
     return out;
   }
