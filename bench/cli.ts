@@ -264,8 +264,9 @@ if (suites.includes('deepseek')) {
     const r = await benchModel(engine, ceilings, { config: quick ? SMALL_DEEPSEEK : DEEPSEEK_V2_LITE, name: quick ? 'small DeepSeek (--quick)' : 'DeepSeek-V2-Lite shape',
       cache, blockSize: 64, ...modelGrid() });
     runs.push(r);
-    lines.push(...modelLines(r, 'deepseek'), '');
-    console.log(`\n${cache} cache:\n${modelLines(r, 'deepseek').slice(4).join('\n')}`);
+    const ls = modelLines(r, 'deepseek');
+    lines.push(...ls, '');
+    console.log(`\n${cache} cache:\n${ls.slice(4).join('\n')}`);
   }
   result.deepseek = runs;
   mkdirSync(outDir, { recursive: true });

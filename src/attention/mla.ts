@@ -379,10 +379,12 @@ export class MLADecodePlan {
     if (this.destroyed) throw new WebinferError(`${op}: the plan was destroyed`);
     rt.assertAlive(op);
     const L = layer;
-    if (L !== this.layer) {
-      const a = this.layer;
+    const a = this.layer;
+    // Compared field by field (this runs for every layer of every step); the text only for the error.
+    if (L !== a && (L.numHeads !== a.numHeads || L.kvLoraRank !== a.kvLoraRank || L.qkNopeHeadDim !== a.qkNopeHeadDim
+        || L.qkRopeHeadDim !== a.qkRopeHeadDim || L.vHeadDim !== a.vHeadDim || L.scale !== a.scale)) {
       const shape = (x: MLALayer) => `N ${x.numHeads}, L ${x.kvLoraRank}, P ${x.qkNopeHeadDim}, R ${x.qkRopeHeadDim}, V ${x.vHeadDim}, scale ${x.scale}`;
-      check(shape(L) === shape(a), op, 'layer', `an MLA layer of the plan's shape (${shape(a)})`, `(${shape(L)})`);
+      fail(op, 'layer', `an MLA layer of the plan's shape (${shape(a)})`, `(${shape(L)})`);
     }
     L.checkCache(op, cache);
     const B = L.checkQuery(op, qNope, qPe);

@@ -25,7 +25,7 @@ import type { Runtime } from '../core/runtime.js';
 import type { EngineLimits } from '../core/types.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { sdpaFlags, type AttnOptionValues } from './common.js';
-import { flashVariantFor, planFlash, type FlashPlan } from './flash.js';
+import { flashVariantFor, planFlash } from './flash.js';
 import { planDecode, type DecodePlan } from './paged_decode.js';
 
 export const HDR_WORDS = 8;
@@ -206,9 +206,6 @@ interface Stage { k: Kernel; g0: GPUBindGroup; count: Count }
 /** Everything a run needs for one (token count, query dtype, output dtype): made at the first run. */
 interface Prepared {
   T: number;
-  /** The flash tile, or null where MLA decode's own tile (mlaTile) runs. */
-  flashPlan: FlashPlan | null;
-  mlaTile: MlaTile | null;
   decode: Stage | null;
   flash: Stage | null;
   merge: Stage | null;
@@ -467,7 +464,7 @@ export class PagedAttentionPlan {
         g0: rt.groupFor(mk, 0, { params, o_a: ws, o_b: rt.dummy, lse_a: ws, lse_b: rt.dummy, sinks: this.sinks, tok_np: pmeta }),
       };
     }
-    p = { T, flashPlan: flash, mlaTile: mla, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
+    p = { T, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
     this.prepared.set(key, p);
     return p;
   }

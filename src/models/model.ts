@@ -515,13 +515,17 @@ export class Model {
       for (const s of seqs) this.kv.addSequence(s.id);
       this.kv.schedule(seqs.map((s) => ({ id: s.id, numTokens: C })));
       let first = true;
+      // One decode step of every sequence, fed its last greedy id (the first step a fixed id).
+      const record = () => {
+        this.recordStep(seqs.map((s) => ({ seq: s, ids: [first ? 1 : -(1 + s.lastRow)], sample: true })), null, null);
+        first = false;
+      };
       const steps = async (n: number) => {
         const inflight: Promise<ArrayBuffer>[] = [];
         let host = 0;
         for (let i = 0; i < n; i++) {
           const h0 = performance.now();
-          this.recordStep(seqs.map((s) => ({ seq: s, ids: [first ? 1 : -(1 + s.lastRow)], sample: true })), null, null);
-          first = false;
+          record();
           inflight.push(this.rt.readBuffer(this.sampled[(this.stepNo - 1) % 2].buffer, 4 * B));
           host += performance.now() - h0;
           if (inflight.length >= 2) await inflight.shift();
@@ -538,7 +542,7 @@ export class Model {
         const times: number[] = [];
         for (let i = 0; i < 3; i++) {
           this.rt.beginTiming(4096, { span: true });
-          this.recordStep(seqs.map((s) => ({ seq: s, ids: [-(1 + s.lastRow)], sample: true })), null, null);
+          record();
           times.push(await this.rt.endTiming());
         }
         gpuMs = times.sort((a, b) => a - b)[1];
@@ -546,7 +550,7 @@ export class Model {
       let kernels: Record<string, number> | undefined;
       if (o.perKernel && this.rt.features.timestampQuery) {
         this.rt.beginTiming(4096);
-        this.recordStep(seqs.map((s) => ({ seq: s, ids: [-(1 + s.lastRow)], sample: true })), null, null);
+        record();
         await this.rt.endTiming();
         kernels = { ...this.rt.lastTiming };
       }
