@@ -1,4 +1,4 @@
-// Constants every attention kernel shares. The option flags mirror FLAGS in src/kernels/sdpa_naive.ts.
+// Constants every attention kernel shares. The option flags mirror FLAGS in src/attention/common.ts.
 
 const FLAG_CAUSAL: u32 = 1u;
 const FLAG_WINDOW: u32 = 2u;
@@ -7,6 +7,8 @@ const FLAG_ALIBI: u32 = 8u;
 const FLAG_SINKS: u32 = 16u;
 const FLAG_MASK_BOOL: u32 = 32u;
 const FLAG_MASK_ADD: u32 = 64u;
+// Paged kernels over a cache split across buffers: this dispatch reads one part (kv_scale words 2-4).
+const FLAG_SPLIT: u32 = 128u;
 
 // Scores of invisible keys. Finite on purpose: WGSL lets implementations assume no infinities, so a
 // masked score is a sentinel below any real one, and "visible" means above VISIBLE_MIN.

@@ -2,7 +2,9 @@
 // mergeAttnStates and the split-KV decode. States are (o [T, H, Dv], lse [H, T]).
 //   n_parts states come either as two buffers (o_a/lse_a, o_b/lse_b: the public two-state merge) or
 //   stacked in one workspace (o_a/lse_a with strides, lse from word lse_base: the partitions of a
-//   split-KV decode, where o_a and lse_a bind the same buffer).
+//   split-KV decode, where o_a and lse_a bind the same buffer). A paged plan over a cache split across
+//   n_split buffers stacks n_split groups of n_parts partition slots; token t's states are the first
+//   tok_np[t] slots of each group.
 // A state whose lse is -inf, +inf (an empty chunk, as vLLM treats it) or NaN contributes nothing;
 // when no state contributes, o = 0 and lse = -inf. Learned sinks, when given, join the denominator
 // once here (the partitions leave them out).
@@ -15,6 +17,7 @@ struct Params {
   T: u32, H: u32, Dv: u32, n_parts: u32,
   two_buffers: u32, part_stride: u32, lse_stride: u32, has_sinks: u32,
   out_words: u32, lse_base: u32, t0: u32, tok_parts: u32,
+  n_split: u32, _p0: u32, _p1: u32, _p2: u32,
 }
 
 // Group 0: the states and what says how to merge them; group 1: where the merged state goes.
@@ -24,8 +27,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> lse_a: array<u32>;
 @group(0) @binding(4) var<storage, read> lse_b: array<u32>;
 @group(0) @binding(5) var<storage, read> sinks: array<f32>;
-// tok_parts > 0: a paged plan's buffer; word tok_parts + t holds token t's partition count (0 or 1:
-// the token's state is final already and is left alone).
+// tok_parts > 0: a paged plan's buffer; word tok_parts + t holds token t's partition count (0: the
+// token's state is final already and is left alone; 1 too, unless the cache is split).
 @group(0) @binding(6) var<storage, read> tok_np: array<i32>;
 @group(1) @binding(0) var<storage, read_write> out: array<u32>;
 @group(1) @binding(1) var<storage, read_write> lse_out: array<u32>;
@@ -49,17 +52,20 @@ fn part_o(p: u32, e: u32) -> f32 {
 
 struct Merged { value: f32, lse_bits: u32 }
 
-// Element e = (t·H + h)·Dv + d of the merged output, and the merged lse of its row.
-fn merge_elem(e: u32, n_parts: u32) -> Merged {
+// Element e = (t·H + h)·Dv + d of the merged output, and the merged lse of its row: over the first
+// n_parts slots of each of the n_split groups of params.n_parts slots.
+fn merge_elem(e: u32, n_parts: u32, n_split: u32) -> Merged {
   let row = e / params.Dv;
   let t = row / params.H;
   let h = row % params.H;
+  let n = n_parts * n_split;
   var m = -3.0e38;
-  for (var p = 0u; p < n_parts; p++) { m = max(m, part_lse(p, h, t)); }
+  for (var q = 0u; q < n; q++) { m = max(m, part_lse(q / n_parts * params.n_parts + q % n_parts, h, t)); }
   if (m <= -2.0e38) { return Merged(0.0, NEG_INF_BITS); }
   var den = 0.0;
   var acc = 0.0;
-  for (var p = 0u; p < n_parts; p++) {
+  for (var q = 0u; q < n; q++) {
+    let p = q / n_parts * params.n_parts + q % n_parts;
     let l = part_lse(p, h, t);
     if (l <= -2.0e38) { continue; }
     let w = exp(l - m);
@@ -92,12 +98,13 @@ fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   if (OUT_DTYPE != 0u) { e0 = 2u * w; }
   // A word's two 16-bit elements share a token (H·Dv is even).
   var n_parts = params.n_parts;
+  let n_split = max(params.n_split, 1u);
   if (params.tok_parts > 0u) {
     n_parts = u32(max(tok_np[params.tok_parts + e0 / (params.H * params.Dv)], 0));
-    if (n_parts <= 1u) { return; }
+    if (n_parts == 0u || (n_parts == 1u && n_split == 1u)) { return; }
     n_parts = min(n_parts, params.n_parts);
   }
-  let a = merge_elem(e0, n_parts);
+  let a = merge_elem(e0, n_parts, n_split);
   if (e0 % params.Dv == 0u) { lse_out[(e0 / params.Dv) % params.H * params.T + e0 / params.Dv / params.H] = a.lse_bits; }
   if (OUT_DTYPE == 0u) {
     out[w] = bitcast<u32>(a.value);
@@ -105,7 +112,7 @@ fn merge_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   }
   var bv = 0.0;
   if (e0 + 1u < n) {
-    let b = merge_elem(e0 + 1u, n_parts);
+    let b = merge_elem(e0 + 1u, n_parts, n_split);
     bv = b.value;
     if ((e0 + 1u) % params.Dv == 0u) { lse_out[((e0 + 1u) / params.Dv) % params.H * params.T + (e0 + 1u) / params.Dv / params.H] = b.lse_bits; }
   }

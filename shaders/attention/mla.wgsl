@@ -10,7 +10,9 @@
 //                 k[i, n] = [W_UK[n] · kv_c (P) | k_pe (R)], v[i, n] = W_UV[n] · kv_c (V), f32.
 //   write_main    cache write (vLLM's concat_and_cache_mla): row [kv_c | k_pe] to each token's slot,
 //                 in f32/f16/bf16, or quantized to FlashMLA's fp8_ds_mla rows.
-// Dtype codes as dtype.wgsl; CACHE_DTYPE 4 is fp8_ds_mla.
+// Dtype codes as dtype.wgsl; CACHE_DTYPE 4 is fp8_ds_mla. A latent cache split across buffers is
+// bound one part at a time (blocks [blk_lo, blk_lo + num_blocks)): kvup_main and write_main run once
+// per part and touch only rows of its blocks.
 
 override IN_DTYPE: u32 = 0u;
 override OUT_DTYPE: u32 = 0u;
@@ -21,7 +23,7 @@ struct Params {
   N: u32, L: u32, P: u32, R: u32,
   V: u32, rows: u32, total: u32, row_words: u32,
   bs: u32, num_blocks: u32, max_blocks: u32, seq: u32,
-  c0: u32, _p0: u32, _p1: u32, _p2: u32,
+  c0: u32, blk_lo: u32, first_part: u32, _p2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -173,11 +175,13 @@ fn latent(row: u32, c: u32) -> f32 {
 }
 
 
-/** Cache row of position j of the prefill's sequence (block table in src_b), or -1. */
+/** Cache row of position j of the prefill's sequence (block table in src_b) in the bound part; -1 for
+ *  a bad block (the first part writes its zeros), -2 for another part's block (left to that part). */
 fn latent_row(j: u32) -> i32 {
   let blk = bitcast<i32>(src_b[params.seq * params.max_blocks + j / params.bs]);
-  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
-  return blk * i32(params.bs) + i32(j % params.bs);
+  if (blk < 0 || u32(blk) >= params.total) { return -1; }
+  if (u32(blk) < params.blk_lo || u32(blk) - params.blk_lo >= params.num_blocks) { return -2; }
+  return (blk - i32(params.blk_lo)) * i32(params.bs) + i32(j % params.bs);
 }
 
 // One thread per output element of k [rows, N, P+R] then v [rows, N, V].
@@ -194,6 +198,7 @@ fn kvup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let n = (t / DK) % params.N;
     let i = t / (DK * params.N);
     let row = latent_row(params.c0 + i);
+    if (row == -2 || (row == -1 && params.first_part == 0u)) { return; }
     if (row >= 0) {
       if (c < params.P) {
         for (var l = 0u; l < params.L; l++) { x += latent(u32(row), l) * w_uk[(n * params.P + c) * params.L + l]; }
@@ -208,6 +213,7 @@ fn kvup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let n = (u / params.V) % params.N;
     let i = u / (params.V * params.N);
     let row = latent_row(params.c0 + i);
+    if (row == -2 || (row == -1 && params.first_part == 0u)) { return; }
     if (row >= 0) {
       for (var l = 0u; l < params.L; l++) { x += latent(u32(row), l) * w_uv[(n * params.L + l) * params.V + v]; }
     }
@@ -232,8 +238,10 @@ fn write_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let t = w / params.row_words;
   let r = w % params.row_words;
   let slot = bitcast<i32>(cache_in[t]);
-  if (slot < 0 || u32(slot) >= params.num_blocks * params.bs) { return; }
-  let dst = u32(slot) * params.row_words + r;
+  if (slot < 0) { return; }
+  let blk = u32(slot) / params.bs;
+  if (blk < params.blk_lo || blk - params.blk_lo >= params.num_blocks) { return; }
+  let dst = (u32(slot) - params.blk_lo * params.bs) * params.row_words + r;
   let L = params.L;
   if (CACHE_DTYPE == 4u) {
     let groups = (L + 127u) / 128u;

@@ -2,17 +2,19 @@
 // supplies Params, the bindings, q_load4, k_load4, store_out4, store_lse and calls flash_tile).
 //
 // A job is one token's N query heads (rows = heads; one kv head) over a range of keys: one partition
-// of a split context, or all of it. The workgroup owns BR heads. Each key tile of BC latent rows
-// (D = L+R wide) is staged in workgroup memory once, decoded to f32, and serves both products: the
-// scores read all D columns, P·V the first DV = L. Nothing is staged twice and there is one round of
-// barriers per tile, where the general flash tile stages K in 16-column chunks (two barriers each)
-// and V again.
+// of a split context, or all of it. The workgroup owns BR = 16·RM heads: 16 row groups of RM heads
+// each. Each key tile of BC latent rows (D = L+R wide) is staged in workgroup memory once, decoded to
+// f32, and serves both products: the scores read all D columns, P·V the first DV = L. Nothing is
+// staged twice and there is one round of barriers per tile, where the general flash tile stages K in
+// 16-column chunks (two barriers each) and V again. RM heads a thread (4 for N ≥ 64) reuse every
+// staged vec4 RM times in both products, so workgroup-memory reads stop bounding the FMAs.
 //
-//   scores   BR × BC (head, key) pairs, SP threads a pair, each a slice of the D columns; q rows
-//            read from the (L1-resident) absorbed query
+//   scores   16 × BC (row group, key) pairs, SP threads a pair, each a slice of the D columns and
+//            the RM heads of its group; q rows read from the (L1-resident) absorbed query
 //   softmax  thread r < BR keeps head r's running max and sum, turns the tile's scores into
 //            probabilities (base 2, deferred normalization) and the rescale factor
-//   P·V      thread (r, c): head r, 4-column groups c, c + TPR, ... of the output, in registers
+//   P·V      thread (g, c): the RM heads of group g, 4-column groups c, c + TPR, ... of the output,
+//            in registers
 //
 // Only what MLA decode asks is supported: every key in [k_lo, k_hi) is visible (one query token at
 // the end of its sequence, or sparse decode's gathered keys), no window, softcap, ALiBi or sinks.
@@ -20,15 +22,17 @@
 
 const D: u32 = 576u;
 const DV: u32 = 512u;
-const BR: u32 = 16u;     // heads a workgroup owns
+const RM: u32 = 1u;      // heads a thread owns
 const BC: u32 = 16u;     // keys a tile stages
 const WG: u32 = 256u;
 
+const RG: u32 = 16u;                 // row groups
+const BR: u32 = RG * RM;             // heads a workgroup owns
 const D4: u32 = D / 4u;
 const D4P: u32 = D4 + 1u;            // padded row stride of the tile, in vec4 (breaks bank conflicts)
 const DV4: u32 = DV / 4u;
-const SP: u32 = WG / (BR * BC);      // threads per (head, key) pair in the scores
-const TPR: u32 = WG / BR;            // threads per head in P·V
+const SP: u32 = WG / (RG * BC);      // threads per (row group, key) pair in the scores
+const TPR: u32 = WG / RG;            // threads per row group in P·V
 const OC: u32 = (DV4 + TPR - 1u) / TPR;   // 4-column groups a thread owns
 
 /** One workgroup's work, as flash_core.wgsl's (paged.wgsl builds it). */
@@ -44,21 +48,25 @@ var<workgroup> ml_s: array<vec2<f32>, BR>;
 
 /** Runs one job; li is the local invocation index. Call from workgroup-uniform control flow. */
 fn flash_tile(job: Job, li: u32) {
-  // Scores: pair = (head sr, key sj), this thread's slice sp of the D columns.
+  // Scores: pair = (row group sg, key sj), this thread's slice sp of the D columns.
   let pair = li / SP;
   let sp = li % SP;
-  let sr = pair / BC;
+  let sg = pair / BC;
   let sj = pair % BC;
-  let s_ok = job.row0 + sr < job.rows;
-  let s_row = min(job.row0 + sr, job.rows - 1u);
-  // P·V: head pr, groups pc + TPR·o.
-  let pr = li / TPR;
+  var s_ok: array<bool, RM>;
+  var s_row: array<u32, RM>;
+  for (var i = 0u; i < RM; i++) {
+    s_ok[i] = job.row0 + sg * RM + i < job.rows;
+    s_row[i] = min(job.row0 + sg * RM + i, job.rows - 1u);
+  }
+  // P·V: the heads of group pg, groups pc + TPR·o.
+  let pg = li / TPR;
   let pc = li % TPR;
 
   var m = MASKED;      // running max (base 2) and sum of head li (threads li < BR)
   var l = 0.0;
-  var o: array<vec4<f32>, OC>;
-  for (var c = 0u; c < OC; c++) { o[c] = vec4<f32>(0.0); }
+  var o: array<vec4<f32>, RM * OC>;
+  for (var c = 0u; c < RM * OC; c++) { o[c] = vec4<f32>(0.0); }
 
   for (var kt = job.k_lo; kt < job.k_hi; kt += BC) {
     let n = min(BC, job.k_hi - kt);
@@ -72,11 +80,15 @@ fn flash_tile(job: Job, li: u32) {
     }
     workgroupBarrier();
 
-    var acc = 0.0;
-    if (s_ok && sj < n) {
-      for (var c4 = sp; c4 < D4; c4 += SP) { acc += dot(q_load4(job, s_row, 4u * c4), kv_s[sj * D4P + c4]); }
+    var acc: array<f32, RM>;
+    for (var i = 0u; i < RM; i++) { acc[i] = 0.0; }
+    if (sj < n) {
+      for (var c4 = sp; c4 < D4; c4 += SP) {
+        let kv = kv_s[sj * D4P + c4];
+        for (var i = 0u; i < RM; i++) { acc[i] += dot(q_load4(job, s_row[i], 4u * c4), kv); }
+      }
     }
-    s_part[li] = acc;
+    for (var i = 0u; i < RM; i++) { s_part[((sg * RM + i) * BC + sj) * SP + sp] = select(0.0, acc[i], s_ok[i]); }
     workgroupBarrier();
 
     if (li < BR) {
@@ -85,7 +97,7 @@ fn flash_tile(job: Job, li: u32) {
       for (var j = 0u; j < BC; j++) {
         var x = 0.0;
         for (var t = 0u; t < SP; t++) { x += s_part[(li * BC + j) * SP + t]; }
-        sc[j] = select(MASKED, max(x * params.scale * LOG2E, -1.0e38), j < n);
+        sc[j] = select(MASKED, max(x * params.scale * LOG2E, -1.0e38), j < n && key_in_part(job, kt + j));
         mt = max(mt, sc[j]);
       }
       let mn = max(m, mt);
@@ -93,7 +105,7 @@ fn flash_tile(job: Job, li: u32) {
       var ls = 0.0;
       for (var j = 0u; j < BC; j++) {
         let p = select(0.0, exp2(sc[j] - mn), sc[j] > VISIBLE_MIN);
-        p_s[li * BC + j] = p;
+        p_s[j * BR + li] = p;
         ls += p;
       }
       m = mn;
@@ -102,29 +114,37 @@ fn flash_tile(job: Job, li: u32) {
     }
     workgroupBarrier();
 
-    let alpha = alpha_s[pr];
-    for (var c = 0u; c < OC; c++) { o[c] *= alpha; }
+    for (var i = 0u; i < RM; i++) {
+      let alpha = alpha_s[pg * RM + i];
+      for (var c = 0u; c < OC; c++) { o[i * OC + c] *= alpha; }
+    }
     for (var j = 0u; j < n; j++) {
-      let p = p_s[pr * BC + j];
+      var p: array<f32, RM>;
+      for (var i = 0u; i < RM; i++) { p[i] = p_s[j * BR + pg * RM + i]; }
       for (var c = 0u; c < OC; c++) {
         let g4 = pc + TPR * c;
-        if (g4 < DV4) { o[c] += p * kv_s[j * D4P + g4]; }
+        if (g4 < DV4) {
+          let kv = kv_s[j * D4P + g4];
+          for (var i = 0u; i < RM; i++) { o[i * OC + c] += p[i] * kv; }
+        }
       }
     }
   }
 
   if (li < BR) { ml_s[li] = vec2<f32>(m, l); }
   workgroupBarrier();
-  let row = job.row0 + pr;
-  if (row >= job.rows) { return; }
-  let ml = ml_s[pr];
-  let any_visible = ml.x > VISIBLE_MIN;
-  let inv = select(0.0, 1.0 / ml.y, any_visible);
-  let h = job.g * params.G + row % params.G;
-  let pos = row / params.G;
-  for (var c = 0u; c < OC; c++) {
-    let g4 = pc + TPR * c;
-    if (g4 < DV4) { store_out4(job, h, pos, 4u * g4, o[c] * inv); }
+  for (var i = 0u; i < RM; i++) {
+    let row = job.row0 + pg * RM + i;
+    if (row >= job.rows) { break; }
+    let ml = ml_s[pg * RM + i];
+    let any_visible = ml.x > VISIBLE_MIN;
+    let inv = select(0.0, 1.0 / ml.y, any_visible);
+    let h = job.g * params.G + row % params.G;
+    let pos = row / params.G;
+    for (var c = 0u; c < OC; c++) {
+      let g4 = pc + TPR * c;
+      if (g4 < DV4) { store_out4(job, h, pos, 4u * g4, o[i * OC + c] * inv); }
+    }
+    if (pc == 0u) { store_lse(job, h, pos, select(NEG_INF_BITS, bitcast<u32>((ml.x + log2(ml.y)) * LN2), any_visible)); }
   }
-  if (pc == 0u) { store_lse(job, h, pos, select(NEG_INF_BITS, bitcast<u32>((ml.x + log2(ml.y)) * LN2), any_visible)); }
 }

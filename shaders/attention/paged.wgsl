@@ -9,7 +9,9 @@
 // causal with Lq = qLen, Lk = seqLen, exactly the dense kernel's rule. With partitions (split-KV, for
 // long contexts and few rows), every job writes its partition's state (o, lse) to the workspace and a
 // merge by LSE follows (merge.wgsl, which also adds the sinks once). Block indices outside the
-// cache read as zeros: bad metadata never reads or writes outside a buffer.
+// cache read as zeros: bad metadata never reads or writes outside a buffer. A cache split across
+// buffers (FLAG_SPLIT) runs once per part: keys of other parts' blocks are masked, every job's state
+// goes to the workspace (partition slots from part · pslots on) and the merge combines them.
 
 override Q_DTYPE: u32 = 0u;
 override KV_DTYPE: u32 = 0u;
@@ -20,7 +22,7 @@ struct Params {
   flags: u32, window: u32, scale: f32, softcap: f32,
   bs: u32, num_blocks: u32, max_blocks: u32, S: u32,
   hdr_items: u32, off_items: u32, ws_lse: u32, q_stride: u32,   // q_stride: elements between tokens' query rows
-  off_qsl: u32, off_seqlens: u32, off_bt: u32, _p1: u32,
+  off_qsl: u32, off_seqlens: u32, off_bt: u32, pslots: u32,     // pslots: partition slots of one cache part
   n_dc: u32, n_dk4: u32, n_bc: u32, _p2: u32,
   // Elements between cache rows (D and Dv for K/V caches; L+R for both in MLA's latent cache, whose
   // V is the first L values of the K row), and for KV_DTYPE 4 (FlashMLA's fp8_ds_mla rows) the
@@ -35,7 +37,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> ws: array<u32>; // partitions: o [P, T, Hq, Dv] f32, then lse [P, Hq, T]
 @group(1) @binding(0) var<storage, read> k_cache: array<u32>;
 @group(1) @binding(1) var<storage, read> v_cache: array<u32>;
-@group(1) @binding(2) var<storage, read> kv_scale: array<f32>;   // [k scale, v scale]
+@group(1) @binding(2) var<storage, read> kv_scale: array<f32>;   // [k scale, v scale], then the part's first and end block and index (u32)
 @group(2) @binding(0) var<storage, read> q: array<u32>;
 @group(2) @binding(1) var<storage, read_write> out: array<u32>;
 @group(2) @binding(2) var<storage, read_write> lse: array<u32>;
@@ -50,11 +52,24 @@ fn q_load4(job: Job, gr: u32, d: u32) -> vec4<f32> {
   return decode4(vec4<u32>(q[w], q[w + 1u], 0u, 0u), Q_DTYPE);
 }
 
-/** Cache row of key position j of the job's sequence, or -1 when its block index is bad. */
+/** Cache row of key position j of the job's sequence in the bound buffer, or -1 when its block index
+ *  is bad (or, split, in another part). */
 fn cache_row(job: Job, j: u32) -> i32 {
   let blk = pmeta[params.off_bt + job.b * params.max_blocks + j / params.bs];
   if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
-  return i32((u32(blk) * params.Hkv + job.g) * params.bs + j % params.bs);
+  var b = u32(blk);
+  if ((params.flags & FLAG_SPLIT) != 0u) {
+    let lo = bitcast<u32>(kv_scale[2]);
+    if (b < lo || b >= bitcast<u32>(kv_scale[3])) { return -1; }
+    b -= lo;
+  }
+  return i32((b * params.Hkv + job.g) * params.bs + j % params.bs);
+}
+
+/** Whether key position j is this dispatch's to attend: always, unless the cache is split and its
+ *  block lives in another part (or is bad). */
+fn key_in_part(job: Job, j: u32) -> bool {
+  return (params.flags & FLAG_SPLIT) == 0u || cache_row(job, j) >= 0;
 }
 
 fn kv4(from_k: bool, idx: u32) -> vec4<f32> {
@@ -98,7 +113,8 @@ fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
   return kv4(false, u32(row) * params.v_stride + c) * kv_scale[1];
 }
 
-fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 { return 1u; }   // paged attention has no mask
+// Paged attention has no mask of its own; a split cache's plan sets FLAG_MASK_BOOL to mask other parts' keys.
+fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 { return select(0u, 1u, key_in_part(job, j)); }
 fn head_slope(h: u32) -> f32 { return headp[h]; }
 fn head_sink(h: u32) -> f32 { return headp[params.Hq + h]; }
 
@@ -153,8 +169,9 @@ fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let rows = params.G * q_len;
   if (rt * BR >= rows) { return; }
   job_q0 = u32(q0);
-  job_part = part;
+  let split = (params.flags & FLAG_SPLIT) != 0u;
+  job_part = part + select(0u, bitcast<u32>(kv_scale[4]) * params.pslots, split);
   let k_lo = min(u32(max(pmeta[base + 4u], 0)), seq_len);
   let k_hi = clamp(u32(max(pmeta[base + 5u], 0)), k_lo, seq_len);
-  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, pmeta[base + 6u] != 0), li);
+  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, pmeta[base + 6u] != 0 || split), li);
 }

@@ -1,6 +1,8 @@
 // reshape_and_cache (SPEC §3): token t's key and value rows go to slot s = slotMapping[t], i.e. block
 // s / bs, offset s % bs of the caches [numBlocks, Hkv, bs, D] and [numBlocks, Hkv, bs, Dv]. A negative
-// slot is padding and a slot past the cache is skipped: nothing is written outside the cache.
+// slot is padding and a slot past the cache is skipped: nothing is written outside the cache. A cache
+// split across buffers is written one part at a time: blocks [blk_lo, blk_lo + num_blocks) are bound,
+// the others skipped.
 // One thread per cache word (1 f32, 2 f16/bf16 or 4 fp8 elements), converting from the input dtype;
 // fp8 values are divided by the per-tensor scale and rounded to nearest even, saturating at ±448.
 // Two tokens mapped to one slot race (as in vLLM): the batch planner never produces that.
@@ -15,7 +17,7 @@ override WG: u32 = 64u;
 struct Params {
   T: u32, Hkv: u32, D: u32, Dv: u32,
   bs: u32, num_blocks: u32, wk: u32, wv: u32,
-  k_inv_scale: f32, v_inv_scale: f32, _p0: u32, _p1: u32,
+  k_inv_scale: f32, v_inv_scale: f32, blk_lo: u32, _p1: u32,
   k_off: u32, k_stride: u32, v_off: u32, v_stride: u32,
 }
 
@@ -54,8 +56,10 @@ fn cache_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let t = th / params.Hkv;
   let h = th % params.Hkv;
   let slot = slots[t];
-  if (slot < 0 || u32(slot) >= params.num_blocks * params.bs) { return; }
-  let dst_row = ((u32(slot) / params.bs) * params.Hkv + h) * params.bs + u32(slot) % params.bs;
+  if (slot < 0) { return; }
+  let blk = u32(slot) / params.bs;
+  if (blk < params.blk_lo || blk - params.blk_lo >= params.num_blocks) { return; }
+  let dst_row = ((blk - params.blk_lo) * params.Hkv + h) * params.bs + u32(slot) % params.bs;
   let epw = select(select(2u, 4u, CACHE_DTYPE == 3u), 1u, CACHE_DTYPE == 0u);   // elements per word
   if (r < params.wk) {
     key_cache[dst_row * params.wk + r] = cache_word(true, params.k_off + t * params.k_stride + h * params.D, r * epw, params.k_inv_scale);

@@ -87,6 +87,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
       if ((f & FLAG_ALIBI) != 0u) { x += headp[g * G + gg] * f32(i32(j2) - pos); }
       var visible = j2 < k_hi;
+      if (visible && (f & FLAG_SPLIT) != 0u && cache_row(s, g, j2) < 0) { visible = false; }
       if ((f & FLAG_WINDOW) != 0u && pos - i32(j2) >= i32(params.window)) { visible = false; }
       if (j2 < k_lo + PMAX) { s_s[gg * PMAX + j2 - k_lo] = select(MASKED, max(x * LOG2E, -1.0e38), visible); }
     }

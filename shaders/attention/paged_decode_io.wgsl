@@ -11,7 +11,7 @@ struct Params {
   flags: u32, window: u32, scale: f32, softcap: f32,
   bs: u32, num_blocks: u32, max_blocks: u32, hdr_items: u32,
   off_items: u32, off_qsl: u32, off_seqlens: u32, off_bt: u32,
-  ws_lse: u32, q_stride: u32, _p1: u32, _p2: u32,   // q_stride: elements between tokens' query rows
+  ws_lse: u32, q_stride: u32, pslots: u32, _p2: u32,   // q_stride: elements between tokens' query rows; pslots: partition slots of one cache part
 }
 
 // Group 0: what the plan owns (parameters, the plan buffer, per-head parameters, the partition
@@ -23,7 +23,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> ws: array<u32>;
 @group(1) @binding(0) var<storage, read> k_cache: array<vec4<u32>>;
 @group(1) @binding(1) var<storage, read> v_cache: array<vec4<u32>>;
-@group(1) @binding(2) var<storage, read> kv_scale: array<f32>;   // [k scale, v scale] (fp8 caches; ones otherwise)
+@group(1) @binding(2) var<storage, read> kv_scale: array<f32>;   // [k scale, v scale] (fp8 caches; ones otherwise), then the part's first and end block and index (u32)
 @group(2) @binding(0) var<storage, read> q: array<u32>;
 @group(2) @binding(1) var<storage, read_write> out: array<u32>;
 @group(2) @binding(2) var<storage, read_write> lse: array<u32>;
@@ -35,10 +35,18 @@ fn decode16(w: vec4<u32>, i: u32) -> vec4<f32> {
   return decode4(vec4<u32>(w[2u * i], w[2u * i + 1u], 0u, 0u), KV_DTYPE);
 }
 
+/** Cache row of key position j of sequence s in the bound buffer, or -1 when its block index is bad
+ *  (or, for a cache split across buffers, in another part: such keys are masked). */
 fn cache_row(s: u32, g: u32, j: u32) -> i32 {
   let blk = pmeta[params.off_bt + s * params.max_blocks + j / params.bs];
   if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
-  return i32((u32(blk) * params.Hkv + g) * params.bs + j % params.bs);
+  var b = u32(blk);
+  if ((params.flags & FLAG_SPLIT) != 0u) {
+    let lo = bitcast<u32>(kv_scale[2]);
+    if (b < lo || b >= bitcast<u32>(kv_scale[3])) { return -1; }
+    b -= lo;
+  }
+  return i32((b * params.Hkv + g) * params.bs + j % params.bs);
 }
 
 
@@ -64,6 +72,11 @@ fn decode_item(item: u32) -> Item {
   it.k_lo = min(u32(max(pmeta[base + 4u], 0)), seq_len);
   it.k_hi = clamp(u32(max(pmeta[base + 5u], 0)), it.k_lo, seq_len);
   it.partial = pmeta[base + 6u] != 0;
+  // A split cache: every item's state goes to the merge, in its part's partition slots.
+  if ((params.flags & FLAG_SPLIT) != 0u) {
+    it.partial = true;
+    it.part += bitcast<u32>(kv_scale[4]) * params.pslots;
+  }
   it.valid = true;
   return it;
 }

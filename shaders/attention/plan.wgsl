@@ -19,7 +19,7 @@ struct Params {
   pmax: u32, target_wg: u32, min_part: u32, p_cap: u32,
   off_qsl: u32, off_seqlens: u32, off_bt: u32, off_tok: u32,
   off_flash: u32, off_decode: u32, flash_cap: u32, decode_cap: u32,
-  qsl_implicit: u32, merge_groups: u32, max_dim: u32, _p0: u32,
+  qsl_implicit: u32, merge_groups: u32, max_dim: u32, split: u32,   // split: a cache split across buffers (every token merged)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -160,7 +160,7 @@ fn plan_main(@builtin(local_invocation_index) li: u32) {
     if (WRITE_ARGS) {
       write_args(0u, n_flash);
       write_args(3u, n_decode);
-      write_args(6u, select(0u, params.merge_groups, mnp > 1u));
+      write_args(6u, select(0u, params.merge_groups, mnp > 1u || params.split != 0u));
     }
   }
   workgroupBarrier();
@@ -172,7 +172,7 @@ fn plan_main(@builtin(local_invocation_index) li: u32) {
   for (var s = s0; s < s1; s++) {
     let q = seq_full(s, want);
     if (q.np == 0u) { continue; }
-    if (q.np > 1u) {
+    if (q.np > 1u || params.split != 0u) {
       for (var t = q.q0; t < q.q0 + q.qlen; t++) { pmeta[params.off_tok + t] = i32(q.np); }
     }
     for (var g = 0u; g < params.Hkv; g++) {

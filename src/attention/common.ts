@@ -21,6 +21,9 @@ export interface SdpaProblem {
 
 /** Option flags of the attention kernels (the FLAG_* of shaders/attention/common.wgsl). */
 const FLAGS = { causal: 1, window: 2, softcap: 4, alibi: 8, sinks: 16, maskBool: 32, maskAdd: 64 } as const;
+export const FLAG_MASK_BOOL = FLAGS.maskBool;
+/** Paged plans over a source split across buffers (shaders/attention/common.wgsl FLAG_SPLIT). */
+export const FLAG_SPLIT = 128;
 
 export interface FlagInputs {
   causal: boolean; window: number; softcap: number; alibi: Float32Array | null; sinks: Float32Array | null;

@@ -8,9 +8,9 @@ import { WebinferError, check, checkFinite, checkPosInt, fail, fmt, shapeStr } f
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { encodeMerge } from './merge.js';
-import { checkCacheGeometry, slotMappingBuffer } from './paged_cache.js';
+import { blocksPerPart, checkCacheGeometry, partScales, slotMappingBuffer } from './paged_cache.js';
 import { encodePaged, validateMeta, type AttentionMetadata, type HostMeta } from './paged.js';
-import { PagedAttentionPlan, type DeviceMeta, type KVSource } from './plan.js';
+import { PagedAttentionPlan, wholeSource, type DeviceMeta, type KVSource } from './plan.js';
 import type { Kernel } from '../core/pipeline.js';
 
 const WG = 64;
@@ -29,9 +29,11 @@ export function fp8DsMlaRowBytes(L: number, R: number): number {
   return L + 4 * Math.ceil(L / 128) + 2 * R;
 }
 
+/** One buffer of a latent cache split across buffers: blocks [blockLo, blockLo + blocks), and the scales
+ *  buffers its attention reads ([1, 1] then the part's range in blocks, or in slots for sparse decode). */
+export interface MLACachePart { data: Tensor; blockLo: number; blocks: number; scales: GPUBuffer; slotScales: GPUBuffer }
+
 export class MLACache {
-  /** [numBlocks, blockSize, L+R] in the cache dtype; for fp8_ds_mla, u32 words [numBlocks, blockSize, rowBytes/4]. */
-  readonly data: Tensor;
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly kvLoraRank: number;
@@ -39,21 +41,54 @@ export class MLACache {
   readonly dtype: MLACacheDType;
   /** 4-byte words per row. */
   readonly rowWords: number;
+  /** The buffers holding the cache: one unless it is larger than the device's largest storage binding
+   *  (whole blocks each, `blocksPerPart` in all but the last; the kernels run once per part). */
+  readonly parts: readonly MLACachePart[];
+  readonly blocksPerPart: number;
+  private readonly pool: Runtime['pool'];
 
   constructor(engine: Runtime, o: Required<MLACacheOptions> & { dtype: MLACacheDType }) {
+    this.pool = engine.pool;
     this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.kvLoraRank = o.kvLoraRank;
     this.qkRopeHeadDim = o.qkRopeHeadDim; this.dtype = o.dtype;
-    const L = o.kvLoraRank, R = o.qkRopeHeadDim;
+    const L = o.kvLoraRank, R = o.qkRopeHeadDim, bs = o.blockSize;
     this.rowWords = o.dtype === 'fp8_ds_mla' ? fp8DsMlaRowBytes(L, R) / 4 : ((L + R) * DTYPE_BYTES[o.dtype]) / 4;
-    this.data = o.dtype === 'fp8_ds_mla'
-      ? engine.emptyTensor([o.numBlocks, o.blockSize, this.rowWords], 'u32', false)
-      : engine.emptyTensor([o.numBlocks, o.blockSize, L + R], o.dtype, false);
-    engine.commandEncoder().clearBuffer(this.data.buffer, 0, this.data.byteLength);
+    this.blocksPerPart = blocksPerPart(engine, 'createMLACache', o.numBlocks, 4 * bs * this.rowWords);
+    const parts: MLACachePart[] = [];
+    for (let lo = 0, i = 0; lo < o.numBlocks; lo += this.blocksPerPart, i++) {
+      const n = Math.min(this.blocksPerPart, o.numBlocks - lo);
+      const data = o.dtype === 'fp8_ds_mla'
+        ? engine.emptyTensor([n, bs, this.rowWords], 'u32', false)
+        : engine.emptyTensor([n, bs, L + R], o.dtype, false);
+      engine.commandEncoder().clearBuffer(data.buffer, 0, data.byteLength);
+      parts.push({ data, blockLo: lo, blocks: n, scales: partScales(engine, 1, 1, lo, lo + n, i, 'latent part'),
+                   slotScales: partScales(engine, 1, 1, lo * bs, (lo + n) * bs, i, 'latent part (slots)') });
+    }
+    this.parts = parts;
+  }
+
+  /** [numBlocks, blockSize, L+R] in the cache dtype; for fp8_ds_mla, u32 words [numBlocks, blockSize, rowBytes/4]:
+   *  the whole cache, when it is one buffer (see parts). */
+  get data(): Tensor {
+    if (this.parts.length > 1) {
+      throw new WebinferError(`MLACache.data: this cache of ${this.numBlocks} blocks is split across ${this.parts.length} buffers `
+        + `(${this.blocksPerPart} blocks each: more than one storage binding holds); read cache.parts[i].data (blocks from parts[i].blockLo)`);
+    }
+    return this.parts[0].data;
   }
 
   get slots(): number { return this.numBlocks * this.blockSize; }
 
-  destroy(): void { this.data.destroy(); }
+  get destroyed(): boolean { return this.parts[0].data.destroyed; }
+
+  destroy(): void {
+    if (this.destroyed) return;
+    for (const p of this.parts) {
+      p.data.destroy();
+      this.pool.release(p.scales);
+      this.pool.release(p.slotScales);
+    }
+  }
 }
 
 export function createMLACache(engine: Runtime, o: MLACacheOptions): MLACache {
@@ -116,7 +151,7 @@ export class MLALayer {
   /** @internal */
   checkCache(op: string, cache: MLACache): void {
     check(cache instanceof MLACache, op, 'cache', 'an MLACache (engine.createMLACache)', cache);
-    check(!cache.data.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
+    check(!cache.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
     check(cache.kvLoraRank === this.kvLoraRank && cache.qkRopeHeadDim === this.qkRopeHeadDim, op, 'cache',
       `kvLoraRank ${this.kvLoraRank} and qkRopeHeadDim ${this.qkRopeHeadDim} (the layer's)`,
       `${cache.kvLoraRank} and ${cache.qkRopeHeadDim}`);
@@ -150,19 +185,21 @@ export class MLALayer {
     check(kPe.dtype === kvC.dtype, op, 'kPe.dtype', `'${kvC.dtype}' (the dtype of kvC)`, fmt(kPe.dtype));
     const slots = slotMappingBuffer(this.engine, op, slotMapping, T, cache.slots);
     const k = this.engine.kernel('mla', 'write_main', { overrides: { IN_DTYPE: DTYPE_CODE[kvC.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
-    this.engine.dispatch(k, { src_a: kvC, src_b: kPe, cache_in: slots, dst_a: cache.data }, {
-      N: this.numHeads, L, P: this.qkNopeHeadDim, R, V: this.vHeadDim, rows: T, row_words: cache.rowWords,
-      bs: cache.blockSize, num_blocks: cache.numBlocks,
-    }, Math.ceil((T * cache.rowWords) / WG));
+    for (const part of cache.parts) {
+      this.engine.dispatch(k, { src_a: kvC, src_b: kPe, cache_in: slots, dst_a: part.data }, {
+        N: this.numHeads, L, P: this.qkNopeHeadDim, R, V: this.vHeadDim, rows: T, row_words: cache.rowWords,
+        bs: cache.blockSize, num_blocks: part.blocks, blk_lo: part.blockLo,
+      }, Math.ceil((T * cache.rowWords) / WG));
+    }
   }
 
   /** The latent cache as a K/V source: one kv head whose K is the whole L+R row and V its first L values. */
   latentSource(cache: MLACache, sparse = false): KVSource {
     const { kvLoraRank: L, qkRopeHeadDim: R } = this;
     return {
-      key: cache.data, value: cache.data, scales: this.engine.ones,
+      parts: cache.parts.map((p) => ({ key: p.data, value: p.data, scales: sparse ? p.slotScales : p.scales })),
       geo: { Hkv: 1, D: L + R, Dv: L, blockSize: sparse ? 1 : cache.blockSize, numBlocks: sparse ? cache.slots : cache.numBlocks,
-             dtype: cache.dtype, kStride: L + R, vStride: L + R, mlaL: L, mlaRowWords: cache.rowWords },
+             dtype: cache.dtype, kStride: L + R, vStride: L + R, mlaL: L, mlaRowWords: cache.rowWords, parts: cache.parts.length },
     };
   }
 
@@ -296,15 +333,18 @@ export class MLALayer {
         const n = c1 - c0;
         const k = e.emptyTensor([n, N, DK], 'f32');
         const v = e.emptyTensor([n, N, V], 'f32');
-        e.dispatch(kvup, { src_b: btBuf, cache_in: cache.data, w_uk: this.wUK, w_uv: this.wUV, dst_a: k, dst_b: v }, {
-          N, L, P, R, V, rows: n, row_words: cache.rowWords, bs: cache.blockSize, num_blocks: cache.numBlocks,
-          max_blocks: m.maxB, seq: s, c0,
-        }, Math.ceil((n * N * (DK + V)) / WG));
+        // Each part of a split cache writes the rows of its own blocks.
+        for (const [i, part] of cache.parts.entries()) {
+          e.dispatch(kvup, { src_b: btBuf, cache_in: part.data, w_uk: this.wUK, w_uv: this.wUV, dst_a: k, dst_b: v }, {
+            N, L, P, R, V, rows: n, row_words: cache.rowWords, bs: cache.blockSize, num_blocks: part.blocks, total: cache.numBlocks,
+            blk_lo: part.blockLo, first_part: i === 0 ? 1 : 0, max_blocks: m.maxB, seq: s, c0,
+          }, Math.ceil((n * N * (DK + V)) / WG));
+        }
         // The chunk as a paged cache of n one-token blocks in order, one sequence: this one's queries.
         const chunkMeta: HostMeta = { kind: 'host', S: 1, maxB: n, qsl: Int32Array.of(q0, q1), seqLens: Int32Array.of(n),
           blockTable: Int32Array.from({ length: n }, (_, i) => i) };
-        const r = encodePaged(e, op, q, { key: k, value: v, scales: e.ones, geo: { Hkv: N, D: DK, Dv: V, blockSize: 1, numBlocks: n,
-          dtype: 'f32', kStride: DK, vStride: V, mlaL: 0, mlaRowWords: 0 } }, chunkMeta, { ...attn, causal }, true, 'f32');
+        const r = encodePaged(e, op, q, wholeSource(k, v, e.ones, { Hkv: N, D: DK, Dv: V, blockSize: 1, numBlocks: n,
+          dtype: 'f32', kStride: DK, vStride: V, mlaL: 0, mlaRowWords: 0 }), chunkMeta, { ...attn, causal }, true, 'f32');
         k.destroy();
         v.destroy();
         const last = causal;

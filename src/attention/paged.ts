@@ -83,9 +83,9 @@ export function validateMeta(op: string, meta: AttentionMetadata, T: number, cac
 /** The geometry and buffers of a paged K/V cache, as plans run against it. */
 export function cacheSource(cache: PagedKVCache): KVSource {
   return {
-    key: cache.key, value: cache.value, scales: cache.scales,
+    parts: cache.parts,
     geo: { Hkv: cache.numKvHeads, D: cache.headSize, Dv: cache.headSizeV, blockSize: cache.blockSize, numBlocks: cache.numBlocks,
-           dtype: cache.dtype, kStride: cache.headSize, vStride: cache.headSizeV, mlaL: 0, mlaRowWords: 0 },
+           dtype: cache.dtype, kStride: cache.headSize, vStride: cache.headSizeV, mlaL: 0, mlaRowWords: 0, parts: cache.parts.length },
   };
 }
 

@@ -2,7 +2,7 @@
 // checks, and the kernel (shaders/attention/paged_cache.wgsl) that scatters new tokens' K/V rows into
 // their slots.
 import { DTYPE_BYTES, DTYPE_CODE, type DType } from '../core/dtype.js';
-import { check, checkPosInt, fail, fmt, shapeStr } from '../core/errors.js';
+import { WebinferError, check, checkPosInt, fail, fmt, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 
@@ -17,11 +17,39 @@ export interface PagedKVCacheOptions {
   kScale?: number; vScale?: number;
 }
 
+/**
+ * One buffer's share of a cache split across buffers: whole blocks [blockLo, blockLo + blocks) as
+ * their own tensors, and its scales buffer, which the kernels read as [k scale, v scale] f32 and then
+ * [blockLo, blockLo + blocks, part index] u32 (a split cache's kernels run once per part).
+ */
+export interface CachePart { key: Tensor; value: Tensor; scales: GPUBuffer; blockLo: number; blocks: number }
+
+/** Bytes of the 8 words a part's scales buffer holds. */
+const SCALES_BYTES = 32;
+
+/** The scales buffer of a cache part (see CachePart). */
+export function partScales(engine: Runtime, kScale: number, vScale: number, lo: number, hi: number, index: number, label: string): GPUBuffer {
+  const b = engine.pool.acquire(SCALES_BYTES, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST, label);
+  const img = new ArrayBuffer(SCALES_BYTES);
+  new Float32Array(img, 0, 2).set([kScale, vScale]);
+  new Uint32Array(img, 8, 3).set([lo, hi, index]);
+  engine.device.queue.writeBuffer(b, 0, img);
+  return b;
+}
+
+/**
+ * Blocks per buffer of a cache whose block takes `blockBytes` bytes: all of them in one buffer when
+ * they fit the device's largest storage binding (and engine.tuning.cacheBindingBytes, which tests
+ * shrink), else as many whole blocks as one binding holds.
+ */
+export function blocksPerPart(engine: Runtime, op: string, numBlocks: number, blockBytes: number): number {
+  const cap = Math.min(engine.limits.maxStorageBufferBindingSize, engine.limits.maxBufferSize, engine.tuning.cacheBindingBytes);
+  const per = Math.floor(cap / blockBytes);
+  if (per < 1) fail(op, 'blockSize', `blocks of at most ${cap} bytes (the device's largest storage binding)`, `${blockBytes} bytes a block`);
+  return Math.min(per, numBlocks);
+}
+
 export class PagedKVCache {
-  /** [numBlocks, Hkv, blockSize, D] */
-  readonly key: Tensor;
-  /** [numBlocks, Hkv, blockSize, Dv] */
-  readonly value: Tensor;
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly numKvHeads: number;
@@ -30,8 +58,13 @@ export class PagedKVCache {
   readonly dtype: DType;
   readonly kScale: number;
   readonly vScale: number;
-  /** [kScale, vScale] f32 on the GPU: the kernels read each layer's scales from its own cache. */
-  readonly scales: GPUBuffer;
+  /**
+   * The buffers holding the cache: one part unless the cache is larger than the device's largest
+   * storage binding (2 GiB on Dawn/NVIDIA), when each part holds whole blocks (all but the last
+   * `blocksPerPart` of them) and the kernels run once per part, merging by LSE.
+   */
+  readonly parts: readonly CachePart[];
+  readonly blocksPerPart: number;
 
   private readonly pool: Runtime['pool'];
 
@@ -40,13 +73,37 @@ export class PagedKVCache {
     this.numBlocks = o.numBlocks; this.blockSize = o.blockSize; this.numKvHeads = o.numKvHeads;
     this.headSize = o.headSize; this.headSizeV = o.headSizeV; this.dtype = o.dtype;
     this.kScale = o.kScale; this.vScale = o.vScale;
-    this.key = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSize], o.dtype, false);
-    this.value = engine.emptyTensor([o.numBlocks, o.numKvHeads, o.blockSize, o.headSizeV], o.dtype, false);
-    // Zeroed, so a slot nobody wrote reads as 0 rather than whatever the pooled buffer held.
-    engine.commandEncoder().clearBuffer(this.key.buffer, 0, this.key.byteLength);
-    engine.commandEncoder().clearBuffer(this.value.buffer, 0, this.value.byteLength);
-    this.scales = engine.pool.acquire(16, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST, 'kv scales');
-    engine.device.queue.writeBuffer(this.scales, 0, new Float32Array([o.kScale, o.vScale, 1, 1]));
+    const rowBytes = DTYPE_BYTES[o.dtype] * Math.max(o.headSize, o.headSizeV);
+    this.blocksPerPart = blocksPerPart(engine, 'createPagedKVCache', o.numBlocks, o.numKvHeads * o.blockSize * rowBytes);
+    const parts: CachePart[] = [];
+    for (let lo = 0, i = 0; lo < o.numBlocks; lo += this.blocksPerPart, i++) {
+      const n = Math.min(this.blocksPerPart, o.numBlocks - lo);
+      const key = engine.emptyTensor([n, o.numKvHeads, o.blockSize, o.headSize], o.dtype, false);
+      const value = engine.emptyTensor([n, o.numKvHeads, o.blockSize, o.headSizeV], o.dtype, false);
+      // Zeroed, so a slot nobody wrote reads as 0 rather than whatever the pooled buffer held.
+      engine.commandEncoder().clearBuffer(key.buffer, 0, key.byteLength);
+      engine.commandEncoder().clearBuffer(value.buffer, 0, value.byteLength);
+      parts.push({ key, value, blockLo: lo, blocks: n, scales: partScales(engine, o.kScale, o.vScale, lo, lo + n, i, 'kv scales') });
+    }
+    this.parts = parts;
+  }
+
+  /** [numBlocks, Hkv, blockSize, D]: the whole key cache, when it is one buffer (see parts). */
+  get key(): Tensor {
+    return this.whole('key');
+  }
+
+  /** [numBlocks, Hkv, blockSize, Dv]: the whole value cache, when it is one buffer (see parts). */
+  get value(): Tensor {
+    return this.whole('value');
+  }
+
+  private whole(which: 'key' | 'value'): Tensor {
+    if (this.parts.length > 1) {
+      throw new WebinferError(`PagedKVCache.${which}: this cache of ${this.numBlocks} blocks is split across ${this.parts.length} buffers `
+        + `(${this.blocksPerPart} blocks each: more than one storage binding holds); read cache.parts[i].${which} (blocks from parts[i].blockLo)`);
+    }
+    return this.parts[0][which];
   }
 
   /** Number of token slots. */
@@ -54,11 +111,18 @@ export class PagedKVCache {
     return this.numBlocks * this.blockSize;
   }
 
+  get destroyed(): boolean {
+    return this.parts[0].key.destroyed;
+  }
+
   destroy(): void {
-    this.key.destroy();
-    this.value.destroy();
-    // Back to the pool, which hands it out again only after the work recorded so far is submitted.
-    this.pool.release(this.scales);
+    if (this.destroyed) return;
+    for (const p of this.parts) {
+      p.key.destroy();
+      p.value.destroy();
+      // Back to the pool, which hands it out again only after the work recorded so far is submitted.
+      this.pool.release(p.scales);
+    }
   }
 }
 
@@ -116,7 +180,7 @@ export function createPagedKVCache(engine: Runtime, o: PagedKVCacheOptions): Pag
 
 export function checkCache(cache: unknown, op: string): asserts cache is PagedKVCache {
   check(cache instanceof PagedKVCache, op, 'cache', 'a PagedKVCache (engine.createPagedKVCache)', cache);
-  check(!cache.key.destroyed && !cache.value.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
+  check(!cache.destroyed, op, 'cache', 'a live cache', 'a destroyed cache');
 }
 
 /** A small i32 storage buffer with host data, returned to the pool after submission. */
@@ -156,10 +220,12 @@ export function encodeCacheWrite(engine: Runtime, T: number, key: KVRows, value:
   const perWord = 4 / DTYPE_BYTES[cache.dtype];
   const wk = D / perWord, wv = Dv / perWord;
   const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE[key.tensor.dtype], CACHE_DTYPE: CODE[cache.dtype], WG } });
-  engine.dispatch(kernel, { key: key.tensor, value: value.tensor, slots, key_cache: cache.key, value_cache: cache.value }, {
-    T, Hkv, D, Dv, bs: cache.blockSize, num_blocks: cache.numBlocks, wk, wv,
-    k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale,
-    k_off: key.offset, k_stride: key.stride, v_off: value.offset, v_stride: value.stride,
-  }, Math.ceil((T * Hkv * (wk + wv)) / WG));
+  // One dispatch per part of a split cache, each writing the slots of its own blocks.
+  for (const part of cache.parts) {
+    engine.dispatch(kernel, { key: key.tensor, value: value.tensor, slots, key_cache: part.key, value_cache: part.value }, {
+      T, Hkv, D, Dv, bs: cache.blockSize, num_blocks: part.blocks, blk_lo: part.blockLo, wk, wv,
+      k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale,
+      k_off: key.offset, k_stride: key.stride, v_off: value.offset, v_stride: value.stride,
+    }, Math.ceil((T * Hkv * (wk + wv)) / WG));
+  }
 }
-

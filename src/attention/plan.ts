@@ -24,7 +24,7 @@ import type { Kernel } from '../core/pipeline.js';
 import type { Runtime } from '../core/runtime.js';
 import type { EngineLimits } from '../core/types.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
-import { sdpaFlags, type AttnOptionValues } from './common.js';
+import { FLAG_MASK_BOOL, FLAG_SPLIT, sdpaFlags, type AttnOptionValues } from './common.js';
 import { flashVariantFor, planFlash } from './flash.js';
 import { planDecode, type DecodePlan } from './paged_decode.js';
 
@@ -47,18 +47,30 @@ export interface KVGeometry {
   kStride: number; vStride: number;
   /** fp8_ds_mla: the latent width and the row length in 4-byte words (0 otherwise). */
   mlaL: number; mlaRowWords: number;
+  /** Buffers the source is split across (1: one), whole blocks each. */
+  parts: number;
 }
 
-/** One K/V source: its buffers, its per-tensor scales ([k, v] f32), its geometry. */
-export interface KVSource { key: Tensor; value: Tensor; scales: GPUBuffer; geo: KVGeometry }
+/** One buffer of a K/V source: its K and V (one tensor twice for latent rows) and its scales buffer
+ *  ([k, v] f32, then [first block, end block, part index] u32: paged_cache.ts CachePart). */
+export interface KVPart { key: Tensor; value: Tensor; scales: GPUBuffer }
+
+/** One K/V source: its buffers (one part unless split across buffers) and its geometry. */
+export interface KVSource { parts: readonly KVPart[]; geo: KVGeometry }
+
+/** A K/V source of one buffer pair whose scales buffer holds the per-tensor scales. */
+export function wholeSource(key: Tensor, value: Tensor, scales: GPUBuffer, geo: Omit<KVGeometry, 'parts'>): KVSource {
+  return { parts: [{ key, value, scales }], geo: { ...geo, parts: 1 } };
+}
 
 export function geometryString(g: KVGeometry): string {
-  return `numBlocks ${g.numBlocks}, blockSize ${g.blockSize}, Hkv ${g.Hkv}, D ${g.D}, Dv ${g.Dv}, ${g.dtype}`;
+  return `numBlocks ${g.numBlocks}, blockSize ${g.blockSize}, Hkv ${g.Hkv}, D ${g.D}, Dv ${g.Dv}, ${g.dtype}${g.parts > 1 ? `, ${g.parts} buffers` : ''}`;
 }
 
 export function sameGeometry(a: KVGeometry, b: KVGeometry): boolean {
   return a.Hkv === b.Hkv && a.D === b.D && a.Dv === b.Dv && a.blockSize === b.blockSize && a.numBlocks === b.numBlocks
-    && a.dtype === b.dtype && a.kStride === b.kStride && a.vStride === b.vStride && a.mlaL === b.mlaL && a.mlaRowWords === b.mlaRowWords;
+    && a.dtype === b.dtype && a.kStride === b.kStride && a.vStride === b.vStride && a.mlaL === b.mlaL && a.mlaRowWords === b.mlaRowWords
+    && a.parts === b.parts;
 }
 
 export interface HostMeta { kind: 'host'; S: number; maxB: number; qsl: Int32Array; seqLens: Int32Array; blockTable: Int32Array }
@@ -73,6 +85,8 @@ export interface PlanRules {
   /** Longest partition the decode kernel holds (0: any). */
   pmax: number;
   target: number; minPart: number; pCap: number;
+  /** The source is split across buffers: every token's state is merged (tok_np at least 1). */
+  split: boolean;
 }
 
 interface SeqPlan { q0: number; qlen: number; seqlen: number; dec: boolean; rt: number; np: number; plen: number }
@@ -176,7 +190,7 @@ export function planOnHost(r: PlanRules, qsl: ArrayLike<number>, seqLens: ArrayL
   for (let s = 0; s < r.S; s++) {
     const q = seqs[s];
     if (q.np === 0) continue;
-    if (q.np > 1) img.fill(q.np, lay.offTok + q.q0, lay.offTok + q.q0 + q.qlen);
+    if (q.np > 1 || r.split) img.fill(q.np, lay.offTok + q.q0, lay.offTok + q.q0 + q.qlen);
     for (let g = 0; g < r.Hkv; g++) {
       for (let rt = 0; rt < q.rt; rt++) {
         for (let p = 0; p < q.np; p++) {
@@ -217,25 +231,30 @@ interface Prepared {
   rules: PlanRules;
 }
 
-/** Heads a workgroup of MLA decode's tile owns (mla_core.wgsl's BR; its workgroup has 256 threads). */
-export const MLA_BR = 16;
+/** Row groups of MLA decode's tile (mla_core.wgsl's RG; its workgroup has 256 threads). */
+const MLA_RG = 16;
 
-/** MLA decode's tile: BC latent rows staged a tile, and the workgroup storage that takes. */
-export interface MlaTile { BC: number; smem: number }
+/** MLA decode's tile: RM heads a thread (BR = 16·RM a workgroup), BC latent rows staged a tile, and
+ *  the workgroup storage that takes. */
+export interface MlaTile { RM: number; BR: number; BC: number; smem: number }
 
 /**
- * The widest key tile of mla_core.wgsl that fits the adapter's workgroup storage (and
- * engine.tuning.flashSmemBytes): BC rows of D values in f32 (padded), the scores' partial sums, the
- * probabilities and the per-head state. Null when even 1 row does not fit.
+ * MLA decode's tile (mla_core.wgsl) for jobs of `rows` heads: RM heads a thread, 4 where there are
+ * 64 heads or more (each staged vec4 then serves 4 heads), else 1 (16-head tiles; engine.tuning.
+ * mlaHeadsPerThread forces it); then the widest key tile that fits the adapter's workgroup storage
+ * (and engine.tuning.flashSmemBytes): BC rows of D values in f32 (padded), the scores' partial sums,
+ * the probabilities and the per-head state. Null when even 1 row does not fit.
  */
-export function planMlaTile(limits: EngineLimits, smemCap: number, D: number, Dv: number): MlaTile | null {
+export function planMlaTile(limits: EngineLimits, smemCap: number, D: number, Dv: number, rows = 16, rm?: number): MlaTile | null {
   if (D % 4 || Dv % 4 || Dv > D) return null;
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   if (limits.maxComputeInvocationsPerWorkgroup < 256 || limits.maxComputeWorkgroupSizeX < 256) return null;
+  const RM = rm ?? (rows >= 64 ? 4 : 1);
+  const BR = MLA_RG * RM;
   for (const BC of [16, 8, 4, 2, 1]) {
-    const SP = 256 / (MLA_BR * BC);
-    const smem = 16 * BC * (D / 4 + 1) + 4 * MLA_BR * BC * SP + 4 * MLA_BR * BC + 4 * MLA_BR + 8 * MLA_BR;
-    if (smem <= budget) return { BC, smem };
+    const SP = 256 / (MLA_RG * BC);
+    const smem = 16 * BC * (D / 4 + 1) + 4 * BR * BC * SP + 4 * BR * BC + 4 * BR + 8 * BR;
+    if (smem <= budget) return { RM, BR, BC, smem };
   }
   return null;
 }
@@ -334,10 +353,14 @@ export class PagedAttentionPlan {
     const lseBuf = lse ? lse.buffer : p.lseScratch;
     const anyKernel = p.decode ?? p.flash;
     if (anyKernel) {
-      const g1 = rt.bindGroup(anyKernel.k.groups[1], [kv.key.buffer, kv.value.buffer, kv.scales]);
       const g2 = rt.bindGroup(anyKernel.k.groups[2], [query.buffer, out.buffer, lseBuf]);
-      if (p.decode) rt.record(p.decode.k, [p.decode.g0, g1, g2], p.decode.count);
-      if (p.flash) rt.record(p.flash.k, [p.flash.g0, g1, g2], p.flash.count);
+      // A source split across buffers: the kernels run once per part (each sees its own blocks, the
+      // others masked) into the partition workspace, and the merge combines every part's states.
+      for (const part of kv.parts) {
+        const g1 = rt.bindGroup(anyKernel.k.groups[1], [part.key.buffer, part.value.buffer, part.scales]);
+        if (p.decode) rt.record(p.decode.k, [p.decode.g0, g1, g2], p.decode.count);
+        if (p.flash) rt.record(p.flash.k, [p.flash.g0, g1, g2], p.flash.count);
+      }
       if (p.merge) rt.record(p.merge.k, [p.merge.g0, rt.bindGroup(p.merge.k.groups[1], [out.buffer, lseBuf])], p.merge.count);
     }
     return { out, lse };
@@ -364,18 +387,25 @@ export class PagedAttentionPlan {
     // its own tile when one fits; otherwise, and for everything else, the flash tile.
     const mlaOk = geo.mlaL > 0 && this.c.maxQueryLen === 1 && rt.tuning.mlaDecodeTile === 'auto'
       && !a.window && !a.softcap && !a.alibi && !a.sinks;
-    const mla = mlaOk ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv) : null;
+    const mla = mlaOk ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv, G, rt.tuning.mlaHeadsPerThread) : null;
     const few = this.c.maxQueryLen !== undefined ? { rows: G * this.c.maxQueryLen, rowGrid: rt.tuning.flashRowGrid } : undefined;
     const flash = mla ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
     if (!mla && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
-    const BR = mla ? MLA_BR : flash!.TY * flash!.TM;
+    const BR = mla ? mla.BR : flash!.TY * flash!.TM;
     const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
-    const wsCap = Math.min(WS_CAP_BYTES, rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+    const bindMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+    const wsCap = Math.min(WS_CAP_BYTES, bindMax);
+    // A split source keeps every part's partition states: NP times the workspace of one.
+    const NP = geo.parts, split = NP > 1;
+    if (split && NP * rowBytes > bindMax) {
+      throw new WebinferError(`${op}: a cache split across ${NP} buffers needs ${NP * rowBytes} bytes of workspace for ${T} tokens `
+        + `(more than one storage binding, ${bindMax} bytes): attend fewer tokens per call`);
+    }
     const rules: PlanRules = {
       T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null,
       pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0, target: rt.tuning.pagedTargetWorkgroups,
-      minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / rowBytes)),
+      minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / (NP * rowBytes))), split,
     };
     const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
     let layout: PlanLayout, pmeta: GPUBuffer, parts: number, counts: { flash: Count; decode: Count; merge: Count };
@@ -386,7 +416,7 @@ export class PagedAttentionPlan {
       layout = hp.layout;
       pmeta = this.upload(hp.image, 'plan metadata');
       parts = hp.maxNP;
-      counts = { flash: hp.nFlash, decode: hp.nDecode, merge: hp.anyPartial ? mergeGroups : 0 };
+      counts = { flash: hp.nFlash, decode: hp.nDecode, merge: hp.anyPartial || split ? mergeGroups : 0 };
     } else {
       const caps = deviceCaps(rules, this.c.maxQueryLen);
       layout = planLayout(rules, caps.flashCap, caps.decodeCap);
@@ -401,7 +431,7 @@ export class PagedAttentionPlan {
         pmax: rules.pmax, target_wg: rules.target, min_part: rules.minPart, p_cap: rules.pCap,
         off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, off_tok: layout.offTok,
         off_flash: layout.offFlash, off_decode: layout.offDecode, flash_cap: layout.flashCap, decode_cap: layout.decodeCap,
-        qsl_implicit: m.qsl ? 0 : 1, merge_groups: mergeGroups, max_dim: rt.limits.maxComputeWorkgroupsPerDimension,
+        qsl_implicit: m.qsl ? 0 : 1, merge_groups: mergeGroups, max_dim: rt.limits.maxComputeWorkgroupsPerDimension, split: split ? 1 : 0,
       }, 1);
       parts = rules.pCap;
       // Dawn validates each indirect dispatch with a pass of its own (measured on an H200, bench/notes/
@@ -412,15 +442,16 @@ export class PagedAttentionPlan {
         : { flash: layout.flashCap, decode: layout.decodeCap, merge: mergeGroups };
     }
     const nonzero = (c: Count) => typeof c !== 'number' || c > 0;
-    const ws = this.buffer(parts > 1 ? parts * rowBytes : 16, STORAGE, 'plan partitions');
-    const wsLse = parts * T * Hq * Dv;
+    const merged = parts > 1 || split;
+    const ws = this.buffer(merged ? NP * parts * rowBytes : 16, STORAGE, 'plan partitions');
+    const wsLse = NP * parts * T * Hq * Dv;
     const lseScratch = this.buffer(4 * Hq * T, STORAGE, 'plan lse');
     const kvCode = KV_CODE[geo.dtype];
     const overrides = { Q_DTYPE: DTYPE_CODE[qDtype], KV_DTYPE: kvCode, OUT_DTYPE: DTYPE_CODE[outDtype] };
     const common = {
-      T, Hq, Hkv, S: m.S, flags: sdpaFlags({ ...a, maskKind: null }), window: a.window, scale: a.scale, softcap: a.softcap || 1,
+      T, Hq, Hkv, S: m.S, flags: sdpaFlags({ ...a, maskKind: null }) | (split ? FLAG_SPLIT : 0), window: a.window, scale: a.scale, softcap: a.softcap || 1,
       bs: geo.blockSize, num_blocks: geo.numBlocks, max_blocks: m.maxB,
-      off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse, q_stride: qStride,
+      off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse, q_stride: qStride, pslots: parts,
     };
     const stage = (k: Kernel, u: Record<string, number>, count: Count): Stage => {
       const params = this.rt.uniformBuffer(k, u);
@@ -438,7 +469,7 @@ export class PagedAttentionPlan {
     let flashStage: Stage | null = null;
     if (nonzero(counts.flash)) {
       const fk = mla
-        ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, BR: MLA_BR, BC: mla.BC } })
+        ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, RM: mla.RM, BC: mla.BC } })
         : rt.kernel(flash!.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
           overrides,
           consts: { TX: flash!.TX, TY: flash!.TY, TM: flash!.TM, TN: flash!.TN, DK: flash!.DK, DVC: flash!.DVC, D, DV: Dv,
@@ -446,16 +477,17 @@ export class PagedAttentionPlan {
           enables: [...(flash!.tile === 'f16' ? ['f16'] : []), ...(flash!.variant === 'subgroup' ? ['subgroups'] : [])],
         });
       flashStage = stage(fk, {
-        ...common, G, hdr_items: 0, off_items: layout.offFlash,
+        // Split: keys outside the part go through the flash tile's mask hook (paged.wgsl mask_word).
+        ...common, G, hdr_items: 0, off_items: layout.offFlash, flags: common.flags | (split ? FLAG_MASK_BOOL : 0),
         n_dc: flash ? D / flash.DK : 0, n_dk4: flash ? flash.DK / 4 : 0, n_bc: flash ? flash.TX * flash.TN : 0,
         k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
       }, counts.flash);
     }
     let mergeStage: Stage | null = null;
-    if (parts > 1 && nonzero(counts.merge)) {
+    if (merged && nonzero(counts.merge)) {
       const mk = rt.kernel('merge', 'merge_main', { overrides: { IN_DTYPE: 0, OUT_DTYPE: DTYPE_CODE[outDtype], WG: MERGE_WG } });
       const params = rt.uniformBuffer(mk, {
-        T, H: Hq, Dv, n_parts: parts, two_buffers: 0, part_stride: T * Hq * Dv, lse_stride: Hq * T,
+        T, H: Hq, Dv, n_parts: parts, n_split: NP, two_buffers: 0, part_stride: T * Hq * Dv, lse_stride: Hq * T,
         has_sinks: a.sinks ? 1 : 0, out_words: outWords, lse_base: wsLse, t0: 0, tok_parts: layout.offTok,
       });
       this.owned.push(params);

@@ -85,6 +85,8 @@ export class Runtime implements TensorHost {
     flashGrid: undefined as number | undefined,
     /** MLA decode's attention: 'auto' its own tile (mla_core.wgsl) where it fits, 'flash' the flash tile. */
     mlaDecodeTile: 'auto' as 'auto' | 'flash',
+    /** Heads a thread of MLA decode's tile owns (1, 2 or 4; default 4 from 64 heads on, else 1). */
+    mlaHeadsPerThread: undefined as number | undefined,
     /** Holds jobs of few rows (MLA decode) to one of the row-sized grids (flash.ts ROW_GRIDS), or -1: none. */
     flashRowGrid: undefined as number | undefined,
     /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
@@ -105,6 +107,9 @@ export class Runtime implements TensorHost {
     pagedDecodeKT: undefined as number | undefined,
     /** The subgroup decode kernel issues the next step's loads before computing the current one. */
     pagedDecodePrefetch: true,
+    /** Caches (paged K/V, MLA latent) larger than this, or than the device's largest storage binding,
+     *  are split across buffers of whole blocks (tests shrink it to reach split caches at small sizes). */
+    cacheBindingBytes: Infinity,
     /** MLA prefill up-projects cached context in chunks of this many tokens (rounded to whole blocks). */
     mlaPrefillChunk: 256,
     /** Plans from i32-tensor metadata size their kernels' grids on the GPU (indirect dispatch) rather

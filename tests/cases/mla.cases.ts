@@ -12,6 +12,8 @@ interface MlaSpec {
   /** Per sequence: cached tokens before this step, and new tokens (1 for decode). */
   seqs: { ctx: number; q: number }[];
   cache: MLACacheDType; qDtype?: 'f32' | 'f16' | 'bf16';
+  /** The cache must be split across at least this many buffers (engine.tuning.cacheBindingBytes). */
+  minParts?: number;
   seed: number;
 }
 
@@ -50,6 +52,7 @@ async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill
   const t = (x: Float32Array, shape: number[], dt: 'f32' | 'f16' | 'bf16' = qdt) => { const tt = engine.tensor(x, shape, dt); tensors.push(tt); return tt; };
   const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: t(kvB, [N * (P + V), L]) });
   const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: spec.cache });
+  if (spec.minParts && cache.parts.length < spec.minParts) throw new Error(`expected a cache of at least ${spec.minParts} buffers, got ${cache.parts.length}`);
   layer.cacheWrite(t(kvC, [Tw, L]), t(kPe, [Tw, R]), cache, Int32Array.from(slots));
 
   // Reference cache: the rows as stored.
@@ -171,6 +174,21 @@ export const mlaCases = defineCases('mla', [
     },
   },
   {
+    name: 'absorbed decode with several heads a thread (MLA\'s tile at 64 heads a workgroup for N ≥ 64; 2 heads forced): N 70 in a full and a partial tile, N 128, partitions',
+    async run({ engine, note }) {
+      const base = { L: 128, P: 16, R: 16, V: 24, bs: 16 };
+      const seqs = [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }];
+      for (const [N, rm, cache, seed] of [[70, undefined, 'f16', 45], [128, undefined, 'fp8_ds_mla', 46], [40, 2, 'bf16', 47]] as const) {
+        const tile = planMlaTile(engine.limits, Infinity, base.L + base.R, base.L, N, rm);
+        if (!tile) throw new Error(`no MLA tile fits N ${N}`);
+        if (tile.RM !== (rm ?? 4)) throw new Error(`N ${N}: expected ${rm ?? 4} heads a thread, planned ${tile.RM}`);
+        await withTuning(engine, { mlaHeadsPerThread: rm, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
+          () => checkMla(engine, { ...base, N, seqs, cache, qDtype: cache === 'bf16' ? 'bf16' : 'f32', seed }, 'decode'));
+        note(`N ${N}: ${tile.RM} heads a thread, ${tile.BR}-head tiles, ${tile.BC} keys a tile`);
+      }
+    },
+  },
+  {
     name: 'absorbed decode through the flash tile: each row-sized tile that fits (16 and 32 heads a tile, 32 lanes a row; portable reductions), batch 5 in the per-head products',
     async run({ engine, note }) {
       // Latent width 136 (> 128: the wide-output rule that picks these tiles; a partial DVC chunk), V 24
@@ -203,6 +221,43 @@ export const mlaCases = defineCases('mla', [
     { ...BASE, L: 64, seqs: [{ ctx: 6, q: 3 }], cache: 'fp8_ds_mla', seed: 14 },
     { ...BASE, seqs: [{ ctx: 9, q: 2 }], cache: 'bf16', qDtype: 'bf16', seed: 10 },
   ], { ...SMALL, mlaPrefillChunk: 8 }),
+  {
+    name: 'a latent cache past one storage binding: split across buffers, written per part; decode (own tile and flash tile), prefill chunks and sparse decode read every part',
+    async run({ engine }) {
+      // engine.tuning.cacheBindingBytes caps a binding at 3 blocks; shuffled block tables interleave the parts.
+      const rowBytes = (c: MLACacheDType, L: number, R: number) => (c === 'fp8_ds_mla' ? reference.fp8DsMlaRowBytes(L, R) : (L + R) * (c === 'f32' ? 4 : 2));
+      const bind = (s: MlaSpec) => 3 * s.bs * rowBytes(s.cache, s.L, s.R);
+      const dec: MlaSpec = { N: 20, L: 128, P: 16, R: 16, V: 24, bs: 16, seqs: [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }], cache: 'f16', minParts: 4, seed: 95 };
+      const fp8: MlaSpec = { ...dec, cache: 'fp8_ds_mla', seed: 96 };
+      const pre: MlaSpec = { ...BASE, seqs: [{ ctx: 21, q: 3 }, { ctx: 0, q: 4 }, { ctx: 30, q: 1 }], cache: 'bf16', minParts: 3, seed: 97 };
+      for (const [spec, mode, extra] of [[dec, 'decode', {}], [fp8, 'decode', {}], [dec, 'decode', { mlaDecodeTile: 'flash' }], [pre, 'prefill', { mlaPrefillChunk: 8 }]] as const) {
+        await withTuning(engine, { ...SMALL, pagedMinPartition: 64, pagedTargetWorkgroups: 8, ...extra, cacheBindingBytes: bind(spec) }, () => checkMla(engine, spec, mode));
+      }
+      // Sparse decode views the cache as blocks of one slot: each part's range in slots.
+      await withTuning(engine, { ...SMALL, cacheBindingBytes: 2 * 4 * rowBytes('f16', BASE.L, BASE.R) }, async () => {
+        const { N, L, P, R, V } = BASE;
+        const bs = 4, maxB = 4, numBlocks = 7, topk = 6, T = 2;
+        const kvB = randn(N * (P + V) * L, 98, 0.2);
+        const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale: 0.2, kvBProj: engine.tensor(kvB, [N * (P + V), L]) });
+        const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
+        if (cache.parts.length !== 4) throw new Error(`expected 4 buffers, got ${cache.parts.length}`);
+        const kvC = randn(numBlocks * bs * L, 99), kPe = randn(numBlocks * bs * R, 100);
+        layer.cacheWrite(engine.tensor(kvC, [numBlocks * bs, L]), engine.tensor(kPe, [numBlocks * bs, R]), cache, Int32Array.from({ length: numBlocks * bs }, (_, i) => i));
+        const blockTable = Int32Array.of(6, 1, 4, 2, /* req 1 */ 3, 0, 5, -1);
+        const indices = Int32Array.of(0, 5, 9, 14, 3, -1, /* token 1 */ 1, 6, 11, 4, 12, 2);
+        const reqOfToken = Int32Array.of(0, 1);
+        const qNope = randn(T * N * P, 101), qPe = randn(T * N * R, 102);
+        const out = await layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache, { reqOfToken, indices, topk, blockTable, maxBlocksPerSeq: maxB }).toFloat32();
+        const rows = new Float32Array(numBlocks * bs * (L + R));
+        for (let i = 0; i < numBlocks * bs; i++) { rows.set(kvC.subarray(i * L, (i + 1) * L), i * (L + R)); rows.set(kPe.subarray(i * R, (i + 1) * R), i * (L + R) + L); }
+        const ref = reference.mlaSparseRef(qNope, qPe, Float64Array.from(roundToDType(rows, 'f16')), kvB, { N, L, P, R, V, T, numBlocks, blockSize: bs, topk },
+          { reqOfToken, blockTable, maxBlocksPerSeq: maxB, indices }, 0.2);
+        assertClose('sparse out over a split cache', out, ref.out, 'f16');
+        await expectThrows(() => cache.data, 'MLACache.data: this cache of 7 blocks is split across 4 buffers');
+        cache.destroy();
+      });
+    },
+  },
   {
     name: 'sparse decode: top-k request-local positions (-1, out of range, duplicates, none valid) equal the reference',
     async run({ engine }) {

@@ -21,6 +21,8 @@ export interface PagedSpec {
   opts?: { scale?: number; softcap?: number; slidingWindow?: number; alibi?: boolean; sinks?: boolean; causal?: boolean };
   /** Extra unused blocks in the cache. */
   spareBlocks?: number;
+  /** The cache must be split across at least this many buffers (engine.tuning.cacheBindingBytes). */
+  minParts?: number;
   seed: number;
 }
 
@@ -67,6 +69,7 @@ export async function checkPaged(engine: Engine, spec: PagedSpec, metaAs: 'host'
   for (let i = 0; i < pad; i++) newSlots.push(-1);
   const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, headSizeV: Dv, dtype: cdt,
     ...(cdt === 'fp8e4m3' ? { kScale, vScale } : {}) });
+  if (spec.minParts) assert(cache.parts.length >= spec.minParts, `expected a cache of at least ${spec.minParts} buffers, got ${cache.parts.length}`);
   const kvIn = (n: number, sd: number, width: number) => roundToDType(randn(n * Hkv * width, sd), qdt);
   const kCtx = kvIn(ctxSlots.length, seed + 1, D), vCtx = kvIn(ctxSlots.length, seed + 2, Dv);
   const kNew = kvIn(newSlots.length, seed + 3, D), vNew = kvIn(newSlots.length, seed + 4, Dv);
@@ -262,7 +265,7 @@ export const pagedCases = defineCases('paged', [
         // The planner must really split this batch.
         const flash = planFlash(engine.limits, engine.features, 16, 16, 'portable', 8192)!;
         const plan = planOnHost({ T: 4, S: 3, maxB: 19, bs: 16, Hkv: 1, G: 4, BR: flash.TY * flash.TM, decodeOk: false, pmax: 0,
-          target: engine.tuning.pagedTargetWorkgroups, minPart: Math.max(64, engine.tuning.pagedMinPartition), pCap: 64 },
+          target: engine.tuning.pagedTargetWorkgroups, minPart: Math.max(64, engine.tuning.pagedMinPartition), pCap: 64, split: false },
           Int32Array.of(0, 1, 2, 4), Int32Array.of(301, 71, 7), new Int32Array(3 * 19));
         assert(plan.maxNP > 2, `expected several KV partitions, planned ${plan.maxNP}`);
         return checkPaged(engine, spec);
@@ -270,6 +273,40 @@ export const pagedCases = defineCases('paged', [
       assertClose('split vs unsplit', split.out.subarray(0, split.valid * 4 * 16), Float64Array.from(whole.out.subarray(0, whole.valid * 4 * 16)), 'f32');
       await withTuning(engine, { ...SMALL, pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, () =>
         checkPaged(engine, { ...spec, opts: { slidingWindow: 50, alibi: true }, seed: 71 }));
+    },
+  },
+  {
+    name: 'caches past one storage binding: split across buffers of whole blocks, written and attended per part, merged by LSE (mixed batch, both decode kernels, fp8, GPU planning)',
+    async run({ engine, note }) {
+      // engine.tuning.cacheBindingBytes caps a binding at a few blocks, so these small caches split as
+      // a 4 GiB cache does at Dawn's 2 GiB binding; shuffled block tables interleave the parts.
+      const bind = (s: PagedSpec, blocks: number) => blocks * s.Hkv * s.bs * Math.max(s.D, s.Dv ?? s.D) * { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[s.cache ?? 'f32'];
+      const mixed: PagedSpec = { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, pad: 2, cache: 'f16', qDtype: 'f16', opts: { sinks: true, slidingWindow: 12 }, minParts: 3, seed: 90 };
+      const decode: PagedSpec = { ...DECODE_SPECS[0], minParts: 6, seed: 91 };
+      const fp8: PagedSpec = { ...DECODE_SPECS[1], seqs: [{ ctx: 300, q: 1 }, { ctx: 40, q: 3 }], minParts: 4, seed: 92 };
+      for (const [spec, blocks, extra] of [[mixed, 3, {}], [decode, 8, {}], [decode, 8, { pagedDecodeVariant: 'portable' }], [fp8, 4, {}]] as const) {
+        await withTuning(engine, { ...SMALL, ...extra, cacheBindingBytes: bind(spec, blocks) }, () => checkPaged(engine, spec));
+      }
+      await withTuning(engine, { ...SMALL, cacheBindingBytes: bind(mixed, 2) }, () => checkPaged(engine, { ...mixed, minParts: 4 }, 'device'));
+      // Writes land in their own part; the whole-cache views refuse, naming the parts.
+      await withTuning(engine, { cacheBindingBytes: 2 * 2 * 4 * 16 * 4 }, async () => {
+        const [T, Hkv, D, bs, numBlocks] = [9, 2, 16, 4, 7];
+        const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D });
+        assert(cache.parts.length === 4 && cache.parts[3].blocks === 1 && cache.parts[2].blockLo === 4, `expected parts of 2, 2, 2, 1 blocks, got ${cache.parts.map((p) => p.blocks)}`);
+        const slots = Int32Array.of(27, 0, -1, 9, 14, 8, 21, 3, 16);
+        const k = randn(T * Hkv * D, 93), v = randn(T * Hkv * D, 94);
+        engine.reshapeAndCache(engine.tensor(k, [T, Hkv, D]), engine.tensor(v, [T, Hkv, D]), cache, slots);
+        const ref = reference.reshapeAndCacheRef(k, v, slots, new Float64Array(numBlocks * Hkv * bs * D), new Float64Array(numBlocks * Hkv * bs * D),
+          { Hq: Hkv, Hkv, D, Dv: D, numBlocks, blockSize: bs, T });
+        for (const part of cache.parts) {
+          const at = part.blockLo * Hkv * bs * D;
+          assertClose(`key part from block ${part.blockLo}`, await part.key.toFloat32(), ref.keyCache.subarray(at, at + part.blocks * Hkv * bs * D), 'f32');
+          assertClose(`value part from block ${part.blockLo}`, await part.value.toFloat32(), ref.valueCache.subarray(at, at + part.blocks * Hkv * bs * D), 'f32');
+        }
+        await expectThrows(() => cache.key, 'PagedKVCache.key: this cache of 7 blocks is split across 4 buffers (2 blocks each: more than one storage binding holds); read cache.parts[i].key (blocks from parts[i].blockLo)');
+        cache.destroy();
+      });
+      note('split caches: 3-8 buffers, subgroup and portable decode, flash prefill, fp8, host and GPU planning');
     },
   },
   {
