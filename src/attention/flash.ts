@@ -73,7 +73,7 @@ export function planFlash(limits: EngineLimits, features: EngineFeatures, D: num
                           few?: { rows: number; rowGrid?: number }): FlashPlan | null {
   if (tile === 'f16' && !features.f16) return null;
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
-  const sgMin = features.subgroupMinSize ?? features.subgroupSize;
+  const sgMin = features.subgroupMinSize;
   if (variant === 'subgroup' && (!features.subgroups || !sgMin)) return null;
   const dkAll = [32, 16, 8].filter((dk) => D % dk === 0);
   const dks = dkAll.length > 1 ? dkAll.filter((dk) => dk >= 16) : dkAll;
@@ -112,7 +112,9 @@ export function flashTileFor(engine: Runtime, dtype: string): 'f32' | 'f16' {
 export function flashVariantFor(engine: Runtime): FlashVariant {
   const pref = engine.tuning.flashVariant;
   if (pref !== 'auto') return pref;
-  return engine.features.subgroups && (engine.features.subgroupMinSize ?? engine.features.subgroupSize) ? 'subgroup' : 'portable';
+  // The narrowest subgroup grid has rows of 4 lanes: an adapter whose subgroups may be narrower (the
+  // spec allows none, but a driver could report it) takes the portable tile instead of none.
+  return engine.features.subgroups && (engine.features.subgroupMinSize ?? 0) >= 4 ? 'subgroup' : 'portable';
 }
 
 export function encodeSdpaFlash(engine: Runtime, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
