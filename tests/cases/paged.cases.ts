@@ -306,7 +306,7 @@ export const pagedCases = defineCases('paged', [
         await expectThrows(() => cache.key, 'PagedKVCache.key: this cache of 7 blocks is split across 4 buffers (2 blocks each: more than one storage binding holds); read cache.parts[i].key (blocks from parts[i].blockLo)');
         cache.destroy();
       });
-      note('split caches: 3-8 buffers, subgroup and portable decode, flash prefill, fp8, host and GPU planning');
+      note(`split caches: 3-8 buffers; decode kernels ${engine.features.subgroups ? 'subgroup and portable' : 'portable (twice: no subgroups here)'}, flash prefill, fp8, host and GPU planning`);
     },
   },
   {
