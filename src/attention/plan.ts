@@ -239,9 +239,9 @@ const MLA_RG = 16;
 export interface MlaTile { RM: number; BR: number; BC: number; smem: number }
 
 /**
- * MLA decode's tile (mla_core.wgsl) for jobs of `rows` heads: RM heads a thread, 4 where there are
- * 64 heads or more (each staged vec4 then serves 4 heads), else 1 (16-head tiles; engine.tuning.
- * mlaHeadsPerThread forces it); then the widest key tile that fits the adapter's workgroup storage
+ * MLA decode's tile (mla_core.wgsl) for jobs of `rows` heads: RM heads a thread (1: 16-head tiles;
+ * engine.tuning.mlaHeadsPerThread takes 2 or 4, where each staged vec4 serves that many heads); then
+ * the widest key tile that fits the adapter's workgroup storage
  * (and engine.tuning.flashSmemBytes): BC rows of D values in f32 (padded), the scores' partial sums,
  * the probabilities and the per-head state. Null when even 1 row does not fit.
  */
@@ -249,7 +249,9 @@ export function planMlaTile(limits: EngineLimits, smemCap: number, D: number, Dv
   if (D % 4 || Dv % 4 || Dv > D) return null;
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   if (limits.maxComputeInvocationsPerWorkgroup < 256 || limits.maxComputeWorkgroupSizeX < 256) return null;
-  const RM = rm ?? (rows >= 64 ? 4 : 1);
+  // 1 by measurement: 4 heads a thread (64-head tiles) ran 1.4-1.5x slower than 1 at N 128 on an H200
+  // (bench/notes/mla.md; its 32 vec4 accumulators a thread cost occupancy); kept as an option.
+  const RM = rm ?? 1;
   const BR = MLA_RG * RM;
   for (const BC of [16, 8, 4, 2, 1]) {
     const SP = 256 / (MLA_RG * BC);

@@ -85,7 +85,7 @@ export class Runtime implements TensorHost {
     flashGrid: undefined as number | undefined,
     /** MLA decode's attention: 'auto' its own tile (mla_core.wgsl) where it fits, 'flash' the flash tile. */
     mlaDecodeTile: 'auto' as 'auto' | 'flash',
-    /** Heads a thread of MLA decode's tile owns (1, 2 or 4; default 4 from 64 heads on, else 1). */
+    /** Heads a thread of MLA decode's tile owns (1, 2 or 4; default 1, the fastest measured). */
     mlaHeadsPerThread: undefined as number | undefined,
     /** Holds jobs of few rows (MLA decode) to one of the row-sized grids (flash.ts ROW_GRIDS), or -1: none. */
     flashRowGrid: undefined as number | undefined,

@@ -174,14 +174,15 @@ export const mlaCases = defineCases('mla', [
     },
   },
   {
-    name: 'absorbed decode with several heads a thread (MLA\'s tile at 64 heads a workgroup for N ≥ 64; 2 heads forced): N 70 in a full and a partial tile, N 128, partitions',
+    name: 'absorbed decode with several heads a thread (MLA\'s tile with 4 heads a thread: 64-head workgroups; 2 heads: 32): N 70 in a full and a partial tile, N 128, N 40, partitions',
     async run({ engine, note }) {
       const base = { L: 128, P: 16, R: 16, V: 24, bs: 16 };
       const seqs = [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }];
-      for (const [N, rm, cache, seed] of [[70, undefined, 'f16', 45], [128, undefined, 'fp8_ds_mla', 46], [40, 2, 'bf16', 47]] as const) {
+      if (planMlaTile(engine.limits, Infinity, base.L + base.R, base.L, 128)?.RM !== 1) throw new Error('the default MLA tile takes 1 head a thread');
+      for (const [N, rm, cache, seed] of [[70, 4, 'f16', 45], [128, 4, 'fp8_ds_mla', 46], [40, 2, 'bf16', 47]] as const) {
         const tile = planMlaTile(engine.limits, Infinity, base.L + base.R, base.L, N, rm);
         if (!tile) throw new Error(`no MLA tile fits N ${N}`);
-        if (tile.RM !== (rm ?? 4)) throw new Error(`N ${N}: expected ${rm ?? 4} heads a thread, planned ${tile.RM}`);
+        if (tile.RM !== rm) throw new Error(`N ${N}: expected ${rm} heads a thread, planned ${tile.RM}`);
         await withTuning(engine, { mlaHeadsPerThread: rm, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
           () => checkMla(engine, { ...base, N, seqs, cache, qDtype: cache === 'bf16' ? 'bf16' : 'f32', seed }, 'decode'));
         note(`N ${N}: ${tile.RM} heads a thread, ${tile.BR}-head tiles, ${tile.BC} keys a tile`);
