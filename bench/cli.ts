@@ -16,18 +16,29 @@
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa, GroupQueryAttention for paged)
-import { mkdirSync, writeFileSync } from 'node:fs';
+//   --rounds=N            sdpa and paged: each shape timed in N rounds (default 3; --quick 2), each round
+//                         webinfer, its portable variant, then the peer, each after a warm-up; the median
+//                         covers every round, the spread is (max − min of the rounds' medians) / median
+//   --portable[=on|off]   also time the portable kernels (no subgroups: flashVariant and pagedDecodeVariant
+//                         'portable') in the same rounds (default: on where the adapter has subgroups)
+//   --together-gib=8      paged: the peer runs in the same rounds as webinfer where both caches together take
+//                         at most this many GiB; above, after webinfer's cache is freed (interleaved: false)
+//   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
+//   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
+//                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { create, globals } from 'webgpu';
 import { createEngine } from 'webinfer';
 import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
-import { benchPagedDecode, benchPagedPeer, llamaDecodeShapes, pagedJson, type PagedBenchRow } from './paged';
+import { benchPagedDecode, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
+import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
 
 Object.assign(globalThis, globals);
@@ -41,15 +52,27 @@ const outDir = args.get('out') ?? 'bench/results';
 const suites = (args.get('suite') ?? 'sdpa,paged,mla,step,model,deepseek').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
-// Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements.
-const gpu = create(['disable-dawn-features=timestamp_quantization']);
+// Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements. Dawn hides
+// shader-f16 on NVIDIA's Vulkan driver unless the adapter is made with vulkan_enable_f16_on_nvidia
+// (../shared/RUNTIMES.md); elsewhere the toggle does nothing. The peer (bench/ort.ts) makes its device
+// from this same GPU object, and dawn.node hands every adapter and device made from it these toggles.
+const f16Toggle = args.get('f16-toggle') ?? 'on';
+if (!['on', 'off', 'true'].includes(f16Toggle)) throw new Error(`--f16-toggle: expected on or off, got ${f16Toggle}`);
+const enableToggles = f16Toggle === 'off' ? [] : ['vulkan_enable_f16_on_nvidia'];
+const disableToggles = ['timestamp_quantization'];
+// One entry per key (dawn.node's flags hold one value a key; its TogglesLoader splits it on commas).
+const dawnToggles = [
+  ...(enableToggles.length ? [`enable-dawn-features=${enableToggles.join(',')}`] : []),
+  ...(disableToggles.length ? [`disable-dawn-features=${disableToggles.join(',')}`] : []),
+];
+const gpu = create(dawnToggles);
 const engine = await createEngine({ gpu, powerPreference: 'high-performance' });
 const a = engine.adapter;
 // WebGPU does not name the GPU model (adapter info gives vendor, architecture and a driver string);
 // --device="NVIDIA H200" names it for the results.
 const deviceName = args.get('device') ?? ([a.description, a.vendor, a.architecture].filter(Boolean).join(' / ') || 'unknown adapter');
 const slug = (args.get('device') ?? (a.description || `${a.vendor}-${a.architecture}`)).toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'unknown';
-console.log(`device: ${deviceName}`);
+console.log(`device: ${deviceName} (Dawn toggles: ${dawnToggles.join(' ') || 'none'})`);
 console.log(`features: f16 ${engine.features.f16}, subgroups ${engine.features.subgroups} (${engine.features.subgroupMinSize ?? '?'}-${engine.features.subgroupMaxSize ?? '?'}), timestamps ${engine.features.timestampQuery}`);
 console.log(`limits: workgroup storage ${engine.limits.maxComputeWorkgroupStorageSize} B`);
 
@@ -59,9 +82,24 @@ console.log(`ceilings (WebGPU): f32 FMA ${ceilings.fmaTflops.toFixed(2)} TFLOP/s
 
 const fmt = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const result: Record<string, unknown> = {
-  device: deviceName, adapter: a, features: engine.features, limits: engine.limits,
+  device: deviceName, adapter: a, features: engine.features, limits: engine.limits, dawnToggles,
   date: new Date().toISOString(), runtime: `node ${process.version} + webgpu (dawn.node)`, ceilings,
 };
+
+// Rounds and the portable path (sdpa and paged suites).
+const rounds = Number(args.get('rounds') ?? (quick ? 2 : 3));
+if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: expected a whole number ≥ 1, got ${args.get('rounds')}`);
+const portableArg = args.get('portable');
+if (portableArg !== undefined && !['on', 'off', 'true', 'false'].includes(portableArg)) throw new Error(`--portable: expected on or off, got ${portableArg}`);
+// The issue's target is the portable path within 2x of the subgroup path: measured where there is a subgroup path.
+const portable = portableArg === undefined ? engine.features.subgroups : portableArg === 'on' || portableArg === 'true';
+const sdpaSamples = quick ? 3 : 7, pagedSamples = quick ? 3 : 7;
+// Paged decode: the peer in the same rounds where both caches together take at most this much.
+const togetherMaxBytes = Number(args.get('together-gib') ?? TOGETHER_MAX_BYTES / 2 ** 30) * 2 ** 30;
+if (!(togetherMaxBytes >= 0)) throw new Error(`--together-gib: expected a number, got ${args.get('together-gib')}`);
+result.rounds = rounds;
+result.portable = portable;
+if (portable && !engine.features.subgroups) console.log('portable: this adapter has no subgroups, so the default path is already the portable one (the ratio is ~1 by construction)');
 
 const peerName = args.get('peer') ?? 'ort';
 if (peerName !== 'ort' && peerName !== 'none') throw new Error(`--peer: expected ort or none, got ${peerName}`);
@@ -69,25 +107,57 @@ let peer: OrtPeer | null = null;
 let peerError: string | undefined;
 const speedup = (peerMs: number | undefined, ms: number | undefined) => fmt((peerMs ?? NaN) / (ms ?? NaN), 2);
 
+/** A timing's spread over its rounds (max − min of the rounds' medians, over the median), as text. */
+const spread = (t?: { spreadPct?: number } | null) => (t?.spreadPct === undefined ? '-' : `${fmt(t.spreadPct, 1)}%`);
 const sdpaShapes = suites.includes('sdpa') ? mpsSdpaShapes(lengths) : [];
+const pagedShapes: ReturnType<typeof llamaDecodeShapes> = [];
+if (suites.includes('paged')) {
+  const batches = (args.get('batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
+  const contexts = (args.get('contexts') ?? (quick ? '256,1024' : '1024,4096,32768')).split(',').map(Number);
+  pagedShapes.push(...llamaDecodeShapes(batches, contexts));
+}
+
+// The peer: ONNX Runtime Web on the same adapter, in the same process, on the same shapes and inputs,
+// timed in the same rounds as webinfer (sdpa and paged). It lives from here to the end of the paged
+// suite; the suites after that run without its device. (Runs 16-22 timed it after every webinfer
+// number instead: a second device on the GPU perturbed short kernels measured beside it, run 15,
+// bench/notes/peer.md. The rounds' spread now shows such an effect where it happens.)
+let peerInfo: { notes: string[]; f16: boolean } | undefined;
+if (peerName === 'ort' && (sdpaShapes.length || pagedShapes.length)) {
+  // ORT's subgroup flash kernel is wrong at subgroup sizes 4 and 8 (software adapters); at 32 it is right.
+  const withholdSubgroups = engine.features.subgroups && (engine.features.subgroupMinSize ?? 32) < 16;
+  try {
+    peer = await OrtPeer.create(gpu, { withholdSubgroups });
+    peerInfo = { notes: peer.notes, f16: peer.f16 };
+  } catch (e) {
+    peerError = `ORT could not start: ${(e as Error).message.split('\n')[0]}`;
+  }
+  result.peer = { name: 'onnxruntime-web', notes: peer?.notes, f16: peer?.f16, error: peerError };
+  console.log(`peer: ${peer ? `${peer.notes.join('; ')}; shader-f16 ${peer.f16 ? 'yes' : 'no (f16 cases run in f32 storage)'}` : peerError}`);
+  if (peer && peer.f16 !== engine.features.f16) console.log(`peer: NOTE its device ${peer.f16 ? 'has' : 'lacks'} shader-f16 while webinfer's ${engine.features.f16 ? 'has' : 'lacks'} it`);
+}
+
 const sdpaRows: SdpaBenchRow[] = [];
 const byShape: { f: SdpaBenchRow; n: SdpaBenchRow; o?: SdpaBenchRow }[] = [];
 const ms = (r?: SdpaBenchRow) => r?.timing?.medianMs ?? NaN;
-const check = (r: SdpaBenchRow) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.worst)}`);
+const check = (r: { pass: boolean; error?: string; worst: number }) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.worst)}`);
 {
   const shapes = sdpaShapes, rows = sdpaRows;
   for (const [i, s] of shapes.entries()) {
-    const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: quick ? 3 : 7 });
+    const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: sdpaSamples, rounds, portable, peer });
     rows.push(...r);
-    const [f, n] = r;
-    byShape.push({ f, n });
-    console.log(`[${i + 1}/${shapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: flash ${fmt(ms(f), 3)} ms `
+    const [f, n, o] = r;
+    byShape.push({ f, n, o });
+    const p = f.portable;
+    console.log(`[${i + 1}/${shapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: flash ${fmt(ms(f), 3)} ms, spread ${spread(f.timing)} `
       + `(${fmt(f.tflops)} TFLOP/s, ${fmt(f.pctFma, 1)}% FMA, check ${check(f)}), `
-      + `naive ${fmt(ms(n), 3)} ms (check ${check(n)}), speedup ${fmt(ms(n) / ms(f), 1)}x`);
+      + (p ? `portable ${p.timing ? `${fmt(p.timing.medianMs, 3)} ms, spread ${spread(p.timing)} (${fmt(p.timing.medianMs / ms(f), 2)}x of subgroup, check ${check(p)})` : p.error ?? '-'}, ` : '')
+      + `naive ${fmt(ms(n), 3)} ms, spread ${spread(n.timing)} (check ${check(n)}), speedup ${fmt(ms(n) / ms(f), 1)}x`
+      + (o ? `; ORT ${o.error && !o.timing ? o.error : `${fmt(ms(o), 3)} ms${o.peerDtype ? ` (${o.peerDtype})` : ''}, spread ${spread(o.timing)} `
+        + `(${fmt(o.tflops)} TFLOP/s, check ${check(o)}, ${o.timing?.method}), flash ${speedup(ms(o), ms(f))}x vs ORT`}` : ''));
   }
 }
 
-const pagedShapes: ReturnType<typeof llamaDecodeShapes> = [];
 const pagedRows: PagedBenchRow[] = [];
 if (args.has('explore-mla')) {
   // MLA decode's attention tile, absorbed decode only, at N 16: --explore-mla=mla,-1,0,1 ('mla' its own
@@ -118,19 +188,22 @@ if (args.has('explore-mla')) {
   console.log(`explore-mla: the suites below run ${best!.c === 'mla' ? "MLA's own tile" : `the flash tile, rowGrid ${best!.c}`} (fastest here)`);
 }
 
-if (suites.includes('paged')) {
-  const batches = (args.get('batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
-  const contexts = (args.get('contexts') ?? (quick ? '256,1024' : '1024,4096,32768')).split(',').map(Number);
-  const shapes = llamaDecodeShapes(batches, contexts);
-  pagedShapes.push(...shapes);
-  const rows = pagedRows;
+if (pagedShapes.length) {
+  const shapes = pagedShapes, rows = pagedRows;
   for (const [i, sh] of shapes.entries()) {
-    const r = await benchPagedDecode(engine, sh, ceilings, quick ? 3 : 7);
+    const r = await benchPagedDecode(engine, sh, ceilings, pagedSamples, { rounds, portable, peer, togetherMaxBytes });
     rows.push(r);
-    console.log(`[${i + 1}/${shapes.length}] decode batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, `
-      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`);
+    const p = r.portable, o = r.peer, t = r.timing?.medianMs ?? NaN;
+    console.log(`[${i + 1}/${shapes.length}] decode batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(t, 3)} ms, spread ${spread(r.timing)}, `
+      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
+      + (p ? `; portable ${p.timing ? `${fmt(p.timing.medianMs, 3)} ms, spread ${spread(p.timing)} (${fmt(p.timing.medianMs / t, 2)}x of subgroup, check ${check(p)})` : p.error ?? '-'}` : '')
+      + (o ? `; ORT ${o.error && !o.timing ? o.error : `${fmt(o.timing?.medianMs ?? NaN, 3)} ms, spread ${spread(o.timing)} (${o.dtype} cache, ${fmt(o.gbs, 0)} GB/s, `
+        + `check ${o.pass ? 'pass' : `FAIL ${o.error ?? fmt(o.worst)}`}, ${o.timing?.method}, ${o.interleaved ? 'interleaved' : 'not interleaved: after webinfer\'s cache was freed'}), `
+        + `webinfer ${speedup(o.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}` : ''));
   }
 }
+// The suites below run without the peer's device on the GPU.
+await peer?.destroy();
 
 if (suites.includes('mla')) {
   const heads = (args.get('heads') ?? (quick ? '4' : '16,128')).split(',').map(Number);
@@ -143,7 +216,8 @@ if (suites.includes('mla')) {
     rows.push(r);
     console.log(`[${i + 1}/${shapes.length}] MLA decode N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `absorbed ${fmt(r.absorbed?.medianMs ?? NaN, 3)} ms `
       + `(${fmt(r.tflops)} TFLOP/s, ${fmt(r.gbs, 0)} GB/s, ${fmt(r.pctRoofline, 1)}% of roofline), unabsorbed ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} ms, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
-      + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 3)}`).join(', ')}]`);
+      + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 3)}`).join(', ')}]`
+      + (r.tiles ? `; tiles: ${Object.entries(r.tiles).map(([k, v]) => `${k} ${fmt(v.ms, 3)} ms${v.pass ? '' : ' FAIL'}`).join(', ')}` : ''));
   }
   result.mla = rows.map(mlaJson);
   const lines = [
@@ -319,61 +393,45 @@ if (args.has('explore')) {
   result.explore = explore;
 }
 
-// The peer last: ONNX Runtime Web on the same adapter, in the same process, on the same shapes and
-// inputs, once every webinfer number above is taken (a second device on the GPU perturbed short
-// kernels measured beside it: bench/notes/peer.md).
-if (peerName === 'ort' && (sdpaShapes.length || pagedShapes.length)) {
-  // ORT's subgroup flash kernel is wrong at subgroup sizes 4 and 8 (software adapters); at 32 it is right.
-  const withholdSubgroups = engine.features.subgroups && (engine.features.subgroupMinSize ?? 32) < 16;
-  try {
-    peer = await OrtPeer.create(gpu, { withholdSubgroups });
-  } catch (e) {
-    peerError = `ORT could not start: ${(e as Error).message.split('\n')[0]}`;
-  }
-  result.peer = { name: 'onnxruntime-web', notes: peer?.notes, f16: peer?.f16, error: peerError };
-  console.log(`peer: ${peer ? `${peer.notes.join('; ')}; shader-f16 ${peer.f16 ? 'yes' : 'no (f16 cases run in f32 storage)'}` : peerError}`);
-}
-if (peer) {
-  for (const [i, s] of sdpaShapes.entries()) {
-    const [o] = await benchSdpaShape(engine, s, [], ceilings, { samples: quick ? 3 : 7, peer });
-    byShape[i].o = o;
-    sdpaRows.push(o);
-    console.log(`[peer ${i + 1}/${sdpaShapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: ORT ${o.error && !o.timing ? o.error : `${fmt(ms(o), 3)} ms${o.peerDtype ? ` (${o.peerDtype})` : ''} `
-      + `(${fmt(o.tflops)} TFLOP/s, check ${check(o)}, ${o.timing?.method}), flash ${speedup(ms(o), ms(byShape[i].f))}x vs ORT`}`);
-  }
-  for (const [i, sh] of pagedShapes.entries()) {
-    // The peer's decode of the same step (webinfer's own row was timed above, before the peer started).
-    const r = pagedRows[i];
-    const p = await benchPagedPeer(sh, ceilings, peer, quick ? 3 : 7);
-    r.peer = p;
-    console.log(`[peer ${i + 1}/${pagedShapes.length}] decode batch ${sh.batch} context ${sh.context}: ORT ${p.error && !p.timing ? p.error : `${fmt(p.timing?.medianMs ?? NaN, 3)} ms (${p.dtype} cache, ${fmt(p.gbs, 0)} GB/s, `
-      + `check ${p.pass ? 'pass' : `FAIL ${p.error ?? fmt(p.worst)}`}, ${p.timing?.method}), webinfer ${speedup(p.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}`);
-  }
-}
+/** What the sdpa and paged tables' times are: rounds, warm-ups, spread, the adapter's toggles. */
+const roundsText = (what: string, samples: number, perSample: string) => `Each shape is timed in ${rounds} round${rounds > 1 ? 's' : ''} that alternate ${what}: `
+  + `within a round each takes ${samples} samples (${perSample}) after a warm-up of its own (≥ 300 ms in the first round, ≥ 100 ms in later ones, so the clocks stay up `
+  + `between contenders and shapes). ms is the median of every sample of every round; spread = (max − min of the rounds' medians) / ms. `
+  + `Dawn toggles: ${dawnToggles.map((t) => `\`${t}\``).join(', ') || 'none'}.`;
+const portableText = (knobs: string) => ` Portable: the same kernels held to their portable variant (${knobs}: no subgroups), checked the same way and timed in the same rounds; `
+  + '(x of subgroup) = portable ms / ms of the default (subgroup) path.';
 
 if (sdpaShapes.length) {
   const rows = sdpaRows;
   result.sdpa = rows.map(sdpaJson);
   const withPeer = byShape.some((x) => x.o);
+  const withPortable = byShape.some((x) => x.f.portable);
   const lines = [
     `# Dense SDPA: flash vs naive${withPeer ? ' vs ONNX Runtime Web' : ''} on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s. `
-    + `Times are medians of GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first.`
-    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft MultiHeadAttention on the same inputs (q as [B, L, H·D], k and v as [B, H, L, D]), `
-      + `the same check, its time the sum of its GPU kernels per call (median); "vs ORT" is ORT ms / flash ms.`
-      + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
-      + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16: its f16 rows ran in f32 storage (marked).' : '') : ''), '',
-    `| dtype | causal | L | flash ms | flash TFLOP/s | % of FMA ceiling | naive ms | speedup |${withPeer ? ' ORT ms | ORT TFLOP/s | speedup vs ORT |' : ''} checks |`,
-    `|---|---|---|---|---|---|---|---|${withPeer ? '---|---|---|' : ''}---|`,
+    + `Times are GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first. `
+    + roundsText(`flash${withPortable ? ', flash portable' : ''}, naive${withPeer ? ' and the peer' : ''}`, sdpaSamples, `webinfer's each the mean of 1-20 calls by cost${withPeer ? '; the peer\'s as many calls, each call its own sample' : ''}`)
+    + (withPortable ? portableText("engine.tuning.flashVariant 'portable'") : '')
+    + (withPeer ? ` The peer is ONNX Runtime Web (${peerInfo?.notes[0] ?? ''}): com.microsoft MultiHeadAttention on the same inputs (q as [B, L, H·D], k and v as [B, H, L, D]), `
+      + `the same check, its time the sum of its GPU kernels per call; its device made from the same GPU object (same adapter and toggles), alive beside webinfer's; "vs ORT" is ORT ms / flash ms.`
+      + (peerInfo?.notes.slice(1).length ? ` Here: ${peerInfo.notes.slice(1).join('; ')}.` : '')
+      + (peerInfo && !peerInfo.f16 ? ' The peer\'s device has no shader-f16: its f16 rows ran in f32 storage (marked).' : '') : ''), '',
+    `| dtype | causal | L | flash ms | spread | flash TFLOP/s | % of FMA ceiling |${withPortable ? ' portable ms (x of subgroup) | portable spread |' : ''} naive ms | naive spread | speedup |`
+    + `${withPeer ? ' ORT ms | ORT spread | ORT TFLOP/s | speedup vs ORT |' : ''} checks |`,
+    `|---|---|---|---|---|---|---|${withPortable ? '---|---|' : ''}---|---|---|${withPeer ? '---|---|---|---|' : ''}---|`,
   ];
   for (const { f, n, o } of byShape) {
-    const peerCols = withPeer
-      ? (o?.timing ? ` ${fmt(ms(o), 3)}${o.peerDtype ? ` (${o.peerDtype})` : ''} | ${fmt(o.tflops)} | ${speedup(ms(o), ms(f))}x |` : ` ${o?.error ?? '-'} | - | - |`)
+    const p = f.portable;
+    const portableCols = withPortable
+      ? (p?.timing ? ` ${fmt(p.timing.medianMs, 3)} (${fmt(p.timing.medianMs / ms(f), 2)}x) | ${spread(p.timing)} |` : ` ${p?.error ?? '-'} | - |`)
       : '';
-    const checks = [f, n, ...(o?.timing ? [o] : [])].every((r) => r.pass) ? 'pass' : 'FAIL';
-    lines.push(`| ${f.shape.dtype} | ${f.shape.causal ? 'yes' : 'no'} | ${f.shape.Lq} | ${fmt(ms(f), 3)} | ${fmt(f.tflops)} | ${fmt(f.pctFma, 1)} | `
-      + `${fmt(ms(n), 3)} | ${fmt(ms(n) / ms(f), 1)}x |${peerCols} ${checks} |`);
+    const peerCols = withPeer
+      ? (o?.timing ? ` ${fmt(ms(o), 3)}${o.peerDtype ? ` (${o.peerDtype})` : ''} | ${spread(o.timing)} | ${fmt(o.tflops)} | ${speedup(ms(o), ms(f))}x |` : ` ${o?.error ?? '-'} | - | - | - |`)
+      : '';
+    const checks = [f, n, ...(p?.timing ? [p] : []), ...(o?.timing ? [o] : [])].every((r) => r.pass) ? 'pass' : 'FAIL';
+    lines.push(`| ${f.shape.dtype} | ${f.shape.causal ? 'yes' : 'no'} | ${f.shape.Lq} | ${fmt(ms(f), 3)} | ${spread(f.timing)} | ${fmt(f.tflops)} | ${fmt(f.pctFma, 1)} |`
+      + `${portableCols} ${fmt(ms(n), 3)} | ${spread(n.timing)} | ${fmt(ms(n) / ms(f), 1)}x |${peerCols} ${checks} |`);
   }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `sdpa-${slug}.md`), `${lines.join('\n')}\n`);
@@ -384,32 +442,57 @@ if (pagedShapes.length) {
   const rows = pagedRows;
   result.paged = rows.map(pagedJson);
   const withPeer = rows.some((r) => r.peer);
+  const withPortable = rows.some((r) => r.portable);
   const lines = [
     `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
     + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
-    + 'Median of GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first.'
-    + (withPeer ? ` The peer is ONNX Runtime Web (${peer?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
+    + 'GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first. '
+    + roundsText(`webinfer${withPortable ? ', its portable decode' : ''}${withPeer ? ' and the peer' : ''}`, pagedSamples, `webinfer's each the mean of 3 calls${withPeer ? '; the peer\'s 3 calls each, each call its own sample' : ''}`)
+    + (withPortable ? portableText("engine.tuning.pagedDecodeVariant and flashVariant 'portable'") : '')
+    + (withPeer ? ` The peer is ONNX Runtime Web (${peerInfo?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
       + 'and query, with the same check. **It reads a dense, contiguous [batch, Hkv, context, D] cache** (no block table: the op has none), '
-      + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms.'
-      + (peer?.notes.slice(1).length ? ` Here: ${peer.notes.slice(1).join('; ')}.` : '')
-      + (peer && !peer.f16 ? ' The peer\'s device has no shader-f16, so its cache is f32 (twice the bytes; marked).' : '') : ''), '',
-    `| batch | context | KV MB | ms | GB/s of KV | % of copy |${withPeer ? ' ORT ms | ORT GB/s | speedup vs ORT |' : ''} check |`,
-    `|---|---|---|---|---|---|${withPeer ? '---|---|---|' : ''}---|`,
+      + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms. '
+      + `Its device is made from the same GPU object (same adapter and toggles). Interleaved: timed in the same rounds as webinfer, both caches alive (where together they take at most ${togetherMaxBytes / 2 ** 30} GiB); `
+      + '"no": its rounds ran after webinfer\'s cache was freed.'
+      + (peerInfo?.notes.slice(1).length ? ` Here: ${peerInfo.notes.slice(1).join('; ')}.` : '')
+      + (peerInfo && !peerInfo.f16 ? ' The peer\'s device has no shader-f16, so its cache is f32 (twice the bytes; marked).' : '') : ''), '',
+    `| batch | context | KV MB | ms | spread | GB/s of KV | % of copy |${withPortable ? ' portable ms (x of subgroup) | portable spread |' : ''}`
+    + `${withPeer ? ' ORT ms | ORT spread | ORT GB/s | speedup vs ORT | interleaved |' : ''} check |`,
+    `|---|---|---|---|---|---|---|${withPortable ? '---|---|' : ''}${withPeer ? '---|---|---|---|---|' : ''}---|`,
     ...rows.map((r) => {
-      const p = r.peer;
-      const peerCols = withPeer
-        ? (p?.timing ? ` ${fmt(p.timing.medianMs, 3)}${p.dtype !== 'f16' ? ` (${p.dtype})` : ''} | ${fmt(p.gbs, 0)} | ${speedup(p.timing.medianMs, r.timing?.medianMs)}x |` : ` ${p?.error ?? '-'} | - | - |`)
+      const p = r.peer, pt = r.portable;
+      const portableCols = withPortable
+        ? (pt?.timing ? ` ${fmt(pt.timing.medianMs, 3)} (${fmt(pt.timing.medianMs / (r.timing?.medianMs ?? NaN), 2)}x) | ${spread(pt.timing)} |` : ` ${pt?.error ?? '-'} | - |`)
         : '';
-      const checks = r.pass && (!p?.timing || p.pass) ? 'pass' : 'FAIL';
+      const peerCols = withPeer
+        ? (p?.timing ? ` ${fmt(p.timing.medianMs, 3)}${p.dtype !== 'f16' ? ` (${p.dtype})` : ''} | ${spread(p.timing)} | ${fmt(p.gbs, 0)} | ${speedup(p.timing.medianMs, r.timing?.medianMs)}x | ${p.interleaved ? 'yes' : 'no'} |`
+          : ` ${p?.error ?? '-'} | - | - | - | ${p ? (p.interleaved ? 'yes' : 'no') : '-'} |`)
+        : '';
+      const checks = r.pass && (!pt?.timing || pt.pass) && (!p?.timing || p.pass) ? 'pass' : 'FAIL';
       return r.error
-        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - |${peerCols} - |`
-        : `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${fmt(r.timing?.medianMs ?? NaN, 3)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} |${peerCols} ${checks} |`;
+        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - | - |${portableCols}${peerCols} - |`
+        : `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${fmt(r.timing?.medianMs ?? NaN, 3)} | ${spread(r.timing)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} |`
+          + `${portableCols}${peerCols} ${checks} |`;
     }),
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (args.has('compare')) {
+  // How much two runs differ: this run's sdpa and paged times against an earlier results file.
+  const before = args.get('compare')!;
+  try {
+    const prev = JSON.parse(readFileSync(before, 'utf8')) as RunLike;
+    const c = compareRuns(prev, result as RunLike);
+    result.compare = { file: before, date: prev.date, ...c };
+    console.log(`\nthis run against ${before} (${prev.date ?? 'undated'}): ${c.rows.length} times in both, median |change| ${fmt(c.medianAbsPct, 1)}%, largest ${fmt(c.maxAbsPct, 1)}%`);
+    for (const r of c.rows) console.log(`  ${r.what}: ${fmt(r.beforeMs, 4)} -> ${fmt(r.afterMs, 4)} ms (${r.changePct >= 0 ? '+' : ''}${fmt(r.changePct, 1)}%)`);
+  } catch (e) {
+    console.log(`--compare: could not read ${before}: ${(e as Error).message}`);
+  }
 }
 
 mkdirSync(outDir, { recursive: true });

@@ -16,6 +16,11 @@ export interface Timing {
   minMs: number;
   samplesMs: number[];
   method: 'timestamp' | 'wall';
+  /** Where the shape was timed in rounds (see timeRounds): each round's median; medianMs is then the
+   *  median of every sample of every round. */
+  rounds?: number[];
+  /** (max − min of the per-round medians) / medianMs, in percent. */
+  spreadPct?: number;
 }
 
 export interface TimeOptions {
@@ -27,6 +32,83 @@ export interface TimeOptions {
   wall?: boolean;
   /** Time whole passes as they run untimed (a step's span) instead of each dispatch in a pass of its own. */
   span?: boolean;
+  /** Warm-up lasts at least this long (default WARMUP_MS; later rounds of a shape use ROUND_WARMUP_MS). */
+  warmupMs?: number;
+}
+
+/** Warm-up before a shape's first timing: GPUs idle at low clocks and need a moment to rise. */
+export const WARMUP_MS = 300;
+/** Warm-up before each later round of a shape: short, but the clocks do not drop in a gap between contenders. */
+export const ROUND_WARMUP_MS = 100;
+
+/** The warm-up a round starts with: WARMUP_MS in the first round, ROUND_WARMUP_MS after. */
+export function roundWarmupMs(round: number): number {
+  return round === 0 ? WARMUP_MS : ROUND_WARMUP_MS;
+}
+
+/**
+ * Several rounds of one contender's timing as one: the median and minimum over every sample of every
+ * round (the headline), each round's median, and their spread ((max − min) / headline, percent).
+ */
+export function combineRounds<T extends { medianMs: number; minMs: number; samplesMs: number[] }>(per: readonly T[]): T & { rounds: number[]; spreadPct: number } {
+  if (!per.length) throw new Error('combineRounds: no rounds');
+  const all = per.flatMap((t) => t.samplesMs);
+  const rounds = per.map((t) => t.medianMs);
+  const medianMs = median(all);
+  return { ...per[0], medianMs, minMs: Math.min(...per.map((t) => t.minMs)), samplesMs: all, rounds,
+    spreadPct: (100 * (Math.max(...rounds) - Math.min(...rounds))) / medianMs };
+}
+
+/**
+ * One contender of a shape timed in rounds (webinfer's kernel, another variant of it, the peer):
+ * `round(r)` warms up (roundWarmupMs(r)) and takes one round of samples.
+ */
+export interface Contender {
+  name: string;
+  round(r: number): Promise<void>;
+}
+
+/**
+ * Times the contenders of one shape in `rounds` rounds, alternating: round 0 of each in turn, then
+ * round 1 of each, ... so a drift of the GPU's state (clocks, temperature, another device) shows in
+ * every contender's spread instead of favouring whichever ran first. A contender whose round throws
+ * is dropped from the later rounds and the error handed to `onError`.
+ */
+export async function timeRounds(contenders: readonly Contender[], rounds: number, onError: (c: Contender, e: Error) => void): Promise<void> {
+  const live = new Set(contenders);
+  for (let r = 0; r < rounds; r++) {
+    for (const c of contenders) {
+      if (!live.has(c)) continue;
+      try {
+        await c.round(r);
+      } catch (e) {
+        live.delete(c);
+        onError(c, e as Error);
+      }
+    }
+  }
+}
+
+/** A kernel's other variant, beside its row: the portable path (no subgroups) timed in the same rounds. */
+export interface PortableResult {
+  worst: number;
+  pass: boolean;
+  timing: Timing | null;
+  error?: string;
+}
+
+/** The portable kernels (no subgroups), forced: flash and paged decode. */
+export const PORTABLE_TUNING = { flashVariant: 'portable', pagedDecodeVariant: 'portable' } as const;
+
+/** Runs `fn` with `engine.tuning` changed by `t`, then puts the tuning back as it was (also on errors). */
+export async function withTuning<T>(engine: Engine, t: Partial<Engine['tuning']>, fn: () => Promise<T>): Promise<T> {
+  const saved = { ...engine.tuning };
+  Object.assign(engine.tuning, t);
+  try {
+    return await fn();
+  } finally {
+    Object.assign(engine.tuning, saved);
+  }
 }
 
 /**
@@ -55,12 +137,15 @@ export function median(xs: readonly number[]): number {
 export async function timeOp(engine: Engine, fn: (i: number) => void, opts: TimeOptions = {}): Promise<Timing> {
   const warmup = opts.warmup ?? 3, samples = opts.samples ?? 10, per = opts.perSample ?? 1;
   let call = 0;
-  // Warm up for at least `warmup` calls and 300 ms: GPUs idle at low clocks and need a moment to rise.
+  // Warm up for at least `warmup` calls and `warmupMs` (300 ms unless told): GPUs idle at low clocks and
+  // need a moment to rise. Calls go in batches of `perSample` between waits, as the samples do, so a
+  // short kernel keeps the GPU busy rather than idle through each wait. (The warm-up once stopped after
+  // 1000 calls, which cut it below 300 ms for kernels shorter than a wait.)
+  const warmupMs = opts.warmupMs ?? WARMUP_MS;
   const w0 = performance.now();
-  for (let i = 0; i < warmup || performance.now() - w0 < 300; i++) {
-    fn(call++);
+  for (let i = 0; i < warmup || performance.now() - w0 < warmupMs; i += per) {
+    for (let j = 0; j < per; j++) fn(call++);
     await engine.sync();
-    if (i > 1000) break;
   }
   const useTs = engine.features.timestampQuery && !opts.wall;
   const times: number[] = [];

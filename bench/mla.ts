@@ -22,6 +22,8 @@ export interface MlaBenchRow {
   pctRoofline: number;
   /** GPU ms per pass of one absorbed call (the last timed sample). */
   passes?: Record<string, number>;
+  /** Absorbed decode under each attention tile measured (the default's name first), checked like it. */
+  tiles?: Record<string, { ms: number; pass: boolean; worst: number }>;
   error?: string;
 }
 
@@ -50,7 +52,7 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
     cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
     // Fill the latent cache by repeating a random f16 pattern.
     const pat = encodeF16(randn(1 << 20, 32));
-    await fillRepeating(engine, cache.data.buffer, cache.data.byteLength, pat);
+    for (const part of cache.parts) await fillRepeating(engine, part.data.buffer, part.data.byteLength, pat);
     const pv = decodeF16(pat);
     const blockTable = Int32Array.from({ length: numBlocks }, (_, i) => i);
     const seqLens = new Int32Array(B).fill(C);
@@ -72,7 +74,27 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
     row.worst = c.badIndex >= 0 ? Infinity : c.worst;
     row.pass = c.pass;
 
+    // With 64 heads or more, time MLA's tile with 4 heads a thread (64-head tiles) and the flash tile
+    // against the default (1 head a thread, 16-head tiles), each checked as the default is.
+    if (N >= 64 && engine.tuning.mlaDecodeTile === 'auto' && engine.tuning.mlaHeadsPerThread === undefined) {
+      row.tiles = {};
+      for (const [name, t] of [['mla tile, 4 heads a thread', { mlaHeadsPerThread: 4 }], ['flash tile', { mlaDecodeTile: 'flash' as const }]] as const) {
+        const saved = { ...engine.tuning };
+        Object.assign(engine.tuning, t);
+        try {
+          const o = layer.decode(qNope, qPe, cache, meta);
+          const cc = compareToReference((await o.toFloat32()).subarray(0, N * V), ref.out, TOLERANCES.f16);
+          o.destroy();
+          const tm = await timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2 });
+          row.tiles[name] = { ms: tm.medianMs, pass: cc.pass, worst: cc.badIndex >= 0 ? Infinity : cc.worst };
+        } finally {
+          Object.assign(engine.tuning, saved);
+        }
+      }
+    }
+
     row.absorbed = await timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2 });
+    if (row.tiles) row.tiles = { 'mla tile, 1 head a thread (default)': { ms: row.absorbed.medianMs, pass: row.pass, worst: row.worst }, ...row.tiles };
     row.passes = Object.fromEntries(Object.entries(engine.lastTiming).map(([k, v]) => [k, v / 2]));
     row.tflops = flops / (row.absorbed.medianMs * 1e9);
     row.gbs = bytes / (row.absorbed.medianMs * 1e6);
@@ -103,7 +125,7 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
 export function mlaJson(r: MlaBenchRow) {
   return {
     ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
-    absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
+    absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tiles: r.tiles, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
   };
 }
 

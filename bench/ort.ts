@@ -4,15 +4,18 @@
 // over a dense [batch, Hkv, context, D] cache (ORT's WebGPU provider has no block table to read through).
 // Each model is checked against the float64 reference by the caller's check, then timed with ORT's own
 // profiler: GPU timestamps per kernel, summed per run, median over runs (inputs and outputs stay on the GPU).
+// A case is timed in rounds (PeerCase) so the benchmark can alternate them with webinfer's; one profile,
+// read at the end, gives every round's runs.
 //
 // What it takes to run ORT-web in Node (../shared/RUNTIMES.md): the `onnxruntime-web/webgpu` entry,
 // `navigator.gpu` from dawn.node, one wasm thread, SharedArrayBuffer-backed uploads copied before
 // dawn.node sees them, and a live timer while V8 compiles the wasm.
 import { existsSync, readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { brotliDecompressSync } from 'node:zlib';
 import * as ort from 'onnxruntime-web/webgpu';
 import { decodeF16, encodeF16 } from 'webinfer';
-import { median } from './harness';
+import { combineRounds, median, WARMUP_MS } from './harness';
 import { gqaDecodeModel, mhaModel } from './onnx';
 
 /** The wasm binary the `webgpu` build loads (its JS glue is inlined in the bundle). */
@@ -44,6 +47,24 @@ export interface PeerTiming {
   method: 'profile' | 'wall';
   /** ORT's programs in one run (what the time covers). */
   kernels: string[];
+  /** Each round's median, where the case was timed in rounds (medianMs then covers every round). */
+  rounds?: number[];
+  /** (max − min of the per-round medians) / medianMs, in percent. */
+  spreadPct?: number;
+}
+
+/**
+ * A peer case set up, run once and checked, then timed round by round beside webinfer (each `round`
+ * warms up for `warmupMs`, then takes the case's samples), and `finish`ed: the per-run GPU times of
+ * every round come from one profile read at the end; the session is released.
+ */
+export interface PeerCase<R extends PeerResult = PeerResult> {
+  /** The result so far: storage type, check, and an error where setup, the check or a round failed. */
+  readonly result: R;
+  /** Set up and checked without error: rounds may be timed. */
+  readonly ready: boolean;
+  round(warmupMs: number): Promise<void>;
+  finish(): Promise<R>;
 }
 
 export interface PeerResult {
@@ -62,11 +83,16 @@ export interface PeerResult {
 const DRAIN_TIMEOUT_MS = 300_000;
 
 export type Check = (got: Float32Array) => { worst: number; pass: boolean };
+/** gqaDecode's check: sequence 0's output and where each (head, position, column) of its cache lies. */
+export type GqaCheck = (got: Float32Array, kvIndex: (h: number, pos: number, d: number) => number) => { worst: number; pass: boolean };
+type MhaShape = { B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number; dtype: string; causal?: boolean };
+type GqaShape = { batch: number; context: number; Hq: number; Hkv: number; D: number };
 
 type Dtype = 'f32' | 'f16';
 type Feeds = Record<string, ort.Tensor>;
 
 let writeBufferPatched = false;
+let liftoffOnly = false;
 
 /** dawn.node rejects writeBuffer from a SharedArrayBuffer (ORT's wasm heap): hand it a private copy. */
 function patchWriteBuffer(): void {
@@ -166,11 +192,17 @@ export function parseProfile(text: string): ProfileEvent[] {
  * with the same programs each time (then events divide evenly into runs); the last `last` runs.
  */
 export function kernelMsPerRun(events: ProfileEvent[], runs: number, last: number): { ms: number[]; kernels: string[] } | null {
+  const all = kernelMsEachRun(events, runs);
+  return all && { ms: all.ms.slice(runs - last), kernels: all.kernels };
+}
+
+/** Per-run GPU milliseconds of every one of `runs` runs (as kernelMsPerRun), in run order. */
+export function kernelMsEachRun(events: ProfileEvent[], runs: number): { ms: number[]; kernels: string[] } | null {
   const k = events.filter((e) => e.cat === 'Api');
   if (!k.length || k.length % runs) return null;
   const per = k.length / runs;
   const ms: number[] = [];
-  for (let r = runs - last; r < runs; r++) {
+  for (let r = 0; r < runs; r++) {
     let us = 0;
     for (let i = r * per; i < (r + 1) * per; i++) us += k[i].dur;
     ms.push(us / 1000);
@@ -203,10 +235,22 @@ export class OrtPeer {
   /**
    * Loads ORT-web's wasm and makes its WebGPU device (ORT creates its own device from `gpu`, on the
    * adapter webinfer uses). `withholdSubgroups` hides the subgroups feature from ORT (software adapters).
+   * Pass the GPU object webinfer's engine was made from: dawn.node gives every adapter and device made
+   * from it the Dawn toggles it was created with (`create([...])`; GPUAdapter::requestDevice chains them),
+   * so the peer sees the same features (shader-f16 on NVIDIA with vulkan_enable_f16_on_nvidia).
    */
   static async create(gpu: GPU, opts: { withholdSubgroups: boolean }): Promise<OrtPeer> {
     patchWriteBuffer();
     const notes = [`onnxruntime-web ${ort.env.versions.web ?? ORT_VERSION}, WebGPU provider, kernel time from ORT's GPU profiler`];
+    // The peer now lives beside webinfer's measurements: keep V8 from optimizing ORT's 27 MB of wasm in
+    // background threads meanwhile (Liftoff, its baseline compiler, only). On a 2-core machine with
+    // SwiftShader that compile made the next webinfer timings up to 2.7x slower; ORT's GPU kernel times
+    // do not depend on how its host code was compiled. Set before ORT compiles its wasm (below).
+    if (!liftoffOnly) {
+      liftoffOnly = true;
+      setFlagsFromString('--liftoff-only');
+    }
+    notes.push("ORT's wasm compiled by V8's baseline compiler only (no background optimizing compile beside the measurements)");
     const peerGpu = opts.withholdSubgroups ? gpuWithoutSubgroups(gpu) : gpu;
     if (opts.withholdSubgroups) notes.push("subgroups withheld from ORT (its subgroup flash kernel is wrong at this adapter's subgroup size)");
     // Node 21+ defines a read-only navigator; replace it for ORT's probe of navigator.gpu.
@@ -310,36 +354,86 @@ export class OrtPeer {
   }
 
   /**
-   * Runs the session once for the check, then times it: warm-up (≥ 3 runs and ≥ 300 ms, so clocks rise),
-   * then `samples` × `perSample` runs rotating over the feed sets; per-run GPU time from the profile.
+   * A checked session's timing, round by round: `round(warmupMs)` warms up (≥ 3 runs and ≥ warmupMs,
+   * so clocks rise) and takes `samples` × `perSample` runs rotating over the feed sets; `timing()` ends
+   * the profile and splits its per-run GPU times into the rounds (wall clock per sample where the
+   * profile does not divide into runs). `runs` counts every run of the session, the check's included.
    */
-  private async measure(session: ort.InferenceSession, feeds: Feeds[], fetches: Feeds[], samples: number, perSample: number,
-                        afterFirst: () => Promise<void>): Promise<PeerTiming> {
-    let runs = 0;
-    const run = async (i: number) => {
-      await session.run(feeds[i % feeds.length], fetches[i % fetches.length]);
+  private rounds(session: ort.InferenceSession, feeds: Feeds[], fetches: Feeds[], samples: number, perSample: number, runsSoFar: number) {
+    let runs = runsSoFar;
+    const done: { first: number; count: number; wall: number[] }[] = [];
+    const run = async () => {
+      await session.run(feeds[runs % feeds.length], fetches[runs % fetches.length]);
       runs++;
     };
-    await run(0);
-    await this.drain();
-    await afterFirst();
-    const w0 = performance.now();
-    for (let i = 0; i < 3 || performance.now() - w0 < 300; i++) {
-      await run(i);
-      await this.drain();
-      if (i > 1000) break;
-    }
-    const wall: number[] = [];
-    for (let s = 0; s < samples; s++) {
-      const t0 = performance.now();
-      for (let i = 0; i < perSample; i++) await run(runs);
-      await this.drain();
-      wall.push((performance.now() - t0) / perSample);
-    }
-    const timed = samples * perSample;
-    const prof = kernelMsPerRun(parseProfile(await captureStdout(() => session.endProfiling())), runs, timed);
-    if (prof) return { medianMs: median(prof.ms), minMs: Math.min(...prof.ms), samplesMs: prof.ms, method: 'profile', kernels: prof.kernels };
-    return { medianMs: median(wall), minMs: Math.min(...wall), samplesMs: wall, method: 'wall', kernels: [] };
+    return {
+      round: async (warmupMs: number) => {
+        const w0 = performance.now();
+        for (let i = 0; i < 3 || performance.now() - w0 < warmupMs; i++) {
+          await run();
+          await this.drain();
+        }
+        const first = runs, wall: number[] = [];
+        for (let s = 0; s < samples; s++) {
+          const t0 = performance.now();
+          for (let i = 0; i < perSample; i++) await run();
+          await this.drain();
+          wall.push((performance.now() - t0) / perSample);
+        }
+        done.push({ first, count: samples * perSample, wall });
+      },
+      timing: async (): Promise<PeerTiming | null> => {
+        if (!done.length) return null;
+        // A stuck queue: no profile to ask for (the session is left alone), wall clock of the rounds taken.
+        const prof = this.dead ? null : kernelMsEachRun(parseProfile(await captureStdout(() => session.endProfiling())), runs);
+        const per = done.map((r) => {
+          const ms = prof ? prof.ms.slice(r.first, r.first + r.count) : r.wall;
+          return { medianMs: median(ms), minMs: Math.min(...ms), samplesMs: ms };
+        });
+        return { ...combineRounds(per), method: prof ? 'profile' : 'wall', kernels: prof?.kernels ?? [] };
+      },
+    };
+  }
+
+  /**
+   * Wraps a session set up and checked (or failed) as a PeerCase; `finish` reads the timing, releases
+   * the session and frees the case's buffers.
+   */
+  private makeCase<R extends PeerResult>(res: R, session: ort.InferenceSession | undefined,
+                                         timer: ReturnType<OrtPeer['rounds']> | null): PeerCase<R> {
+    let finished = false;
+    const peer = this;
+    return {
+      result: res,
+      get ready() { return !!timer && !res.error && !finished && !peer.dead; },
+      round: async (warmupMs: number) => {
+        if (!timer || finished) throw new Error('peer case not ready');
+        try {
+          await timer.round(warmupMs);
+        } catch (e) {
+          res.error = shortError(e);
+          throw new Error(res.error);
+        }
+      },
+      finish: async () => {
+        if (finished) return res;
+        finished = true;
+        try {
+          if (timer) res.timing = await timer.timing();
+        } catch (e) {
+          res.error ??= shortError(e);
+        } finally {
+          await this.settle(session);
+        }
+        return res;
+      },
+    };
+  }
+
+  /** A case timed in one round (warm-up WARMUP_MS), for callers that do not interleave. */
+  private async once<R extends PeerResult>(c: PeerCase<R>): Promise<R> {
+    if (c.ready) await c.round(WARMUP_MS).catch(() => {});
+    return c.finish();
   }
 
   /**
@@ -347,16 +441,22 @@ export class OrtPeer {
    * rounded to the storage type); the peer gets q as [B, L, H·D] (its only query layout) and k, v as
    * BNSH. `check` receives the output back in [B, H, L, D].
    */
-  async mha(s: { B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number; dtype: string; causal?: boolean },
-            sets: { q: Float32Array; k: Float32Array; v: Float32Array }[], check: Check, opts: { samples: number; perSample: number }): Promise<PeerResult> {
+  async mha(s: MhaShape, sets: { q: Float32Array; k: Float32Array; v: Float32Array }[], check: Check, opts: { samples: number; perSample: number }): Promise<PeerResult> {
+    return this.once(await this.mhaCase(s, sets, check, opts));
+  }
+
+  /** As mha, set up and checked but not yet timed: the caller times it in rounds (PeerCase). */
+  async mhaCase(s: MhaShape, sets: { q: Float32Array; k: Float32Array; v: Float32Array }[], check: Check,
+                opts: { samples: number; perSample: number }): Promise<PeerCase> {
     const dtype = this.peerDtype(s.dtype === 'f16' ? 'f16' : 'f32');
     const res: PeerResult = { dtype, worst: NaN, pass: false, timing: null };
-    if (this.dead) return { ...res, error: `skipped: ${this.dead} earlier` };
-    if (s.dtype !== 'f32' && s.dtype !== 'f16') return { ...res, error: `ORT-web's WebGPU provider has no ${s.dtype} attention` };
-    if (s.Hq !== s.Hkv || s.Lq !== s.Lk || s.D !== s.Dv) return { ...res, error: 'MultiHeadAttention here covers Hq = Hkv, Lq = Lk, D = Dv only' };
+    const fail = (error: string) => this.makeCase({ ...res, error }, undefined, null);
+    if (this.dead) return fail(`skipped: ${this.dead} earlier`);
+    if (s.dtype !== 'f32' && s.dtype !== 'f16') return fail(`ORT-web's WebGPU provider has no ${s.dtype} attention`);
+    if (s.Hq !== s.Hkv || s.Lq !== s.Lk || s.D !== s.Dv) return fail('MultiHeadAttention here covers Hq = Hkv, Lq = Lk, D = Dv only');
     const { B, Hq: H, Lq: L, D } = s;
     const maxBind = this.device.limits.maxStorageBufferBindingSize;
-    if (B * H * L * D * (dtype === 'f16' ? 2 : 4) > maxBind) return { ...res, error: 'skipped: an input exceeds the peer device\'s largest storage binding' };
+    if (B * H * L * D * (dtype === 'f16' ? 2 : 4) > maxBind) return fail('skipped: an input exceeds the peer device\'s largest storage binding');
     let session: ort.InferenceSession | undefined;
     try {
       session = await ort.InferenceSession.create(mhaModel({ B, H, D, L, dtype, causal: s.causal }), sessionOptions(true));
@@ -372,19 +472,20 @@ export class OrtPeer {
         key: this.tensor(this.upload(x.k, dtype), dtype, [B, H, L, D]),
         value: this.tensor(this.upload(x.v, dtype), dtype, [B, H, L, D]),
       }));
-      res.timing = await this.measure(session, feeds, [{ output: outT }], opts.samples, opts.perSample, async () => {
-        const got = await this.read(out, B * L * H * D, dtype);
-        // Back to [B, H, L, D] for the caller's check.
-        const bhld = new Float32Array(got.length);
-        for (let h = 0; h < H; h++) for (let i = 0; i < L; i++) bhld.set(got.subarray((i * H + h) * D, (i * H + h + 1) * D), (h * L + i) * D);
-        Object.assign(res, check(bhld));
-      });
+      const fetches = [{ output: outT }];
+      // The check: one run, its output read back.
+      await session.run(feeds[0], fetches[0]);
+      await this.drain();
+      const got = await this.read(out, B * L * H * D, dtype);
+      // Back to [B, H, L, D] for the caller's check.
+      const bhld = new Float32Array(got.length);
+      for (let h = 0; h < H; h++) for (let i = 0; i < L; i++) bhld.set(got.subarray((i * H + h) * D, (i * H + h + 1) * D), (h * L + i) * D);
+      Object.assign(res, check(bhld));
+      return this.makeCase(res, session, this.rounds(session, feeds, fetches, opts.samples, opts.perSample, 1));
     } catch (e) {
       res.error = shortError(e);
-    } finally {
-      await this.settle(session);
+      return this.makeCase(res, session, null);
     }
-    return res;
   }
 
   /**
@@ -394,19 +495,29 @@ export class OrtPeer {
    * so every run sees the same cache. `q` is [batch, Hq, D]. `check` receives sequence 0's output
    * [Hq·D]; `kvAt(which, h, pos, d)` tells it the dense cache element the check should gather.
    */
-  async gqaDecode(s: { batch: number; context: number; Hq: number; Hkv: number; D: number }, patterns: [Float32Array, Float32Array],
-                  q: Float32Array, check: (got: Float32Array, kvIndex: (h: number, pos: number, d: number) => number) => { worst: number; pass: boolean },
+  async gqaDecode(s: GqaShape, patterns: [Float32Array, Float32Array], q: Float32Array, check: GqaCheck,
                   opts: { samples: number; perSample: number; sets: number }): Promise<PeerResult & { kvBytes: number }> {
+    return this.once(await this.gqaDecodeCase(s, patterns, q, check, opts));
+  }
+
+  /** Device bytes of gqaDecode's dense K and V caches over `sets` rotation sets. */
+  gqaCacheBytes(s: GqaShape, sets: number): number {
+    return 2 * sets * s.batch * s.Hkv * s.context * s.D * (this.peerDtype('f16') === 'f16' ? 2 : 4);
+  }
+
+  /** As gqaDecode, set up and checked but not yet timed: the caller times it in rounds (PeerCase). */
+  async gqaDecodeCase(s: GqaShape, patterns: [Float32Array, Float32Array], q: Float32Array, check: GqaCheck,
+                      opts: { samples: number; perSample: number; sets: number }): Promise<PeerCase<PeerResult & { kvBytes: number }>> {
     const dtype = this.peerDtype('f16');
     const { batch: B, context: L, Hq, Hkv, D } = s;
     const esize = dtype === 'f16' ? 2 : 4;
     const cacheBytes = B * Hkv * L * D * esize;
     const res: PeerResult & { kvBytes: number } = { dtype, worst: NaN, pass: false, timing: null, kvBytes: 2 * cacheBytes };
-    if (this.dead) return { ...res, error: `skipped: ${this.dead} earlier` };
+    if (this.dead) return this.makeCase({ ...res, error: `skipped: ${this.dead} earlier` }, undefined, null);
     const maxBind = Math.min(this.device.limits.maxStorageBufferBindingSize, this.device.limits.maxBufferSize);
     if (cacheBytes > maxBind) {
       res.error = `skipped: a ${(cacheBytes / 2 ** 30).toFixed(2)} GiB dense K cache exceeds the peer device's largest storage binding (${(maxBind / 2 ** 30).toFixed(2)} GiB)`;
-      return res;
+      return this.makeCase(res, undefined, null);
     }
     let session: ort.InferenceSession | undefined;
     try {
@@ -437,16 +548,16 @@ export class OrtPeer {
           seqlens_k: seqlensK, total_sequence_length: total });
         fetches.push({ output: outT, present_key: this.tensor(kc, dtype, kvDims), present_value: this.tensor(vc, dtype, kvDims) });
       }
-      res.timing = await this.measure(session, feeds, fetches, opts.samples, opts.perSample, async () => {
-        const got = await this.read(out, Hq * D, dtype);
-        Object.assign(res, check(got, (h, pos, d) => kvIndex(0, h, pos, d)));
-      });
+      // The check: one run, sequence 0's output read back.
+      await session.run(feeds[0], fetches[0]);
+      await this.drain();
+      const got = await this.read(out, Hq * D, dtype);
+      Object.assign(res, check(got, (h, pos, d) => kvIndex(0, h, pos, d)));
+      return this.makeCase(res, session, this.rounds(session, feeds, fetches, opts.samples, opts.perSample, 1));
     } catch (e) {
       res.error = shortError(e);
-    } finally {
-      await this.settle(session);
+      return this.makeCase(res, session, null);
     }
-    return res;
   }
 }
 

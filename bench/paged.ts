@@ -5,9 +5,14 @@
 // cannot hold them, and sequence 0 is checked against the float64 reference before timing.
 // With a peer (bench/ort.ts), ONNX Runtime Web's GroupQueryAttention decodes the same query over the same
 // K/V values, held in a dense [batch, Hkv, context, D] cache (it has no block table), with the same check.
+// A shape is timed in rounds alternating webinfer's decode, its portable variant and the peer, where the
+// two engines' caches fit together (TOGETHER_MAX_BYTES); else the peer's rounds follow once ours is freed.
 import { TOLERANCES, compareToReference, encodeF16, decodeF16, randn, reference, rng, type Engine, type Tensor } from 'webinfer';
-import { fillRepeating, timeOp, type Ceilings, type Timing } from './harness';
-import type { OrtPeer, PeerResult } from './ort';
+import {
+  combineRounds, fillRepeating, PORTABLE_TUNING, roundWarmupMs, timeOp, timeRounds, withTuning,
+  type Ceilings, type Contender, type PortableResult, type Timing,
+} from './harness';
+import type { OrtPeer, PeerCase, PeerResult } from './ort';
 
 export interface PagedShape { batch: number; context: number; Hq: number; Hkv: number; D: number; bs: number }
 
@@ -17,13 +22,28 @@ export interface PagedBenchRow {
   worst: number;
   pass: boolean;
   timing: Timing | null;
+  /** Buffers webinfer's cache was split across (1: one storage binding held it). */
+  cacheParts?: number;
   gbs: number;
   pctCopy: number;
   nParts?: number;
   error?: string;
   /** The peer's decode of the same step (dense cache), where one was asked for. */
-  peer?: PeerResult & { kvBytes: number; gbs: number; pctCopy: number };
+  peer?: PagedPeerResult;
+  /** The portable decode (engine.tuning pagedDecodeVariant and flashVariant 'portable'), checked and
+   *  timed in the same rounds, where asked. */
+  portable?: PortableResult;
 }
+
+export type PagedPeerResult = PeerResult & {
+  kvBytes: number; gbs: number; pctCopy: number;
+  /** Timed round by round beside webinfer (both caches alive); false: after webinfer's cache was freed. */
+  interleaved: boolean;
+};
+
+/** Both engines' caches (ours paged K+V, the peer's dense K+V, rotation sets included) up to this size:
+ *  the peer is timed in the same rounds as webinfer; above it, after webinfer's cache is freed. */
+export const TOGETHER_MAX_BYTES = 8 * 2 ** 30;
 
 /**
  * Checks sequence 0's output ([Hq·D]) against the float64 reference over the cache contents: element
@@ -51,16 +71,27 @@ const PATTERN_ELEMS = 1 << 20;   // 2 MiB of f16, a multiple of every row size u
 const PATTERN_SEEDS = [11, 13] as const;   // K, V
 const Q_SEED = 12;
 
-/** The peer's decode of the same step over the same K/V values and query (run it once webinfer's cache is gone,
- *  so the two caches never hold device memory at once). */
-export async function benchPagedPeer(s: PagedShape, ceilings: Ceilings, peer: OrtPeer, samples = 7): Promise<NonNullable<PagedBenchRow['peer']>> {
+/** The peer's decode of the same step over the same K/V values and query, set up and checked, to be timed
+ *  in rounds (PeerCase). */
+function pagedPeerCase(s: PagedShape, peer: OrtPeer, samples: number): Promise<PeerCase<PeerResult & { kvBytes: number }>> {
   const pv = PATTERN_SEEDS.map((seed) => decodeF16(encodeF16(randn(PATTERN_ELEMS, seed)))) as [Float32Array, Float32Array];
   const q16 = decodeF16(encodeF16(randn(s.batch * s.Hq * s.D, Q_SEED)));
-  const r = await peer.gqaDecode(s, pv, q16,
+  return peer.gqaDecodeCase(s, pv, q16,
     (got, index) => checkSequence0(got, q16, s, (which, e) => pv[which][e % PATTERN_ELEMS], index),
-    { samples, perSample: 3, sets: kvBytesOf(s) < ROTATE_BELOW ? 3 : 1 });
+    { samples, perSample: 3, sets: rotationSets(s) });
+}
+
+function peerRow(r: PeerResult & { kvBytes: number }, ceilings: Ceilings, interleaved: boolean): PagedPeerResult {
   const gbs = r.timing ? r.kvBytes / (r.timing.medianMs * 1e6) : NaN;
-  return { ...r, gbs, pctCopy: (100 * gbs) / ceilings.copyGBs };
+  return { ...r, gbs, pctCopy: (100 * gbs) / ceilings.copyGBs, interleaved };
+}
+
+/** The peer's decode of the same step alone, in `rounds` rounds back to back (run it once webinfer's cache
+ *  is gone, so the two caches never hold device memory at once). */
+export async function benchPagedPeer(s: PagedShape, ceilings: Ceilings, peer: OrtPeer, samples = 7, rounds = 1): Promise<PagedPeerResult> {
+  const c = await pagedPeerCase(s, peer, samples);
+  for (let r = 0; r < rounds && c.ready; r++) await c.round(roundWarmupMs(r)).catch(() => {});
+  return peerRow(await c.finish(), ceilings, false);
 }
 
 /** KV bytes one decode step reads (f16 K and V rows of every sequence). */
@@ -71,33 +102,55 @@ function kvBytesOf(s: PagedShape): number {
 /** Caches smaller than this rotate over three block sets, so the L2 cannot hold them between calls. */
 const ROTATE_BELOW = 512 * 2 ** 20;
 
-/** webinfer's paged decode of one step, checked against the reference, then timed. */
-export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7): Promise<PagedBenchRow> {
+/** Rotation sets of a shape's cache (webinfer's and the peer's alike). */
+function rotationSets(s: PagedShape): number {
+  return kvBytesOf(s) < ROTATE_BELOW ? 3 : 1;
+}
+
+/**
+ * webinfer's paged decode of one step, checked against the reference, then timed in `opts.rounds`
+ * rounds (default 1). Each round times the decode, then (opts.portable) the portable decode, then
+ * (opts.peer) the peer's, each warming up first, where both engines' caches fit in opts.togetherMaxBytes
+ * (default TOGETHER_MAX_BYTES);
+ * otherwise the peer's rounds follow once webinfer's cache is freed (row.peer.interleaved false).
+ */
+export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7,
+                                       opts: { rounds?: number; portable?: boolean; peer?: OrtPeer | null; togetherMaxBytes?: number } = {}): Promise<PagedBenchRow> {
   const { batch: B, context: L, Hq, Hkv, D, bs } = s;
+  const nRounds = opts.rounds ?? 1;
   const kvBytes = kvBytesOf(s);
   const row: PagedBenchRow = { shape: s, kvBytes, worst: NaN, pass: false, timing: null, gbs: NaN, pctCopy: NaN };
   const blocksPerSeq = Math.ceil(L / bs);
-  const sets = kvBytes < ROTATE_BELOW ? 3 : 1;
+  const sets = rotationSets(s);
   const numBlocks = B * blocksPerSeq * sets;
   const cacheBytes = numBlocks * Hkv * bs * D * 2;
-  const maxBind = Math.min(engine.limits.maxStorageBufferBindingSize, engine.limits.maxBufferSize);
-  if (cacheBytes > maxBind) {
-    row.error = `skipped: a ${(cacheBytes / 2 ** 30).toFixed(2)} GiB K cache exceeds the adapter's largest storage binding (${(maxBind / 2 ** 30).toFixed(2)} GiB)`;
-    return row;
-  }
+  const peer = opts.peer ?? null;
+  const together = !!peer && 2 * cacheBytes + peer.gqaCacheBytes(s, sets) <= (opts.togetherMaxBytes ?? TOGETHER_MAX_BYTES);
+  const peerAlone = async () => {
+    if (peer) row.peer = await benchPagedPeer(s, ceilings, peer, samples, nRounds);
+  };
+  // A cache past the adapter's largest storage binding is split across buffers (cache.parts).
   let cache;
   try {
     cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, dtype: 'f16' });
   } catch (e) {
     row.error = `skipped: ${(e as Error).message}`;
+    await peerAlone();
     return row;
   }
   const tensors: Tensor[] = [];
+  let peerCase: PeerCase<PeerResult & { kvBytes: number }> | undefined;
   try {
     // Fill each cache by repeating its own random f16 pattern.
     const pats = PATTERN_SEEDS.map((seed) => encodeF16(randn(PATTERN_ELEMS, seed)));
-    await fillRepeating(engine, cache.key.buffer, cache.key.byteLength, pats[0]);
-    await fillRepeating(engine, cache.value.buffer, cache.value.byteLength, pats[1]);
+    for (const part of cache.parts) {
+      // Each part's fill starts at its first element's phase, so element e of the whole cache holds pattern[e % n].
+      const ph = (part.blockLo * Hkv * bs * D) % PATTERN_ELEMS;
+      const rot = (p: Uint16Array) => (ph ? Uint16Array.from([...p.subarray(ph), ...p.subarray(0, ph)]) : p);
+      await fillRepeating(engine, part.key.buffer, part.key.byteLength, rot(pats[0]));
+      await fillRepeating(engine, part.value.buffer, part.value.byteLength, rot(pats[1]));
+    }
+    row.cacheParts = cache.parts.length;
     const pv = pats.map((p) => decodeF16(p));
     const cacheElem = (which: 0 | 1, e: number) => pv[which][e % PATTERN_ELEMS];
 
@@ -114,34 +167,70 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
     const q = engine.tensor(qv, [B, Hq, D], 'f16');
     tensors.push(q);
     const q16 = decodeF16(encodeF16(qv));
+    const c = cache;
 
     // Check sequence 0 against the reference, gathered from the pattern through its block table.
-    const out = engine.pagedAttention(q, cache, metas[0]);
-    const got = await out.toFloat32();
-    out.destroy();
     const bt = metas[0].blockTable;
-    Object.assign(row, checkSequence0(got, q16, s, cacheElem, (h, pos, d) => ((bt[Math.floor(pos / bs)] * Hkv + h) * bs + (pos % bs)) * D + d));
-
-    row.timing = await timeOp(engine, (i) => engine.pagedAttention(q, cache!, metas[i % sets]).destroy(), { samples, perSample: 3 });
-    row.gbs = kvBytes / (row.timing.medianMs * 1e6);
-    row.pctCopy = (100 * row.gbs) / ceilings.copyGBs;
+    const check = async () => {
+      const out = engine.pagedAttention(q, c, metas[0]);
+      const got = await out.toFloat32();
+      out.destroy();
+      return checkSequence0(got, q16, s, cacheElem, (h, pos, d) => ((bt[Math.floor(pos / bs)] * Hkv + h) * bs + (pos % bs)) * D + d);
+    };
+    const time = (r: number) => timeOp(engine, (i) => engine.pagedAttention(q, c, metas[i % sets]).destroy(), { samples, perSample: 3, warmupMs: roundWarmupMs(r) });
+    Object.assign(row, await check());
+    const mine: Timing[] = [], portable: Timing[] = [];
+    const contenders: Contender[] = [{ name: 'webinfer', round: async (r) => { mine.push(await time(r)); } }];
+    if (opts.portable) {
+      const p: PortableResult = row.portable = { worst: NaN, pass: false, timing: null };
+      try {
+        Object.assign(p, await withTuning(engine, PORTABLE_TUNING, check));
+        contenders.push({ name: 'portable', round: async (r) => { portable.push(await withTuning(engine, PORTABLE_TUNING, () => time(r))); } });
+      } catch (e) {
+        p.error = (e as Error).message;
+      }
+    }
+    if (together) {
+      peerCase = await pagedPeerCase(s, peer!, samples);
+      const pc = peerCase;
+      if (pc.ready) contenders.push({ name: 'peer', round: (r) => pc.round(roundWarmupMs(r)) });
+    }
+    await timeRounds(contenders, nRounds, (who, e) => {
+      if (who.name === 'webinfer') row.error = e.message;
+      if (who.name === 'portable' && row.portable) row.portable.error = e.message;
+    });
+    if (mine.length) {
+      row.timing = combineRounds(mine);
+      row.gbs = kvBytes / (row.timing.medianMs * 1e6);
+      row.pctCopy = (100 * row.gbs) / ceilings.copyGBs;
+    }
+    if (portable.length && row.portable) row.portable.timing = combineRounds(portable);
   } catch (e) {
     row.error = (e as Error).message;
   } finally {
+    if (peerCase) row.peer = peerRow(await peerCase.finish(), ceilings, true);
     for (const t of tensors) t.destroy();
     cache.destroy();
     await engine.sync();
     engine.pool.trim();
   }
+  // Too large to hold both caches, or webinfer failed before the peer was set up: the peer alone.
+  if (peer && !row.peer) await peerAlone();
   return row;
 }
 
 /** One row of the results file: the shape, the check, the timing, and the peer's where it ran. */
 export function pagedJson(r: PagedBenchRow) {
   return {
-    ...r.shape, kvBytes: r.kvBytes, pass: r.pass, worst: r.worst, error: r.error,
-    medianMs: r.timing?.medianMs, method: r.timing?.method, gbs: r.gbs, pctCopy: r.pctCopy,
-    ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
+    ...r.shape, kvBytes: r.kvBytes, cacheParts: r.cacheParts, pass: r.pass, worst: r.worst, error: r.error,
+    medianMs: r.timing?.medianMs, method: r.timing?.method, rounds: r.timing?.rounds, spreadPct: r.timing?.spreadPct, gbs: r.gbs, pctCopy: r.pctCopy,
+    ...(r.portable ? {
+      portableMs: r.portable.timing?.medianMs, portableRounds: r.portable.timing?.rounds, portableSpreadPct: r.portable.timing?.spreadPct,
+      portableRatio: (r.portable.timing?.medianMs ?? NaN) / (r.timing?.medianMs ?? NaN), portablePass: r.portable.pass, portableWorst: r.portable.worst,
+      portableError: r.portable.error,
+    } : {}),
+    ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortRounds: r.peer.timing?.rounds, ortSpreadPct: r.peer.timing?.spreadPct, interleaved: r.peer.interleaved,
+      ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
       ortError: r.peer.error, ortDtype: r.peer.dtype, ortKvBytes: r.peer.kvBytes, ortMethod: r.peer.timing?.method, ortKernels: r.peer.timing?.kernels } : {}),
   };
 }

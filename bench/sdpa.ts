@@ -2,13 +2,14 @@
 // f16 storage; causal and not), against the f32 FMA ceiling measured in the same run. Each case is
 // checked against the float64 reference (on a slice of rows: the full reference at L 8192 would take
 // minutes on the CPU) before it is timed, and inputs rotate between calls. With a peer (bench/ort.ts),
-// ONNX Runtime Web runs the same inputs through its MultiHeadAttention and gets the same check.
+// ONNX Runtime Web runs the same inputs through its MultiHeadAttention and gets the same check. A shape
+// is timed in rounds that alternate webinfer's backends, flash's portable variant and the peer.
 import {
   TOLERANCES, compareToReference, randn, reference, roundToDType,
   type Engine, type SdpaBackend, type Tensor,
 } from 'webinfer';
-import { timeOp, type Ceilings, type Timing } from './harness';
-import type { OrtPeer, PeerTiming } from './ort';
+import { combineRounds, PORTABLE_TUNING, roundWarmupMs, timeOp, timeRounds, withTuning, type Ceilings, type Contender, type PortableResult, type Timing } from './harness';
+import type { OrtPeer, PeerCase, PeerTiming } from './ort';
 import { sdpaFlops, sdpaMinBytes, type SdpaShape } from './workload';
 
 export interface SdpaBenchRow {
@@ -28,6 +29,9 @@ export interface SdpaBenchRow {
   /** The peer's GPU programs in one call. */
   kernels?: string[];
   error?: string;
+  /** Flash only, where asked: the portable variant (engine.tuning.flashVariant 'portable'), checked and
+   *  timed in the same rounds. */
+  portable?: PortableResult;
 }
 
 const ROTATE = 3;
@@ -63,9 +67,16 @@ export function checkSlices(got: Float32Array, q: Float32Array, k: Float32Array,
   return { worst, pass };
 }
 
+/**
+ * Checks each backend (and the peer) on one shape, then times them in `rounds` rounds that alternate:
+ * each round times flash, flash's portable variant (opts.portable), naive, then the peer, each warming
+ * up first (harness.timeRounds). Each row's median covers every sample of every round; its `timing.rounds`
+ * and `spreadPct` say how far the rounds' medians lie apart.
+ */
 export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: SdpaBackend[], ceilings: Ceilings,
-                                     opts: { samples?: number; seed?: number; peer?: OrtPeer | null } = {}): Promise<SdpaBenchRow[]> {
+                                     opts: { samples?: number; seed?: number; peer?: OrtPeer | null; rounds?: number; portable?: boolean } = {}): Promise<SdpaBenchRow[]> {
   const seed = opts.seed ?? 7;
+  const samples = opts.samples ?? 7;
   const nq = s.B * s.Hq * s.Lq * s.D, nk = s.B * s.Hkv * s.Lk * s.D, nv = s.B * s.Hkv * s.Lk * s.Dv;
   const sets: { q: Float32Array; k: Float32Array; v: Float32Array; t: Tensor[] }[] = [];
   for (let r = 0; r < ROTATE; r++) {
@@ -81,44 +92,84 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
   }
   const attn = { causal: s.causal, softcap: s.softcap, slidingWindow: s.slidingWindow };
   const flops = sdpaFlops(s);
+  // Calls per sample from the TFLOP per call (amortizes the submission of short kernels).
+  const per = Math.max(1, Math.min(20, Math.round(0.02 / Math.max(flops / 1e12, 1e-6))));
   const rows: SdpaBenchRow[] = [];
-  try {
-    for (const backend of backends) {
-      const row: SdpaBenchRow = { shape: s, backend, worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
-      try {
+  const contenders: Contender[] = [];
+  /** Where each contender's rounds go, and the error it ends with. */
+  const rounds = new Map<Contender, { per: Timing[]; fail: (e: string) => void }>();
+  /** A webinfer backend under `tuning` (empty: the engine's own): checked now, a contender for the rounds. */
+  const ours = async (backend: SdpaBackend, tuning: Partial<Engine['tuning']>, into: { worst: number; pass: boolean; error?: string }, name: string) => {
+    try {
+      const checked = await withTuning(engine, tuning, async () => {
         const [tq, tk, tv] = sets[0].t;
         const out = engine.sdpa(tq, tk, tv, { ...attn, backend });
         const got = await out.toFloat32();
         out.destroy();
-        Object.assign(row, checkSlices(got, sets[0].q, sets[0].k, sets[0].v, s));
-        const cost = flops / 1e12;   // TFLOP per call: set the number of calls per sample from it
-        const per = Math.max(1, Math.min(20, Math.round(0.02 / Math.max(cost, 1e-6))));
-        row.timing = await timeOp(engine, (i) => {
-          const [a, b, c] = sets[i % ROTATE].t;
-          engine.sdpa(a, b, c, { ...attn, backend }).destroy();
-        }, { samples: opts.samples ?? 7, perSample: per });
-        row.tflops = flops / (row.timing.medianMs * 1e9);
-        row.gbs = sdpaMinBytes(s) / (row.timing.medianMs * 1e6);
-        row.pctFma = (100 * row.tflops) / ceilings.fmaTflops;
-      } catch (e) {
-        row.error = (e as Error).message;
-      }
+        return checkSlices(got, sets[0].q, sets[0].k, sets[0].v, s);
+      });
+      Object.assign(into, checked);
+    } catch (e) {
+      into.error = (e as Error).message;
+      return;
+    }
+    const c: Contender = {
+      name,
+      round: async (r) => {
+        const t = await withTuning(engine, tuning, () => timeOp(engine, (i) => {
+          const [a, b, c2] = sets[i % ROTATE].t;
+          engine.sdpa(a, b, c2, { ...attn, backend }).destroy();
+        }, { samples, perSample: per, warmupMs: roundWarmupMs(r) }));
+        rounds.get(c)!.per.push(t);
+      },
+    };
+    contenders.push(c);
+    rounds.set(c, { per: [], fail: (e) => { into.error = e; } });
+  };
+  const fill = (row: { timing: Timing | PeerTiming | null; tflops: number; gbs: number; pctFma: number }, t: Timing | PeerTiming | null) => {
+    row.timing = t;
+    if (!t) return;
+    row.tflops = flops / (t.medianMs * 1e9);
+    row.gbs = sdpaMinBytes(s) / (t.medianMs * 1e6);
+    row.pctFma = (100 * row.tflops) / ceilings.fmaTflops;
+  };
+  let peerCase: PeerCase | undefined;
+  const peerRow: SdpaBenchRow = { shape: s, backend: 'ort', worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
+  try {
+    for (const backend of backends) {
+      const row: SdpaBenchRow = { shape: s, backend, worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
       rows.push(row);
+      await ours(backend, {}, row, backend);
+      if (backend === 'flash' && opts.portable) {
+        row.portable = { worst: NaN, pass: false, timing: null };
+        await ours(backend, { flashVariant: PORTABLE_TUNING.flashVariant }, row.portable, 'flash portable');
+      }
     }
     if (opts.peer) {
-      const row: SdpaBenchRow = { shape: s, backend: 'ort', worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
-      const per = Math.max(1, Math.min(20, Math.round(0.02 / Math.max(flops / 1e12, 1e-6))));
-      const r = await opts.peer.mha(s, sets, (got) => checkSlices(got, sets[0].q, sets[0].k, sets[0].v, s), { samples: opts.samples ?? 7, perSample: per });
-      Object.assign(row, { worst: r.worst, pass: r.pass, timing: r.timing, error: r.error, kernels: r.timing?.kernels });
-      if (r.dtype !== s.dtype) row.peerDtype = r.dtype;
-      if (r.timing) {
-        row.tflops = flops / (r.timing.medianMs * 1e9);
-        row.gbs = sdpaMinBytes(s) / (r.timing.medianMs * 1e6);
-        row.pctFma = (100 * row.tflops) / ceilings.fmaTflops;
+      peerCase = await opts.peer.mhaCase(s, sets, (got) => checkSlices(got, sets[0].q, sets[0].k, sets[0].v, s), { samples, perSample: per });
+      if (peerCase.ready) {
+        const pc = peerCase;
+        contenders.push({ name: 'ort', round: (r) => pc.round(roundWarmupMs(r)) });
       }
-      rows.push(row);
+    }
+    await timeRounds(contenders, opts.rounds ?? 1, (c, e) => rounds.get(c)?.fail(e.message));
+    for (const row of rows) {
+      for (const [c, { per: ts }] of rounds) {
+        if (!ts.length) continue;
+        if (c.name === row.backend) fill(row, combineRounds(ts));
+        if (c.name === 'flash portable' && row.portable) row.portable.timing = combineRounds(ts);
+      }
+    }
+    if (peerCase) {
+      const r = await peerCase.finish();
+      peerCase = undefined;
+      Object.assign(peerRow, { worst: r.worst, pass: r.pass, error: r.error, kernels: r.timing?.kernels });
+      if (r.dtype !== s.dtype) peerRow.peerDtype = r.dtype;
+      fill(peerRow, r.timing);
+      rows.push(peerRow);
     }
   } finally {
+    await peerCase?.finish();
     for (const set of sets) for (const t of set.t) t.destroy();
   }
   return rows;
@@ -128,8 +179,14 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
 export function sdpaJson(r: SdpaBenchRow) {
   return {
     ...r.shape, backend: r.backend, pass: r.pass, worst: r.worst, error: r.error,
-    medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
+    medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, rounds: r.timing?.rounds, spreadPct: r.timing?.spreadPct,
+    tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
     ...(r.backend === 'ort' ? { peerDtype: r.peerDtype, kernels: r.kernels } : {}),
+    ...(r.portable ? {
+      portableMs: r.portable.timing?.medianMs, portableRounds: r.portable.timing?.rounds, portableSpreadPct: r.portable.timing?.spreadPct,
+      portableRatio: (r.portable.timing?.medianMs ?? NaN) / (r.timing?.medianMs ?? NaN), portablePass: r.portable.pass, portableWorst: r.portable.worst,
+      portableError: r.portable.error,
+    } : {}),
   };
 }
 
