@@ -35,17 +35,28 @@ fn decode16(w: vec4<u32>, i: u32) -> vec4<f32> {
   return decode4(vec4<u32>(w[2u * i], w[2u * i + 1u], 0u, 0u), KV_DTYPE);
 }
 
+/** Whether physical block index blk is good and in the bound buffer (for a cache split across
+ *  buffers: in the bound part). */
+fn block_ok(blk: i32) -> bool {
+  if (blk < 0 || u32(blk) >= params.num_blocks) { return false; }
+  if ((params.flags & FLAG_SPLIT) != 0u) {
+    return u32(blk) >= bitcast<u32>(kv_scale[2]) && u32(blk) < bitcast<u32>(kv_scale[3]);
+  }
+  return true;
+}
+
+/** Whether logical block b of sequence s lies in the bound buffer. */
+fn block_in_part(s: u32, b: u32) -> bool {
+  return block_ok(pmeta[params.off_bt + s * params.max_blocks + b]);
+}
+
 /** Cache row of key position j of sequence s in the bound buffer, or -1 when its block index is bad
  *  (or, for a cache split across buffers, in another part: such keys are masked). */
 fn cache_row(s: u32, g: u32, j: u32) -> i32 {
   let blk = pmeta[params.off_bt + s * params.max_blocks + j / params.bs];
-  if (blk < 0 || u32(blk) >= params.num_blocks) { return -1; }
+  if (!block_ok(blk)) { return -1; }
   var b = u32(blk);
-  if ((params.flags & FLAG_SPLIT) != 0u) {
-    let lo = bitcast<u32>(kv_scale[2]);
-    if (b < lo || b >= bitcast<u32>(kv_scale[3])) { return -1; }
-    b -= lo;
-  }
+  if ((params.flags & FLAG_SPLIT) != 0u) { b -= bitcast<u32>(kv_scale[2]); }
   return i32((b * params.Hkv + g) * params.bs + j % params.bs);
 }
 

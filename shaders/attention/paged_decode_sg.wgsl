@@ -10,6 +10,11 @@
 //     meet by butterfly shuffles within the group (KT is at most the adapter's smallest subgroup, and
 //     KT consecutive invocations share a subgroup, as in reduce_subgroup.wgsl);
 //   - at the end the NGRP group states are merged through workgroup memory, one head at a time.
+// A cache split across buffers (SPL 1; the kernel runs once per part) walks only its part's keys: the
+// workgroup lists the blocks of its key range that lie in the bound part, WG blocks at a time (an
+// inclusive scan in workgroup memory, so the order and the sums are deterministic), and streams the
+// listed blocks' keys. Without the list each part's pass computed every key of the range, the other
+// parts' masked (batch 64 × 32k over 2 buffers: 19.9 ms where one buffer's pass would take ~6).
 // Every option but masks (scale, softcap, ALiBi, window; sinks when the state is final). With several
 // partitions each writes its state to the workspace and merge.wgsl combines them.
 // paged_decode.wgsl is the portable kernel (no subgroups); both take their parameters, bindings and
@@ -23,6 +28,8 @@ const WG: u32 = 256u;
 const KT: u32 = 16u;     // lanes per key row (a power of two, at most the smallest subgroup)
 const UK: u32 = 4u;      // keys per group per step
 const PF: u32 = 1u;      // 1: the next step's loads in flight while this one computes
+const SPL: u32 = 0u;     // 1: the bound buffer is one part of a split cache (list the part's blocks)
+const PROBE: u32 = 0u;   // 1: benchmark diagnostic: load every step's K and V, compute nothing (wrong output)
 
 const CK: u32 = D / (EPV * KT);    // 16-byte loads per lane per key row
 const CV: u32 = DV / (EPV * KT);   // ... per value row
@@ -33,16 +40,35 @@ const STEP: u32 = NGRP * UK;       // keys per workgroup step
 var<workgroup> m_s: array<f32, NGRP * G>;
 var<workgroup> l_s: array<f32, NGRP * G>;
 var<workgroup> acc_s: array<f32, NGRP * DV>;
+const LCAP: u32 = select(1u, WG, SPL == 1u);
+var<workgroup> blist: array<u32, LCAP>;   // split: logical blocks of this chunk in the bound part
+var<workgroup> bscan: array<u32, LCAP>;   // split: inclusive scan of 'in part' over the chunk
+var<workgroup> bn: u32;                   // split: listed blocks of this chunk
 
-/** The K and V pieces of this lane for the UK keys kb + grp + NGRP·u of a step (zeros past k_hi). */
-struct Step { kw: array<vec4<u32>, UK * CK>, vw: array<vec4<u32>, UK * CV>, ok: array<bool, UK> }
+/** Key position of stream index v (v < nv), or -1: v itself over one buffer; over a split cache's part,
+ *  key v % bs of the (v / bs)-th listed block, where within [k_lo, k_hi). */
+fn key_of(v: u32, nv: u32, k_lo: u32, k_hi: u32) -> i32 {
+  if (v >= nv) { return -1; }
+  var j = v;
+  if (SPL == 1u) {
+    j = blist[v / params.bs] * params.bs + v % params.bs;
+    if (j < k_lo) { return -1; }
+  }
+  if (j >= k_hi) { return -1; }
+  return i32(j);
+}
 
-fn load_step(s: u32, g: u32, kb: u32, k_hi: u32, grp: u32, lane: u32) -> Step {
+/** The K and V pieces of this lane for the UK keys of stream indices vb + grp + NGRP·u of a step (zeros
+ *  where there is no key), and those keys' positions. */
+struct Step { kw: array<vec4<u32>, UK * CK>, vw: array<vec4<u32>, UK * CV>, ok: array<bool, UK>, j: array<i32, UK> }
+
+fn load_step(s: u32, g: u32, vb: u32, nv: u32, k_lo: u32, k_hi: u32, grp: u32, lane: u32) -> Step {
   var st: Step;
   for (var u = 0u; u < UK; u++) {
-    let j = kb + grp + NGRP * u;
+    let j = key_of(vb + grp + NGRP * u, nv, k_lo, k_hi);
+    st.j[u] = j;
     var row = -1;
-    if (j < k_hi) { row = cache_row(s, g, j); }
+    if (j >= 0) { row = cache_row(s, g, u32(j)); }
     st.ok[u] = row >= 0;
     for (var c = 0u; c < CK; c++) { st.kw[u * CK + c] = vec4<u32>(0u); }
     for (var c = 0u; c < CV; c++) { st.vw[u * CV + c] = vec4<u32>(0u); }
@@ -91,59 +117,98 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   for (var gg = 0u; gg < G; gg++) { m[gg] = MASKED; l[gg] = 0.0; }
   for (var c = 0u; c < G * CV * E4; c++) { acc[c] = vec4<f32>(0.0); }
 
-  // Loads of step kb+STEP are issued before step kb is computed (PF 1), so they overlap the
-  // shuffles and exponentials; PF 0 loads each step right before computing it.
-  var cur = load_step(s, g, k_lo, k_hi, grp, lane);
-  for (var kb = k_lo; kb < k_hi; kb += STEP) {
-    var nxt: Step;
-    if (PF == 1u) { nxt = load_step(s, g, kb + STEP, k_hi, grp, lane); }
-    let kw = cur.kw;
-    let vw = cur.vw;
-    let ok = cur.ok;
-    // Partial dots, then the butterfly within the group: every lane ends with the whole scores.
-    var sc: array<f32, UK * G>;
-    for (var u = 0u; u < UK; u++) {
-      for (var gg = 0u; gg < G; gg++) {
-        var x = 0.0;
-        for (var c = 0u; c < CK; c++) {
-          for (var e = 0u; e < E4; e++) { x += dot(qv[(gg * CK + c) * E4 + e], decode16(kw[u * CK + c], e)); }
-        }
-        sc[u * G + gg] = x;
+  // The key stream: [k_lo, k_hi) over one buffer (one chunk); over a split cache's part, chunks of WG
+  // blocks of the range, each listing its blocks in the bound part (workgroup-uniform bounds).
+  let b_lo = k_lo / params.bs;
+  let b_hi = (k_hi + params.bs - 1u) / params.bs;
+  var c0 = b_lo;
+  loop {
+    var v0 = k_lo;
+    var nv = k_hi;
+    if (SPL == 1u) {
+      if (c0 >= b_hi) { break; }
+      let b = c0 + li;
+      var inb = 0u;
+      if (b < b_hi && block_in_part(s, b)) { inb = 1u; }
+      bscan[li] = inb;
+      for (var off = 1u; off < WG; off <<= 1u) {
+        workgroupBarrier();
+        var x = bscan[li];
+        if (li >= off) { x += bscan[li - off]; }
+        workgroupBarrier();
+        bscan[li] = x;
       }
+      if (inb == 1u) { blist[bscan[li] - 1u] = b; }
+      if (li == WG - 1u) { bn = bscan[li]; }
+      v0 = 0u;
+      nv = workgroupUniformLoad(&bn) * params.bs;
+      c0 += WG;
     }
-    for (var off = KT / 2u; off > 0u; off >>= 1u) {
-      for (var i = 0u; i < UK * G; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
-    }
-    // Scores in the log2 domain (masked keys get the sentinel), then the online softmax update.
-    for (var u = 0u; u < UK; u++) {
-      let j = kb + grp + NGRP * u;
-      var visible = ok[u];
-      if ((f & FLAG_WINDOW) != 0u && pos - i32(j) >= i32(params.window)) { visible = false; }
-      for (var gg = 0u; gg < G; gg++) {
-        var x = sc[u * G + gg] * params.scale;
-        if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
-        if ((f & FLAG_ALIBI) != 0u) { x += headp[g * G + gg] * f32(i32(j) - pos); }
-        sc[u * G + gg] = select(MASKED, max(x * LOG2E, -1.0e38), visible);
+    // Loads of step vb+STEP are issued before step vb is computed (PF 1), so they overlap the
+    // shuffles and exponentials; PF 0 loads each step right before computing it.
+    var cur = load_step(s, g, v0, nv, k_lo, k_hi, grp, lane);
+    for (var vb = v0; vb < nv; vb += STEP) {
+      var nxt: Step;
+      if (PF == 1u) { nxt = load_step(s, g, vb + STEP, nv, k_lo, k_hi, grp, lane); }
+      let kw = cur.kw;
+      let vw = cur.vw;
+      let ok = cur.ok;
+      let js = cur.j;
+      if (PROBE == 1u) {
+        var x = vec4<u32>(0u);
+        for (var i = 0u; i < UK * CK; i++) { x ^= kw[i]; }
+        for (var i = 0u; i < UK * CV; i++) { x ^= vw[i]; }
+        acc[0] += bitcast<vec4<f32>>(x & vec4<u32>(0x3f00ffffu));
+        if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, grp, lane); }
+        continue;
       }
-    }
-    for (var gg = 0u; gg < G; gg++) {
-      var mn = m[gg];
-      for (var u = 0u; u < UK; u++) { mn = max(mn, sc[u * G + gg]); }
-      let alpha = exp2(m[gg] - mn);
-      m[gg] = mn;
-      var lsum = l[gg] * alpha;
-      for (var c = 0u; c < CV * E4; c++) { acc[gg * CV * E4 + c] *= alpha; }
+      // Partial dots, then the butterfly within the group: every lane ends with the whole scores.
+      var sc: array<f32, UK * G>;
       for (var u = 0u; u < UK; u++) {
-        let x = sc[u * G + gg];
-        let p = select(0.0, exp2(x - mn), x > VISIBLE_MIN);
-        lsum += p;
-        for (var c = 0u; c < CV; c++) {
-          for (var e = 0u; e < E4; e++) { acc[(gg * CV + c) * E4 + e] += p * decode16(vw[u * CV + c], e); }
+        for (var gg = 0u; gg < G; gg++) {
+          var x = 0.0;
+          for (var c = 0u; c < CK; c++) {
+            for (var e = 0u; e < E4; e++) { x += dot(qv[(gg * CK + c) * E4 + e], decode16(kw[u * CK + c], e)); }
+          }
+          sc[u * G + gg] = x;
         }
       }
-      l[gg] = lsum;
+      for (var off = KT / 2u; off > 0u; off >>= 1u) {
+        for (var i = 0u; i < UK * G; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
+      }
+      // Scores in the log2 domain (masked keys get the sentinel), then the online softmax update.
+      for (var u = 0u; u < UK; u++) {
+        let j = u32(max(js[u], 0));
+        var visible = ok[u];
+        if ((f & FLAG_WINDOW) != 0u && pos - i32(j) >= i32(params.window)) { visible = false; }
+        for (var gg = 0u; gg < G; gg++) {
+          var x = sc[u * G + gg] * params.scale;
+          if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
+          if ((f & FLAG_ALIBI) != 0u) { x += headp[g * G + gg] * f32(i32(j) - pos); }
+          sc[u * G + gg] = select(MASKED, max(x * LOG2E, -1.0e38), visible);
+        }
+      }
+      for (var gg = 0u; gg < G; gg++) {
+        var mn = m[gg];
+        for (var u = 0u; u < UK; u++) { mn = max(mn, sc[u * G + gg]); }
+        let alpha = exp2(m[gg] - mn);
+        m[gg] = mn;
+        var lsum = l[gg] * alpha;
+        for (var c = 0u; c < CV * E4; c++) { acc[gg * CV * E4 + c] *= alpha; }
+        for (var u = 0u; u < UK; u++) {
+          let x = sc[u * G + gg];
+          let p = select(0.0, exp2(x - mn), x > VISIBLE_MIN);
+          lsum += p;
+          for (var c = 0u; c < CV; c++) {
+            for (var e = 0u; e < E4; e++) { acc[(gg * CV + c) * E4 + e] += p * decode16(vw[u * CV + c], e); }
+          }
+        }
+        l[gg] = lsum;
+      }
+      if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, grp, lane); }
     }
-    if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, kb + STEP, k_hi, grp, lane); }
+    if (SPL == 0u) { break; }
+    workgroupBarrier();   // every group done with this chunk's list before the next overwrites it
   }
 
   // ---- merge the NGRP group states, one head at a time; then sinks (final states only), normalize

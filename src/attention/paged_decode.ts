@@ -22,9 +22,10 @@ export interface DecodePlan {
  * The decode kernels serve sequences with one new token when a cache row splits into a power-of-two
  * number of 16-byte loads. The subgroup kernel needs the adapter's subgroups (KT lanes of a row within
  * its smallest subgroup) and takes partitions of any length; the portable one needs a workgroup that
- * covers Dv and partitions that fit workgroup memory.
+ * covers Dv and partitions that fit workgroup memory. `split`: the cache is split across buffers (the
+ * subgroup kernel then lists each part's blocks in workgroup memory, two words a thread).
  */
-export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kvDtype: DType): DecodePlan | null {
+export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kvDtype: DType, split = false): DecodePlan | null {
   const t = engine.tuning;
   if (!t.pagedDecodeKernel) return null;
   const EPV = 16 / DTYPE_BYTES[kvDtype];
@@ -37,10 +38,12 @@ export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kv
     const KT = Math.min(D / EPV, Dv / EPV, sgMin, t.pagedDecodeKT ?? Infinity);
     // Registers: the accumulators grow with G, so fewer keys in flight for wide groups.
     const UK = t.pagedDecodeUK ?? (G <= 4 ? 4 : G <= 8 ? 2 : 1);
-    // Workgroup memory: the group states merged at the end (max and sum per head, one Dv row per group).
+    // Workgroup memory: the group states merged at the end (max and sum per head, one Dv row per group),
+    // and over a split cache the block list and its scan.
+    const words = (wg: number) => (wg / KT) * (2 * G + Dv) + (split ? 2 * wg + 1 : 0);
     let wg = WG;
-    while (wg > KT && (wg / KT) * (2 * G + Dv) > budget) wg /= 2;
-    if (pow2(KT) && wg >= KT && (wg / KT) * (2 * G + Dv) <= budget) return { variant: 'subgroup', EPV, WG: wg, UK, KT, PMAX: Infinity };
+    while (wg > KT && words(wg) > budget) wg /= 2;
+    if (pow2(KT) && wg >= KT && words(wg) <= budget) return { variant: 'subgroup', EPV, WG: wg, UK, KT, PMAX: Infinity };
   }
   if (t.pagedDecodeVariant === 'subgroup') return null;
   // The portable kernel's last phase gives each output column a thread: the workgroup must cover Dv.

@@ -394,7 +394,7 @@ export class PagedAttentionPlan {
     const flash = mla ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
     if (!mla && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
     const BR = mla ? mla.BR : flash!.TY * flash!.TM;
-    const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType) : null;
+    const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
     const bindMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
     const wsCap = Math.min(WS_CAP_BYTES, bindMax);
@@ -464,7 +464,7 @@ export class PagedAttentionPlan {
     if (decode && nonzero(counts.decode)) {
       const dp = decode;
       const dk = dp.variant === 'subgroup'
-        ? rt.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, PF: rt.tuning.pagedDecodePrefetch ? 1 : 0 }, enables: ['subgroups'] })
+        ? rt.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, PF: rt.tuning.pagedDecodePrefetch ? 1 : 0, SPL: split ? 1 : 0, PROBE: rt.tuning.pagedDecodeLoadsOnly ? 1 : 0 }, enables: ['subgroups'] })
         : rt.kernel('paged_decode', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK } });
       decodeStage = stage(dk, { ...common, hdr_items: 1, off_items: layout.offDecode }, counts.decode);
     }

@@ -107,6 +107,9 @@ export class Runtime implements TensorHost {
     pagedDecodeKT: undefined as number | undefined,
     /** The subgroup decode kernel issues the next step's loads before computing the current one. */
     pagedDecodePrefetch: true,
+    /** Benchmark diagnostic: the subgroup decode kernel loads every key and value row but computes
+     *  nothing (its output is wrong): how fast its reads alone run (bench --explore-paged). */
+    pagedDecodeLoadsOnly: false,
     /** Caches (paged K/V, MLA latent) larger than this, or than the device's largest storage binding,
      *  are split across buffers of whole blocks (tests shrink it to reach split caches at small sizes). */
     cacheBindingBytes: Infinity,

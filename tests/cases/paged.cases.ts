@@ -284,7 +284,11 @@ export const pagedCases = defineCases('paged', [
       const mixed: PagedSpec = { Hq: 4, Hkv: 2, D: 32, bs: 16, seqs: MIXED, pad: 2, cache: 'f16', qDtype: 'f16', opts: { sinks: true, slidingWindow: 12 }, minParts: 3, seed: 90 };
       const decode: PagedSpec = { ...DECODE_SPECS[0], minParts: 6, seed: 91 };
       const fp8: PagedSpec = { ...DECODE_SPECS[1], seqs: [{ ctx: 300, q: 1 }, { ctx: 40, q: 3 }], minParts: 4, seed: 92 };
-      for (const [spec, blocks, extra] of [[mixed, 3, {}], [decode, 8, {}], [decode, 8, { pagedDecodeVariant: 'portable' }], [fp8, 4, {}]] as const) {
+      // The subgroup kernel lists each part's blocks WG at a time: 175 blocks in one partition at WG 64 take
+      // three lists; blocks of 48 keys put partition bounds (multiples of 64) inside blocks.
+      const chunks: PagedSpec = { ...decode, bs: 4, minParts: 5, seed: 95 }, offset: PagedSpec = { ...decode, bs: 48, minParts: 5, seed: 96 };
+      for (const [spec, blocks, extra] of [[mixed, 3, {}], [decode, 8, {}], [decode, 8, { pagedDecodeVariant: 'portable' }], [fp8, 4, {}],
+        [chunks, 32, { pagedTargetWorkgroups: 1, pagedDecodeWG: 64 }], [offset, 3, {}]] as const) {
         await withTuning(engine, { ...SMALL, ...extra, cacheBindingBytes: bind(spec, blocks) }, () => checkPaged(engine, spec));
       }
       await withTuning(engine, { ...SMALL, cacheBindingBytes: bind(mixed, 2) }, () => checkPaged(engine, { ...mixed, minParts: 4 }, 'device'));
