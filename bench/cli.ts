@@ -15,20 +15,20 @@
 //   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch;...)
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
-//                         Web's WebGPU provider; MultiHeadAttention for sdpa, GroupQueryAttention for paged)
+//                         Web's WebGPU provider; MultiHeadAttention for sdpa; GroupQueryAttention (dense
+//                         cache) and PagedAttention (paged cache, f16 only) for paged)
 //   --rounds=N            sdpa and paged: each shape timed in N rounds (default 3; --quick 2), each round
 //                         webinfer, its portable variant, then the peer, each after a warm-up; the median
 //                         covers every round, the spread is (max − min of the rounds' medians) / median
 //   --portable[=on|off]   also time the portable kernels (no subgroups: flashVariant and pagedDecodeVariant
 //                         'portable') in the same rounds (default: on where the adapter has subgroups)
-//   --together-gib=8      paged: the peer runs in the same rounds as webinfer where both caches together take
+//   --together-gib=8      paged: the peer runs in the same rounds as webinfer where all the caches together take
 //                         at most this many GiB; above, after webinfer's cache is freed (interleaved: false)
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { create, globals } from 'webgpu';
 import { createEngine } from 'webinfer';
 import { measureCeilings } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
@@ -41,7 +41,9 @@ import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
 
-Object.assign(globalThis, globals);
+// In Deno (wgpu: no subgroups, shader-f16) WebGPU is built in: `deno run -A .cache/device/bench.mjs
+// --peer=none` (../shared/device/prepare.sh deno on the GPU machine); in Node it comes from dawn.node.
+const deno = (globalThis as { Deno?: { version: { deno: string } } }).Deno;
 
 const args = new Map(process.argv.slice(2).map((a) => {
   const [k, v] = a.replace(/^--/, '').split('=');
@@ -61,11 +63,19 @@ if (!['on', 'off', 'true'].includes(f16Toggle)) throw new Error(`--f16-toggle: e
 const enableToggles = f16Toggle === 'off' ? [] : ['vulkan_enable_f16_on_nvidia'];
 const disableToggles = ['timestamp_quantization'];
 // One entry per key (dawn.node's flags hold one value a key; its TogglesLoader splits it on commas).
-const dawnToggles = [
+const dawnToggles = deno ? [] : [
   ...(enableToggles.length ? [`enable-dawn-features=${enableToggles.join(',')}`] : []),
   ...(disableToggles.length ? [`disable-dawn-features=${disableToggles.join(',')}`] : []),
 ];
-const gpu = create(dawnToggles);
+let gpu: GPU;
+if (deno) {
+  if ((args.get('peer') ?? 'ort') !== 'none') throw new Error('--peer: ONNX Runtime Web runs here in Node only (dawn.node); pass --peer=none in Deno');
+  gpu = navigator.gpu;
+} else {
+  const webgpu = await import('webgpu');
+  Object.assign(globalThis, webgpu.globals);
+  gpu = webgpu.create(dawnToggles);
+}
 const engine = await createEngine({ gpu, powerPreference: 'high-performance' });
 const a = engine.adapter;
 // WebGPU does not name the GPU model (adapter info gives vendor, architecture and a driver string);
@@ -83,7 +93,7 @@ console.log(`ceilings (WebGPU): f32 FMA ${ceilings.fmaTflops.toFixed(2)} TFLOP/s
 const fmt = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const result: Record<string, unknown> = {
   device: deviceName, adapter: a, features: engine.features, limits: engine.limits, dawnToggles,
-  date: new Date().toISOString(), runtime: `node ${process.version} + webgpu (dawn.node)`, ceilings,
+  date: new Date().toISOString(), runtime: deno ? `deno ${deno.version.deno} (wgpu)` : `node ${process.version} + webgpu (dawn.node)`, ceilings,
 };
 
 // Rounds and the portable path (sdpa and paged suites).
@@ -193,13 +203,16 @@ if (pagedShapes.length) {
   for (const [i, sh] of shapes.entries()) {
     const r = await benchPagedDecode(engine, sh, ceilings, pagedSamples, { rounds, portable, peer, togetherMaxBytes });
     rows.push(r);
-    const p = r.portable, o = r.peer, t = r.timing?.medianMs ?? NaN;
+    const p = r.portable, o = r.peer, op = r.peerPaged, t = r.timing?.medianMs ?? NaN;
     console.log(`[${i + 1}/${shapes.length}] decode batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(t, 3)} ms, spread ${spread(r.timing)}, `
       + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
       + (p ? `; portable ${p.timing ? `${fmt(p.timing.medianMs, 3)} ms, spread ${spread(p.timing)} (${fmt(p.timing.medianMs / t, 2)}x of subgroup, check ${check(p)})` : p.error ?? '-'}` : '')
       + (o ? `; ORT ${o.error && !o.timing ? o.error : `${fmt(o.timing?.medianMs ?? NaN, 3)} ms, spread ${spread(o.timing)} (${o.dtype} cache, ${fmt(o.gbs, 0)} GB/s, `
         + `check ${o.pass ? 'pass' : `FAIL ${o.error ?? fmt(o.worst)}`}, ${o.timing?.method}, ${o.interleaved ? 'interleaved' : 'not interleaved: after webinfer\'s cache was freed'}), `
-        + `webinfer ${speedup(o.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}` : ''));
+        + `webinfer ${speedup(o.timing?.medianMs, r.timing?.medianMs)}x vs ORT`}` : '')
+      + (op ? `; ORT PagedAttention ${op.error && !op.timing ? op.error : `${fmt(op.timing?.medianMs ?? NaN, 3)} ms (${fmt(op.timing?.restMs ?? NaN, 3)} without its cache write), `
+        + `spread ${spread(op.timing)} (${fmt(op.gbs, 0)} GB/s, check ${op.pass ? 'pass' : `FAIL ${op.error ?? fmt(op.worst)}`}, ${op.timing?.method}, `
+        + `${op.interleaved ? 'interleaved' : 'not interleaved'}; ${op.timing?.kernels.join(' + ') || '?'}), webinfer ${speedup(op.timing?.medianMs, r.timing?.medianMs)}x vs it`}` : ''));
   }
 }
 // The suites below run without the peer's device on the GPU.
@@ -350,16 +363,18 @@ if (suites.includes('deepseek')) {
 if (args.has('explore-paged')) {
   // The decode kernels under each variant, lanes per row (KT), keys in flight (UK) and target grid,
   // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch;... (blank fields: the
-  // planner's; prefetch 0 turns it off).
+  // planner's; prefetch 0 turns it off; a sixth field 'loads': the subgroup kernel's reads alone, nothing
+  // computed, so its check fails by design).
   const explorePaged: Record<string, unknown>[] = [];
   const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
   const saved = { ...engine.tuning };
   for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
     for (const cfg of configs) {
-      const [variant, KT, UK, target, pf] = cfg.split(':');
+      const [variant, KT, UK, target, pf, probe] = cfg.split(':');
       Object.assign(engine.tuning, saved, {
         pagedDecodeVariant: variant || 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
+        pagedDecodeLoadsOnly: probe === 'loads',
       });
       const r = await benchPagedDecode(engine, sh, ceilings, 5);
       // The passes of the last timed sample (3 calls): decode kernel against the merge.
@@ -442,26 +457,34 @@ if (pagedShapes.length) {
   const rows = pagedRows;
   result.paged = rows.map(pagedJson);
   const withPeer = rows.some((r) => r.peer);
+  const withPaged = rows.some((r) => r.peerPaged);
   const withPortable = rows.some((r) => r.portable);
+  // PagedAttention's kernels, as the first shape it ran reports them.
+  const pagedKernels = rows.find((r) => r.peerPaged?.timing?.kernels.length)?.peerPaged?.timing?.kernels;
   const lines = [
     `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
     + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
     + 'GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first. '
-    + roundsText(`webinfer${withPortable ? ', its portable decode' : ''}${withPeer ? ' and the peer' : ''}`, pagedSamples, `webinfer's each the mean of 3 calls${withPeer ? '; the peer\'s 3 calls each, each call its own sample' : ''}`)
+    + roundsText(`webinfer${withPortable ? ', its portable decode' : ''}${withPeer ? ` and the peer${withPaged ? '\'s two ops' : ''}` : ''}`, pagedSamples, `webinfer's each the mean of 3 calls${withPeer ? '; the peer\'s 3 calls each, each call its own sample' : ''}`)
     + (withPortable ? portableText("engine.tuning.pagedDecodeVariant and flashVariant 'portable'") : '')
     + (withPeer ? ` The peer is ONNX Runtime Web (${peerInfo?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
       + 'and query, with the same check. **It reads a dense, contiguous [batch, Hkv, context, D] cache** (no block table: the op has none), '
       + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms. '
-      + `Its device is made from the same GPU object (same adapter and toggles). Interleaved: timed in the same rounds as webinfer, both caches alive (where together they take at most ${togetherMaxBytes / 2 ** 30} GiB); `
+      + `Its device is made from the same GPU object (same adapter and toggles). Interleaved: timed in the same rounds as webinfer, every cache alive (where together they take at most ${togetherMaxBytes / 2 ** 30} GiB); `
       + '"no": its rounds ran after webinfer\'s cache was freed.'
       + (peerInfo?.notes.slice(1).length ? ` Here: ${peerInfo.notes.slice(1).join('; ')}.` : '')
-      + (peerInfo && !peerInfo.f16 ? ' The peer\'s device has no shader-f16, so its cache is f32 (twice the bytes; marked).' : '') : ''), '',
+      + (peerInfo && !peerInfo.f16 ? ' The peer\'s device has no shader-f16, so its cache is f32 (twice the bytes; marked).' : '') : '')
+    + (withPaged ? ' ORT paged: the same step as com.microsoft PagedAttention (f16 only) over a paged [blocks, 16, Hkv, D] cache read through the same shuffled block tables, '
+      + 'the same check; it also writes the new token\'s K/V into the cache (ScatterKVToPagedCache), which webinfer\'s timed decode does not: '
+      + '"ms" is every kernel of its step, "attn ms" all but that write; its GB/s count the KV bytes above over its whole step; "vs ORT paged" is its ms / webinfer ms.'
+      + (pagedKernels ? ` Its kernels per step: ${pagedKernels.map((k) => `\`${k}\``).join(', ')}.` : '') : ''), '',
     `| batch | context | KV MB | ms | spread | GB/s of KV | % of copy |${withPortable ? ' portable ms (x of subgroup) | portable spread |' : ''}`
-    + `${withPeer ? ' ORT ms | ORT spread | ORT GB/s | speedup vs ORT | interleaved |' : ''} check |`,
-    `|---|---|---|---|---|---|---|${withPortable ? '---|---|' : ''}${withPeer ? '---|---|---|---|---|' : ''}---|`,
+    + `${withPeer ? ' ORT ms | ORT spread | ORT GB/s | speedup vs ORT | interleaved |' : ''}`
+    + `${withPaged ? ' ORT paged ms | ORT paged attn ms | ORT paged spread | ORT paged GB/s | speedup vs ORT paged |' : ''} check |`,
+    `|---|---|---|---|---|---|---|${withPortable ? '---|---|' : ''}${withPeer ? '---|---|---|---|---|' : ''}${withPaged ? '---|---|---|---|---|' : ''}---|`,
     ...rows.map((r) => {
-      const p = r.peer, pt = r.portable;
+      const p = r.peer, pt = r.portable, pp = r.peerPaged;
       const portableCols = withPortable
         ? (pt?.timing ? ` ${fmt(pt.timing.medianMs, 3)} (${fmt(pt.timing.medianMs / (r.timing?.medianMs ?? NaN), 2)}x) | ${spread(pt.timing)} |` : ` ${pt?.error ?? '-'} | - |`)
         : '';
@@ -469,11 +492,15 @@ if (pagedShapes.length) {
         ? (p?.timing ? ` ${fmt(p.timing.medianMs, 3)}${p.dtype !== 'f16' ? ` (${p.dtype})` : ''} | ${spread(p.timing)} | ${fmt(p.gbs, 0)} | ${speedup(p.timing.medianMs, r.timing?.medianMs)}x | ${p.interleaved ? 'yes' : 'no'} |`
           : ` ${p?.error ?? '-'} | - | - | - | ${p ? (p.interleaved ? 'yes' : 'no') : '-'} |`)
         : '';
-      const checks = r.pass && (!pt?.timing || pt.pass) && (!p?.timing || p.pass) ? 'pass' : 'FAIL';
+      const pagedCols = withPaged
+        ? (pp?.timing ? ` ${fmt(pp.timing.medianMs, 3)}${pp.interleaved ? '' : ' (not interleaved)'} | ${fmt(pp.timing.restMs ?? NaN, 3)} | ${spread(pp.timing)} | ${fmt(pp.gbs, 0)} | `
+          + `${speedup(pp.timing.medianMs, r.timing?.medianMs)}x |` : ` ${pp?.error ?? '-'} | - | - | - | - |`)
+        : '';
+      const checks = r.pass && (!pt?.timing || pt.pass) && (!p?.timing || p.pass) && (!pp?.timing || pp.pass) ? 'pass' : 'FAIL';
       return r.error
-        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - | - |${portableCols}${peerCols} - |`
+        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - | - |${portableCols}${peerCols}${pagedCols} - |`
         : `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${fmt(r.timing?.medianMs ?? NaN, 3)} | ${spread(r.timing)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} |`
-          + `${portableCols}${peerCols} ${checks} |`;
+          + `${portableCols}${peerCols}${pagedCols} ${checks} |`;
     }),
   ];
   mkdirSync(outDir, { recursive: true });

@@ -4,7 +4,7 @@
 // shape moves within a run; this says how much it moves between runs.
 
 interface SdpaLike { dtype: string; causal?: boolean; Lq: number; backend: string; medianMs?: number | null; portableMs?: number | null; spreadPct?: number | null }
-interface PagedLike { batch: number; context: number; medianMs?: number | null; portableMs?: number | null; ortMs?: number | null; spreadPct?: number | null }
+interface PagedLike { batch: number; context: number; medianMs?: number | null; portableMs?: number | null; ortMs?: number | null; ortPagedMs?: number | null; spreadPct?: number | null }
 export interface RunLike { date?: string; sdpa?: SdpaLike[]; paged?: PagedLike[] }
 
 export interface CompareRow {
@@ -37,6 +37,7 @@ function times(r: RunLike): Map<string, number> {
     put(`${shape} webinfer`, x.medianMs);
     put(`${shape} portable`, x.portableMs);
     put(`${shape} ort`, x.ortMs);
+    put(`${shape} ort paged`, x.ortPagedMs);
   }
   return m;
 }

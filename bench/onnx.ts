@@ -141,7 +141,7 @@ export function model(g: GraphSpec, opsets: { domain: string; version: number }[
   ]);
 }
 
-// ---- the two peer models -----------------------------------------------------------------------------
+// ---- the peer models ----------------------------------------------------------------------------------
 
 const OPSETS = [{ domain: '', version: 17 }, { domain: 'com.microsoft', version: 1 }];
 const elemOf = (dtype: 'f32' | 'f16'): ElemTypeName => (dtype === 'f16' ? 'float16' : 'float');
@@ -228,5 +228,62 @@ export function gqaDecodeModel(o: GqaDecodeModelOptions): Uint8Array {
       valueInfo('present_key', e, [B, o.Hkv, S, o.D]),
       valueInfo('present_value', e, [B, o.Hkv, S, o.D]),
     ],
+  }, OPSETS);
+}
+
+export interface PagedAttentionModelOptions {
+  Hq: number;
+  Hkv: number;
+  D: number;
+  /** Blocks in the cache and tokens a block holds. */
+  numBlocks: number;
+  blockSize: number;
+  /** Sequences (B) and the block table's width. */
+  batch: number;
+  maxBlocksPerSeq: number;
+  /** New tokens of the step, all sequences together (T); one per sequence when left out (decode). */
+  tokens?: number;
+  scale?: number;
+}
+
+/** PagedAttention's optional inputs before attention_metadata, by schema position, all left out here. */
+const PAGED_OPTIONAL = ['cos_cache', 'sin_cache', 'slot_mapping', 'head_sink', 'q_norm_weight', 'k_norm_weight', 'k_scale', 'v_scale'];
+
+/**
+ * com.microsoft PagedAttention (causal; f16 only on ORT-web's WebGPU provider): query [T, Hq·D], the new
+ * tokens' key and value [T, Hkv·D], key_cache/value_cache [numBlocks, blockSize, Hkv, D],
+ * cumulative_sequence_length int32 [B + 1] (token offsets of the sequences), past_seqlens int32 [B] (tokens
+ * already cached), block_table int32 [B, maxBlocksPerSeq], and attention_metadata int32 [2] (a CPU input:
+ * [max query length, max KV length]; without it the provider reads those bounds back from the GPU every run).
+ * Only `output` [T, Hq·D] is a graph output: with no cache outputs the op scatters the new keys and values
+ * into the input caches in place (with them, ORT copies both whole caches every run).
+ */
+export function pagedAttentionModel(o: PagedAttentionModelOptions): Uint8Array {
+  const T = o.tokens ?? o.batch, cache = [o.numBlocks, o.blockSize, o.Hkv, o.D];
+  return model({
+    name: 'paged_attention',
+    nodes: [{
+      opType: 'PagedAttention', domain: 'com.microsoft',
+      inputs: ['query', 'key', 'value', 'key_cache', 'value_cache', 'cumulative_sequence_length', 'past_seqlens', 'block_table',
+        ...PAGED_OPTIONAL.map(() => ''), 'attention_metadata'],
+      outputs: ['output'],
+      attributes: [
+        { name: 'num_heads', int: o.Hq },
+        { name: 'kv_num_heads', int: o.Hkv },
+        { name: 'scale', float: o.scale ?? 1 / Math.sqrt(o.D) },
+      ],
+    }],
+    inputs: [
+      valueInfo('query', 'float16', [T, o.Hq * o.D]),
+      valueInfo('key', 'float16', [T, o.Hkv * o.D]),
+      valueInfo('value', 'float16', [T, o.Hkv * o.D]),
+      valueInfo('key_cache', 'float16', cache),
+      valueInfo('value_cache', 'float16', cache),
+      valueInfo('cumulative_sequence_length', 'int32', [o.batch + 1]),
+      valueInfo('past_seqlens', 'int32', [o.batch]),
+      valueInfo('block_table', 'int32', [o.batch, o.maxBlocksPerSeq]),
+      valueInfo('attention_metadata', 'int32', [2]),
+    ],
+    outputs: [valueInfo('output', 'float16', [T, o.Hq * o.D])],
   }, OPSETS);
 }

@@ -1,7 +1,8 @@
 // The peer baseline: ONNX Runtime Web's WebGPU execution provider (onnxruntime-web 1.30.0), in the same
 // Node process and on the same adapter as webinfer, on the same shapes and the same input values.
-// Dense SDPA runs as com.microsoft MultiHeadAttention, paged decode as com.microsoft GroupQueryAttention
-// over a dense [batch, Hkv, context, D] cache (ORT's WebGPU provider has no block table to read through).
+// Dense SDPA runs as com.microsoft MultiHeadAttention; paged decode twice: as com.microsoft
+// GroupQueryAttention over a dense [batch, Hkv, context, D] cache, and as com.microsoft PagedAttention over a
+// paged cache read through a block table (f16 only: the provider registers it for float16 alone).
 // Each model is checked against the float64 reference by the caller's check, then timed with ORT's own
 // profiler: GPU timestamps per kernel, summed per run, median over runs (inputs and outputs stay on the GPU).
 // A case is timed in rounds (PeerCase) so the benchmark can alternate them with webinfer's; one profile,
@@ -16,7 +17,7 @@ import { brotliDecompressSync } from 'node:zlib';
 import * as ort from 'onnxruntime-web/webgpu';
 import { decodeF16, encodeF16 } from 'webinfer';
 import { combineRounds, median, WARMUP_MS } from './harness';
-import { gqaDecodeModel, mhaModel } from './onnx';
+import { gqaDecodeModel, mhaModel, pagedAttentionModel } from './onnx';
 
 /** The wasm binary the `webgpu` build loads (its JS glue is inlined in the bundle). */
 export const ORT_WASM_FILE = 'ort-wasm-simd-threaded.asyncify.wasm';
@@ -49,6 +50,11 @@ export interface PeerTiming {
   kernels: string[];
   /** Each round's median, where the case was timed in rounds (medianMs then covers every round). */
   rounds?: number[];
+  /** Where the case names kernels to leave out of a second figure (PagedAttention's cache write, which
+   *  webinfer's timed decode does not do): the median per-run ms of the other kernels, over every round. */
+  restMs?: number;
+  /** The kernels restMs leaves out. */
+  omitted?: string[];
   /** (max − min of the per-round medians) / medianMs, in percent. */
   spreadPct?: number;
 }
@@ -87,6 +93,9 @@ export type Check = (got: Float32Array) => { worst: number; pass: boolean };
 export type GqaCheck = (got: Float32Array, kvIndex: (h: number, pos: number, d: number) => number) => { worst: number; pass: boolean };
 type MhaShape = { B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number; dtype: string; causal?: boolean };
 type GqaShape = { batch: number; context: number; Hq: number; Hkv: number; D: number };
+type PagedShape = GqaShape & { bs: number };
+/** PagedAttention's cache write: the new token's key and value scattered into the paged cache. */
+const PAGED_SCATTER = /^ScatterKVToPagedCache/;
 
 type Dtype = 'f32' | 'f16';
 type Feeds = Record<string, ort.Tensor>;
@@ -196,19 +205,27 @@ export function kernelMsPerRun(events: ProfileEvent[], runs: number, last: numbe
   return all && { ms: all.ms.slice(runs - last), kernels: all.kernels };
 }
 
-/** Per-run GPU milliseconds of every one of `runs` runs (as kernelMsPerRun), in run order. */
-export function kernelMsEachRun(events: ProfileEvent[], runs: number): { ms: number[]; kernels: string[] } | null {
+/**
+ * Per-run GPU milliseconds of every one of `runs` runs (as kernelMsPerRun), in run order; with `omit`,
+ * also each run's milliseconds without the kernels it matches (`restMs`).
+ */
+export function kernelMsEachRun(events: ProfileEvent[], runs: number, omit?: RegExp): { ms: number[]; restMs: number[]; kernels: string[] } | null {
   const k = events.filter((e) => e.cat === 'Api');
   if (!k.length || k.length % runs) return null;
   const per = k.length / runs;
-  const ms: number[] = [];
+  // A program's cache key is its name, then its variant ('[...]' or ':...', e.g. ScatterKVToPagedCache:1|1:3;2).
+  const name = (e: ProfileEvent) => (e.args?.cache_key ?? e.name).split(/[[:]/)[0];
+  const ms: number[] = [], restMs: number[] = [];
   for (let r = 0; r < runs; r++) {
-    let us = 0;
-    for (let i = r * per; i < (r + 1) * per; i++) us += k[i].dur;
+    let us = 0, rest = 0;
+    for (let i = r * per; i < (r + 1) * per; i++) {
+      us += k[i].dur;
+      if (!omit?.test(name(k[i]))) rest += k[i].dur;
+    }
     ms.push(us / 1000);
+    restMs.push(rest / 1000);
   }
-  const kernels = k.slice((runs - 1) * per).map((e) => (e.args?.cache_key ?? e.name).split('[')[0]);
-  return { ms, kernels };
+  return { ms, restMs, kernels: k.slice((runs - 1) * per).map(name) };
 }
 
 export class OrtPeer {
@@ -310,8 +327,8 @@ export class OrtPeer {
     for (const b of this.buffers.splice(0)) b.destroy();
   }
 
-  private upload(values: Float32Array, dtype: Dtype): GPUBuffer {
-    const data = dtype === 'f16' ? encodeF16(values) : values;
+  private upload(values: Float32Array | Int32Array, dtype: Dtype | 'int32'): GPUBuffer {
+    const data = dtype === 'f16' ? encodeF16(values as Float32Array) : values;
     const b = this.buffer(data.byteLength);
     this.device.queue.writeBuffer(b, 0, data.buffer as ArrayBuffer, data.byteOffset, data.byteLength);
     return b;
@@ -349,8 +366,8 @@ export class OrtPeer {
     this.freeBuffers();
   }
 
-  private tensor(b: GPUBuffer, dtype: Dtype, dims: number[]): ort.Tensor {
-    return ort.Tensor.fromGpuBuffer(b, { dataType: dtype === 'f16' ? 'float16' : 'float32', dims });
+  private tensor(b: GPUBuffer, dtype: Dtype | 'int32', dims: number[]): ort.Tensor {
+    return ort.Tensor.fromGpuBuffer(b, { dataType: dtype === 'f16' ? 'float16' : dtype === 'int32' ? 'int32' : 'float32', dims });
   }
 
   /**
@@ -358,8 +375,9 @@ export class OrtPeer {
    * so clocks rise) and takes `samples` × `perSample` runs rotating over the feed sets; `timing()` ends
    * the profile and splits its per-run GPU times into the rounds (wall clock per sample where the
    * profile does not divide into runs). `runs` counts every run of the session, the check's included.
+   * `omit`: kernels that the timing's restMs leaves out.
    */
-  private rounds(session: ort.InferenceSession, feeds: Feeds[], fetches: Feeds[], samples: number, perSample: number, runsSoFar: number) {
+  private rounds(session: ort.InferenceSession, feeds: Feeds[], fetches: Feeds[], samples: number, perSample: number, runsSoFar: number, omit?: RegExp) {
     let runs = runsSoFar;
     const done: { first: number; count: number; wall: number[] }[] = [];
     const run = async () => {
@@ -385,12 +403,13 @@ export class OrtPeer {
       timing: async (): Promise<PeerTiming | null> => {
         if (!done.length) return null;
         // A stuck queue: no profile to ask for (the session is left alone), wall clock of the rounds taken.
-        const prof = this.dead ? null : kernelMsEachRun(parseProfile(await captureStdout(() => session.endProfiling())), runs);
+        const prof = this.dead ? null : kernelMsEachRun(parseProfile(await captureStdout(() => session.endProfiling())), runs, omit);
         const per = done.map((r) => {
           const ms = prof ? prof.ms.slice(r.first, r.first + r.count) : r.wall;
           return { medianMs: median(ms), minMs: Math.min(...ms), samplesMs: ms };
         });
-        return { ...combineRounds(per), method: prof ? 'profile' : 'wall', kernels: prof?.kernels ?? [] };
+        const rest = omit && prof ? { restMs: median(done.flatMap((r) => prof.restMs.slice(r.first, r.first + r.count))), omitted: [...new Set(prof.kernels.filter((k) => omit.test(k)))] } : {};
+        return { ...combineRounds(per), method: prof ? 'profile' : 'wall', kernels: prof?.kernels ?? [], ...rest };
       },
     };
   }
@@ -554,6 +573,77 @@ export class OrtPeer {
       const got = await this.read(out, Hq * D, dtype);
       Object.assign(res, check(got, (h, pos, d) => kvIndex(0, h, pos, d)));
       return this.makeCase(res, session, this.rounds(session, feeds, fetches, opts.samples, opts.perSample, 1));
+    } catch (e) {
+      res.error = shortError(e);
+      return this.makeCase(res, session, null);
+    }
+  }
+
+  /** Device bytes of pagedAttentionCase's K and V caches: every rotation set's blocks (none without shader-f16: the case is skipped). */
+  pagedCacheBytes(s: PagedShape, sets: number): number {
+    return this.f16 ? 2 * sets * s.batch * Math.ceil(s.context / s.bs) * s.bs * s.Hkv * s.D * 2 : 0;
+  }
+
+  /**
+   * One decode step as PagedAttention over a paged [numBlocks, bs, Hkv, D] f16 cache, numBlocks = batch ·
+   * ceil(context / bs) · sets, filled by repeating `patterns` as gqaDecode's and read through
+   * `blockTables` (one [batch, ceil(context / bs)] table per rotation set). Each sequence has context - 1
+   * tokens cached (past_seqlens); the new token's key and value are the cache's own values at the slot the
+   * op scatters them to (its set's table), so every run sees the same cache. `q` is [batch, Hq, D], the
+   * op's [T, Hq·D] with one token a sequence. `check` as gqaDecode's, its index through set 0's table.
+   * The timing covers every kernel of the step; its restMs leaves the scatter out (webinfer's timed decode
+   * writes nothing).
+   */
+  async pagedAttentionCase(s: PagedShape, patterns: [Float32Array, Float32Array], q: Float32Array, blockTables: Int32Array[],
+                           check: GqaCheck, opts: { samples: number; perSample: number }): Promise<PeerCase<PeerResult & { kvBytes: number }>> {
+    const { batch: B, context: L, Hq, Hkv, D, bs } = s;
+    const M = Math.ceil(L / bs), sets = blockTables.length, numBlocks = B * M * sets;
+    const cacheBytes = numBlocks * bs * Hkv * D * 2;
+    // The bytes a step reads: the same f16 K and V rows webinfer's decode reads.
+    const res: PeerResult & { kvBytes: number } = { dtype: 'f16', worst: NaN, pass: false, timing: null, kvBytes: B * L * Hkv * 2 * D * 2 };
+    const fail = (error: string) => this.makeCase({ ...res, error }, undefined, null);
+    if (this.dead) return fail(`skipped: ${this.dead} earlier`);
+    // Checked here: ORT would otherwise fail at its first run ("Program ScatterKVToPagedCache requires f16").
+    if (!this.f16) return fail("skipped: ORT's PagedAttention needs shader-f16, which the peer's device lacks");
+    const maxBind = Math.min(this.device.limits.maxStorageBufferBindingSize, this.device.limits.maxBufferSize);
+    if (cacheBytes > maxBind) {
+      return fail(`skipped: a ${(cacheBytes / 2 ** 30).toFixed(2)} GiB paged K cache exceeds the peer device's largest storage binding (${(maxBind / 2 ** 30).toFixed(2)} GiB)`);
+    }
+    let session: ort.InferenceSession | undefined;
+    try {
+      session = await ort.InferenceSession.create(pagedAttentionModel({ Hq, Hkv, D, numBlocks, blockSize: bs, batch: B, maxBlocksPerSeq: M }), sessionOptions(true));
+      const P = patterns[0].length;
+      const kvIndex = (bt: Int32Array, b: number, h: number, pos: number, d: number) => ((bt[b * M + Math.floor(pos / bs)] * bs + (pos % bs)) * Hkv + h) * D + d;
+      const kc = this.buffer(cacheBytes), vc = this.buffer(cacheBytes);
+      await this.fillRepeating(kc, cacheBytes, new Uint8Array(encodeF16(patterns[0]).buffer));
+      await this.fillRepeating(vc, cacheBytes, new Uint8Array(encodeF16(patterns[1]).buffer));
+      const cacheDims = [numBlocks, bs, Hkv, D];
+      const common: Feeds = {
+        query: this.tensor(this.upload(q, 'f16'), 'f16', [B, Hq * D]),
+        key_cache: this.tensor(kc, 'f16', cacheDims),
+        value_cache: this.tensor(vc, 'f16', cacheDims),
+        cumulative_sequence_length: this.tensor(this.upload(Int32Array.from({ length: B + 1 }, (_, i) => i), 'int32'), 'int32', [B + 1]),
+        past_seqlens: this.tensor(this.upload(new Int32Array(B).fill(L - 1), 'int32'), 'int32', [B]),
+        // A CPU input: the step's bounds (one query token, L keys) without a read-back.
+        attention_metadata: new ort.Tensor('int32', Int32Array.of(1, L), [2]),
+      };
+      const feeds = blockTables.map((bt): Feeds => {
+        const kNew = new Float32Array(B * Hkv * D), vNew = new Float32Array(B * Hkv * D);
+        for (let b = 0; b < B; b++) for (let h = 0; h < Hkv; h++) for (let d = 0; d < D; d++) {
+          kNew[(b * Hkv + h) * D + d] = patterns[0][kvIndex(bt, b, h, L - 1, d) % P];
+          vNew[(b * Hkv + h) * D + d] = patterns[1][kvIndex(bt, b, h, L - 1, d) % P];
+        }
+        return { ...common, key: this.tensor(this.upload(kNew, 'f16'), 'f16', [B, Hkv * D]), value: this.tensor(this.upload(vNew, 'f16'), 'f16', [B, Hkv * D]),
+          block_table: this.tensor(this.upload(bt, 'int32'), 'int32', [B, M]) };
+      });
+      const out = this.buffer(B * Hq * D * 2);
+      const fetches = [{ output: this.tensor(out, 'f16', [B, Hq * D]) }];
+      // The check: one run, sequence 0's output read back.
+      await session.run(feeds[0], fetches[0]);
+      await this.drain();
+      const got = await this.read(out, Hq * D, 'f16');
+      Object.assign(res, check(got, (h, pos, d) => kvIndex(blockTables[0], 0, h, pos, d)));
+      return this.makeCase(res, session, this.rounds(session, feeds, fetches, opts.samples, opts.perSample, 1, PAGED_SCATTER));
     } catch (e) {
       res.error = shortError(e);
       return this.makeCase(res, session, null);

@@ -3,10 +3,12 @@
 // run. Caches are filled on the GPU by repeating a random pattern (a 64-sequence × 32k batch holds
 // 8.6 GB of K/V), blocks are shuffled, small caches rotate over three disjoint block sets so the L2
 // cannot hold them, and sequence 0 is checked against the float64 reference before timing.
-// With a peer (bench/ort.ts), ONNX Runtime Web's GroupQueryAttention decodes the same query over the same
-// K/V values, held in a dense [batch, Hkv, context, D] cache (it has no block table), with the same check.
-// A shape is timed in rounds alternating webinfer's decode, its portable variant and the peer, where the
-// two engines' caches fit together (TOGETHER_MAX_BYTES); else the peer's rounds follow once ours is freed.
+// With a peer (bench/ort.ts), ONNX Runtime Web decodes the same query over the same K/V values twice, with
+// the same check: GroupQueryAttention over a dense [batch, Hkv, context, D] cache, and PagedAttention over a
+// paged [blocks, 16, Hkv, D] cache through block tables shuffled as ours (f16 only; it also writes the new
+// token's K/V, which its restMs leaves out). A shape is timed in rounds alternating webinfer's decode, its
+// portable variant and the two peer ops, where all the caches fit together (TOGETHER_MAX_BYTES); else the
+// peer's rounds follow once ours is freed.
 import { TOLERANCES, compareToReference, encodeF16, decodeF16, randn, reference, rng, type Engine, type Tensor } from 'webinfer';
 import {
   combineRounds, fillRepeating, PORTABLE_TUNING, roundWarmupMs, timeOp, timeRounds, withTuning,
@@ -28,8 +30,10 @@ export interface PagedBenchRow {
   pctCopy: number;
   nParts?: number;
   error?: string;
-  /** The peer's decode of the same step (dense cache), where one was asked for. */
+  /** The peer's decode of the same step as GroupQueryAttention (dense cache), where a peer was asked for. */
   peer?: PagedPeerResult;
+  /** The peer's decode of the same step as PagedAttention (paged cache, block tables), where a peer was asked for. */
+  peerPaged?: PagedPeerResult;
   /** The portable decode (engine.tuning pagedDecodeVariant and flashVariant 'portable'), checked and
    *  timed in the same rounds, where asked. */
   portable?: PortableResult;
@@ -41,7 +45,7 @@ export type PagedPeerResult = PeerResult & {
   interleaved: boolean;
 };
 
-/** Both engines' caches (ours paged K+V, the peer's dense K+V, rotation sets included) up to this size:
+/** All the caches (ours paged K+V, the peer's dense and paged K+V, rotation sets included) up to this size:
  *  the peer is timed in the same rounds as webinfer; above it, after webinfer's cache is freed. */
 export const TOGETHER_MAX_BYTES = 8 * 2 ** 30;
 
@@ -71,14 +75,18 @@ const PATTERN_ELEMS = 1 << 20;   // 2 MiB of f16, a multiple of every row size u
 const PATTERN_SEEDS = [11, 13] as const;   // K, V
 const Q_SEED = 12;
 
-/** The peer's decode of the same step over the same K/V values and query, set up and checked, to be timed
- *  in rounds (PeerCase). */
-function pagedPeerCase(s: PagedShape, peer: OrtPeer, samples: number): Promise<PeerCase<PeerResult & { kvBytes: number }>> {
+/** The peer's ops on a paged shape: GroupQueryAttention over a dense cache, PagedAttention over a paged one. */
+export type PagedPeerOp = 'gqa' | 'paged';
+
+/** The peer's decode of the same step over the same K/V values and query as `op`, set up and checked, to be
+ *  timed in rounds (PeerCase). */
+function pagedPeerCase(op: PagedPeerOp, s: PagedShape, peer: OrtPeer, samples: number): Promise<PeerCase<PeerResult & { kvBytes: number }>> {
   const pv = PATTERN_SEEDS.map((seed) => decodeF16(encodeF16(randn(PATTERN_ELEMS, seed)))) as [Float32Array, Float32Array];
   const q16 = decodeF16(encodeF16(randn(s.batch * s.Hq * s.D, Q_SEED)));
-  return peer.gqaDecodeCase(s, pv, q16,
-    (got, index) => checkSequence0(got, q16, s, (which, e) => pv[which][e % PATTERN_ELEMS], index),
-    { samples, perSample: 3, sets: rotationSets(s) });
+  const check = (got: Float32Array, index: (h: number, pos: number, d: number) => number) => checkSequence0(got, q16, s, (which, e) => pv[which][e % PATTERN_ELEMS], index);
+  return op === 'gqa'
+    ? peer.gqaDecodeCase(s, pv, q16, check, { samples, perSample: 3, sets: rotationSets(s) })
+    : peer.pagedAttentionCase(s, pv, q16, blockTables(s, rotationSets(s)), check, { samples, perSample: 3 });
 }
 
 function peerRow(r: PeerResult & { kvBytes: number }, ceilings: Ceilings, interleaved: boolean): PagedPeerResult {
@@ -86,10 +94,10 @@ function peerRow(r: PeerResult & { kvBytes: number }, ceilings: Ceilings, interl
   return { ...r, gbs, pctCopy: (100 * gbs) / ceilings.copyGBs, interleaved };
 }
 
-/** The peer's decode of the same step alone, in `rounds` rounds back to back (run it once webinfer's cache
- *  is gone, so the two caches never hold device memory at once). */
-export async function benchPagedPeer(s: PagedShape, ceilings: Ceilings, peer: OrtPeer, samples = 7, rounds = 1): Promise<PagedPeerResult> {
-  const c = await pagedPeerCase(s, peer, samples);
+/** The peer's decode of the same step as `op` alone, in `rounds` rounds back to back (run it once webinfer's
+ *  cache is gone, so the caches never hold device memory at once). */
+export async function benchPagedPeer(op: PagedPeerOp, s: PagedShape, ceilings: Ceilings, peer: OrtPeer, samples = 7, rounds = 1): Promise<PagedPeerResult> {
+  const c = await pagedPeerCase(op, s, peer, samples);
   for (let r = 0; r < rounds && c.ready; r++) await c.round(roundWarmupMs(r)).catch(() => {});
   return peerRow(await c.finish(), ceilings, false);
 }
@@ -108,11 +116,24 @@ function rotationSets(s: PagedShape): number {
 }
 
 /**
+ * One block table per rotation set ([batch, ceil(context / bs)] each) over batch · ceil(context / bs) ·
+ * sets blocks, shuffled (a seeded permutation, so webinfer and the peer's PagedAttention read through
+ * the same tables), the sets disjoint.
+ */
+function blockTables(s: PagedShape, sets: number): Int32Array[] {
+  const n = s.batch * Math.ceil(s.context / s.bs);
+  const r = rng(5);
+  const perm = Array.from({ length: n * sets }, (_, i) => i);
+  for (let i = perm.length - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); [perm[i], perm[j]] = [perm[j], perm[i]]; }
+  return Array.from({ length: sets }, (_, k) => Int32Array.from(perm.slice(k * n, (k + 1) * n)));
+}
+
+/**
  * webinfer's paged decode of one step, checked against the reference, then timed in `opts.rounds`
  * rounds (default 1). Each round times the decode, then (opts.portable) the portable decode, then
- * (opts.peer) the peer's, each warming up first, where both engines' caches fit in opts.togetherMaxBytes
- * (default TOGETHER_MAX_BYTES);
- * otherwise the peer's rounds follow once webinfer's cache is freed (row.peer.interleaved false).
+ * (opts.peer) the peer's GroupQueryAttention and PagedAttention, each warming up first, where all the
+ * caches fit in opts.togetherMaxBytes (default TOGETHER_MAX_BYTES); otherwise the peer's rounds follow
+ * once webinfer's cache is freed (interleaved false).
  */
 export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7,
                                        opts: { rounds?: number; portable?: boolean; peer?: OrtPeer | null; togetherMaxBytes?: number } = {}): Promise<PagedBenchRow> {
@@ -125,9 +146,11 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
   const numBlocks = B * blocksPerSeq * sets;
   const cacheBytes = numBlocks * Hkv * bs * D * 2;
   const peer = opts.peer ?? null;
-  const together = !!peer && 2 * cacheBytes + peer.gqaCacheBytes(s, sets) <= (opts.togetherMaxBytes ?? TOGETHER_MAX_BYTES);
+  const together = !!peer && 2 * cacheBytes + peer.gqaCacheBytes(s, sets) + peer.pagedCacheBytes(s, sets) <= (opts.togetherMaxBytes ?? TOGETHER_MAX_BYTES);
   const peerAlone = async () => {
-    if (peer) row.peer = await benchPagedPeer(s, ceilings, peer, samples, nRounds);
+    if (!peer) return;
+    row.peer ??= await benchPagedPeer('gqa', s, ceilings, peer, samples, nRounds);
+    row.peerPaged ??= await benchPagedPeer('paged', s, ceilings, peer, samples, nRounds);
   };
   // A cache past the adapter's largest storage binding is split across buffers (cache.parts).
   let cache;
@@ -139,7 +162,7 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
     return row;
   }
   const tensors: Tensor[] = [];
-  let peerCase: PeerCase<PeerResult & { kvBytes: number }> | undefined;
+  let peerCase: PeerCase<PeerResult & { kvBytes: number }> | undefined, pagedCase: typeof peerCase;
   try {
     // Fill each cache by repeating its own random f16 pattern.
     const pats = PATTERN_SEEDS.map((seed) => encodeF16(randn(PATTERN_ELEMS, seed)));
@@ -155,14 +178,8 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
     const cacheElem = (which: 0 | 1, e: number) => pv[which][e % PATTERN_ELEMS];
 
     // Shuffled block tables, one per rotation set.
-    const r = rng(5);
-    const perm = Array.from({ length: numBlocks }, (_, i) => i);
-    for (let i = perm.length - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); [perm[i], perm[j]] = [perm[j], perm[i]]; }
-    const metas = Array.from({ length: sets }, (_, r) => {
-      const blockTable = new Int32Array(B * blocksPerSeq);
-      for (let i = 0; i < B * blocksPerSeq; i++) blockTable[i] = perm[r * B * blocksPerSeq + i];
-      return { queryStartLoc: Int32Array.from({ length: B + 1 }, (_, i) => i), seqLens: new Int32Array(B).fill(L), blockTable, maxBlocksPerSeq: blocksPerSeq };
-    });
+    const metas = blockTables(s, sets).map((blockTable) => (
+      { queryStartLoc: Int32Array.from({ length: B + 1 }, (_, i) => i), seqLens: new Int32Array(B).fill(L), blockTable, maxBlocksPerSeq: blocksPerSeq }));
     const qv = randn(B * Hq * D, Q_SEED);
     const q = engine.tensor(qv, [B, Hq, D], 'f16');
     tensors.push(q);
@@ -191,9 +208,10 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
       }
     }
     if (together) {
-      peerCase = await pagedPeerCase(s, peer!, samples);
-      const pc = peerCase;
+      const pc = peerCase = await pagedPeerCase('gqa', s, peer!, samples);
       if (pc.ready) contenders.push({ name: 'peer', round: (r) => pc.round(roundWarmupMs(r)) });
+      const pp = pagedCase = await pagedPeerCase('paged', s, peer!, samples);
+      if (pp.ready) contenders.push({ name: 'peer paged', round: (r) => pp.round(roundWarmupMs(r)) });
     }
     await timeRounds(contenders, nRounds, (who, e) => {
       if (who.name === 'webinfer') row.error = e.message;
@@ -209,13 +227,14 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
     row.error = (e as Error).message;
   } finally {
     if (peerCase) row.peer = peerRow(await peerCase.finish(), ceilings, true);
+    if (pagedCase) row.peerPaged = peerRow(await pagedCase.finish(), ceilings, true);
     for (const t of tensors) t.destroy();
     cache.destroy();
     await engine.sync();
     engine.pool.trim();
   }
-  // Too large to hold both caches, or webinfer failed before the peer was set up: the peer alone.
-  if (peer && !row.peer) await peerAlone();
+  // Too large to hold every cache at once, or webinfer failed before the peer was set up: the peer alone.
+  if (peer && (!row.peer || !row.peerPaged)) await peerAlone();
   return row;
 }
 
@@ -232,6 +251,13 @@ export function pagedJson(r: PagedBenchRow) {
     ...(r.peer ? { ortMs: r.peer.timing?.medianMs, ortRounds: r.peer.timing?.rounds, ortSpreadPct: r.peer.timing?.spreadPct, interleaved: r.peer.interleaved,
       ortGbs: r.peer.gbs, ortPctCopy: r.peer.pctCopy, ortPass: r.peer.pass, ortWorst: r.peer.worst,
       ortError: r.peer.error, ortDtype: r.peer.dtype, ortKvBytes: r.peer.kvBytes, ortMethod: r.peer.timing?.method, ortKernels: r.peer.timing?.kernels } : {}),
+    // PagedAttention: ortPagedMs covers every kernel of its step, the cache write included; ortPagedAttnMs
+    // leaves out the kernels ortPagedOmitted names (that write), as webinfer's timed decode writes nothing.
+    ...(r.peerPaged ? { ortPagedMs: r.peerPaged.timing?.medianMs, ortPagedAttnMs: r.peerPaged.timing?.restMs, ortPagedOmitted: r.peerPaged.timing?.omitted,
+      ortPagedRounds: r.peerPaged.timing?.rounds, ortPagedSpreadPct: r.peerPaged.timing?.spreadPct, ortPagedInterleaved: r.peerPaged.interleaved,
+      ortPagedGbs: r.peerPaged.gbs, ortPagedPctCopy: r.peerPaged.pctCopy, ortPagedPass: r.peerPaged.pass, ortPagedWorst: r.peerPaged.worst,
+      ortPagedError: r.peerPaged.error, ortPagedDtype: r.peerPaged.dtype, ortPagedKvBytes: r.peerPaged.kvBytes, ortPagedMethod: r.peerPaged.timing?.method,
+      ortPagedKernels: r.peerPaged.timing?.kernels } : {}),
   };
 }
 

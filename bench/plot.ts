@@ -2,7 +2,8 @@
 // draw them: line charts with a log-2 x axis (length, context), a dashed ceiling line, and legends.
 //   sdpa:  flash and naive (and the peer, where measured) TFLOP/s against length, per dtype and masking,
 //          under the FMA ceiling; flash over naive; flash over the peer
-//   paged: KV GB/s against context, per batch (the peer dotted), under the copy ceiling; webinfer over the peer
+//   paged: KV GB/s against context, per batch (the peer's GroupQueryAttention dotted, its PagedAttention
+//          dash-dotted), under the copy ceiling; webinfer over each of the peer's ops
 //   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline (no peer: ORT has no MLA)
 //   model, deepseek: decode tokens/s against batch per context (and cache), and the share of the bandwidth roofline
 // Peer fields are optional: results written without a peer (or by older versions) plot as before.
@@ -16,6 +17,8 @@ export interface Series {
 
 /** The peer's series: dotted, so flash (solid) and naive (dashed) stay told apart. */
 const PEER_DASH = '2 3';
+/** The peer's second paged-decode op (PagedAttention): dash-dotted. */
+const PEER_PAGED_DASH = '8 3 2 3';
 
 export interface ChartOptions {
   title: string; xLabel: string; yLabel: string;
@@ -109,8 +112,8 @@ export interface ResultsFile {
   ceilings: { fmaTflops: number; copyGBs: number; readGBs: number };
   /** backend 'flash', 'naive', or 'ort' (the peer; optional). */
   sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number; medianMs?: number; peerDtype?: string; B?: number; Hq?: number; D?: number }[];
-  /** ort*: the peer's decode of the same step (optional). */
-  paged?: { batch: number; context: number; gbs: number; medianMs?: number; ortMs?: number; ortGbs?: number; ortDtype?: string }[];
+  /** ort*: the peer's decode of the same step as GroupQueryAttention, ortPaged*: as PagedAttention (optional). */
+  paged?: { batch: number; context: number; gbs: number; medianMs?: number; ortMs?: number; ortGbs?: number; ortDtype?: string; ortPagedMs?: number; ortPagedGbs?: number }[];
   peer?: { name: string; error?: string };
   mla?: { N: number; batch: number; context?: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
   /** Whole-model decode (bench/model.ts). */
@@ -207,24 +210,29 @@ export function plotResults(r: ResultsFile): Record<string, string> {
     const paged = r.paged;
     const batches = [...new Set(paged.map((x) => x.batch))];
     const hasPeer = paged.some((x) => Number.isFinite(x.ortGbs ?? NaN));
+    const hasPaged = paged.some((x) => Number.isFinite(x.ortPagedGbs ?? NaN));
     const peerF32 = paged.some((x) => x.ortDtype === 'f32');
+    const ofBatch = (b: number, y: (x: typeof paged[number]) => number | undefined) => paged.filter((x) => x.batch === b).map((x) => [x.context, y(x) ?? NaN] as [number, number]);
+    const series = batches.flatMap((b, i) => [
+      { name: `batch ${b}`, color: COLORS[i % COLORS.length], points: ofBatch(b, (x) => x.gbs) },
+      ...(hasPeer ? [{ name: `ORT GQA batch ${b} (dense${peerF32 ? ' f32' : ''} cache)`, color: COLORS[i % COLORS.length], dash: PEER_DASH, points: ofBatch(b, (x) => x.ortGbs) }] : []),
+      ...(hasPaged ? [{ name: `ORT PagedAttention batch ${b}`, color: COLORS[i % COLORS.length], dash: PEER_PAGED_DASH, points: ofBatch(b, (x) => x.ortPagedGbs) }] : []),
+    ]);
     out['paged-decode.svg'] = lineChart({
-      title: `Paged decode, Hq32 Hkv8 D128 f16 — ${r.device}`, xLabel: 'context (tokens)', yLabel: 'GB/s of KV read', logX: true,
-      series: batches.flatMap((b, i) => [
-        { name: `batch ${b}`, color: COLORS[i % COLORS.length], points: paged.filter((x) => x.batch === b).map((x) => [x.context, x.gbs] as [number, number]) },
-        ...(hasPeer ? [{
-          name: `ORT GQA batch ${b} (dense${peerF32 ? ' f32' : ''} cache)`, color: COLORS[i % COLORS.length], dash: PEER_DASH,
-          points: paged.filter((x) => x.batch === b).map((x) => [x.context, x.ortGbs ?? NaN] as [number, number]),
-        }] : []),
-      ]),
+      title: `Paged decode, Hq32 Hkv8 D128 f16 — ${r.device}`, xLabel: 'context (tokens)', yLabel: 'GB/s of KV read', logX: true, series,
       ceiling: { value: r.ceilings.copyGBs, label: `copy bandwidth ${sig(r.ceilings.copyGBs)} GB/s` },
+      ...(series.length > 12 ? { height: 400 + 16 * (series.length - 12) } : {}),
     });
-    if (hasPeer) {
+    if (hasPeer || hasPaged) {
+      const ops = [...(hasPeer ? ['GroupQueryAttention'] : []), ...(hasPaged ? ['PagedAttention'] : [])];
       out['paged-speedup-vs-peer.svg'] = lineChart({
-        title: `Paged decode over ONNX Runtime Web (GroupQueryAttention) — ${r.device}`, xLabel: 'context (tokens)',
+        title: `Paged decode over ONNX Runtime Web (${ops.join(', ')}) — ${r.device}`, xLabel: 'context (tokens)',
         yLabel: 'speedup, ORT ms / webinfer ms', logX: true, ceiling: { value: 1, label: 'parity' },
-        series: batches.map((b, i) => ({ name: `batch ${b}`, color: COLORS[i % COLORS.length],
-          points: paged.filter((x) => x.batch === b).map((x) => [x.context, (x.ortMs ?? NaN) / (x.medianMs ?? NaN)] as [number, number]) })),
+        series: batches.flatMap((b, i) => [
+          ...(hasPeer ? [{ name: `batch ${b}${hasPaged ? ', vs GQA' : ''}`, color: COLORS[i % COLORS.length], points: ofBatch(b, (x) => (x.ortMs ?? NaN) / (x.medianMs ?? NaN)) }] : []),
+          ...(hasPaged ? [{ name: `batch ${b}, vs PagedAttention`, color: COLORS[i % COLORS.length], dash: PEER_PAGED_DASH,
+            points: ofBatch(b, (x) => (x.ortPagedMs ?? NaN) / (x.medianMs ?? NaN)) }] : []),
+        ]),
       });
     }
   }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
-  attribute, fieldBytes, fieldFloat, fieldPacked, fieldString, fieldVarint, gqaDecodeModel, mhaModel, valueInfo, varint,
+  attribute, fieldBytes, fieldFloat, fieldPacked, fieldString, fieldVarint, gqaDecodeModel, mhaModel, pagedAttentionModel, valueInfo, varint,
 } from '../../bench/onnx';
-import { kernelMsPerRun, parseProfile } from '../../bench/ort';
+import { kernelMsEachRun, kernelMsPerRun, parseProfile } from '../../bench/ort';
 
 const hex = (b: Uint8Array | number[]) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(' ');
 
@@ -109,6 +109,33 @@ describe('peer models', () => {
     const totalShape = sub(sub(sub(inputs[6], 2)[0], 1)[0], 2)[0];
     expect(totalShape.length).toBe(0);
   });
+
+  it('PagedAttention decode: 17 input slots (optional ones empty, attention_metadata at 16), output only, f16 paged caches', () => {
+    const m = pagedAttentionModel({ Hq: 32, Hkv: 8, D: 128, numBlocks: 96, blockSize: 16, batch: 2, maxBlocksPerSeq: 16 });
+    const g = sub(m, 7)[0];
+    const [node] = sub(g, 1);
+    expect(text(sub(node, 4)[0])).toBe('PagedAttention');
+    expect(text(sub(node, 7)[0])).toBe('com.microsoft');
+    expect(sub(node, 1).map(text)).toEqual(['query', 'key', 'value', 'key_cache', 'value_cache', 'cumulative_sequence_length', 'past_seqlens', 'block_table',
+      '', '', '', '', '', '', '', '', 'attention_metadata']);
+    // No cache outputs: the op then writes the new token into the input caches in place.
+    expect(sub(node, 2).map(text)).toEqual(['output']);
+    const attrs = Object.fromEntries(sub(node, 5).map((a) => {
+      const f = fields(a);
+      const i = f.find(([n]) => n === 3), fl = f.find(([n]) => n === 2);
+      return [text(f.find(([n]) => n === 1)![2]), i ? Number(i[2]) : new DataView((fl![2] as Uint8Array).slice().buffer).getFloat32(0, true)];
+    }));
+    expect(attrs).toEqual({ num_heads: 32, kv_num_heads: 8, scale: Math.fround(1 / Math.sqrt(128)) });
+    const inputs = sub(g, 11);
+    const tensorType = (vi: Uint8Array) => sub(sub(vi, 2)[0], 1)[0];
+    const dims = (vi: Uint8Array) => sub(sub(tensorType(vi), 2)[0], 1).map((d) => Number(fields(d)[0][2]));
+    expect(inputs.map((vi) => text(sub(vi, 1)[0]))).toEqual(['query', 'key', 'value', 'key_cache', 'value_cache', 'cumulative_sequence_length', 'past_seqlens',
+      'block_table', 'attention_metadata']);
+    expect(inputs.map((vi) => Number(fields(tensorType(vi))[0][2]))).toEqual([10, 10, 10, 10, 10, 6, 6, 6, 6]);
+    // One token a sequence (T = batch), caches [blocks, block size, Hkv, D], the block table [batch, width].
+    expect(inputs.map(dims)).toEqual([[2, 4096], [2, 1024], [2, 1024], [96, 16, 8, 128], [96, 16, 8, 128], [3], [2], [2, 16], [2]]);
+    expect(sub(g, 12).map(dims)).toEqual([[2, 4096]]);
+  });
 });
 
 describe('peer profile parsing (bench/ort.ts)', () => {
@@ -127,5 +154,18 @@ describe('peer profile parsing (bench/ort.ts)', () => {
     // Events that do not divide into runs: no per-run answer (the caller falls back to wall clock).
     expect(kernelMsPerRun(parsed, 4, 2)).toBeNull();
     expect(parseProfile('no profile here')).toEqual([]);
+  });
+
+  it('names kernels without their variant suffix and leaves the omitted ones out of restMs', () => {
+    const ev = (key: string, dur: number) => ({ cat: 'Api', name: 'x', dur, ts: 0, args: { cache_key: key } });
+    const events = [
+      ev('ScatterKVToPagedCache:1|1|1:3;2|3;2', 100), ev('PagedAttentionPrepareMetadata:1|1:6;1', 10), ev('FlashAttentionPagedDecodeQKV', 890),
+      ev('ScatterKVToPagedCache:1|1|1:3;2|3;2', 200), ev('PagedAttentionPrepareMetadata:1|1:6;1', 10), ev('FlashAttentionPagedDecodeQKV', 1790),
+    ];
+    expect(kernelMsEachRun(events, 2, /^ScatterKVToPagedCache/)).toEqual({
+      ms: [1, 2], restMs: [0.9, 1.8], kernels: ['ScatterKVToPagedCache', 'PagedAttentionPrepareMetadata', 'FlashAttentionPagedDecodeQKV'],
+    });
+    // Without `omit`, restMs is the whole run.
+    expect(kernelMsEachRun(events, 2)?.restMs).toEqual([1, 2]);
   });
 });

@@ -82,6 +82,24 @@ describe('benchmark plots', () => {
     expect(svgs['paged-decode.svg']).toContain('ORT GQA batch 16 (dense cache)');
   });
 
+  it('draws the peer\'s PagedAttention dash-dotted beside its GQA, with its own speedup series', () => {
+    const r = withoutPeer();
+    r.paged = r.paged.map((x: { medianMs: number; gbs: number }) => ({ ...x, ortMs: 4 * x.medianMs, ortGbs: x.gbs / 4, ortDtype: 'f16', ortPagedMs: 2 * x.medianMs, ortPagedGbs: x.gbs / 2 }));
+    const svgs = plotResults(r);
+    const shapes = r.paged.filter((x: { gbs?: number }) => Number.isFinite(x.gbs)).length;
+    expect(svgs['paged-decode.svg']).toContain('>ORT PagedAttention batch 16<');
+    expect(svgs['paged-decode.svg']).toContain('stroke-dasharray="8 3 2 3"');
+    expect(svgs['paged-decode.svg'].match(/<circle /g)?.length).toBe(3 * shapes);
+    expect(svgs['paged-speedup-vs-peer.svg']).toContain('(GroupQueryAttention, PagedAttention)');
+    expect(svgs['paged-speedup-vs-peer.svg']).toContain('>batch 16, vs PagedAttention<');
+    expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(2 * shapes);
+    // PagedAttention alone (GQA failed everywhere): its speedup plot still drawn.
+    r.paged = r.paged.map((x: Record<string, unknown>) => ({ ...x, ortMs: undefined, ortGbs: undefined }));
+    const alone = plotResults(r);
+    expect(alone['paged-speedup-vs-peer.svg']).toContain('ONNX Runtime Web (PagedAttention)');
+    expect(alone['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(shapes);
+  });
+
   it('leaves the peer plots out when the peer failed on every shape', () => {
     const r = withoutPeer();
     r.sdpa.push({ ...r.sdpa[0], backend: 'ort', tflops: null, error: 'ORT: something' });
