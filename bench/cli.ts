@@ -12,7 +12,7 @@
 //   --out=DIR             where results go (default bench/results)
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
-//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch;...)
+//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:loads:HS:WG;...)
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa; GroupQueryAttention (dense
@@ -364,17 +364,18 @@ if (args.has('explore-paged')) {
   // The decode kernels under each variant, lanes per row (KT), keys in flight (UK) and target grid,
   // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch;... (blank fields: the
   // planner's; prefetch 0 turns it off; a sixth field 'loads': the subgroup kernel's reads alone, nothing
-  // computed, so its check fails by design).
+  // computed, so its check fails by design; then groups sharing a key row (HS) and the workgroup size).
   const explorePaged: Record<string, unknown>[] = [];
   const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
   const saved = { ...engine.tuning };
   for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
     for (const cfg of configs) {
-      const [variant, KT, UK, target, pf, probe] = cfg.split(':');
+      const [variant, KT, UK, target, pf, probe, HS, WG] = cfg.split(':');
       Object.assign(engine.tuning, saved, {
         pagedDecodeVariant: variant || 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
         pagedDecodeLoadsOnly: probe === 'loads',
+        pagedDecodeHeadSplit: HS ? Number(HS) : undefined, pagedDecodeWG: WG ? Number(WG) : saved.pagedDecodeWG,
       });
       const r = await benchPagedDecode(engine, sh, ceilings, 5);
       // The passes of the last timed sample (3 calls): decode kernel against the merge.

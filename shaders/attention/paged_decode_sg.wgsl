@@ -9,7 +9,9 @@
 //   - UK keys per step: all their K and V loads are issued before any is used, then the partial dots
 //     meet by butterfly shuffles within the group (KT is at most the adapter's smallest subgroup, and
 //     KT consecutive invocations share a subgroup, as in reduce_subgroup.wgsl);
-//   - at the end the NGRP group states are merged through workgroup memory, one head at a time.
+//   - HS > 1: HS adjacent groups read the same key rows (one load serves them all), each for G / HS of
+//     the query heads, so a lane holds fewer query slices, accumulators and scores (registers);
+//   - at the end the group states are merged through workgroup memory, HS heads at a time.
 // A cache split across buffers (SPL 1; the kernel runs once per part) walks only its part's keys: the
 // workgroup lists the blocks of its key range that lie in the bound part, WG blocks at a time (an
 // inclusive scan in workgroup memory, so the order and the sums are deterministic), and streams the
@@ -30,15 +32,18 @@ const UK: u32 = 4u;      // keys per group per step
 const PF: u32 = 1u;      // 1: the next step's loads in flight while this one computes
 const SPL: u32 = 0u;     // 1: the bound buffer is one part of a split cache (list the part's blocks)
 const PROBE: u32 = 0u;   // 1: benchmark diagnostic: load every step's K and V, compute nothing (wrong output)
+const HS: u32 = 1u;      // groups sharing each key row, each for G / HS of the query heads (divides G)
 
 const CK: u32 = D / (EPV * KT);    // 16-byte loads per lane per key row
 const CV: u32 = DV / (EPV * KT);   // ... per value row
 const E4: u32 = EPV / 4u;          // vec4s per load
 const NGRP: u32 = WG / KT;         // groups per workgroup
-const STEP: u32 = NGRP * UK;       // keys per workgroup step
+const GH: u32 = G / HS;            // query heads per group
+const KG: u32 = NGRP / HS;         // key groups: HS groups (adjacent) read the same key rows
+const STEP: u32 = KG * UK;         // keys per workgroup step
 
-var<workgroup> m_s: array<f32, NGRP * G>;
-var<workgroup> l_s: array<f32, NGRP * G>;
+var<workgroup> m_s: array<f32, NGRP * GH>;
+var<workgroup> l_s: array<f32, NGRP * GH>;
 var<workgroup> acc_s: array<f32, NGRP * DV>;
 const LCAP: u32 = select(1u, WG, SPL == 1u);
 var<workgroup> blist: array<u32, LCAP>;   // split: logical blocks of this chunk in the bound part
@@ -58,15 +63,15 @@ fn key_of(v: u32, nv: u32, k_lo: u32, k_hi: u32) -> i32 {
   return i32(j);
 }
 
-/** The K and V pieces of this lane for the UK keys of stream indices vb + grp + NGRP·u of a step (zeros
- *  where there is no key), and those keys' positions. */
-struct Step { kw: array<vec4<u32>, UK * CK>, vw: array<vec4<u32>, UK * CV>, ok: array<bool, UK>, j: array<i32, UK> }
+/** The K and V pieces of this lane for the UK keys of stream indices vb + kgrp + KG·u of a step (zeros
+ *  where there is no key). Their positions are looked up again where a window or ALiBi needs them,
+ *  rather than held in registers across the step. */
+struct Step { kw: array<vec4<u32>, UK * CK>, vw: array<vec4<u32>, UK * CV>, ok: array<bool, UK> }
 
-fn load_step(s: u32, g: u32, vb: u32, nv: u32, k_lo: u32, k_hi: u32, grp: u32, lane: u32) -> Step {
+fn load_step(s: u32, g: u32, vb: u32, nv: u32, k_lo: u32, k_hi: u32, kgrp: u32, lane: u32) -> Step {
   var st: Step;
   for (var u = 0u; u < UK; u++) {
-    let j = key_of(vb + grp + NGRP * u, nv, k_lo, k_hi);
-    st.j[u] = j;
+    let j = key_of(vb + kgrp + KG * u, nv, k_lo, k_hi);
     var row = -1;
     if (j >= 0) { row = cache_row(s, g, u32(j)); }
     st.ok[u] = row >= 0;
@@ -95,13 +100,15 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   let f = params.flags;
   let lane = li % KT;
   let grp = li / KT;
+  let kgrp = grp / HS;
+  let h0 = g * G + (grp % HS) * GH;   // the group's first query head
 
   // The lane's query slices: chunk c of a row covers elements (c·KT + lane)·EPV ..+EPV.
-  var qv: array<vec4<f32>, G * CK * E4>;
-  for (var gg = 0u; gg < G; gg++) {
+  var qv: array<vec4<f32>, GH * CK * E4>;
+  for (var gg = 0u; gg < GH; gg++) {
     for (var c = 0u; c < CK; c++) {
       for (var e = 0u; e < E4; e++) {
-        let idx = t * params.q_stride + (g * G + gg) * D + (c * KT + lane) * EPV + 4u * e;
+        let idx = t * params.q_stride + (h0 + gg) * D + (c * KT + lane) * EPV + 4u * e;
         let w = word4_of(idx, Q_DTYPE);
         var x: vec4<f32>;
         if (Q_DTYPE == 0u) { x = decode4(vec4<u32>(q[w], q[w + 1u], q[w + 2u], q[w + 3u]), 0u); }
@@ -111,11 +118,11 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     }
   }
 
-  var m: array<f32, G>;
-  var l: array<f32, G>;
-  var acc: array<vec4<f32>, G * CV * E4>;
-  for (var gg = 0u; gg < G; gg++) { m[gg] = MASKED; l[gg] = 0.0; }
-  for (var c = 0u; c < G * CV * E4; c++) { acc[c] = vec4<f32>(0.0); }
+  var m: array<f32, GH>;
+  var l: array<f32, GH>;
+  var acc: array<vec4<f32>, GH * CV * E4>;
+  for (var gg = 0u; gg < GH; gg++) { m[gg] = MASKED; l[gg] = 0.0; }
+  for (var c = 0u; c < GH * CV * E4; c++) { acc[c] = vec4<f32>(0.0); }
 
   // The key stream: [k_lo, k_hi) over one buffer (one chunk); over a split cache's part, chunks of WG
   // blocks of the range, each listing its blocks in the bound part (workgroup-uniform bounds).
@@ -146,57 +153,57 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     }
     // Loads of step vb+STEP are issued before step vb is computed (PF 1), so they overlap the
     // shuffles and exponentials; PF 0 loads each step right before computing it.
-    var cur = load_step(s, g, v0, nv, k_lo, k_hi, grp, lane);
+    var cur = load_step(s, g, v0, nv, k_lo, k_hi, kgrp, lane);
     for (var vb = v0; vb < nv; vb += STEP) {
       var nxt: Step;
-      if (PF == 1u) { nxt = load_step(s, g, vb + STEP, nv, k_lo, k_hi, grp, lane); }
+      if (PF == 1u) { nxt = load_step(s, g, vb + STEP, nv, k_lo, k_hi, kgrp, lane); }
       let kw = cur.kw;
       let vw = cur.vw;
       let ok = cur.ok;
-      let js = cur.j;
       if (PROBE == 1u) {
         var x = vec4<u32>(0u);
         for (var i = 0u; i < UK * CK; i++) { x ^= kw[i]; }
         for (var i = 0u; i < UK * CV; i++) { x ^= vw[i]; }
         acc[0] += bitcast<vec4<f32>>(x & vec4<u32>(0x3f00ffffu));
-        if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, grp, lane); }
+        if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, kgrp, lane); }
         continue;
       }
       // Partial dots, then the butterfly within the group: every lane ends with the whole scores.
-      var sc: array<f32, UK * G>;
+      var sc: array<f32, UK * GH>;
       for (var u = 0u; u < UK; u++) {
-        for (var gg = 0u; gg < G; gg++) {
+        for (var gg = 0u; gg < GH; gg++) {
           var x = 0.0;
           for (var c = 0u; c < CK; c++) {
             for (var e = 0u; e < E4; e++) { x += dot(qv[(gg * CK + c) * E4 + e], decode16(kw[u * CK + c], e)); }
           }
-          sc[u * G + gg] = x;
+          sc[u * GH + gg] = x;
         }
       }
       for (var off = KT / 2u; off > 0u; off >>= 1u) {
-        for (var i = 0u; i < UK * G; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
+        for (var i = 0u; i < UK * GH; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
       }
       // Scores in the log2 domain (masked keys get the sentinel), then the online softmax update.
       for (var u = 0u; u < UK; u++) {
-        let j = u32(max(js[u], 0));
+        var j = 0u;
+        if ((f & (FLAG_WINDOW | FLAG_ALIBI)) != 0u) { j = u32(max(key_of(vb + kgrp + KG * u, nv, k_lo, k_hi), 0)); }
         var visible = ok[u];
         if ((f & FLAG_WINDOW) != 0u && pos - i32(j) >= i32(params.window)) { visible = false; }
-        for (var gg = 0u; gg < G; gg++) {
-          var x = sc[u * G + gg] * params.scale;
+        for (var gg = 0u; gg < GH; gg++) {
+          var x = sc[u * GH + gg] * params.scale;
           if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
-          if ((f & FLAG_ALIBI) != 0u) { x += headp[g * G + gg] * f32(i32(j) - pos); }
-          sc[u * G + gg] = select(MASKED, max(x * LOG2E, -1.0e38), visible);
+          if ((f & FLAG_ALIBI) != 0u) { x += headp[h0 + gg] * f32(i32(j) - pos); }
+          sc[u * GH + gg] = select(MASKED, max(x * LOG2E, -1.0e38), visible);
         }
       }
-      for (var gg = 0u; gg < G; gg++) {
+      for (var gg = 0u; gg < GH; gg++) {
         var mn = m[gg];
-        for (var u = 0u; u < UK; u++) { mn = max(mn, sc[u * G + gg]); }
+        for (var u = 0u; u < UK; u++) { mn = max(mn, sc[u * GH + gg]); }
         let alpha = exp2(m[gg] - mn);
         m[gg] = mn;
         var lsum = l[gg] * alpha;
         for (var c = 0u; c < CV * E4; c++) { acc[gg * CV * E4 + c] *= alpha; }
         for (var u = 0u; u < UK; u++) {
-          let x = sc[u * G + gg];
+          let x = sc[u * GH + gg];
           let p = select(0.0, exp2(x - mn), x > VISIBLE_MIN);
           lsum += p;
           for (var c = 0u; c < CV; c++) {
@@ -205,18 +212,18 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         }
         l[gg] = lsum;
       }
-      if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, grp, lane); }
+      if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, kgrp, lane); }
     }
     if (SPL == 0u) { break; }
     workgroupBarrier();   // every group done with this chunk's list before the next overwrites it
   }
 
-  // ---- merge the NGRP group states, one head at a time; then sinks (final states only), normalize
-  // and write. Thread li owns column pairs cp = li, li + WG, ... of the head.
+  // ---- merge the group states, GH rounds of HS heads; then sinks (final states only), normalize and
+  // write. Round gg covers heads hh·GH + gg (hh < HS): work item w = hh·DV/2 + cp, column pair cp.
   if (lane == 0u) {
-    for (var gg = 0u; gg < G; gg++) { m_s[grp * G + gg] = m[gg]; l_s[grp * G + gg] = l[gg]; }
+    for (var gg = 0u; gg < GH; gg++) { m_s[grp * GH + gg] = m[gg]; l_s[grp * GH + gg] = l[gg]; }
   }
-  for (var gg = 0u; gg < G; gg++) {
+  for (var gg = 0u; gg < GH; gg++) {
     for (var c = 0u; c < CV; c++) {
       for (var e = 0u; e < E4; e++) {
         let a = acc[(gg * CV + c) * E4 + e];
@@ -225,21 +232,19 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       }
     }
     workgroupBarrier();
-    let h = g * G + gg;
-    var mmax = MASKED;
-    for (var r = 0u; r < NGRP; r++) { mmax = max(mmax, m_s[r * G + gg]); }
-    var lf = 0.0;
-    for (var r = 0u; r < NGRP; r++) { lf += select(0.0, exp2(m_s[r * G + gg] - mmax) * l_s[r * G + gg], m_s[r * G + gg] > VISIBLE_MIN); }
-    let fs = final_state(mmax, lf, h, it.partial);
-    let norm = select(0.0, fs.keep * kv_scale[1] / fs.l, fs.visible);
-    for (var cp = li; cp < DV / 2u; cp += WG) {
+    for (var w = li; w < HS * (DV / 2u); w += WG) {
+      let hh = w / (DV / 2u);
+      let cp = w % (DV / 2u);
+      let h = g * G + hh * GH + gg;
+      let hs = head_state(hh, gg, h, it.partial);
       var v2 = vec2<f32>(0.0);
-      for (var r = 0u; r < NGRP; r++) {
-        let mr = m_s[r * G + gg];
-        let wr = select(0.0, exp2(mr - mmax), mr > VISIBLE_MIN);
-        v2 += wr * vec2<f32>(acc_s[r * DV + 2u * cp], acc_s[r * DV + 2u * cp + 1u]);
+      for (var r = 0u; r < KG; r++) {
+        let mr = m_s[(r * HS + hh) * GH + gg];
+        let wr = select(0.0, exp2(mr - hs.m), mr > VISIBLE_MIN);
+        let a0 = (r * HS + hh) * DV + 2u * cp;
+        v2 += wr * vec2<f32>(acc_s[a0], acc_s[a0 + 1u]);
       }
-      v2 *= norm;
+      v2 *= hs.norm;
       if (it.partial) {
         let o = ((part * params.T + t) * params.Hq + h) * DV + 2u * cp;
         ws[o] = bitcast<u32>(v2.x);
@@ -252,10 +257,28 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         out[((t * params.Hq + h) * DV) / 2u + cp] = pack_pair(v2.x, v2.y, OUT_DTYPE);
       }
     }
-    if (li == 0u) {
-      if (it.partial) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = fs.lse_bits; }
-      else { lse[h * params.T + t] = fs.lse_bits; }
+    if (li < HS) {
+      let h = g * G + li * GH + gg;
+      let hs = head_state(li, gg, h, it.partial);
+      if (it.partial) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = hs.lse_bits; }
+      else { lse[h * params.T + t] = hs.lse_bits; }
     }
     workgroupBarrier();
   }
+}
+
+/** Head h's state merged over the key groups (its max, and the factor its summed P·V takes), from the
+ *  states of groups r·HS + hh, head gg of theirs, in workgroup memory. */
+struct HeadState { m: f32, norm: f32, lse_bits: u32 }
+
+fn head_state(hh: u32, gg: u32, h: u32, partial: bool) -> HeadState {
+  var mmax = MASKED;
+  for (var r = 0u; r < KG; r++) { mmax = max(mmax, m_s[(r * HS + hh) * GH + gg]); }
+  var lf = 0.0;
+  for (var r = 0u; r < KG; r++) {
+    let mr = m_s[(r * HS + hh) * GH + gg];
+    lf += select(0.0, exp2(mr - mmax) * l_s[(r * HS + hh) * GH + gg], mr > VISIBLE_MIN);
+  }
+  let fs = final_state(mmax, lf, h, partial);
+  return HeadState(mmax, select(0.0, fs.keep * kv_scale[1] / fs.l, fs.visible), fs.lse_bits);
 }

@@ -14,6 +14,8 @@ export interface DecodePlan {
   UK: number;
   /** Lanes that share a key row (subgroup variant; the portable kernel uses D / EPV). */
   KT: number;
+  /** Groups of KT lanes that read the same key rows, each for G / HS of the query heads (subgroup variant; 1 otherwise). */
+  HS: number;
   /** Keys of one partition the kernel can hold (the portable kernel keeps scores in workgroup memory). */
   PMAX: number;
 }
@@ -38,12 +40,16 @@ export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kv
     const KT = Math.min(D / EPV, Dv / EPV, sgMin, t.pagedDecodeKT ?? Infinity);
     // Registers: the accumulators grow with G, so fewer keys in flight for wide groups.
     const UK = t.pagedDecodeUK ?? (G <= 4 ? 4 : G <= 8 ? 2 : 1);
+    // Heads a group serves: G / HS (HS divides G and the groups of a workgroup).
+    const hsWant = t.pagedDecodeHeadSplit ?? 1;
     // Workgroup memory: the group states merged at the end (max and sum per head, one Dv row per group),
     // and over a split cache the block list and its scan.
     const words = (wg: number) => (wg / KT) * (2 * G + Dv) + (split ? 2 * wg + 1 : 0);
     let wg = WG;
     while (wg > KT && words(wg) > budget) wg /= 2;
-    if (pow2(KT) && wg >= KT && words(wg) <= budget) return { variant: 'subgroup', EPV, WG: wg, UK, KT, PMAX: Infinity };
+    let HS = Math.max(1, Math.min(hsWant, G));
+    while (HS > 1 && (G % HS || (wg / KT) % HS)) HS--;
+    if (pow2(KT) && wg >= KT && words(wg) <= budget) return { variant: 'subgroup', EPV, WG: wg, UK, KT, HS, PMAX: Infinity };
   }
   if (t.pagedDecodeVariant === 'subgroup') return null;
   // The portable kernel's last phase gives each output column a thread: the workgroup must cover Dv.
@@ -56,7 +62,7 @@ export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kv
     const red = Math.max(WG * G * UK, KPV * Dv);
     let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
     PMAX -= PMAX % (KPI * UK);
-    if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { variant: 'portable', EPV, WG, UK, KT: D / EPV, PMAX };
+    if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { variant: 'portable', EPV, WG, UK, KT: D / EPV, HS: 1, PMAX };
   }
   return null;
 }

@@ -105,6 +105,9 @@ export class Runtime implements TensorHost {
     pagedDecodeVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
     /** Caps the lanes that share a key row in the subgroup decode kernel (benchmark exploration). */
     pagedDecodeKT: undefined as number | undefined,
+    /** Groups of the subgroup decode kernel that share each key row, each for G / HS of a kv head's query
+     *  heads (fewer registers a lane; rounded down to a divisor of G). Default 1. */
+    pagedDecodeHeadSplit: undefined as number | undefined,
     /** The subgroup decode kernel issues the next step's loads before computing the current one. */
     pagedDecodePrefetch: true,
     /** Benchmark diagnostic: the subgroup decode kernel loads every key and value row but computes

@@ -237,6 +237,21 @@ export const pagedCases = defineCases('paged', [
       // Each step's loads issued right before it is computed (no prefetch of the next step).
       await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedDecodePrefetch: false, pagedTargetWorkgroups: 8, pagedMinPartition: 64 }, () =>
         checkPaged(engine, { ...spec, seed: 66 }));
+      // Head split: 2 and 4 groups read each key row, each for 2 or 1 of the 4 query heads (ALiBi slopes
+      // and sinks found from the group's first head); GQA 8 over merged partitions with 4 groups a row;
+      // GQA 7 has no divisor but 1 and 7 below 4, so it keeps one group a row.
+      for (const HS of [2, 4]) {
+        await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedDecodeHeadSplit: HS, pagedTargetWorkgroups: 8, pagedMinPartition: 64 }, async () => {
+          const plan = planDecode(engine, 64, 64, 4, 'f16')!;
+          assert(plan.variant === 'subgroup' && plan.HS === HS, `a head split of ${HS}, got ${JSON.stringify(plan)}`);
+          await checkPaged(engine, { ...spec, opts: { alibi: true, sinks: true }, seed: 66 + HS });
+        });
+      }
+      await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedDecodeHeadSplit: 4, pagedTargetWorkgroups: 64, pagedMinPartition: 64 }, async () => {
+        assert(planDecode(engine, 64, 32, 7, 'f32')!.HS === 1, 'GQA 7: no head split');
+        await checkPaged(engine, DECODE_SPECS[0]);
+        await checkPaged(engine, DECODE_SPECS[2]);
+      });
     },
   },
   {
