@@ -12,7 +12,7 @@
 //   --out=DIR             where results go (default bench/results)
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
-//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:loads:HS:WG;...)
+//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;...)
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa; GroupQueryAttention (dense
@@ -90,6 +90,8 @@ const t0 = Date.now();
 const ceilings = await measureCeilings(engine, quick ? 1 / 64 : 1);
 console.log(`ceilings (WebGPU): f32 FMA ${ceilings.fmaTflops.toFixed(2)} TFLOP/s, copy ${ceilings.copyGBs.toFixed(0)} GB/s (read+write), read ${ceilings.readGBs.toFixed(0)} GB/s`);
 
+/** The command that ran this benchmark, for the results' text. */
+const benchCmd = deno ? 'deno run -A .cache/device/bench.mjs' : 'npm run bench --';
 const fmt = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const result: Record<string, unknown> = {
   device: deviceName, adapter: a, features: engine.features, limits: engine.limits, dawnToggles,
@@ -235,7 +237,7 @@ if (suites.includes('mla')) {
   result.mla = rows.map(mlaJson);
   const lines = [
     `# MLA decode (L 512, P 128, R 64, V 128, f16 latent cache, block 64) on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=mla\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=mla\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, read ${fmt(ceilings.readGBs, 0)} GB/s. Roofline = max(FLOPs / FMA, bytes / read); FLOPs count q absorption, `
     + 'scores, P·V and the V up-projection; bytes the latent rows (f16) once per sequence and the absorbed weights (f32) once per call. '
     + 'Unabsorbed: each sequence\'s context decompressed per head (W_UK, W_UV), then attention. Sequence 0 checked against the float64 reference first. '
@@ -280,7 +282,7 @@ if (suites.includes('step')) {
   result.mlaStep = mlaRows;
   const lines = [
     `# A serving step's host cost (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=step\` (${result.runtime}). GPU: timestamps, median; `
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=step\` (${result.runtime}). GPU: timestamps, median; `
     + 'encode: host µs to record one run of a plan; pipelined: record, submit, next, one wait at the end; with a wait: record, submit, wait. '
     + `Step: one plan, a run per layer over its own cache, one submit; steps back to back (wall) against the GPU time of one step, its passes timed whole. `
     + 'Created: buffers and bind groups made during the steady-state loops (the runtime counts every createBuffer and createBindGroup).', '',
@@ -303,7 +305,7 @@ function modelLines(r: ModelBench, suite: string): string[] {
   const ok = (x: number, d = 1) => fmt(x, d);
   return [
     `# ${r.name}, random ${r.dtype} weights, ${r.cache} KV cache, on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=${suite}\` (${result.runtime}). ${r.layers} layers, ${(r.params / 1e9).toFixed(2)} B parameters read by a batch-1 step (linear layers; MoE: the experts chosen). `
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=${suite}\` (${result.runtime}). ${r.layers} layers, ${(r.params / 1e9).toFixed(2)} B parameters read by a batch-1 step (linear layers; MoE: the experts chosen). `
     + 'Decode: steps recorded and submitted as generate does (two in flight, ids fed back on the GPU), contexts synthetic (blocks taken without a prefill). '
     + `GPU: a step's passes timed whole. Roofline: bytes of weights and K/V a step reads over the read ceiling (${fmt(ceilings.readGBs, 0)} GB/s, same run). `
     + 'Host overhead: (wall − GPU) / wall.', '',
@@ -363,8 +365,9 @@ if (suites.includes('deepseek')) {
 if (args.has('explore-paged')) {
   // The decode kernels under each variant, lanes per row (KT), keys in flight (UK) and target grid,
   // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch;... (blank fields: the
-  // planner's; prefetch 0 turns it off; a sixth field 'loads': the subgroup kernel's reads alone, nothing
-  // computed, so its check fails by design; then groups sharing a key row (HS) and the workgroup size).
+  // planner's; prefetch 0 turns it off; a sixth field, a diagnostic that leaves parts of the subgroup
+  // kernel's work out (tuning.pagedDecodeProbe: 'loads' or 1 its reads alone, 2-4; its check fails by
+  // design); then groups sharing a key row (HS) and the workgroup size).
   const explorePaged: Record<string, unknown>[] = [];
   const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
   const saved = { ...engine.tuning };
@@ -374,7 +377,7 @@ if (args.has('explore-paged')) {
       Object.assign(engine.tuning, saved, {
         pagedDecodeVariant: variant || 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
-        pagedDecodeLoadsOnly: probe === 'loads',
+        pagedDecodeProbe: probe === 'loads' ? 1 : Number(probe || 0),
         pagedDecodeHeadSplit: HS ? Number(HS) : undefined, pagedDecodeWG: WG ? Number(WG) : saved.pagedDecodeWG,
       });
       const r = await benchPagedDecode(engine, sh, ceilings, 5);
@@ -424,7 +427,7 @@ if (sdpaShapes.length) {
   const withPortable = byShape.some((x) => x.f.portable);
   const lines = [
     `# Dense SDPA: flash vs naive${withPeer ? ' vs ONNX Runtime Web' : ''} on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s. `
     + `Times are GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first. `
     + roundsText(`flash${withPortable ? ', flash portable' : ''}, naive${withPeer ? ' and the peer' : ''}`, sdpaSamples, `webinfer's each the mean of 1-20 calls by cost${withPeer ? '; the peer\'s as many calls, each call its own sample' : ''}`)
@@ -464,7 +467,7 @@ if (pagedShapes.length) {
   const pagedKernels = rows.find((r) => r.peerPaged?.timing?.kernels.length)?.peerPaged?.timing?.kernels;
   const lines = [
     `# Paged decode (Llama-3-8B attention: Hq 32, Hkv 8, D 128, f16 cache, block 16) on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=paged\` (${result.runtime}). Copy bandwidth measured through WebGPU in the same run: `
     + `${fmt(ceilings.copyGBs, 0)} GB/s (read ${fmt(ceilings.readGBs, 0)} GB/s). KV bytes = batch · context · Hkv · (D + Dv) · 2 B, read once. `
     + 'GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first. '
     + roundsText(`webinfer${withPortable ? ', its portable decode' : ''}${withPeer ? ` and the peer${withPaged ? '\'s two ops' : ''}` : ''}`, pagedSamples, `webinfer's each the mean of 3 calls${withPeer ? '; the peer\'s 3 calls each, each call its own sample' : ''}`)

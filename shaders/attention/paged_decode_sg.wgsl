@@ -31,7 +31,9 @@ const KT: u32 = 16u;     // lanes per key row (a power of two, at most the small
 const UK: u32 = 4u;      // keys per group per step
 const PF: u32 = 1u;      // 1: the next step's loads in flight while this one computes
 const SPL: u32 = 0u;     // 1: the bound buffer is one part of a split cache (list the part's blocks)
-const PROBE: u32 = 0u;   // 1: benchmark diagnostic: load every step's K and V, compute nothing (wrong output)
+// Benchmark diagnostics (wrong output; bench --explore-paged): 1 loads only; 2 loads, dots and the
+// butterfly, no softmax or P·V; 3 all but the butterfly; 4 all but the P·V products.
+const PROBE: u32 = 0u;
 const HS: u32 = 1u;      // groups sharing each key row, each for G / HS of the query heads (divides G)
 
 const CK: u32 = D / (EPV * KT);    // 16-byte loads per lane per key row
@@ -179,8 +181,21 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
           sc[u * GH + gg] = x;
         }
       }
-      for (var off = KT / 2u; off > 0u; off >>= 1u) {
-        for (var i = 0u; i < UK * GH; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
+      if (PROBE != 3u) {
+        for (var off = KT / 2u; off > 0u; off >>= 1u) {
+          for (var i = 0u; i < UK * GH; i++) { sc[i] += subgroupShuffleXor(sc[i], off); }
+        }
+      }
+      if (PROBE == 2u || PROBE == 4u) {
+        // (The values stay loaded: without a use the compiler would drop their loads.)
+        var x = vec4<u32>(0u);
+        for (var i = 0u; i < UK * CV; i++) { x ^= vw[i]; }
+        acc[GH * CV * E4 - 1u] += bitcast<vec4<f32>>(x & vec4<u32>(0x3f00ffffu));
+      }
+      if (PROBE == 2u) {
+        for (var i = 0u; i < UK * GH; i++) { acc[0].x += sc[i]; }
+        if (PF == 1u) { cur = nxt; } else { cur = load_step(s, g, vb + STEP, nv, k_lo, k_hi, kgrp, lane); }
+        continue;
       }
       // Scores in the log2 domain (masked keys get the sentinel), then the online softmax update.
       for (var u = 0u; u < UK; u++) {
@@ -206,6 +221,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
           let x = sc[u * GH + gg];
           let p = select(0.0, exp2(x - mn), x > VISIBLE_MIN);
           lsum += p;
+          if (PROBE == 4u) { acc[gg * CV * E4].x += p; continue; }
           for (var c = 0u; c < CV; c++) {
             for (var e = 0u; e < E4; e++) { acc[(gg * CV + c) * E4 + e] += p * decode16(vw[u * CV + c], e); }
           }

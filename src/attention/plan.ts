@@ -464,7 +464,7 @@ export class PagedAttentionPlan {
     if (decode && nonzero(counts.decode)) {
       const dp = decode;
       const dk = dp.variant === 'subgroup'
-        ? rt.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, HS: dp.HS, PF: rt.tuning.pagedDecodePrefetch ? 1 : 0, SPL: split ? 1 : 0, PROBE: rt.tuning.pagedDecodeLoadsOnly ? 1 : 0 }, enables: ['subgroups'] })
+        ? rt.kernel('paged_decode_sg', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, KT: dp.KT, UK: dp.UK, HS: dp.HS, PF: rt.tuning.pagedDecodePrefetch ? 1 : 0, SPL: split ? 1 : 0, PROBE: rt.tuning.pagedDecodeProbe }, enables: ['subgroups'] })
         : rt.kernel('paged_decode', 'decode_main', { overrides, consts: { G, D, DV: Dv, EPV: dp.EPV, WG: dp.WG, PMAX: dp.PMAX, UK: dp.UK } });
       decodeStage = stage(dk, { ...common, hdr_items: 1, off_items: layout.offDecode }, counts.decode);
     }

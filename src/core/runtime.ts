@@ -110,9 +110,9 @@ export class Runtime implements TensorHost {
     pagedDecodeHeadSplit: undefined as number | undefined,
     /** The subgroup decode kernel issues the next step's loads before computing the current one. */
     pagedDecodePrefetch: true,
-    /** Benchmark diagnostic: the subgroup decode kernel loads every key and value row but computes
-     *  nothing (its output is wrong): how fast its reads alone run (bench --explore-paged). */
-    pagedDecodeLoadsOnly: false,
+    /** Benchmark diagnostic (wrong output; bench --explore-paged): the subgroup decode kernel without
+     *  parts of its work: 1 loads only; 2 no softmax or P·V; 3 no butterfly; 4 no P·V products. 0: off. */
+    pagedDecodeProbe: 0,
     /** Caches (paged K/V, MLA latent) larger than this, or than the device's largest storage binding,
      *  are split across buffers of whole blocks (tests shrink it to reach split caches at small sizes). */
     cacheBindingBytes: Infinity,
