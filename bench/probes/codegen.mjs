@@ -10,6 +10,7 @@
 //   node bench/probes/codegen.mjs [--quick] [--only=A4,C.] [--samples=7] [--scale=1] [--out=x.json]
 //   deno run -A bench/probes/codegen.mjs [same flags]
 //   node bench/probes/codegen.mjs --compare=node.json,deno.json     (ratios B/A per variant; no GPU)
+//   node bench/probes/codegen.mjs --dump [--only=A4.nagashape]        (print the WGSL; no GPU)
 //   Node only: --enable-dawn=t1,t2 --disable-dawn=t3 (Dawn toggles, e.g. disable_robustness)
 //
 // Variants (group.variant; `ref` is what the ratio column divides by):
@@ -17,13 +18,16 @@
 //      same FMAs inside a constant-bound `for` of 8: loop overhead / unrolling without arrays).
 //   A4 flash "S = Q.K^T" register tile: s: array<f32,16>, a: array<vec4,4> in constant-bound nested
 //      `for` loops (as flash_core.wgsl), vs .unrolled (scalars, no arrays, no loops), .literal (the
-//      arrays kept, every index a literal), .loopform (`loop { if (i >= N) {break;} continuing {i++;} }`),
+//      arrays kept, every index a literal), .loop (`loop { if (i >= N) {break;} continuing {i++;} }`),
 //      .uniform (loop bounds read from a uniform: nobody can unroll -> the cost of a demoted array),
 //      .nagabound (the `for` version plus, written in WGSL, the 64-bit loop counter that naga's
-//      SPIR-V backend injects into every loop when force_loop_bounding is on, which wgpu does by
-//      default: lets Dawn show what that construct alone costs).
+//      SPIR-V backend injects into every loop when force_loop_bounding is on, as wgpu does by default,
+//      tested after the condition), .breakfirst (`for (;;)` with `if (i < N) {} else { break; }`: the
+//      shape naga's front end gives every `for`), .nagashape (breakfirst with the counter test first:
+//      the order of naga's SPIR-V; lets Dawn reproduce naga's loops), .nagareset (nagashape with the
+//      counter reset on each loop entry).
 //   A8 flash "O += P.V" register tile: acc: array<vec4,16> (8x8), a[i/4][i%4] dynamic vector-component
-//      reads; same family (.unrolled, .literal, .uniform, .nagabound).
+//      reads; same family (.unrolled, .literal, .uniform, .nagabound, .breakfirst, .nagashape, .nagareset).
 //   C  workgroup staging like flash: per iteration 2 barriers, one vec4 staged per thread, 8 reads;
 //      C.wg4k (4 KiB tile) vs C.wg32k (same accesses, 32 KiB declared: zero-init cost), .4bar (2 extra
 //      barriers), .short (2 iterations per workgroup: zero-init dominated).

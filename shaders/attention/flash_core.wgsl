@@ -217,28 +217,29 @@ fn flash_tile(job: Job, li: u32) {
   // ---- Learned sinks join the denominator only (never in a partition: the merge adds them once);
   // normalize; write out and lse.
   for (var i = 0u; i < TM; i++) {
-    if (!r_ok[i]) { continue; }
-    let h = r_h[i];
-    let any_visible = m[i] > VISIBLE_MIN;
-    var mf = m[i];
-    var lf = l[i];
-    var keep = 1.0;
-    if (any_visible && !job.partial && (f & FLAG_SINKS) != 0u) {
-      let s2 = head_sink(h) * LOG2E;
-      let mn = max(mf, s2);
-      keep = exp2(mf - mn);
-      lf = lf * keep + exp2(s2 - mn);
-      mf = mn;
-    }
-    let inv = select(0.0, keep / lf, any_visible);
-    for (var vc = 0u; vc < NVC; vc++) {
-      for (var pp = 0u; pp < PPT; pp++) {
-        let col = vc * DVC + 4u * (tx + TX * pp);
-        if (col < DV) { store_out4(job, h, r_pos[i], col, o[i * OP + vc * PPT + pp] * inv); }
+    if (r_ok[i]) {
+      let h = r_h[i];
+      let any_visible = m[i] > VISIBLE_MIN;
+      var mf = m[i];
+      var lf = l[i];
+      var keep = 1.0;
+      if (any_visible && !job.partial && (f & FLAG_SINKS) != 0u) {
+        let s2 = head_sink(h) * LOG2E;
+        let mn = max(mf, s2);
+        keep = exp2(mf - mn);
+        lf = lf * keep + exp2(s2 - mn);
+        mf = mn;
       }
-    }
-    if (tx == 0u) {
-      store_lse(job, h, r_pos[i], select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible));
+      let inv = select(0.0, keep / lf, any_visible);
+      for (var vc = 0u; vc < NVC; vc++) {
+        for (var pp = 0u; pp < PPT; pp++) {
+          let col = vc * DVC + 4u * (tx + TX * pp);
+          if (col < DV) { store_out4(job, h, r_pos[i], col, o[i * OP + vc * PPT + pp] * inv); }
+        }
+      }
+      if (tx == 0u) {
+        store_lse(job, h, r_pos[i], select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible));
+      }
     }
   }
 }

@@ -135,16 +135,17 @@ fn flash_tile(job: Job, li: u32) {
   workgroupBarrier();
   for (var i = 0u; i < RM; i++) {
     let row = job.row0 + pg * RM + i;
-    if (row >= job.rows) { break; }
-    let ml = ml_s[pg * RM + i];
-    let any_visible = ml.x > VISIBLE_MIN;
-    let inv = select(0.0, 1.0 / ml.y, any_visible);
-    let h = job.g * params.G + row % params.G;
-    let pos = row / params.G;
-    for (var c = 0u; c < OC; c++) {
-      let g4 = pc + TPR * c;
-      if (g4 < DV4) { store_out4(job, h, pos, 4u * g4, o[i * OC + c] * inv); }
+    if (row < job.rows) {
+      let ml = ml_s[pg * RM + i];
+      let any_visible = ml.x > VISIBLE_MIN;
+      let inv = select(0.0, 1.0 / ml.y, any_visible);
+      let h = job.g * params.G + row % params.G;
+      let pos = row / params.G;
+      for (var c = 0u; c < OC; c++) {
+        let g4 = pc + TPR * c;
+        if (g4 < DV4) { store_out4(job, h, pos, 4u * g4, o[i * OC + c] * inv); }
+      }
+      if (pc == 0u) { store_lse(job, h, pos, select(NEG_INF_BITS, bitcast<u32>((ml.x + log2(ml.y)) * LN2), any_visible)); }
     }
-    if (pc == 0u) { store_lse(job, h, pos, select(NEG_INF_BITS, bitcast<u32>((ml.x + log2(ml.y)) * LN2), any_visible)); }
   }
 }

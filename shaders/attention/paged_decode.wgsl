@@ -146,11 +146,12 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       if (ok[u]) { w[u] = v_cache[u32(row) * KTV + vl]; }
     }
     for (var u = 0u; u < 4u; u++) {
-      if (!ok[u]) { continue; }
-      let k2 = kk + KPV * u;
-      for (var c = 0u; c < E4; c++) {
-        let vv = decode16(w[u], c) * kv_scale[1];
-        for (var gg = 0u; gg < G; gg++) { acc[gg * E4 + c] += s_s[gg * PMAX + k2] * vv; }
+      if (ok[u]) {
+        let k2 = kk + KPV * u;
+        for (var c = 0u; c < E4; c++) {
+          let vv = decode16(w[u], c) * kv_scale[1];
+          for (var gg = 0u; gg < G; gg++) { acc[gg * E4 + c] += s_s[gg * PMAX + k2] * vv; }
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 // cached by (shader, entry point, override constants).
 import { WgslReflect, ResourceType, type VariableInfo, type FunctionInfo } from 'wgsl_reflect';
 import { WebinferError } from './errors.js';
+import { unrollConstLoops } from './unroll.js';
 
 export type BindingKind = 'uniform' | 'read-only-storage' | 'storage';
 
@@ -133,6 +134,9 @@ export class PipelineCache {
   private readonly fastKeys = new Map<string, Kernel>();
   /** Number of pipelines compiled so far (the cache's misses). */
   compiled = 0;
+  /** Write constant-bound loops out before compiling (src/core/unroll.ts: for wgpu, whose loop bounding
+   *  keeps NVIDIA's compiler from unrolling them). Part of every cache key. */
+  unrollLoops = false;
   /** One layout object per distinct group descriptor: kernels whose groups look alike share them, so a
    *  bind group made for one (a cache's K/V, a plan's metadata) serves the others, and bind-group
    *  caches can key on the layout object. */
@@ -160,7 +164,7 @@ export class PipelineCache {
   }
 
   private parse(program: string, consts: Readonly<Record<string, number | boolean | string>>, enables: readonly string[]): ParsedShader {
-    const key = `${program}|${JSON.stringify(consts)}|${enables.join(',')}`;
+    const key = `${program}|${JSON.stringify(consts)}|${enables.join(',')}|${this.unrollLoops ? 'unrolled' : ''}`;
     let p = this.parsed.get(key);
     if (p) return p;
     const parts = this.programs.get(program);
@@ -177,13 +181,16 @@ export class PipelineCache {
       line += body.split('\n').length - 1;
     }
     source = specializeConsts(source, consts, program);
+    // (Unrolled, the source's lines no longer match the files': compile errors then name the program's
+    // line in this source, not the file's.)
+    if (this.unrollLoops) source = unrollConstLoops(source);
     let reflect: WgslReflect;
     try {
       reflect = new WgslReflect(source);
     } catch (e) {
       throw new WebinferError(`${program}: WGSL parse error: ${(e as Error).message ?? e}`);
     }
-    p = { source, reflect, lineMap, module: null };
+    p = { source, reflect, lineMap: this.unrollLoops ? [] : lineMap, module: null };
     this.parsed.set(key, p);
     return p;
   }
@@ -196,7 +203,7 @@ export class PipelineCache {
   get(shader: string, entry: string, spec: KernelSpec = {}): Kernel {
     // A model step asks for ~200 kernels: first a key in the spec's own key order (no sorting, no
     // JSON), which a call site repeats exactly; then the canonical key, which equal specs share.
-    let fast = `${shader}|${entry}`;
+    let fast = `${shader}|${entry}${this.unrollLoops ? '|unrolled' : ''}`;
     for (const k in spec.overrides) fast += `|${k}=${Number(spec.overrides[k])}`;
     fast += '|';
     for (const k in spec.consts) fast += `|${k}=${spec.consts[k]}`;
@@ -207,7 +214,7 @@ export class PipelineCache {
     const consts = spec.consts ?? {};
     const enables = spec.enables ?? [];
     const ckeys = Object.keys(constants).sort();
-    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}`;
+    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}${this.unrollLoops ? '|unrolled' : ''}`;
     const hit = this.kernels.get(key);
     if (hit) {
       this.fastKeys.set(fast, hit);

@@ -13,6 +13,12 @@ const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
   'maxStorageBuffersPerShaderStage', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX',
   'maxComputeWorkgroupsPerDimension', 'maxUniformBufferBindingSize',
 ];
+/** The WebGPU implementation is wgpu (naga compiles the WGSL): Deno, or Firefox. */
+const WGPU_IMPLEMENTATION: boolean = (() => {
+  const g = globalThis as { Deno?: unknown; navigator?: { userAgent?: string } };
+  return g.Deno !== undefined || /\bFirefox\//.test(g.navigator?.userAgent ?? '');
+})();
+
 const OPTIONAL_FEATURES: readonly GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'] as GPUFeatureName[];
 
 type HostData = Float32Array | Uint16Array | Uint8Array | Int32Array | Uint32Array;
@@ -91,6 +97,10 @@ export class Runtime implements TensorHost {
     flashRowGrid: undefined as number | undefined,
     /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
     flashF16Tiles: true,
+    /** Write constant-bound loops out before compiling: 'auto' where the implementation is wgpu (Deno,
+     *  Firefox), whose loop bounding keeps NVIDIA's compiler from unrolling them (5-20x slower register
+     *  tiles, bench/notes/flash.md); 'on' / 'off' anywhere. */
+    unrollLoops: 'auto' as 'auto' | 'on' | 'off',
     /** Paged attention splits long contexts into KV partitions until about this many workgroups run. */
     pagedTargetWorkgroups: 512,
     /** ... but no partition is shorter than this many keys. */
@@ -466,6 +476,8 @@ export class Runtime implements TensorHost {
   }
 
   kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
+    const u = this.tuning.unrollLoops;
+    this.pipelines.unrollLoops = u === 'on' || (u === 'auto' && WGPU_IMPLEMENTATION);
     return this.pipelines.get(program, entry, spec);
   }
 

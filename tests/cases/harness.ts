@@ -22,6 +22,15 @@ export interface TestCase {
   run(ctx: CaseContext): Promise<void>;
 }
 
+/** The adapter is SwiftShader (node-swiftshader; Chromium here). */
+export function swiftShader(engine: Engine): boolean {
+  const a = engine.adapter as { vendor?: string; architecture?: string; description?: string };
+  return /swiftshader/i.test(`${a.vendor} ${a.architecture} ${a.description}`);
+}
+
+/** Why the written-out (unrolled) kernels are not compiled on SwiftShader. */
+export const UNROLL_SKIP = 'SwiftShader takes minutes to compile the kernels with their loops written out (the form wgpu gets): they run on lavapipe (node-lavapipe) and in Deno, where they are the default';
+
 export function defineCases(suite: string, list: TestCase[]): TestCase[] {
   return list.map((c) => ({ ...c, name: `${suite} › ${c.name}` }));
 }

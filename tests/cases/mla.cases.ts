@@ -5,7 +5,7 @@
 import { reference, roundToDType, type Engine, type MLACacheDType, type Tensor } from '../../src/index';
 import { planFlash, ROW_GRIDS } from '../../src/attention/flash';
 import { planMlaTile } from '../../src/attention/plan';
-import { assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
+import { assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning, swiftShader, UNROLL_SKIP } from './harness';
 
 interface MlaSpec {
   N: number; L: number; P: number; R: number; V: number; bs: number;
@@ -171,6 +171,14 @@ export const mlaCases = defineCases('mla', [
       }
       if (new Set(widths).size < 5) throw new Error(`expected 5 key-tile widths, planned ${widths.join(', ')}`);
       note(`MLA tile key widths run: ${widths.join(', ')}`);
+    },
+  },
+  {
+    name: "MLA's own tile, the q absorption and V up-projection with constant-bound loops written out, as wgpu gets them (tuning.unrollLoops 'on')",
+    async run({ engine, note }) {
+      if (swiftShader(engine)) { note(UNROLL_SKIP); return; }
+      await withTuning(engine, { unrollLoops: 'on', pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
+        () => checkMla(engine, { N: 20, L: 128, P: 16, R: 16, V: 24, bs: 16, seqs: [{ ctx: 150, q: 1 }, { ctx: 37, q: 1 }], cache: 'f16', qDtype: 'f32', seed: 48 }, 'decode'));
     },
   },
   {
