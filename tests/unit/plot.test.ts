@@ -37,10 +37,13 @@ describe('benchmark plots', () => {
     // 16 SDPA shapes: 8 webinfer series (flash and naive per dtype and masking) and 4 of the peer, 4 lengths each.
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
     expect(svgs['sdpa-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(16);
-    // One point per decode shape that both engines ran.
-    const both = r.paged.filter((x: { medianMs?: number; ortMs?: number }) => Number.isFinite(x.medianMs) && Number.isFinite(x.ortMs)).length;
+    // One point per decode shape that both engines ran, for each of the peer's operators (GroupQueryAttention, PagedAttention).
+    type Row = { medianMs?: number; ortMs?: number; ortPagedMs?: number };
+    const both = r.paged.filter((x: Row) => Number.isFinite(x.medianMs) && Number.isFinite(x.ortMs)).length;
+    const bothPaged = r.paged.filter((x: Row) => Number.isFinite(x.medianMs) && Number.isFinite(x.ortPagedMs)).length;
     expect(both).toBeGreaterThan(0);
-    expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(both);
+    expect(bothPaged).toBeGreaterThan(0);
+    expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(both + bothPaged);
   });
 
   it('titles and ceiling labels come from the results (shape, context; small ceilings keep their digits)', () => {
