@@ -176,6 +176,9 @@ export const mlaCases = defineCases('mla', [
   {
     name: "MLA's own tile, the q absorption and V up-projection with constant-bound loops written out, as wgpu gets them (tuning.unrollLoops 'on')",
     async run({ engine, note }) {
+      // (Every suite runs its kernels written out in Deno, where that is the default; here, forced, the
+      // same source goes through Dawn. SwiftShader takes minutes to compile it, lavapipe's cold cache
+      // minutes for the flash and decode kernels: only MLA's tile, which compiles in seconds.)
       if (swiftShader(engine)) { note(UNROLL_SKIP); return; }
       await withTuning(engine, { unrollLoops: 'on', pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
         () => checkMla(engine, { N: 20, L: 128, P: 16, R: 16, V: 24, bs: 16, seqs: [{ ctx: 150, q: 1 }, { ctx: 37, q: 1 }], cache: 'f16', qDtype: 'f32', seed: 48 }, 'decode'));

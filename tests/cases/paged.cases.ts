@@ -6,7 +6,7 @@ import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest,
 import { planOnHost } from '../../src/attention/plan';
 import { planDecode } from '../../src/attention/paged_decode';
 import { planFlash } from '../../src/attention/flash';
-import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning, swiftShader, UNROLL_SKIP } from './harness';
+import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
 type CacheDtype = 'f32' | 'f16' | 'bf16' | 'fp8e4m3';
 type QDtype = 'f32' | 'f16' | 'bf16';
@@ -257,21 +257,6 @@ export const pagedCases = defineCases('paged', [
         await withTuning(engine, { pagedDecodeVariant: 'subgroup', pagedDecodeProbe: probe, pagedTargetWorkgroups: 8, pagedMinPartition: 64 }, () =>
           expectThrows(() => checkPaged(engine, { ...spec, seqs: [{ ctx: 90, q: 1 }], seed: 70 + probe }), 'out (paged'));
       }
-    },
-  },
-  {
-    name: "constant-bound loops written out, as wgpu gets them (tuning.unrollLoops 'on'): the flash tile (f32 and f16 storage), both decode kernels",
-    async run({ engine, note }) {
-      if (swiftShader(engine)) { note(UNROLL_SKIP); return; }
-      await withTuning(engine, { ...SMALL, unrollLoops: 'on' }, async () => {
-        await checkPaged(engine, { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: MIXED, pad: 2, opts: { alibi: true }, seed: 97 });
-        await checkPaged(engine, { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: MIXED, qDtype: 'f16', cache: 'f16', opts: { sinks: true }, seed: 98 });
-      });
-      const variants = engine.features.subgroups ? ['subgroup', 'portable'] as const : ['portable'] as const;
-      for (const variant of variants) {
-        await withTuning(engine, { unrollLoops: 'on', pagedDecodeVariant: variant, pagedMinPartition: 64, pagedTargetWorkgroups: 64 }, () => checkPaged(engine, DECODE_SPECS[0]));
-      }
-      note(`unrolled: flash tile, decode kernels ${variants.join(' and ')}`);
     },
   },
   {
