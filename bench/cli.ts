@@ -364,7 +364,7 @@ if (suites.includes('deepseek')) {
 
 if (args.has('explore-paged')) {
   // The decode kernels under each variant, lanes per row (KT), keys in flight (UK) and target grid,
-  // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch;... (blank fields: the
+  // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;... (blank fields: the
   // planner's; prefetch 0 turns it off; a sixth field, a diagnostic that leaves parts of the subgroup
   // kernel's work out (tuning.pagedDecodeProbe: 'loads' or 1 its reads alone, 2-4; its check fails by
   // design); then groups sharing a key row (HS) and the workgroup size).
