@@ -31,7 +31,7 @@ function copyOrtWasm(): Plugin {
   };
 }
 
-// The benchmark CLI as one self-contained file (webinfer, its WGSL and onnxruntime-web's JS inlined);
+// The benchmark CLI (and the GPU test pass) as self-contained files (webinfer, its WGSL and onnxruntime-web's JS inlined);
 // only the `webgpu` package and Node's built-ins stay imports. That file and the wasm beside it are
 // what travels to the GPU machine.
 export default defineConfig({
@@ -46,9 +46,10 @@ export default defineConfig({
     ssr: true,
     assetsInlineLimit: 0,
     rollupOptions: {
-      input: 'bench/cli.ts',
+      // The GPU test pass (tests/device/run.ts) travels with it: the cases no CPU adapter here runs.
+      input: { bench: 'bench/cli.ts', gputest: 'tests/device/run.ts' },
       external: ['webgpu', ...builtinModules, ...builtinModules.map((m) => `node:${m}`)],
-      output: { entryFileNames: 'bench.mjs', format: 'es' },
+      output: { entryFileNames: '[name].mjs', chunkFileNames: '[name]-[hash].mjs', format: 'es' },
     },
   },
 });

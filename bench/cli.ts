@@ -13,6 +13,9 @@
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
 //   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;...)
+//   --explore-mma=U:P:S:C;...  first time the subgroup-matrix flash tile (f16, D 64 and 128, --mma-lengths) unrolled or not (U), with a probe (P),
+//                         a shape (S: flash.ts MMA_SHAPES) and a configuration (C: mmaConfigs)
+//   --subgroup-matrix=off without Dawn's allow_unsafe_apis toggle: no subgroup matrices (default on)
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa; GroupQueryAttention (dense
@@ -30,7 +33,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createEngine } from 'webinfer';
-import { measureCeilings } from './harness';
+import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
@@ -60,7 +63,11 @@ const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,819
 // from this same GPU object, and dawn.node hands every adapter and device made from it these toggles.
 const f16Toggle = args.get('f16-toggle') ?? 'on';
 if (!['on', 'off', 'true'].includes(f16Toggle)) throw new Error(`--f16-toggle: expected on or off, got ${f16Toggle}`);
-const enableToggles = f16Toggle === 'off' ? [] : ['vulkan_enable_f16_on_nvidia'];
+// allow_unsafe_apis: Dawn offers its experimental subgroup matrices (chromium-experimental-subgroup-matrix)
+// only then; --subgroup-matrix=off measures without them (flash then runs its scalar tiles).
+const sgmArg = args.get('subgroup-matrix') ?? 'on';
+if (!['on', 'off', 'true'].includes(sgmArg)) throw new Error(`--subgroup-matrix: expected on or off, got ${sgmArg}`);
+const enableToggles = [...(sgmArg === 'off' ? [] : ['allow_unsafe_apis']), ...(f16Toggle === 'off' ? [] : ['vulkan_enable_f16_on_nvidia'])];
 const disableToggles = ['timestamp_quantization'];
 // One entry per key (dawn.node's flags hold one value a key; its TogglesLoader splits it on commas).
 const dawnToggles = deno ? [] : [
@@ -83,12 +90,14 @@ const a = engine.adapter;
 const deviceName = args.get('device') ?? ([a.description, a.vendor, a.architecture].filter(Boolean).join(' / ') || 'unknown adapter');
 const slug = (args.get('device') ?? (a.description || `${a.vendor}-${a.architecture}`)).toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'unknown';
 console.log(`device: ${deviceName} (Dawn toggles: ${dawnToggles.join(' ') || 'none'})`);
-console.log(`features: f16 ${engine.features.f16}, subgroups ${engine.features.subgroups} (${engine.features.subgroupMinSize ?? '?'}-${engine.features.subgroupMaxSize ?? '?'}), timestamps ${engine.features.timestampQuery}`);
+console.log(`features: f16 ${engine.features.f16}, subgroups ${engine.features.subgroups} (${engine.features.subgroupMinSize ?? '?'}-${engine.features.subgroupMaxSize ?? '?'}), timestamps ${engine.features.timestampQuery}, `
+  + `subgroup matrices ${engine.features.subgroupMatrix.map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`).join(', ') || 'none'}`);
 console.log(`limits: workgroup storage ${engine.limits.maxComputeWorkgroupStorageSize} B`);
 
 const t0 = Date.now();
 const ceilings = await measureCeilings(engine, quick ? 1 / 64 : 1);
-console.log(`ceilings (WebGPU): f32 FMA ${ceilings.fmaTflops.toFixed(2)} TFLOP/s, copy ${ceilings.copyGBs.toFixed(0)} GB/s (read+write), read ${ceilings.readGBs.toFixed(0)} GB/s`);
+console.log(`ceilings (WebGPU): f32 FMA ${ceilings.fmaTflops.toFixed(2)} TFLOP/s, copy ${ceilings.copyGBs.toFixed(0)} GB/s (read+write), read ${ceilings.readGBs.toFixed(0)} GB/s`
+  + (ceilings.mmaTflops ? `, subgroup matrix (f16 → f32 ${ceilings.mmaConfig}) ${ceilings.mmaTflops.toFixed(1)} TFLOP/s` : ', no subgroup matrices'));
 
 /** The command that ran this benchmark, for the results' text. */
 const benchCmd = deno ? 'deno run -A .cache/device/bench.mjs' : 'npm run bench --';
@@ -149,20 +158,44 @@ if (peerName === 'ort' && (sdpaShapes.length || pagedShapes.length)) {
   if (peer && peer.f16 !== engine.features.f16) console.log(`peer: NOTE its device ${peer.f16 ? 'has' : 'lacks'} shader-f16 while webinfer's ${engine.features.f16 ? 'has' : 'lacks'} it`);
 }
 
-const sdpaRows: SdpaBenchRow[] = [];
-const byShape: { f: SdpaBenchRow; n: SdpaBenchRow; o?: SdpaBenchRow }[] = [];
 const ms = (r?: SdpaBenchRow) => r?.timing?.medianMs ?? NaN;
 const check = (r: { pass: boolean; error?: string; worst: number }) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.worst)}`);
+if (args.has('explore-mma')) {
+  // The subgroup-matrix flash tile under several settings, f16 non-causal at --mma-lengths (default 4096),
+  // D 64 and 128: --explore-mma='unroll:probe:shape:config;...' (unroll 0/1, probe 0-3 (flash_mma_core.wgsl
+  // PROBE; probes give wrong results), shape an index of flash.ts MMA_SHAPES, config one of mmaConfigs;
+  // empty fields keep the default).
+  const cfgs = (args.get('explore-mma') === 'true' ? '0:0::;1:0::' : args.get('explore-mma')!).split(';');
+  const Ls = (args.get('mma-lengths') ?? '4096').split(',').map(Number);
+  for (const cfg of cfgs) {
+    const [u, pr, sh, co] = cfg.split(':');
+    const tuning: Partial<typeof engine.tuning> = {
+      flashMmaUnroll: u === '1', flashMmaProbe: Number(pr || 0),
+      flashMmaShape: sh ? Number(sh) : undefined, flashMmaConfig: co ? Number(co) : undefined,
+    };
+    for (const D of [64, 128]) {
+      for (const L of Ls) {
+        const shape = { B: 1, Hq: 8, Hkv: 8, Lq: L, Lk: L, D, Dv: D, dtype: 'f16' as const, causal: false };
+        const [f] = await withTuning(engine, tuning, () => benchSdpaShape(engine, shape, ['flash'], ceilings, { samples: 5 }));
+        console.log(`explore-mma ${cfg} D${D} L${L}: ${f.error ?? `${fmt(ms(f), 3)} ms (${fmt(f.tflops)} TFLOP/s) tile ${f.tile} check ${check(f)}`}`);
+      }
+    }
+  }
+}
+
+const sdpaRows: SdpaBenchRow[] = [];
+const byShape: { f: SdpaBenchRow; n: SdpaBenchRow; o?: SdpaBenchRow }[] = [];
 {
   const shapes = sdpaShapes, rows = sdpaRows;
   for (const [i, s] of shapes.entries()) {
-    const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: sdpaSamples, rounds, portable, peer });
+    const r = await benchSdpaShape(engine, s, ['flash', 'naive'], ceilings, { samples: sdpaSamples, rounds, portable, peer, scalar: true });
     rows.push(...r);
     const [f, n, o] = r;
     byShape.push({ f, n, o });
-    const p = f.portable;
-    console.log(`[${i + 1}/${shapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: flash ${fmt(ms(f), 3)} ms, spread ${spread(f.timing)} `
-      + `(${fmt(f.tflops)} TFLOP/s, ${fmt(f.pctFma, 1)}% FMA, check ${check(f)}), `
+    const p = f.portable, sc = f.scalar;
+    console.log(`[${i + 1}/${shapes.length}] ${s.dtype} L${s.Lq}${s.causal ? ' causal' : ''}: flash (${f.tile}) ${fmt(ms(f), 3)} ms, spread ${spread(f.timing)} `
+      + `(${fmt(f.tflops)} TFLOP/s, ${fmt(f.pctFma, 1)}% FMA${ceilings.mmaTflops ? `, ${fmt((100 * f.tflops) / ceilings.mmaTflops, 1)}% of matrix` : ''}, check ${check(f)}), `
+      + (sc ? `scalar tile ${sc.timing ? `${fmt(sc.timing.medianMs, 3)} ms, spread ${spread(sc.timing)} (${fmt(sc.timing.medianMs / ms(f), 2)}x, check ${check(sc)})` : sc.error ?? '-'}, ` : '')
       + (p ? `portable ${p.timing ? `${fmt(p.timing.medianMs, 3)} ms, spread ${spread(p.timing)} (${fmt(p.timing.medianMs / ms(f), 2)}x of subgroup, check ${check(p)})` : p.error ?? '-'}, ` : '')
       + `naive ${fmt(ms(n), 3)} ms, spread ${spread(n.timing)} (check ${check(n)}), speedup ${fmt(ms(n) / ms(f), 1)}x`
       + (o ? `; ORT ${o.error && !o.timing ? o.error : `${fmt(ms(o), 3)} ms${o.peerDtype ? ` (${o.peerDtype})` : ''}, spread ${spread(o.timing)} `
@@ -425,10 +458,13 @@ if (sdpaShapes.length) {
   result.sdpa = rows.map(sdpaJson);
   const withPeer = byShape.some((x) => x.o);
   const withPortable = byShape.some((x) => x.f.portable);
+  const withMma = !!ceilings.mmaTflops;
   const lines = [
     `# Dense SDPA: flash vs naive${withPeer ? ' vs ONNX Runtime Web' : ''} on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=sdpa\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
-    + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s. `
+    + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s, read ${fmt(ceilings.readGBs, 0)} GB/s`
+    + (withMma ? `, subgroup matrix (f16 → f32 ${ceilings.mmaConfig}, register-resident multiply-accumulate loop) ${fmt(ceilings.mmaTflops!, 1)} TFLOP/s` : '') + '. '
+    + (withMma ? 'Flash tile: f16 rows run the subgroup-matrix tile (flash_mma_core.wgsl) where the adapter offers it; "scalar tile" is the same call held to the scalar subgroup tile (engine.tuning.flashVariant \'subgroup\'), checked and timed in the same rounds, (x) = its ms / flash ms. ' : '')
     + `Times are GPU timestamps per call, inputs rotated over 3 sets; every case was checked against the float64 reference first. `
     + roundsText(`flash${withPortable ? ', flash portable' : ''}, naive${withPeer ? ' and the peer' : ''}`, sdpaSamples, `webinfer's each the mean of 1-20 calls by cost${withPeer ? '; the peer\'s as many calls, each call its own sample' : ''}`)
     + (withPortable ? portableText("engine.tuning.flashVariant 'portable'") : '')
@@ -436,9 +472,9 @@ if (sdpaShapes.length) {
       + `the same check, its time the sum of its GPU kernels per call; its device made from the same GPU object (same adapter and toggles), alive beside webinfer's; "vs ORT" is ORT ms / flash ms.`
       + (peerInfo?.notes.slice(1).length ? ` Here: ${peerInfo.notes.slice(1).join('; ')}.` : '')
       + (peerInfo && !peerInfo.f16 ? ' The peer\'s device has no shader-f16: its f16 rows ran in f32 storage (marked).' : '') : ''), '',
-    `| dtype | causal | L | flash ms | spread | flash TFLOP/s | % of FMA ceiling |${withPortable ? ' portable ms (x of subgroup) | portable spread |' : ''} naive ms | naive spread | speedup |`
+    `| dtype | causal | L | flash tile | flash ms | spread | flash TFLOP/s | % of FMA ceiling |${withMma ? ' % of matrix ceiling | scalar tile ms (x) |' : ''}${withPortable ? ' portable ms (x of default) | portable spread |' : ''} naive ms | naive spread | speedup |`
     + `${withPeer ? ' ORT ms | ORT spread | ORT TFLOP/s | speedup vs ORT |' : ''} checks |`,
-    `|---|---|---|---|---|---|---|${withPortable ? '---|---|' : ''}---|---|---|${withPeer ? '---|---|---|---|' : ''}---|`,
+    `|---|---|---|---|---|---|---|---|${withMma ? '---|---|' : ''}${withPortable ? '---|---|' : ''}---|---|---|${withPeer ? '---|---|---|---|' : ''}---|`,
   ];
   for (const { f, n, o } of byShape) {
     const p = f.portable;
@@ -448,9 +484,13 @@ if (sdpaShapes.length) {
     const peerCols = withPeer
       ? (o?.timing ? ` ${fmt(ms(o), 3)}${o.peerDtype ? ` (${o.peerDtype})` : ''} | ${spread(o.timing)} | ${fmt(o.tflops)} | ${speedup(ms(o), ms(f))}x |` : ` ${o?.error ?? '-'} | - | - | - |`)
       : '';
-    const checks = [f, n, ...(p?.timing ? [p] : []), ...(o?.timing ? [o] : [])].every((r) => r.pass) ? 'pass' : 'FAIL';
-    lines.push(`| ${f.shape.dtype} | ${f.shape.causal ? 'yes' : 'no'} | ${f.shape.Lq} | ${fmt(ms(f), 3)} | ${spread(f.timing)} | ${fmt(f.tflops)} | ${fmt(f.pctFma, 1)} |`
-      + `${portableCols} ${fmt(ms(n), 3)} | ${spread(n.timing)} | ${fmt(ms(n) / ms(f), 1)}x |${peerCols} ${checks} |`);
+    const sc = f.scalar;
+    const mmaCols = withMma
+      ? ` ${f.tile?.startsWith('subgroup-matrix') ? fmt((100 * f.tflops) / ceilings.mmaTflops!, 1) : '-'} | ${sc?.timing ? `${fmt(sc.timing.medianMs, 3)} (${fmt(sc.timing.medianMs / ms(f), 2)}x)` : sc?.error ?? '-'} |`
+      : '';
+    const checks = [f, n, ...(p?.timing ? [p] : []), ...(sc?.timing ? [sc] : []), ...(o?.timing ? [o] : [])].every((r) => r.pass) ? 'pass' : 'FAIL';
+    lines.push(`| ${f.shape.dtype} | ${f.shape.causal ? 'yes' : 'no'} | ${f.shape.Lq} | ${f.tile ?? '-'} | ${fmt(ms(f), 3)} | ${spread(f.timing)} | ${fmt(f.tflops)} | ${fmt(f.pctFma, 1)} |`
+      + `${mmaCols}${portableCols} ${fmt(ms(n), 3)} | ${spread(n.timing)} | ${fmt(ms(n) / ms(f), 1)}x |${peerCols} ${checks} |`);
   }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `sdpa-${slug}.md`), `${lines.join('\n')}\n`);

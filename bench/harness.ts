@@ -1,6 +1,7 @@
 // Benchmark plumbing shared by every suite: the ceilings measured through WebGPU in the same run, and
 // timing (GPU timestamps where the adapter has them, else wall clock around a drained queue).
 import type { Engine } from 'webinfer';
+import { mmaConfigs } from '../src/attention/flash';
 
 export interface Ceilings {
   /** f32 FMA rate, TFLOP/s (an FMA counts 2). */
@@ -9,6 +10,10 @@ export interface Ceilings {
   copyGBs: number;
   /** Read bandwidth, GB/s. */
   readGBs: number;
+  /** Subgroup-matrix rate (f16 → f32, the largest configuration), TFLOP/s, where the adapter has them. */
+  mmaTflops?: number;
+  /** That configuration, as M×N×K. */
+  mmaConfig?: string;
 }
 
 export interface Timing {
@@ -168,6 +173,30 @@ export async function timeOp(engine: Engine, fn: (i: number) => void, opts: Time
  * Measures the FMA rate and the copy and read bandwidth through WebGPU. Sizes adapt to the adapter:
  * `scale` 1 fills a large GPU; software adapters pass a small scale to finish in seconds.
  */
+/** The subgroup-matrix ceiling (shaders/bench/ceiling_mma.wgsl), where the adapter has an f16 → f32 configuration. */
+async function measureMmaCeiling(engine: Engine, scale: number): Promise<{ mmaTflops?: number; mmaConfig?: string }> {
+  const cfg = mmaConfigs(engine.features)[0];
+  const sgw = engine.features.subgroupMaxSize;
+  if (!cfg || !sgw || !engine.features.f16) return {};
+  const { M, N, K } = cfg;
+  const n4 = 1 << 20;
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+  const src = engine.device.createBuffer({ size: 4 * (M * K + K * N), usage });
+  engine.device.queue.writeBuffer(src, 0, new Uint16Array(2 * (M * K + K * N)).fill(0x2c00));   // 1/16 in f16
+  const dst = engine.device.createBuffer({ size: 4 * n4, usage });
+  try {
+    const k = engine.kernel('bench_ceiling_mma', 'mma_main', { consts: { M, N, K, SGW: sgw }, enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'] });
+    const groups = Math.max(64, Math.floor(8192 * scale));
+    const iters = Math.max(64, Math.floor(2048 * Math.min(1, scale * 4)));
+    const t = await timeOp(engine, () => engine.dispatch(k, { src, dst }, { n4, iters, seed: 0 }, groups), { samples: 7 });
+    return { mmaTflops: (groups * 4 * iters * 4 * 2 * M * N * K) / (t.medianMs * 1e9), mmaConfig: `${M}×${N}×${K}` };
+  } finally {
+    await engine.sync();
+    src.destroy();
+    dst.destroy();
+  }
+}
+
 export async function measureCeilings(engine: Engine, scale = 1): Promise<Ceilings> {
   const maxBytes = Math.min(engine.limits.maxStorageBufferBindingSize, engine.limits.maxBufferSize);
   const WG = 256;
@@ -195,7 +224,8 @@ export async function measureCeilings(engine: Engine, scale = 1): Promise<Ceilin
     // Bandwidth: a grid-strided pass over the whole buffer, a few waves of workgroups.
     const tc = await timeOp(engine, () => engine.dispatch(copy, { src, dst }, { n4, iters: 0, seed: 0 }, bwGroups), { samples: 7 });
     const tr = await timeOp(engine, () => engine.dispatch(read, { src, dst }, { n4, iters: 0, seed: 0 }, bwGroups), { samples: 7 });
-    return { fmaTflops, copyGBs: (2 * bytes) / (tc.medianMs * 1e6), readGBs: bytes / (tr.medianMs * 1e6) };
+    const mma = await measureMmaCeiling(engine, scale);
+    return { fmaTflops, copyGBs: (2 * bytes) / (tc.medianMs * 1e6), readGBs: bytes / (tr.medianMs * 1e6), ...mma };
   } finally {
     await engine.sync();
     src.destroy();

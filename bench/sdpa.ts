@@ -11,6 +11,8 @@ import {
 import { combineRounds, PORTABLE_TUNING, roundWarmupMs, timeOp, timeRounds, withTuning, type Ceilings, type Contender, type PortableResult, type Timing } from './harness';
 import type { OrtPeer, PeerCase, PeerTiming } from './ort';
 import { sdpaFlops, sdpaMinBytes, type SdpaShape } from './workload';
+import { flashMmaFor, flashVariantFor } from '../src/attention/flash';
+import type { Runtime } from '../src/core/runtime';
 
 export interface SdpaBenchRow {
   shape: SdpaShape;
@@ -32,6 +34,11 @@ export interface SdpaBenchRow {
   /** Flash only, where asked: the portable variant (engine.tuning.flashVariant 'portable'), checked and
    *  timed in the same rounds. */
   portable?: PortableResult;
+  /** Flash where it runs the subgroup-matrix tile, where asked: the same call held to the scalar subgroup
+   *  tile (engine.tuning.flashVariant 'subgroup'), checked and timed in the same rounds. */
+  scalar?: PortableResult;
+  /** Which flash tile ran: 'subgroup-matrix M×N×K' or the scalar tile's variant. */
+  tile?: string;
 }
 
 const ROTATE = 3;
@@ -74,7 +81,7 @@ export function checkSlices(got: Float32Array, q: Float32Array, k: Float32Array,
  * and `spreadPct` say how far the rounds' medians lie apart.
  */
 export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: SdpaBackend[], ceilings: Ceilings,
-                                     opts: { samples?: number; seed?: number; peer?: OrtPeer | null; rounds?: number; portable?: boolean } = {}): Promise<SdpaBenchRow[]> {
+                                     opts: { samples?: number; seed?: number; peer?: OrtPeer | null; rounds?: number; portable?: boolean; scalar?: boolean } = {}): Promise<SdpaBenchRow[]> {
   const seed = opts.seed ?? 7;
   const samples = opts.samples ?? 7;
   const nq = s.B * s.Hq * s.Lq * s.D, nk = s.B * s.Hkv * s.Lk * s.D, nv = s.B * s.Hkv * s.Lk * s.Dv;
@@ -140,6 +147,14 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
       const row: SdpaBenchRow = { shape: s, backend, worst: NaN, pass: false, timing: null, tflops: NaN, gbs: NaN, pctFma: NaN };
       rows.push(row);
       await ours(backend, {}, row, backend);
+      if (backend === 'flash') {
+        const mma = flashMmaFor(engine as unknown as Runtime, s.dtype, s.D, s.Dv);
+        row.tile = mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}` : flashVariantFor(engine as unknown as Runtime);
+        if (mma && opts.scalar) {
+          row.scalar = { worst: NaN, pass: false, timing: null };
+          await ours(backend, { flashVariant: 'subgroup' }, row.scalar, 'flash scalar');
+        }
+      }
       if (backend === 'flash' && opts.portable) {
         row.portable = { worst: NaN, pass: false, timing: null };
         await ours(backend, { flashVariant: PORTABLE_TUNING.flashVariant }, row.portable, 'flash portable');
@@ -158,6 +173,7 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
         if (!ts.length) continue;
         if (c.name === row.backend) fill(row, combineRounds(ts));
         if (c.name === 'flash portable' && row.portable) row.portable.timing = combineRounds(ts);
+        if (c.name === 'flash scalar' && row.scalar) row.scalar.timing = combineRounds(ts);
       }
     }
     if (peerCase) {
@@ -182,6 +198,11 @@ export function sdpaJson(r: SdpaBenchRow) {
     medianMs: r.timing?.medianMs, minMs: r.timing?.minMs, method: r.timing?.method, rounds: r.timing?.rounds, spreadPct: r.timing?.spreadPct,
     tflops: r.tflops, gbs: r.gbs, pctFma: r.pctFma,
     ...(r.backend === 'ort' ? { peerDtype: r.peerDtype, kernels: r.kernels } : {}),
+    ...(r.tile ? { tile: r.tile } : {}),
+    ...(r.scalar ? {
+      scalarMs: r.scalar.timing?.medianMs, scalarRounds: r.scalar.timing?.rounds, scalarSpreadPct: r.scalar.timing?.spreadPct,
+      scalarRatio: (r.scalar.timing?.medianMs ?? NaN) / (r.timing?.medianMs ?? NaN), scalarPass: r.scalar.pass, scalarWorst: r.scalar.worst, scalarError: r.scalar.error,
+    } : {}),
     ...(r.portable ? {
       portableMs: r.portable.timing?.medianMs, portableRounds: r.portable.timing?.rounds, portableSpreadPct: r.portable.timing?.spreadPct,
       portableRatio: (r.portable.timing?.medianMs ?? NaN) / (r.timing?.medianMs ?? NaN), portablePass: r.portable.pass, portableWorst: r.portable.worst,

@@ -43,6 +43,10 @@ fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
   return decode4(vec4<u32>(v[w], v[w + 1u], 0u, 0u), IN_DTYPE);
 }
 
+/** Key row j's index in k and v (rows of D and Dv elements): the subgroup-matrix tile loads whole
+ *  tiles of them directly (flash_mma_core.wgsl DIRECT). */
+fn kv_row(job: Job, j: u32) -> u32 { return (job.b * params.Hkv + job.g) * params.Lk + j; }
+
 fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 {
   return mask[job.b * params.ms_b + h * params.ms_h + pos * params.ms_i + j * params.ms_j];
 }
@@ -69,10 +73,10 @@ fn store_lse(job: Job, h: u32, pos: u32, bits: u32) {
 
 @compute @workgroup_size(WG)
 fn flash_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_index) li: u32) {
+              lanes: Lanes) {
   let tile = wid.y * nwg.x + wid.x;
   if (tile >= params.row_tiles * params.B * params.Hkv) { return; }   // whole workgroup: stays uniform
   let bg = tile / params.row_tiles;
   flash_tile(Job(bg / params.Hkv, bg % params.Hkv, (tile % params.row_tiles) * BR, params.rows,
-                 params.Lq, params.Lk, 0u, params.Lk, false), li);
+                 params.Lq, params.Lk, 0u, params.Lk, false), lanes);
 }

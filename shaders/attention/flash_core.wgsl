@@ -64,13 +64,17 @@ struct Job {
   partial: bool,  // a partition's state (no sinks, written for a later merge) rather than the output
 }
 
+/** The invocation's place in its workgroup, as the entry point receives it (flash.wgsl, paged.wgsl). */
+struct Lanes { @builtin(local_invocation_index) li: u32 }
+
 var<workgroup> q_s: array<TILE4, BR * DKP>;
 var<workgroup> k_s: array<TILE4, BC * DKP>;
 var<workgroup> v_s: array<TILE4, BC * VQ>;
 var<workgroup> p_s: array<vec4<f32>, PSV>;
 
-/** Runs one job; li is the local invocation index. Call from workgroup-uniform control flow. */
-fn flash_tile(job: Job, li: u32) {
+/** Runs one job. Call from workgroup-uniform control flow. */
+fn flash_tile(job: Job, lanes: Lanes) {
+  let li = lanes.li;
   let tx = li % TX;
   let ty = li / TX;
   let G = params.G;
@@ -146,23 +150,7 @@ fn flash_tile(job: Job, li: u32) {
       let i_abs = i32(r_pos[i]) + shift;
       for (var n = 0u; n < TN; n++) {
         let j = kt + tx + TX * n;
-        var visible = r_ok[i] && j < k_end;
-        if ((f & FLAG_CAUSAL) != 0u && i32(j) > i_abs) { visible = false; }
-        if ((f & FLAG_WINDOW) != 0u && i_abs - i32(j) >= i32(params.window)) { visible = false; }
-        var x = s[i * TN + n] * params.scale;
-        if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }
-        if ((f & FLAG_ALIBI) != 0u) { x += head_slope(r_h[i]) * f32(i32(j) - i_abs); }
-        if (visible && (f & (FLAG_MASK_BOOL | FLAG_MASK_ADD)) != 0u) {
-          let mw = mask_word(job, r_h[i], r_pos[i], j);
-          if ((f & FLAG_MASK_BOOL) != 0u) {
-            visible = mw != 0u;
-          } else if (mw == NEG_INF_BITS) {
-            visible = false;
-          } else {
-            x += bitcast<f32>(mw);
-          }
-        }
-        let x2 = select(MASKED, max(x * LOG2E, -1.0e38), visible);
+        let x2 = score_x2(job, s[i * TN + n], r_ok[i] && j < k_end, r_h[i], r_pos[i], j, i_abs);
         s[i * TN + n] = x2;
         mt[i] = max(mt[i], x2);
       }

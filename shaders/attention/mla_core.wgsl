@@ -40,14 +40,18 @@ struct Job {
   b: u32, g: u32, row0: u32, rows: u32, Lq: u32, Lk: u32, k_lo: u32, k_hi: u32, partial: bool,
 }
 
+/** The invocation's place in its workgroup, as paged.wgsl's entry point receives it. */
+struct Lanes { @builtin(local_invocation_index) li: u32 }
+
 var<workgroup> kv_s: array<vec4<f32>, BC * D4P>;
 var<workgroup> s_part: array<f32, BR * BC * SP>;
 var<workgroup> p_s: array<f32, BR * BC>;
 var<workgroup> alpha_s: array<f32, BR>;
 var<workgroup> ml_s: array<vec2<f32>, BR>;
 
-/** Runs one job; li is the local invocation index. Call from workgroup-uniform control flow. */
-fn flash_tile(job: Job, li: u32) {
+/** Runs one job. Call from workgroup-uniform control flow. */
+fn flash_tile(job: Job, lanes: Lanes) {
+  let li = lanes.li;
   // Scores: pair = (row group sg, key sj), this thread's slice sp of the D columns.
   let pair = li / SP;
   let sp = li % SP;

@@ -148,7 +148,7 @@ fn store_lse(job: Job, h: u32, pos: u32, bits: u32) {
 
 @compute @workgroup_size(WG)
 fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_index) li: u32) {
+              lanes: Lanes) {
   let item = wid.y * nwg.x + wid.x;
   if (item >= u32(pmeta[params.hdr_items])) { return; }   // whole workgroup: stays uniform
   let base = params.off_items + ITEM_WORDS * item;
@@ -173,5 +173,5 @@ fn paged_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   job_part = part + select(0u, bitcast<u32>(kv_scale[4]) * params.pslots, split);
   let k_lo = min(u32(max(pmeta[base + 4u], 0)), seq_len);
   let k_hi = clamp(u32(max(pmeta[base + 5u], 0)), k_lo, seq_len);
-  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, pmeta[base + 6u] != 0 || split), li);
+  flash_tile(Job(s, g, rt * BR, rows, q_len, seq_len, k_lo, k_hi, pmeta[base + 6u] != 0 || split), lanes);
 }

@@ -4,10 +4,13 @@
 import type { Runtime } from '../core/runtime.js';
 import type { EngineFeatures, EngineLimits } from '../core/types.js';
 import type { Tensor } from '../core/tensor.js';
+import type { Kernel } from '../core/pipeline.js';
 import { DTYPE_CODE } from '../core/dtype.js';
 import { headParams, sdpaFlags, type SdpaProblem } from './common.js';
 
 export type FlashVariant = 'subgroup' | 'portable';
+
+export type { FlashVariantChoice } from '../core/types.js';
 
 export interface FlashPlan {
   readonly variant: FlashVariant;
@@ -109,42 +112,136 @@ export function flashTileFor(engine: Runtime, dtype: string): 'f32' | 'f16' {
   return dtype === 'f16' && engine.features.f16 && engine.tuning.flashF16Tiles ? 'f16' : 'f32';
 }
 
+/** The scalar tile's variant (the subgroup-matrix tile is chosen before it, by planFlashMma). */
 export function flashVariantFor(engine: Runtime): FlashVariant {
   const pref = engine.tuning.flashVariant;
-  if (pref !== 'auto') return pref;
+  if (pref === 'subgroup' || pref === 'portable') return pref;
   // The narrowest subgroup grid has rows of 4 lanes: an adapter whose subgroups may be narrower (the
   // spec allows none, but a driver could report it) takes the portable tile instead of none.
   return engine.features.subgroups && (engine.features.subgroupMinSize ?? 0) >= 4 ? 'subgroup' : 'portable';
 }
 
-export function encodeSdpaFlash(engine: Runtime, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
-                                withLse: boolean): { out: Tensor; lse: Tensor | null } {
+/** Dispatches a dense flash program (flash.wgsl's addressing) over row tiles of BR rows: out and lse. */
+function dispatchDense(engine: Runtime, p: SdpaProblem, kernel: Kernel, BR: number, q: Tensor, k: Tensor, v: Tensor, withLse: boolean,
+                       extra: { bindings?: Record<string, Tensor>; chunks?: { n_dc: number; n_dk4: number; n_bc: number } }): { out: Tensor; lse: Tensor | null } {
   const G = p.Hq / p.Hkv;
   const rows = G * p.Lq;
-  const BR = plan.TY * plan.TM;
   const rowTiles = Math.ceil(rows / BR);
-  const kernel = engine.kernel(plan.variant === 'subgroup' ? 'sdpa_flash_subgroup' : 'sdpa_flash', 'flash_main', {
-    overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
-    consts: { TX: plan.TX, TY: plan.TY, TM: plan.TM, TN: plan.TN, DK: plan.DK, DVC: plan.DVC, D: p.D, DV: p.Dv,
-              TILE4: plan.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
-    enables: [...(plan.tile === 'f16' ? ['f16'] : []), ...(plan.variant === 'subgroup' ? ['subgroups'] : [])],
-  });
   const out = engine.emptyTensor([p.B, p.Hq, p.Lq, p.Dv], q.dtype);
   const lse = engine.emptyTensor([p.B, p.Hq, p.Lq], 'f32');
   const [msB, msH, msI, msJ] = p.maskStrides;
   engine.dispatch(kernel, {
-    q, k, v, out, lse,
+    q, k, v, out, lse, ...extra.bindings,
     mask: p.mask ? p.mask.buffer : engine.dummy,
     headp: headParams(engine, p.Hq, p.alibi, p.sinks),
   }, {
     B: p.B, Hq: p.Hq, Hkv: p.Hkv, Lq: p.Lq, Lk: p.Lk, G, rows, row_tiles: rowTiles,
     flags: sdpaFlags(p), window: p.window, scale: p.scale, softcap: p.softcap || 1,
-    ms_b: msB, ms_h: msH, ms_i: msI, ms_j: msJ,
-    n_dc: p.D / plan.DK, n_dk4: plan.DK / 4, n_bc: plan.TX * plan.TN,
+    ms_b: msB, ms_h: msH, ms_i: msI, ms_j: msJ, ...(extra.chunks ?? { n_dc: 0, n_dk4: 0, n_bc: 0 }),
   }, rowTiles * p.B * p.Hkv);
   if (!withLse) {
     lse.destroy();
     return { out, lse: null };
   }
   return { out, lse };
+}
+
+export function encodeSdpaFlash(engine: Runtime, p: SdpaProblem, plan: FlashPlan, q: Tensor, k: Tensor, v: Tensor,
+                                withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  const kernel = engine.kernel(plan.variant === 'subgroup' ? 'sdpa_flash_subgroup' : 'sdpa_flash', 'flash_main', {
+    overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
+    consts: { TX: plan.TX, TY: plan.TY, TM: plan.TM, TN: plan.TN, DK: plan.DK, DVC: plan.DVC, D: p.D, DV: p.Dv,
+              TILE4: plan.tile === 'f16' ? 'vec4<f16>' : 'vec4<f32>' },
+    enables: [...(plan.tile === 'f16' ? ['f16'] : []), ...(plan.variant === 'subgroup' ? ['subgroups'] : [])],
+  });
+  return dispatchDense(engine, p, kernel, plan.TY * plan.TM, q, k, v, withLse,
+    { chunks: { n_dc: p.D / plan.DK, n_dk4: plan.DK / 4, n_bc: plan.TX * plan.TN } });
+}
+
+// ------------------------------------------------------------------------------------------------
+// The subgroup-matrix tile (shaders/attention/flash_mma_core.wgsl)
+
+/** A plan of the subgroup-matrix tile: the matrix shape, NSG subgroups of SGW lanes, BC keys a tile. */
+export interface FlashMmaPlan {
+  readonly variant: 'subgroup-matrix';
+  readonly M: number; readonly N: number; readonly K: number;
+  readonly NSG: number; readonly SGW: number; readonly BC: number;
+  /** Rows a workgroup owns (NSG·M). */
+  readonly BR: number;
+  readonly smem: number;
+}
+
+/**
+ * Subgroups a workgroup, then keys a tile, by preference: measured on an H200 (f16, L 4096, written-out
+ * loops; bench/notes/flash.md): 4 subgroups × 32 keys 0.88 ms at D 64, before 16 keys (0.99), 8
+ * subgroups × 16 keys (1.10) and 64 keys (1.63: its 45 KiB of workgroup storage costs occupancy).
+ * (Workgroups of 2 subgroups gave NaN on the H200 there, not understood: not offered.)
+ */
+const MMA_SHAPES: readonly { NSG: number; BC: number }[] = [
+  { NSG: 4, BC: 32 }, { NSG: 4, BC: 16 }, { NSG: 8, BC: 16 }, { NSG: 4, BC: 64 }, { NSG: 8, BC: 32 },
+];
+
+/** Workgroup storage of the subgroup-matrix tile, in bytes (flash_mma_core.wgsl's arrays). */
+export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, BC: number, D: number, Dv: number): number {
+  const DS = Math.ceil(D / K) * K + 8, VS = Math.ceil(Dv / N) * N + 8;
+  const kv = Math.max(NSG * M * DS, BC * (DS + VS));
+  const pad4 = (b: number) => Math.ceil(b / 4) * 4;
+  return pad4(2 * kv) + 4 * NSG * M * (BC + 4) + pad4(2 * NSG * M * (BC + 8)) + 4 * NSG * M + 4 * NSG;
+}
+
+/** The f16 → f32 subgroup-matrix configurations the tile can use, preferred first (the largest). */
+export function mmaConfigs(features: EngineFeatures): { M: number; N: number; K: number }[] {
+  return features.subgroupMatrix
+    .filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32')
+    .map(({ M, N, K }) => ({ M, N, K }))
+    .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
+}
+
+/**
+ * Plans the subgroup-matrix tile, or returns null where it cannot run: no f16 → f32 configuration, no
+ * shader-f16, subgroups of more than one size (the tile's rows are laid out by subgroup), or no shape
+ * that fits the workgroup storage. `config` holds it to one of mmaConfigs' entries, `shape` to one of
+ * MMA_SHAPES (tests and the benchmark).
+ */
+export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, smemCap = Infinity,
+                             config?: number, shape?: number): FlashMmaPlan | null {
+  if (!features.f16 || !features.subgroups) return null;
+  const sgw = features.subgroupMinSize;
+  if (!sgw || sgw !== features.subgroupMaxSize) return null;
+  const configs = mmaConfigs(features);
+  const pick = config === undefined ? configs : configs.slice(config, config + 1);
+  const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
+  for (const { M, N, K } of pick) {
+    if (M > sgw || sgw % M) continue;
+    for (const [si, { NSG, BC }] of MMA_SHAPES.entries()) {
+      if (shape !== undefined && si !== shape) continue;
+      if (BC % N || BC % K || NSG * sgw > limits.maxComputeInvocationsPerWorkgroup || NSG * sgw > limits.maxComputeWorkgroupSizeX) continue;
+      const smem = flashMmaSmemBytes(M, N, K, NSG, BC, D, Dv);
+      if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, BC, BR: NSG * M, smem };
+    }
+  }
+  return null;
+}
+
+/** The subgroup-matrix plan for f16 data where 'auto' (or the tuning) asks for it and it runs here. */
+export function flashMmaFor(engine: Runtime, dtype: string, D: number, Dv: number): FlashMmaPlan | null {
+  const pref = engine.tuning.flashVariant;
+  if (pref !== 'auto' && pref !== 'subgroup-matrix') return null;
+  if (dtype !== 'f16' || flashUnsupported(D, Dv)) return null;
+  return planFlashMma(engine.limits, engine.features, D, Dv, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.flashMmaShape);
+}
+
+export function encodeSdpaFlashMma(engine: Runtime, p: SdpaProblem, plan: FlashMmaPlan, q: Tensor, k: Tensor, v: Tensor,
+                                   withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  const kernel = engine.kernel('sdpa_flash_mma', 'flash_main', {
+    overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
+    consts: {
+      M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, SGW: plan.SGW, BC: plan.BC, D: p.D, DV: p.Dv, PROBE: engine.tuning.flashMmaProbe,
+      // f16 rows staged as 16-byte words (flash_mma_core.wgsl WORDS; D and Dv are multiples of 8).
+      WORDS: engine.tuning.flashMmaWords && q.dtype === 'f16',
+    },
+    enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
+    unroll: engine.tuning.flashMmaUnroll,
+  });
+  return dispatchDense(engine, p, kernel, plan.BR, q, k, v, withLse, { bindings: { k_w: k, v_w: v } });
 }

@@ -6,7 +6,7 @@ import { checkTensor, type Tensor } from '../core/tensor.js';
 import type { SdpaOptions } from '../core/types.js';
 import { validateAttnOptions, type SdpaProblem } from './common.js';
 import { encodeSdpaNaive } from './sdpa_naive.js';
-import { encodeSdpaFlash, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from './flash.js';
+import { encodeSdpaFlash, encodeSdpaFlashMma, flashMmaFor, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from './flash.js';
 
 const FLOAT_STORAGE = ['f32', 'f16', 'bf16'];
 const OPTION_KEYS = new Set(['causal', 'scale', 'softcap', 'slidingWindow', 'alibiSlopes', 'sinks', 'mask', 'backend']);
@@ -60,6 +60,8 @@ export function sdpa(engine: Runtime, op: string, q: Tensor, k: Tensor, v: Tenso
   const p = validateSdpa(op, q, k, v, opts ?? {});
   const backend = opts?.backend ?? 'auto';
   if (backend === 'naive') return encodeSdpaNaive(engine, p, q, k, v, withLse);
+  const mma = flashMmaFor(engine, q.dtype, p.D, p.Dv);
+  if (mma) return encodeSdpaFlashMma(engine, p, mma, q, k, v, withLse);
   const variant = flashVariantFor(engine);
   const why = flashUnsupported(p.D, p.Dv);
   const plan = why ? null : planFlash(engine.limits, engine.features, p.D, p.Dv, variant, engine.tuning.flashSmemBytes, engine.tuning.flashGrid, flashTileFor(engine, q.dtype));

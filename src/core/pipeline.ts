@@ -57,6 +57,8 @@ export interface KernelSpec {
   readonly consts?: Readonly<Record<string, number | boolean | string>>;
   /** Extensions to enable (`f16`, `subgroups`), prepended as directives. */
   readonly enables?: readonly string[];
+  /** Write constant-trip loops out (src/core/unroll.ts) for this kernel whatever the runtime's setting. */
+  readonly unroll?: boolean;
 }
 
 function constLiteral(v: number | boolean, type: string | undefined): string {
@@ -64,6 +66,20 @@ function constLiteral(v: number | boolean, type: string | undefined): string {
   if (type === 'f32' || (!type && !Number.isInteger(v))) return `${Number.isInteger(v) ? `${v}.0` : v}`;
   if (type === 'i32') return `${v}i`;
   return `${v}u`;
+}
+
+/**
+ * The source as wgsl_reflect can read it: its parser knows no subgroup-matrix types or templated
+ * builtin calls (chromium_experimental_subgroup_matrix), which live only inside function bodies and
+ * never change the bindings, uniforms or entry points it reports. Those become plain u32 and plain calls.
+ */
+export function reflectable(source: string): string {
+  if (!source.includes('subgroup_matrix')) return source;
+  return source
+    .replace(/subgroup_matrix_(left|right|result)<[^<>]*>/g, 'u32')
+    .replace(/\b(subgroupMatrix\w*)<[^<>()]*>\(/g, '$1(')
+    .replace(/^\s*enable\s+chromium_experimental_subgroup_matrix\s*;/m, '')
+    .replace(/@diagnostic\([^)]*\)/g, '');
 }
 
 /** Replaces `const NAME[: type] = ...;` (or, for a string, `alias NAME = ...;`) at module scope. */
@@ -163,8 +179,9 @@ export class PipelineCache {
     for (const k of [...this.fastKeys.keys()]) if (k.startsWith(`${name}|`)) this.fastKeys.delete(k);
   }
 
-  private parse(program: string, consts: Readonly<Record<string, number | boolean | string>>, enables: readonly string[]): ParsedShader {
-    const key = `${program}|${JSON.stringify(consts)}|${enables.join(',')}|${this.unrollLoops ? 'unrolled' : ''}`;
+  private parse(program: string, consts: Readonly<Record<string, number | boolean | string>>, enables: readonly string[],
+                unroll = this.unrollLoops): ParsedShader {
+    const key = `${program}|${JSON.stringify(consts)}|${enables.join(',')}|${unroll ? 'unrolled' : ''}`;
     let p = this.parsed.get(key);
     if (p) return p;
     const parts = this.programs.get(program);
@@ -183,27 +200,28 @@ export class PipelineCache {
     source = specializeConsts(source, consts, program);
     // (Unrolled, the source's lines no longer match the files': compile errors then name the program's
     // line in this source, not the file's.)
-    if (this.unrollLoops) source = unrollConstLoops(source);
+    if (unroll) source = unrollConstLoops(source);
     let reflect: WgslReflect;
     try {
-      reflect = new WgslReflect(source);
+      reflect = new WgslReflect(reflectable(source));
     } catch (e) {
       throw new WebinferError(`${program}: WGSL parse error: ${(e as Error).message ?? e}`);
     }
-    p = { source, reflect, lineMap: this.unrollLoops ? [] : lineMap, module: null };
+    p = { source, reflect, lineMap: unroll ? [] : lineMap, module: null };
     this.parsed.set(key, p);
     return p;
   }
 
   /** The assembled WGSL of a program (for inspection and tests). */
   source(program: string, spec: KernelSpec = {}): string {
-    return this.parse(program, spec.consts ?? {}, spec.enables ?? []).source;
+    return this.parse(program, spec.consts ?? {}, spec.enables ?? [], this.unrollLoops || !!spec.unroll).source;
   }
 
   get(shader: string, entry: string, spec: KernelSpec = {}): Kernel {
     // A model step asks for ~200 kernels: first a key in the spec's own key order (no sorting, no
     // JSON), which a call site repeats exactly; then the canonical key, which equal specs share.
-    let fast = `${shader}|${entry}${this.unrollLoops ? '|unrolled' : ''}`;
+    const unroll = this.unrollLoops || !!spec.unroll;
+    let fast = `${shader}|${entry}${unroll ? '|unrolled' : ''}`;
     for (const k in spec.overrides) fast += `|${k}=${Number(spec.overrides[k])}`;
     fast += '|';
     for (const k in spec.consts) fast += `|${k}=${spec.consts[k]}`;
@@ -214,14 +232,14 @@ export class PipelineCache {
     const consts = spec.consts ?? {};
     const enables = spec.enables ?? [];
     const ckeys = Object.keys(constants).sort();
-    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}${this.unrollLoops ? '|unrolled' : ''}`;
+    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}${unroll ? '|unrolled' : ''}`;
     const hit = this.kernels.get(key);
     if (hit) {
       this.fastKeys.set(fast, hit);
       return hit;
     }
 
-    const p = this.parse(shader, consts, enables);
+    const p = this.parse(shader, consts, enables, unroll);
     const fn: FunctionInfo | undefined = p.reflect.entry.compute.find((f) => f.name === entry);
     if (!fn) throw new WebinferError(`${shader}: no compute entry point '${entry}'`);
     const declared = new Set(p.reflect.overrides.map((o) => o.name));

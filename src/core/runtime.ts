@@ -6,7 +6,7 @@ import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './er
 import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline.js';
 import { PROGRAMS, SHADER_FILES } from './shaders.js';
 import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor.js';
-import type { EngineFeatures, EngineLimits, EngineOptions } from './types.js';
+import type { EngineFeatures, EngineLimits, EngineOptions, FlashVariantChoice, SubgroupMatrixConfig } from './types.js';
 
 const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
   'maxComputeWorkgroupStorageSize', 'maxStorageBufferBindingSize', 'maxBufferSize',
@@ -19,7 +19,10 @@ const WGPU_IMPLEMENTATION: boolean = (() => {
   return g.Deno !== undefined || /\bFirefox\//.test(g.navigator?.userAgent ?? '');
 })();
 
-const OPTIONAL_FEATURES: readonly GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'] as GPUFeatureName[];
+// Subgroup matrices are experimental: Dawn offers them where the GPU object was made with the
+// allow_unsafe_apis toggle (Node: create(['enable-dawn-features=allow_unsafe_apis']); Chrome:
+// --enable-unsafe-webgpu), and only next to subgroups.
+const OPTIONAL_FEATURES: readonly GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'] as GPUFeatureName[];
 
 type HostData = Float32Array | Uint16Array | Uint8Array | Int32Array | Uint32Array;
 export type Bindable = GPUBuffer | Tensor;
@@ -70,6 +73,15 @@ export async function acquireDevice(opts: EngineOptions): Promise<{ device: GPUD
 }
 
 
+/** The adapter's subgroup-matrix configurations, as plain frozen objects. */
+function matrixConfigs(info: GPUAdapterInfo | undefined): readonly SubgroupMatrixConfig[] {
+  const list = (info as { subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> } | undefined)?.subgroupMatrixConfigs;
+  if (!list) return [];
+  return Object.freeze([...list].map((c) => Object.freeze({
+    componentType: String(c.componentType), resultComponentType: String(c.resultComponentType), M: c.M, N: c.N, K: c.K,
+  })));
+}
+
 export class Runtime implements TensorHost {
   readonly device: GPUDevice;
   readonly features: EngineFeatures;
@@ -83,8 +95,20 @@ export class Runtime implements TensorHost {
   readonly tuning = {
     /** Largest score matrix the naive kernel materializes per chunk of query rows. */
     naiveScoreBytes: 256 * 1024 * 1024,
-    /** Which flash variant runs: 'auto' takes subgroups where the adapter has them. */
-    flashVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
+    /** Which flash tile runs: 'auto' takes the subgroup-matrix tile for f16 data where the adapter
+     *  has subgroup matrices (else as 'subgroup'), then subgroups where the adapter has them. */
+    flashVariant: 'auto' as FlashVariantChoice,
+    /** Holds the subgroup-matrix tile to one of the adapter's f16 → f32 configurations (mmaConfigs). */
+    flashMmaConfig: undefined as number | undefined,
+    /** Holds the subgroup-matrix tile to one shape (flash.ts MMA_SHAPES: subgroups and keys a tile). */
+    flashMmaShape: undefined as number | undefined,
+    /** Writes the subgroup-matrix tile's constant-trip loops out (src/core/unroll.ts) before compiling:
+     *  1.4-1.9x faster on an H200, where NVIDIA's compiler then keeps every matrix in registers. */
+    flashMmaUnroll: true,
+    /** The subgroup-matrix tile stages f16 K and V as raw 16-byte words (else through the dtype loaders). */
+    flashMmaWords: true,
+    /** Diagnostics of the subgroup-matrix tile (flash_mma_core.wgsl PROBE; 0 off): wrong results. */
+    flashMmaProbe: 0,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
@@ -174,6 +198,7 @@ export class Runtime implements TensorHost {
       subgroupMinSize: subgroups ? sgMin : undefined,
       subgroupMaxSize: subgroups ? sgMax : undefined,
       timestampQuery: f.has('timestamp-query'),
+      subgroupMatrix: subgroups && f.has('chromium-experimental-subgroup-matrix' as GPUFeatureName) ? matrixConfigs(info) : [],
     });
     const lim = {} as Record<keyof EngineLimits, number>;
     for (const name of LIMIT_NAMES) lim[name] = (device.limits as unknown as Record<string, number>)[name];

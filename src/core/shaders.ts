@@ -11,7 +11,7 @@ export const SHADER_FILES: Readonly<Record<string, string>> = Object.fromEntries
 const DTYPE = 'core/dtype.wgsl';
 const COMMON = 'attention/common.wgsl';
 const flash = (addressing: string, reduce: 'portable' | 'subgroup') =>
-  [DTYPE, COMMON, `attention/${addressing}.wgsl`, 'attention/flash_core.wgsl', `attention/reduce_${reduce}.wgsl`];
+  [DTYPE, COMMON, `attention/${addressing}.wgsl`, 'attention/flash_core.wgsl', 'attention/flash_scores.wgsl', `attention/reduce_${reduce}.wgsl`];
 const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wgsl', `attention/${kernel}.wgsl`];
 
 /** Programs by name: the files each is assembled from, in order. */
@@ -19,6 +19,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_naive: [DTYPE, COMMON, 'attention/sdpa_naive.wgsl'],
   sdpa_flash: flash('flash', 'portable'),
   sdpa_flash_subgroup: flash('flash', 'subgroup'),
+  sdpa_flash_mma: [DTYPE, COMMON, 'attention/flash.wgsl', 'attention/flash_mma_core.wgsl', 'attention/flash_scores.wgsl'],
   merge: [DTYPE, 'attention/merge.wgsl'],
   paged_cache: [DTYPE, 'attention/paged_cache.wgsl'],
   paged_flash: flash('paged', 'portable'),
@@ -30,6 +31,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   mla: [DTYPE, 'attention/mla.wgsl'],
   model_step: ['models/step.wgsl'],
   bench_ceiling: ['bench/ceiling.wgsl'],
+  bench_ceiling_mma: ['bench/ceiling_mma.wgsl'],
   gemv: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_portable.wgsl'],
   gemv_subgroup: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_subgroup.wgsl'],
   gemm: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemm.wgsl'],

@@ -29,6 +29,22 @@ export interface EngineFeatures {
   readonly subgroupMinSize?: number;
   readonly subgroupMaxSize?: number;
   readonly timestampQuery: boolean;
+  /** The subgroup-matrix configurations the device offers (`chromium-experimental-subgroup-matrix`:
+   *  tensor cores through Vulkan cooperative matrices, Apple's simdgroup matrices); empty without it. */
+  readonly subgroupMatrix: readonly SubgroupMatrixConfig[];
+}
+
+/** Which flash tile runs (engine.tuning.flashVariant): 'auto' picks the subgroup-matrix tile for f16 data
+ *  where the adapter has subgroup matrices, then the subgroup tile where it has subgroups, else portable. */
+export type FlashVariantChoice = 'auto' | 'subgroup' | 'portable' | 'subgroup-matrix';
+
+/** One subgroup-matrix shape: an M×K `componentType` left times a K×N right, into an M×N `resultComponentType`. */
+export interface SubgroupMatrixConfig {
+  readonly componentType: string;
+  readonly resultComponentType: string;
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
 }
 
 export interface EngineLimits {

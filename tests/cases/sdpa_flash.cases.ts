@@ -3,7 +3,7 @@
 // and at the tiles the planner picks from the adapter's own limits; flash against naive on the same
 // inputs; linear memory; the fallback of 'auto'.
 import { compareToReference, reference, type Engine } from '../../src/index';
-import { flashUnsupported, planFlash, type FlashVariant } from '../../src/attention/flash';
+import { flashMmaFor, flashUnsupported, mmaConfigs, planFlash, planFlashMma, type FlashVariant } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase, withTuning } from './harness';
 import { checkSdpa, type SdpaSpec } from './sdpa';
 import { SDPA_MATRIX } from './sdpa_matrix';
@@ -61,7 +61,75 @@ function variantCases(v: FlashVariant): TestCase[] {
   ];
 }
 
+/** Why the subgroup-matrix tile cannot run here, or null where it can. */
+function mmaMissing(ctx: CaseContext): string | null {
+  const f = ctx.engine.features;
+  if (f.subgroupMatrix.length === 0) return 'the adapter offers no subgroup matrices (chromium-experimental-subgroup-matrix; SwiftShader, lavapipe and wgpu do not): they run in the GPU test pass on the GPU machine (bench/results/gpu-tests-*.md)';
+  if (mmaConfigs(f).length === 0) return `the adapter's subgroup matrices have no f16 → f32 configuration (${f.subgroupMatrix.map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`).join(', ')})`;
+  if (!planFlashMma(ctx.engine.limits, f, 64, 64)) return `no subgroup-matrix tile plan here (shader-f16 ${f.f16}, subgroup sizes ${f.subgroupMinSize}-${f.subgroupMaxSize})`;
+  return null;
+}
+
+/** Runs f16 specs on the subgroup-matrix tile (each one checked to take it), or says why not and runs 'auto'. */
+async function runMma(ctx: CaseContext, specs: SdpaSpec[], config?: number, shape?: number): Promise<void> {
+  const why = mmaMissing(ctx);
+  // Without the tile, 'auto' runs f16 data on the tiles the other cases cover: one spec a case keeps
+  // the check real without growing CI.
+  if (why) ctx.note(`flash subgroup-matrix tile: not run here: ${why}; its cases ran the first spec of each on the tile 'auto' picks`);
+  await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaConfig: config, flashMmaShape: shape }, async () => {
+    for (const spec of why ? specs.slice(0, 1) : specs) {
+      const s16: SdpaSpec = { ...spec, dtype: 'f16' };
+      if (!why && !flashUnsupported(s16.D, s16.Dv ?? s16.D)) {
+        assert(flashMmaFor(ctx.engine, 'f16', s16.D, s16.Dv ?? s16.D) !== null, `the subgroup-matrix tile should serve D ${s16.D}, Dv ${s16.Dv ?? s16.D} (config ${config}, shape ${shape})`);
+      }
+      try {
+        await runSpec(ctx.engine, s16);
+      } catch (e) {
+        const plan = why ? null : flashMmaFor(ctx.engine, 'f16', s16.D, s16.Dv ?? s16.D);
+        throw new Error(`${(e as Error).message} [tile ${plan ? JSON.stringify(plan) : 'auto'}]`);
+      }
+    }
+  });
+}
+
+/** Shapes that take several key tiles and row tiles, with scores wide enough that rows' maxima move
+ *  past the lazy-rescale threshold (q/k standard deviation 4: the O-rescale path runs). */
+const MMA_LONG: SdpaSpec[] = [
+  { B: 2, Hq: 4, Hkv: 2, Lq: 100, Lk: 333, D: 64, causal: true, std: 4, seed: 3500 },
+  { Hq: 2, Lq: 70, Lk: 700, D: 128, std: 4, seed: 3501 },
+  { Hq: 3, Hkv: 1, Lq: 33, Lk: 257, D: 72, Dv: 40, std: 2, sinks: true, seed: 3502 },
+  { Hq: 2, Lq: 129, Lk: 129, D: 256, causal: true, slidingWindow: 50, seed: 3503 },
+  { Hq: 8, Hkv: 1, Lq: 1, Lk: 1000, D: 128, std: 4, seed: 3504 },
+];
+
+function mmaCases(): TestCase[] {
+  return [
+    ...SDPA_MATRIX.map((g): TestCase => ({
+      name: `subgroup-matrix: ${g.name} (as f16)`,
+      run: (ctx) => runMma(ctx, g.specs),
+    })),
+    {
+      name: 'subgroup-matrix: several key and row tiles, moving maxima (the O rescale), D 64..256 and padded D 72 / Dv 40',
+      run: (ctx) => runMma(ctx, MMA_LONG),
+    },
+    {
+      name: "subgroup-matrix: every f16 → f32 configuration the adapter offers, and every tile shape that fits",
+      async run(ctx) {
+        if (mmaMissing(ctx)) return runMma(ctx, MMA_LONG.slice(0, 1));
+        const configs = mmaConfigs(ctx.engine.features);
+        for (let ci = 0; ci < configs.length; ci++) {
+          for (let si = 0; si < 5; si++) {
+            if (!planFlashMma(ctx.engine.limits, ctx.engine.features, 128, 128, Infinity, ci, si)) continue;
+            await runMma(ctx, MMA_LONG.slice(0, 2), ci, si);
+          }
+        }
+      },
+    },
+  ];
+}
+
 export const sdpaFlashCases = defineCases('sdpa flash', [
+  ...mmaCases(),
   ...variantCases('portable'),
   ...variantCases('subgroup'),
   {

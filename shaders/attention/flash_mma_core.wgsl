@@ -1,0 +1,342 @@
+// Fused flash attention on subgroup matrices (chromium_experimental_subgroup_matrix: tensor cores on
+// NVIDIA through VK_KHR_cooperative_matrix, simdgroup matrices on Apple). The same jobs, addressing
+// hooks and results as flash_core.wgsl, for f16 data: Q, K, V and P are f16 matrices, every product
+// accumulates in f32.
+//
+// The workgroup is NSG subgroups of SGW lanes (the planner takes adapters of one subgroup size). Subgroup sg owns the M rows sg·M .. sg·M + M - 1
+// of the tile (BR = NSG·M rows; rows are position·G + head-in-group, as in flash_core.wgsl):
+//   - its Q rows, staged once, stay in registers as DP/K left matrices (D padded with zeros to DP);
+//   - per key tile of BC keys (K and V staged in workgroup memory as f16, zeros past the keys' end
+//     and past D, Dv), S = Q·Kᵀ is BC/N result matrices (f32), written to workgroup memory;
+//   - the subgroup's lanes read S back, a row to SG/M lanes, apply the score transforms
+//     (flash_scores.wgsl) and the online softmax, and write P (f16) for the P·V product;
+//   - O (M × DVP, f32) stays in registers as DVP/N result matrices: O += P·V.
+// K and V tiles are staged in workgroup memory (zeros past the keys, D and Dv): where the addressing
+// keeps key rows contiguous and 16-byte aligned (dense f16: kv_row; WORDS), as raw 16-byte words, 8
+// values a load and no conversions, loaded into registers one tile ahead so the loads are in flight
+// while the tile before computes. (Matrix loads straight from k and v, tried on an H200, ran 4x
+// slower than the whole kernel staged: bench/notes/flash.md.)
+// The rows' running max is updated lazily (FlashAttention-4): it moves only when a tile's max exceeds it
+// by more than TAU (base 2), so P ≤ 2^TAU and O needs rescaling only then. A result matrix cannot be
+// scaled row by row in registers: it goes through workgroup memory (BC/N matrices at a time), which
+// the workgroup does only when some row moved (a flag read with workgroupUniformLoad keeps it uniform).
+// The final O goes out the same way. Every subgroup-matrix call sits in workgroup-uniform control flow.
+
+const M: u32 = 16u;      // subgroup matrix rows (the adapter's configuration)
+const N: u32 = 16u;      // result columns
+const K: u32 = 16u;      // reduction depth
+const NSG: u32 = 4u;     // row subgroups
+const SGW: u32 = 32u;    // the adapter's largest subgroup size: WG is NSG of them
+const BC: u32 = 32u;     // keys per tile (a multiple of N and K)
+const D: u32 = 64u;
+const DV: u32 = 64u;
+
+const WG: u32 = NSG * SGW;
+const LPR: u32 = SGW / M;                  // lanes a row in the softmax (M ≤ SGW)
+const BR: u32 = NSG * M;
+const DP: u32 = (D + K - 1u) / K * K;       // D padded to whole K steps
+const DVP: u32 = (DV + N - 1u) / N * N;     // Dv padded to whole result matrices
+const DS: u32 = DP + 8u;                    // row strides in workgroup memory (16 bytes of padding)
+const VS: u32 = DVP + 8u;
+const SS: u32 = BC + 4u;
+const PS: u32 = BC + 8u;
+const NQ: u32 = DP / K;                     // Q left matrices
+const NS: u32 = BC / N;                     // S result matrices per tile
+const NP: u32 = BC / K;                     // P left matrices per tile
+const NO: u32 = DVP / N;                    // O result matrices
+const NCH: u32 = (NO + NS - 1u) / NS;        // chunks of O through workgroup memory (NS matrices each)
+const TAU: f32 = 8.0;
+// Diagnostics (engine.tuning.flashMmaProbe; wrong results): 1 leaves out the staged K/V loads from
+// global memory (the tiles keep their contents), 2 the score transforms, exponentials and P's stores
+// (P keeps its contents), 3 the matrix products.
+const PROBE: u32 = 0u;
+const WORDS: bool = false;
+const KV_HALVES: u32 = max(BR * DS, BC * (DS + VS));
+const CPL: u32 = BC / LPR;                  // score columns a lane handles
+const NKW: u32 = (BC * (DP / 8u) + WG - 1u) / WG;    // K words (16 bytes) a thread stages per tile
+const NVW: u32 = (BC * (DVP / 8u) + WG - 1u) / WG;   // V words
+
+alias QMat = subgroup_matrix_left<f16, K, M>;
+alias KMat = subgroup_matrix_right<f16, N, K>;
+alias VMat = subgroup_matrix_right<f16, N, K>;
+alias SMat = subgroup_matrix_result<f32, N, M>;
+
+/** One workgroup's work, as flash_core.wgsl's. */
+struct Job {
+  b: u32, g: u32, row0: u32, rows: u32, Lq: u32, Lk: u32, k_lo: u32, k_hi: u32, partial: bool,
+}
+
+/** The invocation's place in its workgroup and subgroup, as the entry point receives it. */
+struct Lanes {
+  @builtin(local_invocation_index) li: u32,
+  @builtin(subgroup_id) sg: u32,
+  @builtin(subgroup_invocation_id) lane: u32,
+}
+
+// k and v again, as 16-byte words, for WORDS staging (the host binds the same buffers).
+@group(0) @binding(8) var<storage, read> k_w: array<vec4<u32>>;
+@group(0) @binding(9) var<storage, read> v_w: array<vec4<u32>>;
+
+var<workgroup> kv_s: array<f16, KV_HALVES>;       // Q at first, then K [BC][DS] | V [BC][VS]
+var<workgroup> s_s: array<f32, NSG * M * SS>;     // S (and O on its way out), a region a row subgroup
+var<workgroup> p_s: array<f16, NSG * M * PS>;
+var<workgroup> alpha_s: array<f32, BR>;
+var<workgroup> moved_s: array<u32, NSG>;
+
+/** Key row j's words of k (or v) from column d on: zeros past the keys or past the row. */
+fn k_words(row_k0: u32, j: u32, k_end: u32, d: u32) -> vec4<u32> {
+  if (j < k_end && d < D) { return k_w[(row_k0 + j) * (D / 8u) + d / 8u]; }
+  return vec4<u32>(0u);
+}
+fn v_words(row_k0: u32, j: u32, k_end: u32, c: u32) -> vec4<u32> {
+  if (j < k_end && c < DV) { return v_w[(row_k0 + j) * (DV / 8u) + c / 8u]; }
+  return vec4<u32>(0u);
+}
+
+/** Eight f16 values (four words) into an f16 row of workgroup memory. */
+fn put8(at: u32, w: vec4<u32>) {
+  for (var i = 0u; i < 4u; i++) {
+    let h2 = bitcast<vec2<f16>>(w[i]);
+    kv_s[at + 2u * i] = h2.x;
+    kv_s[at + 2u * i + 1u] = h2.y;
+  }
+}
+
+/** Four values into an f16 row of workgroup memory. */
+fn put4(at: u32, v: vec4<f32>) {
+  kv_s[at] = f16(v.x);
+  kv_s[at + 1u] = f16(v.y);
+  kv_s[at + 2u] = f16(v.z);
+  kv_s[at + 3u] = f16(v.w);
+}
+
+/**
+ * Runs one job. Call from workgroup-uniform control flow. The matrix calls' offsets depend on the
+ * subgroup id, uniform in its subgroup, which is what subgroup matrices need; the analysis sees it only
+ * through the entry's Lanes struct (non-uniform as a whole, for its local index), hence the filter.
+ */
+@diagnostic(off, chromium.subgroup_matrix_uniformity)
+fn flash_tile(job: Job, lanes: Lanes) {
+  let li = lanes.li;
+  let sg = lanes.sg;
+  let lane = lanes.lane;
+  let G = params.G;
+  let f = params.flags;
+  let shift = i32(job.Lk) - i32(job.Lq);
+  // The planner makes every subgroup SGW wide (adapters of one subgroup size), so there are NSG of
+  // them. A subgroup's lanes: row r = lane % M, columns lane / M, + LPR, ... (LPR lanes a row).
+  let sgi = min(sg, NSG - 1u);
+  let r = lane % M;
+  let c0 = lane / M;
+  let row = job.row0 + sgi * M + r;
+  let r_ok = lane < LPR * M && row < job.rows;
+  let rr = min(row, job.rows - 1u);
+  let pos = rr / G;
+  let h = job.g * G + rr % G;
+  let i_abs = i32(pos) + shift;
+  let sbase = sgi * M * SS;
+  let pbase = sgi * M * PS;
+
+  // Keys any row of the tile can see (as flash_core.wgsl).
+  let last = min(job.row0 + BR, job.rows) - 1u;
+  var k_end = job.k_hi;
+  if ((f & FLAG_CAUSAL) != 0u) { k_end = min(k_end, u32(clamp(i32(last / G) + shift + 1, 0, i32(job.Lk)))); }
+  var k_begin = job.k_lo;
+  if ((f & FLAG_WINDOW) != 0u) {
+    k_begin = max(k_begin, u32(clamp(i32(job.row0 / G) + shift - i32(params.window) + 1, 0, i32(job.Lk))));
+  }
+  k_begin = job.k_lo + ((k_begin - job.k_lo) / BC) * BC;
+
+  // ---- Q: staged once, kept as left matrices.
+  for (var e = li; e < BR * (DP / 4u); e += WG) {
+    let rq = e / (DP / 4u);
+    let d = 4u * (e % (DP / 4u));
+    var val = vec4<f32>(0.0);
+    if (job.row0 + rq < job.rows && d < D) { val = q_load4(job, job.row0 + rq, d); }
+    put4(rq * DS + d, val);
+  }
+  workgroupBarrier();
+  var qm: array<QMat, NQ>;
+  for (var i = 0u; i < NQ; i++) {
+    qm[i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, sgi * M * DS + i * K, DS);
+  }
+
+  var o: array<SMat, NO>;
+  for (var j = 0u; j < NO; j++) { o[j] = SMat(); }
+  var m = MASKED;
+  var l = 0.0;
+
+  let plain = (f & ~FLAG_CAUSAL) == 0u;   // no transform but scale and causality: the short path
+  let causal = (f & FLAG_CAUSAL) != 0u;
+  let sl2 = params.scale * LOG2E;
+  let row_k0 = kv_row(job, 0u);
+  var kw: array<vec4<u32>, NKW>;
+  var vw: array<vec4<u32>, NVW>;
+  if (WORDS) {
+    for (var u = 0u; u < NKW; u++) {
+      let e = li + u * WG;
+      if (k_begin < k_end && e < BC * (DP / 8u)) { kw[u] = k_words(row_k0, k_begin + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
+    }
+    for (var u = 0u; u < NVW; u++) {
+      let e = li + u * WG;
+      if (k_begin < k_end && e < BC * (DVP / 8u)) { vw[u] = v_words(row_k0, k_begin + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
+    }
+  }
+  for (var kt = k_begin; kt < k_end; kt += BC) {
+    // ---- K and V tiles (f16, zeros outside the keys and past D, Dv).
+    workgroupBarrier();
+    if (WORDS) {
+      for (var u = 0u; u < NKW; u++) {
+        let e = li + u * WG;
+        if (e < BC * (DP / 8u) && PROBE != 1u) { put8((e / (DP / 8u)) * DS + 8u * (e % (DP / 8u)), kw[u]); }
+      }
+      for (var u = 0u; u < NVW; u++) {
+        let e = li + u * WG;
+        if (e < BC * (DVP / 8u) && PROBE != 1u) { put8(BC * DS + (e / (DVP / 8u)) * VS + 8u * (e % (DVP / 8u)), vw[u]); }
+      }
+      // The next tile's words, in flight while this one computes.
+      let kn = kt + BC;
+      for (var u = 0u; u < NKW; u++) {
+        let e = li + u * WG;
+        if (kn < k_end && e < BC * (DP / 8u) && PROBE != 1u) { kw[u] = k_words(row_k0, kn + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
+      }
+      for (var u = 0u; u < NVW; u++) {
+        let e = li + u * WG;
+        if (kn < k_end && e < BC * (DVP / 8u) && PROBE != 1u) { vw[u] = v_words(row_k0, kn + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
+      }
+    } else {
+      for (var e = li; e < BC * (DP / 4u); e += WG) {
+        let kr = e / (DP / 4u);
+        let d = 4u * (e % (DP / 4u));
+        var val = vec4<f32>(0.0);
+        if (PROBE == 1u) { continue; }
+        if (kt + kr < k_end && d < D) { val = k_load4(job, kt + kr, d); }
+        put4(kr * DS + d, val);
+      }
+      for (var e = li; e < BC * (DVP / 4u); e += WG) {
+        let kr = e / (DVP / 4u);
+        let c = 4u * (e % (DVP / 4u));
+        var val = vec4<f32>(0.0);
+        if (PROBE == 1u) { continue; }
+        if (kt + kr < k_end && c < DV) { val = v_load4(job, kt + kr, c); }
+        put4(BC * DS + kr * VS + c, val);
+      }
+    }
+    workgroupBarrier();
+
+    // ---- S = Q·Kᵀ: Kᵀ's K × N blocks are K's rows read column-major.
+    for (var n = 0u; n < NS; n++) {
+      var acc = SMat();
+      for (var i = 0u; i < NQ; i++) {
+        if (PROBE != 3u) {
+          let kb = subgroupMatrixLoad<KMat, col_major>(&kv_s, n * N * DS + i * K, DS);
+          acc = subgroupMatrixMultiplyAccumulate(qm[i], kb, acc);
+        }
+      }
+      subgroupMatrixStore<row_major>(&s_s, sbase + n * N, acc, SS);
+    }
+    workgroupBarrier();
+
+    // ---- Online softmax of the subgroup's rows (lanes, scores in registers), lazily rescaled.
+    var xs: array<f32, CPL>;
+    var mt = MASKED;
+    for (var t = 0u; t < CPL; t++) {
+      let c = c0 + t * LPR;
+      let j = kt + c;
+      let s = s_s[sbase + r * SS + c];
+      var x2: f32;
+      if (plain) {
+        x2 = select(MASKED, s * sl2, r_ok && j < k_end && (!causal || i32(j) <= i_abs));
+      } else {
+        x2 = score_x2(job, s, r_ok && j < k_end, h, pos, j, i_abs);
+      }
+      if (PROBE == 2u) { x2 = s; }
+      xs[t] = x2;
+      mt = max(mt, x2);
+    }
+    for (var off = M; off < SGW; off <<= 1u) { mt = max(mt, subgroupShuffleXor(mt, off)); }
+    var alpha = 1.0;
+    if (mt > m + TAU) {
+      alpha = exp2(m - mt);
+      m = mt;
+    }
+    var ls = 0.0;
+    for (var t = 0u; t < CPL; t++) {
+      let x2 = xs[t];
+      let p = select(0.0, exp2(x2 - m), x2 > VISIBLE_MIN);
+      if (PROBE != 2u) { p_s[pbase + r * PS + c0 + t * LPR] = f16(p); }
+      ls += p;
+    }
+    for (var off = M; off < SGW; off <<= 1u) { ls += subgroupShuffleXor(ls, off); }
+    let moved = alpha < 1.0 && l > 0.0;
+    l = l * alpha + ls;
+    if (c0 == 0u) { alpha_s[sgi * M + r] = alpha; }
+    let any_moved = subgroupAny(moved);
+    if (lane == 0u) { moved_s[sgi] = select(0u, 1u, any_moved); }
+    // (The barrier of this load also makes P visible.)
+    let moved_all = workgroupUniformLoad(&moved_s);
+    var rescale = false;
+    for (var i = 0u; i < NSG; i++) { rescale = rescale || moved_all[i] != 0u; }
+
+    // ---- Rows whose max moved: O through workgroup memory, NS matrices at a time, scaled by alpha.
+    // (Loops over o[] have constant bounds throughout, so compilers can keep o in registers.)
+    if (rescale) {
+      for (var ch = 0u; ch < NCH; ch++) {
+        for (var jj = 0u; jj < NS; jj++) {
+          if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + jj * N, o[ch * NS + jj], SS); }
+        }
+        workgroupBarrier();
+        let a = alpha_s[sgi * M + r];
+        for (var c = c0; c < BC; c += LPR) { s_s[sbase + r * SS + c] *= a; }
+        workgroupBarrier();
+        for (var jj = 0u; jj < NS; jj++) {
+          if (ch * NS + jj < NO) { o[ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, sbase + jj * N, SS); }
+        }
+        workgroupBarrier();
+      }
+    }
+
+    // ---- O += P·V.
+    for (var kk = 0u; kk < NP; kk++) {
+      if (PROBE != 3u) {
+        let pm = subgroupMatrixLoad<QMat, row_major>(&p_s, pbase + kk * K, PS);
+        for (var j = 0u; j < NO; j++) {
+          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, BC * DS + kk * K * VS + j * N, VS);
+          o[j] = subgroupMatrixMultiplyAccumulate(pm, vb, o[j]);
+        }
+      }
+    }
+  }
+
+  // ---- Sinks join the denominator only (never in a partition); normalize; out and lse, with O
+  // going through workgroup memory NS matrices at a time.
+  let any_visible = m > VISIBLE_MIN;
+  var mf = m;
+  var lf = l;
+  var keep = 1.0;
+  if (r_ok && any_visible && !job.partial && (f & FLAG_SINKS) != 0u) {
+    let s2 = head_sink(h) * LOG2E;
+    let mn = max(mf, s2);
+    keep = exp2(mf - mn);
+    lf = lf * keep + exp2(s2 - mn);
+    mf = mn;
+  }
+  let inv = select(0.0, keep / lf, any_visible);
+  if (r_ok && c0 == 0u) {
+    store_lse(job, h, pos, select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible));
+  }
+  for (var ch = 0u; ch < NCH; ch++) {
+    workgroupBarrier();
+    for (var jj = 0u; jj < NS; jj++) {
+      if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + jj * N, o[ch * NS + jj], SS); }
+    }
+    workgroupBarrier();
+    for (var c4 = c0; c4 < BC / 4u; c4 += LPR) {
+      let col = ch * BC + 4u * c4;
+      if (r_ok && col < DV) {
+        let at = sbase + r * SS + 4u * c4;
+        store_out4(job, h, pos, col, vec4<f32>(s_s[at], s_s[at + 1u], s_s[at + 2u], s_s[at + 3u]) * inv);
+      }
+    }
+  }
+}

@@ -1,0 +1,77 @@
+// Every program's WGSL through Tint (Dawn's null adapter, in Node through the webgpu package): parse,
+// types and uniformity, as written and with its loops written out. The subgroup-matrix programs are the
+// reason: no CPU adapter here runs them (SwiftShader and lavapipe lack the feature), but the null
+// adapter offers chromium-experimental-subgroup-matrix with allow_unsafe_apis, so their shaders are
+// validated on every run. (It validates shader modules only: it has no matrix configurations, so
+// pipelines of them are made on the GPU machine, tests/device/run.ts.)
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROGRAMS, SHADER_FILES } from '../../src/core/shaders';
+import { specializeConsts } from '../../src/core/pipeline';
+import { unrollConstLoops } from '../../src/core/unroll';
+
+let device: GPUDevice | null = null;
+let why = '';
+// dawn.node tears its instance down when the object from create() is collected: held for the file.
+let gpuRef: unknown = null;
+
+beforeAll(async () => {
+  try {
+    const webgpu = await import('webgpu');
+    Object.assign(globalThis, webgpu.globals);
+    const gpu = webgpu.create(['backend=null', 'enable-dawn-features=allow_unsafe_apis']);
+    gpuRef = gpu;
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) throw new Error('no null adapter');
+    device = await adapter.requestDevice({ requiredFeatures: ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'] as GPUFeatureName[] });
+  } catch (e) {
+    why = (e as Error).message;
+  }
+});
+afterAll(() => {
+  device?.destroy();
+  void gpuRef;
+});
+
+/** The enables a program needs, from what it uses. */
+function enables(src: string): string {
+  return [/\bf16\b/.test(src) ? 'f16' : '', /subgroup/.test(src) ? 'subgroups' : '', /subgroup_matrix/.test(src) ? 'chromium_experimental_subgroup_matrix' : '']
+    .filter(Boolean).map((e) => `enable ${e};\n`).join('');
+}
+
+async function errors(code: string): Promise<string[]> {
+  const m = device!.createShaderModule({ code });
+  const info = await m.getCompilationInfo();
+  return info.messages.filter((x) => x.type === 'error').map((x) => `${x.lineNum}:${x.linePos} ${x.message}`);
+}
+
+describe('WGSL through Tint (null adapter)', () => {
+  it('validates the subgroup-matrix programs, as written and unrolled, at the shapes the planner makes', async () => {
+    expect(device, `Dawn's null adapter with subgroup matrices: ${why}`).not.toBeNull();
+    const shapes: Record<string, number | boolean>[] = [
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 64, D: 64, DV: 64, WORDS: true },
+      { M: 16, N: 8, K: 8, NSG: 2, SGW: 32, BC: 32, D: 72, DV: 40 },
+      { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, BC: 32, D: 128, DV: 128, WORDS: true },   // Apple's simdgroup matrices
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 64, BC: 16, D: 256, DV: 256 },
+    ];
+    for (const c of shapes) {
+      const base = PROGRAMS.sdpa_flash_mma.map((f) => SHADER_FILES[f]).join('\n');
+      for (const unroll of [false, true]) {
+        let src = specializeConsts(base, c, 'sdpa_flash_mma');
+        if (unroll) src = unrollConstLoops(src);
+        expect(await errors(enables(src) + src), `${JSON.stringify(c)} unrolled ${unroll}`).toEqual([]);
+      }
+    }
+    const ceiling = specializeConsts(PROGRAMS.bench_ceiling_mma.map((f) => SHADER_FILES[f]).join('\n'), { M: 16, N: 8, K: 16, SGW: 32 }, 'bench_ceiling_mma');
+    expect(await errors(enables(ceiling) + ceiling)).toEqual([]);
+  });
+
+  it('rejects what it should: a matrix call in non-uniform control flow (so the check above can fail)', async () => {
+    expect(device).not.toBeNull();
+    const bad = `enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;
+var<workgroup> a: array<f16, 256>;
+@compute @workgroup_size(32) fn main(@builtin(local_invocation_index) li: u32) {
+  if (li == 0u) { let m = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, 0u, 16u); }
+}`;
+    expect((await errors(bad)).join(' ')).toMatch(/uniform/);
+  });
+});
