@@ -3,8 +3,10 @@
 // hooks and results as flash_core.wgsl, for f16 data: Q, K, V and P are f16 matrices, every product
 // accumulates in f32.
 //
-// The workgroup is NSG subgroups of SGW lanes (the planner takes adapters of one subgroup size). Subgroup sg owns the M rows sg·M .. sg·M + M - 1
-// of the tile (BR = NSG·M rows; rows are position·G + head-in-group, as in flash_core.wgsl):
+// The workgroup is NSG subgroups of SGW lanes (the planner takes adapters of one subgroup size).
+// Subgroup sg owns RB row blocks of M rows, rows (sg·RB + rb)·M .. + M - 1 of the tile (BR = NSG·RB·M
+// rows; rows are position·G + head-in-group, as in flash_core.wgsl); RB 2 shares each K and V matrix
+// it loads between two products:
 //   - its Q rows, staged once, stay in registers as DP/K left matrices (D padded with zeros to DP);
 //   - per key tile of BC keys (K and V staged in workgroup memory as f16, zeros past the keys' end
 //     and past D, Dv), S = Q·Kᵀ is BC/N result matrices (f32), written to workgroup memory;
@@ -25,34 +27,37 @@
 const M: u32 = 16u;      // subgroup matrix rows (the adapter's configuration)
 const N: u32 = 16u;      // result columns
 const K: u32 = 16u;      // reduction depth
-const NSG: u32 = 4u;     // row subgroups
-const SGW: u32 = 32u;    // the adapter's largest subgroup size: WG is NSG of them
+const NSG: u32 = 4u;     // subgroups
+const RB: u32 = 1u;      // row blocks of M rows a subgroup
+const SGW: u32 = 32u;    // the adapter's subgroup size: WG is NSG of them
 const BC: u32 = 32u;     // keys per tile (a multiple of N and K)
 const D: u32 = 64u;
 const DV: u32 = 64u;
 
 const WG: u32 = NSG * SGW;
 const LPR: u32 = SGW / M;                  // lanes a row in the softmax (M ≤ SGW)
-const BR: u32 = NSG * M;
+const SR: u32 = RB * M;                     // rows a subgroup
+const BR: u32 = NSG * SR;
 const DP: u32 = (D + K - 1u) / K * K;       // D padded to whole K steps
 const DVP: u32 = (DV + N - 1u) / N * N;     // Dv padded to whole result matrices
 const DS: u32 = DP + 8u;                    // row strides in workgroup memory (16 bytes of padding)
 const VS: u32 = DVP + 8u;
 const SS: u32 = BC + 4u;
 const PS: u32 = BC + 8u;
-const NQ: u32 = DP / K;                     // Q left matrices
-const NS: u32 = BC / N;                     // S result matrices per tile
-const NP: u32 = BC / K;                     // P left matrices per tile
-const NO: u32 = DVP / N;                    // O result matrices
-const NCH: u32 = (NO + NS - 1u) / NS;        // chunks of O through workgroup memory (NS matrices each)
+const NQ: u32 = DP / K;                     // Q left matrices a row block
+const NS: u32 = BC / N;                     // S result matrices a row block and tile
+const NP: u32 = BC / K;                     // P left matrices a row block and tile
+const NO: u32 = DVP / N;                    // O result matrices a row block
+const NCH: u32 = (NO + NS - 1u) / NS;       // chunks of O through workgroup memory (NS matrices each)
 const TAU: f32 = 8.0;
 // Diagnostics (engine.tuning.flashMmaProbe; wrong results): 1 leaves out the staged K/V loads from
 // global memory (the tiles keep their contents), 2 the score transforms, exponentials and P's stores
 // (P keeps its contents), 3 the matrix products.
 const PROBE: u32 = 0u;
 const WORDS: bool = false;
-const KV_HALVES: u32 = max(BR * DS, BC * (DS + VS));
-const CPL: u32 = BC / LPR;                  // score columns a lane handles
+// Q is staged a row block (NSG·M rows) at a time, through the K/V region.
+const KV_HALVES: u32 = max(NSG * M * DS, BC * (DS + VS));
+const CPL: u32 = BC / LPR;                  // score columns a lane handles a row
 const NKW: u32 = (BC * (DP / 8u) + WG - 1u) / WG;    // K words (16 bytes) a thread stages per tile
 const NVW: u32 = (BC * (DVP / 8u) + WG - 1u) / WG;   // V words
 
@@ -78,8 +83,8 @@ struct Lanes {
 @group(0) @binding(9) var<storage, read> v_w: array<vec4<u32>>;
 
 var<workgroup> kv_s: array<f16, KV_HALVES>;       // Q at first, then K [BC][DS] | V [BC][VS]
-var<workgroup> s_s: array<f32, NSG * M * SS>;     // S (and O on its way out), a region a row subgroup
-var<workgroup> p_s: array<f16, NSG * M * PS>;
+var<workgroup> s_s: array<f32, NSG * SR * SS>;    // S (and O on its way through), a region a subgroup
+var<workgroup> p_s: array<f16, NSG * SR * PS>;
 var<workgroup> alpha_s: array<f32, BR>;
 var<workgroup> moved_s: array<u32, NSG>;
 
@@ -118,24 +123,29 @@ fn put4(at: u32, v: vec4<f32>) {
 @diagnostic(off, chromium.subgroup_matrix_uniformity)
 fn flash_tile(job: Job, lanes: Lanes) {
   let li = lanes.li;
-  let sg = lanes.sg;
   let lane = lanes.lane;
   let G = params.G;
   let f = params.flags;
   let shift = i32(job.Lk) - i32(job.Lq);
   // The planner makes every subgroup SGW wide (adapters of one subgroup size), so there are NSG of
-  // them. A subgroup's lanes: row r = lane % M, columns lane / M, + LPR, ... (LPR lanes a row).
-  let sgi = min(sg, NSG - 1u);
+  // them. A subgroup's lanes: row rb·M + r (r = lane % M) of each row block, columns lane / M, + LPR, ...
+  let sgi = min(lanes.sg, NSG - 1u);
   let r = lane % M;
   let c0 = lane / M;
-  let row = job.row0 + sgi * M + r;
-  let r_ok = lane < LPR * M && row < job.rows;
-  let rr = min(row, job.rows - 1u);
-  let pos = rr / G;
-  let h = job.g * G + rr % G;
-  let i_abs = i32(pos) + shift;
-  let sbase = sgi * M * SS;
-  let pbase = sgi * M * PS;
+  let sbase = sgi * SR * SS;
+  let pbase = sgi * SR * PS;
+  var r_ok: array<bool, RB>;
+  var pos: array<u32, RB>;
+  var hh: array<u32, RB>;
+  var i_abs: array<i32, RB>;
+  for (var rb = 0u; rb < RB; rb++) {
+    let row = job.row0 + sgi * SR + rb * M + r;
+    r_ok[rb] = lane < LPR * M && row < job.rows;
+    let rr = min(row, job.rows - 1u);
+    pos[rb] = rr / G;
+    hh[rb] = job.g * G + rr % G;
+    i_abs[rb] = i32(pos[rb]) + shift;
+  }
 
   // Keys any row of the tile can see (as flash_core.wgsl).
   let last = min(job.row0 + BR, job.rows) - 1u;
@@ -147,24 +157,29 @@ fn flash_tile(job: Job, lanes: Lanes) {
   }
   k_begin = job.k_lo + ((k_begin - job.k_lo) / BC) * BC;
 
-  // ---- Q: staged once, kept as left matrices.
-  for (var e = li; e < BR * (DP / 4u); e += WG) {
-    let rq = e / (DP / 4u);
-    let d = 4u * (e % (DP / 4u));
-    var val = vec4<f32>(0.0);
-    if (job.row0 + rq < job.rows && d < D) { val = q_load4(job, job.row0 + rq, d); }
-    put4(rq * DS + d, val);
-  }
-  workgroupBarrier();
-  var qm: array<QMat, NQ>;
-  for (var i = 0u; i < NQ; i++) {
-    qm[i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, sgi * M * DS + i * K, DS);
+  // ---- Q: staged a row block at a time (row rb·M + i of every subgroup), kept as left matrices.
+  var qm: array<QMat, RB * NQ>;
+  for (var rb = 0u; rb < RB; rb++) {
+    workgroupBarrier();
+    for (var e = li; e < NSG * M * (DP / 4u); e += WG) {
+      let rq = e / (DP / 4u);                          // (subgroup, row) of this block
+      let gr = job.row0 + (rq / M) * SR + rb * M + rq % M;
+      let d = 4u * (e % (DP / 4u));
+      var val = vec4<f32>(0.0);
+      if (gr < job.rows && d < D) { val = q_load4(job, gr, d); }
+      put4(rq * DS + d, val);
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < NQ; i++) {
+      qm[rb * NQ + i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, sgi * M * DS + i * K, DS);
+    }
   }
 
-  var o: array<SMat, NO>;
-  for (var j = 0u; j < NO; j++) { o[j] = SMat(); }
-  var m = MASKED;
-  var l = 0.0;
+  var o: array<SMat, RB * NO>;
+  for (var j = 0u; j < RB * NO; j++) { o[j] = SMat(); }
+  var m: array<f32, RB>;
+  var l: array<f32, RB>;
+  for (var rb = 0u; rb < RB; rb++) { m[rb] = MASKED; l[rb] = 0.0; }
 
   let plain = (f & ~FLAG_CAUSAL) == 0u;   // no transform but scale and causality: the short path
   let causal = (f & FLAG_CAUSAL) != 0u;
@@ -224,53 +239,59 @@ fn flash_tile(job: Job, lanes: Lanes) {
     }
     workgroupBarrier();
 
-    // ---- S = Q·Kᵀ: Kᵀ's K × N blocks are K's rows read column-major.
+    // ---- S = Q·Kᵀ: Kᵀ's K × N blocks are K's rows read column-major, each serving the RB row blocks.
     for (var n = 0u; n < NS; n++) {
-      var acc = SMat();
+      var acc: array<SMat, RB>;
+      for (var rb = 0u; rb < RB; rb++) { acc[rb] = SMat(); }
       for (var i = 0u; i < NQ; i++) {
         if (PROBE != 3u) {
           let kb = subgroupMatrixLoad<KMat, col_major>(&kv_s, n * N * DS + i * K, DS);
-          acc = subgroupMatrixMultiplyAccumulate(qm[i], kb, acc);
+          for (var rb = 0u; rb < RB; rb++) { acc[rb] = subgroupMatrixMultiplyAccumulate(qm[rb * NQ + i], kb, acc[rb]); }
         }
       }
-      subgroupMatrixStore<row_major>(&s_s, sbase + n * N, acc, SS);
+      for (var rb = 0u; rb < RB; rb++) { subgroupMatrixStore<row_major>(&s_s, sbase + rb * M * SS + n * N, acc[rb], SS); }
     }
     workgroupBarrier();
 
     // ---- Online softmax of the subgroup's rows (lanes, scores in registers), lazily rescaled.
-    var xs: array<f32, CPL>;
-    var mt = MASKED;
-    for (var t = 0u; t < CPL; t++) {
-      let c = c0 + t * LPR;
-      let j = kt + c;
-      let s = s_s[sbase + r * SS + c];
-      var x2: f32;
-      if (plain) {
-        x2 = select(MASKED, s * sl2, r_ok && j < k_end && (!causal || i32(j) <= i_abs));
-      } else {
-        x2 = score_x2(job, s, r_ok && j < k_end, h, pos, j, i_abs);
+    var moved = false;
+    for (var rb = 0u; rb < RB; rb++) {
+      let srow = sbase + (rb * M + r) * SS;
+      var xs: array<f32, CPL>;
+      var mt = MASKED;
+      for (var t = 0u; t < CPL; t++) {
+        let c = c0 + t * LPR;
+        let j = kt + c;
+        let s = s_s[srow + c];
+        var x2: f32;
+        if (plain) {
+          x2 = select(MASKED, s * sl2, r_ok[rb] && j < k_end && (!causal || i32(j) <= i_abs[rb]));
+        } else {
+          x2 = score_x2(job, s, r_ok[rb] && j < k_end, hh[rb], pos[rb], j, i_abs[rb]);
+        }
+        if (PROBE == 2u) { x2 = s; }
+        xs[t] = x2;
+        mt = max(mt, x2);
       }
-      if (PROBE == 2u) { x2 = s; }
-      xs[t] = x2;
-      mt = max(mt, x2);
+      for (var off = M; off < SGW; off <<= 1u) { mt = max(mt, subgroupShuffleXor(mt, off)); }
+      var alpha = 1.0;
+      if (mt > m[rb] + TAU) {
+        alpha = exp2(m[rb] - mt);
+        m[rb] = mt;
+      }
+      var ls = 0.0;
+      let prow = pbase + (rb * M + r) * PS;
+      for (var t = 0u; t < CPL; t++) {
+        let x2 = xs[t];
+        let p = select(0.0, exp2(x2 - m[rb]), x2 > VISIBLE_MIN);
+        if (PROBE != 2u) { p_s[prow + c0 + t * LPR] = f16(p); }
+        ls += p;
+      }
+      for (var off = M; off < SGW; off <<= 1u) { ls += subgroupShuffleXor(ls, off); }
+      moved = moved || (alpha < 1.0 && l[rb] > 0.0);
+      l[rb] = l[rb] * alpha + ls;
+      if (c0 == 0u) { alpha_s[sgi * SR + rb * M + r] = alpha; }
     }
-    for (var off = M; off < SGW; off <<= 1u) { mt = max(mt, subgroupShuffleXor(mt, off)); }
-    var alpha = 1.0;
-    if (mt > m + TAU) {
-      alpha = exp2(m - mt);
-      m = mt;
-    }
-    var ls = 0.0;
-    for (var t = 0u; t < CPL; t++) {
-      let x2 = xs[t];
-      let p = select(0.0, exp2(x2 - m), x2 > VISIBLE_MIN);
-      if (PROBE != 2u) { p_s[pbase + r * PS + c0 + t * LPR] = f16(p); }
-      ls += p;
-    }
-    for (var off = M; off < SGW; off <<= 1u) { ls += subgroupShuffleXor(ls, off); }
-    let moved = alpha < 1.0 && l > 0.0;
-    l = l * alpha + ls;
-    if (c0 == 0u) { alpha_s[sgi * M + r] = alpha; }
     let any_moved = subgroupAny(moved);
     if (lane == 0u) { moved_s[sgi] = select(0u, 1u, any_moved); }
     // (The barrier of this load also makes P visible.)
@@ -278,64 +299,78 @@ fn flash_tile(job: Job, lanes: Lanes) {
     var rescale = false;
     for (var i = 0u; i < NSG; i++) { rescale = rescale || moved_all[i] != 0u; }
 
-    // ---- Rows whose max moved: O through workgroup memory, NS matrices at a time, scaled by alpha.
+    // ---- Rows whose max moved: O through workgroup memory, NS matrices a row block at a time.
     // (Loops over o[] have constant bounds throughout, so compilers can keep o in registers.)
     if (rescale) {
       for (var ch = 0u; ch < NCH; ch++) {
-        for (var jj = 0u; jj < NS; jj++) {
-          if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + jj * N, o[ch * NS + jj], SS); }
+        for (var rb = 0u; rb < RB; rb++) {
+          for (var jj = 0u; jj < NS; jj++) {
+            if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + rb * M * SS + jj * N, o[rb * NO + ch * NS + jj], SS); }
+          }
         }
         workgroupBarrier();
-        let a = alpha_s[sgi * M + r];
-        for (var c = c0; c < BC; c += LPR) { s_s[sbase + r * SS + c] *= a; }
+        for (var rb = 0u; rb < RB; rb++) {
+          let a = alpha_s[sgi * SR + rb * M + r];
+          for (var c = c0; c < BC; c += LPR) { s_s[sbase + (rb * M + r) * SS + c] *= a; }
+        }
         workgroupBarrier();
-        for (var jj = 0u; jj < NS; jj++) {
-          if (ch * NS + jj < NO) { o[ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, sbase + jj * N, SS); }
+        for (var rb = 0u; rb < RB; rb++) {
+          for (var jj = 0u; jj < NS; jj++) {
+            if (ch * NS + jj < NO) { o[rb * NO + ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, sbase + rb * M * SS + jj * N, SS); }
+          }
         }
         workgroupBarrier();
       }
     }
 
-    // ---- O += P·V.
+    // ---- O += P·V, each V matrix serving the RB row blocks.
     for (var kk = 0u; kk < NP; kk++) {
       if (PROBE != 3u) {
-        let pm = subgroupMatrixLoad<QMat, row_major>(&p_s, pbase + kk * K, PS);
+        var pm: array<QMat, RB>;
+        for (var rb = 0u; rb < RB; rb++) { pm[rb] = subgroupMatrixLoad<QMat, row_major>(&p_s, pbase + rb * M * PS + kk * K, PS); }
         for (var j = 0u; j < NO; j++) {
           let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, BC * DS + kk * K * VS + j * N, VS);
-          o[j] = subgroupMatrixMultiplyAccumulate(pm, vb, o[j]);
+          for (var rb = 0u; rb < RB; rb++) { o[rb * NO + j] = subgroupMatrixMultiplyAccumulate(pm[rb], vb, o[rb * NO + j]); }
         }
       }
     }
   }
 
   // ---- Sinks join the denominator only (never in a partition); normalize; out and lse, with O
-  // going through workgroup memory NS matrices at a time.
-  let any_visible = m > VISIBLE_MIN;
-  var mf = m;
-  var lf = l;
-  var keep = 1.0;
-  if (r_ok && any_visible && !job.partial && (f & FLAG_SINKS) != 0u) {
-    let s2 = head_sink(h) * LOG2E;
-    let mn = max(mf, s2);
-    keep = exp2(mf - mn);
-    lf = lf * keep + exp2(s2 - mn);
-    mf = mn;
-  }
-  let inv = select(0.0, keep / lf, any_visible);
-  if (r_ok && c0 == 0u) {
-    store_lse(job, h, pos, select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible));
+  // going through workgroup memory NS matrices a row block at a time.
+  var inv: array<f32, RB>;
+  for (var rb = 0u; rb < RB; rb++) {
+    let any_visible = m[rb] > VISIBLE_MIN;
+    var mf = m[rb];
+    var lf = l[rb];
+    var keep = 1.0;
+    if (r_ok[rb] && any_visible && !job.partial && (f & FLAG_SINKS) != 0u) {
+      let s2 = head_sink(hh[rb]) * LOG2E;
+      let mn = max(mf, s2);
+      keep = exp2(mf - mn);
+      lf = lf * keep + exp2(s2 - mn);
+      mf = mn;
+    }
+    inv[rb] = select(0.0, keep / lf, any_visible);
+    if (r_ok[rb] && c0 == 0u) {
+      store_lse(job, hh[rb], pos[rb], select(NEG_INF_BITS, bitcast<u32>((mf + log2(lf)) * LN2), any_visible));
+    }
   }
   for (var ch = 0u; ch < NCH; ch++) {
     workgroupBarrier();
-    for (var jj = 0u; jj < NS; jj++) {
-      if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + jj * N, o[ch * NS + jj], SS); }
+    for (var rb = 0u; rb < RB; rb++) {
+      for (var jj = 0u; jj < NS; jj++) {
+        if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + rb * M * SS + jj * N, o[rb * NO + ch * NS + jj], SS); }
+      }
     }
     workgroupBarrier();
-    for (var c4 = c0; c4 < BC / 4u; c4 += LPR) {
-      let col = ch * BC + 4u * c4;
-      if (r_ok && col < DV) {
-        let at = sbase + r * SS + 4u * c4;
-        store_out4(job, h, pos, col, vec4<f32>(s_s[at], s_s[at + 1u], s_s[at + 2u], s_s[at + 3u]) * inv);
+    for (var rb = 0u; rb < RB; rb++) {
+      for (var c4 = c0; c4 < BC / 4u; c4 += LPR) {
+        let col = ch * BC + 4u * c4;
+        if (r_ok[rb] && col < DV) {
+          let at = sbase + (rb * M + r) * SS + 4u * c4;
+          store_out4(job, hh[rb], pos[rb], col, vec4<f32>(s_s[at], s_s[at + 1u], s_s[at + 2u], s_s[at + 3u]) * inv[rb]);
+        }
       }
     }
   }

@@ -161,32 +161,37 @@ export function encodeSdpaFlash(engine: Runtime, p: SdpaProblem, plan: FlashPlan
 // ------------------------------------------------------------------------------------------------
 // The subgroup-matrix tile (shaders/attention/flash_mma_core.wgsl)
 
-/** A plan of the subgroup-matrix tile: the matrix shape, NSG subgroups of SGW lanes, BC keys a tile. */
+/** A plan of the subgroup-matrix tile: the matrix shape, NSG subgroups of SGW lanes, RB row blocks a
+ *  subgroup, BC keys a tile. */
 export interface FlashMmaPlan {
   readonly variant: 'subgroup-matrix';
   readonly M: number; readonly N: number; readonly K: number;
-  readonly NSG: number; readonly SGW: number; readonly BC: number;
-  /** Rows a workgroup owns (NSG·M). */
+  readonly NSG: number; readonly SGW: number; readonly BC: number; readonly RB: number;
+  /** Rows a workgroup owns (NSG·RB·M). */
   readonly BR: number;
   readonly smem: number;
 }
 
 /**
- * Subgroups a workgroup, then keys a tile, by preference: measured on an H200 (f16, L 4096, written-out
- * loops; bench/notes/flash.md): 4 subgroups × 32 keys 0.88 ms at D 64, before 16 keys (0.99), 8
- * subgroups × 16 keys (1.10) and 64 keys (1.63: its 45 KiB of workgroup storage costs occupancy).
- * (Workgroups of 2 subgroups gave NaN on the H200 there, not understood: not offered.)
+ * Subgroups a workgroup, keys a tile and row blocks a subgroup, by preference: measured on an H200
+ * (f16, L 4096, written-out loops; bench/notes/flash.md, runs 39-41): 4 subgroups × 32 keys 0.61 ms at
+ * D 64, before 16 keys (0.70), 8 subgroups × 16 keys and 64 keys (45 KiB of workgroup storage: fewer
+ * workgroups a SM); two row blocks a subgroup (each K and V matrix serving two products) ran 1.4-3.6x
+ * slower (twice the matrices in registers). Workgroups of 2 subgroups gave NaN there (run 36, not
+ * understood): not offered.
  */
-const MMA_SHAPES: readonly { NSG: number; BC: number }[] = [
-  { NSG: 4, BC: 32 }, { NSG: 4, BC: 16 }, { NSG: 8, BC: 16 }, { NSG: 4, BC: 64 }, { NSG: 8, BC: 32 },
+const MMA_SHAPES: readonly { NSG: number; BC: number; RB: number }[] = [
+  { NSG: 4, BC: 32, RB: 1 }, { NSG: 4, BC: 16, RB: 1 }, { NSG: 8, BC: 16, RB: 1 }, { NSG: 4, BC: 64, RB: 1 },
+  { NSG: 8, BC: 32, RB: 1 }, { NSG: 4, BC: 32, RB: 2 }, { NSG: 4, BC: 16, RB: 2 },
 ];
 
 /** Workgroup storage of the subgroup-matrix tile, in bytes (flash_mma_core.wgsl's arrays). */
-export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, BC: number, D: number, Dv: number): number {
+export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, BC: number, D: number, Dv: number, RB = 1): number {
   const DS = Math.ceil(D / K) * K + 8, VS = Math.ceil(Dv / N) * N + 8;
   const kv = Math.max(NSG * M * DS, BC * (DS + VS));
   const pad4 = (b: number) => Math.ceil(b / 4) * 4;
-  return pad4(2 * kv) + 4 * NSG * M * (BC + 4) + pad4(2 * NSG * M * (BC + 8)) + 4 * NSG * M + 4 * NSG;
+  const rows = NSG * RB * M;
+  return pad4(2 * kv) + 4 * rows * (BC + 4) + pad4(2 * rows * (BC + 8)) + 4 * rows + 4 * NSG;
 }
 
 /** The f16 → f32 subgroup-matrix configurations the tile can use, preferred first (the largest). */
@@ -213,11 +218,11 @@ export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: 
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   for (const { M, N, K } of pick) {
     if (M > sgw || sgw % M) continue;
-    for (const [si, { NSG, BC }] of MMA_SHAPES.entries()) {
+    for (const [si, { NSG, BC, RB }] of MMA_SHAPES.entries()) {
       if (shape !== undefined && si !== shape) continue;
       if (BC % N || BC % K || NSG * sgw > limits.maxComputeInvocationsPerWorkgroup || NSG * sgw > limits.maxComputeWorkgroupSizeX) continue;
-      const smem = flashMmaSmemBytes(M, N, K, NSG, BC, D, Dv);
-      if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, BC, BR: NSG * M, smem };
+      const smem = flashMmaSmemBytes(M, N, K, NSG, BC, D, Dv, RB);
+      if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, BC, RB, BR: NSG * RB * M, smem };
     }
   }
   return null;
@@ -236,7 +241,7 @@ export function encodeSdpaFlashMma(engine: Runtime, p: SdpaProblem, plan: FlashM
   const kernel = engine.kernel('sdpa_flash_mma', 'flash_main', {
     overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
     consts: {
-      M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, SGW: plan.SGW, BC: plan.BC, D: p.D, DV: p.Dv, PROBE: engine.tuning.flashMmaProbe,
+      M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, RB: plan.RB, SGW: plan.SGW, BC: plan.BC, D: p.D, DV: p.Dv, PROBE: engine.tuning.flashMmaProbe,
       // f16 rows staged as 16-byte words (flash_mma_core.wgsl WORDS; D and Dv are multiples of 8).
       WORDS: engine.tuning.flashMmaWords && q.dtype === 'f16',
     },

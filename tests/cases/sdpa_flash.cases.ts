@@ -118,7 +118,7 @@ function mmaCases(): TestCase[] {
         if (mmaMissing(ctx)) return runMma(ctx, MMA_LONG.slice(0, 1));
         const configs = mmaConfigs(ctx.engine.features);
         for (let ci = 0; ci < configs.length; ci++) {
-          for (let si = 0; si < 5; si++) {
+          for (let si = 0; si < 7; si++) {
             if (!planFlashMma(ctx.engine.limits, ctx.engine.features, 128, 128, Infinity, ci, si)) continue;
             await runMma(ctx, MMA_LONG.slice(0, 2), ci, si);
           }

@@ -49,9 +49,10 @@ describe('WGSL through Tint (null adapter)', () => {
     expect(device, `Dawn's null adapter with subgroup matrices: ${why}`).not.toBeNull();
     const shapes: Record<string, number | boolean>[] = [
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 64, D: 64, DV: 64, WORDS: true },
-      { M: 16, N: 8, K: 8, NSG: 2, SGW: 32, BC: 32, D: 72, DV: 40 },
+      { M: 16, N: 8, K: 8, NSG: 2, SGW: 32, BC: 32, D: 72, DV: 40, RB: 2 },
       { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, BC: 32, D: 128, DV: 128, WORDS: true },   // Apple's simdgroup matrices
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 64, BC: 16, D: 256, DV: 256 },
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 32, D: 128, DV: 128, RB: 2, WORDS: true },
     ];
     for (const c of shapes) {
       const base = PROGRAMS.sdpa_flash_mma.map((f) => SHADER_FILES[f]).join('\n');
