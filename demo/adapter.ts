@@ -80,6 +80,12 @@ function featureLines(engine: Engine): FeatureLine[] {
         : 'the portable flash kernel runs instead (reductions through workgroup memory and barriers): same results, somewhat slower.',
     },
     {
+      name: 'subgroup matrices', on: f.subgroupMatrix.length > 0,
+      detail: f.subgroupMatrix.length ? f.subgroupMatrix.filter((c) => c.componentType === 'f16').map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`).join(', ') || 'no f16 configuration' : 'absent',
+      cost: f.subgroupMatrix.length ? 'f16 attention runs the flash tile built on them (the tensor units: several times the scalar tile).'
+        : 'f16 attention runs the scalar flash tile. Chrome offers chromium-experimental-subgroup-matrix with --enable-unsafe-webgpu (on Apple M-series GPUs, for one).',
+    },
+    {
       name: 'timestamp-query', on: f.timestampQuery, detail: f.timestampQuery ? 'GPU timestamps' : 'absent',
       cost: f.timestampQuery ? 'the benchmark times kernels on the GPU clock.'
         : 'the benchmark times with the wall clock around a drained queue: submission overhead is included, small shapes look slower.',
@@ -131,6 +137,6 @@ export function renderAdapter(root: HTMLElement, engine: Engine, report: Adapter
   lt.append(lb);
   root.append(el('h4', {}, 'Limits (the adapter\'s own, requested by the engine)'), lt);
 
-  const extra = report.adapterFeatures.filter((f) => !['shader-f16', 'subgroups', 'timestamp-query'].includes(f));
+  const extra = report.adapterFeatures.filter((f) => !['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'].includes(f));
   if (extra.length) root.append(el('p', { class: 'small' }, `Other adapter features: ${extra.join(', ')}.`));
 }
