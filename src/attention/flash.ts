@@ -236,17 +236,25 @@ export function flashMmaFor(engine: Runtime, dtype: string, D: number, Dv: numbe
   return planFlashMma(engine.limits, engine.features, D, Dv, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.flashMmaShape);
 }
 
-export function encodeSdpaFlashMma(engine: Runtime, p: SdpaProblem, plan: FlashMmaPlan, q: Tensor, k: Tensor, v: Tensor,
-                                   withLse: boolean): { out: Tensor; lse: Tensor | null } {
-  const kernel = engine.kernel('sdpa_flash_mma', 'flash_main', {
-    overrides: { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] },
+/** The subgroup-matrix tile's kernel for an addressing mode ('sdpa_flash_mma', 'paged_flash_mma'); `words`:
+ *  f16 rows staged as 16-byte words (contiguous key rows: dense addressing). */
+export function flashMmaKernel(engine: Runtime, program: string, entry: string, plan: FlashMmaPlan, D: number, Dv: number,
+                               overrides: Record<string, number>, words: boolean): Kernel {
+  return engine.kernel(program, entry, {
+    overrides,
     consts: {
-      M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, RB: plan.RB, SGW: plan.SGW, BC: plan.BC, D: p.D, DV: p.Dv, PROBE: engine.tuning.flashMmaProbe,
-      // f16 rows staged as 16-byte words (flash_mma_core.wgsl WORDS; D and Dv are multiples of 8).
-      WORDS: engine.tuning.flashMmaWords && q.dtype === 'f16',
+      M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, RB: plan.RB, SGW: plan.SGW, BC: plan.BC, D, DV: Dv,
+      PROBE: engine.tuning.flashMmaProbe, WORDS: words,
     },
     enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
     unroll: engine.tuning.flashMmaUnroll,
   });
+}
+
+export function encodeSdpaFlashMma(engine: Runtime, p: SdpaProblem, plan: FlashMmaPlan, q: Tensor, k: Tensor, v: Tensor,
+                                   withLse: boolean): { out: Tensor; lse: Tensor | null } {
+  // f16 rows staged as 16-byte words (flash_mma_core.wgsl WORDS; D and Dv are multiples of 8).
+  const kernel = flashMmaKernel(engine, 'sdpa_flash_mma', 'flash_main', plan, p.D, p.Dv,
+    { IN_DTYPE: DTYPE_CODE[q.dtype], OUT_DTYPE: DTYPE_CODE[q.dtype] }, engine.tuning.flashMmaWords && q.dtype === 'f16');
   return dispatchDense(engine, p, kernel, plan.BR, q, k, v, withLse, { bindings: { k_w: k, v_w: v } });
 }

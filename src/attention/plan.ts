@@ -25,7 +25,7 @@ import type { Runtime } from '../core/runtime.js';
 import type { EngineLimits } from '../core/types.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { FLAG_MASK_BOOL, FLAG_SPLIT, sdpaFlags, type AttnOptionValues } from './common.js';
-import { flashVariantFor, planFlash } from './flash.js';
+import { flashMmaFor, flashMmaKernel, flashVariantFor, planFlash } from './flash.js';
 import { planDecode, type DecodePlan } from './paged_decode.js';
 
 export const HDR_WORDS = 8;
@@ -391,9 +391,11 @@ export class PagedAttentionPlan {
       && !a.window && !a.softcap && !a.alibi && !a.sinks;
     const mla = mlaOk ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv, G, rt.tuning.mlaHeadsPerThread) : null;
     const few = this.c.maxQueryLen !== undefined ? { rows: G * this.c.maxQueryLen, rowGrid: rt.tuning.flashRowGrid } : undefined;
-    const flash = mla ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
-    if (!mla && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
-    const BR = mla ? mla.BR : flash!.TY * flash!.TM;
+    // f16 queries over an f16 K/V cache take the subgroup-matrix tile where the adapter has one.
+    const mma = !mla && qDtype === 'f16' && geo.dtype === 'f16' && geo.mlaL === 0 ? flashMmaFor(rt, 'f16', D, Dv) : null;
+    const flash = mla || mma ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
+    if (!mla && !mma && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
+    const BR = mla ? mla.BR : mma ? mma.BR : flash!.TY * flash!.TM;
     const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
     const bindMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
@@ -455,10 +457,10 @@ export class PagedAttentionPlan {
       bs: geo.blockSize, num_blocks: geo.numBlocks, max_blocks: m.maxB,
       off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse, q_stride: qStride, pslots: parts,
     };
-    const stage = (k: Kernel, u: Record<string, number>, count: Count): Stage => {
+    const stage = (k: Kernel, u: Record<string, number>, count: Count, extra: Record<string, GPUBuffer> = {}): Stage => {
       const params = this.rt.uniformBuffer(k, u);
       this.owned.push(params);
-      return { k, g0: rt.groupFor(k, 0, { params, pmeta, headp: this.headp, ws }), count };
+      return { k, g0: rt.groupFor(k, 0, { params, pmeta, headp: this.headp, ws, ...extra }), count };
     };
     let decodeStage: Stage | null = null;
     if (decode && nonzero(counts.decode)) {
@@ -472,6 +474,7 @@ export class PagedAttentionPlan {
     if (nonzero(counts.flash)) {
       const fk = mla
         ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, RM: mla.RM, BC: mla.BC } })
+        : mma ? flashMmaKernel(rt, 'paged_flash_mma', 'paged_main', mma, D, Dv, overrides, false)
         : rt.kernel(flash!.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
           overrides,
           consts: { TX: flash!.TX, TY: flash!.TY, TM: flash!.TM, TN: flash!.TN, DK: flash!.DK, DVC: flash!.DVC, D, DV: Dv,
@@ -483,7 +486,7 @@ export class PagedAttentionPlan {
         ...common, G, hdr_items: 0, off_items: layout.offFlash, flags: common.flags | (split ? FLAG_MASK_BOOL : 0),
         n_dc: flash ? D / flash.DK : 0, n_dk4: flash ? flash.DK / 4 : 0, n_bc: flash ? flash.TX * flash.TN : 0,
         k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
-      }, counts.flash);
+      }, counts.flash, mma ? { k_w: rt.dummy, v_w: rt.dummy } : {});   // (the matrix tile's word bindings: unread here)
     }
     let mergeStage: Stage | null = null;
     if (merged && nonzero(counts.merge)) {

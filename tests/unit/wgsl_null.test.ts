@@ -45,7 +45,7 @@ async function errors(code: string): Promise<string[]> {
 }
 
 describe('WGSL through Tint (null adapter)', () => {
-  it('validates the subgroup-matrix programs, as written and unrolled, at the shapes the planner makes', async () => {
+  it('validates the subgroup-matrix programs (dense and paged), as written and unrolled, at the shapes the planner makes', async () => {
     expect(device, `Dawn's null adapter with subgroup matrices: ${why}`).not.toBeNull();
     const shapes: Record<string, number | boolean>[] = [
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 64, D: 64, DV: 64, WORDS: true },
@@ -62,6 +62,8 @@ describe('WGSL through Tint (null adapter)', () => {
         expect(await errors(enables(src) + src), `${JSON.stringify(c)} unrolled ${unroll}`).toEqual([]);
       }
     }
+    const paged = specializeConsts(PROGRAMS.paged_flash_mma.map((f) => SHADER_FILES[f]).join('\n'), shapes[0], 'paged_flash_mma');
+    expect(await errors(enables(paged) + paged), 'paged_flash_mma').toEqual([]);
     const ceiling = specializeConsts(PROGRAMS.bench_ceiling_mma.map((f) => SHADER_FILES[f]).join('\n'), { M: 16, N: 8, K: 16, SGW: 32 }, 'bench_ceiling_mma');
     expect(await errors(enables(ceiling) + ceiling)).toEqual([]);
   });
