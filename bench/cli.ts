@@ -15,6 +15,7 @@
 //   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;...)
 //   --explore-mma=U:P:S:C;...  first time the subgroup-matrix flash tile (f16, D 64 and 128, --mma-lengths) unrolled or not (U), with a probe (P),
 //                         a shape (S: flash.ts MMA_SHAPES) and a configuration (C: mmaConfigs)
+//   --paged-prefill=L,..  with the paged suite: paged prefill of one L-token sequence (default 4096; --quick 256)
 //   --subgroup-matrix=off without Dawn's allow_unsafe_apis toggle: no subgroup matrices (default on)
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
@@ -35,7 +36,7 @@ import { join } from 'node:path';
 import { createEngine } from 'webinfer';
 import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
-import { benchPagedDecode, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow } from './paged';
+import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
@@ -250,6 +251,19 @@ if (pagedShapes.length) {
         + `${op.interleaved ? 'interleaved' : 'not interleaved'}; ${op.timing?.kernels.join(' + ') || '?'}), webinfer ${speedup(op.timing?.medianMs, r.timing?.medianMs)}x vs it`}` : ''));
   }
 }
+// Paged prefill (one sequence of L new tokens, Llama-3-8B attention, f16 queries and cache): the tile
+// 'auto' picks, and the scalar tile beside it where that is the subgroup-matrix one.
+const prefillRows: PagedPrefillRow[] = [];
+if (suites.includes('paged')) {
+  for (const L of (args.get('paged-prefill') ?? (quick ? '256' : '4096')).split(',').filter(Boolean).map(Number)) {
+    const r = await benchPagedPrefill(engine, L, { samples: quick ? 3 : 5 });
+    prefillRows.push(r);
+    console.log(`paged prefill L${L}: ${r.error ?? `${fmt(r.ms, 3)} ms (${fmt(r.tflops)} TFLOP/s, tile ${r.tile}, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`})`
+      + (Number.isFinite(r.scalarMs) ? `, scalar tile ${fmt(r.scalarMs, 3)} ms (${fmt(r.scalarMs / r.ms, 2)}x, check ${r.scalarPass ? 'pass' : 'FAIL'})` : '')}`);
+  }
+  (result as Record<string, unknown>).pagedPrefill = prefillRows;
+}
+
 // The suites below run without the peer's device on the GPU.
 await peer?.destroy();
 
@@ -547,6 +561,14 @@ if (pagedShapes.length) {
           + `${portableCols}${peerCols}${pagedCols} ${checks} |`;
     }),
   ];
+  if (prefillRows.length) {
+    lines.push('', 'Paged prefill: one sequence of L new tokens over an f16 cache (Hq 32, Hkv 8, D 128, block 16), f16 queries, causal; '
+      + 'the last 8 rows of the first and last head checked against the float64 reference; 5 samples after a 300 ms warm-up (no rounds). '
+      + '"scalar" is the same call held to the scalar subgroup tile.', '',
+      '| L | tile | ms | TFLOP/s | scalar tile ms (x) | check |', '|---|---|---|---|---|---|',
+      ...prefillRows.map((r) => (r.error ? `| ${r.L} | - | ${r.error} | - | - | - |`
+        : `| ${r.L} | ${r.tile} | ${fmt(r.ms, 3)} | ${fmt(r.tflops)} | ${Number.isFinite(r.scalarMs) ? `${fmt(r.scalarMs, 3)} (${fmt(r.scalarMs / r.ms, 2)}x)` : '-'} | ${r.pass && (!Number.isFinite(r.scalarMs) || r.scalarPass) ? 'pass' : 'FAIL'} |`)));
+  }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);

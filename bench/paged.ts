@@ -15,6 +15,8 @@ import {
   type Ceilings, type Contender, type PortableResult, type Timing,
 } from './harness';
 import type { OrtPeer, PeerCase, PeerResult } from './ort';
+import { flashMmaFor, flashVariantFor } from '../src/attention/flash';
+import type { Runtime } from '../src/core/runtime';
 
 export interface PagedShape { batch: number; context: number; Hq: number; Hkv: number; D: number; bs: number }
 
@@ -263,4 +265,70 @@ export function pagedJson(r: PagedBenchRow) {
 
 export function llamaDecodeShapes(batches: number[], contexts: number[]): PagedShape[] {
   return batches.flatMap((batch) => contexts.map((context) => ({ batch, context, Hq: 32, Hkv: 8, D: 128, bs: 16 })));
+}
+
+/** Paged prefill: one sequence's L new tokens over an f16 cache, f16 queries (the tile 'auto' picks, and
+ *  the scalar subgroup tile beside it: engine.tuning.flashVariant 'subgroup'), bottom-right causal. */
+export interface PagedPrefillRow {
+  L: number; Hq: number; Hkv: number; D: number; bs: number; tile: string;
+  worst: number; pass: boolean; ms: number; tflops: number; scalarMs: number; scalarPass: boolean; error?: string;
+}
+
+export async function benchPagedPrefill(engine: Engine, L: number, o: { Hq?: number; Hkv?: number; D?: number; bs?: number; samples?: number } = {}): Promise<PagedPrefillRow> {
+  const Hq = o.Hq ?? 32, Hkv = o.Hkv ?? 8, D = o.D ?? 128, bs = o.bs ?? 16;
+  const row: PagedPrefillRow = { L, Hq, Hkv, D, bs, tile: '', worst: NaN, pass: false, ms: NaN, tflops: NaN, scalarMs: NaN, scalarPass: false };
+  const numBlocks = Math.ceil(L / bs);
+  const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, dtype: 'f16' });
+  const tensors: Tensor[] = [];
+  try {
+    // The sequence's keys and values, written through the cache's own path.
+    const kv = (seed: number) => decodeF16(encodeF16(randn(L * Hkv * D, seed)));
+    const kh = kv(21), vh = kv(22), qh = decodeF16(encodeF16(randn(L * Hq * D, 23)));
+    const [q, k, v] = [engine.tensor(qh, [L, Hq, D], 'f16'), engine.tensor(kh, [L, Hkv, D], 'f16'), engine.tensor(vh, [L, Hkv, D], 'f16')];
+    tensors.push(q, k, v);
+    const slots = engine.tensor(Int32Array.from({ length: L }, (_, i) => i), [L], 'i32');
+    tensors.push(slots);
+    engine.reshapeAndCache(k, v, cache, slots);
+    const meta = { queryStartLoc: Int32Array.of(0, L), seqLens: Int32Array.of(L), blockTable: Int32Array.from({ length: numBlocks }, (_, i) => i), maxBlocksPerSeq: numBlocks };
+    // Check the last CHECK rows of heads 0 and Hq-1 (they see the most keys) against the float64 reference.
+    const CHECK = 8, G = Hq / Hkv;
+    const check = async (): Promise<{ worst: number; pass: boolean }> => {
+      const out = engine.pagedAttention(q, cache, meta);
+      const got = await out.toFloat32();
+      out.destroy();
+      let worst = 0, pass = true;
+      for (const h of [0, Hq - 1]) {
+        const g = Math.floor(h / G);
+        const pick = (src: Float32Array, H: number, hh: number, i0: number, n: number) => {
+          const r = new Float32Array(n * D);
+          for (let i = 0; i < n; i++) r.set(src.subarray(((i0 + i) * H + hh) * D, ((i0 + i) * H + hh + 1) * D), i * D);
+          return r;
+        };
+        const ref = reference.sdpaRef(pick(qh, Hq, h, L - CHECK, CHECK), pick(kh, Hkv, g, 0, L), pick(vh, Hkv, g, 0, L),
+          { B: 1, Hq: 1, Hkv: 1, Lq: CHECK, Lk: L, D, Dv: D }, { causal: true });
+        const c = compareToReference(pick(got, Hq, h, L - CHECK, CHECK), ref.out, TOLERANCES.f16);
+        worst = Math.max(worst, c.badIndex >= 0 ? Infinity : c.worst);
+        pass &&= c.pass;
+      }
+      return { worst, pass };
+    };
+    const time = () => timeOp(engine, () => engine.pagedAttention(q, cache, meta).destroy(), { samples: o.samples ?? 5, perSample: 1, warmupMs: 300 });
+    const mma = flashMmaFor(engine as unknown as Runtime, 'f16', D, D);
+    row.tile = mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}` : flashVariantFor(engine as unknown as Runtime);
+    Object.assign(row, await check());
+    row.ms = (await time()).medianMs;
+    row.tflops = (2 * 2 * Hq * D * (L * (L + 1)) / 2) / (row.ms * 1e9);
+    if (mma) {
+      await withTuning(engine, { flashVariant: 'subgroup' }, async () => {
+        row.scalarPass = (await check()).pass;
+        row.scalarMs = (await time()).medianMs;
+      });
+    }
+  } catch (e) {
+    row.error = (e as Error).message;
+  } finally {
+    for (const t of tensors) t.destroy();
+    cache.destroy();
+  }
+  return row;
 }
