@@ -43,9 +43,11 @@ fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
   return decode4(vec4<u32>(v[w], v[w + 1u], 0u, 0u), IN_DTYPE);
 }
 
-/** Key row j's index in k and v (rows of D and Dv elements): the subgroup-matrix tile loads whole
- *  tiles of them directly (flash_mma_core.wgsl DIRECT). */
-fn kv_row(job: Job, j: u32) -> u32 { return (job.b * params.Hkv + job.g) * params.Lk + j; }
+// k and v again as 16-byte words, and key j's row in them (rows of D and Dv elements): the
+// subgroup-matrix tile stages f16 rows with them (flash_mma_core.wgsl WORDS; the host binds k and v).
+@group(0) @binding(8) var<storage, read> k_w: array<vec4<u32>>;
+@group(0) @binding(9) var<storage, read> v_w: array<vec4<u32>>;
+fn kv_word_row(job: Job, j: u32) -> i32 { return i32((job.b * params.Hkv + job.g) * params.Lk + j); }
 
 fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 {
   return mask[job.b * params.ms_b + h * params.ms_h + pos * params.ms_i + j * params.ms_j];

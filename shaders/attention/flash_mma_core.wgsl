@@ -13,9 +13,9 @@
 //   - the subgroup's lanes read S back, a row to SG/M lanes, apply the score transforms
 //     (flash_scores.wgsl) and the online softmax, and write P (f16) for the P·V product;
 //   - O (M × DVP, f32) stays in registers as DVP/N result matrices: O += P·V.
-// K and V tiles are staged in workgroup memory (zeros past the keys, D and Dv): where the addressing
-// keeps key rows contiguous and 16-byte aligned (dense f16: kv_row; WORDS), as raw 16-byte words, 8
-// values a load and no conversions, loaded into registers one tile ahead so the loads are in flight
+// K and V tiles are staged in workgroup memory (zeros past the keys, D and Dv): for f16 rows (WORDS:
+// the addressing's k_w / v_w views and kv_word_row, dense or through the block table), as raw 16-byte
+// words, 8 values a load and no conversions, loaded into registers one tile ahead so the loads are in flight
 // while the tile before computes. (Matrix loads straight from k and v, tried on an H200, ran 4x
 // slower than the whole kernel staged: bench/notes/flash.md.)
 // The rows' running max is updated lazily (FlashAttention-4): it moves only when a tile's max exceeds it
@@ -78,23 +78,26 @@ struct Lanes {
   @builtin(subgroup_invocation_id) lane: u32,
 }
 
-// k and v again, as 16-byte words, for WORDS staging (the host binds the same buffers).
-@group(0) @binding(8) var<storage, read> k_w: array<vec4<u32>>;
-@group(0) @binding(9) var<storage, read> v_w: array<vec4<u32>>;
-
 var<workgroup> kv_s: array<f16, KV_HALVES>;       // Q at first, then K [BC][DS] | V [BC][VS]
 var<workgroup> s_s: array<f32, NSG * SR * SS>;    // S (and O on its way through), a region a subgroup
 var<workgroup> p_s: array<f16, NSG * SR * PS>;
 var<workgroup> alpha_s: array<f32, BR>;
 var<workgroup> moved_s: array<u32, NSG>;
 
-/** Key row j's words of k (or v) from column d on: zeros past the keys or past the row. */
-fn k_words(row_k0: u32, j: u32, k_end: u32, d: u32) -> vec4<u32> {
-  if (j < k_end && d < D) { return k_w[(row_k0 + j) * (D / 8u) + d / 8u]; }
+/** Key j's words of k (or v) from column d on (the addressing's k_w / v_w and kv_word_row): zeros past
+ *  the keys, past the row, or where the row is missing. */
+fn k_words(job: Job, j: u32, k_end: u32, d: u32) -> vec4<u32> {
+  if (j < k_end && d < D) {
+    let row = kv_word_row(job, j);
+    if (row >= 0) { return k_w[u32(row) * (D / 8u) + d / 8u]; }
+  }
   return vec4<u32>(0u);
 }
-fn v_words(row_k0: u32, j: u32, k_end: u32, c: u32) -> vec4<u32> {
-  if (j < k_end && c < DV) { return v_w[(row_k0 + j) * (DV / 8u) + c / 8u]; }
+fn v_words(job: Job, j: u32, k_end: u32, c: u32) -> vec4<u32> {
+  if (j < k_end && c < DV) {
+    let row = kv_word_row(job, j);
+    if (row >= 0) { return v_w[u32(row) * (DV / 8u) + c / 8u]; }
+  }
   return vec4<u32>(0u);
 }
 
@@ -184,17 +187,16 @@ fn flash_tile(job: Job, lanes: Lanes) {
   let plain = (f & ~FLAG_CAUSAL) == 0u;   // no transform but scale and causality: the short path
   let causal = (f & FLAG_CAUSAL) != 0u;
   let sl2 = params.scale * LOG2E;
-  let row_k0 = kv_row(job, 0u);
   var kw: array<vec4<u32>, NKW>;
   var vw: array<vec4<u32>, NVW>;
   if (WORDS) {
     for (var u = 0u; u < NKW; u++) {
       let e = li + u * WG;
-      if (k_begin < k_end && e < BC * (DP / 8u)) { kw[u] = k_words(row_k0, k_begin + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
+      if (k_begin < k_end && e < BC * (DP / 8u)) { kw[u] = k_words(job, k_begin + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
     }
     for (var u = 0u; u < NVW; u++) {
       let e = li + u * WG;
-      if (k_begin < k_end && e < BC * (DVP / 8u)) { vw[u] = v_words(row_k0, k_begin + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
+      if (k_begin < k_end && e < BC * (DVP / 8u)) { vw[u] = v_words(job, k_begin + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
     }
   }
   for (var kt = k_begin; kt < k_end; kt += BC) {
@@ -213,11 +215,11 @@ fn flash_tile(job: Job, lanes: Lanes) {
       let kn = kt + BC;
       for (var u = 0u; u < NKW; u++) {
         let e = li + u * WG;
-        if (kn < k_end && e < BC * (DP / 8u) && PROBE != 1u) { kw[u] = k_words(row_k0, kn + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
+        if (kn < k_end && e < BC * (DP / 8u) && PROBE != 1u) { kw[u] = k_words(job, kn + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
       }
       for (var u = 0u; u < NVW; u++) {
         let e = li + u * WG;
-        if (kn < k_end && e < BC * (DVP / 8u) && PROBE != 1u) { vw[u] = v_words(row_k0, kn + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
+        if (kn < k_end && e < BC * (DVP / 8u) && PROBE != 1u) { vw[u] = v_words(job, kn + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
       }
     } else {
       for (var e = li; e < BC * (DP / 4u); e += WG) {

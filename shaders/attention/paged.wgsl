@@ -115,9 +115,12 @@ fn v_load4(job: Job, j: u32, c: u32) -> vec4<f32> {
 
 // Paged attention has no mask of its own; a split cache's plan sets FLAG_MASK_BOOL to mask other parts' keys.
 fn mask_word(job: Job, h: u32, pos: u32, j: u32) -> u32 { return select(0u, 1u, key_in_part(job, j)); }
-// Key rows through a block table are not contiguous: the subgroup-matrix tile stages them through
-// k_load4 / v_load4 here (its WORDS path, which reads rows kv_row on, stays off).
-fn kv_row(job: Job, j: u32) -> u32 { return 0u; }
+// The caches again as 16-byte words, and key j's row in them (-1: missing): the subgroup-matrix tile
+// stages f16 rows with them (flash_mma_core.wgsl WORDS; the host binds k_cache and v_cache; rows of K/V
+// caches are D and Dv elements, 16-byte aligned).
+@group(1) @binding(3) var<storage, read> k_w: array<vec4<u32>>;
+@group(1) @binding(4) var<storage, read> v_w: array<vec4<u32>>;
+fn kv_word_row(job: Job, j: u32) -> i32 { return cache_row(job, j); }
 fn head_slope(h: u32) -> f32 { return headp[h]; }
 fn head_sink(h: u32) -> f32 { return headp[params.Hq + h]; }
 

@@ -222,6 +222,8 @@ interface Prepared {
   T: number;
   decode: Stage | null;
   flash: Stage | null;
+  /** The flash stage's kernel binds the K/V source twice more, as words (the subgroup-matrix tile). */
+  flashWords: boolean;
   merge: Stage | null;
   /** lse of runs that do not ask for it. */
   lseScratch: GPUBuffer;
@@ -359,9 +361,13 @@ export class PagedAttentionPlan {
       // A source split across buffers: the kernels run once per part (each sees its own blocks, the
       // others masked) into the partition workspace, and the merge combines every part's states.
       for (const part of kv.parts) {
-        const g1 = rt.bindGroup(anyKernel.k.groups[1], [part.key.buffer, part.value.buffer, part.scales]);
-        if (p.decode) rt.record(p.decode.k, [p.decode.g0, g1, g2], p.decode.count);
-        if (p.flash) rt.record(p.flash.k, [p.flash.g0, g1, g2], p.flash.count);
+        const src = [part.key.buffer, part.value.buffer, part.scales];
+        if (p.decode) rt.record(p.decode.k, [p.decode.g0, rt.bindGroup(p.decode.k.groups[1], src), g2], p.decode.count);
+        // The subgroup-matrix tile also reads the caches as 16-byte words (paged.wgsl k_w, v_w).
+        if (p.flash) {
+          const g1 = rt.bindGroup(p.flash.k.groups[1], p.flashWords ? [...src, part.key.buffer, part.value.buffer] : src);
+          rt.record(p.flash.k, [p.flash.g0, g1, g2], p.flash.count);
+        }
       }
       if (p.merge) rt.record(p.merge.k, [p.merge.g0, rt.bindGroup(p.merge.k.groups[1], [out.buffer, lseBuf])], p.merge.count);
     }
@@ -474,7 +480,7 @@ export class PagedAttentionPlan {
     if (nonzero(counts.flash)) {
       const fk = mla
         ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, RM: mla.RM, BC: mla.BC } })
-        : mma ? flashMmaKernel(rt, 'paged_flash_mma', 'paged_main', mma, D, Dv, overrides, false)
+        : mma ? flashMmaKernel(rt, 'paged_flash_mma', 'paged_main', mma, D, Dv, overrides, rt.tuning.flashMmaWords)
         : rt.kernel(flash!.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
           overrides,
           consts: { TX: flash!.TX, TY: flash!.TY, TM: flash!.TM, TN: flash!.TN, DK: flash!.DK, DVC: flash!.DVC, D, DV: Dv,
@@ -486,7 +492,7 @@ export class PagedAttentionPlan {
         ...common, G, hdr_items: 0, off_items: layout.offFlash, flags: common.flags | (split ? FLAG_MASK_BOOL : 0),
         n_dc: flash ? D / flash.DK : 0, n_dk4: flash ? flash.DK / 4 : 0, n_bc: flash ? flash.TX * flash.TN : 0,
         k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
-      }, counts.flash, mma ? { k_w: rt.dummy, v_w: rt.dummy } : {});   // (the matrix tile's word bindings: unread here)
+      }, counts.flash);
     }
     let mergeStage: Stage | null = null;
     if (merged && nonzero(counts.merge)) {
@@ -501,7 +507,7 @@ export class PagedAttentionPlan {
         g0: rt.groupFor(mk, 0, { params, o_a: ws, o_b: rt.dummy, lse_a: ws, lse_b: rt.dummy, sinks: this.sinks, tok_np: pmeta }),
       };
     }
-    p = { T, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
+    p = { T, decode: decodeStage, flash: flashStage, flashWords: mma !== null, merge: mergeStage, lseScratch, pmeta, layout, rules };
     this.prepared.set(key, p);
     return p;
   }
