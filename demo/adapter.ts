@@ -80,7 +80,7 @@ function featureLines(engine: Engine): FeatureLine[] {
         : 'the portable flash kernel runs instead (reductions through workgroup memory and barriers): same results, somewhat slower.',
     },
     {
-      name: 'subgroup matrices', on: f.subgroupMatrix.length > 0,
+      name: 'subgroup-matrix', on: f.subgroupMatrix.length > 0,
       detail: f.subgroupMatrix.length ? f.subgroupMatrix.filter((c) => c.componentType === 'f16').map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`).join(', ') || 'no f16 configuration' : 'absent',
       cost: f.subgroupMatrix.length ? 'f16 attention runs the flash tile built on them (the tensor units: several times the scalar tile).'
         : 'f16 attention runs the scalar flash tile. Chrome offers chromium-experimental-subgroup-matrix with --enable-unsafe-webgpu (on Apple M-series GPUs, for one).',

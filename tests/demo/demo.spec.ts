@@ -35,8 +35,11 @@ test.afterAll(async () => {
 
 test('the adapter panel shows the adapter, its features and limits', async () => {
   await expect(page.locator('#adapter-status')).toHaveAttribute('data-state', 'ready', { timeout: 60_000 });
-  await expect(page.locator('#features tbody tr')).toHaveCount(3);
+  await expect(page.locator('#features tbody tr')).toHaveCount(4);
   await expect(page.locator('#features tr[data-feature=subgroups] td').nth(1)).toContainText(/yes|no/);
+  // SwiftShader offers no subgroup matrices: the row says so and what runs instead.
+  await expect(page.locator('#features tr[data-feature=subgroup-matrix] td').nth(1)).toContainText(/yes|no/);
+  await expect(page.locator('#features tr[data-feature=subgroup-matrix]')).toContainText(/scalar flash tile|matrix flash tile/);
   await expect(page.locator('#limits')).toContainText('maxComputeWorkgroupStorageSize');
   for (const id of ['#check-run', '#bench-run', '#pg-run']) await expect(page.locator(id)).toBeEnabled();
   await page.screenshot({ path: `${SHOTS}/demo-adapter.png` });
