@@ -15,8 +15,7 @@ import {
   type Ceilings, type Contender, type PortableResult, type Timing,
 } from './harness';
 import type { OrtPeer, PeerCase, PeerResult } from './ort';
-import { flashMmaFor, flashVariantFor } from '../src/attention/flash';
-import type { Runtime } from '../src/core/runtime';
+import { flashMmaFor, flashTileName } from '../src/attention/flash';
 
 export interface PagedShape { batch: number; context: number; Hq: number; Hkv: number; D: number; bs: number }
 
@@ -313,8 +312,8 @@ export async function benchPagedPrefill(engine: Engine, L: number, o: { Hq?: num
       return { worst, pass };
     };
     const time = () => timeOp(engine, () => engine.pagedAttention(q, cache, meta).destroy(), { samples: o.samples ?? 5, perSample: 1, warmupMs: 300 });
-    const mma = flashMmaFor(engine as unknown as Runtime, 'f16', D, D);
-    row.tile = mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}` : flashVariantFor(engine as unknown as Runtime);
+    const mma = flashMmaFor(engine, 'f16', D, D);
+    row.tile = flashTileName(engine, mma);
     Object.assign(row, await check());
     row.ms = (await time()).medianMs;
     row.tflops = (2 * 2 * Hq * D * (L * (L + 1)) / 2) / (row.ms * 1e9);

@@ -11,8 +11,7 @@ import {
 import { combineRounds, PORTABLE_TUNING, roundWarmupMs, timeOp, timeRounds, withTuning, type Ceilings, type Contender, type PortableResult, type Timing } from './harness';
 import type { OrtPeer, PeerCase, PeerTiming } from './ort';
 import { sdpaFlops, sdpaMinBytes, type SdpaShape } from './workload';
-import { flashMmaFor, flashVariantFor } from '../src/attention/flash';
-import type { Runtime } from '../src/core/runtime';
+import { flashMmaFor, flashTileName } from '../src/attention/flash';
 
 export interface SdpaBenchRow {
   shape: SdpaShape;
@@ -148,8 +147,8 @@ export async function benchSdpaShape(engine: Engine, s: SdpaShape, backends: Sdp
       rows.push(row);
       await ours(backend, {}, row, backend);
       if (backend === 'flash') {
-        const mma = flashMmaFor(engine as unknown as Runtime, s.dtype, s.D, s.Dv);
-        row.tile = mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}` : flashVariantFor(engine as unknown as Runtime);
+        const mma = flashMmaFor(engine, s.dtype, s.D, s.Dv);
+        row.tile = flashTileName(engine, mma);
         if (mma && opts.scalar) {
           row.scalar = { worst: NaN, pass: false, timing: null };
           await ours(backend, { flashVariant: 'subgroup' }, row.scalar, 'flash scalar');

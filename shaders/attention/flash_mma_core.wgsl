@@ -101,6 +101,35 @@ fn v_words(job: Job, j: u32, k_end: u32, c: u32) -> vec4<u32> {
   return vec4<u32>(0u);
 }
 
+/** The words of a key tile that one thread stages (WORDS): K's, then V's. */
+struct TileWords { kw: array<vec4<u32>, NKW>, vw: array<vec4<u32>, NVW> }
+
+/** Thread li's words of the key tile from k0 on (zeros past k_end): loaded a tile ahead of their use. */
+fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> TileWords {
+  var w: TileWords;
+  for (var u = 0u; u < NKW; u++) {
+    let e = li + u * WG;
+    if (k0 < k_end && e < BC * (DP / 8u)) { w.kw[u] = k_words(job, k0 + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
+  }
+  for (var u = 0u; u < NVW; u++) {
+    let e = li + u * WG;
+    if (k0 < k_end && e < BC * (DVP / 8u)) { w.vw[u] = v_words(job, k0 + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
+  }
+  return w;
+}
+
+/** Thread li's words of a key tile into the K and V tiles of workgroup memory. */
+fn put_tile_words(w: TileWords, li: u32) {
+  for (var u = 0u; u < NKW; u++) {
+    let e = li + u * WG;
+    if (e < BC * (DP / 8u)) { put8((e / (DP / 8u)) * DS + 8u * (e % (DP / 8u)), w.kw[u]); }
+  }
+  for (var u = 0u; u < NVW; u++) {
+    let e = li + u * WG;
+    if (e < BC * (DVP / 8u)) { put8(BC * DS + (e / (DVP / 8u)) * VS + 8u * (e % (DVP / 8u)), w.vw[u]); }
+  }
+}
+
 /** Eight f16 values (four words) into an f16 row of workgroup memory. */
 fn put8(at: u32, w: vec4<u32>) {
   for (var i = 0u; i < 4u; i++) {
@@ -187,39 +216,16 @@ fn flash_tile(job: Job, lanes: Lanes) {
   let plain = (f & ~FLAG_CAUSAL) == 0u;   // no transform but scale and causality: the short path
   let causal = (f & FLAG_CAUSAL) != 0u;
   let sl2 = params.scale * LOG2E;
-  var kw: array<vec4<u32>, NKW>;
-  var vw: array<vec4<u32>, NVW>;
-  if (WORDS) {
-    for (var u = 0u; u < NKW; u++) {
-      let e = li + u * WG;
-      if (k_begin < k_end && e < BC * (DP / 8u)) { kw[u] = k_words(job, k_begin + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
-    }
-    for (var u = 0u; u < NVW; u++) {
-      let e = li + u * WG;
-      if (k_begin < k_end && e < BC * (DVP / 8u)) { vw[u] = v_words(job, k_begin + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
-    }
-  }
+  var tw: TileWords;
+  if (WORDS) { tw = tile_words(job, k_begin, k_end, li); }
   for (var kt = k_begin; kt < k_end; kt += BC) {
     // ---- K and V tiles (f16, zeros outside the keys and past D, Dv).
     workgroupBarrier();
     if (WORDS) {
-      for (var u = 0u; u < NKW; u++) {
-        let e = li + u * WG;
-        if (e < BC * (DP / 8u) && PROBE != 1u) { put8((e / (DP / 8u)) * DS + 8u * (e % (DP / 8u)), kw[u]); }
-      }
-      for (var u = 0u; u < NVW; u++) {
-        let e = li + u * WG;
-        if (e < BC * (DVP / 8u) && PROBE != 1u) { put8(BC * DS + (e / (DVP / 8u)) * VS + 8u * (e % (DVP / 8u)), vw[u]); }
-      }
-      // The next tile's words, in flight while this one computes.
-      let kn = kt + BC;
-      for (var u = 0u; u < NKW; u++) {
-        let e = li + u * WG;
-        if (kn < k_end && e < BC * (DP / 8u) && PROBE != 1u) { kw[u] = k_words(job, kn + e / (DP / 8u), k_end, 8u * (e % (DP / 8u))); }
-      }
-      for (var u = 0u; u < NVW; u++) {
-        let e = li + u * WG;
-        if (kn < k_end && e < BC * (DVP / 8u) && PROBE != 1u) { vw[u] = v_words(job, kn + e / (DVP / 8u), k_end, 8u * (e % (DVP / 8u))); }
+      if (PROBE != 1u) {
+        put_tile_words(tw, li);
+        // The next tile's words, in flight while this one computes.
+        tw = tile_words(job, kt + BC, k_end, li);
       }
     } else {
       for (var e = li; e < BC * (DP / 4u); e += WG) {

@@ -1,8 +1,8 @@
 // The subgroup-matrix ceiling: each subgroup multiplies register-resident f16 matrices into four
-// independent f32 accumulators (enough to hide the units' latency), ITERS rounds, then stores them
+// independent f32 accumulators (enough to hide the units' latency), params.iters rounds, then stores them
 // (stores happen once, so nothing is optimized away and nothing else is timed). The issue's loop
 // (16×16×16 f16 → f32 on an H200: 638 TFLOP/s), measured by the benchmark beside the FMA and
-// bandwidth ceilings. The host specializes M, N, K (an f16 → f32 configuration) and WG.
+// bandwidth ceilings. The host specializes M, N, K (an f16 → f32 configuration) and SGW.
 
 const M: u32 = 16u;
 const N: u32 = 16u;

@@ -10,8 +10,6 @@ import { headParams, sdpaFlags, type SdpaProblem } from './common.js';
 
 export type FlashVariant = 'subgroup' | 'portable';
 
-export type { FlashVariantChoice } from '../core/types.js';
-
 export interface FlashPlan {
   readonly variant: FlashVariant;
   readonly TX: number; readonly TY: number; readonly TM: number; readonly TN: number;
@@ -234,6 +232,12 @@ export function flashMmaFor(engine: Runtime, dtype: string, D: number, Dv: numbe
   if (pref !== 'auto' && pref !== 'subgroup-matrix') return null;
   if (dtype !== 'f16' || flashUnsupported(D, Dv)) return null;
   return planFlashMma(engine.limits, engine.features, D, Dv, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.flashMmaShape);
+}
+
+/** The flash tile that runs, as the benchmark names it: the subgroup-matrix plan `mma` (flashMmaFor),
+ *  or where there is none the scalar tile's variant. */
+export function flashTileName(engine: Runtime, mma: FlashMmaPlan | null): string {
+  return mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}` : flashVariantFor(engine);
 }
 
 /** The subgroup-matrix tile's kernel for an addressing mode ('sdpa_flash_mma', 'paged_flash_mma'); `words`:

@@ -463,10 +463,10 @@ export class PagedAttentionPlan {
       bs: geo.blockSize, num_blocks: geo.numBlocks, max_blocks: m.maxB,
       off_qsl: layout.offQsl, off_seqlens: layout.offSeq, off_bt: layout.offBt, ws_lse: wsLse, q_stride: qStride, pslots: parts,
     };
-    const stage = (k: Kernel, u: Record<string, number>, count: Count, extra: Record<string, GPUBuffer> = {}): Stage => {
+    const stage = (k: Kernel, u: Record<string, number>, count: Count): Stage => {
       const params = this.rt.uniformBuffer(k, u);
       this.owned.push(params);
-      return { k, g0: rt.groupFor(k, 0, { params, pmeta, headp: this.headp, ws, ...extra }), count };
+      return { k, g0: rt.groupFor(k, 0, { params, pmeta, headp: this.headp, ws }), count };
     };
     let decodeStage: Stage | null = null;
     if (decode && nonzero(counts.decode)) {

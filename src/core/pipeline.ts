@@ -214,13 +214,18 @@ export class PipelineCache {
 
   /** The assembled WGSL of a program (for inspection and tests). */
   source(program: string, spec: KernelSpec = {}): string {
-    return this.parse(program, spec.consts ?? {}, spec.enables ?? [], this.unrollLoops || !!spec.unroll).source;
+    return this.parse(program, spec.consts ?? {}, spec.enables ?? [], this.unrolls(spec)).source;
+  }
+
+  /** Whether a kernel's loops are written out: the cache's setting, or the kernel's own. */
+  private unrolls(spec: KernelSpec): boolean {
+    return this.unrollLoops || !!spec.unroll;
   }
 
   get(shader: string, entry: string, spec: KernelSpec = {}): Kernel {
     // A model step asks for ~200 kernels: first a key in the spec's own key order (no sorting, no
     // JSON), which a call site repeats exactly; then the canonical key, which equal specs share.
-    const unroll = this.unrollLoops || !!spec.unroll;
+    const unroll = this.unrolls(spec);
     let fast = `${shader}|${entry}${unroll ? '|unrolled' : ''}`;
     for (const k in spec.overrides) fast += `|${k}=${Number(spec.overrides[k])}`;
     fast += '|';
