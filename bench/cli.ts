@@ -1,10 +1,12 @@
 // `npm run bench`: the benchmark CLI (Node, through the `webgpu` package). Measures the ceilings
 // through WebGPU, runs the suites with progress, prints a table and writes JSON and Markdown results
 // and SVG plots, named after the device.
-//   --suite=sdpa,paged,mla,step,model,deepseek which suites (comma-separated; default: all); step: what a caller
+//   --suite=sdpa,paged,mla,gemm,step,model,deepseek which suites (comma-separated; default: all); step: what a caller
 //                         pays per run and per 32-layer decode step (plan/run) against the GPU time;
 //                         model: a Llama-3.2-1B-shaped model with random bf16 weights, decode and prefill;
 //                         deepseek: the same for DeepSeek-V2-Lite's shape, f16 and fp8_ds_mla latent caches
+//                         gemm: the prefill GEMM, FMA vs subgroup matrices, at Llama-3-8B's shapes (--gemm-m=512,2048,4096 rows;
+//                         --gemm-tile=I holds the matrix GEMM to gemm.ts LINEAR_MMA_TILES[I]; --explore-gemm[=M,N,K] first times every tile)
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -33,11 +35,12 @@
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createEngine } from 'webinfer';
+import { createEngine, ops } from 'webinfer';
 import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
+import { benchGemmShape, gemmJson, gemmLines, llamaGemmShapes, type GemmBenchRow } from './gemm';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
@@ -55,7 +58,7 @@ const args = new Map(process.argv.slice(2).map((a) => {
 }));
 const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
-const suites = (args.get('suite') ?? 'sdpa,paged,mla,step,model,deepseek').split(',');
+const suites = (args.get('suite') ?? 'sdpa,paged,mla,gemm,step,model,deepseek').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements. Dawn hides
@@ -296,6 +299,48 @@ if (suites.includes('mla')) {
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `mla-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('gemm')) {
+  // The prefill GEMM: FMA vs subgroup matrices (x split, x in f16) at Llama-3-8B's shapes.
+  const gemmMs = (args.get('gemm-m') ?? (quick ? '70,130' : '512,2048,4096')).split(',').map(Number);
+  const shapes = quick ? gemmMs.map((M) => ({ M, N: 264, K: 136, dtype: 'bf16' as const, what: 'small' })) : llamaGemmShapes(gemmMs);
+  const tileArg = args.get('gemm-tile');
+  if (args.has('explore-gemm')) {
+    // Every subgroup-matrix tile on one shape (one round): which the planner should prefer.
+    const [M, N, K] = (args.get('explore-gemm') === 'true' ? '2048,4096,4096' : args.get('explore-gemm')!).split(',').map(Number);
+    const explore: unknown[] = [];
+    for (const [ti] of ops.LINEAR_MMA_TILES.entries()) {
+      const r = await benchGemmShape(engine, { M, N, K, dtype: 'bf16', what: `tile ${ti}` }, { rounds: 1, samples: 5, tile: ti });
+      explore.push(gemmJson(r));
+      console.log(`explore-gemm M${M} N${N} K${K} tile ${ti}: ${r.contenders.filter((c) => c.name !== 'fma').map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 3)} ms ${fmt(c.tflops, 1)} TFLOP/s${c.pass ? '' : ` FAIL ${fmt(c.worst)}`}`} [${c.plan}]`).join('; ')}`);
+    }
+    result.exploreGemm = explore;
+  }
+  const rows: GemmBenchRow[] = [];
+  for (const [i, sh] of shapes.entries()) {
+    const r = await benchGemmShape(engine, sh, { rounds, samples: quick ? 3 : 5, tile: tileArg === undefined ? undefined : Number(tileArg) });
+    rows.push(r);
+    console.log(`[${i + 1}/${shapes.length}] GEMM ${sh.what} M${sh.M} N${sh.N} K${sh.K} ${sh.dtype}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 3)} ms `
+      + `${fmt(c.tflops, 1)} TFLOP/s (spread ${fmt(c.timing?.spreadPct ?? NaN, 1)}%) ${c.pass ? 'pass' : `FAIL ${fmt(c.worst)}`}`}`).join('; ')}`);
+  }
+  result.gemm = rows.map(gemmJson);
+  const plans = [...new Set(rows.flatMap((r) => r.contenders.map((c) => `${c.name}: ${c.plan}`)))];
+  const lines = [
+    `# Prefill GEMM (Llama-3-8B's linear layers, bf16 weights) on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=gemm\` (${result.runtime}). Ceilings measured through WebGPU in the same run: `
+    + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s${ceilings.mmaTflops ? `, subgroup matrix (f16 → f32 ${ceilings.mmaConfig}) ${fmt(ceilings.mmaTflops, 1)} TFLOP/s` : ' (no subgroup matrices here)'}. `
+    + 'ops.linear, out = x·Wᵀ, x f32 [M, K], W bf16 [N, K] made on the GPU, out f32; TFLOP/s count 2·M·N·K. fma: the FMA GEMM (gemm.wgsl, f32 arithmetic). '
+    + 'mma split: the subgroup-matrix GEMM (gemm_mma.wgsl) with x split into hi + lo f16 halves (two products a step: f32 accuracy; the engine\'s default), checked against the f32 tolerance; '
+    + 'mma f16 x: the same with x rounded to f16 once (f16 activations), checked against the f16 tolerance. Each contender checked first against a float64 reference on 4 × 32 sampled outputs '
+    + `(output poisoned with NaN before). GPU timestamps per call. Each shape timed in ${rounds} rounds alternating the contenders (warm-ups ≥ 300 ms, then ≥ 100 ms); `
+    + 'ms is the median of every sample of every round; spread = (max − min of the rounds\' medians) / ms; "best vs fma" = fma ms / the fastest\'s ms. '
+    + `Plans: ${plans.join('; ')}.`, '',
+    ...gemmLines(rows, ceilings, fmt),
+  ];
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `gemm-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 

@@ -1,7 +1,7 @@
 // Benchmark plumbing shared by every suite: the ceilings measured through WebGPU in the same run, and
 // timing (GPU timestamps where the adapter has them, else wall clock around a drained queue).
 import type { Engine } from 'webinfer';
-import { mmaConfigs } from '../src/attention/flash';
+import { mmaConfigs } from '../src/core/runtime';
 
 export interface Ceilings {
   /** f32 FMA rate, TFLOP/s (an FMA counts 2). */

@@ -1,7 +1,7 @@
 // Planning and encoding of the dense flash program (shaders/attention/flash.wgsl + flash_core.wgsl): the tile
 // shape comes from the adapter's limits (workgroup storage, invocations) and features (subgroups and their
 // smallest size).
-import type { Runtime } from '../core/runtime.js';
+import { mmaConfigs, type Runtime } from '../core/runtime.js';
 import type { EngineFeatures, EngineLimits } from '../core/types.js';
 import type { Tensor } from '../core/tensor.js';
 import type { Kernel } from '../core/pipeline.js';
@@ -190,14 +190,6 @@ export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, 
   const pad4 = (b: number) => Math.ceil(b / 4) * 4;
   const rows = NSG * RB * M;
   return pad4(2 * kv) + 4 * rows * (BC + 4) + pad4(2 * rows * (BC + 8)) + 4 * rows + 4 * NSG;
-}
-
-/** The f16 → f32 subgroup-matrix configurations the tile can use, preferred first (the largest). */
-export function mmaConfigs(features: EngineFeatures): { M: number; N: number; K: number }[] {
-  return features.subgroupMatrix
-    .filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32')
-    .map(({ M, N, K }) => ({ M, N, K }))
-    .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
 }
 
 /**

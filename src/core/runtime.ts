@@ -82,6 +82,15 @@ function matrixConfigs(info: GPUAdapterInfo | undefined): readonly SubgroupMatri
   })));
 }
 
+/** The f16 → f32 subgroup-matrix configurations the kernels can use (the flash tile, the GEMM),
+ *  preferred first (the largest). */
+export function mmaConfigs(features: EngineFeatures): { M: number; N: number; K: number }[] {
+  return features.subgroupMatrix
+    .filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32')
+    .map(({ M, N, K }) => ({ M, N, K }))
+    .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
+}
+
 export class Runtime implements TensorHost {
   readonly device: GPUDevice;
   readonly features: EngineFeatures;
@@ -109,6 +118,14 @@ export class Runtime implements TensorHost {
     flashMmaWords: true,
     /** Diagnostics of the subgroup-matrix tile (flash_mma_core.wgsl PROBE; 0 off): wrong results. */
     flashMmaProbe: 0,
+    /** The linear layer for many rows with 16-bit weights: 'auto' takes the subgroup-matrix GEMM
+     *  (ops/gemm_mma.wgsl) where the adapter has f16 subgroup matrices, 'off' the FMA GEMM. */
+    linearMma: 'auto' as 'auto' | 'off',
+    /** The subgroup-matrix GEMM splits f32 activations into hi + lo f16 halves (f32 accuracy, twice the
+     *  products); false rounds them to f16 once (f16 activations: f16 tolerances). */
+    linearMmaSplit: true,
+    /** Holds the subgroup-matrix GEMM to one of gemm.ts LINEAR_MMA_TILES (benchmark exploration). */
+    linearMmaTile: undefined as number | undefined,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */

@@ -36,6 +36,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   gemv: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_portable.wgsl'],
   gemv_subgroup: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_subgroup.wgsl'],
   gemm: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemm.wgsl'],
+  gemm_mma: ['ops/gemm_io.wgsl', 'ops/gemm_mma.wgsl'],
   gemm_init: [DTYPE, 'ops/gemm_init.wgsl'],
   ops_norm: [DTYPE, 'ops/norm.wgsl'],
   ops_norm_subgroup: [DTYPE, 'ops/norm.wgsl', 'ops/norm_subgroup.wgsl'],

@@ -51,7 +51,7 @@
 // load). Fused epilogue: bias, and `accumulate` (out += ...: the residual stream).
 import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
 import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
-import type { Runtime } from '../core/runtime.js';
+import { mmaConfigs, type Runtime } from '../core/runtime.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
 
 export type LinearDType = 'f32' | 'f16' | 'bf16';
@@ -259,22 +259,105 @@ export const LINEAR_GEMM_TILES: readonly GemmTile[] = [
   { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4 },
 ];
 
+/** Subgroup-matrix GEMM tiles (gemm_mma.wgsl): SGR × SGC subgroups, each owning TMR × TNC result
+ *  matrices, k advancing BK at a time; the output tile is (SGR·TMR·M) × (SGC·TNC·N) for an M×N×K
+ *  configuration. Preferred first (the planner takes the first that fits and fills the GPU). */
+export interface GemmMmaTile { readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number }
+export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 32 },
+  { SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32 },
+  { SGR: 4, SGC: 2, TMR: 2, TNC: 4, BK: 32 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64 },
+  { SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32 },
+];
+
+export interface GemmMmaPlan {
+  readonly kernel: 'gemm-mma';
+  readonly EPV: number;
+  /** The subgroup-matrix configuration (f16 × f16 → f32) and the adapter's subgroup size. */
+  readonly SM: number; readonly SN: number; readonly SK: number; readonly SGW: number;
+  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number;
+  /** The output tile. */
+  readonly BM: number; readonly BN: number;
+  /** x as two f16 halves (hi + lo: f32 accuracy) or rounded to f16 once. */
+  readonly split: boolean;
+  /** Workgroup storage in bytes. */
+  readonly smem: number;
+}
+
 export type LinearPlan =
   | { readonly kernel: 'gemv'; readonly variant: 'subgroup' | 'portable'; readonly EPV: number; readonly MT: number;
       /** Weight rows per group: 4, fixed by the kernel (the lanes of a vec4). */
       readonly R: 4; readonly KT: number; readonly WG: number; readonly PASS: number }
-  | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile);
+  | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
+  | GemmMmaPlan;
 
 export interface PlanLinearOptions {
   M: number; N: number; K: number; dtype: LinearDType;
-  /** Force a kernel ('auto': GEMV for M <= LINEAR_GEMV_MAX_M). */
-  kernel?: 'auto' | 'gemv' | 'gemm';
+  /** Force a kernel ('auto': GEMV for M <= LINEAR_GEMV_MAX_M, else the subgroup-matrix GEMM for 16-bit
+   *  weights where the adapter has it and engine.tuning.linearMma allows, else the FMA GEMM). */
+  kernel?: 'auto' | 'gemv' | 'gemm' | 'gemm-mma';
   /** GEMV reduction ('auto': subgroups where the adapter has them). */
   variant?: 'auto' | 'subgroup' | 'portable';
   /** GEMV: force the lanes per weight row (a power of two up to the workgroup size). */
   KT?: number;
-  /** GEMM: force an entry of LINEAR_GEMM_TILES. */
+  /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
+  /** gemm-mma: one of the adapter's f16 → f32 configurations (an index of mmaConfigs). */
+  mmaConfig?: number;
+  /** gemm-mma: x as hi + lo f16 halves (default engine.tuning.linearMmaSplit: true) or as f16 alone. */
+  split?: boolean;
+}
+
+/** Workgroup storage of gemm_mma.wgsl's arrays, in bytes. */
+export function gemmMmaSmemBytes(SM: number, SN: number, t: GemmMmaTile, split: boolean): number {
+  const XS = t.BK + 8, BM = t.SGR * t.TMR * SM, BN = t.SGC * t.TNC * SN;
+  return 2 * ((split ? 2 : 1) * BM * XS + BN * XS) + 4 * t.SGR * t.SGC * SM * (SN + 4);
+}
+
+/** Why the subgroup-matrix GEMM cannot run on this adapter for these weights, or null where it can. */
+export function linearMmaUnavailable(rt: Runtime, dtype: LinearDType): string | null {
+  const f = rt.features;
+  if (dtype === 'f32') return 'f32 weights (the matrices take f16)';
+  if (!f.subgroups || !f.f16) return `no ${f.subgroups ? 'shader-f16' : 'subgroups'}`;
+  if (mmaConfigs(f).length === 0) return f.subgroupMatrix.length ? 'no f16 → f32 subgroup-matrix configuration' : 'no subgroup matrices (chromium-experimental-subgroup-matrix)';
+  if (!f.subgroupMinSize || f.subgroupMinSize !== f.subgroupMaxSize) return `subgroups of more than one size (${f.subgroupMinSize}-${f.subgroupMaxSize})`;
+  return null;
+}
+
+/** The subgroup-matrix GEMM's plan (see planLinear), or null where no configuration and tile fit. */
+function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPlan | null {
+  if (linearMmaUnavailable(rt, p.dtype)) return null;
+  const lim = rt.limits;
+  const SGW = rt.features.subgroupMinSize!;
+  const split = p.split ?? rt.tuning.linearMmaSplit;
+  check(typeof split === 'boolean', op, 'split', 'a boolean', split);
+  const configs = mmaConfigs(rt.features);
+  if (p.mmaConfig !== undefined) {
+    check(Number.isInteger(p.mmaConfig) && p.mmaConfig >= 0 && p.mmaConfig < configs.length, op, 'mmaConfig',
+      `an index of the adapter's ${configs.length} f16 → f32 subgroup-matrix configurations`, p.mmaConfig);
+  }
+  const tileIndex = p.tile ?? rt.tuning.linearMmaTile;
+  if (tileIndex !== undefined) {
+    check(Number.isInteger(tileIndex) && tileIndex >= 0 && tileIndex < LINEAR_MMA_TILES.length, op, 'tile', `an index of LINEAR_MMA_TILES (0..${LINEAR_MMA_TILES.length - 1})`, tileIndex);
+  }
+  const maxThreads = Math.min(lim.maxComputeInvocationsPerWorkgroup, lim.maxComputeWorkgroupSizeX);
+  const plans: GemmMmaPlan[] = [];
+  for (const [ci, { M: SM, N: SN, K: SK }] of configs.entries()) {
+    if (p.mmaConfig !== undefined && ci !== p.mmaConfig) continue;
+    if (SM > SGW || SGW % SM) continue;
+    for (const [ti, t] of LINEAR_MMA_TILES.entries()) {
+      if (tileIndex !== undefined && ti !== tileIndex) continue;
+      const smem = gemmMmaSmemBytes(SM, SN, t, split);
+      if (t.BK % SK || t.BK % 8 || t.SGR * t.SGC * SGW > maxThreads || smem > lim.maxComputeWorkgroupStorageSize) continue;
+      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
+    }
+    if (plans.length) break;
+  }
+  const workgroups = (q: GemmMmaPlan) => Math.ceil(p.M / q.BM) * Math.ceil(p.N / q.BN);
+  return plans.find((q) => workgroups(q) >= LINEAR_GEMM_TARGET_WORKGROUPS) ?? plans.reduce<GemmMmaPlan | null>(
+    (best, q) => (!best || q.BM * q.BN < best.BM * best.BN ? q : best), null);
 }
 
 const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
@@ -286,7 +369,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   check(isPosInt(p.M), op, 'M', 'a positive integer', p.M);
   checkShapeArgs(op, p.N, p.K, p.dtype);
   const kernel = p.kernel ?? 'auto';
-  check(['auto', 'gemv', 'gemm'].includes(kernel), op, 'kernel', "'auto', 'gemv' or 'gemm'", fmt(kernel));
+  check(['auto', 'gemv', 'gemm', 'gemm-mma'].includes(kernel), op, 'kernel', "'auto', 'gemv', 'gemm' or 'gemm-mma'", fmt(kernel));
   const variant = p.variant ?? 'auto';
   check(['auto', 'subgroup', 'portable'].includes(variant), op, 'variant', "'auto', 'subgroup' or 'portable'", fmt(variant));
   if (variant === 'subgroup') check(rt.features.subgroups, op, 'variant', "'portable' or 'auto' (the adapter has no subgroups)", "'subgroup'");
@@ -317,6 +400,14 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     return { kernel: 'gemv', variant: sg ? 'subgroup' : 'portable', EPV, MT, R, KT, WG, PASS };
   }
 
+  if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
+    const mma = planLinearMma(rt, p, op);
+    if (mma) return mma;
+    if (kernel === 'gemm-mma') {
+      fail(op, 'kernel', "'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: "
+        + `${linearMmaUnavailable(rt, p.dtype) ?? 'no tile fits the adapter\'s limits'})`, "'gemm-mma'");
+    }
+  }
   const fits = (t: GemmTile) => (t.BM / t.TM) * (t.BN / t.TN) <= maxThreads && t.BK * (t.BM + t.BN) * 4 <= smem;
   let tile: GemmTile | undefined;
   if (p.tile !== undefined) {
@@ -392,8 +483,8 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
   }
   if (o.accumulate) check(out !== undefined, op, 'accumulate', 'an `out` tensor to accumulate into', 'none');
   let plan = o.plan;
-  if (plan) check(plan.EPV === linearVectorWidth(w.dtype) && (plan.kernel === 'gemv' || plan.kernel === 'gemm'), op, 'plan',
-    `a plan from planLinear for ${w.dtype} weights`, plan.kernel);
+  if (plan) check(plan.EPV === linearVectorWidth(w.dtype) && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
+    && (plan.kernel !== 'gemm-mma' || w.dtype !== 'f32'), op, 'plan', `a plan from planLinear for ${w.dtype} weights`, plan.kernel);
   else plan = planLinear(rt, { M, N, K, dtype: w.dtype });
 
   const dst = out ?? rt.emptyTensor([M, N], 'f32');
@@ -405,10 +496,18 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
       consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
-    : rt.kernel('gemm', 'gemm_main', {
-      overrides: { W_DTYPE: wd },
-      consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
-    });
+    : plan.kernel === 'gemm-mma'
+      ? rt.kernel('gemm_mma', 'gemm_mma_main', {
+        overrides: { W_DTYPE: wd },
+        consts: { SM: plan.SM, SN: plan.SN, SK: plan.SK, SGW: plan.SGW, SGR: plan.SGR, SGC: plan.SGC, TMR: plan.TMR, TNC: plan.TNC,
+                  BK: plan.BK, SPLIT: plan.split },
+        enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
+        unroll: true,
+      })
+      : rt.kernel('gemm', 'gemm_main', {
+        overrides: { W_DTYPE: wd },
+        consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
+      });
   for (const part of w.parts) {
     const workgroups = plan.kernel === 'gemv'
       ? Math.ceil(M / plan.MT) * Math.ceil(part.rows / ((plan.WG / plan.KT) * plan.R))

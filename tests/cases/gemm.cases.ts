@@ -4,6 +4,7 @@
 // kernel path and reduction variant forced, GPU-made random weights, and argument validation.
 // Sizes stay small (software adapters) and plans repeat, so few pipelines are compiled.
 import { ops, reference, roundToDType, type Engine, type Tensor } from '../../src/index';
+import { mmaConfigs } from '../../src/core/runtime';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randInt, randn, type CaseContext } from './harness';
 
 type WDType = 'f32' | 'f16' | 'bf16';
@@ -12,6 +13,8 @@ interface Problem {
   M: number; N: number; K: number; dtype: WDType;
   xRows?: number; bias?: boolean; silu?: boolean; gather?: number[];
   accumulate?: boolean; outRows?: number; maxPartBytes?: number; seed: number;
+  /** Standard deviation of x (default 1). */
+  xStd?: number;
 }
 
 /**
@@ -19,12 +22,13 @@ interface Problem {
  * sees are the rounded ones the GPU holds, so f32 tolerances apply to every weight dtype (the kernels
  * compute in f32). Rows of a given `out` past M must keep what they held.
  */
-async function check(engine: Engine, p: Problem, plan?: Partial<ops.PlanLinearOptions>, what = ''): Promise<ops.LinearWeight> {
+async function check(engine: Engine, p: Problem, plan?: Partial<ops.PlanLinearOptions>, what = '',
+                     tol: 'f32' | 'f16' | 'f32-plain' = 'f32'): Promise<ops.LinearWeight> {
   const { M, N, K, dtype, seed } = p;
   const width = p.silu ? 2 * K : K;
   const xRows = p.xRows ?? (p.gather ? 9 : M);
   const wv = roundToDType(randn(N * K, seed, 0.5), dtype);
-  const xv = randn(xRows * width, seed + 1);
+  const xv = randn(xRows * width, seed + 1, p.xStd ?? 1);
   const bias = p.bias ? randn(N, seed + 2) : undefined;
   const w = ops.createLinear(engine, { data: wv, N, K, dtype, bias, maxPartBytes: p.maxPartBytes });
   const x = engine.tensor(xv, [xRows, width]);
@@ -44,13 +48,48 @@ async function check(engine: Engine, p: Problem, plan?: Partial<ops.PlanLinearOp
   });
   const label = `linear ${dtype} M${M} N${N} K${K}${plan ? ` ${fullPlan!.kernel}` : ''}${what}`;
   assert(r.shape[0] === (out ? out.shape[0] : M) && r.shape[1] === N, `${label}: out shape ${r.shape}`);
-  assertClose(label, got.subarray(0, M * N), ref, 'f32');
+  if (plan?.kernel === 'gemm-mma') assert(fullPlan!.kernel === 'gemm-mma', `${label}: planned ${fullPlan!.kernel}`);
+  if (tol === 'f32-plain') {
+    const opts = { bias, accumulateInto: p.accumulate ? prior : undefined, gatherRows: p.gather, act: p.silu ? 'silu_mul' as const : undefined };
+    assertWithinPlain(label, got.subarray(0, M * N), ref, () => reference.linearRef(xv, wv, M, N, K, { ...opts, precision: 'f32' }));
+  } else {
+    assertClose(label, got.subarray(0, M * N), ref, tol);
+  }
   if (prior) equalArrays(`${label}: rows past M`, got.subarray(M * N), prior.subarray(M * N));
   return w;
 }
 
+/**
+ * SPEC §6 for inputs whose sums cancel far below their terms (f32 itself errs past the table there):
+ * within the f32 tolerance, or within twice the error of a plain f32 implementation (sequential f32
+ * sums, `plain()`) + 1e-5.
+ */
+function assertWithinPlain(label: string, got: Float32Array, ref: Float64Array | Float32Array, plain: () => Float64Array | Float32Array): void {
+  try {
+    assertClose(label, got, ref, 'f32');
+  } catch (e) {
+    const pl = plain();
+    let errGpu = 0, errPlain = 0;
+    for (let j = 0; j < ref.length; j++) {
+      errGpu = Math.max(errGpu, Math.abs(got[j] - ref[j]));
+      errPlain = Math.max(errPlain, Math.abs(pl[j] - ref[j]));
+    }
+    if (!(errGpu <= 2 * errPlain + 1e-5)) throw new Error(`${(e as Error).message}; max error ${errGpu} > 2 × plain f32 ${errPlain} + 1e-5`);
+  }
+}
+
 /** Small M on the GEMV kernel, larger on the GEMM (forced: the default threshold may move). */
 const path = (M: number) => ({ kernel: M <= 16 ? 'gemv' as const : 'gemm' as const });
+
+/**
+ * Runs fn with the subgroup-matrix GEMM forced, or, where the adapter cannot run it, says why and runs
+ * fn with 'auto' plans (the FMA GEMM) so the same checks still run.
+ */
+async function onMma(ctx: CaseContext, what: string, fn: (plan: Partial<ops.PlanLinearOptions> | undefined) => Promise<void>): Promise<void> {
+  const why = ops.linearMmaUnavailable(ctx.engine, 'bf16');
+  if (why) ctx.note(`linear subgroup-matrix GEMM (${what}): not run here: ${why}; SwiftShader, lavapipe and wgpu offer no subgroup matrices, so it runs in the GPU test pass on the GPU machine (bench/results/gpu-tests-*.md); these checks ran on the FMA GEMM 'auto' picks`);
+  await fn(why ? undefined : { kernel: 'gemm-mma' });
+}
 
 const both = (ctx: CaseContext) => ctx.engine.features.subgroups ? ['subgroup', 'portable'] as const : ['portable'] as const;
 
@@ -135,6 +174,69 @@ export const gemmCases = defineCases('linear', [
     },
   },
   {
+    name: 'subgroup-matrix GEMM, x split into hi + lo f16 (f32 tolerance): f16 and bf16 weights, edges in M, N and K, bias, accumulate, gathered rows, silu_mul, a split weight',
+    async run(ctx) {
+      const { engine } = ctx;
+      await onMma(ctx, 'split x', async (mma) => {
+        const plan = mma && { ...mma, split: true };
+        await check(engine, { M: 70, N: 100, K: 136, dtype: 'bf16', bias: true, seed: 300 }, plan);
+        await check(engine, { M: 200, N: 136, K: 40, dtype: 'f16', seed: 301 }, plan);
+        await check(engine, { M: 33, N: 100, K: 136, dtype: 'bf16', bias: true, accumulate: true, outRows: 40, xRows: 40, seed: 302 }, plan);
+        await check(engine, { M: 8, N: 100, K: 136, dtype: 'f16', bias: true, gather: [5, 0, 8, 8, -1, 2, 9, 3], seed: 303 }, plan);
+        await check(engine, { M: 65, N: 24, K: 72, dtype: 'bf16', silu: true, accumulate: true, seed: 304 }, plan);
+        const w = await check(engine, { M: 70, N: 100, K: 136, dtype: 'bf16', bias: true, accumulate: true, maxPartBytes: 272 * 40, seed: 305 }, plan);
+        assert(w.parts.length === 3, `expected 3 parts, got ${w.parts.length}`);
+      });
+    },
+  },
+  {
+    name: 'subgroup-matrix GEMM: whole output tiles (straight to out, accumulating from it) and numerical extremes (x std 1e3 and 1e-4)',
+    async run(ctx) {
+      const { engine } = ctx;
+      await onMma(ctx, 'whole tiles', async (mma) => {
+        for (const [i, accumulate] of [false, true].entries()) {
+          await check(engine, { M: 256, N: 256, K: 64, dtype: 'bf16', accumulate, seed: 310 + i }, mma && { ...mma, split: true }, ' whole tiles');
+        }
+        for (const [i, xStd] of [1e3, 1e-4].entries()) {
+          await check(engine, { M: 130, N: 136, K: 136, dtype: 'f16', xStd, seed: 315 + i }, mma && { ...mma, split: true }, ` x std ${xStd}`, 'f32-plain');
+        }
+      });
+    },
+  },
+  {
+    name: 'subgroup-matrix GEMM: every tile and every f16 → f32 configuration the adapter offers, x split and x in f16 (f16 tolerance)',
+    async run(ctx) {
+      const { engine } = ctx;
+      await onMma(ctx, 'tiles and configurations', async (mma) => {
+        if (!mma) {
+          await check(engine, { M: 130, N: 264, K: 72, dtype: 'bf16', bias: true, seed: 320 });
+          return;
+        }
+        const configs = mmaConfigs(engine.features);
+        let ran = 0;
+        for (const [ci] of configs.entries()) {
+          for (const [ti] of ops.LINEAR_MMA_TILES.entries()) {
+            for (const split of [true, false]) {
+              let plan: ops.LinearPlan;
+              try {
+                plan = ops.planLinear(engine, { M: 130, N: 264, K: 72, dtype: 'bf16', kernel: 'gemm-mma', mmaConfig: ci, tile: ti, split });
+              } catch {
+                continue;   // this tile does not fit the adapter's limits with this configuration
+              }
+              assert(plan.kernel === 'gemm-mma' && plan.split === split, `planned ${JSON.stringify(plan)}`);
+              const c = configs[ci];
+              await check(engine, { M: 130, N: 264, K: 72, dtype: ci % 2 ? 'f16' : 'bf16', bias: ti % 2 === 0, seed: 330 + ran },
+                { kernel: 'gemm-mma', mmaConfig: ci, tile: ti, split }, ` ${c.M}×${c.N}×${c.K} tile ${ti} split ${split}`, split ? 'f32' : 'f16');
+              ran++;
+            }
+          }
+        }
+        assert(ran > 0, 'no subgroup-matrix GEMM plan ran');
+        ctx.note(`linear subgroup-matrix GEMM: ${ran} plans (${configs.length} configurations × tiles × split) checked`);
+      });
+    },
+  },
+  {
     name: 'GEMV reductions: subgroup (lanes per row below and above the subgroup size) and portable',
     async run(ctx) {
       const { engine } = ctx;
@@ -157,20 +259,8 @@ export const gemmCases = defineCases('linear', [
         const xv = randn(M * K, 160 + i);
         const w = ops.createLinear(engine, { data: wv, N, K, dtype: 'f32' });
         const got = await ops.linear(engine, engine.tensor(xv, [M, K]), w).toFloat32();
-        const ref = reference.linearRef(xv, wv, M, N, K);
-        try {
-          assertClose(`linear long K M${M}`, got, ref, 'f32');
-        } catch (e) {
-          // SPEC §6: a sum of 2048 products of size ~0.5 rounds in f32 beyond 5e-6 where the result is
-          // near 0, so there the bound is that of the plain (sequential f32) implementation.
-          const plain = reference.linearRef(xv, wv, M, N, K, { precision: 'f32' });
-          let errGpu = 0, errPlain = 0;
-          for (let j = 0; j < ref.length; j++) {
-            errGpu = Math.max(errGpu, Math.abs(got[j] - ref[j]));
-            errPlain = Math.max(errPlain, Math.abs(plain[j] - ref[j]));
-          }
-          if (!(errGpu <= 2 * errPlain + 1e-5)) throw new Error(`${(e as Error).message}; max error ${errGpu} > 2 × plain f32 ${errPlain} + 1e-5`);
-        }
+        // A sum of 2048 products of size ~0.5 rounds in f32 beyond 5e-6 where the result is near 0.
+        assertWithinPlain(`linear long K M${M}`, got, reference.linearRef(xv, wv, M, N, K), () => reference.linearRef(xv, wv, M, N, K, { precision: 'f32' }));
       }
     },
   },
@@ -230,6 +320,15 @@ export const gemmCases = defineCases('linear', [
       await expectThrows(() => ops.linearFromParts(engine, { N: 24, K: 40, dtype: 'bf16', parts: [t] }), "linearFromParts: parts[0].dtype: expected 'bf16', got 'f32'");
       await expectThrows(() => ops.planLinear(engine, { M: 0, N: 24, K: 40, dtype: 'f32' }), 'planLinear: M: expected a positive integer, got 0');
       await expectThrows(() => ops.planLinear(engine, { M: 1, N: 24, K: 40, dtype: 'f32', KT: 3 }), 'planLinear: KT: expected a power of two');
+      await expectThrows(() => ops.planLinear(engine, { M: 100, N: 24, K: 40, dtype: 'f32', kernel: 'gemm-mma' }),
+        "planLinear: kernel: expected 'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: f32 weights (the matrices take f16))", "got 'gemm-mma'");
+      const why = ops.linearMmaUnavailable(engine, 'bf16');
+      if (why) {
+        await expectThrows(() => ops.planLinear(engine, { M: 100, N: 24, K: 40, dtype: 'bf16', kernel: 'gemm-mma' }),
+          `planLinear: kernel: expected 'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: ${why})`);
+      } else {
+        await expectThrows(() => ops.planLinear(engine, { M: 100, N: 24, K: 40, dtype: 'bf16', kernel: 'gemm-mma', tile: 99 }), 'planLinear: tile: expected an index of LINEAR_MMA_TILES');
+      }
       // A weight made elsewhere, wrapped: the same result as an uploaded one.
       const xv = randn(2 * 40, 9);
       const wrapped = ops.linearFromParts(engine, { N: 24, K: 40, dtype: 'f32', parts: [t] });

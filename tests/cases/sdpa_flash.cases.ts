@@ -3,7 +3,8 @@
 // and at the tiles the planner picks from the adapter's own limits; flash against naive on the same
 // inputs; linear memory; the fallback of 'auto'.
 import { compareToReference, reference, type Engine } from '../../src/index';
-import { flashMmaFor, flashUnsupported, mmaConfigs, planFlash, planFlashMma, type FlashVariant } from '../../src/attention/flash';
+import { mmaConfigs } from '../../src/core/runtime';
+import { flashMmaFor, flashUnsupported, planFlash, planFlashMma, type FlashVariant } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, type CaseContext, type TestCase, withTuning } from './harness';
 import { checkSdpa, type SdpaSpec } from './sdpa';
 import { SDPA_MATRIX } from './sdpa_matrix';

@@ -45,7 +45,7 @@ async function errors(code: string): Promise<string[]> {
 }
 
 describe('WGSL through Tint (null adapter)', () => {
-  it('validates the subgroup-matrix programs (dense and paged), as written and unrolled, at the shapes the planner makes', async () => {
+  it('validates the subgroup-matrix programs (flash dense and paged, the GEMM), as written and unrolled, at the shapes the planner makes', async () => {
     expect(device, `Dawn's null adapter with subgroup matrices: ${why}`).not.toBeNull();
     const shapes: Record<string, number | boolean>[] = [
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 64, D: 64, DV: 64, WORDS: true },
@@ -64,6 +64,20 @@ describe('WGSL through Tint (null adapter)', () => {
     }
     const paged = specializeConsts(PROGRAMS.paged_flash_mma.map((f) => SHADER_FILES[f]).join('\n'), shapes[0], 'paged_flash_mma');
     expect(await errors(enables(paged) + paged), 'paged_flash_mma').toEqual([]);
+    // The subgroup-matrix GEMM: split and f16 x, 16×16×16, 16×8×16 and Apple's 8×8×8, 32- and 64-wide subgroups.
+    const gemmShapes: Record<string, number | boolean>[] = [
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 32, SPLIT: true },
+      { SM: 16, SN: 8, SK: 16, SGW: 32, SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 64, SPLIT: false },
+      { SM: 8, SN: 8, SK: 8, SGW: 32, SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32, SPLIT: true },
+      { SM: 16, SN: 16, SK: 16, SGW: 64, SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32, SPLIT: true },
+    ];
+    for (const c of gemmShapes) {
+      for (const unroll of [false, true]) {
+        let src = specializeConsts(PROGRAMS.gemm_mma.map((f) => SHADER_FILES[f]).join('\n'), c, 'gemm_mma');
+        if (unroll) src = unrollConstLoops(src);
+        expect(await errors(enables(src) + src), `gemm_mma ${JSON.stringify(c)} unrolled ${unroll}`).toEqual([]);
+      }
+    }
     const ceiling = specializeConsts(PROGRAMS.bench_ceiling_mma.map((f) => SHADER_FILES[f]).join('\n'), { M: 16, N: 8, K: 16, SGW: 32 }, 'bench_ceiling_mma');
     expect(await errors(enables(ceiling) + ceiling)).toEqual([]);
   });

@@ -1,0 +1,147 @@
+// The prefill GEMM (ops.linear with many rows) at Llama-3-8B's projection shapes: the FMA kernel
+// (gemm.wgsl) against the subgroup-matrix kernel (gemm_mma.wgsl) with x split into hi + lo f16 halves
+// (f32 accuracy, the engine's default) and with x rounded to f16 (f16 activations), all on the same
+// weights (16-bit, made on the GPU) and inputs, timed in the same rounds. Every contender is checked first
+// against a float64 reference on sampled outputs (4 rows × 32 columns: the weights' host mirror,
+// ops.randomLinearValues, gives their rows without reading the GPU back).
+import { ops, randn, roundToDType, type Engine, type Tensor } from 'webinfer';
+import { combineRounds, fillRepeating, roundWarmupMs, timeOp, timeRounds, type Ceilings, type Contender, type Timing } from './harness';
+
+export interface GemmShape { M: number; N: number; K: number; dtype: 'f16' | 'bf16'; what: string }
+
+/** Llama-3-8B's linear layers (hidden 4096, 32/8 heads of 128, MLP 14336) at prefill row counts. */
+export function llamaGemmShapes(ms: readonly number[], dtype: 'f16' | 'bf16' = 'bf16'): GemmShape[] {
+  const layers = [
+    { N: 6144, K: 4096, what: 'qkv' }, { N: 4096, K: 4096, what: 'o' },
+    { N: 28672, K: 4096, what: 'gate|up' }, { N: 4096, K: 14336, what: 'down' },
+  ];
+  return ms.flatMap((M) => layers.map((l) => ({ ...l, M, dtype })));
+}
+
+export interface GemmContenderResult {
+  name: string;
+  plan: string;
+  timing: Timing | null;
+  tflops: number;
+  /** Worst sampled error as a fraction of the tolerance (f32, or f16 for f16 activations). */
+  worst: number;
+  pass: boolean;
+  error?: string;
+}
+
+export interface GemmBenchRow { shape: GemmShape; contenders: GemmContenderResult[] }
+
+const SAMPLE_ROWS = 4, SAMPLE_COLS = 32;
+const POISON = new Uint16Array(1 << 20).fill(0xffff);
+
+/** Plans to time: the FMA GEMM and, where the adapter has f16 subgroup matrices, the matrix GEMM split and not. */
+function contendersFor(engine: Engine, s: GemmShape, tile?: number): { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] {
+  const base = { M: s.M, N: s.N, K: s.K, dtype: s.dtype };
+  const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] = [{ name: 'fma', plan: ops.planLinear(engine, { ...base, kernel: 'gemm' }), tol: 'f32' }];
+  if (!ops.linearMmaUnavailable(engine, s.dtype)) {
+    list.push({ name: 'mma split', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', split: true, tile }), tol: 'f32' });
+    list.push({ name: 'mma f16 x', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', split: false, tile }), tol: 'f16' });
+  }
+  return list;
+}
+
+/** How a plan reads in the results. */
+export function planLabel(p: ops.LinearPlan): string {
+  if (p.kernel === 'gemm-mma') return `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, ${p.SGR * p.SGC} subgroups of ${p.TMR}×${p.TNC} matrices, BK ${p.BK}`;
+  if (p.kernel === 'gemm') return `${p.BM}×${p.BN} tile, ${p.TM}×${p.TN} a thread`;
+  return `GEMV MT ${p.MT} KT ${p.KT}`;
+}
+
+export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: number; samples: number; tile?: number; seed?: number }): Promise<GemmBenchRow> {
+  const seed = o.seed ?? 5;
+  const std = 0.02;
+  const w = ops.createLinearOnDevice(engine, { N: s.N, K: s.K, dtype: s.dtype, seed, std });
+  const xv = randn(s.M * s.K, seed + 1);
+  const x = engine.tensor(xv, [s.M, s.K]);
+  const out = engine.zeros([s.M, s.N]);
+  const row: GemmBenchRow = { shape: s, contenders: [] };
+  try {
+    // Sampled outputs and their float64 reference.
+    const rows = Array.from({ length: SAMPLE_ROWS }, (_, i) => Math.floor(((i + 0.5) * s.M) / SAMPLE_ROWS));
+    const cols = Array.from({ length: SAMPLE_COLS }, (_, j) => Math.floor(((j + 0.37) * s.N) / SAMPLE_COLS));
+    const ref = new Float64Array(SAMPLE_ROWS * SAMPLE_COLS);
+    cols.forEach((n, j) => {
+      const wr = roundToDType(ops.randomLinearValues(s.K, seed, std, n, 1), s.dtype);
+      rows.forEach((m, i) => {
+        let acc = 0;
+        for (let k = 0; k < s.K; k++) acc += xv[m * s.K + k] * wr[k];
+        ref[i * SAMPLE_COLS + j] = acc;
+      });
+    });
+    const TOL = { f32: [5e-6, 5e-5], f16: [5e-3, 5e-2] } as const;
+    const flops = 2 * s.M * s.N * s.K;
+    const per = Math.max(1, Math.min(10, Math.round(0.02 / (flops / 1e12))));
+    const rounds = new Map<Contender, { r: GemmContenderResult; ts: Timing[] }>();
+    for (const c of contendersFor(engine, s, o.tile)) {
+      const r: GemmContenderResult = { name: c.name, plan: planLabel(c.plan), timing: null, tflops: NaN, worst: NaN, pass: false };
+      row.contenders.push(r);
+      try {
+        await fillRepeating(engine, out.buffer, out.byteLength, POISON);   // NaN: an unwritten output fails
+        ops.linear(engine, x, w, { out, plan: c.plan });
+        const got = await out.toFloat32();
+        let worst = 0;
+        rows.forEach((m, i) => cols.forEach((n, j) => {
+          const want = ref[i * SAMPLE_COLS + j];
+          const err = Math.abs(got[m * s.N + n] - want) / (TOL[c.tol][0] + TOL[c.tol][1] * Math.abs(want));
+          worst = Math.max(worst, Number.isFinite(err) ? err : Infinity);
+        }));
+        r.worst = worst;
+        r.pass = worst <= 1;
+      } catch (e) {
+        r.error = (e as Error).message;
+        continue;
+      }
+      const ts: Timing[] = [];
+      rounds.set({
+        name: c.name,
+        round: async (i) => {
+          ts.push(await timeOp(engine, () => { ops.linear(engine, x, w, { out, plan: c.plan }); }, { samples: o.samples, perSample: per, warmupMs: roundWarmupMs(i) }));
+        },
+      }, { r, ts });
+    }
+    await timeRounds([...rounds.keys()], o.rounds, (c, e) => { rounds.get(c)!.r.error = e.message; });
+    for (const { r, ts } of rounds.values()) {
+      if (!ts.length) continue;
+      r.timing = combineRounds(ts);
+      r.tflops = flops / (r.timing.medianMs * 1e9);
+    }
+  } finally {
+    w.destroy();
+    for (const t of [x, out] as Tensor[]) t.destroy();
+    await engine.sync();
+  }
+  return row;
+}
+
+export function gemmJson(r: GemmBenchRow): unknown {
+  return { shape: r.shape, contenders: r.contenders.map(({ timing, ...c }) => ({ ...c, ms: timing?.medianMs, rounds: timing?.rounds, spreadPct: timing?.spreadPct })) };
+}
+
+/** The suite's Markdown table. */
+export function gemmLines(rows: readonly GemmBenchRow[], ceilings: Ceilings, fmt: (x: number, d?: number) => string): string[] {
+  const names = [...new Set(rows.flatMap((r) => r.contenders.map((c) => c.name)))];
+  const ms = (c?: GemmContenderResult) => c?.timing?.medianMs ?? NaN;
+  const lines = [
+    `| layer | M | N | K | weights | ${names.map((n) => `${n} ms | ${n} spread | ${n} TFLOP/s`).join(' | ')} | best % of matrix ceiling | best % of FMA ceiling | best vs fma | checks |`,
+    `|---|---|---|---|---|${names.map(() => '---|---|---|').join('')}---|---|---|---|`,
+  ];
+  for (const r of rows) {
+    const by = new Map(r.contenders.map((c) => [c.name, c]));
+    const timed = r.contenders.filter((c) => c.timing);
+    const best = timed.reduce<GemmContenderResult | undefined>((b, c) => (!b || ms(c) < ms(b) ? c : b), undefined);
+    const cells = names.map((n) => {
+      const c = by.get(n);
+      return c?.timing ? `${fmt(ms(c), 3)} | ${fmt(c.timing.spreadPct ?? NaN, 1)}% | ${fmt(c.tflops, 1)}` : `${c?.error ?? '-'} | - | -`;
+    });
+    const checks = r.contenders.every((c) => c.pass) ? 'pass' : `FAIL (${r.contenders.filter((c) => !c.pass).map((c) => `${c.name} ${fmt(c.worst)}`).join(', ')})`;
+    lines.push(`| ${r.shape.what} | ${r.shape.M} | ${r.shape.N} | ${r.shape.K} | ${r.shape.dtype} | ${cells.join(' | ')} | `
+      + `${ceilings.mmaTflops && best ? fmt((100 * best.tflops) / ceilings.mmaTflops, 1) : '-'} | ${best ? fmt((100 * best.tflops) / ceilings.fmaTflops, 1) : '-'} | `
+      + `${best ? `${fmt(ms(by.get('fma')) / ms(best), 2)}x (${best.name})` : '-'} | ${checks} |`);
+  }
+  return lines;
+}

@@ -1,0 +1,195 @@
+// The linear layer for many rows (prefill) on subgroup matrices (chromium_experimental_subgroup_matrix:
+// tensor cores on NVIDIA through VK_KHR_cooperative_matrix, simdgroup matrices on Apple), for 16-bit
+// weights (f16, or bf16 converted to f16 on the way in: exact within f16's range; weights past ±65504
+// are clamped to it, those below 2^-24 in magnitude flush to zero). The same bindings, fused prologues
+// and epilogue as gemm.wgsl (gemm_io.wgsl).
+//   - A workgroup of NSG = SGR·SGC subgroups computes a BM×BN output tile; subgroup (sr, sc) owns
+//     TMR×TNC result matrices (SM×SN each, f32), rows sr·TMR·SM.., columns sc·TNC·SN.., in registers.
+//   - K advances BK at a time through workgroup memory: the x tile as f16 rows [BM][XS] (row-major left
+//     matrices) and the weight tile as its rows [BN][XS] (Wᵀ's K×N blocks read column-major), each row
+//     padded by 16 bytes. The next tile's global loads (x as vec4, weights as 16-byte words) are issued
+//     into registers before the current tile's products.
+//   - x is f32: SPLIT writes it as two f16 matrices, hi = f16(x) and lo = f16(x − hi), and multiplies
+//     both (x·W = hi·W + lo·W: about 22 bits of x kept, f32 accuracy at twice the products); without
+//     SPLIT x is rounded to f16 once (f16 activations: f16 tolerances). Values past ±65504 are clamped.
+//   - The result goes straight from the matrices to `out` where the tile lies wholly inside the output
+//     and there is no bias (accumulation: the matrices start from what `out` holds); elsewhere it goes
+//     through workgroup memory a matrix at a time to gemm_io.wgsl's store_out.
+// Every subgroup-matrix call sits in workgroup-uniform control flow; the offsets depend on the subgroup
+// id, uniform in its subgroup (hence the diagnostic filter).
+
+const SM: u32 = 16u;     // matrix rows (the adapter's configuration: M)
+const SN: u32 = 16u;     // result columns (N)
+const SK: u32 = 16u;     // depth (K)
+const SGW: u32 = 32u;    // the adapter's subgroup size
+const SGR: u32 = 2u;     // subgroups along the tile's rows
+const SGC: u32 = 4u;     // ... and columns
+const TMR: u32 = 4u;     // row matrices a subgroup
+const TNC: u32 = 2u;     // column matrices a subgroup
+const BK: u32 = 32u;     // k a tile (a multiple of SK and 8)
+const SPLIT: bool = true;
+const EPV: u32 = 8u;     // weight elements a 16-byte word (16-bit weights only)
+
+const NSG: u32 = SGR * SGC;
+const WG: u32 = NSG * SGW;
+const BM: u32 = SGR * TMR * SM;
+const BN: u32 = SGC * TNC * SN;
+const XS: u32 = BK + 8u;                    // f16 row stride of both tiles
+const NX: u32 = select(1u, 2u, SPLIT);      // x matrices: hi (and lo)
+const XV: u32 = BK / 4u;                    // x vec4s a tile row
+const WV: u32 = BK / EPV;                   // weight words a tile row
+const XL: u32 = (BM * XV + WG - 1u) / WG;   // x vec4s a thread stages a tile
+const WL: u32 = (BN * WV + WG - 1u) / WG;   // weight words a thread stages a tile
+const ES: u32 = SN + 4u;                    // f32 row stride of the epilogue's scratch
+const F16_MAX: f32 = 65504.0;
+
+alias LMat = subgroup_matrix_left<f16, SK, SM>;
+alias RMat = subgroup_matrix_right<f16, SN, SK>;
+alias AMat = subgroup_matrix_result<f32, SN, SM>;
+
+var<workgroup> xt: array<f16, NX * BM * XS>;   // the x tile: hi rows, then lo rows
+var<workgroup> wt: array<f16, BN * XS>;        // the weight tile: a row per output column
+var<workgroup> et: array<f32, NSG * SM * ES>;  // a result matrix a subgroup, on its way to store_out
+
+/** One thread's share of a k tile, loaded a tile ahead of its use. */
+struct Stage { xv: array<vec4<f32>, XL>, wv: array<vec4<u32>, WL> }
+
+/** Thread li's global loads of the k tile t: x vec4s (rows xrow, -1: zeros) and weight words (rows wrow). */
+fn stage_load(t: u32, li: u32, xrow: array<i32, XL>, wrow: array<i32, WL>) -> Stage {
+  var s: Stage;
+  let kc4 = params.K / 4u;
+  let kc = params.K / EPV;
+  for (var u = 0u; u < XL; u++) {
+    let c4 = t * XV + (li + u * WG) % XV;
+    s.xv[u] = vec4<f32>(0.0);
+    if (c4 < kc4) { s.xv[u] = x_load4(xrow[u], c4); }
+  }
+  for (var u = 0u; u < WL; u++) {
+    let c = t * WV + (li + u * WG) % WV;
+    s.wv[u] = vec4<u32>(0u);
+    if (wrow[u] >= 0 && c < kc) { s.wv[u] = w[u32(wrow[u]) * kc + c]; }
+  }
+  return s;
+}
+
+/** Two 16-bit weights of a word as f16 (bf16 through f32, clamped to f16's range). */
+fn w_pair(word: u32) -> vec2<f16> {
+  if (W_DTYPE == 1u) { return bitcast<vec2<f16>>(word); }
+  let f = vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+  return vec2<f16>(clamp(f, vec2<f32>(-F16_MAX), vec2<f32>(F16_MAX)));
+}
+
+/** Thread li's share of a k tile into workgroup memory (x split or rounded to f16). */
+fn stage_put(s: Stage, li: u32) {
+  for (var u = 0u; u < XL; u++) {
+    let e = li + u * WG;
+    if (e < BM * XV) {
+      let at = (e / XV) * XS + 4u * (e % XV);
+      let v = clamp(s.xv[u], vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX));
+      let hi = vec4<f16>(v);
+      for (var i = 0u; i < 4u; i++) { xt[at + i] = hi[i]; }
+      if (SPLIT) {
+        let lo = vec4<f16>(v - vec4<f32>(hi));
+        for (var i = 0u; i < 4u; i++) { xt[BM * XS + at + i] = lo[i]; }
+      }
+    }
+  }
+  for (var u = 0u; u < WL; u++) {
+    let e = li + u * WG;
+    if (e < BN * WV) {
+      let at = (e / WV) * XS + EPV * (e % WV);
+      for (var i = 0u; i < 4u; i++) {
+        let h2 = w_pair(s.wv[u][i]);
+        wt[at + 2u * i] = h2.x;
+        wt[at + 2u * i + 1u] = h2.y;
+      }
+    }
+  }
+}
+
+@diagnostic(off, chromium.subgroup_matrix_uniformity)
+@compute @workgroup_size(WG)
+fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sg_id: u32,
+                 @builtin(subgroup_invocation_id) lane: u32) {
+  let lin = wid.y * nwg.x + wid.x;
+  let nmt = (params.M + BM - 1u) / BM;
+  let nnt = (params.N + BN - 1u) / BN;
+  if (lin >= nmt * nnt) { return; }   // whole workgroups only: the barriers below stay uniform
+  let m0 = (lin % nmt) * BM;
+  let n0 = (lin / nmt) * BN;
+  // The planner makes every subgroup SGW wide, so there are NSG of them.
+  let sg = min(sg_id, NSG - 1u);
+  let sr = sg / SGC;
+  let sc = sg % SGC;
+
+  // The rows behind this thread's loads stay the same for every k tile.
+  var xrow: array<i32, XL>;
+  for (var u = 0u; u < XL; u++) {
+    let e = li + u * WG;
+    xrow[u] = -1;
+    if (e < BM * XV) { xrow[u] = x_src_row(m0 + e / XV); }
+  }
+  var wrow: array<i32, WL>;
+  for (var u = 0u; u < WL; u++) {
+    let e = li + u * WG;
+    let n = n0 + e / WV;
+    wrow[u] = select(-1, i32(n), e < BN * WV && n < params.N);
+  }
+
+  // Whole tiles without a bias write their matrices straight to out (accumulating: starting from it).
+  let full = m0 + BM <= params.M && n0 + BN <= params.N && (params.flags & F_BIAS) == 0u;
+  let obase = (m0 + sr * TMR * SM) * params.out_stride + params.n0 + n0 + sc * TNC * SN;
+  var acc: array<AMat, TMR * TNC>;
+  for (var a = 0u; a < TMR * TNC; a++) { acc[a] = AMat(); }
+  if (full && (params.flags & F_ACCUMULATE) != 0u) {
+    for (var a = 0u; a < TMR * TNC; a++) {
+      acc[a] = subgroupMatrixLoad<AMat, row_major>(&out, obase + (a / TNC) * SM * params.out_stride + (a % TNC) * SN, params.out_stride);
+    }
+  }
+
+  let ntiles = (params.K + BK - 1u) / BK;
+  var st = stage_load(0u, li, xrow, wrow);
+  for (var t = 0u; t < ntiles; t++) {
+    workgroupBarrier();
+    stage_put(st, li);
+    workgroupBarrier();
+    // The next tile's loads, in flight while this one is multiplied.
+    if (t + 1u < ntiles) { st = stage_load(t + 1u, li, xrow, wrow); }
+    for (var kk = 0u; kk < BK / SK; kk++) {
+      var rm: array<RMat, TNC>;
+      for (var j = 0u; j < TNC; j++) {
+        rm[j] = subgroupMatrixLoad<RMat, col_major>(&wt, (sc * TNC + j) * SN * XS + kk * SK, XS);
+      }
+      for (var i = 0u; i < TMR; i++) {
+        let xa = (sr * TMR + i) * SM * XS + kk * SK;
+        let hi = subgroupMatrixLoad<LMat, row_major>(&xt, xa, XS);
+        for (var j = 0u; j < TNC; j++) { acc[i * TNC + j] = subgroupMatrixMultiplyAccumulate(hi, rm[j], acc[i * TNC + j]); }
+        if (SPLIT) {
+          let lo = subgroupMatrixLoad<LMat, row_major>(&xt, BM * XS + xa, XS);
+          for (var j = 0u; j < TNC; j++) { acc[i * TNC + j] = subgroupMatrixMultiplyAccumulate(lo, rm[j], acc[i * TNC + j]); }
+        }
+      }
+    }
+  }
+
+  if (full) {
+    for (var a = 0u; a < TMR * TNC; a++) {
+      subgroupMatrixStore<row_major>(&out, obase + (a / TNC) * SM * params.out_stride + (a % TNC) * SN, acc[a], params.out_stride);
+    }
+    return;
+  }
+  // Edge tiles and biases: a matrix at a time through workgroup memory, each output through store_out.
+  for (var a = 0u; a < TMR * TNC; a++) {
+    workgroupBarrier();
+    subgroupMatrixStore<row_major>(&et, sg * SM * ES, acc[a], ES);
+    workgroupBarrier();
+    let mb = m0 + (sr * TMR + a / TNC) * SM;
+    let nb = n0 + (sc * TNC + a % TNC) * SN;
+    for (var e = lane; e < SM * SN; e += SGW) {
+      let m = mb + e / SN;
+      let n = nb + e % SN;
+      if (m < params.M && n < params.N) { store_out(m, n, et[sg * SM * ES + (e / SN) * ES + e % SN]); }
+    }
+  }
+}
