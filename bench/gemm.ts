@@ -39,15 +39,20 @@ function contendersFor(engine: Engine, s: GemmShape, tile?: number): { name: str
   const base = { M: s.M, N: s.N, K: s.K, dtype: s.dtype };
   const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] = [{ name: 'fma', plan: ops.planLinear(engine, { ...base, kernel: 'gemm' }), tol: 'f32' }];
   if (!ops.linearMmaUnavailable(engine, s.dtype)) {
-    list.push({ name: 'mma split', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', split: true, tile }), tol: 'f32' });
-    list.push({ name: 'mma f16 x', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', split: false, tile }), tol: 'f16' });
+    for (const [name, split] of [['mma split', true], ['mma f16 x', false]] as const) {
+      try {
+        list.push({ name, plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', split, tile }), tol: split ? 'f32' : 'f16' });
+      } catch (e) {
+        if (tile === undefined) throw e;   // a forced tile may not fit this adapter: that contender is left out
+      }
+    }
   }
   return list;
 }
 
 /** How a plan reads in the results. */
 export function planLabel(p: ops.LinearPlan): string {
-  if (p.kernel === 'gemm-mma') return `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, ${p.SGR * p.SGC} subgroups of ${p.TMR}×${p.TNC} matrices, BK ${p.BK}`;
+  if (p.kernel === 'gemm-mma') return `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, ${p.SGR * p.SGC} subgroups of ${p.TMR}×${p.TNC} matrices, BK ${p.BK}, PF ${p.PF}`;
   if (p.kernel === 'gemm') return `${p.BM}×${p.BN} tile, ${p.TM}×${p.TN} a thread`;
   return `GEMV MT ${p.MT} KT ${p.KT}`;
 }

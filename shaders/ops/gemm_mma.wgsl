@@ -9,8 +9,8 @@
 //     matrices) and the weight tile as its rows [BN][XS] (Wᵀ's K×N blocks read column-major), each row
 //     padded by 16 bytes. The next tile's global loads (x as vec4, weights as 16-byte words) are issued
 //     into registers before the current tile's products.
-//   - x is f32: SPLIT writes it as two f16 matrices, hi = f16(x) and lo = f16(x − hi), and multiplies
-//     both (x·W = hi·W + lo·W: about 22 bits of x kept, f32 accuracy at twice the products); without
+//   - x is f32: SPLIT writes it as two f16 matrices, hi (x's top 11 significant bits) and lo = f16(x − hi),
+//     and multiplies both (x·W = hi·W + lo·W: about 22 bits of x kept, f32 accuracy at twice the products); without
 //     SPLIT x is rounded to f16 once (f16 activations: f16 tolerances). Values past ±65504 are clamped.
 //   - The result goes straight from the matrices to `out` where the tile lies wholly inside the output
 //     and there is no bias (accumulation: the matrices start from what `out` holds); elsewhere it goes
@@ -28,6 +28,7 @@ const TMR: u32 = 4u;     // row matrices a subgroup
 const TNC: u32 = 2u;     // column matrices a subgroup
 const BK: u32 = 32u;     // k a tile (a multiple of SK and 8)
 const SPLIT: bool = true;
+const PF: u32 = 1u;      // k tiles whose global loads are in flight ahead of the one multiplied (1 or 2)
 const EPV: u32 = 8u;     // weight elements a 16-byte word (16-bit weights only)
 
 const NSG: u32 = SGR * SGC;
@@ -86,11 +87,17 @@ fn stage_put(s: Stage, li: u32) {
     if (e < BM * XV) {
       let at = (e / XV) * XS + 4u * (e % XV);
       let v = clamp(s.xv[u], vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX));
-      let hi = vec4<f16>(v);
-      for (var i = 0u; i < 4u; i++) { xt[at + i] = hi[i]; }
       if (SPLIT) {
-        let lo = vec4<f16>(v - vec4<f32>(hi));
-        for (var i = 0u; i < 4u; i++) { xt[BM * XS + at + i] = lo[i]; }
+        // hi: v with its low 13 mantissa bits cleared (exact in f16 within its normal range); lo = v − hi,
+        // exact in f32, then rounded to f16. (Bits, not f32(f16(v)): compilers fold that round trip to v.)
+        let hi = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xffffe000u));
+        let h16 = vec4<f16>(hi);
+        let l16 = vec4<f16>(v - hi);
+        for (var i = 0u; i < 4u; i++) { xt[at + i] = h16[i]; }
+        for (var i = 0u; i < 4u; i++) { xt[BM * XS + at + i] = l16[i]; }
+      } else {
+        let h16 = vec4<f16>(v);
+        for (var i = 0u; i < 4u; i++) { xt[at + i] = h16[i]; }
       }
     }
   }
@@ -149,13 +156,22 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   }
 
   let ntiles = (params.K + BK - 1u) / BK;
-  var st = stage_load(0u, li, xrow, wrow);
-  for (var t = 0u; t < ntiles; t++) {
+  // PF tiles' loads in flight: s0 holds even tiles', s1 odd ones' (PF 2); the step loop's h picks one
+  // (a constant-trip loop, so no register array is indexed at run time).
+  var s0 = stage_load(0u, li, xrow, wrow);
+  var s1: Stage;
+  if (PF == 2u && ntiles > 1u) { s1 = stage_load(1u, li, xrow, wrow); }
+  for (var t0 = 0u; t0 < ntiles; t0 += PF) {
+   for (var h = 0u; h < PF; h++) {
+    let t = t0 + h;
+    if (t >= ntiles) { break; }
     workgroupBarrier();
-    stage_put(st, li);
+    if (h == 0u) { stage_put(s0, li); } else { stage_put(s1, li); }
     workgroupBarrier();
-    // The next tile's loads, in flight while this one is multiplied.
-    if (t + 1u < ntiles) { st = stage_load(t + 1u, li, xrow, wrow); }
+    // Tile t + PF's loads, in flight while this one is multiplied.
+    if (t + PF < ntiles) {
+      if (h == 0u) { s0 = stage_load(t + PF, li, xrow, wrow); } else { s1 = stage_load(t + PF, li, xrow, wrow); }
+    }
     for (var kk = 0u; kk < BK / SK; kk++) {
       var rm: array<RMat, TNC>;
       for (var j = 0u; j < TNC; j++) {
@@ -171,6 +187,7 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         }
       }
     }
+   }
   }
 
   if (full) {

@@ -262,14 +262,22 @@ export const LINEAR_GEMM_TILES: readonly GemmTile[] = [
 /** Subgroup-matrix GEMM tiles (gemm_mma.wgsl): SGR × SGC subgroups, each owning TMR × TNC result
  *  matrices, k advancing BK at a time; the output tile is (SGR·TMR·M) × (SGC·TNC·N) for an M×N×K
  *  configuration. Preferred first (the planner takes the first that fits and fills the GPU). */
-export interface GemmMmaTile { readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number }
+export interface GemmMmaTile {
+  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number;
+  /** k tiles whose loads are in flight ahead of the one multiplied (1 or 2). */
+  readonly PF: number;
+}
 export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
-  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 32 },
-  { SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32 },
-  { SGR: 4, SGC: 2, TMR: 2, TNC: 4, BK: 32 },
-  { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32 },
-  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64 },
-  { SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 2 },
+  { SGR: 4, SGC: 2, TMR: 4, TNC: 4, BK: 32, PF: 1 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 32, PF: 1 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 1 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 2 },
+  { SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 64, PF: 1 },
+  { SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32, PF: 1 },
+  { SGR: 4, SGC: 2, TMR: 2, TNC: 4, BK: 32, PF: 1 },
+  { SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32, PF: 1 },
 ];
 
 export interface GemmMmaPlan {
@@ -277,7 +285,7 @@ export interface GemmMmaPlan {
   readonly EPV: number;
   /** The subgroup-matrix configuration (f16 × f16 → f32) and the adapter's subgroup size. */
   readonly SM: number; readonly SN: number; readonly SK: number; readonly SGW: number;
-  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number;
+  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number; readonly PF: number;
   /** The output tile. */
   readonly BM: number; readonly BN: number;
   /** x as two f16 halves (hi + lo: f32 accuracy) or rounded to f16 once. */
@@ -500,7 +508,7 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
       ? rt.kernel('gemm_mma', 'gemm_mma_main', {
         overrides: { W_DTYPE: wd },
         consts: { SM: plan.SM, SN: plan.SN, SK: plan.SK, SGW: plan.SGW, SGR: plan.SGR, SGC: plan.SGC, TMR: plan.TMR, TNC: plan.TNC,
-                  BK: plan.BK, SPLIT: plan.split },
+                  BK: plan.BK, PF: plan.PF, SPLIT: plan.split },
         enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
         unroll: true,
       })
