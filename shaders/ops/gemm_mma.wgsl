@@ -28,6 +28,10 @@ const TMR: u32 = 4u;     // row matrices a subgroup
 const TNC: u32 = 2u;     // column matrices a subgroup
 const BK: u32 = 32u;     // k a tile (a multiple of SK and 8)
 const SPLIT: bool = true;
+const TW: bool = false;   // the weight tile stored k-major [BK][WS] (right matrices read row-major)
+// Diagnostics (engine.tuning.linearMmaProbe; wrong results): 1 leaves out the tiles' stores to workgroup
+// memory, 2 the matrix products (and their loads), 3 the global loads.
+const PROBE: u32 = 0u;
 const PF: u32 = 1u;      // k tiles whose global loads are in flight ahead of the one multiplied (1 or 2)
 const EPV: u32 = 8u;     // weight elements a 16-byte word (16-bit weights only)
 
@@ -36,6 +40,7 @@ const WG: u32 = NSG * SGW;
 const BM: u32 = SGR * TMR * SM;
 const BN: u32 = SGC * TNC * SN;
 const XS: u32 = BK + 8u;                    // f16 row stride of both tiles
+const WS: u32 = BN + 8u;                    // ... of the k-major weight tile (TW)
 const NX: u32 = select(1u, 2u, SPLIT);      // x matrices: hi (and lo)
 const XV: u32 = BK / 4u;                    // x vec4s a tile row
 const WV: u32 = BK / EPV;                   // weight words a tile row
@@ -49,7 +54,7 @@ alias RMat = subgroup_matrix_right<f16, SN, SK>;
 alias AMat = subgroup_matrix_result<f32, SN, SM>;
 
 var<workgroup> xt: array<f16, NX * BM * XS>;   // the x tile: hi rows, then lo rows
-var<workgroup> wt: array<f16, BN * XS>;        // the weight tile: a row per output column
+var<workgroup> wt: array<f16, select(BN * XS, BK * WS, TW)>;   // the weight tile: a row per output column (TW: per k)
 var<workgroup> et: array<f32, NSG * SM * ES>;  // a result matrix a subgroup, on its way to store_out
 
 /** One thread's share of a k tile, loaded a tile ahead of its use. */
@@ -104,11 +109,20 @@ fn stage_put(s: Stage, li: u32) {
   for (var u = 0u; u < WL; u++) {
     let e = li + u * WG;
     if (e < BN * WV) {
-      let at = (e / WV) * XS + EPV * (e % WV);
-      for (var i = 0u; i < 4u; i++) {
-        let h2 = w_pair(s.wv[u][i]);
-        wt[at + 2u * i] = h2.x;
-        wt[at + 2u * i + 1u] = h2.y;
+      if (TW) {
+        let at = EPV * (e % WV) * WS + e / WV;
+        for (var i = 0u; i < 4u; i++) {
+          let h2 = w_pair(s.wv[u][i]);
+          wt[at + 2u * i * WS] = h2.x;
+          wt[at + (2u * i + 1u) * WS] = h2.y;
+        }
+      } else {
+        let at = (e / WV) * XS + EPV * (e % WV);
+        for (var i = 0u; i < 4u; i++) {
+          let h2 = w_pair(s.wv[u][i]);
+          wt[at + 2u * i] = h2.x;
+          wt[at + 2u * i + 1u] = h2.y;
+        }
       }
     }
   }
@@ -166,16 +180,20 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let t = t0 + h;
     if (t >= ntiles) { break; }
     workgroupBarrier();
-    if (h == 0u) { stage_put(s0, li); } else { stage_put(s1, li); }
+    if (PROBE != 1u) { if (h == 0u) { stage_put(s0, li); } else { stage_put(s1, li); } }
     workgroupBarrier();
     // Tile t + PF's loads, in flight while this one is multiplied.
-    if (t + PF < ntiles) {
+    if (t + PF < ntiles && PROBE != 3u) {
       if (h == 0u) { s0 = stage_load(t + PF, li, xrow, wrow); } else { s1 = stage_load(t + PF, li, xrow, wrow); }
     }
-    for (var kk = 0u; kk < BK / SK; kk++) {
+    for (var kk = 0u; kk < select(BK / SK, 0u, PROBE == 2u); kk++) {
       var rm: array<RMat, TNC>;
       for (var j = 0u; j < TNC; j++) {
-        rm[j] = subgroupMatrixLoad<RMat, col_major>(&wt, (sc * TNC + j) * SN * XS + kk * SK, XS);
+        if (TW) {
+          rm[j] = subgroupMatrixLoad<RMat, row_major>(&wt, kk * SK * WS + (sc * TNC + j) * SN, WS);
+        } else {
+          rm[j] = subgroupMatrixLoad<RMat, col_major>(&wt, (sc * TNC + j) * SN * XS + kk * SK, XS);
+        }
       }
       for (var i = 0u; i < TMR; i++) {
         let xa = (sr * TMR + i) * SM * XS + kk * SK;

@@ -126,6 +126,8 @@ export class Runtime implements TensorHost {
     linearMmaSplit: true,
     /** Holds the subgroup-matrix GEMM to one of gemm.ts LINEAR_MMA_TILES (benchmark exploration). */
     linearMmaTile: undefined as number | undefined,
+    /** Diagnostics of the subgroup-matrix GEMM (gemm_mma.wgsl PROBE; 0 off): wrong results. */
+    linearMmaProbe: 0,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */

@@ -266,9 +266,13 @@ export interface GemmMmaTile {
   readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number;
   /** k tiles whose loads are in flight ahead of the one multiplied (1 or 2). */
   readonly PF: number;
+  /** The weight tile stored k-major (right matrices loaded row-major) rather than a row per output column. */
+  readonly TW?: boolean;
 }
 export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1, TW: true },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 1, TW: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 2 },
   { SGR: 4, SGC: 2, TMR: 4, TNC: 4, BK: 32, PF: 1 },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 32, PF: 1 },
@@ -285,7 +289,7 @@ export interface GemmMmaPlan {
   readonly EPV: number;
   /** The subgroup-matrix configuration (f16 × f16 → f32) and the adapter's subgroup size. */
   readonly SM: number; readonly SN: number; readonly SK: number; readonly SGW: number;
-  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number; readonly PF: number;
+  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number; readonly PF: number; readonly TW: boolean;
   /** The output tile. */
   readonly BM: number; readonly BN: number;
   /** x as two f16 halves (hi + lo: f32 accuracy) or rounded to f16 once. */
@@ -321,7 +325,7 @@ export interface PlanLinearOptions {
 /** Workgroup storage of gemm_mma.wgsl's arrays, in bytes. */
 export function gemmMmaSmemBytes(SM: number, SN: number, t: GemmMmaTile, split: boolean): number {
   const XS = t.BK + 8, BM = t.SGR * t.TMR * SM, BN = t.SGC * t.TNC * SN;
-  return 2 * ((split ? 2 : 1) * BM * XS + BN * XS) + 4 * t.SGR * t.SGC * SM * (SN + 4);
+  return 2 * ((split ? 2 : 1) * BM * XS + (t.TW ? t.BK * (BN + 8) : BN * XS)) + 4 * t.SGR * t.SGC * SM * (SN + 4);
 }
 
 /** Why the subgroup-matrix GEMM cannot run on this adapter for these weights, or null where it can. */
@@ -359,7 +363,7 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
       if (tileIndex !== undefined && ti !== tileIndex) continue;
       const smem = gemmMmaSmemBytes(SM, SN, t, split);
       if (t.BK % SK || t.BK % 8 || t.SGR * t.SGC * SGW > maxThreads || smem > lim.maxComputeWorkgroupStorageSize) continue;
-      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
+      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, TW: !!t.TW, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
     }
     if (plans.length) break;
   }
@@ -508,7 +512,7 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
       ? rt.kernel('gemm_mma', 'gemm_mma_main', {
         overrides: { W_DTYPE: wd },
         consts: { SM: plan.SM, SN: plan.SN, SK: plan.SK, SGW: plan.SGW, SGR: plan.SGR, SGC: plan.SGC, TMR: plan.TMR, TNC: plan.TNC,
-                  BK: plan.BK, PF: plan.PF, SPLIT: plan.split },
+                  BK: plan.BK, PF: plan.PF, TW: plan.TW, SPLIT: plan.split, PROBE: rt.tuning.linearMmaProbe },
         enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
         unroll: true,
       })

@@ -70,6 +70,7 @@ describe('WGSL through Tint (null adapter)', () => {
       { SM: 16, SN: 8, SK: 16, SGW: 32, SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 64, PF: 2, SPLIT: false },
       { SM: 8, SN: 8, SK: 8, SGW: 32, SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32, PF: 2, SPLIT: true },
       { SM: 16, SN: 16, SK: 16, SGW: 64, SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32, SPLIT: true },
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, TW: true, SPLIT: false },
     ];
     for (const c of gemmShapes) {
       for (const unroll of [false, true]) {
