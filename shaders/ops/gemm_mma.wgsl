@@ -53,8 +53,9 @@ alias LMat = subgroup_matrix_left<f16, SK, SM>;
 alias RMat = subgroup_matrix_right<f16, SN, SK>;
 alias AMat = subgroup_matrix_result<f32, SN, SM>;
 
-var<workgroup> xt: array<f16, NX * BM * XS>;   // the x tile: hi rows, then lo rows
-var<workgroup> wt: array<f16, select(BN * XS, BK * WS, TW)>;   // the weight tile: a row per output column (TW: per k)
+// The x tile xt (hi rows, then lo rows) and the weight tile wt, with put_x4 and put_w_word, come from
+// gemm_mma_scalar.wgsl (f16 arrays) or gemm_mma_vec.wgsl (vec4<f16> arrays: VEC), with TE, the f16 values an
+// element: matrix offsets and strides count elements.
 var<workgroup> et: array<f32, NSG * SM * ES>;  // a result matrix a subgroup, on its way to store_out
 
 /** One thread's share of a k tile, loaded a tile ahead of its use. */
@@ -96,35 +97,16 @@ fn stage_put(s: Stage, li: u32) {
         // hi: v with its low 13 mantissa bits cleared (exact in f16 within its normal range); lo = v − hi,
         // exact in f32, then rounded to f16. (Bits, not f32(f16(v)): compilers fold that round trip to v.)
         let hi = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xffffe000u));
-        let h16 = vec4<f16>(hi);
-        let l16 = vec4<f16>(v - hi);
-        for (var i = 0u; i < 4u; i++) { xt[at + i] = h16[i]; }
-        for (var i = 0u; i < 4u; i++) { xt[BM * XS + at + i] = l16[i]; }
+        put_x4(at, vec4<f16>(hi));
+        put_x4(BM * XS + at, vec4<f16>(v - hi));
       } else {
-        let h16 = vec4<f16>(v);
-        for (var i = 0u; i < 4u; i++) { xt[at + i] = h16[i]; }
+        put_x4(at, vec4<f16>(v));
       }
     }
   }
   for (var u = 0u; u < WL; u++) {
     let e = li + u * WG;
-    if (e < BN * WV) {
-      if (TW) {
-        let at = EPV * (e % WV) * WS + e / WV;
-        for (var i = 0u; i < 4u; i++) {
-          let h2 = w_pair(s.wv[u][i]);
-          wt[at + 2u * i * WS] = h2.x;
-          wt[at + (2u * i + 1u) * WS] = h2.y;
-        }
-      } else {
-        let at = (e / WV) * XS + EPV * (e % WV);
-        for (var i = 0u; i < 4u; i++) {
-          let h2 = w_pair(s.wv[u][i]);
-          wt[at + 2u * i] = h2.x;
-          wt[at + 2u * i + 1u] = h2.y;
-        }
-      }
-    }
+    if (e < BN * WV) { put_w_word(e / WV, EPV * (e % WV), s.wv[u]); }
   }
 }
 
@@ -190,17 +172,17 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
       var rm: array<RMat, TNC>;
       for (var j = 0u; j < TNC; j++) {
         if (TW) {
-          rm[j] = subgroupMatrixLoad<RMat, row_major>(&wt, kk * SK * WS + (sc * TNC + j) * SN, WS);
+          rm[j] = subgroupMatrixLoad<RMat, row_major>(&wt, (kk * SK * WS + (sc * TNC + j) * SN) / TE, WS / TE);
         } else {
-          rm[j] = subgroupMatrixLoad<RMat, col_major>(&wt, (sc * TNC + j) * SN * XS + kk * SK, XS);
+          rm[j] = subgroupMatrixLoad<RMat, col_major>(&wt, ((sc * TNC + j) * SN * XS + kk * SK) / TE, XS / TE);
         }
       }
       for (var i = 0u; i < TMR; i++) {
         let xa = (sr * TMR + i) * SM * XS + kk * SK;
-        let hi = subgroupMatrixLoad<LMat, row_major>(&xt, xa, XS);
+        let hi = subgroupMatrixLoad<LMat, row_major>(&xt, xa / TE, XS / TE);
         for (var j = 0u; j < TNC; j++) { acc[i * TNC + j] = subgroupMatrixMultiplyAccumulate(hi, rm[j], acc[i * TNC + j]); }
         if (SPLIT) {
-          let lo = subgroupMatrixLoad<LMat, row_major>(&xt, BM * XS + xa, XS);
+          let lo = subgroupMatrixLoad<LMat, row_major>(&xt, (BM * XS + xa) / TE, XS / TE);
           for (var j = 0u; j < TNC; j++) { acc[i * TNC + j] = subgroupMatrixMultiplyAccumulate(lo, rm[j], acc[i * TNC + j]); }
         }
       }

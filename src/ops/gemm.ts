@@ -268,9 +268,13 @@ export interface GemmMmaTile {
   readonly PF: number;
   /** The weight tile stored k-major (right matrices loaded row-major) rather than a row per output column. */
   readonly TW?: boolean;
+  /** The tiles as vec4<f16> arrays (gemm_mma_vec.wgsl: a store per four values; not with TW). */
+  readonly VEC?: boolean;
 }
 export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1 },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1, VEC: true },
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 1, VEC: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1, TW: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 1, TW: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 2 },
@@ -289,7 +293,7 @@ export interface GemmMmaPlan {
   readonly EPV: number;
   /** The subgroup-matrix configuration (f16 × f16 → f32) and the adapter's subgroup size. */
   readonly SM: number; readonly SN: number; readonly SK: number; readonly SGW: number;
-  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number; readonly PF: number; readonly TW: boolean;
+  readonly SGR: number; readonly SGC: number; readonly TMR: number; readonly TNC: number; readonly BK: number; readonly PF: number; readonly TW: boolean; readonly VEC: boolean;
   /** The output tile. */
   readonly BM: number; readonly BN: number;
   /** x as two f16 halves (hi + lo: f32 accuracy) or rounded to f16 once. */
@@ -363,7 +367,7 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
       if (tileIndex !== undefined && ti !== tileIndex) continue;
       const smem = gemmMmaSmemBytes(SM, SN, t, split);
       if (t.BK % SK || t.BK % 8 || t.SGR * t.SGC * SGW > maxThreads || smem > lim.maxComputeWorkgroupStorageSize) continue;
-      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, TW: !!t.TW, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
+      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, TW: !!t.TW, VEC: !!t.VEC, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
     }
     if (plans.length) break;
   }
@@ -509,7 +513,7 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'
-      ? rt.kernel('gemm_mma', 'gemm_mma_main', {
+      ? rt.kernel(plan.VEC ? 'gemm_mma_vec' : 'gemm_mma', 'gemm_mma_main', {
         overrides: { W_DTYPE: wd },
         consts: { SM: plan.SM, SN: plan.SN, SK: plan.SK, SGW: plan.SGW, SGR: plan.SGR, SGC: plan.SGC, TMR: plan.TMR, TNC: plan.TNC,
                   BK: plan.BK, PF: plan.PF, TW: plan.TW, SPLIT: plan.split, PROBE: rt.tuning.linearMmaProbe },

@@ -71,10 +71,13 @@ describe('WGSL through Tint (null adapter)', () => {
       { SM: 8, SN: 8, SK: 8, SGW: 32, SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32, PF: 2, SPLIT: true },
       { SM: 16, SN: 16, SK: 16, SGW: 64, SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32, SPLIT: true },
       { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, TW: true, SPLIT: false },
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, VEC: true, SPLIT: true },
     ];
     for (const c of gemmShapes) {
       for (const unroll of [false, true]) {
-        let src = specializeConsts(PROGRAMS.gemm_mma.map((f) => SHADER_FILES[f]).join('\n'), c, 'gemm_mma');
+        const prog = c.VEC ? PROGRAMS.gemm_mma_vec : PROGRAMS.gemm_mma;
+        const { VEC: _, ...consts } = c;
+        let src = specializeConsts(prog.map((f) => SHADER_FILES[f]).join('\n'), consts, 'gemm_mma');
         if (unroll) src = unrollConstLoops(src);
         expect(await errors(enables(src) + src), `gemm_mma ${JSON.stringify(c)} unrolled ${unroll}`).toEqual([]);
       }
