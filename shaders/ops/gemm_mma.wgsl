@@ -46,7 +46,8 @@ const XV: u32 = BK / 4u;                    // x vec4s a tile row
 const WV: u32 = BK / EPV;                   // weight words a tile row
 const XL: u32 = (BM * XV + WG - 1u) / WG;   // x vec4s a thread stages a tile
 const WL: u32 = (BN * WV + WG - 1u) / WG;   // weight words a thread stages a tile
-const ES: u32 = SN + 4u;                    // f32 row stride of the epilogue's scratch
+const ES: u32 = SN;                         // f32 row stride of the epilogue's scratch (unpadded: it fits the
+                                            // split 128×256 tile in 48 KiB; only edge tiles and biases use it)
 const F16_MAX: f32 = 65504.0;
 
 alias LMat = subgroup_matrix_left<f16, SK, SM>;
