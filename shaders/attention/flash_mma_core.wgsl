@@ -78,9 +78,14 @@ struct Lanes {
   @builtin(subgroup_invocation_id) lane: u32,
 }
 
-var<workgroup> kv_s: array<f16, KV_HALVES>;       // Q at first, then K [BC][DS] | V [BC][VS]
-var<workgroup> s_s: array<f32, NSG * SR * SS>;    // S (and O on its way through), a region a subgroup
-var<workgroup> p_s: array<f16, NSG * SR * PS>;
+// Q at first, then K [BC][DS] | V [BC][VS], as vec4<f16> (a store per four values, not one per value:
+// 1.15x on an H200 in the GEMM, gemm_mma_vec.wgsl); matrix loads count offsets and strides in vec4s.
+var<workgroup> kv_s: array<vec4<f16>, KV_HALVES / 4u>;
+// S (and O on its way through), a region a subgroup, and P: as vec4s too (a lane's columns are
+// contiguous, CPL a multiple of 4).
+var<workgroup> s_s: array<vec4<f32>, NSG * SR * SS / 4u>;
+var<workgroup> p_s: array<vec4<f16>, NSG * SR * PS / 4u>;
+const_assert CPL % 4u == 0u;
 var<workgroup> alpha_s: array<f32, BR>;
 var<workgroup> moved_s: array<u32, NSG>;
 
@@ -130,21 +135,15 @@ fn put_tile_words(w: TileWords, li: u32) {
   }
 }
 
-/** Eight f16 values (four words) into an f16 row of workgroup memory. */
+/** Eight f16 values (four words) into an f16 row of workgroup memory (`at` a multiple of 8): two stores. */
 fn put8(at: u32, w: vec4<u32>) {
-  for (var i = 0u; i < 4u; i++) {
-    let h2 = bitcast<vec2<f16>>(w[i]);
-    kv_s[at + 2u * i] = h2.x;
-    kv_s[at + 2u * i + 1u] = h2.y;
-  }
+  kv_s[at / 4u] = bitcast<vec4<f16>>(w.xy);
+  kv_s[at / 4u + 1u] = bitcast<vec4<f16>>(w.zw);
 }
 
-/** Four values into an f16 row of workgroup memory. */
+/** Four values into an f16 row of workgroup memory (`at` a multiple of 4): one store. */
 fn put4(at: u32, v: vec4<f32>) {
-  kv_s[at] = f16(v.x);
-  kv_s[at + 1u] = f16(v.y);
-  kv_s[at + 2u] = f16(v.z);
-  kv_s[at + 3u] = f16(v.w);
+  kv_s[at / 4u] = vec4<f16>(v);
 }
 
 /**
@@ -160,7 +159,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
   let f = params.flags;
   let shift = i32(job.Lk) - i32(job.Lq);
   // The planner makes every subgroup SGW wide (adapters of one subgroup size), so there are NSG of
-  // them. A subgroup's lanes: row rb·M + r (r = lane % M) of each row block, columns lane / M, + LPR, ...
+  // them. A subgroup's lanes: row rb·M + r (r = lane % M) of each row block, columns c0·CPL .. c0·CPL + CPL − 1.
   let sgi = min(lanes.sg, NSG - 1u);
   let r = lane % M;
   let c0 = lane / M;
@@ -203,7 +202,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
     }
     workgroupBarrier();
     for (var i = 0u; i < NQ; i++) {
-      qm[rb * NQ + i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, sgi * M * DS + i * K, DS);
+      qm[rb * NQ + i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, (sgi * M * DS + i * K) / 4u, DS / 4u);
     }
   }
 
@@ -253,11 +252,11 @@ fn flash_tile(job: Job, lanes: Lanes) {
       for (var rb = 0u; rb < RB; rb++) { acc[rb] = SMat(); }
       for (var i = 0u; i < NQ; i++) {
         if (PROBE != 3u) {
-          let kb = subgroupMatrixLoad<KMat, col_major>(&kv_s, n * N * DS + i * K, DS);
+          let kb = subgroupMatrixLoad<KMat, col_major>(&kv_s, (n * N * DS + i * K) / 4u, DS / 4u);
           for (var rb = 0u; rb < RB; rb++) { acc[rb] = subgroupMatrixMultiplyAccumulate(qm[rb * NQ + i], kb, acc[rb]); }
         }
       }
-      for (var rb = 0u; rb < RB; rb++) { subgroupMatrixStore<row_major>(&s_s, sbase + rb * M * SS + n * N, acc[rb], SS); }
+      for (var rb = 0u; rb < RB; rb++) { subgroupMatrixStore<row_major>(&s_s, (sbase + rb * M * SS + n * N) / 4u, acc[rb], SS / 4u); }
     }
     workgroupBarrier();
 
@@ -267,19 +266,21 @@ fn flash_tile(job: Job, lanes: Lanes) {
       let srow = sbase + (rb * M + r) * SS;
       var xs: array<f32, CPL>;
       var mt = MASKED;
-      for (var t = 0u; t < CPL; t++) {
-        let c = c0 + t * LPR;
-        let j = kt + c;
-        let s = s_s[srow + c];
-        var x2: f32;
-        if (plain) {
-          x2 = select(MASKED, s * sl2, r_ok[rb] && j < k_end && (!causal || i32(j) <= i_abs[rb]));
-        } else {
-          x2 = score_x2(job, s, r_ok[rb] && j < k_end, hh[rb], pos[rb], j, i_abs[rb]);
+      for (var t4 = 0u; t4 < CPL / 4u; t4++) {
+        let sv = s_s[(srow + c0 * CPL) / 4u + t4];
+        for (var e = 0u; e < 4u; e++) {
+          let j = kt + c0 * CPL + t4 * 4u + e;
+          let s = sv[e];
+          var x2: f32;
+          if (plain) {
+            x2 = select(MASKED, s * sl2, r_ok[rb] && j < k_end && (!causal || i32(j) <= i_abs[rb]));
+          } else {
+            x2 = score_x2(job, s, r_ok[rb] && j < k_end, hh[rb], pos[rb], j, i_abs[rb]);
+          }
+          if (PROBE == 2u) { x2 = s; }
+          xs[t4 * 4u + e] = x2;
+          mt = max(mt, x2);
         }
-        if (PROBE == 2u) { x2 = s; }
-        xs[t] = x2;
-        mt = max(mt, x2);
       }
       for (var off = M; off < SGW; off <<= 1u) { mt = max(mt, subgroupShuffleXor(mt, off)); }
       var alpha = 1.0;
@@ -289,11 +290,14 @@ fn flash_tile(job: Job, lanes: Lanes) {
       }
       var ls = 0.0;
       let prow = pbase + (rb * M + r) * PS;
-      for (var t = 0u; t < CPL; t++) {
-        let x2 = xs[t];
-        let p = select(0.0, exp2(x2 - m[rb]), x2 > VISIBLE_MIN);
-        if (PROBE != 2u) { p_s[prow + c0 + t * LPR] = f16(p); }
-        ls += p;
+      for (var t4 = 0u; t4 < CPL / 4u; t4++) {
+        var pv: vec4<f32>;
+        for (var e = 0u; e < 4u; e++) {
+          let x2 = xs[t4 * 4u + e];
+          pv[e] = select(0.0, exp2(x2 - m[rb]), x2 > VISIBLE_MIN);
+        }
+        if (PROBE != 2u) { p_s[(prow + c0 * CPL) / 4u + t4] = vec4<f16>(pv); }
+        ls += pv.x + pv.y + pv.z + pv.w;
       }
       for (var off = M; off < SGW; off <<= 1u) { ls += subgroupShuffleXor(ls, off); }
       moved = moved || (alpha < 1.0 && l[rb] > 0.0);
@@ -313,18 +317,18 @@ fn flash_tile(job: Job, lanes: Lanes) {
       for (var ch = 0u; ch < NCH; ch++) {
         for (var rb = 0u; rb < RB; rb++) {
           for (var jj = 0u; jj < NS; jj++) {
-            if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + rb * M * SS + jj * N, o[rb * NO + ch * NS + jj], SS); }
+            if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, (sbase + rb * M * SS + jj * N) / 4u, o[rb * NO + ch * NS + jj], SS / 4u); }
           }
         }
         workgroupBarrier();
         for (var rb = 0u; rb < RB; rb++) {
           let a = alpha_s[sgi * SR + rb * M + r];
-          for (var c = c0; c < BC; c += LPR) { s_s[sbase + (rb * M + r) * SS + c] *= a; }
+          for (var t4 = 0u; t4 < CPL / 4u; t4++) { s_s[(sbase + (rb * M + r) * SS + c0 * CPL) / 4u + t4] *= a; }
         }
         workgroupBarrier();
         for (var rb = 0u; rb < RB; rb++) {
           for (var jj = 0u; jj < NS; jj++) {
-            if (ch * NS + jj < NO) { o[rb * NO + ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, sbase + rb * M * SS + jj * N, SS); }
+            if (ch * NS + jj < NO) { o[rb * NO + ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, (sbase + rb * M * SS + jj * N) / 4u, SS / 4u); }
           }
         }
         workgroupBarrier();
@@ -335,9 +339,9 @@ fn flash_tile(job: Job, lanes: Lanes) {
     for (var kk = 0u; kk < NP; kk++) {
       if (PROBE != 3u) {
         var pm: array<QMat, RB>;
-        for (var rb = 0u; rb < RB; rb++) { pm[rb] = subgroupMatrixLoad<QMat, row_major>(&p_s, pbase + rb * M * PS + kk * K, PS); }
+        for (var rb = 0u; rb < RB; rb++) { pm[rb] = subgroupMatrixLoad<QMat, row_major>(&p_s, (pbase + rb * M * PS + kk * K) / 4u, PS / 4u); }
         for (var j = 0u; j < NO; j++) {
-          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, BC * DS + kk * K * VS + j * N, VS);
+          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, (BC * DS + kk * K * VS + j * N) / 4u, VS / 4u);
           for (var rb = 0u; rb < RB; rb++) { o[rb * NO + j] = subgroupMatrixMultiplyAccumulate(pm[rb], vb, o[rb * NO + j]); }
         }
       }
@@ -368,7 +372,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
     workgroupBarrier();
     for (var rb = 0u; rb < RB; rb++) {
       for (var jj = 0u; jj < NS; jj++) {
-        if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, sbase + rb * M * SS + jj * N, o[rb * NO + ch * NS + jj], SS); }
+        if (ch * NS + jj < NO) { subgroupMatrixStore<row_major>(&s_s, (sbase + rb * M * SS + jj * N) / 4u, o[rb * NO + ch * NS + jj], SS / 4u); }
       }
     }
     workgroupBarrier();
@@ -377,7 +381,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
         let col = ch * BC + 4u * c4;
         if (r_ok[rb] && col < DV) {
           let at = sbase + (rb * M + r) * SS + 4u * c4;
-          store_out4(job, hh[rb], pos[rb], col, vec4<f32>(s_s[at], s_s[at + 1u], s_s[at + 2u], s_s[at + 3u]) * inv[rb]);
+          store_out4(job, hh[rb], pos[rb], col, s_s[at / 4u] * inv[rb]);
         }
       }
     }

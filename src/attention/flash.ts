@@ -210,7 +210,8 @@ export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: 
     if (M > sgw || sgw % M) continue;
     for (const [si, { NSG, BC, RB }] of MMA_SHAPES.entries()) {
       if (shape !== undefined && si !== shape) continue;
-      if (BC % N || BC % K || NSG * sgw > limits.maxComputeInvocationsPerWorkgroup || NSG * sgw > limits.maxComputeWorkgroupSizeX) continue;
+      // (BC / (sgw / M)) % 4: each lane's softmax columns are whole vec4s (flash_mma_core.wgsl CPL).
+      if (BC % N || BC % K || (BC / (sgw / M)) % 4 || NSG * sgw > limits.maxComputeInvocationsPerWorkgroup || NSG * sgw > limits.maxComputeWorkgroupSizeX) continue;
       const smem = flashMmaSmemBytes(M, N, K, NSG, BC, D, Dv, RB);
       if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, BC, RB, BR: NSG * RB * M, smem };
     }
