@@ -6,7 +6,8 @@
 //                         model: a Llama-3.2-1B-shaped model with random bf16 weights, decode and prefill;
 //                         deepseek: the same for DeepSeek-V2-Lite's shape, f16 and fp8_ds_mla latent caches
 //                         gemm: the prefill GEMM, FMA vs subgroup matrices, at Llama-3-8B's shapes (--gemm-m=512,2048,4096 rows;
-//                         --gemm-tile=I holds the matrix GEMM to gemm.ts LINEAR_MMA_TILES[I]; --explore-gemm[=M,N,K] first times every tile)
+//                         --gemm-tile=I holds the matrix GEMM to gemm.ts LINEAR_MMA_TILES[I]; --explore-gemm[=M,N,K] first times every tile;
+//                         then ops.moe at DeepSeek-V2-Lite's experts, --moe-rows=512,2048 tokens)
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -41,6 +42,7 @@ import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sd
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { benchGemmShape, gemmJson, gemmLines, llamaGemmShapes, type GemmBenchRow } from './gemm';
+import { benchMoeShape, deepseekMoeShapes, moeJson, moeLines, type MoeBenchRow } from './moe';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
@@ -335,6 +337,17 @@ if (suites.includes('gemm')) {
       + `${fmt(c.tflops, 1)} TFLOP/s (spread ${fmt(c.timing?.spreadPct ?? NaN, 1)}%) ${c.pass ? 'pass' : `FAIL ${fmt(c.worst)}`} (${fmt(c.worstF32)}× f32 tol)`}`).join('; ')}`);
   }
   result.gemm = rows.map(gemmJson);
+  // The grouped expert products (ops.moe) on the same two kernels, at DeepSeek-V2-Lite's experts.
+  const moeTokens = (args.get('moe-rows') ?? (quick ? '20' : '512,2048')).split(',').map(Number);
+  const moeShapes = quick ? moeTokens.map((r) => ({ rows: r, E: 8, topK: 2, H: 128, I: 72, dtype: 'bf16' as const, what: 'small experts' })) : deepseekMoeShapes(moeTokens);
+  const moeRows: MoeBenchRow[] = [];
+  for (const [i, sh] of moeShapes.entries()) {
+    const r = await benchMoeShape(engine, sh, { rounds, samples: quick ? 3 : 5 });
+    moeRows.push(r);
+    console.log(`[${i + 1}/${moeShapes.length}] MoE ${sh.what} ${sh.rows} tokens × ${sh.topK} of ${sh.E} H${sh.H} I${sh.I}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 3)} ms `
+      + `${fmt(c.tflops, 1)} TFLOP/s (spread ${fmt(c.timing?.spreadPct ?? NaN, 1)}%) ${c.pass ? 'pass' : `FAIL ${fmt(c.worst)}`} (${fmt(c.worstF32)}× f32 tol) [${c.plan}]`}`).join('; ')}`);
+  }
+  result.moe = moeRows.map(moeJson);
   const plans = [...new Set(rows.flatMap((r) => r.contenders.map((c) => `${c.name}: ${c.plan}`)))];
   const lines = [
     `# Prefill GEMM (Llama-3-8B's linear layers, bf16 weights) on ${deviceName}`, '',
@@ -348,6 +361,11 @@ if (suites.includes('gemm')) {
     + 'ms is the median of every sample of every round; spread = (max − min of the rounds\' medians) / ms; "best vs fma" = fma ms / the fastest\'s ms. '
     + `Plans: ${plans.join('; ')}.`, '',
     ...gemmLines(rows, ceilings, fmt),
+    '', '## Grouped expert products (ops.moe)', '',
+    'ops.moe on random distinct experts a token (the balanced routing of a trained router), bf16 experts made on the GPU, x f32; TFLOP/s count 2 · pairs · 3·H·I '
+    + '(gate|up and down); the time is the whole call (pair sort, both products, SiLU gate, weighted combine). fma: moe_gemm.wgsl; mma split: moe_gemm_mma.wgsl '
+    + '(the GEMM above on the sorted pairs, x split). Checked first against a float64 reference on 3 sampled tokens, the same tolerances as above.', '',
+    ...moeLines(moeRows, fmt),
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `gemm-${slug}.md`), `${lines.join('\n')}\n`);

@@ -54,6 +54,9 @@ alias LMat = subgroup_matrix_left<f16, SK, SM>;
 alias RMat = subgroup_matrix_right<f16, SN, SK>;
 alias AMat = subgroup_matrix_result<f32, SN, SM>;
 
+// The program supplies the addressing: mma_x_row(r) (tile row r's input row, -1: zeros), mma_x_load4(row,
+// c4), mma_w_word(n, c) (word c of weight row n) and mma_store(r, n, v) (gemm_mma_linear.wgsl: the linear
+// layer; moe_gemm_mma.wgsl: the grouped expert products), and its entry point.
 // The x tile xt (hi rows, then lo rows) and the weight tile wt, with put_x4 and put_w_word, come from
 // gemm_mma_scalar.wgsl (f16 arrays) or gemm_mma_vec.wgsl (vec4<f16> arrays: VEC), with TE, the f16 values an
 // element: matrix offsets and strides count elements.
@@ -70,12 +73,12 @@ fn stage_load(t: u32, li: u32, xrow: array<i32, XL>, wrow: array<i32, WL>) -> St
   for (var u = 0u; u < XL; u++) {
     let c4 = t * XV + (li + u * WG) % XV;
     s.xv[u] = vec4<f32>(0.0);
-    if (c4 < kc4) { s.xv[u] = x_load4(xrow[u], c4); }
+    if (c4 < kc4) { s.xv[u] = mma_x_load4(xrow[u], c4); }
   }
   for (var u = 0u; u < WL; u++) {
     let c = t * WV + (li + u * WG) % WV;
     s.wv[u] = vec4<u32>(0u);
-    if (wrow[u] >= 0 && c < kc) { s.wv[u] = w[u32(wrow[u]) * kc + c]; }
+    if (wrow[u] >= 0 && c < kc) { s.wv[u] = mma_w_word(u32(wrow[u]), c); }
   }
   return s;
 }
@@ -111,45 +114,27 @@ fn stage_put(s: Stage, li: u32) {
   }
 }
 
+/**
+ * The product of one output tile (columns n0.., rows as the program's mma_x_row maps them) into acc,
+ * which the caller set to its starting values. Call from workgroup-uniform control flow; sg is the
+ * subgroup's index (< NSG).
+ */
 @diagnostic(off, chromium.subgroup_matrix_uniformity)
-@compute @workgroup_size(WG)
-fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                 @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sg_id: u32,
-                 @builtin(subgroup_invocation_id) lane: u32) {
-  let lin = wid.y * nwg.x + wid.x;
-  let nmt = (params.M + BM - 1u) / BM;
-  let nnt = (params.N + BN - 1u) / BN;
-  if (lin >= nmt * nnt) { return; }   // whole workgroups only: the barriers below stay uniform
-  let m0 = (lin % nmt) * BM;
-  let n0 = (lin / nmt) * BN;
-  // The planner makes every subgroup SGW wide, so there are NSG of them.
-  let sg = min(sg_id, NSG - 1u);
+fn mma_mainloop(acc: ptr<function, array<AMat, TMR * TNC> >, li: u32, sg: u32, n0: u32) {
   let sr = sg / SGC;
   let sc = sg % SGC;
-
   // The rows behind this thread's loads stay the same for every k tile.
   var xrow: array<i32, XL>;
   for (var u = 0u; u < XL; u++) {
     let e = li + u * WG;
     xrow[u] = -1;
-    if (e < BM * XV) { xrow[u] = x_src_row(m0 + e / XV); }
+    if (e < BM * XV) { xrow[u] = mma_x_row(e / XV); }
   }
   var wrow: array<i32, WL>;
   for (var u = 0u; u < WL; u++) {
     let e = li + u * WG;
     let n = n0 + e / WV;
     wrow[u] = select(-1, i32(n), e < BN * WV && n < params.N);
-  }
-
-  // Whole tiles without a bias write their matrices straight to out (accumulating: starting from it).
-  let full = m0 + BM <= params.M && n0 + BN <= params.N && (params.flags & F_BIAS) == 0u;
-  let obase = (m0 + sr * TMR * SM) * params.out_stride + params.n0 + n0 + sc * TNC * SN;
-  var acc: array<AMat, TMR * TNC>;
-  for (var a = 0u; a < TMR * TNC; a++) { acc[a] = AMat(); }
-  if (full && (params.flags & F_ACCUMULATE) != 0u) {
-    for (var a = 0u; a < TMR * TNC; a++) {
-      acc[a] = subgroupMatrixLoad<AMat, row_major>(&out, obase + (a / TNC) * SM * params.out_stride + (a % TNC) * SN, params.out_stride);
-    }
   }
 
   let ntiles = (params.K + BK - 1u) / BK;
@@ -190,24 +175,23 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
    }
   }
+}
 
-  if (full) {
-    for (var a = 0u; a < TMR * TNC; a++) {
-      subgroupMatrixStore<row_major>(&out, obase + (a / TNC) * SM * params.out_stride + (a % TNC) * SN, acc[a], params.out_stride);
-    }
-    return;
-  }
-  // Edge tiles and biases: a matrix at a time through workgroup memory, each output through store_out.
+/** acc out a matrix at a time through workgroup memory, each output (tile row r, column n < N) through
+ *  the program's mma_store. Call from workgroup-uniform control flow. */
+@diagnostic(off, chromium.subgroup_matrix_uniformity)
+fn mma_epilogue(acc: ptr<function, array<AMat, TMR * TNC> >, sg: u32, lane: u32, n0: u32) {
+  let sr = sg / SGC;
+  let sc = sg % SGC;
   for (var a = 0u; a < TMR * TNC; a++) {
     workgroupBarrier();
     subgroupMatrixStore<row_major>(&et, sg * SM * ES, acc[a], ES);
     workgroupBarrier();
-    let mb = m0 + (sr * TMR + a / TNC) * SM;
+    let rb = (sr * TMR + a / TNC) * SM;
     let nb = n0 + (sc * TNC + a % TNC) * SN;
     for (var e = lane; e < SM * SN; e += SGW) {
-      let m = mb + e / SN;
       let n = nb + e % SN;
-      if (m < params.M && n < params.N) { store_out(m, n, et[sg * SM * ES + (e / SN) * ES + e % SN]); }
+      if (n < params.N) { mma_store(rb + e / SN, n, et[sg * SM * ES + (e / SN) * ES + e % SN]); }
     }
   }
 }

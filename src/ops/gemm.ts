@@ -347,6 +347,17 @@ export function linearMmaUnavailable(rt: Runtime, dtype: LinearDType): string | 
 
 /** The subgroup-matrix GEMM's plan (see planLinear), or null where no configuration and tile fit. */
 function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPlan | null {
+  const tile = p.tile ?? rt.tuning.linearMmaTile;
+  return planMma(rt, { M: p.M, N: p.N, dtype: p.dtype, tiles: LINEAR_MMA_TILES, tilesName: 'LINEAR_MMA_TILES', split: p.split, mmaConfig: p.mmaConfig, tile }, op);
+}
+
+/**
+ * A subgroup-matrix GEMM plan over one of `tiles` (the first that fits this adapter and gives the grid
+ * LINEAR_GEMM_TARGET_WORKGROUPS workgroups for M × N, else the smallest that fits), or null where the
+ * adapter cannot run it. The linear layer's and the grouped expert products' planners share it.
+ */
+export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearDType; tiles: readonly GemmMmaTile[]; tilesName: string;
+                                         split?: boolean; mmaConfig?: number; tile?: number }, op: string): GemmMmaPlan | null {
   if (linearMmaUnavailable(rt, p.dtype)) return null;
   const lim = rt.limits;
   const SGW = rt.features.subgroupMinSize!;
@@ -357,17 +368,16 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
     check(Number.isInteger(p.mmaConfig) && p.mmaConfig >= 0 && p.mmaConfig < configs.length, op, 'mmaConfig',
       `an index of the adapter's ${configs.length} f16 → f32 subgroup-matrix configurations`, p.mmaConfig);
   }
-  const tileIndex = p.tile ?? rt.tuning.linearMmaTile;
-  if (tileIndex !== undefined) {
-    check(Number.isInteger(tileIndex) && tileIndex >= 0 && tileIndex < LINEAR_MMA_TILES.length, op, 'tile', `an index of LINEAR_MMA_TILES (0..${LINEAR_MMA_TILES.length - 1})`, tileIndex);
+  if (p.tile !== undefined) {
+    check(Number.isInteger(p.tile) && p.tile >= 0 && p.tile < p.tiles.length, op, 'tile', `an index of ${p.tilesName} (0..${p.tiles.length - 1})`, p.tile);
   }
   const maxThreads = Math.min(lim.maxComputeInvocationsPerWorkgroup, lim.maxComputeWorkgroupSizeX);
   const plans: GemmMmaPlan[] = [];
   for (const [ci, { M: SM, N: SN, K: SK }] of configs.entries()) {
     if (p.mmaConfig !== undefined && ci !== p.mmaConfig) continue;
     if (SM > SGW || SGW % SM) continue;
-    for (const [ti, t] of LINEAR_MMA_TILES.entries()) {
-      if (tileIndex !== undefined && ti !== tileIndex) continue;
+    for (const [ti, t] of p.tiles.entries()) {
+      if (p.tile !== undefined && ti !== p.tile) continue;
       const smem = gemmMmaSmemBytes(SM, SN, t, split);
       if (t.BK % SK || t.BK % 8 || t.SGR * t.SGC * SGW > maxThreads || smem > lim.maxComputeWorkgroupStorageSize) continue;
       plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, TW: !!t.TW, VEC: !!t.VEC, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
@@ -378,6 +388,15 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
   return plans.find((q) => workgroups(q) >= LINEAR_GEMM_TARGET_WORKGROUPS) ?? plans.reduce<GemmMmaPlan | null>(
     (best, q) => (!best || q.BM * q.BN < best.BM * best.BN ? q : best), null);
 }
+
+/** The WGSL constants of a subgroup-matrix GEMM plan (gemm_mma.wgsl). */
+export function mmaConsts(rt: Runtime, plan: GemmMmaPlan): Record<string, number | boolean> {
+  return { SM: plan.SM, SN: plan.SN, SK: plan.SK, SGW: plan.SGW, SGR: plan.SGR, SGC: plan.SGC, TMR: plan.TMR, TNC: plan.TNC,
+           BK: plan.BK, PF: plan.PF, TW: plan.TW, SPLIT: plan.split, PROBE: rt.tuning.linearMmaProbe };
+}
+
+/** The extensions a subgroup-matrix GEMM needs. */
+export const MMA_ENABLES: readonly string[] = ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'];
 
 const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
 const pow2ceil = (v: number) => 2 ** Math.ceil(Math.log2(v));
@@ -518,9 +537,8 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
     : plan.kernel === 'gemm-mma'
       ? rt.kernel(plan.VEC ? 'gemm_mma_vec' : 'gemm_mma', 'gemm_mma_main', {
         overrides: { W_DTYPE: wd },
-        consts: { SM: plan.SM, SN: plan.SN, SK: plan.SK, SGW: plan.SGW, SGR: plan.SGR, SGC: plan.SGC, TMR: plan.TMR, TNC: plan.TNC,
-                  BK: plan.BK, PF: plan.PF, TW: plan.TW, SPLIT: plan.split, PROBE: rt.tuning.linearMmaProbe },
-        enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
+        consts: mmaConsts(rt, plan),
+        enables: MMA_ENABLES,
         unroll: true,
       })
       : rt.kernel('gemm', 'gemm_main', {

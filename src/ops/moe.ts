@@ -34,7 +34,7 @@ import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/error
 import type { Runtime } from '../core/runtime.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
 import type { MoeRouting } from '../reference/moe.js';
-import type { LinearDType } from './gemm.js';
+import { linearMmaUnavailable, MMA_ENABLES, mmaConsts, planMma, type GemmMmaPlan, type GemmMmaTile, type LinearDType } from './gemm.js';
 
 export type { MoeRouting, MoeFamily, MoeScoring, MoeTopkMethod } from '../reference/moe.js';
 
@@ -299,12 +299,25 @@ export function route(rt: Runtime, logits: Tensor, r: MoeRouting, o: { rows: num
 export type MoePlan =
   | { readonly kernel: 'gemv'; /** pairs per tile */ readonly MT: number; readonly WG: number;
       /** lanes per weight row for gate|up (K = H) and for down (K = I) */ readonly KT1: number; readonly KT2: number }
-  | { readonly kernel: 'gemm'; readonly BM: 64; readonly BN: 64; readonly BK: 16 };
+  | { readonly kernel: 'gemm'; readonly BM: 64; readonly BN: 64; readonly BK: 16 }
+  /** The subgroup-matrix GEMM (moe_gemm_mma.wgsl over gemm_mma.wgsl): BM pairs a tile. */
+  | GemmMmaPlan;
+
+/** Subgroup-matrix tiles of the grouped products (vec4 tiles only: moe_gemm_mma.wgsl): 64 pairs a tile
+ *  (an expert's pairs rarely fill more), preferred first. */
+export const MOE_MMA_TILES: readonly GemmMmaTile[] = [
+  { SGR: 2, SGC: 4, TMR: 2, TNC: 4, BK: 32, PF: 1, VEC: true },
+  { SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32, PF: 1, VEC: true },
+];
 
 export interface PlanMoeOptions {
   rows: number; topK: number; E: number; H: number; I: number; dtype: ExpertDType;
-  /** Force a kernel ('auto': gemv while pairs per chosen expert average at most MOE_GEMV_MAX_ROWS). */
-  kernel?: 'auto' | 'gemv' | 'gemm';
+  /** Force a kernel ('auto': gemv while pairs per chosen expert average at most MOE_GEMV_MAX_ROWS, then
+   *  the subgroup-matrix GEMM for 16-bit experts where the adapter has it and engine.tuning.linearMma
+   *  allows, else the FMA GEMM). */
+  kernel?: 'auto' | 'gemv' | 'gemm' | 'gemm-mma';
+  /** gemm-mma: an entry of MOE_MMA_TILES. */
+  tile?: number;
 }
 
 const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
@@ -317,7 +330,7 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   check(isPosInt(p.topK), op, 'topK', 'a positive integer', p.topK);
   checkExpertShape(op, p.E, p.H, p.I, p.dtype);
   const kernel = p.kernel ?? 'auto';
-  check(['auto', 'gemv', 'gemm'].includes(kernel), op, 'kernel', "'auto', 'gemv' or 'gemm'", fmt(kernel));
+  check(['auto', 'gemv', 'gemm', 'gemm-mma'].includes(kernel), op, 'kernel', "'auto', 'gemv', 'gemm' or 'gemm-mma'", fmt(kernel));
   const P = p.rows * p.topK;
   const perExpert = P / Math.min(p.E, P);
   if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
@@ -325,6 +338,13 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
     const KT = (K: number) => Math.max(1, Math.min(32, pow2floor(K / EPV)));
     // A token's ids are distinct, so no expert gets more pairs than there are rows.
     return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H), KT2: KT(p.I) };
+  }
+  if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
+    const mma = planMma(rt, { M: P, N: Math.min(p.H, 2 * p.I), dtype: p.dtype, tiles: MOE_MMA_TILES, tilesName: 'MOE_MMA_TILES', tile: p.tile }, op);
+    if (mma) return mma;
+    if (kernel === 'gemm-mma') {
+      fail(op, 'kernel', `'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: ${linearMmaUnavailable(rt, p.dtype) ?? 'no tile fits the adapter\'s limits'})`, "'gemm-mma'");
+    }
   }
   return { kernel: 'gemm', BM: 64, BN: 64, BK: 16 };
 }
@@ -381,7 +401,8 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   check(chunk >= 1, op, 'o.maxWorkspaceBytes', `room for one token's workspace (${rowBytes} bytes)`, cap);
   let plan = o.plan;
   if (plan) {
-    check(plan !== null && typeof plan === 'object' && (plan.kernel === 'gemv' || plan.kernel === 'gemm'), op, 'o.plan', 'a plan from planMoe', plan);
+    check(plan !== null && typeof plan === 'object' && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
+      && (plan.kernel !== 'gemm-mma' || experts.dtype !== 'f32'), op, 'o.plan', `a plan from planMoe for ${experts.dtype} experts`, plan);
   } else {
     plan = planMoe(rt, { rows, topK, E, H, I, dtype: experts.dtype });
   }
@@ -394,7 +415,9 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   const combineK = rt.kernel('ops_moe_combine', 'combine_main');
   const stageK = (KT: number) => plan.kernel === 'gemv'
     ? rt.kernel('ops_moe_gemv', 'gemv_main', { overrides: { W_DTYPE: wd }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
-    : rt.kernel('ops_moe_gemm', 'gemm_main', { overrides: { W_DTYPE: wd }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });
+    : plan.kernel === 'gemm-mma'
+      ? rt.kernel('ops_moe_gemm_mma', 'moe_mma_main', { overrides: { W_DTYPE: wd }, consts: mmaConsts(rt, plan), enables: MMA_ENABLES, unroll: true })
+      : rt.kernel('ops_moe_gemm', 'gemm_main', { overrides: { W_DTYPE: wd }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });
   const k1 = stageK(plan.kernel === 'gemv' ? plan.KT1 : 0);
   const k2 = stageK(plan.kernel === 'gemv' ? plan.KT2 : 0);
   const columnBlocks = (N: number, KT: number) => Math.ceil(N / (plan.kernel === 'gemv' ? 4 * plan.WG / KT : plan.BN));

@@ -82,8 +82,10 @@ function randomIds(rows: number, E: number, K: number, seed: number, avoid: numb
 
 interface MoeProblem {
   rows: number; E: number; topK: number; H: number; I: number; dtype: WDType; seed: number;
-  kernel?: 'gemv' | 'gemm'; accumulate?: boolean; extraRows?: number; maxPartBytes?: number; ids?: Int32Array;
+  kernel?: 'gemv' | 'gemm' | 'gemm-mma'; accumulate?: boolean; extraRows?: number; maxPartBytes?: number; ids?: Int32Array;
   maxWorkspaceBytes?: number; parts?: number;
+  /** gemm-mma: an entry of MOE_MMA_TILES. */
+  tile?: number;
 }
 
 /** Runs ops.moe once and checks it against moeRef; rows of out past `rows` must keep their sentinel. */
@@ -100,7 +102,7 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
   const experts = ops.createExperts(engine, { E, H, I, dtype, gateUp, down, maxPartBytes: p.maxPartBytes });
   if (p.parts !== undefined) assert(experts.parts.length === p.parts, `expected ${p.parts} parts, got ${experts.parts.length}`);
   const out = engine.tensor(prior, [total, H]);
-  const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype, kernel: p.kernel }) : undefined;
+  const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype, kernel: p.kernel, tile: p.tile }) : undefined;
   const routing = { ids: engine.tensor(ids, [total, topK], 'i32'), weights: engine.tensor(wv, [total, topK]) };
   const res = ops.moe(engine, engine.tensor(xv, [total, H]), routing, experts, {
     rows, out, accumulate: p.accumulate, plan, maxWorkspaceBytes: p.maxWorkspaceBytes,
@@ -117,6 +119,28 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
 const KERNELS = ['gemv', 'gemm'] as const;
 
 export const moeCases = defineCases('moe', [
+  {
+    name: 'moe on the subgroup-matrix GEMM (x split into hi + lo f16, f32 tolerance): bf16 and f16 experts, several tiles of one expert, accumulate, experts over 3 buffers, both tiles',
+    async run(ctx) {
+      const { engine } = ctx;
+      const why = ops.linearMmaUnavailable(engine, 'bf16');
+      if (why) ctx.note(`moe subgroup-matrix GEMM: not run here: ${why}; SwiftShader, lavapipe and wgpu offer no subgroup matrices, so it runs in the GPU test pass on the GPU machine (bench/results/gpu-tests-*.md); these checks ran on the FMA GEMM`);
+      const kernel = why ? 'gemm' as const : 'gemm-mma' as const;
+      await checkMoe(engine, { rows: 9, E: 16, topK: 6, H: 64, I: 40, dtype: 'bf16', kernel, seed: 700 });
+      await checkMoe(engine, { rows: 70, E: 8, topK: 2, H: 64, I: 40, dtype: 'f16', kernel, ids: Int32Array.from({ length: 140 }, (_, i) => (i % 2 ? 6 : 3)), seed: 701 });
+      await checkMoe(engine, { rows: 9, E: 16, topK: 6, H: 64, I: 40, dtype: 'bf16', kernel, maxPartBytes: 10240 * 6, parts: 3, accumulate: true, extraRows: 2, seed: 702 });
+      if (!why) {
+        for (const [tile] of ops.MOE_MMA_TILES.entries()) {
+          const plan = ops.planMoe(engine, { rows: 33, topK: 2, E: 4, H: 64, I: 40, dtype: 'bf16', kernel: 'gemm-mma', tile });
+          const t = ops.MOE_MMA_TILES[tile];
+          assert(plan.kernel === 'gemm-mma' && plan.BM === t.SGR * t.TMR * plan.SM && plan.BN === t.SGC * t.TNC * plan.SN, `tile ${tile}: ${JSON.stringify(plan)}`);
+          await checkMoe(engine, { rows: 33, E: 4, topK: 2, H: 64, I: 40, dtype: 'bf16', kernel: 'gemm-mma', tile, seed: 710 + tile });
+        }
+        await expectThrows(() => ops.planMoe(engine, { rows: 33, topK: 2, E: 4, H: 64, I: 40, dtype: 'f32', kernel: 'gemm-mma' }),
+          "planMoe: kernel: expected 'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: f32 weights (the matrices take f16))");
+      }
+    },
+  },
   {
     name: 'route V2: softmax greedy (topK 1, 2, 6; E 4, 16), scaling factor, norm_topk_prob ignored as transformers does',
     async run({ engine }) {
@@ -346,7 +370,13 @@ export const moeCases = defineCases('moe', [
       await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out: x }), 'moe: o.out: expected a buffer of its own (not that of x, ids or weights), got a shared buffer');
       await expectThrows(() => ops.moe(engine, x, routed, { E } as never, { rows: 3, out }), 'moe: experts: expected an ExpertWeights');
       await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out, maxWorkspaceBytes: 100 }), "moe: o.maxWorkspaceBytes: expected room for one token's workspace (640 bytes), got 100");
-      await expectThrows(() => ops.planMoe(engine, { rows: 3, topK: 2, E, H, I, dtype: 'bf16', kernel: 'fast' as never }), "planMoe: kernel: expected 'auto', 'gemv' or 'gemm', got 'fast'");
+      await expectThrows(() => ops.planMoe(engine, { rows: 3, topK: 2, E, H, I, dtype: 'bf16', kernel: 'fast' as never }), "planMoe: kernel: expected 'auto', 'gemv', 'gemm' or 'gemm-mma', got 'fast'");
+      const noMma = ops.linearMmaUnavailable(engine, 'bf16');
+      if (noMma) {
+        await expectThrows(() => ops.planMoe(engine, { rows: 3, topK: 2, E, H, I, dtype: 'bf16', kernel: 'gemm-mma' }),
+          `planMoe: kernel: expected 'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: ${noMma}), got 'gemm-mma'`);
+      }
+      await expectThrows(() => ops.planMoe(engine, { rows: 3, topK: 2, E, H, I, dtype: 'f32', kernel: 'gemm-mma' }), "planMoe: kernel: expected 'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here:");
       experts.destroy();
     },
   },

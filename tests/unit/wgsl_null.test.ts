@@ -82,6 +82,8 @@ describe('WGSL through Tint (null adapter)', () => {
         expect(await errors(enables(src) + src), `gemm_mma ${JSON.stringify(c)} unrolled ${unroll}`).toEqual([]);
       }
     }
+    const moe = specializeConsts(PROGRAMS.ops_moe_gemm_mma.map((f) => SHADER_FILES[f]).join('\n'), { SGR: 2, SGC: 4, TMR: 2, TNC: 4, SPLIT: true }, 'ops_moe_gemm_mma');
+    for (const src of [moe, unrollConstLoops(moe)]) expect(await errors(enables(src) + src), 'ops_moe_gemm_mma').toEqual([]);
     const ceiling = specializeConsts(PROGRAMS.bench_ceiling_mma.map((f) => SHADER_FILES[f]).join('\n'), { M: 16, N: 8, K: 16, SGW: 32 }, 'bench_ceiling_mma');
     expect(await errors(enables(ceiling) + ceiling)).toEqual([]);
   });
