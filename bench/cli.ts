@@ -436,7 +436,8 @@ function modelLines(r: ModelBench, suite: string): string[] {
       + `${ok(d.hostOverheadPct)}% | ${fmt((d.weightBytes + d.kvBytes) / 1e6, 0)} | ${ok(d.pctRooflineGpu)}% | ${ok(d.pctRooflineWall)}% |`)),
     '',
     ...(r.prefill ? [`Prefill of a ${r.prefill.tokens}-token prompt: ${ok(r.prefill.tokensPerSecond, 0)} tokens/s (wall ${fmt(r.prefill.wallMs, 2)} ms, GPU ${fmt(r.prefill.gpuMs ?? NaN, 2)} ms); `
-      + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s).`, ''] : []),
+      + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s)`
+      + `${ceilings.mmaTflops ? `, ${fmt((100 * r.prefill.linearTflops) / ceilings.mmaTflops, 1)}% of the subgroup-matrix ceiling (${fmt(ceilings.mmaTflops, 1)} TFLOP/s: the planners put prefill's 16-bit products on the matrices)` : ''}.`, ''] : []),
     ...r.decode.filter((d) => d.kernels && d.context === Math.max(...r.decode.map((x) => x.context))).flatMap((d) => {
       const k = Object.entries(d.kernels ?? {}).sort((a, b) => b[1] - a[1]);
       const total = k.reduce((a, [, v]) => a + v, 0);

@@ -1,5 +1,5 @@
-// The linear layer's addressing for the subgroup-matrix GEMM (gemm_mma.wgsl), and its entry point: the
-// rows of x (gathered, SiLU-gated) through gemm_io.wgsl, a part's weight rows, its fused epilogue.
+// The linear layer's addressing for the subgroup-matrix GEMM (gemm_mma.wgsl, whose gemm_mma_main it feeds):
+// the rows of x (gathered, SiLU-gated) through gemm_io.wgsl, a part's weight rows, its fused epilogue.
 
 var<private> lin_m0: u32;   // the workgroup's first output row
 
@@ -10,42 +10,19 @@ fn mma_store(r: u32, n: u32, v: f32) {
   if (lin_m0 + r < params.M) { store_out(lin_m0 + r, n, v); }
 }
 
-@diagnostic(off, chromium.subgroup_matrix_uniformity)
-@compute @workgroup_size(WG)
-fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                 @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sg_id: u32,
-                 @builtin(subgroup_invocation_id) lane: u32) {
-  let lin = wid.y * nwg.x + wid.x;
+// Workgroup lin's tile: M tiles fastest. Whole tiles without a bias go straight to out (accumulating:
+// starting from it); edge tiles and biases through the epilogue.
+fn mma_tile(lin: u32, li: u32) -> vec3<u32> {
   let nmt = (params.M + BM - 1u) / BM;
   let nnt = (params.N + BN - 1u) / BN;
-  if (lin >= nmt * nnt) { return; }   // whole workgroups only: the barriers below stay uniform
-  let m0 = (lin % nmt) * BM;
-  let n0 = (lin / nmt) * BN;
+  if (lin >= nmt * nnt) { return vec3<u32>(0u); }
+  let m0 = (lin % nmt) * BM;   // (reading lin_m0 back would make the mode non-uniform to WGSL)
   lin_m0 = m0;
-  // The planner makes every subgroup SGW wide, so there are NSG of them.
-  let sg = min(sg_id, NSG - 1u);
-  let sr = sg / SGC;
-  let sc = sg % SGC;
-
-  // Whole tiles without a bias write their matrices straight to out (accumulating: starting from it).
+  let n0 = (lin / nmt) * BN;
   let full = m0 + BM <= params.M && n0 + BN <= params.N && (params.flags & F_BIAS) == 0u;
-  let obase = (m0 + sr * TMR * SM) * params.out_stride + params.n0 + n0 + sc * TNC * SN;
-  var acc: array<AMat, TMR * TNC>;
-  for (var a = 0u; a < TMR * TNC; a++) { acc[a] = AMat(); }
-  if (full && (params.flags & F_ACCUMULATE) != 0u) {
-    for (var a = 0u; a < TMR * TNC; a++) {
-      acc[a] = subgroupMatrixLoad<AMat, row_major>(&out, obase + (a / TNC) * SM * params.out_stride + (a % TNC) * SN, params.out_stride);
-    }
-  }
-
-  mma_mainloop(&acc, li, sg, n0);
-
-  if (full) {
-    for (var a = 0u; a < TMR * TNC; a++) {
-      subgroupMatrixStore<row_major>(&out, obase + (a / TNC) * SM * params.out_stride + (a % TNC) * SN, acc[a], params.out_stride);
-    }
-    return;
-  }
-  // Edge tiles and biases: through workgroup memory and store_out.
-  mma_epilogue(&acc, sg, lane, n0);
+  return vec3<u32>(1u, n0, select(0u, select(1u, 2u, (params.flags & F_ACCUMULATE) != 0u), full));
 }
+fn mma_direct_base(sr: u32, sc: u32, n0: u32) -> u32 {
+  return (lin_m0 + sr * TMR * SM) * params.out_stride + params.n0 + n0 + sc * TNC * SN;
+}
+fn mma_direct_stride() -> u32 { return params.out_stride; }

@@ -2,7 +2,7 @@
 // takes one tile of the sorted pair list (up to BM pairs of one expert, moe_sort.wgsl) times BN rows of
 // that expert's weights; tile row r is pair prow[r]: its input row (the token's hidden state, or the
 // SiLU-gated [gate | up] row) in, its output row out. The tile's rows are scattered, so every result
-// goes through workgroup memory (mma_epilogue).
+// goes through workgroup memory (gemm_mma_main's epilogue).
 
 var<workgroup> prow: array<u32, BM>;
 var<private> tile_rows: u32;   // pairs in this tile
@@ -18,16 +18,13 @@ fn mma_store(r: u32, n: u32, v: f32) {
   if (r < tile_rows) { out[prow[r] * params.N + n] = v; }
 }
 
-@compute @workgroup_size(WG)
-fn moe_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sg_id: u32,
-                @builtin(subgroup_invocation_id) lane: u32) {
-  let lin = wid.y * nwg.x + wid.x;
+// Workgroup lin's tile: the pair-list tiles fastest, then BN-column blocks; every result through the
+// epilogue (the rows are scattered).
+fn mma_tile(lin: u32, li: u32) -> vec3<u32> {
   let nnt = (params.N + BN - 1u) / BN;
-  if (lin >= params.tiles * nnt) { return; }
+  if (lin >= params.tiles * nnt) { return vec3<u32>(0u); }
   let tile = load_tile(lin % params.tiles, li, BM);
-  if (tile.z == 0u) { return; }
-  let n0 = (lin / params.tiles) * BN;
+  if (tile.z == 0u) { return vec3<u32>(0u); }
   wbase = (tile.x - params.e0) * params.N * (params.K / EPV);
   tile_rows = tile.z;
   for (var r = li; r < BM; r += WG) {
@@ -35,9 +32,7 @@ fn moe_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     if (r < tile.z) { prow[r] = pair_at(tile.y + r); }
   }
   workgroupBarrier();
-  let sg = min(sg_id, NSG - 1u);
-  var acc: array<AMat, TMR * TNC>;
-  for (var a = 0u; a < TMR * TNC; a++) { acc[a] = AMat(); }
-  mma_mainloop(&acc, li, sg, n0);
-  mma_epilogue(&acc, sg, lane, n0);
+  return vec3<u32>(1u, (lin / params.tiles) * BN, 0u);
 }
+fn mma_direct_base(sr: u32, sc: u32, n0: u32) -> u32 { return 0u; }
+fn mma_direct_stride() -> u32 { return params.N; }

@@ -172,11 +172,10 @@ function counterType(annot: string | undefined, init: string, bound: string, con
   return lit(init) ?? constType(init) ?? lit(bound) ?? constType(bound) ?? 'i32';
 }
 
-/** Names declared `NAME: array<...>` (or `NAME: ptr<function, array<...>>`) other than module-scope
- *  `var<...>` declarations: function-scope arrays, array parameters and pointers to them, and struct
- *  members (what lives in registers). */
+/** Names declared `NAME: array<...>` other than module-scope `var<...>` declarations: function-scope
+ *  arrays, array parameters and struct members (what lives in registers). */
 export function registerArrays(source: string): Set<string> {
-  const all = new Set([...source.matchAll(/\b(\w+)\s*:\s*(?:ptr<function,\s*)?array</g)].map((m) => m[1]));
+  const all = new Set([...source.matchAll(/\b(\w+)\s*:\s*array</g)].map((m) => m[1]));
   for (const m of source.matchAll(/var<[^>]*>\s+(\w+)\s*:\s*array</g)) all.delete(m[1]);
   return all;
 }

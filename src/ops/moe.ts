@@ -416,7 +416,7 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   const stageK = (KT: number) => plan.kernel === 'gemv'
     ? rt.kernel('ops_moe_gemv', 'gemv_main', { overrides: { W_DTYPE: wd }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
     : plan.kernel === 'gemm-mma'
-      ? rt.kernel('ops_moe_gemm_mma', 'moe_mma_main', { overrides: { W_DTYPE: wd }, consts: mmaConsts(rt, plan), enables: MMA_ENABLES, unroll: true })
+      ? rt.kernel('ops_moe_gemm_mma', 'gemm_mma_main', { overrides: { W_DTYPE: wd }, consts: mmaConsts(rt, plan), enables: MMA_ENABLES, unroll: true })
       : rt.kernel('ops_moe_gemm', 'gemm_main', { overrides: { W_DTYPE: wd }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });
   const k1 = stageK(plan.kernel === 'gemv' ? plan.KT1 : 0);
   const k2 = stageK(plan.kernel === 'gemv' ? plan.KT2 : 0);
