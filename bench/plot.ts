@@ -6,6 +6,8 @@
 //          dash-dotted), under the copy ceiling; webinfer over each of the peer's ops
 //   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline (no peer: ORT has no MLA)
 //   model, deepseek: decode tokens/s against batch per context (and cache), and the share of the bandwidth roofline
+//   gemm:  TFLOP/s against rows M per layer shape, FMA (dashed) and the subgroup-matrix GEMM (split solid,
+//          f16 x dotted), under the subgroup-matrix ceiling (the FMA one where there are no matrices)
 // Peer fields are optional: results written without a peer (or by older versions) plot as before.
 
 export interface Series {
@@ -109,7 +111,7 @@ export function lineChart(o: ChartOptions): string {
 
 export interface ResultsFile {
   device: string;
-  ceilings: { fmaTflops: number; copyGBs: number; readGBs: number };
+  ceilings: { fmaTflops: number; copyGBs: number; readGBs: number; mmaTflops?: number };
   /** backend 'flash', 'naive', or 'ort' (the peer; optional). */
   sdpa?: { dtype: string; causal?: boolean; Lq: number; backend: string; tflops: number; medianMs?: number; peerDtype?: string; B?: number; Hq?: number; D?: number }[];
   /** ort*: the peer's decode of the same step as GroupQueryAttention, ortPaged*: as PagedAttention (optional). */
@@ -120,6 +122,8 @@ export interface ResultsFile {
   model?: { name: string; cache?: string; decode: { batch: number; context: number; tokensPerSecond: number; pctRooflineGpu: number; pctRooflineWall: number }[] };
   /** DeepSeek-V2-Lite-shaped decode, one run per latent cache dtype (bench/model.ts). */
   deepseek?: NonNullable<ResultsFile['model']>[];
+  /** The prefill GEMM (bench/gemm.ts): contenders 'fma', 'mma split', 'mma f16 x' per layer shape. */
+  gemm?: { shape: { M: number; N: number; K: number; what: string }; contenders: { name: string; tflops: number }[] }[];
   /** A serving step's host cost (bench/step.ts). */
   step?: { batch: number; context: number; gpuHostMs: number; gpuDeviceMs: number }[];
 }
@@ -244,6 +248,24 @@ export function plotResults(r: ResultsFile): Record<string, string> {
         { name: `absorbed N${N}`, color: COLORS[i % COLORS.length], points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.absorbedMs ?? NaN] as [number, number]) },
         { name: `unabsorbed N${N}`, color: COLORS[i % COLORS.length], dashed: true, points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.unabsorbedMs ?? NaN] as [number, number]) },
       ]),
+    });
+  }
+  if (r.gemm?.length) {
+    const gemm = r.gemm;
+    const layers = [...new Set(gemm.map((x) => x.shape.what))];
+    const names = [...new Set(gemm.flatMap((x) => x.contenders.map((c) => c.name)))];
+    const style = (n: string): Partial<Series> => (n === 'fma' ? { dashed: true } : n === 'mma split' ? {} : { dash: PEER_DASH });
+    const series: Series[] = layers.flatMap((l, i) => names.map((n) => ({
+      name: `${l} ${n}`, color: COLORS[i % COLORS.length], ...style(n),
+      points: gemm.filter((x) => x.shape.what === l).map((x) => [x.shape.M, x.contenders.find((c) => c.name === n)?.tflops ?? NaN] as [number, number]),
+    }))).filter((s) => s.points.some(([, y]) => Number.isFinite(y)));
+    const mma = r.ceilings.mmaTflops;
+    out['gemm-throughput.svg'] = lineChart({
+      title: `Prefill GEMM, Llama-3-8B layers, bf16 W — ${r.device}`,
+      xLabel: 'rows M (tokens)', yLabel: 'TFLOP/s', logX: true, series,
+      ceiling: mma ? { value: mma, label: `subgroup-matrix ceiling ${sig(mma)} TFLOP/s (f32 FMA: ${sig(r.ceilings.fmaTflops)})` }
+        : { value: r.ceilings.fmaTflops, label: `f32 FMA ceiling ${sig(r.ceilings.fmaTflops)} TFLOP/s` },
+      ...(series.length > 12 ? { height: 400 + 16 * (series.length - 12) } : {}),
     });
   }
   if (r.model?.decode?.length) Object.assign(out, modelPlots('model', [r.model], r.device));
