@@ -1,8 +1,9 @@
 // The linear layer of a transformer: out (+)= x · Wᵀ (+ bias), weights in HF's Linear layout W [N, K]
 // (out × in), stored f32, f16 or bf16 (16-bit weights as u32 words of two, decoded in the shader: no
-// shader-f16 needed), arithmetic f32 throughout (so f32 tolerances hold for every weight dtype).
+// shader-f16 needed). The GEMV and the FMA GEMM do f32 arithmetic throughout (f32 tolerances for every
+// weight dtype); the subgroup-matrix GEMM multiplies f16 by f16 (see below for its accuracy).
 //
-// Two kernels, chosen by the number of rows M (planLinear; thresholds below):
+// Three kernels, chosen by the number of rows M and the adapter (planLinear; thresholds below):
 //
 // GEMV (shaders/ops/gemv.wgsl; M <= LINEAR_GEMV_MAX_M: decode). Bandwidth-bound: the weight is read
 //   exactly once, 16 bytes per load (4 f32 or 8 bf16 per word), with many loads in flight. A workgroup
@@ -42,6 +43,16 @@
 //   thread (128×128 8×8, 64×128 4×8) ran at 2.2 TFLOP/s there (the driver's code for them, not the
 //   memory system): they are not offered. Below ~512 rows the grid is small (64×64 tiles: one
 //   workgroup per SM at M 128, N 4096) and each workgroup's K loop is latency-bound; split-K would help.
+//
+// GEMM on subgroup matrices (shaders/ops/gemm_mma.wgsl + gemm_mma_linear.wgsl; 16-bit weights, prefill,
+//   where the adapter offers f16 → f32 subgroup matrices and engine.tuning.linearMma is 'auto'): tensor
+//   units (NVIDIA's cooperative matrices, Apple's simdgroup matrices). Tiles LINEAR_MMA_TILES, vec4<f16>
+//   staging, the next tile's loads in flight; x split into hi + lo f16 halves (two products a step, ~22
+//   bits of x) unless `split: false` (x rounded to f16). The tensor units sum f16 × f16 products in f32
+//   but truncate as they add: at K 14336 the split GEMM errs up to ~15x the f32 tolerance (within SPEC
+//   §6's bf16 row). Measured on an H200 (600 TFLOP/s matrix ceiling through WebGPU), Llama-3-8B's
+//   layers at M ≥ 2048: split 95-100 TFLOP/s, f16 x 116-122 (run 56; bench/notes/gemm.md). The same
+//   core serves ops.moe's grouped products (moe_gemm_mma.wgsl).
 //
 // Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
 // maxBufferSize) are split into parts of whole rows, one buffer each; each part is its own dispatch
