@@ -81,46 +81,11 @@ export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: 
         ref[i * SAMPLE_COLS + j] = acc;
       });
     });
-    const TOL = { f32: [5e-6, 5e-5], f16: [5e-3, 5e-2] } as const;
     const flops = 2 * s.M * s.N * s.K;
-    const per = Math.max(1, Math.min(10, Math.round(0.02 / (flops / 1e12))));
-    const rounds = new Map<Contender, { r: GemmContenderResult; ts: Timing[] }>();
-    for (const c of contendersFor(engine, s, o.tile)) {
-      const r: GemmContenderResult = { name: c.name, plan: planLabel(c.plan), timing: null, tflops: NaN, worst: NaN, worstF32: NaN, pass: false };
-      row.contenders.push(r);
-      try {
-        await fillRepeating(engine, out.buffer, out.byteLength, POISON);   // NaN: an unwritten output fails
-        ops.linear(engine, x, w, { out, plan: c.plan });
-        const got = await out.toFloat32();
-        let worst = 0, worstF32 = 0;
-        rows.forEach((m, i) => cols.forEach((n, j) => {
-          const want = ref[i * SAMPLE_COLS + j];
-          const abs = Math.abs(got[m * s.N + n] - want);
-          const err = abs / (TOL[c.tol][0] + TOL[c.tol][1] * Math.abs(want));
-          worst = Math.max(worst, Number.isFinite(err) ? err : Infinity);
-          worstF32 = Math.max(worstF32, Number.isFinite(abs) ? abs / (TOL.f32[0] + TOL.f32[1] * Math.abs(want)) : Infinity);
-        }));
-        r.worst = worst;
-        r.worstF32 = worstF32;
-        r.pass = worst <= 1;
-      } catch (e) {
-        r.error = (e as Error).message;
-        continue;
-      }
-      const ts: Timing[] = [];
-      rounds.set({
-        name: c.name,
-        round: async (i) => {
-          ts.push(await timeOp(engine, () => { ops.linear(engine, x, w, { out, plan: c.plan }); }, { samples: o.samples, perSample: per, warmupMs: roundWarmupMs(i) }));
-        },
-      }, { r, ts });
-    }
-    await timeRounds([...rounds.keys()], o.rounds, (c, e) => { rounds.get(c)!.r.error = e.message; });
-    for (const { r, ts } of rounds.values()) {
-      if (!ts.length) continue;
-      r.timing = combineRounds(ts);
-      r.tflops = flops / (r.timing.medianMs * 1e9);
-    }
+    const want = rows.flatMap((m, i) => cols.map((n, j) => [m * s.N + n, ref[i * SAMPLE_COLS + j]] as [number, number]));
+    row.contenders = await checkAndTime(engine, out, contendersFor(engine, s, o.tile).map((c) => ({
+      name: c.name, plan: planLabel(c.plan), tol: c.tol, run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
+    })), want, flops, o);
   } finally {
     w.destroy();
     for (const t of [x, out] as Tensor[]) t.destroy();
@@ -129,30 +94,86 @@ export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: 
   return row;
 }
 
+const TOL = { f32: [5e-6, 5e-5], f16: [5e-3, 5e-2] } as const;
+
+/**
+ * Checks each contender once (out poisoned with NaN first) against sampled outputs ([index into out,
+ * float64 reference] pairs) under its tolerance and the f32 one, then times those that ran in the same
+ * rounds. The GEMM's and MoE's suites share it.
+ */
+export async function checkAndTime(engine: Engine, out: Tensor, list: readonly { name: string; plan: string; tol: 'f32' | 'f16'; run: () => void }[],
+                                   want: readonly (readonly [number, number])[], flops: number, o: { rounds: number; samples: number }): Promise<GemmContenderResult[]> {
+  const per = Math.max(1, Math.min(10, Math.round(0.02 / (flops / 1e12))));
+  const results: GemmContenderResult[] = [];
+  const rounds = new Map<Contender, { r: GemmContenderResult; ts: Timing[] }>();
+  for (const c of list) {
+    const r: GemmContenderResult = { name: c.name, plan: c.plan, timing: null, tflops: NaN, worst: NaN, worstF32: NaN, pass: false };
+    results.push(r);
+    try {
+      await fillRepeating(engine, out.buffer, out.byteLength, POISON);   // NaN: an unwritten output fails
+      c.run();
+      const got = await out.toFloat32();
+      let worst = 0, worstF32 = 0;
+      for (const [at, ref] of want) {
+        const abs = Math.abs(got[at] - ref);
+        const err = abs / (TOL[c.tol][0] + TOL[c.tol][1] * Math.abs(ref));
+        worst = Math.max(worst, Number.isFinite(err) ? err : Infinity);
+        worstF32 = Math.max(worstF32, Number.isFinite(abs) ? abs / (TOL.f32[0] + TOL.f32[1] * Math.abs(ref)) : Infinity);
+      }
+      r.worst = worst;
+      r.worstF32 = worstF32;
+      r.pass = worst <= 1;
+    } catch (e) {
+      r.error = (e as Error).message;
+      continue;
+    }
+    const ts: Timing[] = [];
+    rounds.set({
+      name: c.name,
+      round: async (i) => { ts.push(await timeOp(engine, c.run, { samples: o.samples, perSample: per, warmupMs: roundWarmupMs(i) })); },
+    }, { r, ts });
+  }
+  await timeRounds([...rounds.keys()], o.rounds, (c, e) => { rounds.get(c)!.r.error = e.message; });
+  for (const { r, ts } of rounds.values()) {
+    if (!ts.length) continue;
+    r.timing = combineRounds(ts);
+    r.tflops = flops / (r.timing.medianMs * 1e9);
+  }
+  return results;
+}
+
 export function gemmJson(r: GemmBenchRow): unknown {
   return { shape: r.shape, contenders: r.contenders.map(({ timing, ...c }) => ({ ...c, ms: timing?.medianMs, rounds: timing?.rounds, spreadPct: timing?.spreadPct })) };
+}
+
+const ms = (c?: GemmContenderResult) => c?.timing?.medianMs ?? NaN;
+
+/** One row's cells of the contenders named (ms, spread, TFLOP/s), the fastest, and the checks' verdict. */
+export function contenderCells(contenders: readonly GemmContenderResult[], names: readonly string[], fmt: (x: number, d?: number) => string) {
+  const by = new Map(contenders.map((c) => [c.name, c]));
+  const best = contenders.filter((c) => c.timing).reduce<GemmContenderResult | undefined>((b, c) => (!b || ms(c) < ms(b) ? c : b), undefined);
+  const cells = names.map((n) => {
+    const c = by.get(n);
+    return c?.timing ? `${fmt(ms(c), 3)} | ${fmt(c.timing.spreadPct ?? NaN, 1)}% | ${fmt(c.tflops, 1)}` : `${c?.error ?? '-'} | - | -`;
+  });
+  const checks = contenders.every((c) => c.pass) ? 'pass' : `FAIL (${contenders.filter((c) => !c.pass).map((c) => `${c.name} ${fmt(c.worst)}`).join(', ')})`;
+  /** "fma ms / fastest ms" with the fastest's name. */
+  const vsFma = best ? `${fmt(ms(by.get('fma')) / ms(best), 2)}x (${best.name})` : '-';
+  return { by, best, cells, checks, vsFma };
 }
 
 /** The suite's Markdown table. */
 export function gemmLines(rows: readonly GemmBenchRow[], ceilings: Ceilings, fmt: (x: number, d?: number) => string): string[] {
   const names = [...new Set(rows.flatMap((r) => r.contenders.map((c) => c.name)))];
-  const ms = (c?: GemmContenderResult) => c?.timing?.medianMs ?? NaN;
   const lines = [
     `| layer | M | N | K | weights | ${names.map((n) => `${n} ms | ${n} spread | ${n} TFLOP/s`).join(' | ')} | best % of matrix ceiling | best % of FMA ceiling | best vs fma | checks |`,
     `|---|---|---|---|---|${names.map(() => '---|---|---|').join('')}---|---|---|---|`,
   ];
   for (const r of rows) {
-    const by = new Map(r.contenders.map((c) => [c.name, c]));
-    const timed = r.contenders.filter((c) => c.timing);
-    const best = timed.reduce<GemmContenderResult | undefined>((b, c) => (!b || ms(c) < ms(b) ? c : b), undefined);
-    const cells = names.map((n) => {
-      const c = by.get(n);
-      return c?.timing ? `${fmt(ms(c), 3)} | ${fmt(c.timing.spreadPct ?? NaN, 1)}% | ${fmt(c.tflops, 1)}` : `${c?.error ?? '-'} | - | -`;
-    });
-    const checks = r.contenders.every((c) => c.pass) ? 'pass' : `FAIL (${r.contenders.filter((c) => !c.pass).map((c) => `${c.name} ${fmt(c.worst)}`).join(', ')})`;
+    const { best, cells, checks, vsFma } = contenderCells(r.contenders, names, fmt);
     lines.push(`| ${r.shape.what} | ${r.shape.M} | ${r.shape.N} | ${r.shape.K} | ${r.shape.dtype} | ${cells.join(' | ')} | `
       + `${ceilings.mmaTflops && best ? fmt((100 * best.tflops) / ceilings.mmaTflops, 1) : '-'} | ${best ? fmt((100 * best.tflops) / ceilings.fmaTflops, 1) : '-'} | `
-      + `${best ? `${fmt(ms(by.get('fma')) / ms(best), 2)}x (${best.name})` : '-'} | ${checks} |`);
+      + `${vsFma} | ${checks} |`);
   }
   return lines;
 }

@@ -4,8 +4,7 @@
 // contender is checked first against a float64 reference on sampled tokens (their experts' rows from
 // ops.randomLinearValues, the host mirror of createExpertsOnDevice).
 import { ops, randn, reference, rng, roundToDType, type Engine, type Tensor } from 'webinfer';
-import { combineRounds, fillRepeating, roundWarmupMs, timeOp, timeRounds, type Contender, type Timing } from './harness';
-import type { GemmContenderResult } from './gemm';
+import { checkAndTime, contenderCells, type GemmContenderResult } from './gemm';
 
 export interface MoeShape { rows: number; E: number; topK: number; H: number; I: number; dtype: 'f16' | 'bf16'; what: string }
 
@@ -17,7 +16,6 @@ export function deepseekMoeShapes(rows: readonly number[]): MoeShape[] {
 export interface MoeBenchRow { shape: MoeShape; contenders: GemmContenderResult[] }
 
 const SAMPLE_ROWS = 3;
-const POISON = new Uint16Array(1 << 20).fill(0xffff);
 
 /** Distinct uniformly random experts a token (the balanced routing of a trained router). */
 function routing(rows: number, E: number, topK: number, seed: number): { ids: Int32Array; weights: Float32Array } {
@@ -61,53 +59,17 @@ export async function benchMoeShape(engine: Engine, s: MoeShape, o: { rounds: nu
       }
       return acc;
     });
-    const TOL = { f32: [5e-6, 5e-5], f16: [5e-3, 5e-2] } as const;
     const flops = 2 * rows * topK * 3 * H * I;
-    const per = Math.max(1, Math.min(10, Math.round(0.02 / (flops / 1e12))));
     const list: { name: string; plan: ops.MoePlan; tol: 'f32' | 'f16' }[] = [
       { name: 'fma', plan: ops.planMoe(engine, { rows, topK, E, H, I, dtype, kernel: 'gemm' }), tol: 'f32' },
     ];
     if (!ops.linearMmaUnavailable(engine, dtype)) list.push({ name: 'mma split', plan: ops.planMoe(engine, { rows, topK, E, H, I, dtype, kernel: 'gemm-mma' }), tol: 'f16' });
-    const rounds = new Map<Contender, { r: GemmContenderResult; ts: Timing[] }>();
-    for (const c of list) {
+    const want = sample.flatMap((t, i) => Array.from(ref[i], (v, col) => [t * H + col, v] as [number, number]));
+    row.contenders = await checkAndTime(engine, out, list.map((c) => {
       const p = c.plan;
-      const label = p.kernel === 'gemm-mma' ? `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, BK ${p.BK}` : p.kernel === 'gemm' ? `${p.BM}×${p.BN} tile` : 'gemv';
-      const r: GemmContenderResult = { name: c.name, plan: label, timing: null, tflops: NaN, worst: NaN, worstF32: NaN, pass: false };
-      row.contenders.push(r);
-      const run = () => { ops.moe(engine, x, { ids, weights }, experts, { rows, out, plan: c.plan }); };
-      try {
-        await fillRepeating(engine, out.buffer, out.byteLength, POISON);   // NaN: an unwritten output fails
-        run();
-        const got = await out.toFloat32();
-        let worst = 0, worstF32 = 0;
-        sample.forEach((t, i) => {
-          for (let col = 0; col < H; col++) {
-            const want = ref[i][col];
-            const abs = Math.abs(got[t * H + col] - want);
-            const err = abs / (TOL[c.tol][0] + TOL[c.tol][1] * Math.abs(want));
-            worst = Math.max(worst, Number.isFinite(err) ? err : Infinity);
-            worstF32 = Math.max(worstF32, Number.isFinite(abs) ? abs / (TOL.f32[0] + TOL.f32[1] * Math.abs(want)) : Infinity);
-          }
-        });
-        r.worst = worst;
-        r.worstF32 = worstF32;
-        r.pass = worst <= 1;
-      } catch (e) {
-        r.error = (e as Error).message;
-        continue;
-      }
-      const ts: Timing[] = [];
-      rounds.set({
-        name: c.name,
-        round: async (i) => { ts.push(await timeOp(engine, run, { samples: o.samples, perSample: per, warmupMs: roundWarmupMs(i) })); },
-      }, { r, ts });
-    }
-    await timeRounds([...rounds.keys()], o.rounds, (c, e) => { rounds.get(c)!.r.error = e.message; });
-    for (const { r, ts } of rounds.values()) {
-      if (!ts.length) continue;
-      r.timing = combineRounds(ts);
-      r.tflops = flops / (r.timing.medianMs * 1e9);
-    }
+      const plan = p.kernel === 'gemm-mma' ? `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, BK ${p.BK}` : p.kernel === 'gemm' ? `${p.BM}×${p.BN} tile` : 'gemv';
+      return { name: c.name, plan, tol: c.tol, run: () => { ops.moe(engine, x, { ids, weights }, experts, { rows, out, plan: c.plan }); } };
+    }), want, flops, o);
   } finally {
     experts.destroy();
     for (const t of [x, ids, weights, out] as Tensor[]) t.destroy();
@@ -128,17 +90,9 @@ export function moeLines(rows: readonly MoeBenchRow[], fmt: (x: number, d?: numb
     `|---|---|---|---|---|---|${names.map(() => '---|---|---|').join('')}---|---|`,
   ];
   for (const r of rows) {
-    const by = new Map(r.contenders.map((c) => [c.name, c]));
-    const ms = (c?: GemmContenderResult) => c?.timing?.medianMs ?? NaN;
-    const timed = r.contenders.filter((c) => c.timing);
-    const best = timed.reduce<GemmContenderResult | undefined>((b, c) => (!b || ms(c) < ms(b) ? c : b), undefined);
-    const cells = names.map((n) => {
-      const c = by.get(n);
-      return c?.timing ? `${fmt(ms(c), 3)} | ${fmt(c.timing.spreadPct ?? NaN, 1)}% | ${fmt(c.tflops, 1)}` : `${c?.error ?? '-'} | - | -`;
-    });
-    const checks = r.contenders.every((c) => c.pass) ? 'pass' : `FAIL (${r.contenders.filter((c) => !c.pass).map((c) => `${c.name} ${fmt(c.worst)}`).join(', ')})`;
+    const { cells, checks, vsFma } = contenderCells(r.contenders, names, fmt);
     const s = r.shape;
-    lines.push(`| ${s.what} (${s.dtype}) | ${s.rows} | ${s.rows * s.topK} | ${s.E} | ${s.H} | ${s.I} | ${cells.join(' | ')} | ${best ? `${fmt(ms(by.get('fma')) / ms(best), 2)}x (${best.name})` : '-'} | ${checks} |`);
+    lines.push(`| ${s.what} (${s.dtype}) | ${s.rows} | ${s.rows * s.topK} | ${s.E} | ${s.H} | ${s.I} | ${cells.join(' | ')} | ${vsFma} | ${checks} |`);
   }
   return lines;
 }
