@@ -261,9 +261,9 @@ if (pagedShapes.length) {
 const prefillRows: PagedPrefillRow[] = [];
 if (suites.includes('paged')) {
   for (const L of (args.get('paged-prefill') ?? (quick ? '256' : '4096')).split(',').filter(Boolean).map(Number)) {
-    const r = await benchPagedPrefill(engine, L, { samples: quick ? 3 : 5 });
+    const r = await benchPagedPrefill(engine, L, { samples: quick ? 3 : 5, rounds });
     prefillRows.push(r);
-    console.log(`paged prefill L${L}: ${r.error ?? `${fmt(r.ms, 3)} ms (${fmt(r.tflops)} TFLOP/s, tile ${r.tile}, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`})`
+    console.log(`paged prefill L${L}: ${r.error ?? `${fmt(r.ms, 3)} ms, spread ${fmt(r.spreadPct ?? NaN, 1)}% (${fmt(r.tflops)} TFLOP/s, tile ${r.tile}, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`})`
       + (Number.isFinite(r.scalarMs) ? `, scalar tile ${fmt(r.scalarMs, 3)} ms (${fmt(r.scalarMs / r.ms, 2)}x, check ${r.scalarPass ? 'pass' : 'FAIL'})` : '')}`);
   }
   (result as Record<string, unknown>).pagedPrefill = prefillRows;
@@ -637,11 +637,13 @@ if (pagedShapes.length) {
   ];
   if (prefillRows.length) {
     lines.push('', 'Paged prefill: one sequence of L new tokens over an f16 cache (Hq 32, Hkv 8, D 128, block 16), f16 queries, causal; '
-      + 'the last 8 rows of the first and last head checked against the float64 reference; 5 samples after a 300 ms warm-up (no rounds). '
+      + `the last 8 rows of the first and last head checked against the float64 reference; timed in ${rounds} rounds alternating the tile and the scalar tile, `
+      + `${quick ? 3 : 5} samples a round after a warm-up (≥ 300 ms, then ≥ 100 ms); ms is the median over every round. `
       + '"scalar" is the same call held to the scalar subgroup tile.', '',
-      '| L | tile | ms | TFLOP/s | scalar tile ms (x) | check |', '|---|---|---|---|---|---|',
-      ...prefillRows.map((r) => (r.error ? `| ${r.L} | - | ${r.error} | - | - | - |`
-        : `| ${r.L} | ${r.tile} | ${fmt(r.ms, 3)} | ${fmt(r.tflops)} | ${Number.isFinite(r.scalarMs) ? `${fmt(r.scalarMs, 3)} (${fmt(r.scalarMs / r.ms, 2)}x)` : '-'} | ${r.pass && (!Number.isFinite(r.scalarMs) || r.scalarPass) ? 'pass' : 'FAIL'} |`)));
+      '| L | tile | ms | spread | TFLOP/s | scalar tile ms (x) | scalar spread | check |', '|---|---|---|---|---|---|---|---|',
+      ...prefillRows.map((r) => (r.error ? `| ${r.L} | - | ${r.error} | - | - | - | - | - |`
+        : `| ${r.L} | ${r.tile} | ${fmt(r.ms, 3)} | ${fmt(r.spreadPct ?? NaN, 1)}% | ${fmt(r.tflops)} | ${Number.isFinite(r.scalarMs) ? `${fmt(r.scalarMs, 3)} (${fmt(r.scalarMs / r.ms, 2)}x)` : '-'} | `
+          + `${Number.isFinite(r.scalarMs) ? `${fmt(r.scalarSpreadPct ?? NaN, 1)}%` : '-'} | ${r.pass && (!Number.isFinite(r.scalarMs) || r.scalarPass) ? 'pass' : 'FAIL'} |`)));
   }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `paged-${slug}.md`), `${lines.join('\n')}\n`);

@@ -271,9 +271,11 @@ export function llamaDecodeShapes(batches: number[], contexts: number[]): PagedS
 export interface PagedPrefillRow {
   L: number; Hq: number; Hkv: number; D: number; bs: number; tile: string;
   worst: number; pass: boolean; ms: number; tflops: number; scalarMs: number; scalarPass: boolean; error?: string;
+  /** (max − min of the rounds' medians) / ms, percent; the same for the scalar tile. */
+  spreadPct?: number; scalarSpreadPct?: number;
 }
 
-export async function benchPagedPrefill(engine: Engine, L: number, o: { Hq?: number; Hkv?: number; D?: number; bs?: number; samples?: number } = {}): Promise<PagedPrefillRow> {
+export async function benchPagedPrefill(engine: Engine, L: number, o: { Hq?: number; Hkv?: number; D?: number; bs?: number; samples?: number; rounds?: number } = {}): Promise<PagedPrefillRow> {
   const Hq = o.Hq ?? 32, Hkv = o.Hkv ?? 8, D = o.D ?? 128, bs = o.bs ?? 16;
   const row: PagedPrefillRow = { L, Hq, Hkv, D, bs, tile: '', worst: NaN, pass: false, ms: NaN, tflops: NaN, scalarMs: NaN, scalarPass: false };
   const numBlocks = Math.ceil(L / bs);
@@ -311,17 +313,26 @@ export async function benchPagedPrefill(engine: Engine, L: number, o: { Hq?: num
       }
       return { worst, pass };
     };
-    const time = () => timeOp(engine, () => engine.pagedAttention(q, cache, meta).destroy(), { samples: o.samples ?? 5, perSample: 1, warmupMs: 300 });
+    // The tile and (where that is the subgroup-matrix one) the scalar tile, checked, then timed in
+    // alternating rounds: a single timing straight after the check ran 2-3x slow at times (runs 53, 55).
     const mma = flashMmaFor(engine, 'f16', D, D);
     row.tile = flashTileName(engine, mma);
     Object.assign(row, await check());
-    row.ms = (await time()).medianMs;
+    const scalar = <T>(fn: () => Promise<T>) => withTuning(engine, { flashVariant: 'subgroup' }, fn);
+    if (mma) row.scalarPass = (await scalar(check)).pass;
+    const ts: Timing[] = [], scalarTs: Timing[] = [];
+    const time = (r: number) => timeOp(engine, () => engine.pagedAttention(q, cache, meta).destroy(), { samples: o.samples ?? 5, perSample: 1, warmupMs: roundWarmupMs(r) });
+    const contenders: Contender[] = [{ name: 'tile', round: async (r) => { ts.push(await time(r)); } }];
+    if (mma) contenders.push({ name: 'scalar', round: async (r) => { scalarTs.push(await scalar(() => time(r))); } });
+    await timeRounds(contenders, o.rounds ?? 3, (_, e) => { row.error = e.message; });
+    const t = combineRounds(ts);
+    row.ms = t.medianMs;
+    row.spreadPct = t.spreadPct;
     row.tflops = (2 * 2 * Hq * D * (L * (L + 1)) / 2) / (row.ms * 1e9);
-    if (mma) {
-      await withTuning(engine, { flashVariant: 'subgroup' }, async () => {
-        row.scalarPass = (await check()).pass;
-        row.scalarMs = (await time()).medianMs;
-      });
+    if (scalarTs.length) {
+      const st = combineRounds(scalarTs);
+      row.scalarMs = st.medianMs;
+      row.scalarSpreadPct = st.spreadPct;
     }
   } catch (e) {
     row.error = (e as Error).message;

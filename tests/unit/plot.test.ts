@@ -33,7 +33,7 @@ describe('benchmark plots', () => {
   it('plots every suite of the committed H200 results, with the peer', () => {
     const r = JSON.parse(readFileSync('bench/results/nvidia-h200.json', 'utf8'));
     const svgs = plotResults(r);
-    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'gemm-throughput.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
     // 16 SDPA shapes: 8 webinfer series (flash and naive per dtype and masking) and 4 of the peer, 4 lengths each.
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
     expect(svgs['sdpa-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(16);
@@ -44,6 +44,20 @@ describe('benchmark plots', () => {
     expect(both).toBeGreaterThan(0);
     expect(bothPaged).toBeGreaterThan(0);
     expect(svgs['paged-speedup-vs-peer.svg'].match(/<circle /g)?.length).toBe(both + bothPaged);
+  });
+
+  it('plots the GEMM suite: TFLOP/s against M per layer and contender, under the subgroup-matrix ceiling (the FMA one without it)', () => {
+    const r = withoutPeer();
+    const layers = new Set(r.gemm.map((x: { shape: { what: string } }) => x.shape.what)).size;
+    const names = new Set(r.gemm.flatMap((x: { contenders: { name: string }[] }) => x.contenders.map((c) => c.name))).size;
+    let svg = plotResults(r)['gemm-throughput.svg'];
+    expect(svg.match(/<circle /g)?.length).toBe(r.gemm.length * names);
+    expect(svg.match(/<path /g)?.length).toBe(layers * names);
+    expect(svg).toContain('>gate|up mma split<');
+    expect(svg).toContain('subgroup-matrix ceiling 600 TFLOP/s (f32 FMA: 59.2)');
+    delete r.ceilings.mmaTflops;
+    svg = plotResults(r)['gemm-throughput.svg'];
+    expect(svg).toContain('f32 FMA ceiling 59.2 TFLOP/s');
   });
 
   it('titles and ceiling labels come from the results (shape, context; small ceilings keep their digits)', () => {
@@ -60,10 +74,10 @@ describe('benchmark plots', () => {
     expect(svgs['paged-decode.svg']).toContain('copy bandwidth 3.20 GB/s');
   });
 
-  it('plots results without a peer (the demo page, --peer=none) as the eight webinfer plots (attention and the two whole models)', () => {
+  it('plots results without a peer (the demo page, --peer=none) as the nine webinfer plots (attention, the GEMM and the two whole models)', () => {
     const r = withoutPeer();
     const svgs = plotResults(r);
-    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'gemm-throughput.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(32);
   });
 
@@ -74,7 +88,7 @@ describe('benchmark plots', () => {
     r.sdpa.push(...flash.map((x: { tflops: number }) => ({ ...x, backend: 'ort', tflops: x.tflops / 2 })));
     r.paged = r.paged.map((x: { medianMs: number; gbs: number }) => ({ ...x, ortMs: 4 * x.medianMs, ortGbs: x.gbs / 4, ortDtype: 'f16' }));
     const svgs = plotResults(r);
-    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(svgs).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'gemm-throughput.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'paged-speedup-vs-peer.svg', 'sdpa-speedup-vs-peer.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
     expect(svgs['sdpa-throughput.svg'].match(/<circle /g)?.length).toBe(48);
     expect(svgs['sdpa-throughput.svg']).toContain('stroke-dasharray="2 3"');
     expect(svgs['sdpa-throughput.svg']).toContain('>ORT f32 causal<');
@@ -107,7 +121,7 @@ describe('benchmark plots', () => {
     const r = withoutPeer();
     r.sdpa.push({ ...r.sdpa[0], backend: 'ort', tflops: null, error: 'ORT: something' });
     r.paged = r.paged.map((x: object) => ({ ...x, ortError: 'skipped' }));
-    expect(Object.keys(plotResults(r)).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
+    expect(Object.keys(plotResults(r)).sort()).toEqual(['deepseek-decode.svg', 'deepseek-roofline.svg', 'gemm-throughput.svg', 'mla-decode.svg', 'model-decode.svg', 'model-roofline.svg', 'paged-decode.svg', 'sdpa-speedup.svg', 'sdpa-throughput.svg']);
   });
 
   it('plots DeepSeek runs of two latent caches as one series per cache and context', () => {
