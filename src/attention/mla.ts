@@ -311,7 +311,8 @@ export class MLALayer {
     const m: HostMeta = mm;
     const { numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = this;
     const DK = P + R;
-    const q = e.emptyTensor([T, N, DK], 'f32');
+    // q, k and v are written and read by the dispatches below alone: GPU-only scratch (Runtime.gpuScratch).
+    const q = e.scratchTensor([T, N, DK], 'f32');
     e.dispatch(e.kernel('mla', 'qcat_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } }),
       { src_a: qNope, src_b: qPe, dst_a: q }, { N, L, P, R, V, rows: T }, Math.ceil((T * N * DK) / WG));
     const btBuf = e.scratch(Math.max(16, 4 * m.blockTable.length), 'block table');
@@ -331,8 +332,8 @@ export class MLALayer {
       let state: { out: Tensor; lse: Tensor } | null = null;
       for (const [c0, c1, causal] of ranges) {
         const n = c1 - c0;
-        const k = e.emptyTensor([n, N, DK], 'f32');
-        const v = e.emptyTensor([n, N, V], 'f32');
+        const k = e.scratchTensor([n, N, DK], 'f32');
+        const v = e.scratchTensor([n, N, V], 'f32');
         // Each part of a split cache writes the rows of its own blocks.
         for (const [i, part] of cache.parts.entries()) {
           e.dispatch(kvup, { src_b: btBuf, cache_in: part.data, w_uk: this.wUK, w_uv: this.wUV, dst_a: k, dst_b: v }, {

@@ -5,7 +5,7 @@ import { DTYPES, encodeBf16, encodeF16, encodeFp8e4m3, type DType } from './dtyp
 import { WebinferError, check, fail, fmt, isPosInt, numel, shapeStr } from './errors.js';
 import { PipelineCache, packUniform, type Kernel, type KernelSpec } from './pipeline.js';
 import { PROGRAMS, SHADER_FILES } from './shaders.js';
-import { BufferPool, Tensor, tensorByteLength, type TensorHost } from './tensor.js';
+import { BufferPool, GPU_ONLY_USAGE, Tensor, tensorByteLength, type TensorHost } from './tensor.js';
 import type { EngineFeatures, EngineLimits, EngineOptions, FlashVariantChoice, SubgroupMatrixConfig } from './types.js';
 
 const LIMIT_NAMES: readonly (keyof EngineLimits)[] = [
@@ -337,13 +337,17 @@ export class Runtime implements TensorHost {
   /** A tensor with undefined contents (NaN-poisoned when the engine poisons outputs). For kernels. */
   emptyTensor(shape: readonly number[], dtype: DType, isOutput = true): Tensor {
     const bytes = tensorByteLength(shape, dtype);
+    this.checkBindable(shape, dtype, bytes);
+    const t = new Tensor(this, this.allocBuffer(bytes), shape, dtype);
+    if (isOutput && this.poison) this.poisonBuffer(t.buffer, t.byteLength);
+    return t;
+  }
+
+  private checkBindable(shape: readonly number[], dtype: DType, bytes: number): void {
     const max = Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize);
     if (bytes > max) {
       throw new WebinferError(`tensor ${shapeStr(shape)} ${dtype}: ${bytes} bytes exceed the adapter's largest storage binding (${max} bytes)`);
     }
-    const t = new Tensor(this, this.allocBuffer(bytes), shape, dtype);
-    if (isOutput && this.poison) this.poisonBuffer(t.buffer, t.byteLength);
-    return t;
   }
 
   private poisonBuffer(buffer: GPUBuffer, bytes: number): void {
@@ -361,6 +365,25 @@ export class Runtime implements TensorHost {
     const b = this.allocBuffer(bytes, label);
     this.pool.release(b);
     return b;
+  }
+
+  /**
+   * Scratch that only GPU commands touch (no uploads, clears or mapping): handed back with
+   * releaseBuffer once the operation's last command that uses it is recorded, it may serve the next
+   * operation of the same recording (the GPU runs the recorded commands in order), so the layers of a
+   * step share one instead of each taking its own until the submit (a DeepSeek-V2-Lite prefill of 512
+   * tokens made 26 MoE workspaces of 60 MB a step, and its MLA layers their K/V chunks).
+   */
+  gpuScratch(bytes: number, label?: string): GPUBuffer {
+    return this.pool.acquire(Math.max(16, bytes), GPU_ONLY_USAGE(), label);
+  }
+
+  /** A tensor on gpuScratch for a kernel's intermediate (not poisoned: nothing may write it from the
+   *  host); destroy() hands its buffer back at once. */
+  scratchTensor(shape: readonly number[], dtype: DType): Tensor {
+    const bytes = tensorByteLength(shape, dtype);
+    this.checkBindable(shape, dtype, bytes);
+    return new Tensor(this, this.gpuScratch(bytes), shape, dtype);
   }
 
   /** A small storage buffer bound where a shader declares an optional input that is not used. */

@@ -94,6 +94,9 @@ export class Tensor {
  * recorded so far are submitted (`onSubmit`): queue.writeBuffer runs on the queue timeline ahead
  * of an unsubmitted encoder, so handing it out earlier could overwrite data those commands read.
  */
+/** The usage of buffers that only GPU commands touch (BufferPool.release hands them back at once). */
+export const GPU_ONLY_USAGE = (): number => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC;
+
 export class BufferPool {
   private readonly free = new Map<string, GPUBuffer[]>();
   private deferred: GPUBuffer[] = [];
@@ -130,18 +133,28 @@ export class BufferPool {
     return this.create({ size, usage, label });
   }
 
+  /**
+   * Hands a buffer back. Most wait for the submit of the recorded work: a host write (queue.writeBuffer)
+   * by their next user would land before the commands already recorded. Buffers of GPU_ONLY_USAGE
+   * (Runtime.gpuScratch: no COPY_DST, no MAP_*, so nothing writes them from the host or maps them, and
+   * no host-written buffer shares their free lists) go back at once: their users record GPU commands
+   * alone, which the GPU runs in order, so the next operation of the same recording may take them.
+   */
   release(buffer: GPUBuffer): void {
-    this.deferred.push(buffer);
+    if (buffer.usage === GPU_ONLY_USAGE()) this.releaseNow(buffer);
+    else this.deferred.push(buffer);
+  }
+
+  private releaseNow(buffer: GPUBuffer): void {
+    const key = `${buffer.usage}:${buffer.size}`;
+    let list = this.free.get(key);
+    if (!list) this.free.set(key, (list = []));
+    list.push(buffer);
+    this.freeBytes += buffer.size;
   }
 
   onSubmit(): void {
-    for (const b of this.deferred) {
-      const key = `${b.usage}:${b.size}`;
-      let list = this.free.get(key);
-      if (!list) this.free.set(key, (list = []));
-      list.push(b);
-      this.freeBytes += b.size;
-    }
+    for (const b of this.deferred) this.releaseNow(b);
     this.deferred = [];
     if (this.freeBytes > this.maxFreeBytes) this.trim();
   }

@@ -423,9 +423,10 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   const columnBlocks = (N: number, KT: number) => Math.ceil(N / (plan.kernel === 'gemv' ? 4 * plan.WG / KT : plan.BN));
 
   const P0 = chunk * topK;
-  const lists = rt.scratch((2 * E + 2 + 3 * P0) * 4, 'moe lists');
-  const gu = rt.scratch(P0 * 2 * I * 4, 'moe gate|up');
-  const y = rt.scratch(P0 * H * 4, 'moe expert outputs');
+  // Written and read by these dispatches alone: the next layer's moe may take them before the submit.
+  const lists = rt.gpuScratch((2 * E + 2 + 3 * P0) * 4, 'moe lists');
+  const gu = rt.gpuScratch(P0 * 2 * I * 4, 'moe gate|up');
+  const y = rt.gpuScratch(P0 * H * 4, 'moe expert outputs');
   for (let t0 = 0; t0 < rows; t0 += chunk) {
     const n = Math.min(chunk, rows - t0);
     const P = n * topK;
@@ -449,5 +450,6 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
     rt.dispatch(combineK, { ids, weights, y, out }, { rows: n, t0, top_k: topK, H4: H / 4, E, accumulate: o.accumulate ? 1 : 0 },
       Math.ceil((n * H) / 4 / 256));
   }
+  for (const b of [lists, gu, y]) rt.releaseBuffer(b);
   return out;
 }

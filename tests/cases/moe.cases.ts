@@ -328,6 +328,39 @@ export const moeCases = defineCases('moe', [
     },
   },
   {
+    name: "moe layers of one recording share their scratch (three chained, no submit between): each layer's gate|up workspace is the last one's, and every layer equals moeRef on its input",
+    async run({ engine }) {
+      // I 520 puts gate|up's workspace (21 pairs × 2I f32) in a size class no other case takes.
+      const [rows, E, H, I, K] = [7, 8, 64, 520, 3];
+      const layers = [0, 1, 2].map((l) => ({
+        gateUp: roundToDType(randn(E * 2 * I * H, 820 + l, 1 / Math.sqrt(H)), 'bf16'), down: roundToDType(randn(E * H * I, 830 + l, 1 / Math.sqrt(I)), 'bf16'),
+      }));
+      const experts = layers.map((w) => ops.createExperts(engine, { E, H, I, dtype: 'bf16', ...w }));
+      const ids = randomIds(rows, E, K, 840);
+      const r = rng(841);
+      const wv = Float32Array.from({ length: rows * K }, () => 0.1 + r());
+      const routing = { ids: engine.tensor(ids, [rows, K], 'i32'), weights: engine.tensor(wv, [rows, K]) };
+      const acts = [engine.tensor(randn(rows * H, 850), [rows, H]), ...[0, 1, 2].map(() => engine.tensor(new Float32Array(rows * H).fill(SENTINEL), [rows, H]))];
+      await engine.sync();
+      const labels: string[] = [];
+      const create = engine.createBuffer;
+      (engine as { createBuffer: typeof create }).createBuffer = (d: GPUBufferDescriptor) => { labels.push(d.label ?? ''); return create.call(engine, d); };
+      try {
+        for (let l = 0; l < 3; l++) ops.moe(engine, acts[l], routing, experts[l], { rows, out: acts[l + 1], plan: ops.planMoe(engine, { rows, topK: K, E, H, I, dtype: 'bf16', kernel: 'gemm' }) });
+      } finally {
+        delete (engine as { createBuffer?: unknown }).createBuffer;
+      }
+      const made = labels.filter((l) => l === 'moe gate|up').length;
+      assert(made <= 1, `three layers recorded without a submit created ${made} gate|up workspaces (expected one, shared)`);
+      const got = await Promise.all(acts.map((a) => a.toFloat32()));
+      for (let l = 0; l < 3; l++) {
+        const ref = reference.moeRef(got[l], ids, wv, layers[l].gateUp, layers[l].down, { rows, E, H, I, topK: K });
+        assertClose(`moe layer ${l} of a recording`, got[l + 1], ref, 'f32');
+      }
+      experts.forEach((x) => x.destroy());
+    },
+  },
+  {
     name: 'validation: every argument of route, moe, createExperts and planMoe',
     async run({ engine }) {
       const [E, H, I] = [8, 64, 40];
