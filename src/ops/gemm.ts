@@ -51,7 +51,8 @@
 //   bits of x) unless `split: false` (x rounded to f16). The tensor units sum f16 × f16 products in f32
 //   but truncate as they add: at K 14336 the split GEMM errs up to ~15x the f32 tolerance (within SPEC
 //   §6's bf16 row). Measured on an H200 (600 TFLOP/s matrix ceiling through WebGPU), Llama-3-8B's
-//   layers at M ≥ 2048: split 95-100 TFLOP/s, f16 x 116-122 (run 56; bench/notes/gemm.md). The same
+//   layers at M ≥ 2048: split 96-100 TFLOP/s, f16 x 117-123; at M 512 62-87 and 84-107 (run 64;
+//   bench/notes/gemm.md). The tile: the first of LINEAR_MMA_TILES with LINEAR_MMA_TARGET_WORKGROUPS. The same
 //   core serves ops.moe's grouped products (moe_gemm_mma.wgsl).
 //
 // Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
@@ -282,12 +283,23 @@ export interface GemmMmaTile {
   /** The tiles as vec4<f16> arrays (gemm_mma_vec.wgsl: a store per four values; not with TW). */
   readonly VEC?: boolean;
 }
+/**
+ * The subgroup-matrix GEMM takes the first tile of LINEAR_MMA_TILES that gives this many workgroups (else
+ * the smallest): one 128×256 workgroup fills a SM, and on the H200 (132 SMs; run 63, M 512) 96 of them
+ * (N 6144) still beat every smaller tile while 64 (N 4096) left half the GPU idle. LINEAR_GEMM_TARGET_WORKGROUPS,
+ * the FMA GEMM's 256, had sent every M 512 layer but gate|up to the 64×64 tile, 1.4-1.6x slower.
+ */
+export const LINEAR_MMA_TARGET_WORKGROUPS = 96;
+
 export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
   // H200, bf16 weights, M 2048, N = K = 4096, x in f16 (runs 48-50): 112 TFLOP/s; the k-major weight tile
   // 95; 128×128 with BK 64 101 (VEC) and 87; two tiles of loads in flight (PF 2) 89; 256×128 92;
   // 4 subgroups of 4×4 53; 64×64 56.
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1, VEC: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 1, VEC: true },
+  // Grids too small for the 128×256 tile (run 63, M 512, N 4096, 64 of its workgroups on 132 SMs): the
+  // 128×128 ones, f16 x at BK 64 (above: 0.19 ms at K 4096 against 0.30), split at BK 32 (0.27 against 0.37).
+  { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 32, PF: 1, VEC: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1, TW: true },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, PF: 1 },
   { SGR: 2, SGC: 4, TMR: 4, TNC: 2, BK: 64, PF: 1, TW: true },
@@ -368,7 +380,7 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
  * adapter cannot run it. The linear layer's and the grouped expert products' planners share it.
  */
 export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearDType; tiles: readonly GemmMmaTile[]; tilesName: string;
-                                         split?: boolean; mmaConfig?: number; tile?: number }, op: string): GemmMmaPlan | null {
+                                         split?: boolean; mmaConfig?: number; tile?: number; targetWorkgroups?: number }, op: string): GemmMmaPlan | null {
   if (linearMmaUnavailable(rt, p.dtype)) return null;
   const lim = rt.limits;
   const SGW = rt.features.subgroupMinSize!;
@@ -396,7 +408,8 @@ export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearDTy
     if (plans.length) break;
   }
   const workgroups = (q: GemmMmaPlan) => Math.ceil(p.M / q.BM) * Math.ceil(p.N / q.BN);
-  return plans.find((q) => workgroups(q) >= LINEAR_GEMM_TARGET_WORKGROUPS) ?? plans.reduce<GemmMmaPlan | null>(
+  const target = p.targetWorkgroups ?? LINEAR_MMA_TARGET_WORKGROUPS;
+  return plans.find((q) => workgroups(q) >= target) ?? plans.reduce<GemmMmaPlan | null>(
     (best, q) => (!best || q.BM * q.BN < best.BM * best.BN ? q : best), null);
 }
 

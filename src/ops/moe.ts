@@ -34,7 +34,7 @@ import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/error
 import type { Runtime } from '../core/runtime.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
 import type { MoeRouting } from '../reference/moe.js';
-import { linearMmaUnavailable, MMA_ENABLES, mmaConsts, planMma, type GemmMmaPlan, type GemmMmaTile, type LinearDType } from './gemm.js';
+import { LINEAR_GEMM_TARGET_WORKGROUPS, linearMmaUnavailable, MMA_ENABLES, mmaConsts, planMma, type GemmMmaPlan, type GemmMmaTile, type LinearDType } from './gemm.js';
 
 export type { MoeRouting, MoeFamily, MoeScoring, MoeTopkMethod } from '../reference/moe.js';
 
@@ -340,7 +340,8 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
     return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H), KT2: KT(p.I) };
   }
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
-    const mma = planMma(rt, { M: P, N: Math.min(p.H, 2 * p.I), dtype: p.dtype, tiles: MOE_MMA_TILES, tilesName: 'MOE_MMA_TILES', tile: p.tile }, op);
+    const mma = planMma(rt, { M: P, N: Math.min(p.H, 2 * p.I), dtype: p.dtype, tiles: MOE_MMA_TILES, tilesName: 'MOE_MMA_TILES', tile: p.tile,
+      targetWorkgroups: LINEAR_GEMM_TARGET_WORKGROUPS }, op);
     if (mma) return mma;
     if (kernel === 'gemm-mma') {
       fail(op, 'kernel', `'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: ${linearMmaUnavailable(rt, p.dtype) ?? 'no tile fits the adapter\'s limits'})`, "'gemm-mma'");

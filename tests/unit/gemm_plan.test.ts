@@ -1,0 +1,56 @@
+// The subgroup-matrix GEMM's tile choice (planLinear / planMma), on a description of the H200's adapter
+// (no GPU needed: the planner reads features, limits and tuning alone).
+import { describe, expect, it } from 'vitest';
+import { LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
+import { planMoe } from '../../src/ops/moe';
+import type { Runtime } from '../../src/core/runtime';
+
+const h200 = {
+  features: {
+    f16: true, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32,
+    subgroupMatrix: [{ componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 }, { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 8, K: 16 }],
+  },
+  limits: { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxStorageBufferBindingSize: 2 ** 31, maxBufferSize: 2 ** 31 },
+  tuning: { linearMma: 'auto', linearMmaSplit: true, linearMmaTile: undefined, linearMmaProbe: 0 },
+} as unknown as Runtime;
+
+const mma = (M: number, N: number, split = true) => {
+  const p = planLinear(h200, { M, N, K: 4096, dtype: 'bf16', split });
+  expect(p.kernel).toBe('gemm-mma');
+  return p as GemmMmaPlan;
+};
+const grid = (p: GemmMmaPlan, M: number, N: number) => Math.ceil(M / p.BM) * Math.ceil(N / p.BN);
+
+describe('the subgroup-matrix GEMM planner', () => {
+  it('takes the 128×256 tile where it gives enough workgroups (Llama-3-8B layers from M 512 at N 6144, every layer from M 2048)', () => {
+    for (const [M, N] of [[512, 6144], [512, 28672], [2048, 4096], [4096, 14336]]) {
+      for (const split of [true, false]) {
+        const p = mma(M, N, split);
+        expect([p.BM, p.BN, p.VEC], `M ${M} N ${N} split ${split}`).toEqual([128, 256, true]);
+        expect(grid(p, M, N)).toBeGreaterThanOrEqual(LINEAR_MMA_TARGET_WORKGROUPS);
+      }
+    }
+  });
+
+  it('takes the 128×128 tiles where 128×256 leaves the GPU half idle (M 512, N 4096): BK 64 for f16 x, BK 32 for split (BK 64 does not fit its two x tiles)', () => {
+    const f16x = mma(512, 4096, false), split = mma(512, 4096, true);
+    expect([f16x.BM, f16x.BN, f16x.BK, f16x.VEC]).toEqual([128, 128, 64, true]);
+    expect([split.BM, split.BN, split.BK, split.VEC]).toEqual([128, 128, 32, true]);
+    expect(split.smem).toBeLessThanOrEqual(49152);
+    expect(LINEAR_MMA_TILES.indexOf(LINEAR_MMA_TILES.find((t) => t.VEC && t.TMR === 4 && t.TNC === 2 && t.BK === 32)!)).toBe(2);
+  });
+
+  it('falls back to the smallest tile where none reaches the target (few rows)', () => {
+    const p = planLinear(h200, { M: 64, N: 1024, K: 4096, dtype: 'bf16', kernel: 'gemm-mma' }) as GemmMmaPlan;
+    expect(grid(p, 64, 1024)).toBeLessThan(LINEAR_MMA_TARGET_WORKGROUPS);
+    expect(p.BM * p.BN).toBe(64 * 64);
+  });
+
+  it('keeps MoE on its own target (LINEAR_GEMM_TARGET_WORKGROUPS): the 64×256 tile once the pairs fill it, 64×64 before', () => {
+    const big = planMoe(h200, { rows: 2048, topK: 6, E: 64, H: 2048, I: 1408, dtype: 'bf16' });
+    expect(big.kernel === 'gemm-mma' && [big.BM, big.BN]).toEqual([64, 256]);
+    const small = planMoe(h200, { rows: 128, topK: 6, E: 64, H: 2048, I: 1408, dtype: 'bf16' });
+    expect(small.kernel === 'gemm-mma' && [small.BM, small.BN]).toEqual([64, 64]);
+    expect(Math.ceil(768 / 64) * Math.ceil(2048 / 256)).toBeLessThan(LINEAR_GEMM_TARGET_WORKGROUPS);
+  });
+});
