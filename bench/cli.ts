@@ -226,7 +226,7 @@ if (args.has('explore-mla')) {
     set(c);
     let sum = 0;
     for (const sh of shapes) {
-      const r = await benchMlaDecode(engine, sh, ceilings, 5, false);
+      const r = await benchMlaDecode(engine, sh, ceilings, 5, false, 1);
       sum += r.absorbed?.medianMs ?? Infinity;
       if (!r.pass) sum = Infinity;
       console.log(`explore-mla ${c === 'mla' ? 'mla tile' : `flash rowGrid ${c}`} N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.absorbed?.medianMs ?? NaN, 4)} ms (${fmt(r.pctRoofline, 1)}% of roofline) check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
@@ -279,7 +279,7 @@ if (suites.includes('mla')) {
   const shapes = deepseekDecodeShapes(heads, batches, context).map((s) => (quick ? { ...s, L: 128, P: 16, R: 16, V: 16, bs: 16 } : s));
   const rows: MlaBenchRow[] = [];
   for (const [i, sh] of shapes.entries()) {
-    const r = await benchMlaDecode(engine, sh, ceilings, quick ? 3 : 5);
+    const r = await benchMlaDecode(engine, sh, ceilings, quick ? 3 : 5, true, rounds);
     rows.push(r);
     console.log(`[${i + 1}/${shapes.length}] MLA decode N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `absorbed ${fmt(r.absorbed?.medianMs ?? NaN, 3)} ms `
       + `(${fmt(r.tflops)} TFLOP/s, ${fmt(r.gbs, 0)} GB/s, ${fmt(r.pctRoofline, 1)}% of roofline), unabsorbed ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} ms, check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
@@ -293,10 +293,12 @@ if (suites.includes('mla')) {
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, read ${fmt(ceilings.readGBs, 0)} GB/s. Roofline = max(FLOPs / FMA, bytes / read); FLOPs count q absorption, `
     + 'scores, P·V and the V up-projection; bytes the latent rows (f16) once per sequence and the absorbed weights (f32) once per call. '
     + 'Unabsorbed: each sequence\'s context decompressed per head (W_UK, W_UV), then attention. Sequence 0 checked against the float64 reference first. '
+    + `Absorbed decode timed in ${rounds} rounds (at N ≥ 64 alternating with the other attention tiles, each checked too), ${quick ? 3 : 5} samples a round of 2 calls each, `
+    + 'after a warm-up (≥ 300 ms, then ≥ 100 ms); ms is the median over every round, spread = (max − min of the rounds\' medians) / ms; unabsorbed is one round of 3 samples. '
     + 'No peer here: ONNX Runtime Web has no MLA operator (its WebGPU provider offers MultiHeadAttention and GroupQueryAttention, not latent attention).', '',
-    '| N | batch | context | absorbed ms | TFLOP/s | GB/s | % of roofline | unabsorbed ms | absorbed speedup | check |',
-    '|---|---|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.shape.N} | ${r.shape.batch} | ${r.shape.context} | ${r.error ? r.error : `${fmt(r.absorbed?.medianMs ?? NaN, 3)} | ${fmt(r.tflops)} | ${fmt(r.gbs, 0)} | `
+    '| N | batch | context | absorbed ms | spread | TFLOP/s | GB/s | % of roofline | unabsorbed ms | absorbed speedup | check |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.shape.N} | ${r.shape.batch} | ${r.shape.context} | ${r.error ? r.error : `${fmt(r.absorbed?.medianMs ?? NaN, 3)} | ${fmt(r.absorbed?.spreadPct ?? NaN, 1)}% | ${fmt(r.tflops)} | ${fmt(r.gbs, 0)} | `
       + `${fmt(r.pctRoofline, 1)} | ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} | ${fmt((r.unabsorbed?.medianMs ?? NaN) / (r.absorbed?.medianMs ?? NaN), 1)}x | ${r.pass ? 'pass' : 'FAIL'}`} |`),
   ];
   mkdirSync(outDir, { recursive: true });

@@ -4,7 +4,7 @@
 // the roofline max(FLOPs / FMA ceiling, bytes / read bandwidth) measured in the same run. Sequence 0 is
 // checked against the float64 reference first.
 import { TOLERANCES, compareToReference, decodeF16, encodeF16, randn, reference, type Engine, type Tensor } from 'webinfer';
-import { fillRepeating, timeOp, type Ceilings, type Timing } from './harness';
+import { combineRounds, fillRepeating, roundWarmupMs, timeOp, timeRounds, withTuning, type Ceilings, type Contender, type Timing } from './harness';
 
 export interface MlaShape { N: number; batch: number; context: number; L: number; P: number; R: number; V: number; bs: number }
 
@@ -35,7 +35,7 @@ export function mlaDecodeCost(s: MlaShape): { flops: number; bytes: number } {
   return { flops, bytes };
 }
 
-export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceilings, samples = 5, unabsorbed = true): Promise<MlaBenchRow> {
+export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceilings, samples = 5, unabsorbed = true, rounds = 3): Promise<MlaBenchRow> {
   const { N, batch: B, context: C, L, P, R, V, bs } = s;
   const { flops, bytes } = mlaDecodeCost(s);
   const row: MlaBenchRow = { shape: s, flops, bytes, worst: NaN, pass: false, absorbed: null, unabsorbed: null, tflops: NaN, gbs: NaN, pctRoofline: NaN };
@@ -74,27 +74,33 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
     row.worst = c.badIndex >= 0 ? Infinity : c.worst;
     row.pass = c.pass;
 
-    // With 64 heads or more, time MLA's tile with 4 heads a thread (64-head tiles) and the flash tile
-    // against the default (1 head a thread, 16-head tiles), each checked as the default is.
+    // Timed in `rounds` alternating rounds: with 64 heads or more MLA's tile with 4 heads a thread
+    // (64-head tiles) and the flash tile first, each checked as the default is, then the default (1 head
+    // a thread, 16-head tiles) last in each round, so the per-pass split below is the default's.
+    const time = (r: number) => timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2, warmupMs: roundWarmupMs(r) });
+    const contenders: Contender[] = [];
+    const tileTimes = new Map<string, { ts: Timing[]; pass: boolean; worst: number }>();
     if (N >= 64 && engine.tuning.mlaDecodeTile === 'auto' && engine.tuning.mlaHeadsPerThread === undefined) {
-      row.tiles = {};
       for (const [name, t] of [['mla tile, 4 heads a thread', { mlaHeadsPerThread: 4 }], ['flash tile', { mlaDecodeTile: 'flash' as const }]] as const) {
-        const saved = { ...engine.tuning };
-        Object.assign(engine.tuning, t);
-        try {
-          const o = layer.decode(qNope, qPe, cache, meta);
-          const cc = compareToReference((await o.toFloat32()).subarray(0, N * V), ref.out, TOLERANCES.f16);
+        const cc = await withTuning(engine, t, async () => {
+          const o = layer.decode(qNope, qPe, cache!, meta);
+          const res = compareToReference((await o.toFloat32()).subarray(0, N * V), ref.out, TOLERANCES.f16);
           o.destroy();
-          const tm = await timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2 });
-          row.tiles[name] = { ms: tm.medianMs, pass: cc.pass, worst: cc.badIndex >= 0 ? Infinity : cc.worst };
-        } finally {
-          Object.assign(engine.tuning, saved);
-        }
+          return res;
+        });
+        const entry = { ts: [] as Timing[], pass: cc.pass, worst: cc.badIndex >= 0 ? Infinity : cc.worst };
+        tileTimes.set(name, entry);
+        contenders.push({ name, round: async (r) => { entry.ts.push(await withTuning(engine, t, () => time(r))); } });
       }
     }
-
-    row.absorbed = await timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2 });
-    if (row.tiles) row.tiles = { 'mla tile, 1 head a thread (default)': { ms: row.absorbed.medianMs, pass: row.pass, worst: row.worst }, ...row.tiles };
+    const ts: Timing[] = [];
+    contenders.push({ name: 'default', round: async (r) => { ts.push(await time(r)); } });
+    await timeRounds(contenders, rounds, (c, e) => { throw new Error(`${c.name}: ${e.message}`); });
+    row.absorbed = combineRounds(ts);
+    if (tileTimes.size) {
+      row.tiles = { 'mla tile, 1 head a thread (default)': { ms: row.absorbed.medianMs, pass: row.pass, worst: row.worst } };
+      for (const [name, e] of tileTimes) row.tiles[name] = { ms: combineRounds(e.ts).medianMs, pass: e.pass, worst: e.worst };
+    }
     row.passes = Object.fromEntries(Object.entries(engine.lastTiming).map(([k, v]) => [k, v / 2]));
     row.tflops = flops / (row.absorbed.medianMs * 1e9);
     row.gbs = bytes / (row.absorbed.medianMs * 1e6);
@@ -125,7 +131,7 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
 export function mlaJson(r: MlaBenchRow) {
   return {
     ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
-    absorbedMs: r.absorbed?.medianMs, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tiles: r.tiles, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
+    absorbedMs: r.absorbed?.medianMs, absorbedSpreadPct: r.absorbed?.spreadPct, absorbedRounds: r.absorbed?.rounds, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tiles: r.tiles, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
   };
 }
 
