@@ -42,7 +42,7 @@ import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sd
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
 import { benchGemmShape, gemmJson, gemmLines, llamaGemmShapes, type GemmBenchRow } from './gemm';
-import { benchMoeShape, deepseekMoeShapes, moeJson, moeLines, type MoeBenchRow } from './moe';
+import { benchMoeShape, deepseekMoeShapes, moeLines, type MoeBenchRow } from './moe';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
@@ -349,7 +349,7 @@ if (suites.includes('gemm')) {
     console.log(`[${i + 1}/${moeShapes.length}] MoE ${sh.what} ${sh.rows} tokens × ${sh.topK} of ${sh.E} H${sh.H} I${sh.I}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 3)} ms `
       + `${fmt(c.tflops, 1)} TFLOP/s (spread ${fmt(c.timing?.spreadPct ?? NaN, 1)}%) ${c.pass ? 'pass' : `FAIL ${fmt(c.worst)}`} (${fmt(c.worstF32)}× f32 tol) [${c.plan}]`}`).join('; ')}`);
   }
-  result.moe = moeRows.map(moeJson);
+  result.moe = moeRows.map(gemmJson);
   const plans = [...new Set(rows.flatMap((r) => r.contenders.map((c) => `${c.name}: ${c.plan}`)))];
   const lines = [
     `# Prefill GEMM (Llama-3-8B's linear layers, bf16 weights) on ${deviceName}`, '',

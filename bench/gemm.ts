@@ -142,7 +142,8 @@ export async function checkAndTime(engine: Engine, out: Tensor, list: readonly {
   return results;
 }
 
-export function gemmJson(r: GemmBenchRow): unknown {
+/** A row of the GEMM suite, or of ops.moe's (bench/moe.ts), for the results file. */
+export function gemmJson(r: { shape: object; contenders: readonly GemmContenderResult[] }): unknown {
   return { shape: r.shape, contenders: r.contenders.map(({ timing, ...c }) => ({ ...c, ms: timing?.medianMs, rounds: timing?.rounds, spreadPct: timing?.spreadPct })) };
 }
 

@@ -4,7 +4,7 @@
 // contender is checked first against a float64 reference on sampled tokens (their experts' rows from
 // ops.randomLinearValues, the host mirror of createExpertsOnDevice).
 import { ops, randn, reference, rng, roundToDType, type Engine, type Tensor } from 'webinfer';
-import { checkAndTime, contenderCells, type GemmContenderResult } from './gemm';
+import { checkAndTime, contenderCells, planLabel, type GemmContenderResult } from './gemm';
 
 export interface MoeShape { rows: number; E: number; topK: number; H: number; I: number; dtype: 'f16' | 'bf16'; what: string }
 
@@ -67,7 +67,7 @@ export async function benchMoeShape(engine: Engine, s: MoeShape, o: { rounds: nu
     const want = sample.flatMap((t, i) => Array.from(ref[i], (v, col) => [t * H + col, v] as [number, number]));
     row.contenders = await checkAndTime(engine, out, list.map((c) => {
       const p = c.plan;
-      const plan = p.kernel === 'gemm-mma' ? `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, BK ${p.BK}` : p.kernel === 'gemm' ? `${p.BM}×${p.BN} tile` : 'gemv';
+      const plan = p.kernel === 'gemm-mma' ? planLabel(p) : p.kernel === 'gemm' ? `${p.BM}×${p.BN} tile` : 'gemv';
       return { name: c.name, plan, tol: c.tol, run: () => { ops.moe(engine, x, { ids, weights }, experts, { rows, out, plan: c.plan }); } };
     }), want, flops, o);
   } finally {
@@ -76,10 +76,6 @@ export async function benchMoeShape(engine: Engine, s: MoeShape, o: { rounds: nu
     await engine.sync();
   }
   return row;
-}
-
-export function moeJson(r: MoeBenchRow): unknown {
-  return { shape: r.shape, contenders: r.contenders.map(({ timing, ...c }) => ({ ...c, ms: timing?.medianMs, rounds: timing?.rounds, spreadPct: timing?.spreadPct })) };
 }
 
 /** The MoE rows' Markdown table. */

@@ -89,14 +89,15 @@ export class Tensor {
   }
 }
 
+/** The usage of buffers that only GPU commands touch (BufferPool.release hands them back at once). */
+export const GPU_ONLY_USAGE = (): number => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC;
+
 /**
  * Reuses freed buffers by size class. A released buffer only becomes reusable after the commands
  * recorded so far are submitted (`onSubmit`): queue.writeBuffer runs on the queue timeline ahead
  * of an unsubmitted encoder, so handing it out earlier could overwrite data those commands read.
+ * Buffers of GPU_ONLY_USAGE, which nothing writes from the host, are the exception (see release).
  */
-/** The usage of buffers that only GPU commands touch (BufferPool.release hands them back at once). */
-export const GPU_ONLY_USAGE = (): number => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC;
-
 export class BufferPool {
   private readonly free = new Map<string, GPUBuffer[]>();
   private deferred: GPUBuffer[] = [];

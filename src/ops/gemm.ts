@@ -376,8 +376,9 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
 
 /**
  * A subgroup-matrix GEMM plan over one of `tiles` (the first that fits this adapter and gives the grid
- * LINEAR_GEMM_TARGET_WORKGROUPS workgroups for M × N, else the smallest that fits), or null where the
- * adapter cannot run it. The linear layer's and the grouped expert products' planners share it.
+ * targetWorkgroups workgroups for M × N, by default LINEAR_MMA_TARGET_WORKGROUPS, else the smallest that
+ * fits), or null where the adapter cannot run it. The linear layer's and the grouped expert products'
+ * planners share it.
  */
 export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearDType; tiles: readonly GemmMmaTile[]; tilesName: string;
                                          split?: boolean; mmaConfig?: number; tile?: number; targetWorkgroups?: number }, op: string): GemmMmaPlan | null {
