@@ -20,7 +20,9 @@
 //                         a shape (S: flash.ts MMA_SHAPES) and a configuration (C: mmaConfigs)
 //   --paged-prefill=L,..  with the paged suite: paged prefill of one L-token sequence (default 4096; --quick 256)
 //   --subgroup-matrix=off without Dawn's allow_unsafe_apis toggle: no subgroup matrices (default on)
-//   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS), then run the fastest
+//   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS;
+//                         mmaS.C.P: the subgroup-matrix tile, plan.ts MLA_MMA_SHAPES[S], mmaConfigs[C], probe P, each part optional),
+//                         at --explore-mla-heads (default 16) × --mla-batches, then run the fastest
 //   --peer=ort|none       the peer measured beside webinfer on the same shapes (default ort: ONNX Runtime
 //                         Web's WebGPU provider; MultiHeadAttention for sdpa; GroupQueryAttention (dense
 //                         cache) and PagedAttention (paged cache, f16 only) for paged)
@@ -211,16 +213,25 @@ const byShape: { f: SdpaBenchRow; n: SdpaBenchRow; o?: SdpaBenchRow }[] = [];
 
 const pagedRows: PagedBenchRow[] = [];
 if (args.has('explore-mla')) {
-  // MLA decode's attention tile, absorbed decode only, at N 16: --explore-mla=mla,-1,0,1 ('mla' its own
-  // tile, mla_core.wgsl; a number the flash tile with engine.tuning.flashRowGrid: -1 the general
-  // 64-row tile, else one of flash.ts ROW_GRIDS). The suites after it run the fastest (summed over
+  // MLA decode's attention tile, absorbed decode only: --explore-mla=mla,-1,0,1,mma0,mma1.2 ('mla' its own
+  // tile, mla_core.wgsl; a number the flash tile with engine.tuning.flashRowGrid: -1 the general 64-row
+  // tile, else one of flash.ts ROW_GRIDS; 'mma' the subgroup-matrix tile, mla_mma_core.wgsl, with a shape,
+  // configuration and probe after it, dot-separated). The suites after it run the fastest (summed over
   // the shapes), which the results record.
   const choices = (args.get('explore-mla') || 'mla,-1,0,1').split(',');
-  const shapes = deepseekDecodeShapes([16], (args.get('mla-batches') ?? '1,8,32').split(',').map(Number), Number(args.get('mla-context') ?? 4096));
+  const heads = (args.get('explore-mla-heads') ?? '16').split(',').map(Number);
+  const shapes = deepseekDecodeShapes(heads, (args.get('mla-batches') ?? '1,8,32').split(',').map(Number), Number(args.get('mla-context') ?? 4096));
+  const opt = (x: string | undefined) => (x === undefined || x === '' ? undefined : Number(x));
   const set = (c: string) => {
-    engine.tuning.mlaDecodeTile = c === 'mla' ? 'auto' : 'flash';
-    engine.tuning.flashRowGrid = c === 'mla' ? undefined : Number(c);
+    const t = engine.tuning;
+    const [S, C, P] = c.startsWith('mma') ? c.slice(3).split('.') : [];
+    t.mlaDecodeTile = c === 'mla' ? 'mla' : c.startsWith('mma') ? 'auto' : 'flash';
+    t.flashRowGrid = c === 'mla' || c.startsWith('mma') ? undefined : Number(c);
+    t.mlaMmaShape = opt(S);
+    t.flashMmaConfig = opt(C);
+    t.mlaMmaProbe = opt(P) ?? 0;
   };
+  const label = (c: string) => (c === 'mla' ? 'mla tile' : c.startsWith('mma') ? `matrix tile ${c}` : `flash rowGrid ${c}`);
   let best: { c: string; ms: number } | null = null;
   for (const c of choices) {
     set(c);
@@ -229,14 +240,14 @@ if (args.has('explore-mla')) {
       const r = await benchMlaDecode(engine, sh, ceilings, 5, false, 1);
       sum += r.absorbed?.medianMs ?? Infinity;
       if (!r.pass) sum = Infinity;
-      console.log(`explore-mla ${c === 'mla' ? 'mla tile' : `flash rowGrid ${c}`} N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.absorbed?.medianMs ?? NaN, 4)} ms (${fmt(r.pctRoofline, 1)}% of roofline) check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
+      console.log(`explore-mla ${label(c)} N${sh.N} batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(r.absorbed?.medianMs ?? NaN, 4)} ms (${fmt(r.pctRoofline, 1)}% of roofline) check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
         + ` [${Object.entries(r.passes ?? {}).map(([k, v]) => `${k} ${fmt(v, 4)}`).join(', ')}]`);
     }
     if (!best || sum < best.ms) best = { c, ms: sum };
   }
   set(best!.c);
-  (result as Record<string, unknown>).mlaTile = best!.c === 'mla' ? 'mla' : `flash rowGrid ${best!.c}`;
-  console.log(`explore-mla: the suites below run ${best!.c === 'mla' ? "MLA's own tile" : `the flash tile, rowGrid ${best!.c}`} (fastest here)`);
+  (result as Record<string, unknown>).mlaTile = label(best!.c);
+  console.log(`explore-mla: the suites below run the ${label(best!.c)} (fastest here)`);
 }
 
 if (pagedShapes.length) {
@@ -293,13 +304,20 @@ if (suites.includes('mla')) {
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, read ${fmt(ceilings.readGBs, 0)} GB/s. Roofline = max(FLOPs / FMA, bytes / read); FLOPs count q absorption, `
     + 'scores, P·V and the V up-projection; bytes the latent rows (f16) once per sequence and the absorbed weights (f32) once per call. '
     + 'Unabsorbed: each sequence\'s context decompressed per head (W_UK, W_UV), then attention. Sequence 0 checked against the float64 reference first. '
-    + `Absorbed decode timed in ${rounds} rounds (at N ≥ 64 alternating with the other attention tiles, each checked too), ${quick ? 3 : 5} samples a round of 2 calls each, `
+    + 'The attention tile is the one \'auto\' takes (for f16 latent rows the subgroup-matrix tile where the adapter has one); '
+    + (ceilings.mmaTflops ? `% of matrix roofline puts the FLOPs against the subgroup-matrix ceiling (${fmt(ceilings.mmaTflops, 0)} TFLOP/s, same run) instead of FMA; ` : '')
+    + '"other tiles" are timed in the same rounds and checked alike. '
+    + `Absorbed decode timed in ${rounds} rounds (alternating with the other attention tiles), ${quick ? 3 : 5} samples a round of 2 calls each, `
     + 'after a warm-up (≥ 300 ms, then ≥ 100 ms); ms is the median over every round, spread = (max − min of the rounds\' medians) / ms; unabsorbed is one round of 3 samples. '
     + 'No peer here: ONNX Runtime Web has no MLA operator (its WebGPU provider offers MultiHeadAttention and GroupQueryAttention, not latent attention).', '',
-    '| N | batch | context | absorbed ms | spread | TFLOP/s | GB/s | % of roofline | unabsorbed ms | absorbed speedup | check |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.shape.N} | ${r.shape.batch} | ${r.shape.context} | ${r.error ? r.error : `${fmt(r.absorbed?.medianMs ?? NaN, 3)} | ${fmt(r.absorbed?.spreadPct ?? NaN, 1)}% | ${fmt(r.tflops)} | ${fmt(r.gbs, 0)} | `
-      + `${fmt(r.pctRoofline, 1)} | ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} | ${fmt((r.unabsorbed?.medianMs ?? NaN) / (r.absorbed?.medianMs ?? NaN), 1)}x | ${r.pass ? 'pass' : 'FAIL'}`} |`),
+    '| N | batch | context | attention tile | absorbed ms | spread | TFLOP/s | GB/s | % of roofline | % of matrix roofline | other tiles (ms) | unabsorbed ms | absorbed speedup | check |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const matrixPct = ceilings.mmaTflops && r.absorbed ? (100 * Math.max(r.flops / (ceilings.mmaTflops * 1e9), r.bytes / (ceilings.readGBs * 1e6))) / r.absorbed.medianMs : NaN;
+      const others = Object.entries(r.tiles ?? {}).filter(([k]) => !k.endsWith('(default)')).map(([k, v]) => `${k} ${fmt(v.ms, 3)}${v.pass ? '' : ' FAIL'}`).join('; ') || '-';
+      return `| ${r.shape.N} | ${r.shape.batch} | ${r.shape.context} | ${r.tile ?? '-'} | ${r.error ? r.error : `${fmt(r.absorbed?.medianMs ?? NaN, 3)} | ${fmt(r.absorbed?.spreadPct ?? NaN, 1)}% | ${fmt(r.tflops)} | ${fmt(r.gbs, 0)} | `
+        + `${fmt(r.pctRoofline, 1)} | ${fmt(matrixPct, 1)} | ${others} | ${fmt(r.unabsorbed?.medianMs ?? NaN, 3)} | ${fmt((r.unabsorbed?.medianMs ?? NaN) / (r.absorbed?.medianMs ?? NaN), 1)}x | ${r.pass ? 'pass' : 'FAIL'}`} |`;
+    }),
   ];
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `mla-${slug}.md`), `${lines.join('\n')}\n`);

@@ -4,6 +4,7 @@
 // the roofline max(FLOPs / FMA ceiling, bytes / read bandwidth) measured in the same run. Sequence 0 is
 // checked against the float64 reference first.
 import { TOLERANCES, compareToReference, decodeF16, encodeF16, randn, reference, type Engine, type Tensor } from 'webinfer';
+import { mlaMmaFor } from '../src/attention/plan';
 import { combineRounds, fillRepeating, roundWarmupMs, timeOp, timeRounds, withTuning, type Ceilings, type Contender, type Timing } from './harness';
 
 export interface MlaShape { N: number; batch: number; context: number; L: number; P: number; R: number; V: number; bs: number }
@@ -22,9 +23,22 @@ export interface MlaBenchRow {
   pctRoofline: number;
   /** GPU ms per pass of one absorbed call (the last timed sample). */
   passes?: Record<string, number>;
+  /** The attention tile the default runs (mlaTileName). */
+  tile?: string;
   /** Absorbed decode under each attention tile measured (the default's name first), checked like it. */
   tiles?: Record<string, { ms: number; pass: boolean; worst: number }>;
   error?: string;
+}
+
+/** MLA decode's attention tile as the benchmark names it: the subgroup-matrix tile (its configuration
+ *  and shape) where 'auto' takes it for f16 latent rows of D values and `heads` heads, else MLA's own tile or the flash tile. */
+export function mlaTileName(engine: Engine, D: number, Dv: number, heads: number): string {
+  const t = engine.tuning;
+  if (t.mlaDecodeTile === 'flash') return 'flash tile';
+  const p = mlaMmaFor(engine, D, Dv, heads);
+  if (p) return `subgroup-matrix ${p.M}×${p.N}×${p.K}, ${p.NSG} subgroups, ${p.DSPLIT} D slices, ${p.BR} heads × ${p.BC} keys`;
+  const rm = t.mlaHeadsPerThread ?? 1;
+  return `mla tile, ${rm} head${rm > 1 ? 's' : ''} a thread`;
 }
 
 export function mlaDecodeCost(s: MlaShape): { flops: number; bytes: number } {
@@ -74,31 +88,38 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
     row.worst = c.badIndex >= 0 ? Infinity : c.worst;
     row.pass = c.pass;
 
-    // Timed in `rounds` alternating rounds: with 64 heads or more MLA's tile with 4 heads a thread
-    // (64-head tiles) and the flash tile first, each checked as the default is, then the default (1 head
-    // a thread, 16-head tiles) last in each round, so the per-pass split below is the default's.
+    // Timed in `rounds` alternating rounds: the other attention tiles first, each checked as the default
+    // is, then the default last in each round, so the per-pass split below is the default's. Where the
+    // default is the subgroup-matrix tile, MLA's own (FMA) tile at every shape; with 64 heads or more,
+    // the flash tile too (and, without the matrix tile, MLA's tile with 4 heads a thread).
     const time = (r: number) => timeOp(engine, () => layer.decode(qNope, qPe, cache!, meta).destroy(), { samples, perSample: 2, warmupMs: roundWarmupMs(r) });
     const contenders: Contender[] = [];
     const tileTimes = new Map<string, { ts: Timing[]; pass: boolean; worst: number }>();
-    if (N >= 64 && engine.tuning.mlaDecodeTile === 'auto' && engine.tuning.mlaHeadsPerThread === undefined) {
-      for (const [name, t] of [['mla tile, 4 heads a thread', { mlaHeadsPerThread: 4 }], ['flash tile', { mlaDecodeTile: 'flash' as const }]] as const) {
-        const cc = await withTuning(engine, t, async () => {
-          const o = layer.decode(qNope, qPe, cache!, meta);
-          const res = compareToReference((await o.toFloat32()).subarray(0, N * V), ref.out, TOLERANCES.f16);
-          o.destroy();
-          return res;
-        });
-        const entry = { ts: [] as Timing[], pass: cc.pass, worst: cc.badIndex >= 0 ? Infinity : cc.worst };
-        tileTimes.set(name, entry);
-        contenders.push({ name, round: async (r) => { entry.ts.push(await withTuning(engine, t, () => time(r))); } });
-      }
+    const mma = mlaMmaFor(engine, L + R, L, N);
+    row.tile = mlaTileName(engine, L + R, L, N);
+    const others: [string, Partial<Engine['tuning']>][] = [];
+    if (engine.tuning.mlaDecodeTile === 'auto' && engine.tuning.mlaHeadsPerThread === undefined) {
+      if (mma) others.push(['mla tile, 1 head a thread', { mlaDecodeTile: 'mla' }]);
+      else if (N >= 64) others.push(['mla tile, 4 heads a thread', { mlaHeadsPerThread: 4 }]);
+      if (N >= 64) others.push(['flash tile', { mlaDecodeTile: 'flash' }]);
+    }
+    for (const [name, t] of others) {
+      const cc = await withTuning(engine, t, async () => {
+        const o = layer.decode(qNope, qPe, cache!, meta);
+        const res = compareToReference((await o.toFloat32()).subarray(0, N * V), ref.out, TOLERANCES.f16);
+        o.destroy();
+        return res;
+      });
+      const entry = { ts: [] as Timing[], pass: cc.pass, worst: cc.badIndex >= 0 ? Infinity : cc.worst };
+      tileTimes.set(name, entry);
+      contenders.push({ name, round: async (r) => { entry.ts.push(await withTuning(engine, t, () => time(r))); } });
     }
     const ts: Timing[] = [];
     contenders.push({ name: 'default', round: async (r) => { ts.push(await time(r)); } });
     await timeRounds(contenders, rounds, (c, e) => { throw new Error(`${c.name}: ${e.message}`); });
     row.absorbed = combineRounds(ts);
     if (tileTimes.size) {
-      row.tiles = { 'mla tile, 1 head a thread (default)': { ms: row.absorbed.medianMs, pass: row.pass, worst: row.worst } };
+      row.tiles = { [`${row.tile} (default)`]: { ms: row.absorbed.medianMs, pass: row.pass, worst: row.worst } };
       for (const [name, e] of tileTimes) row.tiles[name] = { ms: combineRounds(e.ts).medianMs, pass: e.pass, worst: e.worst };
     }
     row.passes = Object.fromEntries(Object.entries(engine.lastTiming).map(([k, v]) => [k, v / 2]));
@@ -131,7 +152,7 @@ export async function benchMlaDecode(engine: Engine, s: MlaShape, ceilings: Ceil
 export function mlaJson(r: MlaBenchRow) {
   return {
     ...r.shape, flops: r.flops, bytes: r.bytes, pass: r.pass, worst: r.worst, error: r.error,
-    absorbedMs: r.absorbed?.medianMs, absorbedSpreadPct: r.absorbed?.spreadPct, absorbedRounds: r.absorbed?.rounds, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tiles: r.tiles, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
+    tile: r.tile, absorbedMs: r.absorbed?.medianMs, absorbedSpreadPct: r.absorbed?.spreadPct, absorbedRounds: r.absorbed?.rounds, unabsorbedMs: r.unabsorbed?.medianMs, passes: r.passes, tiles: r.tiles, tflops: r.tflops, gbs: r.gbs, pctRoofline: r.pctRoofline,
   };
 }
 

@@ -21,8 +21,8 @@
 import { DTYPE_CODE, type DType } from '../core/dtype.js';
 import { WebinferError, check, fmt, shapeStr } from '../core/errors.js';
 import type { Kernel } from '../core/pipeline.js';
-import type { Runtime } from '../core/runtime.js';
-import type { EngineLimits } from '../core/types.js';
+import { mmaConfigs, type Runtime } from '../core/runtime.js';
+import type { EngineFeatures, EngineLimits } from '../core/types.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { FLAG_MASK_BOOL, FLAG_SPLIT, sdpaFlags, type AttnOptionValues } from './common.js';
 import { flashMmaFor, flashMmaKernel, flashVariantFor, planFlash } from './flash.js';
@@ -222,8 +222,6 @@ interface Prepared {
   T: number;
   decode: Stage | null;
   flash: Stage | null;
-  /** The flash stage's kernel binds the K/V source twice more, as words (the subgroup-matrix tile). */
-  flashWords: boolean;
   merge: Stage | null;
   /** lse of runs that do not ask for it. */
   lseScratch: GPUBuffer;
@@ -261,6 +259,91 @@ export function planMlaTile(limits: EngineLimits, smemCap: number, D: number, Dv
     if (smem <= budget) return { RM, BR, BC, smem };
   }
   return null;
+}
+
+/**
+ * MLA decode on subgroup matrices (mla_mma_core.wgsl): NSG subgroups of SGW lanes share RB row blocks
+ * of M heads (BR a workgroup); DSPLIT of them split the scores' D reduction (the rest split the score
+ * columns); each owns an NSG-th of the output columns; BC latent rows a key tile.
+ */
+export interface MlaMmaPlan {
+  readonly variant: 'subgroup-matrix';
+  readonly M: number; readonly N: number; readonly K: number;
+  readonly NSG: number; readonly SGW: number; readonly RB: number; readonly BC: number; readonly DSPLIT: number;
+  readonly BR: number;
+  readonly smem: number;
+}
+
+/**
+ * The matrix tile's shapes, in order of preference (engine.tuning.mlaMmaShape holds one). Each keeps
+ * under about 100 registers of matrices a lane at DeepSeek's rows (D 576, Dv 512): Q's slice
+ * RB·⌈36/DSPLIT⌉ left matrices, O's RB·512/(16·NSG) result matrices. The order by measurement (H200,
+ * run 68, bench/notes/mla.md): 32 heads a tile (RB 2) where a job has that many rows (N 128 batch 32:
+ * 0.87 ms of attention against 0.97 for 16), else 8 subgroups × 32 keys with 4 D slices (N 16: half a
+ * 32-head tile would idle).
+ */
+export const MLA_MMA_SHAPES: readonly { NSG: number; DSPLIT: number; RB: number; BC: number }[] = [
+  { NSG: 8, DSPLIT: 8, RB: 2, BC: 16 }, { NSG: 8, DSPLIT: 4, RB: 1, BC: 32 }, { NSG: 8, DSPLIT: 8, RB: 1, BC: 16 },
+  { NSG: 4, DSPLIT: 4, RB: 1, BC: 32 }, { NSG: 4, DSPLIT: 2, RB: 1, BC: 32 },
+];
+
+/** Workgroup storage of the MLA matrix tile, in bytes (mla_mma_core.wgsl's arrays). */
+export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB: number, BC: number, DSPLIT: number, D: number): number {
+  const NQS = Math.ceil(Math.ceil(D / K) / DSPLIT);
+  const DS = NQS * DSPLIT * K + 8;
+  const BR = RB * M;
+  const pad4 = (b: number) => Math.ceil(b / 4) * 4;
+  return 2 * Math.max(BC, M) * DS + 4 * Math.max(DSPLIT * BR * (BC + 4), NSG * M * N) + pad4(2 * BR * (BC + 8)) + 4 * BR + 4 * NSG;
+}
+
+/**
+ * Plans MLA decode's matrix tile for latent rows of D values (the first Dv are V) and jobs of `rows`
+ * heads, or null where it cannot run: no f16 → f32 configuration, no shader-f16, subgroups of more than
+ * one size, or no shape that fits. `config` holds it to one of mmaConfigs' entries, `shape` to one of
+ * MLA_MMA_SHAPES.
+ */
+export function planMlaMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, rows: number, smemCap = Infinity,
+                           config?: number, shape?: number): MlaMmaPlan | null {
+  if (!features.f16 || !features.subgroups || D % 8 || Dv > D) return null;
+  const sgw = features.subgroupMinSize;
+  if (!sgw || sgw !== features.subgroupMaxSize) return null;
+  const configs = mmaConfigs(features);
+  const pick = config === undefined ? configs : configs.slice(config, config + 1);
+  const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
+  for (const { M, N, K } of pick) {
+    if (M > sgw || sgw % M) continue;
+    for (const [si, { NSG, DSPLIT, RB, BC }] of MLA_MMA_SHAPES.entries()) {
+      if (shape !== undefined && si !== shape) continue;
+      const WG = NSG * sgw, BR = RB * M, TPR = WG / BR, CSPLIT = NSG / DSPLIT;
+      // Several row blocks only for jobs that fill them (unless held to the shape).
+      if (shape === undefined && RB > 1 && rows < BR) continue;
+      const DS = Math.ceil(Math.ceil(D / K) / DSPLIT) * DSPLIT * K + 8;
+      // mla_mma_core.wgsl's const_asserts.
+      if (NSG % DSPLIT || BC % N || BC % K || (BC / N) % CSPLIT || WG % BR || TPR > sgw || sgw % TPR || BC % TPR) continue;
+      if (Math.ceil(Dv / (N * NSG)) * NSG * N > DS) continue;
+      if (WG > limits.maxComputeInvocationsPerWorkgroup || WG > limits.maxComputeWorkgroupSizeX) continue;
+      const smem = mlaMmaSmemBytes(M, N, K, NSG, RB, BC, DSPLIT, D);
+      if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, RB, BC, DSPLIT, BR, smem };
+    }
+  }
+  return null;
+}
+
+/** The matrix tile for MLA decode where the tuning lets 'auto' take it (f16 latent rows) and it runs here. */
+export function mlaMmaFor(engine: Runtime, D: number, Dv: number, rows: number): MlaMmaPlan | null {
+  if (engine.tuning.mlaDecodeTile !== 'auto') return null;
+  return planMlaMma(engine.limits, engine.features, D, Dv, rows, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.mlaMmaShape);
+}
+
+/** MLA decode's matrix tile kernel (paged addressing). */
+function mlaMmaKernel(engine: Runtime, plan: MlaMmaPlan, D: number, Dv: number, overrides: Record<string, number>): Kernel {
+  return engine.kernel('paged_mla_mma', 'paged_main', {
+    overrides,
+    consts: { M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, SGW: plan.SGW, RB: plan.RB, BC: plan.BC, DSPLIT: plan.DSPLIT, D, DV: Dv,
+              PROBE: engine.tuning.mlaMmaProbe, TAU: engine.tuning.mlaMmaTau },
+    enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
+    unroll: engine.tuning.flashMmaUnroll,
+  });
 }
 
 export interface PlanConfig {
@@ -363,9 +446,10 @@ export class PagedAttentionPlan {
       for (const part of kv.parts) {
         const src = [part.key.buffer, part.value.buffer, part.scales];
         if (p.decode) rt.record(p.decode.k, [p.decode.g0, rt.bindGroup(p.decode.k.groups[1], src), g2], p.decode.count);
-        // The subgroup-matrix tile also reads the caches as 16-byte words (paged.wgsl k_w, v_w).
+        // By name: the subgroup-matrix tiles also read the caches as 16-byte words (paged.wgsl k_w,
+        // v_w), and MLA's reads only K's words (the rows hold V too).
         if (p.flash) {
-          const g1 = rt.bindGroup(p.flash.k.groups[1], p.flashWords ? [...src, part.key.buffer, part.value.buffer] : src);
+          const g1 = rt.groupFor(p.flash.k, 1, { k_cache: part.key, v_cache: part.value, kv_scale: part.scales, k_w: part.key, v_w: part.value });
           rt.record(p.flash.k, [p.flash.g0, g1, g2], p.flash.count);
         }
       }
@@ -393,15 +477,18 @@ export class PagedAttentionPlan {
     const tile = qDtype === 'f16' && geo.dtype === 'f16' && rt.features.f16 && rt.tuning.flashF16Tiles ? 'f16' : 'f32';
     // MLA decode (latent rows, one query token a sequence, none of the options it never takes) runs
     // its own tile when one fits; otherwise, and for everything else, the flash tile.
-    const mlaOk = geo.mlaL > 0 && this.c.maxQueryLen === 1 && rt.tuning.mlaDecodeTile === 'auto'
+    // f16 latent rows take the subgroup-matrix tile where the adapter has one (the absorbed query,
+    // computed in f32, is rounded to f16 as the rows are: the f16 tolerances the cache dtype sets).
+    const mlaOk = geo.mlaL > 0 && this.c.maxQueryLen === 1 && rt.tuning.mlaDecodeTile !== 'flash'
       && !a.window && !a.softcap && !a.alibi && !a.sinks;
-    const mla = mlaOk ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv, G, rt.tuning.mlaHeadsPerThread) : null;
+    const mlaMma = mlaOk && geo.dtype === 'f16' ? mlaMmaFor(rt, D, Dv, G) : null;
+    const mla = mlaOk && !mlaMma ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv, G, rt.tuning.mlaHeadsPerThread) : null;
     const few = this.c.maxQueryLen !== undefined ? { rows: G * this.c.maxQueryLen, rowGrid: rt.tuning.flashRowGrid } : undefined;
     // f16 queries over an f16 K/V cache take the subgroup-matrix tile where the adapter has one.
-    const mma = !mla && qDtype === 'f16' && geo.dtype === 'f16' && geo.mlaL === 0 ? flashMmaFor(rt, 'f16', D, Dv) : null;
-    const flash = mla || mma ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
-    if (!mla && !mma && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
-    const BR = mla ? mla.BR : mma ? mma.BR : flash!.TY * flash!.TM;
+    const mma = !mla && !mlaMma && qDtype === 'f16' && geo.dtype === 'f16' && geo.mlaL === 0 ? flashMmaFor(rt, 'f16', D, Dv) : null;
+    const flash = mla || mlaMma || mma ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
+    if (!mla && !mlaMma && !mma && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
+    const BR = mlaMma ? mlaMma.BR : mla ? mla.BR : mma ? mma.BR : flash!.TY * flash!.TM;
     const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
     const bindMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
@@ -478,8 +565,8 @@ export class PagedAttentionPlan {
     }
     let flashStage: Stage | null = null;
     if (nonzero(counts.flash)) {
-      const fk = mla
-        ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, RM: mla.RM, BC: mla.BC } })
+      const fk = mlaMma ? mlaMmaKernel(rt, mlaMma, D, Dv, overrides)
+        : mla ? rt.kernel('paged_mla', 'paged_main', { overrides, consts: { D, DV: Dv, RM: mla.RM, BC: mla.BC } })
         : mma ? flashMmaKernel(rt, 'paged_flash_mma', 'paged_main', mma, D, Dv, overrides, rt.tuning.flashMmaWords)
         : rt.kernel(flash!.variant === 'subgroup' ? 'paged_flash_subgroup' : 'paged_flash', 'paged_main', {
           overrides,
@@ -507,7 +594,7 @@ export class PagedAttentionPlan {
         g0: rt.groupFor(mk, 0, { params, o_a: ws, o_b: rt.dummy, lse_a: ws, lse_b: rt.dummy, sinks: this.sinks, tok_np: pmeta }),
       };
     }
-    p = { T, decode: decodeStage, flash: flashStage, flashWords: mma !== null, merge: mergeStage, lseScratch, pmeta, layout, rules };
+    p = { T, decode: decodeStage, flash: flashStage, merge: mergeStage, lseScratch, pmeta, layout, rules };
     this.prepared.set(key, p);
     return p;
   }

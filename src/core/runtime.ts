@@ -107,7 +107,7 @@ export class Runtime implements TensorHost {
     /** Which flash tile runs: 'auto' takes the subgroup-matrix tile for f16 data where the adapter
      *  has subgroup matrices (else as 'subgroup'), then subgroups where the adapter has them. */
     flashVariant: 'auto' as FlashVariantChoice,
-    /** Holds the subgroup-matrix tile to one of the adapter's f16 → f32 configurations (mmaConfigs). */
+    /** Holds the subgroup-matrix tiles (flash, MLA decode) to one of the adapter's f16 → f32 configurations (mmaConfigs). */
     flashMmaConfig: undefined as number | undefined,
     /** Holds the subgroup-matrix tile to one shape (flash.ts MMA_SHAPES: subgroups and keys a tile). */
     flashMmaShape: undefined as number | undefined,
@@ -132,8 +132,17 @@ export class Runtime implements TensorHost {
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
     flashGrid: undefined as number | undefined,
-    /** MLA decode's attention: 'auto' its own tile (mla_core.wgsl) where it fits, 'flash' the flash tile. */
-    mlaDecodeTile: 'auto' as 'auto' | 'flash',
+    /** MLA decode's attention: 'auto' the subgroup-matrix tile (mla_mma_core.wgsl) for f16 latent rows
+     *  where the adapter has f16 subgroup matrices, else MLA's own tile (mla_core.wgsl) where it fits;
+     *  'mla' MLA's own tile; 'flash' the flash tile. */
+    mlaDecodeTile: 'auto' as 'auto' | 'mla' | 'flash',
+    /** Holds MLA decode's subgroup-matrix tile to one shape (plan.ts MLA_MMA_SHAPES; benchmark exploration). */
+    mlaMmaShape: undefined as number | undefined,
+    /** Diagnostics of MLA decode's subgroup-matrix tile (mla_mma_core.wgsl PROBE; 0 off): wrong results. */
+    mlaMmaProbe: 0,
+    /** How far (log2) a row's max must pass its running max before MLA's matrix tile rescales O (the
+     *  lazy rescale, FlashAttention-4); tests take 0 to rescale at every move. */
+    mlaMmaTau: 8,
     /** Heads a thread of MLA decode's tile owns (1, 2 or 4; default 1, the fastest measured). */
     mlaHeadsPerThread: undefined as number | undefined,
     /** Holds jobs of few rows (MLA decode) to one of the row-sized grids (flash.ts ROW_GRIDS), or -1: none. */

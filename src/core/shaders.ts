@@ -26,6 +26,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   paged_flash_subgroup: flash('paged', 'subgroup'),
   paged_flash_mma: [DTYPE, COMMON, 'attention/paged.wgsl', 'attention/flash_mma_core.wgsl', 'attention/flash_scores.wgsl'],
   paged_mla: [DTYPE, COMMON, 'attention/paged.wgsl', 'attention/mla_core.wgsl'],
+  paged_mla_mma: [DTYPE, COMMON, 'attention/paged.wgsl', 'attention/mla_mma_core.wgsl'],
   paged_decode: decode('paged_decode'),
   paged_decode_sg: decode('paged_decode_sg'),
   paged_plan: [COMMON, 'attention/plan.wgsl'],

@@ -4,7 +4,8 @@
 // validation.
 import { reference, roundToDType, type Engine, type MLACacheDType, type Tensor } from '../../src/index';
 import { planFlash, ROW_GRIDS } from '../../src/attention/flash';
-import { planMlaTile } from '../../src/attention/plan';
+import { MLA_MMA_SHAPES, mlaMmaFor, planMlaMma, planMlaTile } from '../../src/attention/plan';
+import { mmaConfigs } from '../../src/core/runtime';
 import { assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning, swiftShader, UNROLL_SKIP } from './harness';
 
 interface MlaSpec {
@@ -92,6 +93,41 @@ async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill
 const SMALL = { flashSmemBytes: 8192 };
 const BASE = { N: 4, L: 128, P: 16, R: 16, V: 16, bs: 8 };
 
+/** Sparse decode (FlashMLA sparse) against the reference, under `tuning`: top-k request-local positions
+ *  with -1, out-of-range ones, duplicates and a token with none valid. */
+async function checkSparse(engine: Engine, tuning: Partial<Engine['tuning']>): Promise<void> {
+  await withTuning(engine, tuning, async () => {
+    const { N, L, P, R, V } = BASE;
+    const bs = 4, maxB = 6, numBlocks = 12, topk = 7, T = 4;   // two requests: blockTable holds 2 rows
+    const scale = 0.15;
+    const kvB = randn(N * (P + V) * L, 20, 0.2);
+    const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: engine.tensor(kvB, [N * (P + V), L]) });
+    const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
+    const blockTable = Int32Array.of(3, 7, 0, 11, 5, -1, /* req 1 */ 2, 9, 4, 1, 99, 6);
+    const kvC = randn(numBlocks * bs * L, 21), kPe = randn(numBlocks * bs * R, 22);
+    layer.cacheWrite(engine.tensor(kvC, [numBlocks * bs, L]), engine.tensor(kPe, [numBlocks * bs, R]), cache, Int32Array.from({ length: numBlocks * bs }, (_, i) => i));
+    const indices = Int32Array.of(
+      0, 5, 19, -1, 7, 7, 2,          // token 0, request 0: a duplicate and a -1
+      23, 22, 4, 40, 16, 1, 3,        // token 1, request 0: 23 in block 5 (-1 in the table), 40 past the table
+      0, 1, 2, 3, 12, 17, 18,         // token 2, request 1: 17 and 18 in block 99 (past the cache)
+      -1, -1, 30, 100, -1, -1, -1,    // token 3, request 1: nothing valid
+    );
+    const reqOfToken = Int32Array.of(0, 0, 1, 1);
+    const qNope = randn(T * N * P, 23), qPe = randn(T * N * R, 24);
+    const out = await layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache,
+      { reqOfToken, indices, topk, blockTable, maxBlocksPerSeq: maxB }).toFloat32();
+    const rows = new Float32Array(numBlocks * bs * (L + R));
+    for (let i = 0; i < numBlocks * bs; i++) { rows.set(kvC.subarray(i * L, (i + 1) * L), i * (L + R)); rows.set(kPe.subarray(i * R, (i + 1) * R), i * (L + R) + L); }
+    const ref = reference.mlaSparseRef(qNope, qPe, Float64Array.from(roundToDType(rows, 'f16')), kvB, { N, L, P, R, V, T, numBlocks, blockSize: bs, topk },
+      { reqOfToken, blockTable, maxBlocksPerSeq: maxB, indices }, scale);
+    assertClose('sparse out', out, ref.out, 'f16');
+    if (out.subarray(3 * N * V, 4 * N * V).some((x) => x !== 0)) throw new Error('a token with no valid key must give zeros');
+    await expectThrows(() => layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache,
+      { reqOfToken: Int32Array.of(0, 0, 2, 1), indices, topk, blockTable, maxBlocksPerSeq: maxB }), 'MLALayer.sparseDecode: meta.reqOfToken[2]: expected a request row of blockTable in [0, 2), got 2');
+    cache.destroy();
+  });
+}
+
 function cases(name: string, mode: 'decode' | 'prefill', specs: MlaSpec[], tuning: Partial<Engine['tuning']> = SMALL): TestCase {
   return { name, async run({ engine }) { await withTuning(engine, tuning, async () => { for (const s of specs) await checkMla(engine, s, mode); }); } };
 }
@@ -166,7 +202,7 @@ export const mlaCases = defineCases('mla', [
         if (!tile) { note(`no MLA tile fits ${cap} B`); continue; }
         widths.push(tile.BC);
         const cache = (['f32', 'f16', 'bf16', 'fp8_ds_mla', 'f16'] as const)[i];
-        await withTuning(engine, { flashSmemBytes: cap, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
+        await withTuning(engine, { mlaDecodeTile: 'mla', flashSmemBytes: cap, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
           () => checkMla(engine, { ...base, seqs, cache, qDtype: cache === 'bf16' ? 'bf16' : 'f32', seed: 40 + i }, 'decode'));
       }
       if (new Set(widths).size < 5) throw new Error(`expected 5 key-tile widths, planned ${widths.join(', ')}`);
@@ -180,7 +216,7 @@ export const mlaCases = defineCases('mla', [
       // same source goes through Dawn. SwiftShader takes minutes to compile it, lavapipe's cold cache
       // minutes for the flash and decode kernels: only MLA's tile, which compiles in seconds.)
       if (swiftShader(engine)) { note(UNROLL_SKIP); return; }
-      await withTuning(engine, { unrollLoops: 'on', pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
+      await withTuning(engine, { mlaDecodeTile: 'mla', unrollLoops: 'on', pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
         () => checkMla(engine, { N: 20, L: 128, P: 16, R: 16, V: 24, bs: 16, seqs: [{ ctx: 150, q: 1 }, { ctx: 37, q: 1 }], cache: 'f16', qDtype: 'f32', seed: 48 }, 'decode'));
     },
   },
@@ -194,10 +230,61 @@ export const mlaCases = defineCases('mla', [
         const tile = planMlaTile(engine.limits, Infinity, base.L + base.R, base.L, N, rm);
         if (!tile) throw new Error(`no MLA tile fits N ${N}`);
         if (tile.RM !== rm) throw new Error(`N ${N}: expected ${rm} heads a thread, planned ${tile.RM}`);
-        await withTuning(engine, { mlaHeadsPerThread: rm, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
+        await withTuning(engine, { mlaDecodeTile: 'mla', mlaHeadsPerThread: rm, pagedMinPartition: 64, pagedTargetWorkgroups: 8 },
           () => checkMla(engine, { ...base, N, seqs, cache, qDtype: cache === 'bf16' ? 'bf16' : 'f32', seed }, 'decode'));
         note(`N ${N}: ${tile.RM} heads a thread, ${tile.BR}-head tiles, ${tile.BC} keys a tile`);
       }
+    },
+  },
+  {
+    name: 'absorbed decode on the subgroup-matrix tile (f16 latent rows): every shape and configuration; DeepSeek\'s 576/512 rows at N 16, 40 and 128, N 20 over padded 144-wide rows; partitions, O rescaled at every move of a max, a split cache, sparse decode',
+    async run({ engine, note }) {
+      const deep = { L: 512, P: 16, R: 64, V: 16, bs: 16 };
+      const specs: MlaSpec[] = [
+        { ...deep, N: 16, seqs: [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }, { ctx: 300, q: 1 }], cache: 'f16', qDtype: 'f16', seed: 60 },
+        { N: 20, L: 128, P: 16, R: 16, V: 24, bs: 16, seqs: [{ ctx: 90, q: 1 }, { ctx: 5, q: 1 }], cache: 'f16', seed: 61 },
+        { ...deep, N: 128, seqs: [{ ctx: 70, q: 1 }, { ctx: 33, q: 1 }], cache: 'f16', qDtype: 'f16', seed: 62 },
+      ];
+      const plan = mlaMmaFor(engine, 576, 512, 16);
+      if (!plan) {
+        note("MLA's subgroup-matrix tile: not run here (the adapter offers no f16 subgroup matrices); its first spec ran on the tile 'auto' picks");
+        await checkMla(engine, specs[0], 'decode');
+        return;
+      }
+      const part = { pagedMinPartition: 64, pagedTargetWorkgroups: 64 };
+      // Every shape, then every configuration, on the first two specs; the first also in partitions.
+      const ran: string[] = [];
+      for (const [si] of MLA_MMA_SHAPES.entries()) {
+        const p = planMlaMma(engine.limits, engine.features, 576, 512, 16, Infinity, undefined, si);
+        if (!p) { note(`MLA matrix shape ${si} does not fit this adapter`); continue; }
+        ran.push(`shape ${si}: ${p.NSG} subgroups, ${p.DSPLIT} D slices, ${p.BR} heads, ${p.BC} keys (${p.smem} B)`);
+        await withTuning(engine, { ...part, mlaMmaShape: si }, async () => {
+          for (const s of specs.slice(0, 2)) await checkMla(engine, { ...s, seed: s.seed + 10 * si }, 'decode');
+        });
+      }
+      for (const [ci, c] of mmaConfigs(engine.features).entries()) {
+        if (!planMlaMma(engine.limits, engine.features, 576, 512, 16, Infinity, ci)) { note(`MLA matrix tile: no shape at ${c.M}×${c.N}×${c.K}`); continue; }
+        ran.push(`configuration ${c.M}×${c.N}×${c.K}`);
+        await withTuning(engine, { ...part, flashMmaConfig: ci }, () => checkMla(engine, { ...specs[0], seed: 70 + ci }, 'decode'));
+      }
+      // N 128 and 40 (32-head tiles, the second 8 heads full) and long contexts in partitions; then O
+      // rescaled whenever a row's max moves (the lazy threshold at 0, so every partition's later tiles
+      // take that path); a cache split across buffers; sparse decode.
+      const big = mlaMmaFor(engine, 576, 512, 128)!;
+      if (big.BR !== 32) throw new Error(`expected 32-head tiles for 128 heads, planned ${big.BR}`);
+      await withTuning(engine, part, async () => {
+        await checkMla(engine, specs[2], 'decode');
+        await checkMla(engine, { ...specs[2], N: 40, seqs: [{ ctx: 700, q: 1 }, { ctx: 260, q: 1 }], seed: 63 }, 'decode');
+      });
+      await withTuning(engine, { ...part, mlaMmaTau: 0 }, async () => {
+        await checkMla(engine, { ...specs[0], seqs: [{ ctx: 700, q: 1 }, { ctx: 260, q: 1 }], seed: 64 }, 'decode');
+        await checkMla(engine, { ...specs[1], seqs: [{ ctx: 400, q: 1 }], seed: 66 }, 'decode');
+      });
+      const s1 = specs[1];
+      await withTuning(engine, { ...part, cacheBindingBytes: 3 * s1.bs * (s1.L + s1.R) * 2 }, () =>
+        checkMla(engine, { ...s1, seqs: [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }], minParts: 4, seed: 65 }, 'decode'));
+      await checkSparse(engine, {});
+      note(`MLA matrix tile: ${ran.join('; ')}`);
     },
   },
   {
@@ -272,38 +359,7 @@ export const mlaCases = defineCases('mla', [
   },
   {
     name: 'sparse decode: top-k request-local positions (-1, out of range, duplicates, none valid) equal the reference',
-    async run({ engine }) {
-      await withTuning(engine, SMALL, async () => {
-        const { N, L, P, R, V } = BASE;
-        const bs = 4, maxB = 6, numBlocks = 12, topk = 7, T = 4;   // two requests: blockTable holds 2 rows
-        const scale = 0.15;
-        const kvB = randn(N * (P + V) * L, 20, 0.2);
-        const layer = engine.createMLA({ numHeads: N, kvLoraRank: L, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V, scale, kvBProj: engine.tensor(kvB, [N * (P + V), L]) });
-        const cache = engine.createMLACache({ numBlocks, blockSize: bs, kvLoraRank: L, qkRopeHeadDim: R, dtype: 'f16' });
-        const blockTable = Int32Array.of(3, 7, 0, 11, 5, -1, /* req 1 */ 2, 9, 4, 1, 99, 6);
-        const kvC = randn(numBlocks * bs * L, 21), kPe = randn(numBlocks * bs * R, 22);
-        layer.cacheWrite(engine.tensor(kvC, [numBlocks * bs, L]), engine.tensor(kPe, [numBlocks * bs, R]), cache, Int32Array.from({ length: numBlocks * bs }, (_, i) => i));
-        const indices = Int32Array.of(
-          0, 5, 19, -1, 7, 7, 2,          // token 0, request 0: a duplicate and a -1
-          23, 22, 4, 40, 16, 1, 3,        // token 1, request 0: 23 in block 5 (-1 in the table), 40 past the table
-          0, 1, 2, 3, 12, 17, 18,         // token 2, request 1: 17 and 18 in block 99 (past the cache)
-          -1, -1, 30, 100, -1, -1, -1,    // token 3, request 1: nothing valid
-        );
-        const reqOfToken = Int32Array.of(0, 0, 1, 1);
-        const qNope = randn(T * N * P, 23), qPe = randn(T * N * R, 24);
-        const out = await layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache,
-          { reqOfToken, indices, topk, blockTable, maxBlocksPerSeq: maxB }).toFloat32();
-        const rows = new Float32Array(numBlocks * bs * (L + R));
-        for (let i = 0; i < numBlocks * bs; i++) { rows.set(kvC.subarray(i * L, (i + 1) * L), i * (L + R)); rows.set(kPe.subarray(i * R, (i + 1) * R), i * (L + R) + L); }
-        const ref = reference.mlaSparseRef(qNope, qPe, Float64Array.from(roundToDType(rows, 'f16')), kvB, { N, L, P, R, V, T, numBlocks, blockSize: bs, topk },
-          { reqOfToken, blockTable, maxBlocksPerSeq: maxB, indices }, scale);
-        assertClose('sparse out', out, ref.out, 'f16');
-        if (out.subarray(3 * N * V, 4 * N * V).some((x) => x !== 0)) throw new Error('a token with no valid key must give zeros');
-        await expectThrows(() => layer.sparseDecode(engine.tensor(qNope, [T, N, P]), engine.tensor(qPe, [T, N, R]), cache,
-          { reqOfToken: Int32Array.of(0, 0, 2, 1), indices, topk, blockTable, maxBlocksPerSeq: maxB }), 'MLALayer.sparseDecode: meta.reqOfToken[2]: expected a request row of blockTable in [0, 2), got 2');
-        cache.destroy();
-      });
-    },
+    async run({ engine }) { await checkSparse(engine, SMALL); },
   },
   {
     name: 'validation: weights, cache options, query shapes, metadata',

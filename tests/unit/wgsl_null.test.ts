@@ -45,7 +45,7 @@ async function errors(code: string): Promise<string[]> {
 }
 
 describe('WGSL through Tint (null adapter)', () => {
-  it('validates the subgroup-matrix programs (flash dense and paged, the GEMM), as written and unrolled, at the shapes the planner makes', async () => {
+  it('validates the subgroup-matrix programs (flash dense and paged, MLA decode, the GEMM), as written and unrolled, at the shapes the planner makes', async () => {
     expect(device, `Dawn's null adapter with subgroup matrices: ${why}`).not.toBeNull();
     const shapes: Record<string, number | boolean>[] = [
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 64, D: 64, DV: 64, WORDS: true },
@@ -84,6 +84,23 @@ describe('WGSL through Tint (null adapter)', () => {
     }
     const moe = specializeConsts(PROGRAMS.ops_moe_gemm_mma.map((f) => SHADER_FILES[f]).join('\n'), { SGR: 2, SGC: 4, TMR: 2, TNC: 4, SPLIT: true }, 'ops_moe_gemm_mma');
     for (const src of [moe, unrollConstLoops(moe)]) expect(await errors(enables(src) + src), 'ops_moe_gemm_mma').toEqual([]);
+    // MLA decode on the matrices: DeepSeek's 576/512 rows at each shape the planner offers, a padded
+    // small shape (D 144: 9 k-steps over 4 slices), Apple's 8×8×8 and 64-wide subgroups.
+    const mlaShapes: Record<string, number>[] = [
+      { M: 16, N: 16, K: 16, NSG: 8, SGW: 32, RB: 1, BC: 32, DSPLIT: 4, D: 576, DV: 512 },
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, RB: 1, BC: 32, DSPLIT: 4, D: 576, DV: 512 },
+      { M: 16, N: 16, K: 16, NSG: 8, SGW: 32, RB: 2, BC: 16, DSPLIT: 8, D: 576, DV: 512, PROBE: 2 },
+      { M: 16, N: 8, K: 16, NSG: 8, SGW: 32, RB: 1, BC: 32, DSPLIT: 4, D: 144, DV: 128 },
+      { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, RB: 2, BC: 32, DSPLIT: 2, D: 576, DV: 512 },
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 64, RB: 1, BC: 32, DSPLIT: 2, D: 576, DV: 512 },
+    ];
+    for (const c of mlaShapes) {
+      for (const unroll of [false, true]) {
+        let src = specializeConsts(PROGRAMS.paged_mla_mma.map((f) => SHADER_FILES[f]).join('\n'), c, 'paged_mla_mma');
+        if (unroll) src = unrollConstLoops(src);
+        expect(await errors(enables(src) + src), `paged_mla_mma ${JSON.stringify(c)} unrolled ${unroll}`).toEqual([]);
+      }
+    }
     const ceiling = specializeConsts(PROGRAMS.bench_ceiling_mma.map((f) => SHADER_FILES[f]).join('\n'), { M: 16, N: 8, K: 16, SGW: 32 }, 'bench_ceiling_mma');
     expect(await errors(enables(ceiling) + ceiling)).toEqual([]);
   });
