@@ -156,6 +156,83 @@ fn vup_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
   }
 }
 
+// ---- The same products for batches of several rows (the host takes these from HR_MIN_ROWS rows on):
+// a workgroup owns one head, HR_MT columns and HR_ROWS rows; each thread 4 adjacent columns of
+// HR_RPT rows over the whole K, so each weight is read once per HR_ROWS rows (once a call up to 32
+// sequences) and nothing is reduced across threads. A subgroup's lanes share their rows (their x
+// loads are one broadcast) and read HR_MT contiguous weights of one k. Grid: (⌈M / HR_MT⌉, N, ⌈B / HR_ROWS⌉).
+const HR_Q: u32 = 32u;                 // column quads a workgroup
+const HR_MT: u32 = 4u * HR_Q;
+const HR_RG: u32 = HM_WG / HR_Q;       // row groups
+const HR_RPT: u32 = 4u;                // rows a thread
+const HR_ROWS: u32 = HR_RG * HR_RPT;
+
+/** out[b0 + rg·HR_RPT + i, n, m .. m+3] for this thread's HR_RPT rows, over all of K (x as in hm_acc). */
+fn hr_acc(qabs: bool, wid: vec3<u32>, li: u32, K: u32, M: u32) -> array<vec4<f32>, HR_RPT> {
+  let n = wid.y;
+  let b0 = wid.z * HR_ROWS + (li / HR_Q) * HR_RPT;
+  let m = wid.x * HR_MT + 4u * (li % HR_Q);
+  var acc: array<vec4<f32>, HR_RPT>;
+  for (var i = 0u; i < HR_RPT; i++) { acc[i] = vec4<f32>(0.0); }
+  if (m >= M) { return acc; }
+  for (var k = 0u; k < K; k++) {
+    let wi = (n * K + k) * M + m;
+    let w = vec4<f32>(w_head[wi], w_head[wi + 1u], w_head[wi + 2u], w_head[wi + 3u]);
+    for (var i = 0u; i < HR_RPT; i++) {
+      let b = min(b0 + i, params.rows - 1u);
+      let xi = (b * params.N + n) * K + k;
+      var x: f32;
+      if (qabs) { x = in_a(xi); } else { x = bitcast<f32>(src_a[xi]); }
+      acc[i] += x * w;
+    }
+  }
+  return acc;
+}
+
+/** qabs_main for HR_ROWS rows a workgroup. */
+@compute @workgroup_size(HM_WG)
+fn qabs_rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let acc = hr_acc(true, wid, li, params.P, params.L);
+  let n = wid.y;
+  let b0 = wid.z * HR_ROWS + (li / HR_Q) * HR_RPT;
+  let m = wid.x * HR_MT + 4u * (li % HR_Q);
+  let D = params.L + params.R;
+  for (var i = 0u; i < HR_RPT; i++) {
+    let b = b0 + i;
+    if (b >= params.rows || m >= params.L) { continue; }
+    let o = (b * params.N + n) * D + m;
+    for (var e = 0u; e < 4u; e++) { dst_a[o + e] = bitcast<u32>(acc[i][e]); }
+  }
+  // The rope part rides along with the first column tile.
+  if (wid.x == 0u) {
+    for (var e = li; e < HR_ROWS * params.R; e += HM_WG) {
+      let b = wid.z * HR_ROWS + e / params.R;
+      let c = e % params.R;
+      if (b < params.rows) { dst_a[(b * params.N + n) * D + params.L + c] = bitcast<u32>(in_b((b * params.N + n) * params.R + c)); }
+    }
+  }
+}
+
+/** vup_main for HR_ROWS rows a workgroup. */
+@compute @workgroup_size(HM_WG)
+fn vup_rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let acc = hr_acc(false, wid, li, params.L, params.V);
+  let n = wid.y;
+  let b0 = wid.z * HR_ROWS + (li / HR_Q) * HR_RPT;
+  let v = wid.x * HR_MT + 4u * (li % HR_Q);
+  for (var i = 0u; i < HR_RPT; i++) {
+    let b = b0 + i;
+    if (b >= params.rows || v >= params.V) { continue; }
+    let o = (b * params.N + n) * params.V + v;
+    if (OUT_DTYPE == 0u) {
+      for (var e = 0u; e < 4u; e++) { dst_a[o + e] = bitcast<u32>(acc[i][e]); }
+    } else {
+      dst_a[o / 2u] = pack_pair(acc[i].x, acc[i].y, OUT_DTYPE);
+      dst_a[o / 2u + 1u] = pack_pair(acc[i].z, acc[i].w, OUT_DTYPE);
+    }
+  }
+}
+
 // ---- the latent cache: one row [kv_c (L) | k_pe (R)] per slot
 
 /** Element c of the latent row at cache row `row` (the cache is bound as cache_in here). */

@@ -16,6 +16,10 @@ import type { Kernel } from '../core/pipeline.js';
 const WG = 64;
 /** Columns and rows a workgroup of the per-head products (qabs_main, vup_main) owns: mla.wgsl's MT, RB. */
 const HM_MT = 32, HM_RB = 4;
+/** The same for the row-blocked products (qabs_rows_main, vup_rows_main: mla.wgsl's HR_MT, HR_ROWS), which
+ *  decode takes from HR_MIN_ROWS sequences on (each weight read once per 32 rows, no split-K reduction;
+ *  the split-K kernels keep few rows, where one row a workgroup would idle 31 of 32). */
+const HR_MT = 128, HR_ROWS = 32, HR_MIN_ROWS = 8;
 const FLOATS = ['f32', 'f16', 'bf16'];
 const CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8_ds_mla: 4 };
 
@@ -454,14 +458,16 @@ export class MLADecodePlan {
         `a ${qNope.dtype} tensor of shape [B=${B}, N·V=${N * V}]`, `${fmt(out.dtype)} ${shapeStr(out.shape)}`);
     }
     const dims = { N, L: Lr, P, R, V, rows: B };
-    const qk = rt.kernel('mla', 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
+    const rows = B >= HR_MIN_ROWS;
+    const [mt, rb] = rows ? [HR_MT, HR_ROWS] : [HM_MT, HM_RB];
+    const qk = rt.kernel('mla', rows ? 'qabs_rows_main' : 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
     rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_head: L.wUK, dst_a: this.qLat! })],
-      [Math.ceil(Lr / HM_MT), N, Math.ceil(B / HM_RB)]);
+      [Math.ceil(Lr / mt), N, Math.ceil(B / rb)]);
     this.attn.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
     out ??= rt.emptyTensor([B, N * V], qNope.dtype);
-    const vk = rt.kernel('mla', 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
+    const vk = rt.kernel('mla', rows ? 'vup_rows_main' : 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
     rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_head: L.wUV, dst_a: out })],
-      [Math.ceil(V / HM_MT), N, Math.ceil(B / HM_RB)]);
+      [Math.ceil(V / mt), N, Math.ceil(B / rb)]);
     return out;
   }
 
