@@ -16,10 +16,14 @@ import type { Kernel } from '../core/pipeline.js';
 const WG = 64;
 /** Columns and rows a workgroup of the per-head products (qabs_main, vup_main) owns: mla.wgsl's MT, RB. */
 const HM_MT = 32, HM_RB = 4;
-/** The same for the row-blocked products (qabs_rows_main, vup_rows_main: mla.wgsl's HR_MT, HR_ROWS), which
- *  decode takes from HR_MIN_ROWS sequences on (each weight read once per 32 rows, no split-K reduction;
- *  the split-K kernels keep few rows, where one row a workgroup would idle 31 of 32). */
-const HR_MT = 128, HR_ROWS = 32, HR_MIN_ROWS = 8;
+/** The same for the row-blocked products (qabs_rows_main, vup_rows_main: mla.wgsl's HR_MT, HR_ROWS): each
+ *  weight read once per 32 rows, no split-K reduction, but the whole K in one thread's loop. Decode takes
+ *  them (engine.tuning.mlaRowProducts 'auto') from HR_MIN_ROWS rows and HR_MIN_GROUPS workgroups on,
+ *  by measurement (H200, run 69, bench/notes/mla.md): the q absorption at N 128 batch 32 (512
+ *  workgroups, K 128) 0.092 ms against the split-K kernel's 0.248; with fewer workgroups or a longer K
+ *  they lost (V up-projection at N 128: 128 workgroups, K 512, 0.267 against 0.135; N 16: 16-64
+ *  workgroups, up to 8x slower; batch 8 idles 3/4 of a block: 0.088 against 0.076). */
+const HR_MT = 128, HR_ROWS = 32, HR_MIN_ROWS = 16, HR_MIN_GROUPS = 256;
 const FLOATS = ['f32', 'f16', 'bf16'];
 const CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8_ds_mla: 4 };
 
@@ -458,16 +462,20 @@ export class MLADecodePlan {
         `a ${qNope.dtype} tensor of shape [B=${B}, N·V=${N * V}]`, `${fmt(out.dtype)} ${shapeStr(out.shape)}`);
     }
     const dims = { N, L: Lr, P, R, V, rows: B };
-    const rows = B >= HR_MIN_ROWS;
-    const [mt, rb] = rows ? [HR_MT, HR_ROWS] : [HM_MT, HM_RB];
-    const qk = rt.kernel('mla', rows ? 'qabs_rows_main' : 'qabs_main', { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_head: L.wUK, dst_a: this.qLat! })],
-      [Math.ceil(Lr / mt), N, Math.ceil(B / rb)]);
+    // Per product (M output columns a head): the row-blocked kernel or the split-K one, and its grid.
+    const product = (entry: string, M: number): [string, [number, number, number]] => {
+      const pref = rt.tuning.mlaRowProducts;
+      const rows = pref === 'on' || (pref === 'auto' && B >= HR_MIN_ROWS && Math.ceil(M / HR_MT) * N * Math.ceil(B / HR_ROWS) >= HR_MIN_GROUPS);
+      return rows ? [`${entry}_rows_main`, [Math.ceil(M / HR_MT), N, Math.ceil(B / HR_ROWS)]] : [`${entry}_main`, [Math.ceil(M / HM_MT), N, Math.ceil(B / HM_RB)]];
+    };
+    const [qe, qg] = product('qabs', Lr);
+    const qk = rt.kernel('mla', qe, { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
+    rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_head: L.wUK, dst_a: this.qLat! })], qg);
     this.attn.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
     out ??= rt.emptyTensor([B, N * V], qNope.dtype);
-    const vk = rt.kernel('mla', rows ? 'vup_rows_main' : 'vup_main', { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_head: L.wUV, dst_a: out })],
-      [Math.ceil(V / mt), N, Math.ceil(B / rb)]);
+    const [ve, vg] = product('vup', V);
+    const vk = rt.kernel('mla', ve, { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
+    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_head: L.wUV, dst_a: out })], vg);
     return out;
   }
 

@@ -143,6 +143,10 @@ export class Runtime implements TensorHost {
     /** How far (log2) a row's max must pass its running max before MLA's matrix tile rescales O (the
      *  lazy rescale, FlashAttention-4); tests take 0 to rescale at every move. */
     mlaMmaTau: 8,
+    /** MLA decode's q absorption and V up-projection: 'auto' the row-blocked kernels (mla.wgsl
+     *  *_rows_main) for many rows and workgroups (mla.ts HR_MIN_ROWS, HR_MIN_GROUPS), else split-K;
+     *  'on' / 'off' everywhere. */
+    mlaRowProducts: 'auto' as 'auto' | 'on' | 'off',
     /** Heads a thread of MLA decode's tile owns (1, 2 or 4; default 1, the fastest measured). */
     mlaHeadsPerThread: undefined as number | undefined,
     /** Holds jobs of few rows (MLA decode) to one of the row-sized grids (flash.ts ROW_GRIDS), or -1: none. */

@@ -177,11 +177,11 @@ export const mlaCases = defineCases('mla', [
     { ...BASE, seqs: [{ ctx: 33, q: 1 }, { ctx: 2, q: 1 }], cache: 'f16', qDtype: 'f16', seed: 2 },
     { ...BASE, seqs: [{ ctx: 15, q: 1 }], cache: 'bf16', qDtype: 'bf16', seed: 3 },
   ]),
-  cases('absorbed decode of many sequences: the row-blocked q absorption and V up-projection (37 sequences: a full and a partial 32-row block; 9: one), f32, f16 and bf16 queries', 'decode', [
+  cases('absorbed decode of many sequences on the row-blocked q absorption and V up-projection (tuning.mlaRowProducts on; 37 sequences: a full and a partial 32-row block; 9: one), f32, f16 and bf16 queries', 'decode', [
     { N: 3, L: 128, P: 16, R: 16, V: 24, bs: 8, seqs: Array.from({ length: 37 }, (_, i) => ({ ctx: (i * 7) % 23, q: 1 })), cache: 'f32', seed: 15 },
     { N: 5, L: 64, P: 8, R: 8, V: 8, bs: 16, seqs: Array.from({ length: 9 }, (_, i) => ({ ctx: (i * 5) % 19, q: 1 })), cache: 'f16', qDtype: 'f16', seed: 16 },
     { N: 2, L: 136, P: 24, R: 8, V: 16, bs: 8, seqs: Array.from({ length: 33 }, (_, i) => ({ ctx: (i * 3) % 11, q: 1 })), cache: 'bf16', qDtype: 'bf16', seed: 17 },
-  ]),
+  ], { mlaRowProducts: 'on' }),
   cases('absorbed decode over fp8_ds_mla rows, and long contexts split into partitions merged by LSE', 'decode', [
     { ...BASE, seqs: [{ ctx: 40, q: 1 }, { ctx: 3, q: 1 }], cache: 'fp8_ds_mla', seed: 4 },
     { ...BASE, N: 8, seqs: [{ ctx: 300, q: 1 }, { ctx: 90, q: 1 }], cache: 'f32', seed: 5 },
