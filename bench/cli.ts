@@ -15,7 +15,8 @@
 //   --out=DIR             where results go (default bench/results)
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
-//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;...)
+//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;...;
+//                         variant 'flash': decode through the flash tile, the subgroup-matrix one for f16 where the adapter has it)
 //   --explore-mma=U:P:S:C;...  first time the subgroup-matrix flash tile (f16, D 64 and 128, --mma-lengths) unrolled or not (U), with a probe (P),
 //                         a shape (S: flash.ts MMA_SHAPES) and a configuration (C: mmaConfigs)
 //   --paged-prefill=L,..  with the paged suite: paged prefill of one L-token sequence (default 4096; --quick 256)
@@ -516,7 +517,8 @@ if (args.has('explore-paged')) {
     for (const cfg of configs) {
       const [variant, KT, UK, target, pf, probe, HS, WG] = cfg.split(':');
       Object.assign(engine.tuning, saved, {
-        pagedDecodeVariant: variant || 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
+        // 'flash': one-token sequences through the flash tile instead of a decode kernel.
+        pagedDecodeKernel: variant !== 'flash', pagedDecodeVariant: variant && variant !== 'flash' ? variant : 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
         pagedDecodeProbe: probe === 'loads' ? 1 : Number(probe || 0),
         pagedDecodeHeadSplit: HS ? Number(HS) : undefined, pagedDecodeWG: WG ? Number(WG) : saved.pagedDecodeWG,
