@@ -1,5 +1,5 @@
 // MLA decode attention on subgroup matrices (chromium_experimental_subgroup_matrix: tensor cores on
-// NVIDIA, simdgroup matrices on Apple), for paged.wgsl's addressing over an f16 latent cache: the
+// NVIDIA, simdgroup matrices on Apple), for paged.wgsl's addressing over a latent cache: the
 // absorbed path's MQA, N query heads (the rows) over one kv head's latent rows of D = L+R values,
 // whose first DV = L values are V. The same jobs, hooks and results as mla_core.wgsl.
 //
@@ -13,7 +13,8 @@
 //     (sg·NOS + j)·N .. + N − 1.
 // Each key tile of BC latent rows is staged once in workgroup memory as f16 (raw 16-byte words through
 // the addressing's k_w and kv_word_row, zeros past the keys and past D, loaded into registers a tile
-// ahead) and serves both products: V is K's first DV columns, read from the same staged rows.
+// ahead; bf16 and fp8_ds_mla rows decoded on the way and rounded to f16) and serves both products: V
+// is K's first DV columns, read from the same staged rows.
 // The softmax is the workgroup's: TPR threads a row (consecutive lanes of one subgroup), CPT columns
 // each, partial scores summed, the running max moved lazily (FlashAttention-4: only when a tile's max
 // passes it by TAU, base 2, so P ≤ 2^TAU), P written in f16. O is rescaled only when some row moved,
@@ -22,7 +23,8 @@
 //
 // Only what MLA decode asks: every key in [k_lo, k_hi) is visible (split caches mask other parts' keys
 // through key_in_part), no window, softcap, ALiBi or sinks. The host (PagedAttentionPlan) chooses this
-// kernel only then, for f16 latent rows, where the adapter has f16 → f32 subgroup matrices.
+// kernel only then, for 16-bit or fp8_ds_mla latent rows, where the adapter has f16 → f32 subgroup
+// matrices.
 // Every subgroup-matrix call sits in workgroup-uniform control flow.
 
 const M: u32 = 16u;      // subgroup matrix rows (the adapter's configuration)
@@ -92,7 +94,15 @@ var<workgroup> p_s: array<f16, BR * PS>;
 var<workgroup> alpha_s: array<f32, BR>;
 var<workgroup> moved_s: array<u32, NSG>;
 
-/** Thread li's words of the key tile from k0 on (zeros past k_end, past D or where the row is missing). */
+/** Eight values as f16 pairs, clamped to f16's finite range (packing past it is indeterminate). */
+fn pack8(a: vec4<f32>, b: vec4<f32>) -> vec4<u32> {
+  let ca = clamp(a, vec4<f32>(-65504.0), vec4<f32>(65504.0));
+  let cb = clamp(b, vec4<f32>(-65504.0), vec4<f32>(65504.0));
+  return vec4<u32>(pack2x16float(ca.xy), pack2x16float(ca.zw), pack2x16float(cb.xy), pack2x16float(cb.zw));
+}
+
+/** Thread li's words of the key tile from k0 on (zeros past k_end, past D or where the row is missing):
+ *  f16 rows as they are stored; bf16 and FlashMLA's fp8_ds_mla rows decoded (k_load4) and rounded to f16. */
 fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
   var w: array<vec4<u32>, NKW>;
   for (var u = 0u; u < NKW; u++) {
@@ -101,8 +111,12 @@ fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
     let d = 8u * (e % (DP / 8u));
     w[u] = vec4<u32>(0u);
     if (e < BC * (DP / 8u) && j < k_end && d < D) {
-      let row = kv_word_row(job, j);
-      if (row >= 0) { w[u] = k_w[u32(row) * (D / 8u) + d / 8u]; }
+      if (KV_DTYPE == 1u) {
+        let row = kv_word_row(job, j);
+        if (row >= 0) { w[u] = k_w[u32(row) * (D / 8u) + d / 8u]; }
+      } else {
+        w[u] = pack8(k_load4(job, j, d), k_load4(job, j, d + 4u));
+      }
     }
   }
   return w;

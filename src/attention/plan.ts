@@ -287,6 +287,9 @@ export const MLA_MMA_SHAPES: readonly { NSG: number; DSPLIT: number; RB: number;
   { NSG: 4, DSPLIT: 4, RB: 1, BC: 32 }, { NSG: 4, DSPLIT: 2, RB: 1, BC: 32 },
 ];
 
+/** Latent cache dtypes MLA decode's matrix tile stages (as f16). */
+export const MLA_MMA_ROWS: readonly string[] = ['f16', 'bf16', 'fp8_ds_mla'];
+
 /** Workgroup storage of the MLA matrix tile, in bytes (mla_mma_core.wgsl's arrays). */
 export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB: number, BC: number, DSPLIT: number, D: number): number {
   const NQS = Math.ceil(Math.ceil(D / K) / DSPLIT);
@@ -477,11 +480,12 @@ export class PagedAttentionPlan {
     const tile = qDtype === 'f16' && geo.dtype === 'f16' && rt.features.f16 && rt.tuning.flashF16Tiles ? 'f16' : 'f32';
     // MLA decode (latent rows, one query token a sequence, none of the options it never takes) runs
     // its own tile when one fits; otherwise, and for everything else, the flash tile.
-    // f16 latent rows take the subgroup-matrix tile where the adapter has one (the absorbed query,
-    // computed in f32, is rounded to f16 as the rows are: the f16 tolerances the cache dtype sets).
+    // Latent rows in 16 bits or FlashMLA's fp8 take the subgroup-matrix tile where the adapter has one
+    // (staged as f16: bf16 and fp8_ds_mla values decoded and rounded, and the absorbed query, computed in
+    // f32, rounded as the rows are, within the tolerances those cache dtypes set); f32 rows keep f32.
     const mlaOk = geo.mlaL > 0 && this.c.maxQueryLen === 1 && rt.tuning.mlaDecodeTile !== 'flash'
       && !a.window && !a.softcap && !a.alibi && !a.sinks;
-    const mlaMma = mlaOk && geo.dtype === 'f16' ? mlaMmaFor(rt, D, Dv, G) : null;
+    const mlaMma = mlaOk && MLA_MMA_ROWS.includes(geo.dtype) ? mlaMmaFor(rt, D, Dv, G) : null;
     const mla = mlaOk && !mlaMma ? planMlaTile(rt.limits, rt.tuning.flashSmemBytes, D, Dv, G, rt.tuning.mlaHeadsPerThread) : null;
     const few = this.c.maxQueryLen !== undefined ? { rows: G * this.c.maxQueryLen, rowGrid: rt.tuning.flashRowGrid } : undefined;
     // f16 queries over an f16 K/V cache take the subgroup-matrix tile where the adapter has one.

@@ -132,8 +132,8 @@ export class Runtime implements TensorHost {
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */
     flashGrid: undefined as number | undefined,
-    /** MLA decode's attention: 'auto' the subgroup-matrix tile (mla_mma_core.wgsl) for f16 latent rows
-     *  where the adapter has f16 subgroup matrices, else MLA's own tile (mla_core.wgsl) where it fits;
+    /** MLA decode's attention: 'auto' the subgroup-matrix tile (mla_mma_core.wgsl) for f16, bf16 and
+     *  fp8_ds_mla latent rows where the adapter has f16 subgroup matrices, else MLA's own tile (mla_core.wgsl) where it fits;
      *  'mla' MLA's own tile; 'flash' the flash tile. */
     mlaDecodeTile: 'auto' as 'auto' | 'mla' | 'flash',
     /** Holds MLA decode's subgroup-matrix tile to one shape (plan.ts MLA_MMA_SHAPES; benchmark exploration). */

@@ -242,7 +242,7 @@ export const mlaCases = defineCases('mla', [
     },
   },
   {
-    name: 'absorbed decode on the subgroup-matrix tile (f16 latent rows): every shape and configuration; DeepSeek\'s 576/512 rows at N 16, 40 and 128, N 20 over padded 144-wide rows; partitions, O rescaled at every move of a max, a split cache, sparse decode',
+    name: 'absorbed decode on the subgroup-matrix tile: every shape and configuration; DeepSeek\'s 576/512 rows at N 16, 40 and 128, N 20 over padded 144-wide rows; partitions, O rescaled at every move of a max; bf16 and fp8_ds_mla rows; split caches; sparse decode',
     async run({ engine, note }) {
       const deep = { L: 512, P: 16, R: 64, V: 16, bs: 16 };
       const specs: MlaSpec[] = [
@@ -285,9 +285,17 @@ export const mlaCases = defineCases('mla', [
         await checkMla(engine, { ...specs[0], seqs: [{ ctx: 700, q: 1 }, { ctx: 260, q: 1 }], seed: 64 }, 'decode');
         await checkMla(engine, { ...specs[1], seqs: [{ ctx: 400, q: 1 }], seed: 66 }, 'decode');
       });
+      // bf16 and FlashMLA's fp8_ds_mla rows, decoded as they are staged (rounded to f16).
+      await withTuning(engine, part, async () => {
+        await checkMla(engine, { ...specs[0], cache: 'fp8_ds_mla', qDtype: 'f32', seed: 67 }, 'decode');
+        await checkMla(engine, { ...specs[2], cache: 'fp8_ds_mla', qDtype: 'f16', seed: 68 }, 'decode');
+        await checkMla(engine, { ...specs[1], cache: 'bf16', qDtype: 'bf16', seed: 69 }, 'decode');
+      });
       const s1 = specs[1];
-      await withTuning(engine, { ...part, cacheBindingBytes: 3 * s1.bs * (s1.L + s1.R) * 2 }, () =>
-        checkMla(engine, { ...s1, seqs: [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }], minParts: 4, seed: 65 }, 'decode'));
+      const split = { ...s1, seqs: [{ ctx: 150, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }], minParts: 4 };
+      await withTuning(engine, { ...part, cacheBindingBytes: 3 * s1.bs * (s1.L + s1.R) * 2 }, () => checkMla(engine, { ...split, seed: 65 }, 'decode'));
+      await withTuning(engine, { ...part, cacheBindingBytes: 3 * s1.bs * reference.fp8DsMlaRowBytes(s1.L, s1.R) }, () =>
+        checkMla(engine, { ...split, cache: 'fp8_ds_mla', seed: 71 }, 'decode'));
       await checkSparse(engine, {});
       note(`MLA matrix tile: ${ran.join('; ')}`);
     },
