@@ -30,8 +30,9 @@ function storedRows(rows: Float32Array, n: number, L: number, R: number, dtype: 
   return out;
 }
 
-/** Writes every token of every sequence through cacheWrite, then runs decode or prefill and checks. */
-async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill'): Promise<void> {
+/** Writes every token of every sequence through cacheWrite, then runs decode or prefill and checks;
+ *  returns how many stored fp8_ds_mla values the GPU encoded a step from the reference encoder's. */
+async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill'): Promise<{ fp8Differs: number; fp8Values: number }> {
   const { N, L, P, R, V, bs, seqs, seed } = spec;
   const qdt = spec.qDtype ?? 'f32';
   const r = rng(seed);
@@ -62,6 +63,27 @@ async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill
   const stored = storedRows(rows, Tw, L, R, spec.cache);
   const refCache = new Float64Array(numBlocks * bs * (L + R));
   slots.forEach((slot, i) => refCache.set(stored.subarray(i * (L + R), (i + 1) * (L + R)), slot * (L + R)));
+  let fp8Differs = 0;
+  if (spec.cache === 'fp8_ds_mla') {
+    // The kernels read the rows as the GPU encoded them: its division (amax / 448, x / scale: WGSL
+    // allows 2.5 ulp) can put a value that falls on a rounding boundary an e4m3 step from the reference
+    // encoder's (the cacheWrite case allows that), and one such value in a key that dominates a head's
+    // softmax moves that head's output by about the fp8 tolerance. So the reference attends over the
+    // rows as stored, read back and decoded by the reference codec, after checking them against the
+    // reference encoding within the fp8 tolerance; values a step apart are counted (scales an f32 ulp
+    // apart are not).
+    const gpu = new Float64Array(refCache.length);
+    for (const part of cache.parts) {
+      const bytes = new Uint8Array((await part.data.toArray()).buffer as ArrayBuffer);
+      for (let r0 = 0; r0 < part.blocks * bs; r0++) reference.fp8DsMlaDecodeRow(bytes, r0 * cache.rowWords * 4, L, R, gpu, (part.blockLo * bs + r0) * (L + R));
+    }
+    for (const slot of slots) {
+      const a = gpu.subarray(slot * (L + R), (slot + 1) * (L + R)), b = refCache.subarray(slot * (L + R), (slot + 1) * (L + R));
+      assertClose(`fp8_ds_mla row of slot ${slot} as written`, a, b, 'fp8e4m3');
+      for (let c = 0; c < L + R; c++) if (Math.abs(a[c] - b[c]) > 1e-5 * Math.abs(b[c])) fp8Differs++;
+    }
+    refCache.set(gpu);
+  }
   const d = { N, L, P, R, V, numBlocks, blockSize: bs };
   const tol = spec.cache === 'fp8_ds_mla' ? 'fp8e4m3' : qdt === 'f32' ? spec.cache : qdt;
   const tag = `${mode} ${qdt}/${spec.cache} N${N} L${L} P${P} R${R} V${V} bs${bs} ${JSON.stringify(seqs)} seed ${seed}`;
@@ -88,6 +110,7 @@ async function checkMla(engine: Engine, spec: MlaSpec, mode: 'decode' | 'prefill
   layer.wUK.destroy();
   layer.wUV.destroy();
   cache.destroy();
+  return { fp8Differs, fp8Values: spec.cache === 'fp8_ds_mla' ? Tw * (L + R) : 0 };
 }
 
 const SMALL = { flashSmemBytes: 8192 };
@@ -287,8 +310,9 @@ export const mlaCases = defineCases('mla', [
       });
       // bf16 and FlashMLA's fp8_ds_mla rows, decoded as they are staged (rounded to f16).
       await withTuning(engine, part, async () => {
-        await checkMla(engine, { ...specs[0], cache: 'fp8_ds_mla', qDtype: 'f32', seed: 67 }, 'decode');
-        await checkMla(engine, { ...specs[2], cache: 'fp8_ds_mla', qDtype: 'f16', seed: 68 }, 'decode');
+        const a = await checkMla(engine, { ...specs[0], cache: 'fp8_ds_mla', qDtype: 'f32', seed: 67 }, 'decode');
+        const b = await checkMla(engine, { ...specs[2], cache: 'fp8_ds_mla', qDtype: 'f16', seed: 68 }, 'decode');
+        note(`fp8_ds_mla rows: ${a.fp8Differs + b.fp8Differs} of ${a.fp8Values + b.fp8Values} stored values an e4m3 step from the reference encoder's (the reference attends over the rows as stored)`);
         await checkMla(engine, { ...specs[1], cache: 'bf16', qDtype: 'bf16', seed: 69 }, 'decode');
       });
       const s1 = specs[1];
