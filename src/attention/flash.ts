@@ -1,7 +1,7 @@
 // Planning and encoding of the dense flash program (shaders/attention/flash.wgsl + flash_core.wgsl): the tile
 // shape comes from the adapter's limits (workgroup storage, invocations) and features (subgroups and their
 // smallest size).
-import { mmaConfigs, type Runtime } from '../core/runtime.js';
+import { mmaTileConfigs, type Runtime } from '../core/runtime.js';
 import type { EngineFeatures, EngineLimits } from '../core/types.js';
 import type { Tensor } from '../core/tensor.js';
 import type { Kernel } from '../core/pipeline.js';
@@ -200,14 +200,9 @@ export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, 
  */
 export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, smemCap = Infinity,
                              config?: number, shape?: number): FlashMmaPlan | null {
-  if (!features.f16 || !features.subgroups) return null;
-  const sgw = features.subgroupMinSize;
-  if (!sgw || sgw !== features.subgroupMaxSize) return null;
-  const configs = mmaConfigs(features);
-  const pick = config === undefined ? configs : configs.slice(config, config + 1);
+  const { sgw, configs } = mmaTileConfigs(features, config);
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
-  for (const { M, N, K } of pick) {
-    if (M > sgw || sgw % M) continue;
+  for (const { M, N, K } of configs) {
     for (const [si, { NSG, BC, RB }] of MMA_SHAPES.entries()) {
       if (shape !== undefined && si !== shape) continue;
       // (BC / (sgw / M)) % 4: each lane's softmax columns are whole vec4s (flash_mma_core.wgsl CPL).

@@ -21,7 +21,7 @@
 import { DTYPE_CODE, type DType } from '../core/dtype.js';
 import { WebinferError, check, fmt, shapeStr } from '../core/errors.js';
 import type { Kernel } from '../core/pipeline.js';
-import { mmaConfigs, type Runtime } from '../core/runtime.js';
+import { mmaTileConfigs, type Runtime } from '../core/runtime.js';
 import type { EngineFeatures, EngineLimits } from '../core/types.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { FLAG_MASK_BOOL, FLAG_SPLIT, sdpaFlags, type AttnOptionValues } from './common.js';
@@ -307,14 +307,10 @@ export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB
  */
 export function planMlaMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, rows: number, smemCap = Infinity,
                            config?: number, shape?: number): MlaMmaPlan | null {
-  if (!features.f16 || !features.subgroups || D % 8 || Dv > D) return null;
-  const sgw = features.subgroupMinSize;
-  if (!sgw || sgw !== features.subgroupMaxSize) return null;
-  const configs = mmaConfigs(features);
-  const pick = config === undefined ? configs : configs.slice(config, config + 1);
+  if (D % 8 || Dv > D) return null;
+  const { sgw, configs } = mmaTileConfigs(features, config);
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
-  for (const { M, N, K } of pick) {
-    if (M > sgw || sgw % M) continue;
+  for (const { M, N, K } of configs) {
     for (const [si, { NSG, DSPLIT, RB, BC }] of MLA_MMA_SHAPES.entries()) {
       if (shape !== undefined && si !== shape) continue;
       const WG = NSG * sgw, BR = RB * M, TPR = WG / BR, CSPLIT = NSG / DSPLIT;
@@ -332,7 +328,8 @@ export function planMlaMma(limits: EngineLimits, features: EngineFeatures, D: nu
   return null;
 }
 
-/** The matrix tile for MLA decode where the tuning lets 'auto' take it (f16 latent rows) and it runs here. */
+/** The matrix tile for MLA decode where the tuning lets 'auto' take it and it runs here (the caller
+ *  decides which latent rows it stages: PagedAttentionPlan, MLA_MMA_ROWS). */
 export function mlaMmaFor(engine: Runtime, D: number, Dv: number, rows: number): MlaMmaPlan | null {
   if (engine.tuning.mlaDecodeTile !== 'auto') return null;
   return planMlaMma(engine.limits, engine.features, D, Dv, rows, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.mlaMmaShape);

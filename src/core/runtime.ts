@@ -91,6 +91,18 @@ export function mmaConfigs(features: EngineFeatures): { M: number; N: number; K:
     .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
 }
 
+/**
+ * What a subgroup-matrix tile may take here: the subgroup size (the tiles lay rows out by subgroup, so
+ * the adapter must have one) and the f16 → f32 configurations whose M divides it, all of mmaConfigs or
+ * only entry `config`. No configurations without shader-f16 or subgroups, or with several sizes.
+ */
+export function mmaTileConfigs(features: EngineFeatures, config?: number): { sgw: number; configs: { M: number; N: number; K: number }[] } {
+  const sgw = features.subgroupMinSize ?? 0;
+  if (!features.f16 || !features.subgroups || !sgw || sgw !== features.subgroupMaxSize) return { sgw: 0, configs: [] };
+  const all = mmaConfigs(features);
+  return { sgw, configs: (config === undefined ? all : all.slice(config, config + 1)).filter(({ M }) => M <= sgw && sgw % M === 0) };
+}
+
 export class Runtime implements TensorHost {
   readonly device: GPUDevice;
   readonly features: EngineFeatures;
