@@ -4,7 +4,8 @@
 //          under the FMA ceiling; flash over naive; flash over the peer
 //   paged: KV GB/s against context, per batch (the peer's GroupQueryAttention dotted, its PagedAttention
 //          dash-dotted), under the copy ceiling; webinfer over each of the peer's ops
-//   mla:   absorbed and unabsorbed milliseconds per shape (log y), with % of roofline (no peer: ORT has no MLA)
+//   mla:   absorbed and unabsorbed milliseconds per shape (log y), MLA's FMA tile dotted where the default ran
+//          on the subgroup matrices (no peer: ORT has no MLA)
 //   model, deepseek: decode tokens/s against batch per context (and cache), and the share of the bandwidth roofline
 //   gemm:  TFLOP/s against rows M per layer shape, FMA (dashed) and the subgroup-matrix GEMM (split solid,
 //          f16 x dotted), under the subgroup-matrix ceiling (the FMA one where there are no matrices)
@@ -93,7 +94,9 @@ export function lineChart(o: ChartOptions): string {
     parts.push(`<line x1="${m.l}" y1="${y}" x2="${m.l + pw}" y2="${y}" stroke="#000" stroke-dasharray="6 4"/>`);
     parts.push(`<text x="${m.l + pw - 4}" y="${y - 5}" text-anchor="end">${esc(o.ceiling.label)}</text>`);
   }
-  // Series and legend.
+  // Series, then the legend over a light background (so lines crossing it leave its text readable).
+  const legend: string[] = [];
+  let longest = 0;
   o.series.forEach((s, i) => {
     const p = s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.logY || y > 0));
     if (!p.length) return;
@@ -102,9 +105,15 @@ export function lineChart(o: ChartOptions): string {
     parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${dash ? ` stroke-dasharray="${dash}"` : ''}/>`);
     for (const [x, y] of p) parts.push(`<circle cx="${X(x).toFixed(1)}" cy="${Y(y).toFixed(1)}" r="3" fill="${s.color}"/>`);
     const ly = m.t + 10 + 16 * i;
-    parts.push(`<line x1="${m.l + 10}" y1="${ly}" x2="${m.l + 30}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash ? ` stroke-dasharray="${dash}"` : ''}/>`);
-    parts.push(`<text x="${m.l + 36}" y="${ly + 4}">${esc(s.name)}</text>`);
+    legend.push(`<line x1="${m.l + 10}" y1="${ly}" x2="${m.l + 30}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash ? ` stroke-dasharray="${dash}"` : ''}/>`);
+    legend.push(`<text x="${m.l + 36}" y="${ly + 4}">${esc(s.name)}</text>`);
+    longest = Math.max(longest, s.name.length);
   });
+  if (legend.length) {
+    // About 6.5 px a character at 12 px sans-serif.
+    parts.push(`<rect x="${m.l + 4}" y="${m.t + 2}" width="${Math.ceil(38 + 6.5 * longest)}" height="${16 * o.series.length}" fill="white" fill-opacity="0.85"/>`);
+    parts.push(...legend);
+  }
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
 }
@@ -117,7 +126,8 @@ export interface ResultsFile {
   /** ort*: the peer's decode of the same step as GroupQueryAttention, ortPaged*: as PagedAttention (optional). */
   paged?: { batch: number; context: number; gbs: number; medianMs?: number; ortMs?: number; ortGbs?: number; ortDtype?: string; ortPagedMs?: number; ortPagedGbs?: number }[];
   peer?: { name: string; error?: string };
-  mla?: { N: number; batch: number; context?: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number }[];
+  mla?: { N: number; batch: number; context?: number; absorbedMs?: number; unabsorbedMs?: number; pctRoofline?: number;
+          tile?: string; tiles?: Record<string, { ms: number }> }[];
   /** Whole-model decode (bench/model.ts). */
   model?: { name: string; cache?: string; decode: { batch: number; context: number; tokensPerSecond: number; pctRooflineGpu: number; pctRooflineWall: number }[] };
   /** DeepSeek-V2-Lite-shaped decode, one run per latent cache dtype (bench/model.ts). */
@@ -244,10 +254,17 @@ export function plotResults(r: ResultsFile): Record<string, string> {
     const heads = [...new Set(r.mla.map((x) => x.N))];
     out['mla-decode.svg'] = lineChart({
       title: `MLA decode, context ${[...new Set(r.mla.map((x) => x.context ?? NaN))].filter(Number.isFinite).join('/') || '?'} — ${r.device}`, xLabel: 'batch', yLabel: 'milliseconds per call (log)', logX: true, logY: true,
-      series: heads.flatMap((N, i) => [
-        { name: `absorbed N${N}`, color: COLORS[i % COLORS.length], points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.absorbedMs ?? NaN] as [number, number]) },
-        { name: `unabsorbed N${N}`, color: COLORS[i % COLORS.length], dashed: true, points: r.mla!.filter((x) => x.N === N).map((x) => [x.batch, x.unabsorbedMs ?? NaN] as [number, number]) },
-      ]),
+      series: heads.flatMap((N, i) => {
+        const rows = r.mla!.filter((x) => x.N === N);
+        // Where the default ran on the subgroup matrices, MLA's own (FMA) tile timed in the same rounds.
+        const fma = rows.map((x) => [x.batch, Object.entries(x.tiles ?? {}).find(([k]) => k.startsWith('mla tile') && !k.endsWith('(default)'))?.[1].ms ?? NaN] as [number, number]);
+        const onMatrices = rows.some((x) => x.tile?.startsWith('subgroup-matrix'));
+        return [
+          { name: `absorbed N${N}${onMatrices ? ' (subgroup-matrix tile)' : ''}`, color: COLORS[i % COLORS.length], points: rows.map((x) => [x.batch, x.absorbedMs ?? NaN] as [number, number]) },
+          ...(fma.some(([, ms]) => Number.isFinite(ms)) ? [{ name: `absorbed N${N}, MLA's FMA tile`, color: COLORS[i % COLORS.length], dash: PEER_DASH, points: fma }] : []),
+          { name: `unabsorbed N${N}`, color: COLORS[i % COLORS.length], dashed: true, points: rows.map((x) => [x.batch, x.unabsorbedMs ?? NaN] as [number, number]) },
+        ];
+      }),
     });
   }
   if (r.gemm?.length) {

@@ -65,6 +65,9 @@ describe('benchmark plots', () => {
     let svgs = plotResults(r);
     expect(svgs['sdpa-throughput.svg']).toContain('Dense SDPA, B1 H8 D64');
     expect(svgs['mla-decode.svg']).toContain('MLA decode, context 4096');
+    // The committed run has the default on the subgroup matrices and MLA's FMA tile timed beside it.
+    expect(svgs['mla-decode.svg']).toContain('absorbed N128 (subgroup-matrix tile)');
+    expect(svgs['mla-decode.svg']).toContain("absorbed N128, MLA's FMA tile");
     // A software adapter's run: other context, tiny ceilings.
     r.mla = r.mla.map((x: object) => ({ ...x, context: 64 }));
     r.ceilings = { ...r.ceilings, fmaTflops: 0.0089, copyGBs: 3.2 };
