@@ -101,8 +101,38 @@ fn pack8(a: vec4<f32>, b: vec4<f32>) -> vec4<u32> {
   return vec4<u32>(pack2x16float(ca.xy), pack2x16float(ca.zw), pack2x16float(cb.xy), pack2x16float(cb.zw));
 }
 
+/** Two e4m3 codes (the low 16 bits of c) as the f16 bits of their values / 256: e4m3's exponent (4 bits,
+ *  bias 7) read as f16's (5 bits, bias 15) and its 3 mantissa bits moved up. Exact, subnormals
+ *  included; e4m3's NaN code, which cacheWrite never stores (it saturates at ±448), reads as 480. */
+fn e4m3x2_f16(c: u32) -> u32 {
+  return ((c & 0x7fu) << 7u) | ((c & 0x80u) << 8u) | ((c & 0x7f00u) << 15u) | ((c & 0x8000u) << 16u);
+}
+
+/** Eight values of fp8_ds_mla row `row` from column d (a multiple of 8) as f16 pairs: e4m3 codes times
+ *  their group's scale, or the bf16 rope values (a bf16 is the top half of its f32). */
+fn ds_mla8(row: u32, d: u32) -> vec4<u32> {
+  let base = row * params.mla_row_words;
+  let L = params.mla_l;
+  if (d < L) {
+    let s = 256.0 * bitcast<f32>(k_cache[base + L / 4u + d / 128u]);
+    let a = k_cache[base + d / 4u];
+    let b = k_cache[base + d / 4u + 1u];
+    return pack8(vec4<f32>(unpack2x16float(e4m3x2_f16(a)), unpack2x16float(e4m3x2_f16(a >> 16u))) * s,
+                 vec4<f32>(unpack2x16float(e4m3x2_f16(b)), unpack2x16float(e4m3x2_f16(b >> 16u))) * s);
+  }
+  let w = base + L / 4u + (L + 127u) / 128u + (d - L) / 2u;
+  var v: array<f32, 8>;
+  for (var i = 0u; i < 4u; i++) {
+    let x = k_cache[w + i];
+    v[2u * i] = bitcast<f32>(x << 16u);
+    v[2u * i + 1u] = bitcast<f32>(x & 0xffff0000u);
+  }
+  return pack8(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
+}
+
 /** Thread li's words of the key tile from k0 on (zeros past k_end, past D or where the row is missing):
- *  f16 rows as they are stored; bf16 and FlashMLA's fp8_ds_mla rows decoded (k_load4) and rounded to f16. */
+ *  f16 rows as they are stored; FlashMLA's fp8_ds_mla rows decoded eight values at a time (ds_mla8) and
+ *  bf16 rows through the addressing's k_load4, rounded to f16. */
 fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
   var w: array<vec4<u32>, NKW>;
   for (var u = 0u; u < NKW; u++) {
@@ -114,6 +144,9 @@ fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
       if (KV_DTYPE == 1u) {
         let row = kv_word_row(job, j);
         if (row >= 0) { w[u] = k_w[u32(row) * (D / 8u) + d / 8u]; }
+      } else if (KV_DTYPE == 4u) {
+        let row = kv_word_row(job, j);
+        if (row >= 0) { w[u] = ds_mla8(u32(row), d); }
       } else {
         w[u] = pack8(k_load4(job, j, d), k_load4(job, j, d + 4u));
       }

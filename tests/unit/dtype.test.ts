@@ -297,6 +297,16 @@ describe('bf16', () => {
 });
 
 describe('fp8 e4m3fn', () => {
+  it("every code but NaN, read as f16 bits (exponent and mantissa moved into f16's fields), is its value / 256 exactly: MLA's matrix tile stages fp8_ds_mla rows so (mla_mma_core.wgsl e4m3x2_f16)", () => {
+    let checked = 0;
+    for (let c = 0; c < 256; c++) {
+      if ((c & 0x7f) === 0x7f) continue;
+      expect(f16BitsToF32(((c & 0x7f) << 7) | ((c & 0x80) << 8)) * 256, `code 0x${c.toString(16)}`).toBe(fp8e4m3BitsToF32(c));
+      checked++;
+    }
+    expect(checked).toBe(254);
+  });
+
   it('known bit patterns', () => {
     expect(f32ToFp8e4m3Bits(1)).toBe(0x38);
     expect(f32ToFp8e4m3Bits(-1)).toBe(0xb8);
