@@ -305,7 +305,7 @@ if (suites.includes('mla')) {
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, read ${fmt(ceilings.readGBs, 0)} GB/s. Roofline = max(FLOPs / FMA, bytes / read); FLOPs count q absorption, `
     + 'scores, P·V and the V up-projection; bytes the latent rows (f16) once per sequence and the absorbed weights (f32) once per call. '
     + 'Unabsorbed: each sequence\'s context decompressed per head (W_UK, W_UV), then attention. Sequence 0 checked against the float64 reference first. '
-    + 'The attention tile is the one \'auto\' takes (for f16 latent rows the subgroup-matrix tile where the adapter has one); '
+    + 'The attention tile is the one \'auto\' takes (for f16, bf16 and fp8_ds_mla latent rows the subgroup-matrix tile where the adapter has one); '
     + (ceilings.mmaTflops ? `% of matrix roofline puts the FLOPs against the subgroup-matrix ceiling (${fmt(ceilings.mmaTflops, 0)} TFLOP/s, same run) instead of FMA; ` : '')
     + '"other tiles" are timed in the same rounds and checked alike. '
     + `Absorbed decode timed in ${rounds} rounds (alternating with the other attention tiles), ${quick ? 3 : 5} samples a round of 2 calls each, `

@@ -31,7 +31,7 @@ export interface MlaBenchRow {
 }
 
 /** MLA decode's attention tile as the benchmark names it: the subgroup-matrix tile (its configuration
- *  and shape) where 'auto' takes it for f16 latent rows of D values and `heads` heads, else MLA's own tile or the flash tile. */
+ *  and shape) where 'auto' takes it (the suite's f16 latent rows of D values, `heads` heads), else MLA's own tile or the flash tile. */
 export function mlaTileName(engine: Engine, D: number, Dv: number, heads: number): string {
   const t = engine.tuning;
   if (t.mlaDecodeTile === 'flash') return 'flash tile';

@@ -167,11 +167,15 @@ const HR_RG: u32 = HM_WG / HR_Q;       // row groups
 const HR_RPT: u32 = 4u;                // rows a thread
 const HR_ROWS: u32 = HR_RG * HR_RPT;
 
-/** out[b0 + rg·HR_RPT + i, n, m .. m+3] for this thread's HR_RPT rows, over all of K (x as in hm_acc). */
-fn hr_acc(qabs: bool, wid: vec3<u32>, li: u32, K: u32, M: u32) -> array<vec4<f32>, HR_RPT> {
-  let n = wid.y;
-  let b0 = wid.z * HR_ROWS + (li / HR_Q) * HR_RPT;
-  let m = wid.x * HR_MT + 4u * (li % HR_Q);
+/** This thread's first row b0 and first column m in the row-blocked products. */
+fn hr_origin(wid: vec3<u32>, li: u32) -> vec2<u32> {
+  return vec2<u32>(wid.z * HR_ROWS + (li / HR_Q) * HR_RPT, wid.x * HR_MT + 4u * (li % HR_Q));
+}
+
+/** out[b0 + i, n, m .. m+3] for this thread's HR_RPT rows (at = hr_origin), over all of K (x as in hm_acc). */
+fn hr_acc(qabs: bool, n: u32, at: vec2<u32>, K: u32, M: u32) -> array<vec4<f32>, HR_RPT> {
+  let b0 = at.x;
+  let m = at.y;
   var acc: array<vec4<f32>, HR_RPT>;
   for (var i = 0u; i < HR_RPT; i++) { acc[i] = vec4<f32>(0.0); }
   if (m >= M) { return acc; }
@@ -192,10 +196,11 @@ fn hr_acc(qabs: bool, wid: vec3<u32>, li: u32, K: u32, M: u32) -> array<vec4<f32
 /** qabs_main for HR_ROWS rows a workgroup. */
 @compute @workgroup_size(HM_WG)
 fn qabs_rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let acc = hr_acc(true, wid, li, params.P, params.L);
   let n = wid.y;
-  let b0 = wid.z * HR_ROWS + (li / HR_Q) * HR_RPT;
-  let m = wid.x * HR_MT + 4u * (li % HR_Q);
+  let at = hr_origin(wid, li);
+  let acc = hr_acc(true, n, at, params.P, params.L);
+  let b0 = at.x;
+  let m = at.y;
   let D = params.L + params.R;
   for (var i = 0u; i < HR_RPT; i++) {
     let b = b0 + i;
@@ -216,10 +221,11 @@ fn qabs_rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
 /** vup_main for HR_ROWS rows a workgroup. */
 @compute @workgroup_size(HM_WG)
 fn vup_rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let acc = hr_acc(false, wid, li, params.L, params.V);
   let n = wid.y;
-  let b0 = wid.z * HR_ROWS + (li / HR_Q) * HR_RPT;
-  let v = wid.x * HR_MT + 4u * (li % HR_Q);
+  let at = hr_origin(wid, li);
+  let acc = hr_acc(false, n, at, params.L, params.V);
+  let b0 = at.x;
+  let v = at.y;
   for (var i = 0u; i < HR_RPT; i++) {
     let b = b0 + i;
     if (b >= params.rows || v >= params.V) { continue; }

@@ -109,25 +109,17 @@ fn e4m3x2_f16(c: u32) -> u32 {
 }
 
 /** Eight values of fp8_ds_mla row `row` from column d (a multiple of 8) as f16 pairs: e4m3 codes times
- *  their group's scale, or the bf16 rope values (a bf16 is the top half of its f32). */
+ *  their group's scale, or the bf16 rope values (the row's layout: paged.wgsl ds_mla_scale, ds_mla_rope4). */
 fn ds_mla8(row: u32, d: u32) -> vec4<u32> {
   let base = row * params.mla_row_words;
-  let L = params.mla_l;
-  if (d < L) {
-    let s = 256.0 * bitcast<f32>(k_cache[base + L / 4u + d / 128u]);
+  if (d < params.mla_l) {
+    let s = 256.0 * ds_mla_scale(base, d);
     let a = k_cache[base + d / 4u];
     let b = k_cache[base + d / 4u + 1u];
     return pack8(vec4<f32>(unpack2x16float(e4m3x2_f16(a)), unpack2x16float(e4m3x2_f16(a >> 16u))) * s,
                  vec4<f32>(unpack2x16float(e4m3x2_f16(b)), unpack2x16float(e4m3x2_f16(b >> 16u))) * s);
   }
-  let w = base + L / 4u + (L + 127u) / 128u + (d - L) / 2u;
-  var v: array<f32, 8>;
-  for (var i = 0u; i < 4u; i++) {
-    let x = k_cache[w + i];
-    v[2u * i] = bitcast<f32>(x << 16u);
-    v[2u * i + 1u] = bitcast<f32>(x & 0xffff0000u);
-  }
-  return pack8(vec4<f32>(v[0], v[1], v[2], v[3]), vec4<f32>(v[4], v[5], v[6], v[7]));
+  return pack8(ds_mla_rope4(base, d), ds_mla_rope4(base, d + 4u));
 }
 
 /** Thread li's words of the key tile from k0 on (zeros past k_end, past D or where the row is missing):

@@ -87,16 +87,24 @@ fn kv4(from_k: bool, idx: u32) -> vec4<f32> {
   return decode4(ws4, KV_DTYPE);
 }
 
+// An fp8_ds_mla row (FlashMLA's layout), in words: L e4m3 codes, ⌈L/128⌉ f32 scales, R bf16 rope values.
+/** The scale of latent column d (< L) of the fp8_ds_mla row from word `base`. */
+fn ds_mla_scale(base: u32, d: u32) -> f32 {
+  return bitcast<f32>(k_cache[base + params.mla_l / 4u + d / 128u]);
+}
+
+/** Four rope values from column d (L ≤ d, d % 4 == 0) of the fp8_ds_mla row from word `base`. */
+fn ds_mla_rope4(base: u32, d: u32) -> vec4<f32> {
+  let L = params.mla_l;
+  let w = base + L / 4u + (L + 127u) / 128u + (d - L) / 2u;
+  return decode4(vec4<u32>(k_cache[w], k_cache[w + 1u], 0u, 0u), 2u);
+}
+
 /** Four values from column d (d % 4 == 0) of an fp8_ds_mla row: e4m3 latent · its group's scale, or bf16 rope. */
 fn ds_mla4(row: u32, d: u32) -> vec4<f32> {
   let base = row * params.mla_row_words;
-  let L = params.mla_l;
-  if (d < L) {
-    let scale = bitcast<f32>(k_cache[base + L / 4u + d / 128u]);
-    return decode4(vec4<u32>(k_cache[base + d / 4u], 0u, 0u, 0u), 3u) * scale;
-  }
-  let w = base + L / 4u + (L + 127u) / 128u + (d - L) / 2u;
-  return decode4(vec4<u32>(k_cache[w], k_cache[w + 1u], 0u, 0u), 2u);
+  if (d < params.mla_l) { return decode4(vec4<u32>(k_cache[base + d / 4u], 0u, 0u, 0u), 3u) * ds_mla_scale(base, d); }
+  return ds_mla_rope4(base, d);
 }
 
 fn k_load4(job: Job, j: u32, d: u32) -> vec4<f32> {
