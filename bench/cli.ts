@@ -509,19 +509,22 @@ if (args.has('explore-paged')) {
   // on the decode shapes: --explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;... (blank fields: the
   // planner's; prefetch 0 turns it off; a sixth field, a diagnostic that leaves parts of the subgroup
   // kernel's work out (tuning.pagedDecodeProbe: 'loads' or 1 its reads alone, 2-4; its check fails by
-  // design); then groups sharing a key row (HS) and the workgroup size).
+  // design); then groups sharing a key row (HS), the workgroup size, and for 'subgroup-matrix' the
+  // matrix tile's shape (plan.ts DECODE_MMA_SHAPES; its probe is the tile's, tuning.mlaMmaProbe)).
   const explorePaged: Record<string, unknown>[] = [];
   const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
   const saved = { ...engine.tuning };
   for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
     for (const cfg of configs) {
-      const [variant, KT, UK, target, pf, probe, HS, WG] = cfg.split(':');
+      const [variant, KT, UK, target, pf, probe, HS, WG, shape] = cfg.split(':');
       Object.assign(engine.tuning, saved, {
         // 'flash': one-token sequences through the flash tile instead of a decode kernel.
         pagedDecodeKernel: variant !== 'flash', pagedDecodeVariant: variant && variant !== 'flash' ? variant : 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
         pagedDecodeProbe: probe === 'loads' ? 1 : Number(probe || 0),
         pagedDecodeHeadSplit: HS ? Number(HS) : undefined, pagedDecodeWG: WG ? Number(WG) : saved.pagedDecodeWG,
+        pagedDecodeMmaShape: shape ? Number(shape) : undefined,
+        mlaMmaProbe: variant === 'subgroup-matrix' && probe ? (probe === 'loads' ? 1 : Number(probe)) : saved.mlaMmaProbe,
       });
       const r = await benchPagedDecode(engine, sh, ceilings, 5);
       // The passes of the last timed sample (3 calls): decode kernel against the merge.

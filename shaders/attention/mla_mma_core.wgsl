@@ -21,6 +21,12 @@
 // through workgroup memory one matrix a subgroup at a time (a result matrix cannot be scaled by row in
 // registers); the final O goes out the same way.
 //
+// The same tile serves GQA decode over plain K/V caches (SEPV): a kv head's G query heads of one token are
+// the rows, V rows come from the V cache and are staged in a tile of their own (v_s). Rows of 16 with G
+// live waste matrix work, not bandwidth: the tensor units have ample headroom at decode's arithmetic
+// intensity, and what the FMA decode kernel spends on each lane's redundant softmax goes away. The
+// value tile follows the key tile in kv_s (VOFF, row stride VS).
+//
 // Only what MLA decode asks: every key in [k_lo, k_hi) is visible (split caches mask other parts' keys
 // through key_in_part), no window, softcap, ALiBi or sinks. The host (PagedAttentionPlan) chooses this
 // kernel only then, for 16-bit or fp8_ds_mla latent rows, where the adapter has f16 → f32 subgroup
@@ -37,6 +43,7 @@ const BC: u32 = 32u;     // keys a tile (a multiple of N·NSG/DSPLIT and of K)
 const DSPLIT: u32 = 4u;  // subgroups splitting the scores' D reduction (divides NSG)
 const D: u32 = 576u;
 const DV: u32 = 512u;
+const SEPV: bool = false;  // V rows from the V cache (GQA decode), staged in v_s; else K's first DV columns
 // Diagnostics (engine.tuning.mlaMmaProbe; wrong results): 1 leaves out the staged K loads from global
 // memory, 2 the softmax (P keeps its contents), 3 the matrix products.
 const PROBE: u32 = 0u;
@@ -61,12 +68,17 @@ const TAU: f32 = 8.0;                           // the lazy rescale's threshold 
 const NKW: u32 = (BC * (DP / 8u) + WG - 1u) / WG;   // 16-byte words a thread stages a tile
 const KV_ROWS: u32 = max(BC, M);                // staged rows: a key tile, or a row block of Q
 const SCR: u32 = max(DSPLIT * BR * SSP, NSG * M * N);
+const DVP: u32 = NOS * NSG * N;                 // DV padded to whole result matrices of every subgroup
+const VS: u32 = DVP + 8u;                       // staged V row stride, f16 (SEPV)
+const NVW: u32 = select(1u, (BC * (DVP / 8u) + WG - 1u) / WG, SEPV);   // 16-byte V words a thread stages a tile
+const VOFF: u32 = select(0u, BC * DS, SEPV);    // the value tile's place in kv_s, f16 (SEPV: after the key tile)
+const VST: u32 = select(DS, VS, SEPV);          // its row stride
 
 const_assert NSG % DSPLIT == 0u;
 const_assert NSC % CSPLIT == 0u && NSCS >= 1u;
 const_assert BC % K == 0u;
 const_assert WG % BR == 0u && TPR <= SGW && SGW % TPR == 0u && CPT >= 1u && BC % TPR == 0u;
-const_assert NOS * NSG * N <= DS;               // P·V reads V columns inside the staged rows
+const_assert SEPV || NOS * NSG * N <= DS;       // P·V reads V columns inside the staged rows
 const_assert D % 8u == 0u;
 
 alias QMat = subgroup_matrix_left<f16, K, M>;
@@ -86,8 +98,9 @@ struct Lanes {
   @builtin(subgroup_invocation_id) lane: u32,
 }
 
-// The key tile [BC][DS] (a row block of Q at first), f16 as vec4s: matrix offsets and strides in vec4s.
-var<workgroup> kv_s: array<vec4<f16>, KV_ROWS * DS / 4u>;
+// The key tile [BC][DS] (a row block of Q at first), then with SEPV the value tile [BC][VS]; f16 as vec4s:
+// matrix offsets and strides in vec4s.
+var<workgroup> kv_s: array<vec4<f16>, max(KV_ROWS * DS, VOFF + select(0u, BC * VS, SEPV)) / 4u>;
 // Partial scores [DSPLIT][BR][SSP]; also O's matrices on their way through (M × N a subgroup).
 var<workgroup> s_part: array<f32, SCR>;
 var<workgroup> p_s: array<f16, BR * PS>;
@@ -147,6 +160,39 @@ fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
   return w;
 }
 
+/** SEPV: thread li's words of the value tile from k0 on (zeros past k_end, past DV or where the row is
+ *  missing): f16 rows as stored, others through the addressing's v_load4, rounded to f16. */
+fn v_tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NVW> {
+  var w: array<vec4<u32>, NVW>;
+  for (var u = 0u; u < NVW; u++) {
+    let e = li + u * WG;
+    let j = k0 + e / (DVP / 8u);
+    let d = 8u * (e % (DVP / 8u));
+    w[u] = vec4<u32>(0u);
+    if (SEPV && e < BC * (DVP / 8u) && j < k_end && d < DV) {
+      if (KV_DTYPE == 1u) {
+        let row = kv_word_row(job, j);
+        if (row >= 0) { w[u] = v_w[u32(row) * (DV / 8u) + d / 8u]; }
+      } else {
+        w[u] = pack8(v_load4(job, j, d), v_load4(job, j, d + 4u));
+      }
+    }
+  }
+  return w;
+}
+
+/** SEPV: thread li's words into the value tile (kv_s from VOFF). */
+fn put_v_words(w: array<vec4<u32>, NVW>, li: u32) {
+  for (var u = 0u; u < NVW; u++) {
+    let e = li + u * WG;
+    if (SEPV && e < BC * (DVP / 8u)) {
+      let at = VOFF + (e / (DVP / 8u)) * VS + 8u * (e % (DVP / 8u));
+      kv_s[at / 4u] = bitcast<vec4<f16>>(w[u].xy);
+      kv_s[at / 4u + 1u] = bitcast<vec4<f16>>(w[u].zw);
+    }
+  }
+}
+
 /** Thread li's words into the key tile. */
 fn put_tile_words(w: array<vec4<u32>, NKW>, li: u32) {
   for (var u = 0u; u < NKW; u++) {
@@ -202,12 +248,18 @@ fn flash_tile(job: Job, lanes: Lanes) {
   let sl2 = params.scale * LOG2E;
   let k_end = job.k_hi;
   var tw = tile_words(job, job.k_lo, k_end, li);
+  var vw = v_tile_words(job, job.k_lo, k_end, li);
   for (var kt = job.k_lo; kt < k_end; kt += BC) {
-    // ---- The key tile (this thread's words, loaded a tile ago), then the next tile's words in flight.
+    // ---- The key (and value) tile (this thread's words, loaded a tile ago), then the next tile's words
+    // in flight.
     workgroupBarrier();
     if (PROBE != 1u) {
       put_tile_words(tw, li);
       tw = tile_words(job, kt + BC, k_end, li);
+      if (SEPV) {
+        put_v_words(vw, li);
+        vw = v_tile_words(job, kt + BC, k_end, li);
+      }
     }
     workgroupBarrier();
 
@@ -280,13 +332,14 @@ fn flash_tile(job: Job, lanes: Lanes) {
       }
     }
 
-    // ---- O += P·V: V's K × N blocks are the staged rows' first DV columns, each serving RB row blocks.
+    // ---- O += P·V: V's K × N blocks are the staged value rows (SEPV) or the staged rows' first DV
+    // columns, each serving RB row blocks.
     for (var kk = 0u; kk < NP; kk++) {
       if (PROBE != 3u) {
         var pm: array<QMat, RB>;
         for (var rb = 0u; rb < RB; rb++) { pm[rb] = subgroupMatrixLoad<QMat, row_major>(&p_s, rb * M * PS + kk * K, PS); }
         for (var j = 0u; j < NOS; j++) {
-          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, (kk * K * DS + (sgi * NOS + j) * N) / 4u, DS / 4u);
+          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, (VOFF + kk * K * VST + (sgi * NOS + j) * N) / 4u, VST / 4u);
           for (var rb = 0u; rb < RB; rb++) { o[rb * NOS + j] = subgroupMatrixMultiplyAccumulate(pm[rb], vb, o[rb * NOS + j]); }
         }
       }

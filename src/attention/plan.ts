@@ -287,16 +287,34 @@ export const MLA_MMA_SHAPES: readonly { NSG: number; DSPLIT: number; RB: number;
   { NSG: 4, DSPLIT: 4, RB: 1, BC: 32 }, { NSG: 4, DSPLIT: 2, RB: 1, BC: 32 },
 ];
 
+/**
+ * The same tile's shapes for GQA decode over plain K/V caches (SEPV: a kv head's G ≤ 16 query heads of
+ * one token are the rows, V staged in a tile of its own; engine.tuning.pagedDecodeMmaShape holds one).
+ * Head sizes up to 128 leave room for long key tiles: 64 keys a tile fill 32 KiB of staged K and V at D 128.
+ */
+export const DECODE_MMA_SHAPES: readonly { NSG: number; DSPLIT: number; RB: number; BC: number }[] = [
+  { NSG: 4, DSPLIT: 1, RB: 1, BC: 64 }, { NSG: 8, DSPLIT: 2, RB: 1, BC: 64 }, { NSG: 4, DSPLIT: 2, RB: 1, BC: 32 },
+  { NSG: 8, DSPLIT: 1, RB: 1, BC: 128 }, { NSG: 4, DSPLIT: 1, RB: 1, BC: 128 }, { NSG: 8, DSPLIT: 4, RB: 1, BC: 32 },
+];
+
+/** Plain K/V cache dtypes GQA decode's matrix tile stages (as f16). */
+export const DECODE_MMA_ROWS: readonly string[] = ['f16', 'bf16'];
+
 /** Latent cache dtypes MLA decode's matrix tile stages (as f16). */
 export const MLA_MMA_ROWS: readonly string[] = ['f16', 'bf16', 'fp8_ds_mla'];
 
 /** Workgroup storage of the MLA matrix tile, in bytes (mla_mma_core.wgsl's arrays). */
-export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB: number, BC: number, DSPLIT: number, D: number): number {
+export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB: number, BC: number, DSPLIT: number, D: number,
+                                sepDv = 0): number {
   const NQS = Math.ceil(Math.ceil(D / K) / DSPLIT);
   const DS = NQS * DSPLIT * K + 8;
   const BR = RB * M;
   const pad4 = (b: number) => Math.ceil(b / 4) * 4;
-  return 2 * Math.max(BC, M) * DS + 4 * Math.max(DSPLIT * BR * (BC + 4), NSG * M * N) + pad4(2 * BR * (BC + 8)) + 4 * BR + 4 * NSG;
+  // SEPV (sepDv > 0): the value tile [BC][DVP + 8] after the key tile, DVP being Dv padded to every
+  // subgroup's whole result matrices.
+  const VS = Math.ceil(sepDv / (N * NSG)) * N * NSG + 8;
+  const kv = Math.max(Math.max(BC, M) * DS, sepDv > 0 ? BC * (DS + VS) : 0);
+  return 2 * kv + 4 * Math.max(DSPLIT * BR * (BC + 4), NSG * M * N) + pad4(2 * BR * (BC + 8)) + 4 * BR + 4 * NSG;
 }
 
 /**
@@ -306,22 +324,24 @@ export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB
  * MLA_MMA_SHAPES.
  */
 export function planMlaMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, rows: number, smemCap = Infinity,
-                           config?: number, shape?: number): MlaMmaPlan | null {
-  if (D % 8 || Dv > D) return null;
+                           config?: number, shape?: number, sepV = false): MlaMmaPlan | null {
+  if (D % 8 || Dv % 8 || (!sepV && Dv > D)) return null;
   const { sgw, configs } = mmaTileConfigs(features, config);
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   for (const { M, N, K } of configs) {
-    for (const [si, { NSG, DSPLIT, RB, BC }] of MLA_MMA_SHAPES.entries()) {
+    for (const [si, { NSG, DSPLIT, RB, BC }] of (sepV ? DECODE_MMA_SHAPES : MLA_MMA_SHAPES).entries()) {
       if (shape !== undefined && si !== shape) continue;
       const WG = NSG * sgw, BR = RB * M, TPR = WG / BR, CSPLIT = NSG / DSPLIT;
       // Several row blocks only for jobs that fill them (unless held to the shape).
       if (shape === undefined && RB > 1 && rows < BR) continue;
+      // GQA decode: a work item is one row tile, so it must hold all G heads.
+      if (sepV && rows > BR) continue;
       const DS = Math.ceil(Math.ceil(D / K) / DSPLIT) * DSPLIT * K + 8;
       // mla_mma_core.wgsl's const_asserts.
       if (NSG % DSPLIT || BC % N || BC % K || (BC / N) % CSPLIT || WG % BR || TPR > sgw || sgw % TPR || BC % TPR) continue;
-      if (Math.ceil(Dv / (N * NSG)) * NSG * N > DS) continue;
+      if (!sepV && Math.ceil(Dv / (N * NSG)) * NSG * N > DS) continue;
       if (WG > limits.maxComputeInvocationsPerWorkgroup || WG > limits.maxComputeWorkgroupSizeX) continue;
-      const smem = mlaMmaSmemBytes(M, N, K, NSG, RB, BC, DSPLIT, D);
+      const smem = mlaMmaSmemBytes(M, N, K, NSG, RB, BC, DSPLIT, D, sepV ? Dv : 0);
       if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, RB, BC, DSPLIT, BR, smem };
     }
   }
@@ -335,12 +355,23 @@ export function mlaMmaFor(engine: Runtime, D: number, Dv: number, rows: number):
   return planMlaMma(engine.limits, engine.features, D, Dv, rows, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.mlaMmaShape);
 }
 
-/** MLA decode's matrix tile kernel (paged addressing). */
-function mlaMmaKernel(engine: Runtime, plan: MlaMmaPlan, D: number, Dv: number, overrides: Record<string, number>): Kernel {
+/**
+ * GQA decode on MLA's matrix tile (SEPV) where the tuning lets the decode kernels take it and it runs
+ * here: the caller checks the rest (one-token sequences of a plain f16/bf16 cache in one buffer, no
+ * window, softcap, ALiBi or sinks).
+ */
+export function decodeMmaFor(engine: Runtime, D: number, Dv: number, G: number): MlaMmaPlan | null {
+  const t = engine.tuning;
+  if (!t.pagedDecodeKernel || (t.pagedDecodeVariant !== 'auto' && t.pagedDecodeVariant !== 'subgroup-matrix')) return null;
+  return planMlaMma(engine.limits, engine.features, D, Dv, G, t.flashSmemBytes, t.flashMmaConfig, t.pagedDecodeMmaShape, true);
+}
+
+/** MLA decode's matrix tile kernel (paged addressing); sepV: GQA decode, V from the V cache. */
+function mlaMmaKernel(engine: Runtime, plan: MlaMmaPlan, D: number, Dv: number, overrides: Record<string, number>, sepV = false): Kernel {
   return engine.kernel('paged_mla_mma', 'paged_main', {
     overrides,
     consts: { M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, SGW: plan.SGW, RB: plan.RB, BC: plan.BC, DSPLIT: plan.DSPLIT, D, DV: Dv,
-              PROBE: engine.tuning.mlaMmaProbe, TAU: engine.tuning.mlaMmaTau },
+              PROBE: engine.tuning.mlaMmaProbe, TAU: engine.tuning.mlaMmaTau, SEPV: sepV },
     enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
     unroll: engine.tuning.flashMmaUnroll,
   });
@@ -444,8 +475,10 @@ export class PagedAttentionPlan {
       // A source split across buffers: the kernels run once per part (each sees its own blocks, the
       // others masked) into the partition workspace, and the merge combines every part's states.
       for (const part of kv.parts) {
-        const src = [part.key.buffer, part.value.buffer, part.scales];
-        if (p.decode) rt.record(p.decode.k, [p.decode.g0, rt.bindGroup(p.decode.k.groups[1], src), g2], p.decode.count);
+        if (p.decode) {
+          const g1 = rt.groupFor(p.decode.k, 1, { k_cache: part.key, v_cache: part.value, kv_scale: part.scales, k_w: part.key, v_w: part.value });
+          rt.record(p.decode.k, [p.decode.g0, g1, g2], p.decode.count);
+        }
         // By name: the subgroup-matrix tiles also read the caches as 16-byte words (paged.wgsl k_w,
         // v_w), and MLA's reads only K's words (the rows hold V too).
         if (p.flash) {
@@ -490,7 +523,12 @@ export class PagedAttentionPlan {
     const flash = mla || mlaMma || mma ? null : planFlash(rt.limits, rt.features, D, Dv, variant, rt.tuning.flashSmemBytes, rt.tuning.flashGrid, tile, few);
     if (!mla && !mlaMma && !mma && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
     const BR = mlaMma ? mlaMma.BR : mla ? mla.BR : mma ? mma.BR : flash!.TY * flash!.TM;
-    const decode: DecodePlan | null = this.c.decodeAllowed ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
+    // One-token sequences of a plain cache in one buffer, without the options the matrix tile leaves out,
+    // take GQA decode on subgroup matrices where the adapter has them; else the decode kernels. Only
+    // 16-bit queries: the tile stages Q in f16, and rounding f32 queries would cost the LSE its f32 tolerance.
+    const decodeMma = this.c.decodeAllowed && geo.parts === 1 && geo.mlaL === 0 && DECODE_MMA_ROWS.includes(geo.dtype) && qDtype !== 'f32'
+      && !a.window && !a.softcap && !a.alibi && !a.sinks ? decodeMmaFor(rt, D, Dv, G) : null;
+    const decode: DecodePlan | null = this.c.decodeAllowed && !decodeMma ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
     const bindMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
     const wsCap = Math.min(WS_CAP_BYTES, bindMax);
@@ -501,7 +539,7 @@ export class PagedAttentionPlan {
         + `(more than one storage binding, ${bindMax} bytes): attend fewer tokens per call`);
     }
     const rules: PlanRules = {
-      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null,
+      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null || decodeMma !== null,
       pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0, target: rt.tuning.pagedTargetWorkgroups,
       minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / (NP * rowBytes))), split,
     };
@@ -556,7 +594,15 @@ export class PagedAttentionPlan {
       this.owned.push(params);
       return { k, g0: rt.groupFor(k, 0, { params, pmeta, headp: this.headp, ws }), count };
     };
+    const flashParams = {
+      k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
+    };
     let decodeStage: Stage | null = null;
+    if (decodeMma && nonzero(counts.decode)) {
+      // The decode items (one row tile each: all G heads) through paged.wgsl's entry, as MLA's jobs run.
+      decodeStage = stage(mlaMmaKernel(rt, decodeMma, D, Dv, overrides, true),
+        { ...common, ...flashParams, G, hdr_items: 1, off_items: layout.offDecode, n_dc: 0, n_dk4: 0, n_bc: 0 }, counts.decode);
+    }
     if (decode && nonzero(counts.decode)) {
       const dp = decode;
       const dk = dp.variant === 'subgroup'
@@ -579,7 +625,7 @@ export class PagedAttentionPlan {
         // Split: keys outside the part go through the flash tile's mask hook (paged.wgsl mask_word).
         ...common, G, hdr_items: 0, off_items: layout.offFlash, flags: common.flags | (split ? FLAG_MASK_BOOL : 0),
         n_dc: flash ? D / flash.DK : 0, n_dk4: flash ? flash.DK / 4 : 0, n_bc: flash ? flash.TX * flash.TN : 0,
-        k_stride: geo.kStride, v_stride: geo.vStride, mla_l: geo.mlaL, mla_row_words: geo.mlaRowWords,
+        ...flashParams,
       }, counts.flash);
     }
     let mergeStage: Stage | null = null;

@@ -179,8 +179,14 @@ export class Runtime implements TensorHost {
     pagedDecodeUK: undefined as number | undefined,
     /** Workgroup size of the decode kernel (at most 256 and the adapter's limits). */
     pagedDecodeWG: 256,
-    /** Which decode kernel runs: 'auto' takes the subgroup kernel where the adapter has subgroups. */
-    pagedDecodeVariant: 'auto' as 'auto' | 'subgroup' | 'portable',
+    /** Which decode kernel runs: 'auto' takes GQA decode on MLA's matrix tile (mla_mma_core.wgsl SEPV)
+     *  where the adapter has f16 subgroup matrices and the plan allows it (f16/bf16 cache in one buffer,
+     *  G ≤ 16, no window, softcap, ALiBi or sinks), else the subgroup kernel where the adapter has
+     *  subgroups, else the portable one; 'subgroup-matrix' names auto's first choice (it falls back as
+     *  auto does); 'subgroup' and 'portable' hold the decode kernels to that one. */
+    pagedDecodeVariant: 'auto' as 'auto' | 'subgroup-matrix' | 'subgroup' | 'portable',
+    /** Holds GQA decode's matrix tile to one shape (plan.ts DECODE_MMA_SHAPES; benchmark exploration). */
+    pagedDecodeMmaShape: undefined as number | undefined,
     /** Caps the lanes that share a key row in the subgroup decode kernel (benchmark exploration). */
     pagedDecodeKT: undefined as number | undefined,
     /** Groups of the subgroup decode kernel that share each key row, each for G / HS of a kv head's query

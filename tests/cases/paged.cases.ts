@@ -3,7 +3,8 @@
 // padding tokens, every attention option, split-KV equal to unsplit, chunked equal to one-shot,
 // paged equal to dense, device-side metadata, and every validation error.
 import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest, type Tensor } from '../../src/index';
-import { planOnHost } from '../../src/attention/plan';
+import { DECODE_MMA_SHAPES, decodeMmaFor, planMlaMma, planOnHost } from '../../src/attention/plan';
+import { mmaConfigs } from '../../src/core/runtime';
 import { planDecode } from '../../src/attention/paged_decode';
 import { flashMmaFor, planFlash } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
@@ -210,6 +211,59 @@ export const pagedCases = defineCases('paged', [
       await withTuning(engine, { pagedTargetWorkgroups: 4096, pagedMinPartition: 16 }, () => checkPaged(engine, { ...specs[0], seed: 93 }));
       const s1 = specs[1];
       await withTuning(engine, { cacheBindingBytes: 4 * s1.Hkv * s1.bs * s1.D * 2 }, () => checkPaged(engine, { ...s1, minParts: 3, seed: 94 }));
+    },
+  },
+  {
+    name: 'GQA decode on the subgroup-matrix tile (mla_mma_core.wgsl, V from the V cache): every shape and configuration; G 1, 4, 7, 8, 16; D 128, 64, Dv != D; f16 and bf16 caches; partitions; O rescaled at every move; mixed batches; what it leaves to the decode kernels',
+    async run({ engine, note }) {
+      const specs: PagedSpec[] = [
+        { Hq: 8, Hkv: 2, D: 128, bs: 16, seqs: [{ ctx: 300, q: 1 }, { ctx: 0, q: 1 }, { ctx: 37, q: 1 }, { ctx: 64, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 80 },
+        { Hq: 14, Hkv: 2, D: 64, Dv: 40, bs: 32, seqs: [{ ctx: 130, q: 1 }, { ctx: 5, q: 1 }], qDtype: 'bf16', cache: 'bf16', seed: 81 },
+        { Hq: 16, Hkv: 1, D: 128, bs: 16, seqs: [{ ctx: 500, q: 1 }, { ctx: 17, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 82 },
+        { Hq: 3, Hkv: 3, D: 96, bs: 8, seqs: [{ ctx: 77, q: 1 }, { ctx: 200, q: 1 }], qDtype: 'f16', cache: 'f16', pad: 2, seed: 83 },
+      ];
+      if (!decodeMmaFor(engine, 128, 128, 4)) {
+        note("GQA decode's subgroup-matrix tile: not run here (the adapter offers no f16 subgroup matrices); its first spec ran on the decode kernel 'auto' picks");
+        await checkPaged(engine, specs[0]);
+        return;
+      }
+      const part = { pagedMinPartition: 64, pagedTargetWorkgroups: 64 };
+      const ran: string[] = [];
+      // Every shape on the first two specs (GQA 4 at D 128 in partitions; GQA 7 with Dv 40 over bf16).
+      for (const [si] of DECODE_MMA_SHAPES.entries()) {
+        const p = planMlaMma(engine.limits, engine.features, 128, 128, 4, Infinity, undefined, si, true);
+        if (!p) { note(`GQA decode matrix shape ${si} does not fit this adapter`); continue; }
+        ran.push(`shape ${si}: ${p.NSG} subgroups, ${p.DSPLIT} D slices, ${p.BC} keys (${p.smem} B)`);
+        await withTuning(engine, { ...part, pagedDecodeMmaShape: si }, async () => {
+          for (const s of specs.slice(0, 2)) await checkPaged(engine, { ...s, seed: s.seed + 10 * si });
+        });
+      }
+      for (const [ci, c] of mmaConfigs(engine.features).entries()) {
+        if (!planMlaMma(engine.limits, engine.features, 128, 128, 4, Infinity, ci, undefined, true)) { note(`GQA decode matrix tile: no shape at ${c.M}×${c.N}×${c.K}`); continue; }
+        ran.push(`configuration ${c.M}×${c.N}×${c.K}`);
+        await withTuning(engine, { ...part, flashMmaConfig: ci }, () => checkPaged(engine, { ...specs[0], seed: 90 + ci }));
+      }
+      // G 16 and 1 (Dv 96 at 8-token blocks, padding tokens), one long unsplit partition, the lazy
+      // rescale at every move, and device metadata.
+      for (const s of specs.slice(2)) await checkPaged(engine, s);
+      await withTuning(engine, { pagedTargetWorkgroups: 1 }, () => checkPaged(engine, { ...specs[2], seqs: [{ ctx: 1300, q: 1 }], seed: 84 }));
+      await withTuning(engine, { ...part, mlaMmaTau: 0 }, async () => {
+        await checkPaged(engine, { ...specs[0], seed: 85 });
+        await checkPaged(engine, { ...specs[1], seed: 86 }, 'device');
+      });
+      // A mixed batch: its decode items on the matrix tile, its prefill rows on the flash tile.
+      await checkPaged(engine, { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: [{ ctx: 0, q: 20 }, { ctx: 90, q: 1 }, { ctx: 30, q: 6 }, { ctx: 3, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 87 });
+      // What the tile leaves to the decode kernels: options, f32 queries, G past 16 (the harness
+      // cannot see which kernel ran: these are checked for their results, the choice by the planner).
+      assert(decodeMmaFor(engine, 128, 128, 17) === null, 'no matrix decode for G 17');
+      await checkPaged(engine, { ...specs[0], opts: { softcap: 20, sinks: true }, seed: 88 });
+      await checkPaged(engine, { ...specs[0], qDtype: 'f32', seed: 89 });
+      // Its diagnostics compile and run, and their output is wrong.
+      for (const probe of [1, 2, 3]) {
+        await withTuning(engine, { ...part, mlaMmaProbe: probe }, () =>
+          expectThrows(() => checkPaged(engine, { ...specs[0], seqs: [{ ctx: 90, q: 1 }], seed: 100 + probe }), 'out (paged'));
+      }
+      note(`GQA decode matrix tile: ${ran.join('; ')}`);
     },
   },
   matrix('decode sequences through the flash kernel instead of the decode kernel', [

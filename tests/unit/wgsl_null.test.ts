@@ -86,13 +86,18 @@ describe('WGSL through Tint (null adapter)', () => {
     for (const src of [moe, unrollConstLoops(moe)]) expect(await errors(enables(src) + src), 'ops_moe_gemm_mma').toEqual([]);
     // MLA decode on the matrices: DeepSeek's 576/512 rows at each shape the planner offers, a padded
     // small shape (D 144: 9 k-steps over 4 slices), Apple's 8×8×8 and 64-wide subgroups.
-    const mlaShapes: Record<string, number>[] = [
+    const mlaShapes: Record<string, number | boolean>[] = [
       { M: 16, N: 16, K: 16, NSG: 8, SGW: 32, RB: 1, BC: 32, DSPLIT: 4, D: 576, DV: 512 },
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, RB: 1, BC: 32, DSPLIT: 4, D: 576, DV: 512 },
       { M: 16, N: 16, K: 16, NSG: 8, SGW: 32, RB: 2, BC: 16, DSPLIT: 8, D: 576, DV: 512, PROBE: 2 },
       { M: 16, N: 8, K: 16, NSG: 8, SGW: 32, RB: 1, BC: 32, DSPLIT: 4, D: 144, DV: 128 },
       { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, RB: 2, BC: 32, DSPLIT: 2, D: 576, DV: 512 },
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 64, RB: 1, BC: 32, DSPLIT: 2, D: 576, DV: 512 },
+      // GQA decode on the same tile (V from the V cache): Llama's 128, a 64/96 pair padded, Apple's 8×8×8.
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, RB: 1, BC: 64, DSPLIT: 1, D: 128, DV: 128, SEPV: true },
+      { M: 16, N: 16, K: 16, NSG: 8, SGW: 32, RB: 1, BC: 64, DSPLIT: 2, D: 128, DV: 128, SEPV: true },
+      { M: 16, N: 8, K: 16, NSG: 8, SGW: 32, RB: 1, BC: 128, DSPLIT: 1, D: 64, DV: 96, SEPV: true },
+      { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, RB: 1, BC: 64, DSPLIT: 1, D: 128, DV: 128, SEPV: true },
     ];
     for (const c of mlaShapes) {
       for (const unroll of [false, true]) {
