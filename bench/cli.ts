@@ -52,6 +52,7 @@ import { plotResults, type ResultsFile } from './plot';
 import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
+import { decodeMmaFor } from '../src/attention/plan';
 
 // In Deno (wgpu: no subgroups, shader-f16) WebGPU is built in: `deno run -A .cache/device/bench.mjs
 // --peer=none` (../shared/device/prepare.sh deno on the GPU machine); in Node it comes from dawn.node.
@@ -254,11 +255,14 @@ if (args.has('explore-mla')) {
 if (pagedShapes.length) {
   const shapes = pagedShapes, rows = pagedRows;
   for (const [i, sh] of shapes.entries()) {
-    const r = await benchPagedDecode(engine, sh, ceilings, pagedSamples, { rounds, portable, peer, togetherMaxBytes });
+    // Where 'auto' decodes on the matrix tile, the FMA subgroup kernel is timed beside it in the same rounds.
+    const variants = decodeMmaFor(engine, sh.D, sh.D, sh.Hq / sh.Hkv) ? [{ name: 'fma', tuning: { pagedDecodeVariant: 'subgroup' } }] : [];
+    const r = await benchPagedDecode(engine, sh, ceilings, pagedSamples, { rounds, portable, peer, togetherMaxBytes, variants });
     rows.push(r);
     const p = r.portable, o = r.peer, op = r.peerPaged, t = r.timing?.medianMs ?? NaN;
     console.log(`[${i + 1}/${shapes.length}] decode batch ${sh.batch} context ${sh.context}: ${r.error ?? `${fmt(t, 3)} ms, spread ${spread(r.timing)}, `
-      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}`}`
+      + `${fmt(r.gbs, 0)} GB/s of KV (${fmt(r.pctCopy, 1)}% of copy), check ${r.pass ? 'pass' : `FAIL ${fmt(r.worst)}`}, ${r.kernel ?? '?'}`}`
+      + (r.variants?.fma ? `; FMA kernel ${r.variants.fma.timing ? `${fmt(r.variants.fma.timing.medianMs, 3)} ms, spread ${spread(r.variants.fma.timing)} (check ${check(r.variants.fma)})` : r.variants.fma.error ?? '-'}` : '')
       + (p ? `; portable ${p.timing ? `${fmt(p.timing.medianMs, 3)} ms, spread ${spread(p.timing)} (${fmt(p.timing.medianMs / t, 2)}x of subgroup, check ${check(p)})` : p.error ?? '-'}` : '')
       + (o ? `; ORT ${o.error && !o.timing ? o.error : `${fmt(o.timing?.medianMs ?? NaN, 3)} ms, spread ${spread(o.timing)} (${o.dtype} cache, ${fmt(o.gbs, 0)} GB/s, `
         + `check ${o.pass ? 'pass' : `FAIL ${o.error ?? fmt(o.worst)}`}, ${o.timing?.method}, ${o.interleaved ? 'interleaved' : 'not interleaved: after webinfer\'s cache was freed'}), `
@@ -511,13 +515,16 @@ if (args.has('explore-paged')) {
   // kernel's work out (tuning.pagedDecodeProbe: 'loads' or 1 its reads alone, 2-4; its check fails by
   // design); then groups sharing a key row (HS), the workgroup size, and for 'subgroup-matrix' the
   // matrix tile's shape (plan.ts DECODE_MMA_SHAPES; its probe is the tile's, tuning.mlaMmaProbe)).
+  // Every configuration of a shape is checked and timed in the same interleaved rounds as 'auto'
+  // (benchPagedDecode variants; --rounds, default 3 here), over one cache.
   const explorePaged: Record<string, unknown>[] = [];
   const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
-  const saved = { ...engine.tuning };
-  for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
-    for (const cfg of configs) {
-      const [variant, KT, UK, target, pf, probe, HS, WG, shape] = cfg.split(':');
-      Object.assign(engine.tuning, saved, {
+  const saved = engine.tuning;
+  const variants = configs.map((cfg) => {
+    const [variant, KT, UK, target, pf, probe, HS, WG, shape] = cfg.split(':');
+    return {
+      name: cfg,
+      tuning: {
         // 'flash': one-token sequences through the flash tile instead of a decode kernel.
         pagedDecodeKernel: variant !== 'flash', pagedDecodeVariant: variant && variant !== 'flash' ? variant : 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',
@@ -525,15 +532,21 @@ if (args.has('explore-paged')) {
         pagedDecodeHeadSplit: HS ? Number(HS) : undefined, pagedDecodeWG: WG ? Number(WG) : saved.pagedDecodeWG,
         pagedDecodeMmaShape: shape ? Number(shape) : undefined,
         mlaMmaProbe: variant === 'subgroup-matrix' && probe ? (probe === 'loads' ? 1 : Number(probe)) : saved.mlaMmaProbe,
-      });
-      const r = await benchPagedDecode(engine, sh, ceilings, 5);
-      // The passes of the last timed sample (3 calls): decode kernel against the merge.
-      const per = Object.entries(engine.lastTiming).map(([k, v]) => `${k} ${fmt(v / 3, 3)} ms`).join(', ');
-      explorePaged.push({ ...sh, cfg, gbs: r.gbs, ms: r.timing?.medianMs, pass: r.pass, error: r.error, passes: engine.lastTiming });
-      console.log(`explore-paged batch ${sh.batch} context ${sh.context} ${cfg}: ${r.error ?? `${fmt(r.timing?.medianMs ?? NaN, 3)} ms, ${fmt(r.gbs, 0)} GB/s (${fmt(r.pctCopy, 1)}%) ${r.pass ? '' : 'FAIL'} [${per}]`}`);
-    }
+      },
+    };
+  });
+  const exploreRounds = args.has('rounds') ? rounds : 3;
+  for (const sh of llamaDecodeShapes([1, 16, 64], [4096, 32768]).filter((x) => x.batch * x.context <= 16 * 32768)) {
+    const r = await benchPagedDecode(engine, sh, ceilings, 5, { rounds: exploreRounds, variants });
+    const line = (name: string, ms: number | undefined, spreadPct: number | undefined, pass: boolean, kernel?: string, error?: string) => {
+      const gbs = r.kvBytes / ((ms ?? NaN) * 1e6);
+      explorePaged.push({ ...sh, cfg: name, ms, spreadPct, gbs, pass, kernel, error });
+      console.log(`explore-paged batch ${sh.batch} context ${sh.context} ${name}: ${error ?? `${fmt(ms ?? NaN, 3)} ms, spread ${fmt(spreadPct ?? NaN, 1)}%, `
+        + `${fmt(gbs, 0)} GB/s (${fmt((100 * gbs) / ceilings.copyGBs, 1)}%) ${pass ? '' : 'FAIL '}[${kernel ?? '?'}]`}`);
+    };
+    line('auto', r.timing?.medianMs, r.timing?.spreadPct, r.pass, r.kernel, r.error);
+    for (const [name, v] of Object.entries(r.variants ?? {})) line(name, v.timing?.medianMs, v.timing?.spreadPct, v.pass, v.kernel, v.error);
   }
-  Object.assign(engine.tuning, saved);
   result.explorePaged = explorePaged;
 }
 
@@ -616,6 +629,7 @@ if (pagedShapes.length) {
   const withPeer = rows.some((r) => r.peer);
   const withPaged = rows.some((r) => r.peerPaged);
   const withPortable = rows.some((r) => r.portable);
+  const withFma = rows.some((r) => r.variants?.fma);
   // PagedAttention's kernels, as the first shape it ran reports them.
   const pagedKernels = rows.find((r) => r.peerPaged?.timing?.kernels.length)?.peerPaged?.timing?.kernels;
   const lines = [
@@ -625,6 +639,8 @@ if (pagedShapes.length) {
     + 'GPU timestamps per call; small caches rotate over three block sets; sequence 0 checked against the float64 reference first. '
     + roundsText(`webinfer${withPortable ? ', its portable decode' : ''}${withPeer ? ` and the peer${withPaged ? '\'s two ops' : ''}` : ''}`, pagedSamples, `webinfer's each the mean of 3 calls${withPeer ? '; the peer\'s 3 calls each, each call its own sample' : ''}`)
     + (withPortable ? portableText("engine.tuning.pagedDecodeVariant and flashVariant 'portable'") : '')
+    + (withFma ? ' Kernel: the decode kernel \'auto\' ran (paged_mla_mma: GQA decode on the subgroup-matrix tile, mla_mma_core.wgsl; paged_decode_sg: the FMA subgroup kernel). '
+      + 'FMA ms: the same call held to the FMA subgroup kernel (engine.tuning.pagedDecodeVariant \'subgroup\'), checked the same way and timed in the same rounds.' : '')
     + (withPeer ? ` The peer is ONNX Runtime Web (${peerInfo?.notes[0] ?? ''}): com.microsoft GroupQueryAttention, one decode step per sequence over the same K/V values `
       + 'and query, with the same check. **It reads a dense, contiguous [batch, Hkv, context, D] cache** (no block table: the op has none), '
       + 'its new token written in place (present bound to past); its GB/s count its own cache bytes; "vs ORT" is ORT ms / webinfer ms. '
@@ -636,12 +652,15 @@ if (pagedShapes.length) {
       + 'the same check; it also writes the new token\'s K/V into the cache (ScatterKVToPagedCache), which webinfer\'s timed decode does not: '
       + '"ms" is every kernel of its step, "attn ms" all but that write; its GB/s count the KV bytes above over its whole step; "vs ORT paged" is its ms / webinfer ms.'
       + (pagedKernels ? ` Its kernels per step: ${pagedKernels.map((k) => `\`${k}\``).join(', ')}.` : '') : ''), '',
-    `| batch | context | KV MB | ms | spread | GB/s of KV | % of copy |${withPortable ? ' portable ms (x of subgroup) | portable spread |' : ''}`
+    `| batch | context | KV MB | ms | spread | GB/s of KV | % of copy |${withFma ? ' kernel | FMA ms (x) | FMA spread |' : ''}${withPortable ? ' portable ms (x of default) | portable spread |' : ''}`
     + `${withPeer ? ' ORT ms | ORT spread | ORT GB/s | speedup vs ORT | interleaved |' : ''}`
     + `${withPaged ? ' ORT paged ms | ORT paged attn ms | ORT paged spread | ORT paged GB/s | speedup vs ORT paged |' : ''} check |`,
-    `|---|---|---|---|---|---|---|${withPortable ? '---|---|' : ''}${withPeer ? '---|---|---|---|---|' : ''}${withPaged ? '---|---|---|---|---|' : ''}---|`,
+    `|---|---|---|---|---|---|---|${withFma ? '---|---|---|' : ''}${withPortable ? '---|---|' : ''}${withPeer ? '---|---|---|---|---|' : ''}${withPaged ? '---|---|---|---|---|' : ''}---|`,
     ...rows.map((r) => {
-      const p = r.peer, pt = r.portable, pp = r.peerPaged;
+      const p = r.peer, pt = r.portable, pp = r.peerPaged, fm = r.variants?.fma;
+      const fmaCols = withFma
+        ? ` ${r.kernel?.split(':')[0] ?? '-'} | ${fm?.timing ? `${fmt(fm.timing.medianMs, 3)} (${fmt(fm.timing.medianMs / (r.timing?.medianMs ?? NaN), 2)}x) | ${spread(fm.timing)}` : `${fm?.error ?? '-'} | -`} |`
+        : '';
       const portableCols = withPortable
         ? (pt?.timing ? ` ${fmt(pt.timing.medianMs, 3)} (${fmt(pt.timing.medianMs / (r.timing?.medianMs ?? NaN), 2)}x) | ${spread(pt.timing)} |` : ` ${pt?.error ?? '-'} | - |`)
         : '';
@@ -653,11 +672,11 @@ if (pagedShapes.length) {
         ? (pp?.timing ? ` ${fmt(pp.timing.medianMs, 3)}${pp.interleaved ? '' : ' (not interleaved)'} | ${fmt(pp.timing.restMs ?? NaN, 3)} | ${spread(pp.timing)} | ${fmt(pp.gbs, 0)} | `
           + `${speedup(pp.timing.medianMs, r.timing?.medianMs)}x |` : ` ${pp?.error ?? '-'} | - | - | - | - |`)
         : '';
-      const checks = r.pass && (!pt?.timing || pt.pass) && (!p?.timing || p.pass) && (!pp?.timing || pp.pass) ? 'pass' : 'FAIL';
+      const checks = r.pass && (!pt?.timing || pt.pass) && (!fm?.timing || fm.pass) && (!p?.timing || p.pass) && (!pp?.timing || pp.pass) ? 'pass' : 'FAIL';
       return r.error
-        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - | - |${portableCols}${peerCols}${pagedCols} - |`
+        ? `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${r.error} | - | - | - |${fmaCols}${portableCols}${peerCols}${pagedCols} - |`
         : `| ${r.shape.batch} | ${r.shape.context} | ${fmt(r.kvBytes / 1e6, 1)} | ${fmt(r.timing?.medianMs ?? NaN, 3)} | ${spread(r.timing)} | ${fmt(r.gbs, 0)} | ${fmt(r.pctCopy, 1)} |`
-          + `${portableCols}${peerCols}${pagedCols} ${checks} |`;
+          + `${fmaCols}${portableCols}${peerCols}${pagedCols} ${checks} |`;
     }),
   ];
   if (prefillRows.length) {

@@ -38,7 +38,14 @@ export interface PagedBenchRow {
   /** The portable decode (engine.tuning pagedDecodeVariant and flashVariant 'portable'), checked and
    *  timed in the same rounds, where asked. */
   portable?: PortableResult;
+  /** The decode kernel 'auto' ran (paged_decode_sg, paged_mla_mma: the matrix tile, ...). */
+  kernel?: string;
+  /** Other tunings (opts.variants), each checked and timed in the same rounds. */
+  variants?: Record<string, PortableResult & { kernel?: string }>;
 }
+
+/** A tuning timed beside the default in the same rounds (benchPagedDecode opts.variants). */
+export interface PagedVariant { name: string; tuning: Record<string, unknown> }
 
 export type PagedPeerResult = PeerResult & {
   kvBytes: number; gbs: number; pctCopy: number;
@@ -137,7 +144,7 @@ function blockTables(s: PagedShape, sets: number): Int32Array[] {
  * once webinfer's cache is freed (interleaved false).
  */
 export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: Ceilings, samples = 7,
-                                       opts: { rounds?: number; portable?: boolean; peer?: OrtPeer | null; togetherMaxBytes?: number } = {}): Promise<PagedBenchRow> {
+                                       opts: { rounds?: number; portable?: boolean; peer?: OrtPeer | null; togetherMaxBytes?: number; variants?: PagedVariant[] } = {}): Promise<PagedBenchRow> {
   const { batch: B, context: L, Hq, Hkv, D, bs } = s;
   const nRounds = opts.rounds ?? 1;
   const kvBytes = kvBytesOf(s);
@@ -196,9 +203,32 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
       return checkSequence0(got, q16, s, cacheElem, (h, pos, d) => ((bt[Math.floor(pos / bs)] * Hkv + h) * bs + (pos % bs)) * D + d);
     };
     const time = (r: number) => timeOp(engine, (i) => engine.pagedAttention(q, c, metas[i % sets]).destroy(), { samples, perSample: 3, warmupMs: roundWarmupMs(r) });
+    // The decode kernel a run recorded (the timed passes name the kernels; the merge aside).
+    const kernelOf = async (): Promise<string | undefined> => {
+      if (!engine.features.timestampQuery) return undefined;
+      engine.beginTiming();
+      engine.pagedAttention(q, c, metas[0]).destroy();
+      await engine.endTiming();
+      return Object.keys(engine.lastTiming).find((k) => !k.startsWith('merge')) ?? undefined;
+    };
     Object.assign(row, await check());
+    row.kernel = await kernelOf();
     const mine: Timing[] = [], portable: Timing[] = [];
     const contenders: Contender[] = [{ name: 'webinfer', round: async (r) => { mine.push(await time(r)); } }];
+    const variantTimes = new Map<string, Timing[]>();
+    for (const v of opts.variants ?? []) {
+      const res: PortableResult & { kernel?: string } = { worst: NaN, pass: false, timing: null };
+      (row.variants ??= {})[v.name] = res;
+      try {
+        Object.assign(res, await withTuning(engine, v.tuning, check));
+        res.kernel = await withTuning(engine, v.tuning, kernelOf);
+        const times: Timing[] = [];
+        variantTimes.set(v.name, times);
+        contenders.push({ name: v.name, round: async (r) => { times.push(await withTuning(engine, v.tuning, () => time(r))); } });
+      } catch (e) {
+        res.error = (e as Error).message;
+      }
+    }
     if (opts.portable) {
       const p: PortableResult = row.portable = { worst: NaN, pass: false, timing: null };
       try {
@@ -217,7 +247,10 @@ export async function benchPagedDecode(engine: Engine, s: PagedShape, ceilings: 
     await timeRounds(contenders, nRounds, (who, e) => {
       if (who.name === 'webinfer') row.error = e.message;
       if (who.name === 'portable' && row.portable) row.portable.error = e.message;
+      const v = row.variants?.[who.name];
+      if (v) v.error = e.message;
     });
+    for (const [name, times] of variantTimes) if (times.length) row.variants![name].timing = combineRounds(times);
     if (mine.length) {
       row.timing = combineRounds(mine);
       row.gbs = kvBytes / (row.timing.medianMs * 1e6);
@@ -244,6 +277,10 @@ export function pagedJson(r: PagedBenchRow) {
   return {
     ...r.shape, kvBytes: r.kvBytes, cacheParts: r.cacheParts, pass: r.pass, worst: r.worst, error: r.error,
     medianMs: r.timing?.medianMs, method: r.timing?.method, rounds: r.timing?.rounds, spreadPct: r.timing?.spreadPct, gbs: r.gbs, pctCopy: r.pctCopy,
+    kernel: r.kernel,
+    ...(r.variants ? { variants: Object.fromEntries(Object.entries(r.variants).map(([k, v]) => [k, {
+      ms: v.timing?.medianMs, rounds: v.timing?.rounds, spreadPct: v.timing?.spreadPct, pass: v.pass, worst: v.worst, kernel: v.kernel, error: v.error,
+    }])) } : {}),
     ...(r.portable ? {
       portableMs: r.portable.timing?.medianMs, portableRounds: r.portable.timing?.rounds, portableSpreadPct: r.portable.timing?.spreadPct,
       portableRatio: (r.portable.timing?.medianMs ?? NaN) / (r.timing?.medianMs ?? NaN), portablePass: r.portable.pass, portableWorst: r.portable.worst,

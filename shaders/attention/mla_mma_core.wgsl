@@ -43,9 +43,10 @@ const BC: u32 = 32u;     // keys a tile (a multiple of N·NSG/DSPLIT and of K)
 const DSPLIT: u32 = 4u;  // subgroups splitting the scores' D reduction (divides NSG)
 const D: u32 = 576u;
 const DV: u32 = 512u;
-const SEPV: bool = false;  // V rows from the V cache (GQA decode), staged in v_s; else K's first DV columns
+const SEPV: bool = false;  // V rows from the V cache (GQA decode), staged after K's; else K's first DV columns
 // Diagnostics (engine.tuning.mlaMmaProbe; wrong results): 1 leaves out the staged K loads from global
-// memory, 2 the softmax (P keeps its contents), 3 the matrix products.
+// memory, 2 the softmax (P keeps its contents), 3 the matrix products, 4 everything but the staging
+// (the loads and their stores to workgroup memory).
 const PROBE: u32 = 0u;
 
 const WG: u32 = NSG * SGW;
@@ -135,22 +136,34 @@ fn ds_mla8(row: u32, d: u32) -> vec4<u32> {
   return pack8(ds_mla_rope4(base, d), ds_mla_rope4(base, d + 4u));
 }
 
+/** The cache rows (kv_word_row; -1: missing or past k_end) of the keys of thread li's words of the key
+ *  tile from k0 on: looked up a tile before the words are loaded, so a word's load never waits on its
+ *  block-table read (the loop's staging was bound by that chain: bench/notes/paged.md, run 81). */
+fn tile_rows(job: Job, k0: u32, k_end: u32, li: u32) -> array<i32, NKW> {
+  var r: array<i32, NKW>;
+  for (var u = 0u; u < NKW; u++) {
+    let j = k0 + (li + u * WG) / (DP / 8u);
+    r[u] = -1;
+    if (j < k_end && (KV_DTYPE == 1u || KV_DTYPE == 4u)) { r[u] = kv_word_row(job, j); }
+  }
+  return r;
+}
+
 /** Thread li's words of the key tile from k0 on (zeros past k_end, past D or where the row is missing):
- *  f16 rows as they are stored; FlashMLA's fp8_ds_mla rows decoded eight values at a time (ds_mla8) and
- *  bf16 rows through the addressing's k_load4, rounded to f16. */
-fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
+ *  f16 rows as they are stored (rows: tile_rows of the same k0); FlashMLA's fp8_ds_mla rows decoded
+ *  eight values at a time (ds_mla8) and bf16 rows through the addressing's k_load4, rounded to f16. */
+fn tile_words(job: Job, k0: u32, k_end: u32, li: u32, rows: array<i32, NKW>) -> array<vec4<u32>, NKW> {
   var w: array<vec4<u32>, NKW>;
   for (var u = 0u; u < NKW; u++) {
     let e = li + u * WG;
     let j = k0 + e / (DP / 8u);
     let d = 8u * (e % (DP / 8u));
+    let row = rows[u];
     w[u] = vec4<u32>(0u);
     if (e < BC * (DP / 8u) && j < k_end && d < D) {
       if (KV_DTYPE == 1u) {
-        let row = kv_word_row(job, j);
         if (row >= 0) { w[u] = k_w[u32(row) * (D / 8u) + d / 8u]; }
       } else if (KV_DTYPE == 4u) {
-        let row = kv_word_row(job, j);
         if (row >= 0) { w[u] = ds_mla8(u32(row), d); }
       } else {
         w[u] = pack8(k_load4(job, j, d), k_load4(job, j, d + 4u));
@@ -160,18 +173,30 @@ fn tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NKW> {
   return w;
 }
 
+/** SEPV: the cache rows of the keys of thread li's words of the value tile, as tile_rows. */
+fn v_tile_rows(job: Job, k0: u32, k_end: u32, li: u32) -> array<i32, NVW> {
+  var r: array<i32, NVW>;
+  for (var u = 0u; u < NVW; u++) {
+    let j = k0 + (li + u * WG) / (DVP / 8u);
+    r[u] = -1;
+    if (SEPV && j < k_end && KV_DTYPE == 1u) { r[u] = kv_word_row(job, j); }
+  }
+  return r;
+}
+
 /** SEPV: thread li's words of the value tile from k0 on (zeros past k_end, past DV or where the row is
- *  missing): f16 rows as stored, others through the addressing's v_load4, rounded to f16. */
-fn v_tile_words(job: Job, k0: u32, k_end: u32, li: u32) -> array<vec4<u32>, NVW> {
+ *  missing): f16 rows as stored (rows: v_tile_rows of the same k0), others through the addressing's
+ *  v_load4, rounded to f16. */
+fn v_tile_words(job: Job, k0: u32, k_end: u32, li: u32, rows: array<i32, NVW>) -> array<vec4<u32>, NVW> {
   var w: array<vec4<u32>, NVW>;
   for (var u = 0u; u < NVW; u++) {
     let e = li + u * WG;
     let j = k0 + e / (DVP / 8u);
     let d = 8u * (e % (DVP / 8u));
+    let row = rows[u];
     w[u] = vec4<u32>(0u);
     if (SEPV && e < BC * (DVP / 8u) && j < k_end && d < DV) {
       if (KV_DTYPE == 1u) {
-        let row = kv_word_row(job, j);
         if (row >= 0) { w[u] = v_w[u32(row) * (DV / 8u) + d / 8u]; }
       } else {
         w[u] = pack8(v_load4(job, j, d), v_load4(job, j, d + 4u));
@@ -247,21 +272,26 @@ fn flash_tile(job: Job, lanes: Lanes) {
   var l = 0.0;
   let sl2 = params.scale * LOG2E;
   let k_end = job.k_hi;
-  var tw = tile_words(job, job.k_lo, k_end, li);
-  var vw = v_tile_words(job, job.k_lo, k_end, li);
+  var tw = tile_words(job, job.k_lo, k_end, li, tile_rows(job, job.k_lo, k_end, li));
+  var vw = v_tile_words(job, job.k_lo, k_end, li, v_tile_rows(job, job.k_lo, k_end, li));
+  var tr = tile_rows(job, job.k_lo + BC, k_end, li);
+  var vr = v_tile_rows(job, job.k_lo + BC, k_end, li);
   for (var kt = job.k_lo; kt < k_end; kt += BC) {
     // ---- The key (and value) tile (this thread's words, loaded a tile ago), then the next tile's words
-    // in flight.
+    // in flight (their rows looked up a tile ago), then the rows of the tile after.
     workgroupBarrier();
     if (PROBE != 1u) {
       put_tile_words(tw, li);
-      tw = tile_words(job, kt + BC, k_end, li);
+      tw = tile_words(job, kt + BC, k_end, li, tr);
+      tr = tile_rows(job, kt + 2u * BC, k_end, li);
       if (SEPV) {
         put_v_words(vw, li);
-        vw = v_tile_words(job, kt + BC, k_end, li);
+        vw = v_tile_words(job, kt + BC, k_end, li, vr);
+        vr = v_tile_rows(job, kt + 2u * BC, k_end, li);
       }
     }
     workgroupBarrier();
+    if (PROBE == 4u) { continue; }
 
     // ---- Partial scores: this subgroup's k-steps of its column blocks, each K matrix serving RB row blocks.
     for (var n = 0u; n < NSCS; n++) {

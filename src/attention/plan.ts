@@ -289,12 +289,16 @@ export const MLA_MMA_SHAPES: readonly { NSG: number; DSPLIT: number; RB: number;
 
 /**
  * The same tile's shapes for GQA decode over plain K/V caches (SEPV: a kv head's G ≤ 16 query heads of
- * one token are the rows, V staged in a tile of its own; engine.tuning.pagedDecodeMmaShape holds one).
- * Head sizes up to 128 leave room for long key tiles: 64 keys a tile fill 32 KiB of staged K and V at D 128.
+ * one token are the rows, V staged after K; engine.tuning.pagedDecodeMmaShape holds one), in order of
+ * preference. Measured on an H200 at Llama-3-8B's decode shapes (runs 80-82, interleaved rounds,
+ * bench/notes/paged.md): 4 subgroups × 32 keys with 2 D slices was the fastest at every batch ≥ 16 and
+ * at batch 1 × 32k (16 × 4k 0.217 ms, 16 × 32k 1.38, 64 × 4k 0.715); 8 subgroups × 64 keys next (0.243,
+ * 1.57, 0.831); wider tiles or more D slices ran 1.2-1.9x slower than the first.
  */
 export const DECODE_MMA_SHAPES: readonly { NSG: number; DSPLIT: number; RB: number; BC: number }[] = [
-  { NSG: 4, DSPLIT: 1, RB: 1, BC: 64 }, { NSG: 8, DSPLIT: 2, RB: 1, BC: 64 }, { NSG: 4, DSPLIT: 2, RB: 1, BC: 32 },
-  { NSG: 8, DSPLIT: 1, RB: 1, BC: 128 }, { NSG: 4, DSPLIT: 1, RB: 1, BC: 128 }, { NSG: 8, DSPLIT: 4, RB: 1, BC: 32 },
+  { NSG: 4, DSPLIT: 2, RB: 1, BC: 32 }, { NSG: 8, DSPLIT: 2, RB: 1, BC: 64 }, { NSG: 4, DSPLIT: 4, RB: 1, BC: 16 },
+  { NSG: 8, DSPLIT: 4, RB: 1, BC: 32 }, { NSG: 4, DSPLIT: 2, RB: 1, BC: 64 }, { NSG: 4, DSPLIT: 1, RB: 1, BC: 64 },
+  { NSG: 4, DSPLIT: 4, RB: 1, BC: 32 },
 ];
 
 /** Plain K/V cache dtypes GQA decode's matrix tile stages (as f16). */
