@@ -2,7 +2,7 @@
 // the H200's adapter and of an Apple GPU's (8×8 simdgroup matrices), no GPU needed: the planner reads
 // features, limits and tuning alone. The kernel itself runs in the GPU test pass (tests/cases/mla.cases.ts).
 import { describe, expect, it } from 'vitest';
-import { MLA_MMA_SHAPES, mlaMmaFor, mlaMmaSmemBytes, planMlaMma } from '../../src/attention/plan';
+import { DECODE_MMA_SHAPES, decodeMmaFor, MLA_MMA_SHAPES, mlaMmaFor, mlaMmaSmemBytes, planMlaMma } from '../../src/attention/plan';
 import type { Runtime } from '../../src/core/runtime';
 import type { EngineFeatures, EngineLimits } from '../../src/core/types';
 
@@ -53,5 +53,25 @@ describe("MLA decode's subgroup-matrix tile planner", () => {
     expect(mlaMmaFor(engine({ mlaDecodeTile: 'mla' }), 576, 512, 16)).toBeNull();
     expect(mlaMmaFor(engine({ flashSmemBytes: 8192 }), 576, 512, 16)).toBeNull();
     expect(mlaMmaFor(engine({ mlaMmaShape: 3 }), 576, 512, 128)).toMatchObject({ NSG: 4, DSPLIT: 4, RB: 1, BC: 32 });
+  });
+
+  it("plans GQA decode on the same tile (V staged after K): the measured shape first, every G up to a row block, the tuning's holds", () => {
+    const t = (o: object = {}) => engine({ pagedDecodeKernel: true, pagedDecodeVariant: 'auto', pagedDecodeMmaShape: undefined, ...o });
+    for (const G of [1, 4, 8, 16]) expect(decodeMmaFor(t(), 128, 128, G)).toMatchObject({ M: 16, N: 16, K: 16, NSG: 4, DSPLIT: 2, RB: 1, BC: 32, BR: 16 });
+    expect(decodeMmaFor(t(), 128, 128, 17)).toBeNull();
+    // kv_s: the key tile 32 × (128 + 8) f16, then the value tile 32 × (128 + 8); s_part 2 × 16 × 36 f32.
+    expect(decodeMmaFor(t(), 128, 128, 4)!.smem).toBe(2 * 32 * (136 + 136) + 4 * Math.max(2 * 16 * 36, 4 * 256) + 2 * 16 * 40 + 64 + 16);
+    // Dv padded to every subgroup's result matrices (4 × 16): Dv 40 stages 64 + 8 columns.
+    expect(mlaMmaSmemBytes(16, 16, 16, 4, 1, 32, 2, 64, 40)).toBe(2 * 32 * (72 + 72) + 4 * Math.max(2 * 16 * 36, 4 * 256) + 2 * 16 * 40 + 64 + 16);
+    for (const [si, s] of DECODE_MMA_SHAPES.entries()) {
+      const p = planMlaMma(limits, h200Features, 128, 128, 4, Infinity, 0, si, true);
+      expect(p, `shape ${si}`).not.toBeNull();
+      expect([p!.NSG, p!.DSPLIT, p!.RB, p!.BC]).toEqual([s.NSG, s.DSPLIT, s.RB, s.BC]);
+    }
+    expect(decodeMmaFor(t({ pagedDecodeMmaShape: 1 }), 128, 128, 4)).toMatchObject({ NSG: 8, DSPLIT: 2, BC: 64 });
+    expect(decodeMmaFor(t({ pagedDecodeVariant: 'subgroup' }), 128, 128, 4)).toBeNull();
+    expect(decodeMmaFor(t({ pagedDecodeVariant: 'portable' }), 128, 128, 4)).toBeNull();
+    expect(decodeMmaFor(t({ pagedDecodeKernel: false }), 128, 128, 4)).toBeNull();
+    expect(decodeMmaFor(t({ pagedDecodeVariant: 'subgroup-matrix' }), 128, 128, 4)).not.toBeNull();
   });
 });
