@@ -15,7 +15,7 @@
 //   --out=DIR             where results go (default bench/results)
 //   --device=NAME         the GPU's name for the results (WebGPU does not report the model)
 //   --explore[=L]         also time flash under every variant and storage budget at length L
-//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG;...;
+//   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG:shape[|tuning=value...];...;
 //                         variant 'flash': decode through the flash tile, the subgroup-matrix one for f16 where the adapter has it)
 //   --explore-mma=U:P:S:C;...  first time the subgroup-matrix flash tile (f16, D 64 and 128, --mma-lengths) unrolled or not (U), with a probe (P),
 //                         a shape (S: flash.ts MMA_SHAPES) and a configuration (C: mmaConfigs)
@@ -59,7 +59,7 @@ import { decodeMmaFor } from '../src/attention/plan';
 const deno = (globalThis as { Deno?: { version: { deno: string } } }).Deno;
 
 const args = new Map(process.argv.slice(2).map((a) => {
-  const [k, v] = a.replace(/^--/, '').split('=');
+  const i = a.indexOf('='), k = (i < 0 ? a : a.slice(0, i)).replace(/^--/, ''), v = i < 0 ? undefined : a.slice(i + 1);
   return [k, v ?? 'true'] as [string, string];
 }));
 const quick = args.has('quick');
@@ -514,17 +514,22 @@ if (args.has('explore-paged')) {
   // planner's; prefetch 0 turns it off; a sixth field, a diagnostic that leaves parts of the subgroup
   // kernel's work out (tuning.pagedDecodeProbe: 'loads' or 1 its reads alone, 2-4; its check fails by
   // design); then groups sharing a key row (HS), the workgroup size, and for 'subgroup-matrix' the
-  // matrix tile's shape (plan.ts DECODE_MMA_SHAPES; its probe is the tile's, tuning.mlaMmaProbe)).
+  // matrix tile's shape (plan.ts DECODE_MMA_SHAPES; its probe is the tile's, tuning.mlaMmaProbe)), then
+  // optionally |key=value|... for any other tuning field.
   // Every configuration of a shape is checked and timed in the same interleaved rounds as 'auto'
   // (benchPagedDecode variants; --rounds, default 3 here), over one cache.
   const explorePaged: Record<string, unknown>[] = [];
   const configs = (args.get('explore-configs') ?? 'portable::::;subgroup::::;subgroup:8:::0;subgroup:::256:;subgroup:8::256:0').split(';');
   const saved = engine.tuning;
-  const variants = configs.map((cfg) => {
+  // A configuration may end in |key=value|... : further engine.tuning fields (numbers, true/false, strings).
+  const parseValue = (v: string): unknown => (v === 'true' ? true : v === 'false' ? false : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v);
+  const variants = configs.map((entry) => {
+    const [cfg, ...extra] = entry.split('|');
     const [variant, KT, UK, target, pf, probe, HS, WG, shape] = cfg.split(':');
     return {
-      name: cfg,
+      name: entry,
       tuning: {
+        ...Object.fromEntries(extra.map((kv) => { const [k, v] = kv.split('='); return [k, parseValue(v ?? '')]; })),
         // 'flash': one-token sequences through the flash tile instead of a decode kernel.
         pagedDecodeKernel: variant !== 'flash', pagedDecodeVariant: variant && variant !== 'flash' ? variant : 'auto', pagedDecodeKT: KT ? Number(KT) : undefined, pagedDecodeUK: UK ? Number(UK) : undefined,
         pagedTargetWorkgroups: target ? Number(target) : saved.pagedTargetWorkgroups, pagedDecodePrefetch: pf !== '0',

@@ -259,7 +259,7 @@ export const pagedCases = defineCases('paged', [
       await checkPaged(engine, { ...specs[0], opts: { softcap: 20, sinks: true }, seed: 88 });
       await checkPaged(engine, { ...specs[0], qDtype: 'f32', seed: 89 });
       // Its diagnostics compile and run, and their output is wrong.
-      for (const probe of [1, 2, 3]) {
+      for (const probe of [1, 2, 3, 4]) {
         await withTuning(engine, { ...part, mlaMmaProbe: probe }, () =>
           expectThrows(() => checkPaged(engine, { ...specs[0], seqs: [{ ctx: 90, q: 1 }], seed: 100 + probe }), 'out (paged'));
       }
