@@ -544,7 +544,9 @@ export class PagedAttentionPlan {
     }
     const rules: PlanRules = {
       T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null || decodeMma !== null,
-      pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0, target: rt.tuning.pagedTargetWorkgroups,
+      pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0,
+      // The matrix decode tile wants fewer, longer partitions (its per-partition start and the merge).
+      target: decodeMma ? Math.min(rt.tuning.pagedTargetWorkgroups, rt.tuning.pagedDecodeMmaTarget) : rt.tuning.pagedTargetWorkgroups,
       minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / (NP * rowBytes))), split,
     };
     const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;

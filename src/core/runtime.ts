@@ -187,6 +187,10 @@ export class Runtime implements TensorHost {
     pagedDecodeVariant: 'auto' as 'auto' | 'subgroup-matrix' | 'subgroup' | 'portable',
     /** Holds GQA decode's matrix tile to one shape (plan.ts DECODE_MMA_SHAPES; benchmark exploration). */
     pagedDecodeMmaShape: undefined as number | undefined,
+    /** Plans whose decode runs on the matrix tile split KV partitions until about this many workgroups
+     *  (at most pagedTargetWorkgroups): measured on an H200, 256 took batch 1 × 32k from 0.153 to
+     *  0.132 ms and left batch ≥ 16 within 1% (bench/notes/paged.md, runs 80-82). */
+    pagedDecodeMmaTarget: 256,
     /** Caps the lanes that share a key row in the subgroup decode kernel (benchmark exploration). */
     pagedDecodeKT: undefined as number | undefined,
     /** Groups of the subgroup decode kernel that share each key row, each for G / HS of a kv head's query
