@@ -469,7 +469,7 @@ export class PagedAttentionPlan {
         `an f32 tensor of shape [Hq=${Hq}, T=${T}]`, `${fmt(o.lse.dtype)} ${shapeStr(o.lse.shape)}`);
     }
     const outDtype = out?.dtype ?? query.dtype;
-    const p = this.prepare(T, query.dtype, outDtype, qs ?? Hq * D);
+    const p = this.prepare(T, query.dtype, outDtype, qs ?? Hq * D, withLse || o.lse !== undefined);
     out ??= rt.emptyTensor([T, Hq, Dv], outDtype);
     const lse = o.lse ?? (withLse ? rt.emptyTensor([Hq, T], 'f32') : null);
     const lseBuf = lse ? lse.buffer : p.lseScratch;
@@ -502,8 +502,9 @@ export class PagedAttentionPlan {
     return p ? { buffer: p.pmeta, layout: p.layout, rules: p.rules } : null;
   }
 
-  private prepare(T: number, qDtype: DType, outDtype: DType, qStride: number): Prepared {
-    const key = `${T}|${qDtype}|${outDtype}|${qStride}`;
+  /** wantLse: the run returns the LSE (f32 queries then keep the FMA decode kernels: see decodeMma). */
+  private prepare(T: number, qDtype: DType, outDtype: DType, qStride: number, wantLse: boolean): Prepared {
+    const key = `${T}|${qDtype}|${outDtype}|${qStride}|${wantLse}`;
     let p = this.prepared.get(key);
     if (p) return p;
     const rt = this.rt;
@@ -528,9 +529,10 @@ export class PagedAttentionPlan {
     if (!mla && !mlaMma && !mma && !flash) throw new WebinferError(`${op}: no ${variant} attention tile fits ${rt.limits.maxComputeWorkgroupStorageSize} bytes of workgroup storage`);
     const BR = mlaMma ? mlaMma.BR : mla ? mla.BR : mma ? mma.BR : flash!.TY * flash!.TM;
     // One-token sequences of a plain cache in one buffer, without the options the matrix tile leaves out,
-    // take GQA decode on subgroup matrices where the adapter has them; else the decode kernels. Only
-    // 16-bit queries: the tile stages Q in f16, and rounding f32 queries would cost the LSE its f32 tolerance.
-    const decodeMma = this.c.decodeAllowed && geo.parts === 1 && geo.mlaL === 0 && DECODE_MMA_ROWS.includes(geo.dtype) && qDtype !== 'f32'
+    // take GQA decode on subgroup matrices where the adapter has them; else the decode kernels. The tile
+    // stages Q in f16: f32 queries take it only where the run returns no LSE (a model's step), since
+    // rounding them costs the LSE its f32 tolerance; the output's, the 16-bit cache's, it keeps.
+    const decodeMma = this.c.decodeAllowed && geo.parts === 1 && geo.mlaL === 0 && DECODE_MMA_ROWS.includes(geo.dtype) && (qDtype !== 'f32' || !wantLse)
       && !a.window && !a.softcap && !a.alibi && !a.sinks ? decodeMmaFor(rt, D, Dv, G) : null;
     const decode: DecodePlan | null = this.c.decodeAllowed && !decodeMma ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;

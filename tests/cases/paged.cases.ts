@@ -24,6 +24,10 @@ export interface PagedSpec {
   spareBlocks?: number;
   /** The cache must be split across at least this many buffers (engine.tuning.cacheBindingBytes). */
   minParts?: number;
+  /** false: pagedAttention (no LSE asked, none checked) instead of pagedAttentionWithLse. */
+  lse?: boolean;
+  /** Where the adapter has timestamps: a kernel whose name starts with this must have run. */
+  kernel?: string;
   seed: number;
 }
 
@@ -35,6 +39,7 @@ export function cacheValues(x: Float32Array, dtype: CacheDtype, scale: number): 
   return Float32Array.from(q, (v) => Math.fround(v * scale));
 }
 
+/** A checked run (lse: empty where spec.lse is false). */
 export interface PagedRun { out: Float32Array; lse: Float32Array; refOut: Float64Array; refLse: Float64Array; T: number; valid: number }
 
 /**
@@ -93,9 +98,17 @@ export async function checkPaged(engine: Engine, spec: PagedSpec, metaAs: 'host'
     meta = { queryStartLoc: mt[0], seqLens: mt[1], blockTable: mt[2] };
   }
   engine.reshapeAndCache(t(kNew, [newSlots.length, Hkv, D]), t(vNew, [newSlots.length, Hkv, Dv]), cache, Int32Array.from(newSlots));
-  const res = engine.pagedAttentionWithLse(t(q, [T, Hq, D]), cache, meta, opts);
+  const timed = spec.kernel !== undefined && engine.features.timestampQuery;
+  if (timed) engine.beginTiming();
+  const qt = t(q, [T, Hq, D]);
+  const res = spec.lse === false ? { out: engine.pagedAttention(qt, cache, meta, opts), lse: null } : engine.pagedAttentionWithLse(qt, cache, meta, opts);
+  if (timed) {
+    await engine.endTiming();
+    const ran = Object.keys(engine.lastTiming);
+    assert(ran.some((k) => k.startsWith(spec.kernel!)), `expected a ${spec.kernel} pass, ran ${ran.join(', ')}`);
+  }
   const out = await res.out.toFloat32();
-  const lse = await res.lse.toFloat32();
+  const lse = res.lse ? await res.lse.toFloat32() : null;
 
   // Reference: the caches hold exactly what the kernels stored.
   const dims = { Hq, Hkv, D, Dv, numBlocks, blockSize: bs };
@@ -112,12 +125,12 @@ export async function checkPaged(engine: Engine, spec: PagedSpec, metaAs: 'host'
   const tag = `paged ${qdt}/${cdt} Hq${Hq} Hkv${Hkv} D${D} Dv${Dv} bs${bs} seqs ${JSON.stringify(seqs)} pad ${pad} seed ${seed}`;
   const valid = qsl[S];
   assertClose(`out (${tag})`, out, ref.out, tol, (i) => Math.floor(i / (Hq * Dv)) >= valid);
-  assertClose(`lse (${tag})`, lse, ref.lse, tol === 'fp8e4m3' ? 'fp8e4m3' : 'f32', (i) => i % T >= valid);
+  if (lse) assertClose(`lse (${tag})`, lse, ref.lse, tol === 'fp8e4m3' ? 'fp8e4m3' : 'f32', (i) => i % T >= valid);
   // Padding rows are never written: the engine poisoned them with NaN.
   for (let i = valid * Hq * Dv; i < out.length; i++) assert(Number.isNaN(out[i]), `padding row element ${i} was written (${out[i]})`);
-  for (const x of [...tensors, res.out, res.lse]) x.destroy();
+  for (const x of [...tensors, res.out, ...(res.lse ? [res.lse] : [])]) x.destroy();
   cache.destroy();
-  return { out, lse, refOut: ref.out, refLse: ref.lse, T, valid };
+  return { out, lse: lse ?? new Float32Array(0), refOut: ref.out, refLse: ref.lse, T, valid };
 }
 
 const SMALL = { flashSmemBytes: 8192 };
@@ -253,11 +266,18 @@ export const pagedCases = defineCases('paged', [
       });
       // A mixed batch: its decode items on the matrix tile, its prefill rows on the flash tile.
       await checkPaged(engine, { Hq: 8, Hkv: 2, D: 64, bs: 16, seqs: [{ ctx: 0, q: 20 }, { ctx: 90, q: 1 }, { ctx: 30, q: 6 }, { ctx: 3, q: 1 }], qDtype: 'f16', cache: 'f16', seed: 87 });
-      // What the tile leaves to the decode kernels: options, f32 queries, G past 16 (the harness
-      // cannot see which kernel ran: these are checked for their results, the choice by the planner).
+      // Which kernel runs (named by the timed passes where the adapter has timestamps): the tile for
+      // 16-bit queries, and for f32 queries where no LSE is asked (a model's step: rounding them to f16
+      // keeps the output within the f16 cache's tolerance, not the LSE within f32's); the FMA kernel for
+      // f32 queries with the LSE and options the tile leaves out; G past 16 goes to the flash tile (no
+      // decode kernel holds that many heads).
+      await checkPaged(engine, { ...specs[0], kernel: 'paged_mla_mma', seed: 96 });
+      await checkPaged(engine, { ...specs[0], qDtype: 'f32', lse: false, kernel: 'paged_mla_mma', seed: 97 });
+      await checkPaged(engine, { ...specs[1], qDtype: 'f32', lse: false, kernel: 'paged_mla_mma', seed: 98 });
+      await checkPaged(engine, { ...specs[0], qDtype: 'f32', kernel: 'paged_decode_sg', seed: 89 });
+      await checkPaged(engine, { ...specs[0], opts: { softcap: 20, sinks: true }, kernel: 'paged_decode_sg', seed: 88 });
       assert(decodeMmaFor(engine, 128, 128, 17) === null, 'no matrix decode for G 17');
-      await checkPaged(engine, { ...specs[0], opts: { softcap: 20, sinks: true }, seed: 88 });
-      await checkPaged(engine, { ...specs[0], qDtype: 'f32', seed: 89 });
+      await checkPaged(engine, { ...specs[0], Hq: 34, kernel: 'paged_flash', seed: 99 });
       // Its diagnostics compile and run, and their output is wrong.
       for (const probe of [1, 2, 3, 4]) {
         await withTuning(engine, { ...part, mlaMmaProbe: probe }, () =>
