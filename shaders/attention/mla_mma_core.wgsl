@@ -22,10 +22,10 @@
 // registers); the final O goes out the same way.
 //
 // The same tile serves GQA decode over plain K/V caches (SEPV): a kv head's G query heads of one token are
-// the rows, V rows come from the V cache and are staged in a tile of their own (v_s). Rows of 16 with G
-// live waste matrix work, not bandwidth: the tensor units have ample headroom at decode's arithmetic
-// intensity, and what the FMA decode kernel spends on each lane's redundant softmax goes away. The
-// value tile follows the key tile in kv_s (VOFF, row stride VS).
+// the rows, V rows come from the V cache and are staged in a tile of their own, after the key tile in
+// kv_s (VOFF, row stride VS). Rows of 16 with G live waste matrix work, not bandwidth: the tensor units
+// have ample headroom at decode's arithmetic intensity, and what the FMA decode kernel spends on each
+// lane's redundant softmax goes away.
 //
 // Only what MLA decode asks: every key in [k_lo, k_hi) is visible (split caches mask other parts' keys
 // through key_in_part), no window, softcap, ALiBi or sinks. The host (PagedAttentionPlan) chooses this

@@ -329,7 +329,8 @@ export function mlaMmaSmemBytes(M: number, N: number, K: number, NSG: number, RB
  */
 export function planMlaMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, rows: number, smemCap = Infinity,
                            config?: number, shape?: number, sepV = false): MlaMmaPlan | null {
-  if (D % 8 || Dv % 8 || (!sepV && Dv > D)) return null;
+  // (GQA decode stages V rows in 16-byte words: Dv a multiple of 8.)
+  if (D % 8 || (sepV ? Dv % 8 : Dv > D)) return null;
   const { sgw, configs } = mmaTileConfigs(features, config);
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   for (const { M, N, K } of configs) {
