@@ -23,6 +23,15 @@
 // scaled row by row in registers: it goes through workgroup memory (BC/N matrices at a time), which
 // the workgroup does only when some row moved (a flag read with workgroupUniformLoad keeps it uniform).
 // The final O goes out the same way. Every subgroup-matrix call sits in workgroup-uniform control flow.
+// SPLIT (f32 data; the GEMM's split x, gemm_mma.wgsl): every f32 operand becomes two f16 matrices, hi
+// (its top 11 significant bits, by clearing mantissa bits: NVIDIA's compiler folds f32(f16(x)) back to
+// x) and lo = f16(x − hi), about 22 bits of it; each product takes three matrix products, the two
+// cross terms before hi·hi (lo·lo is below f32's rounding): S = Ql·Kh + Qh·Kl + Qh·Kh and O += Pl·Vh +
+// Ph·Vl + Ph·Vh. Q, K, V and P each have a hi and a lo copy in workgroup memory; P ≤ 2^TAU fits f16.
+// q, k and v past ±65504 (f16's range) are clamped there; P never is (P ≤ 2^TAU). The tensor units
+// truncate as they add, so a sum of thousands of keys in one result matrix drifts towards zero (an H200:
+// 1.6x the f32 tolerance at 4096 keys of one-signed values): every FL key tiles (and at every rescale)
+// the split tile moves O into its lanes' f32 sums (oa) and starts the matrices again from zero.
 
 const M: u32 = 16u;      // subgroup matrix rows (the adapter's configuration)
 const N: u32 = 16u;      // result columns
@@ -55,11 +64,21 @@ const TAU: f32 = 8.0;
 // (P keeps its contents), 3 the matrix products.
 const PROBE: u32 = 0u;
 const WORDS: bool = false;
-// Q is staged a row block (NSG·M rows) at a time, through the K/V region.
-const KV_HALVES: u32 = max(NSG * M * DS, BC * (DS + VS));
+const SPLIT: bool = false;
+const NX: u32 = select(1u, 2u, SPLIT);      // f16 copies of each operand: hi (and lo)
+const FL: u32 = 8u;                         // SPLIT: key tiles between moves of O into the lanes' f32 sums
+// Q is staged a row block (NSG·M rows) at a time, through the K/V region: hi rows, then (SPLIT) lo rows.
+// The K/V region: K hi [BC][DS] | (K lo) | V hi [BC][VS] | (V lo).
+const KV_HALVES: u32 = max(NX * NSG * M * DS, NX * BC * (DS + VS));
+const Q_LO: u32 = NSG * M * DS;
+const K_LO: u32 = BC * DS;
+const V_HI: u32 = NX * BC * DS;
+const V_LO: u32 = V_HI + BC * VS;
+const P_LO: u32 = NSG * SR * PS;            // P's lo copy, after its hi one
 const CPL: u32 = BC / LPR;                  // score columns a lane handles a row
 const NKW: u32 = (BC * (DP / 8u) + WG - 1u) / WG;    // K words (16 bytes) a thread stages per tile
 const NVW: u32 = (BC * (DVP / 8u) + WG - 1u) / WG;   // V words
+const NOA: u32 = select(1u, RB * NCH * (CPL / 4u), SPLIT);   // SPLIT: a lane's f32 sums of O (vec4s)
 
 alias QMat = subgroup_matrix_left<f16, K, M>;
 alias KMat = subgroup_matrix_right<f16, N, K>;
@@ -84,7 +103,7 @@ var<workgroup> kv_s: array<vec4<f16>, KV_HALVES / 4u>;
 // S (and O on its way through), a region a subgroup, and P: as vec4s too (a lane's columns are
 // contiguous, CPL a multiple of 4).
 var<workgroup> s_s: array<vec4<f32>, NSG * SR * SS / 4u>;
-var<workgroup> p_s: array<vec4<f16>, NSG * SR * PS / 4u>;
+var<workgroup> p_s: array<vec4<f16>, NX * NSG * SR * PS / 4u>;
 const_assert CPL % 4u == 0u;
 var<workgroup> alpha_s: array<f32, BR>;
 var<workgroup> moved_s: array<u32, NSG>;
@@ -131,7 +150,7 @@ fn put_tile_words(w: TileWords, li: u32) {
   }
   for (var u = 0u; u < NVW; u++) {
     let e = li + u * WG;
-    if (e < BC * (DVP / 8u)) { put8(BC * DS + (e / (DVP / 8u)) * VS + 8u * (e % (DVP / 8u)), w.vw[u]); }
+    if (e < BC * (DVP / 8u)) { put8(V_HI + (e / (DVP / 8u)) * VS + 8u * (e % (DVP / 8u)), w.vw[u]); }
   }
 }
 
@@ -141,9 +160,23 @@ fn put8(at: u32, w: vec4<u32>) {
   kv_s[at / 4u + 1u] = bitcast<vec4<f16>>(w.zw);
 }
 
-/** Four values into an f16 row of workgroup memory (`at` a multiple of 4): one store. */
-fn put4(at: u32, v: vec4<f32>) {
-  kv_s[at / 4u] = vec4<f16>(v);
+/** Four values into an f16 row of workgroup memory (`at` a multiple of 4): one store; SPLIT: their hi
+ *  parts at `at`, their lo parts at `lo`. */
+fn put4(at: u32, lo: u32, v: vec4<f32>) {
+  if (SPLIT) {
+    let c = clamp(v, vec4<f32>(-65504.0), vec4<f32>(65504.0));
+    let hv = split_hi4(c);
+    kv_s[at / 4u] = vec4<f16>(hv);
+    kv_s[lo / 4u] = vec4<f16>(c - hv);
+  } else {
+    kv_s[at / 4u] = vec4<f16>(v);
+  }
+}
+
+/** v with the low 13 bits of each mantissa cleared: exact in f16 within its normal range (|v| ≤ 65504),
+ *  v − hi exact in f32. */
+fn split_hi4(v: vec4<f32>) -> vec4<f32> {
+  return bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xffffe000u));
 }
 
 /**
@@ -189,7 +222,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
   k_begin = job.k_lo + ((k_begin - job.k_lo) / BC) * BC;
 
   // ---- Q: staged a row block at a time (row rb·M + i of every subgroup), kept as left matrices.
-  var qm: array<QMat, RB * NQ>;
+  var qm: array<QMat, NX * RB * NQ>;      // hi row blocks, then (SPLIT) lo ones
   for (var rb = 0u; rb < RB; rb++) {
     workgroupBarrier();
     for (var e = li; e < NSG * M * (DP / 4u); e += WG) {
@@ -198,11 +231,12 @@ fn flash_tile(job: Job, lanes: Lanes) {
       let d = 4u * (e % (DP / 4u));
       var val = vec4<f32>(0.0);
       if (gr < job.rows && d < D) { val = q_load4(job, gr, d); }
-      put4(rq * DS + d, val);
+      put4(rq * DS + d, Q_LO + rq * DS + d, val);
     }
     workgroupBarrier();
     for (var i = 0u; i < NQ; i++) {
       qm[rb * NQ + i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, (sgi * M * DS + i * K) / 4u, DS / 4u);
+      if (SPLIT) { qm[(RB + rb) * NQ + i] = subgroupMatrixLoad<QMat, row_major>(&kv_s, (Q_LO + sgi * M * DS + i * K) / 4u, DS / 4u); }
     }
   }
 
@@ -217,6 +251,8 @@ fn flash_tile(job: Job, lanes: Lanes) {
   let sl2 = params.scale * LOG2E;
   var tw: TileWords;
   if (WORDS) { tw = tile_words(job, k_begin, k_end, li); }
+  // SPLIT: the lane's share of O in f32 (row r of each row block, columns c0·CPL .. of each chunk).
+  var oa: array<vec4<f32>, NOA>;
   for (var kt = k_begin; kt < k_end; kt += BC) {
     // ---- K and V tiles (f16, zeros outside the keys and past D, Dv).
     workgroupBarrier();
@@ -233,7 +269,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
         var val = vec4<f32>(0.0);
         if (PROBE == 1u) { continue; }
         if (kt + kr < k_end && d < D) { val = k_load4(job, kt + kr, d); }
-        put4(kr * DS + d, val);
+        put4(kr * DS + d, K_LO + kr * DS + d, val);
       }
       for (var e = li; e < BC * (DVP / 4u); e += WG) {
         let kr = e / (DVP / 4u);
@@ -241,7 +277,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
         var val = vec4<f32>(0.0);
         if (PROBE == 1u) { continue; }
         if (kt + kr < k_end && c < DV) { val = v_load4(job, kt + kr, c); }
-        put4(BC * DS + kr * VS + c, val);
+        put4(V_HI + kr * VS + c, V_LO + kr * VS + c, val);
       }
     }
     workgroupBarrier();
@@ -253,6 +289,13 @@ fn flash_tile(job: Job, lanes: Lanes) {
       for (var i = 0u; i < NQ; i++) {
         if (PROBE != 3u) {
           let kb = subgroupMatrixLoad<KMat, col_major>(&kv_s, (n * N * DS + i * K) / 4u, DS / 4u);
+          if (SPLIT) {
+            let kl = subgroupMatrixLoad<KMat, col_major>(&kv_s, (K_LO + n * N * DS + i * K) / 4u, DS / 4u);
+            for (var rb = 0u; rb < RB; rb++) {
+              acc[rb] = subgroupMatrixMultiplyAccumulate(qm[(RB + rb) * NQ + i], kb, acc[rb]);
+              acc[rb] = subgroupMatrixMultiplyAccumulate(qm[rb * NQ + i], kl, acc[rb]);
+            }
+          }
           for (var rb = 0u; rb < RB; rb++) { acc[rb] = subgroupMatrixMultiplyAccumulate(qm[rb * NQ + i], kb, acc[rb]); }
         }
       }
@@ -296,7 +339,15 @@ fn flash_tile(job: Job, lanes: Lanes) {
           let x2 = xs[t4 * 4u + e];
           pv[e] = select(0.0, exp2(x2 - m[rb]), x2 > VISIBLE_MIN);
         }
-        if (PROBE != 2u) { p_s[(prow + c0 * CPL) / 4u + t4] = vec4<f16>(pv); }
+        if (PROBE != 2u) {
+          if (SPLIT) {
+            let ph = split_hi4(pv);
+            p_s[(prow + c0 * CPL) / 4u + t4] = vec4<f16>(ph);
+            p_s[(P_LO + prow + c0 * CPL) / 4u + t4] = vec4<f16>(pv - ph);
+          } else {
+            p_s[(prow + c0 * CPL) / 4u + t4] = vec4<f16>(pv);
+          }
+        }
         ls += pv.x + pv.y + pv.z + pv.w;
       }
       for (var off = M; off < SGW; off <<= 1u) { ls += subgroupShuffleXor(ls, off); }
@@ -313,7 +364,8 @@ fn flash_tile(job: Job, lanes: Lanes) {
 
     // ---- Rows whose max moved: O through workgroup memory, NS matrices a row block at a time.
     // (Loops over o[] have constant bounds throughout, so compilers can keep o in registers.)
-    if (rescale) {
+    // SPLIT: every FL tiles too, O moves into the lanes' f32 sums (scaled as they are) and restarts at 0.
+    if (rescale || (SPLIT && ((kt - k_begin) / BC) % FL == FL - 1u)) {
       for (var ch = 0u; ch < NCH; ch++) {
         for (var rb = 0u; rb < RB; rb++) {
           for (var jj = 0u; jj < NS; jj++) {
@@ -323,25 +375,48 @@ fn flash_tile(job: Job, lanes: Lanes) {
         workgroupBarrier();
         for (var rb = 0u; rb < RB; rb++) {
           let a = alpha_s[sgi * SR + rb * M + r];
-          for (var t4 = 0u; t4 < CPL / 4u; t4++) { s_s[(sbase + (rb * M + r) * SS + c0 * CPL) / 4u + t4] *= a; }
-        }
-        workgroupBarrier();
-        for (var rb = 0u; rb < RB; rb++) {
-          for (var jj = 0u; jj < NS; jj++) {
-            if (ch * NS + jj < NO) { o[rb * NO + ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, (sbase + rb * M * SS + jj * N) / 4u, SS / 4u); }
+          for (var t4 = 0u; t4 < CPL / 4u; t4++) {
+            let at = (sbase + (rb * M + r) * SS + c0 * CPL) / 4u + t4;
+            if (SPLIT) {
+              let ia = (rb * NCH + ch) * (CPL / 4u) + t4;
+              oa[ia] = (oa[ia] + s_s[at]) * a;
+            } else {
+              s_s[at] *= a;
+            }
           }
         }
         workgroupBarrier();
+        if (!SPLIT) {
+          for (var rb = 0u; rb < RB; rb++) {
+            for (var jj = 0u; jj < NS; jj++) {
+              if (ch * NS + jj < NO) { o[rb * NO + ch * NS + jj] = subgroupMatrixLoad<SMat, row_major>(&s_s, (sbase + rb * M * SS + jj * N) / 4u, SS / 4u); }
+            }
+          }
+          workgroupBarrier();
+        }
+      }
+      if (SPLIT) {
+        for (var j = 0u; j < RB * NO; j++) { o[j] = SMat(); }
       }
     }
 
     // ---- O += P·V, each V matrix serving the RB row blocks.
     for (var kk = 0u; kk < NP; kk++) {
       if (PROBE != 3u) {
-        var pm: array<QMat, RB>;
+        var pm: array<QMat, NX * RB>;         // hi row blocks, then (SPLIT) lo ones
         for (var rb = 0u; rb < RB; rb++) { pm[rb] = subgroupMatrixLoad<QMat, row_major>(&p_s, (pbase + rb * M * PS + kk * K) / 4u, PS / 4u); }
+        if (SPLIT) {
+          for (var rb = 0u; rb < RB; rb++) { pm[RB + rb] = subgroupMatrixLoad<QMat, row_major>(&p_s, (P_LO + pbase + rb * M * PS + kk * K) / 4u, PS / 4u); }
+        }
         for (var j = 0u; j < NO; j++) {
-          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, (BC * DS + kk * K * VS + j * N) / 4u, VS / 4u);
+          let vb = subgroupMatrixLoad<VMat, row_major>(&kv_s, (V_HI + kk * K * VS + j * N) / 4u, VS / 4u);
+          if (SPLIT) {
+            let vl = subgroupMatrixLoad<VMat, row_major>(&kv_s, (V_LO + kk * K * VS + j * N) / 4u, VS / 4u);
+            for (var rb = 0u; rb < RB; rb++) {
+              o[rb * NO + j] = subgroupMatrixMultiplyAccumulate(pm[RB + rb], vb, o[rb * NO + j]);
+              o[rb * NO + j] = subgroupMatrixMultiplyAccumulate(pm[rb], vl, o[rb * NO + j]);
+            }
+          }
           for (var rb = 0u; rb < RB; rb++) { o[rb * NO + j] = subgroupMatrixMultiplyAccumulate(pm[rb], vb, o[rb * NO + j]); }
         }
       }
@@ -376,6 +451,15 @@ fn flash_tile(job: Job, lanes: Lanes) {
       }
     }
     workgroupBarrier();
+    if (SPLIT) {
+      // The lanes' f32 sums join what the matrices hold.
+      for (var rb = 0u; rb < RB; rb++) {
+        for (var t4 = 0u; t4 < CPL / 4u; t4++) {
+          s_s[(sbase + (rb * M + r) * SS + c0 * CPL) / 4u + t4] += oa[(rb * NCH + ch) * (CPL / 4u) + t4];
+        }
+      }
+      workgroupBarrier();
+    }
     for (var rb = 0u; rb < RB; rb++) {
       for (var c4 = c0; c4 < BC / 4u; c4 += LPR) {
         let col = ch * BC + 4u * c4;

@@ -167,6 +167,8 @@ export interface FlashMmaPlan {
   readonly NSG: number; readonly SGW: number; readonly BC: number; readonly RB: number;
   /** Rows a workgroup owns (NSG·RB·M). */
   readonly BR: number;
+  /** f32 data as hi + lo f16 halves (flash_mma_core.wgsl SPLIT): three products a step. */
+  readonly split: boolean;
   readonly smem: number;
 }
 
@@ -183,23 +185,26 @@ const MMA_SHAPES: readonly { NSG: number; BC: number; RB: number }[] = [
   { NSG: 8, BC: 32, RB: 1 }, { NSG: 4, BC: 32, RB: 2 }, { NSG: 4, BC: 16, RB: 2 },
 ];
 
-/** Workgroup storage of the subgroup-matrix tile, in bytes (flash_mma_core.wgsl's arrays). */
-export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, BC: number, D: number, Dv: number, RB = 1): number {
+/** Workgroup storage of the subgroup-matrix tile, in bytes (flash_mma_core.wgsl's arrays; `split`: the
+ *  hi and lo copies of Q, K, V and P). */
+export function flashMmaSmemBytes(M: number, N: number, K: number, NSG: number, BC: number, D: number, Dv: number, RB = 1,
+                                  split = false): number {
+  const NX = split ? 2 : 1;
   const DS = Math.ceil(D / K) * K + 8, VS = Math.ceil(Dv / N) * N + 8;
-  const kv = Math.max(NSG * M * DS, BC * (DS + VS));
+  const kv = NX * Math.max(NSG * M * DS, BC * (DS + VS));
   const pad4 = (b: number) => Math.ceil(b / 4) * 4;
   const rows = NSG * RB * M;
-  return pad4(2 * kv) + 4 * rows * (BC + 4) + pad4(2 * rows * (BC + 8)) + 4 * rows + 4 * NSG;
+  return pad4(2 * kv) + 4 * rows * (BC + 4) + pad4(2 * NX * rows * (BC + 8)) + 4 * rows + 4 * NSG;
 }
 
 /**
  * Plans the subgroup-matrix tile, or returns null where it cannot run: no f16 → f32 configuration, no
  * shader-f16, subgroups of more than one size (the tile's rows are laid out by subgroup), or no shape
  * that fits the workgroup storage. `config` holds it to one of mmaConfigs' entries, `shape` to one of
- * MMA_SHAPES (tests and the benchmark).
+ * MMA_SHAPES (tests and the benchmark); `split` plans for f32 data as hi + lo f16 halves.
  */
 export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: number, Dv: number, smemCap = Infinity,
-                             config?: number, shape?: number): FlashMmaPlan | null {
+                             config?: number, shape?: number, split = false): FlashMmaPlan | null {
   const { sgw, configs } = mmaTileConfigs(features, config);
   const budget = Math.min(limits.maxComputeWorkgroupStorageSize, smemCap);
   for (const { M, N, K } of configs) {
@@ -207,25 +212,28 @@ export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: 
       if (shape !== undefined && si !== shape) continue;
       // (BC / (sgw / M)) % 4: each lane's softmax columns are whole vec4s (flash_mma_core.wgsl CPL).
       if (BC % N || BC % K || (BC / (sgw / M)) % 4 || NSG * sgw > limits.maxComputeInvocationsPerWorkgroup || NSG * sgw > limits.maxComputeWorkgroupSizeX) continue;
-      const smem = flashMmaSmemBytes(M, N, K, NSG, BC, D, Dv, RB);
-      if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, BC, RB, BR: NSG * RB * M, smem };
+      const smem = flashMmaSmemBytes(M, N, K, NSG, BC, D, Dv, RB, split);
+      if (smem <= budget) return { variant: 'subgroup-matrix', M, N, K, NSG, SGW: sgw, BC, RB, BR: NSG * RB * M, split, smem };
     }
   }
   return null;
 }
 
-/** The subgroup-matrix plan for f16 data where 'auto' (or the tuning) asks for it and it runs here. */
+/** The subgroup-matrix plan for f16 data, and for f32 data split into f16 halves (tuning.flashMmaSplit),
+ *  where 'auto' (or the tuning) asks for it and it runs here. */
 export function flashMmaFor(engine: Runtime, dtype: string, D: number, Dv: number): FlashMmaPlan | null {
   const pref = engine.tuning.flashVariant;
   if (pref !== 'auto' && pref !== 'subgroup-matrix') return null;
-  if (dtype !== 'f16' || flashUnsupported(D, Dv)) return null;
-  return planFlashMma(engine.limits, engine.features, D, Dv, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig, engine.tuning.flashMmaShape);
+  const split = dtype === 'f32' && engine.tuning.flashMmaSplit;
+  if ((dtype !== 'f16' && !split) || flashUnsupported(D, Dv)) return null;
+  return planFlashMma(engine.limits, engine.features, D, Dv, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig,
+    engine.tuning.flashMmaShape, split);
 }
 
 /** The flash tile that runs, as the benchmark names it: the subgroup-matrix plan `mma` (flashMmaFor),
  *  or where there is none the scalar tile's variant. */
 export function flashTileName(engine: Runtime, mma: FlashMmaPlan | null): string {
-  return mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}` : flashVariantFor(engine);
+  return mma ? `subgroup-matrix ${mma.M}×${mma.N}×${mma.K}${mma.split ? ' split' : ''}` : flashVariantFor(engine);
 }
 
 /** The subgroup-matrix tile's kernel for an addressing mode ('sdpa_flash_mma', 'paged_flash_mma'); `words`:
@@ -236,7 +244,7 @@ export function flashMmaKernel(engine: Runtime, program: string, entry: string, 
     overrides,
     consts: {
       M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, RB: plan.RB, SGW: plan.SGW, BC: plan.BC, D, DV: Dv,
-      PROBE: engine.tuning.flashMmaProbe, WORDS: words,
+      PROBE: engine.tuning.flashMmaProbe, WORDS: words, SPLIT: plan.split,
     },
     enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
     unroll: engine.tuning.flashMmaUnroll,

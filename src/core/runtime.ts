@@ -116,8 +116,9 @@ export class Runtime implements TensorHost {
   readonly tuning = {
     /** Largest score matrix the naive kernel materializes per chunk of query rows. */
     naiveScoreBytes: 256 * 1024 * 1024,
-    /** Which flash tile runs: 'auto' takes the subgroup-matrix tile for f16 data where the adapter
-     *  has subgroup matrices (else as 'subgroup'), then subgroups where the adapter has them. */
+    /** Which flash tile runs: 'auto' takes the subgroup-matrix tile for f16 data (and f32 data split
+     *  into f16 halves, flashMmaSplit) where the adapter has subgroup matrices (else as 'subgroup'),
+     *  then subgroups where the adapter has them. */
     flashVariant: 'auto' as FlashVariantChoice,
     /** Holds the subgroup-matrix tiles (flash, MLA decode) to one of the adapter's f16 → f32 configurations (mmaConfigs). */
     flashMmaConfig: undefined as number | undefined,
@@ -126,6 +127,9 @@ export class Runtime implements TensorHost {
     /** Writes the subgroup-matrix tile's constant-trip loops out (src/core/unroll.ts) before compiling:
      *  1.4-1.9x faster on an H200, where NVIDIA's compiler then keeps every matrix in registers. */
     flashMmaUnroll: true,
+    /** f32 data on the subgroup-matrix flash tile as hi + lo f16 halves (flash_mma_core.wgsl SPLIT: three
+     *  products a step, f32 tolerances); false keeps f32 data on the scalar tiles. */
+    flashMmaSplit: true,
     /** The subgroup-matrix tile stages f16 K and V as raw 16-byte words (else through the dtype loaders). */
     flashMmaWords: true,
     /** Diagnostics of the subgroup-matrix tile (flash_mma_core.wgsl PROBE; 0 off): wrong results. */

@@ -103,6 +103,7 @@ export function sdpaRef(
   checkLen(k, B * Hkv * Lk * D, 'k');
   checkLen(v, B * Hkv * Lk * Dv, 'v');
   const so = scoreOpts(opts, D, Hq, false);
+  const r = opts.precision === 'f32' ? Math.fround : (x: number) => x;
   const mask = opts.mask;
   let ms = [0, 0, 0, 0];
   let boolMask = false;
@@ -140,17 +141,17 @@ export function sdpaRef(
           }
           const kOff = (kBase + j) * D;
           let dot = 0;
-          for (let d = 0; d < D; d++) dot += q[qOff + d]! * k[kOff + d]!;
-          let s = so.scale * dot;
-          if (so.cap > 0) s = so.cap * Math.tanh(s / so.cap);
-          if (so.alibi !== undefined) s += slope * (j - iAbs);
-          if (mask !== undefined && !boolMask) s += mv;
+          for (let d = 0; d < D; d++) dot = r(dot + r(q[qOff + d]! * k[kOff + d]!));
+          let s = r(so.scale * dot);
+          if (so.cap > 0) s = r(so.cap * r(Math.tanh(r(s / so.cap))));
+          if (so.alibi !== undefined) s = r(s + r(slope * (j - iAbs)));
+          if (mask !== undefined && !boolMask) s = r(s + mv);
           scores[n] = s;
           offs[n] = (kBase + j) * Dv;
           n++;
         }
         const row = (b * Hq + h) * Lq + i;
-        lse[row] = attendRow(scores, offs, n, sink, v, Dv, out, row * Dv);
+        lse[row] = attendRow(scores, offs, n, sink, v, Dv, out, row * Dv, r);
       }
     }
   }

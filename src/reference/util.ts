@@ -2,6 +2,9 @@
 // the attention state of one row (softmax-weighted sum with the empty-row and sink rules), and the
 // checks of paged metadata.
 export interface AttnOptionsRef {
+  /** 'f32': a plain f32 implementation instead (every product, sum and exponential rounded to f32, in
+   *  key order): the baseline of SPEC §6's rule for inputs with large scores. Default 'f64'. */
+  precision?: 'f64' | 'f32';
   causal?: boolean;
   scale?: number;
   softcap?: number;
@@ -61,24 +64,29 @@ export function attendRow(
   Dv: number,
   out: Float64Array,
   outOff: number,
+  r: (x: number) => number = f64,
 ): number {
   let m = -Infinity;
   for (let j = 0; j < n; j++) if (scores[j]! > m) m = scores[j]!;
   for (let d = 0; d < Dv; d++) out[outOff + d] = 0;
   if (m === -Infinity) return -Infinity;   // no visible key (a -inf score is no key)
   if (sink !== undefined && sink > m) m = sink;
-  let den = sink === undefined ? 0 : Math.exp(sink - m);
+  let den = sink === undefined ? 0 : r(Math.exp(r(sink - m)));
   for (let j = 0; j < n; j++) {
-    const p = Math.exp(scores[j]! - m);
+    const p = r(Math.exp(r(scores[j]! - m)));
     if (p === 0) continue;
-    den += p;
+    den = r(den + p);
     const vo = offs[j]!;
-    for (let d = 0; d < Dv; d++) out[outOff + d] = out[outOff + d]! + p * vals[vo + d]!;
+    for (let d = 0; d < Dv; d++) out[outOff + d] = r(out[outOff + d]! + r(p * vals[vo + d]!));
   }
-  const inv = 1 / den;
-  for (let d = 0; d < Dv; d++) out[outOff + d] = out[outOff + d]! * inv;
-  return m + Math.log(den);
+  const inv = r(1 / den);
+  for (let d = 0; d < Dv; d++) out[outOff + d] = r(out[outOff + d]! * inv);
+  return r(m + r(Math.log(den)));
 }
+
+/** No rounding: float64 arithmetic. (Math.fround instead gives a plain f32 implementation: SPEC §6's
+ *  baseline for inputs with large scores.) */
+const f64 = (x: number): number => x;
 
 export interface ScoreOpts {
   scale: number;

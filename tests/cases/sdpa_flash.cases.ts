@@ -71,22 +71,31 @@ function mmaMissing(ctx: CaseContext): string | null {
   return null;
 }
 
-/** Runs f16 specs on the subgroup-matrix tile (each one checked to take it), or says why not and runs 'auto'. */
-async function runMma(ctx: CaseContext, specs: SdpaSpec[], config?: number, shape?: number): Promise<void> {
+/**
+ * Runs specs as `dtype` on the subgroup-matrix tile (each one checked to take it: f32 data as hi + lo f16
+ * halves, the split tile, under f32 tolerances), or says why not and runs 'auto'.
+ */
+async function runMma(ctx: CaseContext, specs: SdpaSpec[], config?: number, shape?: number, dtype: 'f16' | 'f32' = 'f16'): Promise<void> {
   const why = mmaMissing(ctx);
-  // Without the tile, 'auto' runs f16 data on the tiles the other cases cover: one spec a case keeps
+  const tile = dtype === 'f32' ? 'split tile (f32 data)' : 'tile';
+  // Without the tile, 'auto' runs the data on the tiles the other cases cover: one spec a case keeps
   // the check real without growing CI.
-  if (why) ctx.note(`flash subgroup-matrix tile: not run here: ${why}; its cases ran the first spec of each on the tile 'auto' picks`);
-  await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaConfig: config, flashMmaShape: shape }, async () => {
+  if (why) ctx.note(`flash subgroup-matrix ${tile}: not run here: ${why}; its cases ran the first spec of each on the tile 'auto' picks`);
+  await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaConfig: config, flashMmaShape: shape, flashMmaSplit: true }, async () => {
     for (const spec of why ? specs.slice(0, 1) : specs) {
-      const s16: SdpaSpec = { ...spec, dtype: 'f16' };
-      if (!why && !flashUnsupported(s16.D, s16.Dv ?? s16.D)) {
-        assert(flashMmaFor(ctx.engine, 'f16', s16.D, s16.Dv ?? s16.D) !== null, `the subgroup-matrix tile should serve D ${s16.D}, Dv ${s16.Dv ?? s16.D} (config ${config}, shape ${shape})`);
+      const sx: SdpaSpec = { ...spec, dtype };
+      const planned = (): ReturnType<typeof flashMmaFor> => flashMmaFor(ctx.engine, dtype, sx.D, sx.Dv ?? sx.D);
+      // The split tile's hi and lo copies fit 48 KiB of workgroup storage up to head size 128; larger
+      // f32 heads run the scalar tiles (checked the same).
+      const served = dtype === 'f16' || (Math.max(sx.D, sx.Dv ?? sx.D) <= 128 && ctx.engine.limits.maxComputeWorkgroupStorageSize >= 49152);
+      if (!why && !flashUnsupported(sx.D, sx.Dv ?? sx.D) && served) {
+        const plan = planned();
+        assert(plan !== null && plan.split === (dtype === 'f32'), `the subgroup-matrix ${tile} should serve D ${sx.D}, Dv ${sx.Dv ?? sx.D} (config ${config}, shape ${shape}): ${JSON.stringify(plan)}`);
       }
       try {
-        await runSpec(ctx.engine, s16);
+        await runSpec(ctx.engine, sx);
       } catch (e) {
-        const plan = why ? null : flashMmaFor(ctx.engine, 'f16', s16.D, s16.Dv ?? s16.D);
+        const plan = why ? null : planned();
         throw new Error(`${(e as Error).message} [tile ${plan ? JSON.stringify(plan) : 'auto'}]`);
       }
     }
@@ -103,12 +112,50 @@ const MMA_LONG: SdpaSpec[] = [
   { Hq: 8, Hkv: 1, Lq: 1, Lk: 1000, D: 128, std: 4, seed: 3504 },
 ];
 
+/** f32 data on the split tile: long rows of keys (the O accumulation over many key tiles), values all
+ *  of one sign (no cancellation to hide a biased sum), and wide scores. */
+const MMA_SPLIT_LONG: SdpaSpec[] = [
+  { Hq: 2, Lq: 64, Lk: 4096, D: 64, seed: 3600 },
+  { B: 2, Hq: 4, Hkv: 1, Lq: 130, Lk: 2000, D: 128, causal: true, std: 3, seed: 3601 },
+  { Hq: 2, Lq: 48, Lk: 1500, D: 96, Dv: 64, std: 0.3, seed: 3602 },
+];
+
 function mmaCases(): TestCase[] {
   return [
     ...SDPA_MATRIX.map((g): TestCase => ({
       name: `subgroup-matrix: ${g.name} (as f16)`,
       run: (ctx) => runMma(ctx, g.specs),
     })),
+    ...SDPA_MATRIX.map((g): TestCase => ({
+      name: `subgroup-matrix split: ${g.name} (as f32, f32 tolerances)`,
+      run: (ctx) => runMma(ctx, g.specs, undefined, undefined, 'f32'),
+    })),
+    {
+      name: 'subgroup-matrix split: several key and row tiles, moving maxima, long rows (4096 keys), D 64..256 (f32 tolerances)',
+      run: (ctx) => runMma(ctx, [...MMA_LONG, ...MMA_SPLIT_LONG], undefined, undefined, 'f32'),
+    },
+    {
+      name: 'subgroup-matrix split: values all positive (a biased O sum shows), f32 tolerances',
+      async run(ctx) {
+        // The check's v is standard normal; this case shifts it by +3 so every value is positive and
+        // the output is near 3 at every row: an error that grows with the key count is not averaged away.
+        const why = mmaMissing(ctx);
+        if (why) ctx.note(`flash subgroup-matrix split tile: not run here: ${why}; ran 'auto'`);
+        const [Hq, Lq, Lk, D] = [2, 40, why ? 300 : 4096, 64];
+        const q = randn(Hq * Lq * D, 3700), k = randn(Hq * Lk * D, 3701);
+        const v = Float32Array.from(randn(Hq * Lk * D, 3702), (x) => x + 3);
+        await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaSplit: true }, async () => {
+          if (!why) assert(flashMmaFor(ctx.engine, 'f32', D, D)?.split === true, 'the split tile should serve f32 D 64');
+          const [tq, tk, tv] = [ctx.engine.tensor(q, [1, Hq, Lq, D]), ctx.engine.tensor(k, [1, Hq, Lk, D]), ctx.engine.tensor(v, [1, Hq, Lk, D])];
+          const res = ctx.engine.sdpaWithLse(tq, tk, tv, { backend: 'flash' });
+          const [out, lse] = [await res.out.toFloat32(), await res.lse.toFloat32()];
+          const ref = reference.sdpaRef(q, k, v, { B: 1, Hq, Hkv: Hq, Lq, Lk, D, Dv: D });
+          assertClose('split tile out (v > 0)', out, ref.out, 'f32');
+          assertClose('split tile lse (v > 0)', lse, ref.lse, 'f32');
+          for (const t of [tq, tk, tv, res.out, res.lse]) t.destroy();
+        });
+      },
+    },
     {
       name: 'subgroup-matrix: several key and row tiles, moving maxima (the O rescale), D 64..256 and padded D 72 / Dv 40',
       run: (ctx) => runMma(ctx, MMA_LONG),

@@ -53,6 +53,10 @@ describe('WGSL through Tint (null adapter)', () => {
       { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, BC: 32, D: 128, DV: 128, WORDS: true },   // Apple's simdgroup matrices
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 64, BC: 16, D: 256, DV: 256 },
       { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 32, D: 128, DV: 128, RB: 2, WORDS: true },
+      // f32 data as hi + lo halves (SPLIT)
+      { M: 16, N: 16, K: 16, NSG: 4, SGW: 32, BC: 32, D: 64, DV: 64, SPLIT: true },
+      { M: 16, N: 8, K: 8, NSG: 2, SGW: 32, BC: 32, D: 72, DV: 40, RB: 2, SPLIT: true },
+      { M: 8, N: 8, K: 8, NSG: 4, SGW: 32, BC: 16, D: 128, DV: 128, SPLIT: true },
     ];
     for (const c of shapes) {
       const base = PROGRAMS.sdpa_flash_mma.map((f) => SHADER_FILES[f]).join('\n');
