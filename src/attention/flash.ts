@@ -219,12 +219,17 @@ export function planFlashMma(limits: EngineLimits, features: EngineFeatures, D: 
   return null;
 }
 
-/** The subgroup-matrix plan for f16 data, and for f32 data split into f16 halves (tuning.flashMmaSplit),
- *  where 'auto' (or the tuning) asks for it and it runs here. */
-export function flashMmaFor(engine: Runtime, dtype: string, D: number, Dv: number): FlashMmaPlan | null {
+/**
+ * The subgroup-matrix plan for f16 data, and for f32 data split into f16 halves (tuning.flashMmaSplit)
+ * where the call returns no LSE, where 'auto' (or the tuning) asks for it and it runs here. The split
+ * tile's scores carry about 22 bits of q and k: its output holds SPEC §6's f32 rules, but with large
+ * scores its LSE (the max score plus a log) erred 3.5x a plain f32 implementation's on an H100 (run 90),
+ * so calls that return the LSE keep the scalar tiles.
+ */
+export function flashMmaFor(engine: Runtime, dtype: string, D: number, Dv: number, withLse = false): FlashMmaPlan | null {
   const pref = engine.tuning.flashVariant;
   if (pref !== 'auto' && pref !== 'subgroup-matrix') return null;
-  const split = dtype === 'f32' && engine.tuning.flashMmaSplit;
+  const split = dtype === 'f32' && engine.tuning.flashMmaSplit && !withLse;
   if ((dtype !== 'f16' && !split) || flashUnsupported(D, Dv)) return null;
   return planFlashMma(engine.limits, engine.features, D, Dv, engine.tuning.flashSmemBytes, engine.tuning.flashMmaConfig,
     engine.tuning.flashMmaShape, split);

@@ -60,7 +60,7 @@ export function sdpa(engine: Runtime, op: string, q: Tensor, k: Tensor, v: Tenso
   const p = validateSdpa(op, q, k, v, opts ?? {});
   const backend = opts?.backend ?? 'auto';
   if (backend === 'naive') return encodeSdpaNaive(engine, p, q, k, v, withLse);
-  const mma = flashMmaFor(engine, q.dtype, p.D, p.Dv);
+  const mma = flashMmaFor(engine, q.dtype, p.D, p.Dv, withLse);
   if (mma) return encodeSdpaFlashMma(engine, p, mma, q, k, v, withLse);
   const variant = flashVariantFor(engine);
   const why = flashUnsupported(p.D, p.Dv);

@@ -128,7 +128,8 @@ export class Runtime implements TensorHost {
      *  1.4-1.9x faster on an H200, where NVIDIA's compiler then keeps every matrix in registers. */
     flashMmaUnroll: true,
     /** f32 data on the subgroup-matrix flash tile as hi + lo f16 halves (flash_mma_core.wgsl SPLIT: three
-     *  products a step, f32 tolerances); false keeps f32 data on the scalar tiles. */
+     *  products a step, f32 tolerances) where the call returns no LSE (flash.ts flashMmaFor); false keeps
+     *  f32 data on the scalar tiles. */
     flashMmaSplit: true,
     /** The subgroup-matrix tile stages f16 K and V as raw 16-byte words (else through the dtype loaders). */
     flashMmaWords: true,

@@ -73,7 +73,8 @@ function mmaMissing(ctx: CaseContext): string | null {
 
 /**
  * Runs specs as `dtype` on the subgroup-matrix tile (each one checked to take it: f32 data as hi + lo f16
- * halves, the split tile, under f32 tolerances), or says why not and runs 'auto'.
+ * halves, the split tile, through sdpa() since calls that return the LSE keep the scalar tiles, its
+ * output under SPEC §6's f32 rules), or says why not and runs 'auto'.
  */
 async function runMma(ctx: CaseContext, specs: SdpaSpec[], config?: number, shape?: number, dtype: 'f16' | 'f32' = 'f16'): Promise<void> {
   const why = mmaMissing(ctx);
@@ -83,8 +84,8 @@ async function runMma(ctx: CaseContext, specs: SdpaSpec[], config?: number, shap
   if (why) ctx.note(`flash subgroup-matrix ${tile}: not run here: ${why}; its cases ran the first spec of each on the tile 'auto' picks`);
   await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaConfig: config, flashMmaShape: shape, flashMmaSplit: true }, async () => {
     for (const spec of why ? specs.slice(0, 1) : specs) {
-      const sx: SdpaSpec = { ...spec, dtype };
-      const planned = (): ReturnType<typeof flashMmaFor> => flashMmaFor(ctx.engine, dtype, sx.D, sx.Dv ?? sx.D);
+      const sx: SdpaSpec = { ...spec, dtype, ...(dtype === 'f32' ? { lse: false } : {}) };
+      const planned = (): ReturnType<typeof flashMmaFor> => flashMmaFor(ctx.engine, dtype, sx.D, sx.Dv ?? sx.D, sx.lse ?? true);
       // The split tile's hi and lo copies fit 48 KiB of workgroup storage up to head size 128; larger
       // f32 heads run the scalar tiles (checked the same).
       const served = dtype === 'f16' || (Math.max(sx.D, sx.Dv ?? sx.D) <= 128 && ctx.engine.limits.maxComputeWorkgroupStorageSize >= 49152);
@@ -135,6 +136,17 @@ function mmaCases(): TestCase[] {
       run: (ctx) => runMma(ctx, [...MMA_LONG, ...MMA_SPLIT_LONG], undefined, undefined, 'f32'),
     },
     {
+      name: 'subgroup-matrix split: calls that return the LSE keep f32 data on the scalar tiles (checked, out and lse)',
+      async run(ctx) {
+        const why = mmaMissing(ctx);
+        if (why) ctx.note(`flash subgroup-matrix split tile: not run here: ${why}; ran 'auto'`);
+        await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaSplit: true }, async () => {
+          assert(flashMmaFor(ctx.engine, 'f32', 64, 64, true) === null, 'sdpaWithLse on f32 data should not take the split tile');
+          await checkSdpa(ctx.engine, { B: 2, Hq: 4, Hkv: 2, Lq: 100, Lk: 333, D: 64, causal: true, dtype: 'f32', seed: 3800 }, 'flash');
+        });
+      },
+    },
+    {
       name: 'subgroup-matrix split: values all positive (a biased O sum shows), f32 tolerances',
       async run(ctx) {
         // The check's v is standard normal; this case shifts it by +3 so every value is positive and
@@ -147,12 +159,10 @@ function mmaCases(): TestCase[] {
         await withTuning(ctx.engine, { flashVariant: why ? 'auto' : 'subgroup-matrix', flashMmaSplit: true }, async () => {
           if (!why) assert(flashMmaFor(ctx.engine, 'f32', D, D)?.split === true, 'the split tile should serve f32 D 64');
           const [tq, tk, tv] = [ctx.engine.tensor(q, [1, Hq, Lq, D]), ctx.engine.tensor(k, [1, Hq, Lk, D]), ctx.engine.tensor(v, [1, Hq, Lk, D])];
-          const res = ctx.engine.sdpaWithLse(tq, tk, tv, { backend: 'flash' });
-          const [out, lse] = [await res.out.toFloat32(), await res.lse.toFloat32()];
+          const res = ctx.engine.sdpa(tq, tk, tv, { backend: 'flash' });
           const ref = reference.sdpaRef(q, k, v, { B: 1, Hq, Hkv: Hq, Lq, Lk, D, Dv: D });
-          assertClose('split tile out (v > 0)', out, ref.out, 'f32');
-          assertClose('split tile lse (v > 0)', lse, ref.lse, 'f32');
-          for (const t of [tq, tk, tv, res.out, res.lse]) t.destroy();
+          assertClose('split tile out (v > 0)', await res.toFloat32(), ref.out, 'f32');
+          for (const t of [tq, tk, tv, res]) t.destroy();
         });
       },
     },
