@@ -82,7 +82,7 @@ function featureLines(engine: Engine): FeatureLine[] {
     {
       name: 'subgroup-matrix', on: f.subgroupMatrix.length > 0,
       detail: f.subgroupMatrix.length ? f.subgroupMatrix.filter((c) => c.componentType === 'f16').map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`).join(', ') || 'no f16 configuration' : 'absent',
-      cost: f.subgroupMatrix.length ? 'f16 attention runs the flash tile built on them, and MLA decode (f16, bf16 and fp8_ds_mla latent rows) and paged decode of 16-bit queries over f16/bf16 caches a matrix tile of their own (the tensor units: several times the scalar tiles).'
+      cost: f.subgroupMatrix.length ? 'f16 attention runs the flash tile built on them (f32 attention without the LSE too, each value split into two f16 halves), and MLA decode (f16, bf16 and fp8_ds_mla latent rows) and paged decode of 16-bit queries over f16/bf16 caches a matrix tile of their own (the tensor units: several times the scalar tiles).'
         : 'f16 attention runs the scalar flash tile and MLA decode its FMA tile. Chrome offers chromium-experimental-subgroup-matrix with --enable-unsafe-webgpu (on Apple M-series GPUs, for one).',
     },
     {
