@@ -27,8 +27,8 @@
 // (its top 11 significant bits, by clearing mantissa bits: NVIDIA's compiler folds f32(f16(x)) back to
 // x) and lo = f16(x − hi), about 22 bits of it; each product takes three matrix products, the two
 // cross terms before hi·hi (lo·lo is below f32's rounding): S = Ql·Kh + Qh·Kl + Qh·Kh and O += Pl·Vh +
-// Ph·Vl + Ph·Vh. Q, K, V and P each have a hi and a lo copy in workgroup memory; P ≤ 2^TAU fits f16.
-// q, k and v past ±65504 (f16's range) are clamped there; P never is (P ≤ 2^TAU). The tensor units
+// Ph·Vl + Ph·Vh. Q, K, V and P each have a hi and a lo copy in workgroup memory. q, k and v past
+// ±65504 (f16's range) are clamped there; P never is (P ≤ 2^TAU). The tensor units
 // truncate as they add, so a sum of thousands of keys in one result matrix drifts towards zero (an H200:
 // 1.6x the f32 tolerance at 4096 keys of one-signed values): every FL key tiles (and at every rescale)
 // the split tile moves O into its lanes' f32 sums (oa) and starts the matrices again from zero.

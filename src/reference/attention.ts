@@ -13,7 +13,7 @@
 
 export type { AttnOptionsRef, PagedMetaRef } from './util.js';
 import type { AttnOptionsRef, PagedMetaRef } from './util.js';
-import { attendRow, checkHeads, checkInt, checkLen, checkPagedMeta, scoreOpts } from './util.js';
+import { attendRow, checkHeads, checkInt, checkLen, checkPagedMeta, rounding, scoreOpts } from './util.js';
 
 
 /** shape broadcastable (numpy right-aligned rules, rank 1..4) to [B,Hq,Lq,Lk]. bool: 0 = excluded. */
@@ -103,7 +103,7 @@ export function sdpaRef(
   checkLen(k, B * Hkv * Lk * D, 'k');
   checkLen(v, B * Hkv * Lk * Dv, 'v');
   const so = scoreOpts(opts, D, Hq, false);
-  const r = opts.precision === 'f32' ? Math.fround : (x: number) => x;
+  const r = rounding(opts.precision);
   const mask = opts.mask;
   let ms = [0, 0, 0, 0];
   let boolMask = false;

@@ -64,7 +64,7 @@ export function attendRow(
   Dv: number,
   out: Float64Array,
   outOff: number,
-  r: (x: number) => number = f64,
+  r: (x: number) => number = rounding(),
 ): number {
   let m = -Infinity;
   for (let j = 0; j < n; j++) if (scores[j]! > m) m = scores[j]!;
@@ -84,9 +84,11 @@ export function attendRow(
   return r(m + r(Math.log(den)));
 }
 
-/** No rounding: float64 arithmetic. (Math.fround instead gives a plain f32 implementation: SPEC §6's
- *  baseline for inputs with large scores.) */
-const f64 = (x: number): number => x;
+/** How a reference rounds each operation's result: not at all (float64, the default), or to f32
+ *  (Math.fround: a plain f32 implementation, SPEC §6's baseline for inputs with large scores). */
+export function rounding(precision: AttnOptionsRef['precision'] = 'f64'): (x: number) => number {
+  return precision === 'f32' ? Math.fround : (x) => x;
+}
 
 export interface ScoreOpts {
   scale: number;

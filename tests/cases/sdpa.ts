@@ -12,6 +12,9 @@ export interface SdpaSpec {
   /** Mask shape (broadcastable to [B,Hq,Lq,Lk]), kind, and density of attended entries. */
   mask?: { shape: number[]; kind: 'bool' | 'additive'; keep?: number; emptyRows?: boolean };
   std?: number;
+  /** Added to every value of v (v is standard normal before): values of one sign, whose sums no
+   *  cancellation hides. */
+  vMean?: number;
   /** false: run sdpa() (no LSE) and check out alone. Default true: sdpaWithLse(), out and lse. */
   lse?: boolean;
   seed: number;
@@ -50,6 +53,7 @@ export async function checkSdpa(engine: Engine, spec: SdpaSpec, backend: SdpaBac
   const q = randFor(dtype, B * Hq * Lq * D, seed, std);
   const k = randFor(dtype, B * Hkv * Lk * D, seed + 1, std);
   const v = randFor(dtype, B * Hkv * Lk * Dv, seed + 2);
+  if (spec.vMean) v.set(roundToDType(v.map((x) => x + spec.vMean!), dtype));
   const r = rng(seed + 3);
   const alibi = spec.alibi ? Float32Array.from({ length: Hq }, (_, h) => 2 ** (-(8 * (h + 1)) / Hq)) : undefined;
   const sinks = spec.sinks ? Float32Array.from({ length: Hq }, () => (r() - 0.3) * 4) : undefined;
@@ -74,11 +78,12 @@ export async function checkSdpa(engine: Engine, spec: SdpaSpec, backend: SdpaBac
   const lse = res.lse ? await res.lse.toFloat32() : new Float32Array(0);
   for (const t of [tq, tk, tv, tm, res.out, res.lse]) t?.destroy();
 
-  const ref = reference.sdpaRef(q, k, v, { B, Hq, Hkv, Lq, Lk, D, Dv }, {
+  const refOpts = {
     causal: spec.causal, scale: spec.scale, softcap: spec.softcap, slidingWindow: spec.slidingWindow,
     alibiSlopes: alibi ? roundToDType(alibi, 'f32') : undefined, sinks: sinks ? roundToDType(sinks, 'f32') : undefined,
     mask: spec.mask && md ? { data: md, shape: spec.mask.shape, kind: spec.mask.kind } : undefined,
-  });
+  };
+  const ref = reference.sdpaRef(q, k, v, { B, Hq, Hkv, Lq, Lk, D, Dv }, refOpts);
   const tag = `${backend} ${dtype} B${B} Hq${Hq} Hkv${Hkv} Lq${Lq} Lk${Lk} D${D} Dv${Dv} seed ${seed}`;
   let reports: CloseReport[];
   try {
@@ -89,11 +94,7 @@ export async function checkSdpa(engine: Engine, spec: SdpaSpec, backend: SdpaBac
     // there the kernel's largest error may be twice a plain f32 implementation's, plus 1e-5.
     const scale = spec.scale ?? 1 / Math.sqrt(D);
     if (dtype !== 'f32' || maxScore(q, k, B, Hq, Hkv, Lq, Lk, D, scale) <= 10) throw e;
-    const plain = reference.sdpaRef(q, k, v, { B, Hq, Hkv, Lq, Lk, D, Dv }, {
-      precision: 'f32', causal: spec.causal, scale: spec.scale, softcap: spec.softcap, slidingWindow: spec.slidingWindow,
-      alibiSlopes: alibi ? roundToDType(alibi, 'f32') : undefined, sinks: sinks ? roundToDType(sinks, 'f32') : undefined,
-      mask: spec.mask && md ? { data: md, shape: spec.mask.shape, kind: spec.mask.kind } : undefined,
-    });
+    const plain = reference.sdpaRef(q, k, v, { B, Hq, Hkv, Lq, Lk, D, Dv }, { ...refOpts, precision: 'f32' });
     const pairs = [['out', out, ref.out, plain.out], ['lse', lse, ref.lse, plain.lse]] as const;
     for (const [what, got, want, pl] of withLse ? pairs : pairs.slice(0, 1)) {
       let errGpu = 0, errPlain = 0;
