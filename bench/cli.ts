@@ -17,8 +17,9 @@
 //   --explore[=L]         also time flash under every variant and storage budget at length L
 //   --explore-paged       also time the decode kernels under several configurations (--explore-configs=variant:KT:UK:target:prefetch:probe:HS:WG:shape[|tuning=value...];...;
 //                         variant 'flash': decode through the flash tile, the subgroup-matrix one for f16 where the adapter has it)
-//   --explore-mma=U:P:S:C;...  first time the subgroup-matrix flash tile (f16, D 64 and 128, --mma-lengths) unrolled or not (U), with a probe (P),
-//                         a shape (S: flash.ts MMA_SHAPES) and a configuration (C: mmaConfigs)
+//   --explore-mma=U:P:S:C:T:F;...  first time the subgroup-matrix flash tile (D --mma-heads (64,128), --mma-lengths) unrolled or not (U), with a probe (P),
+//                         a shape (S: flash.ts MMA_SHAPES), a configuration (C: mmaConfigs), data type (T: f16, or f32 on the split tile)
+//                         and the split tile's flush interval (F: tuning.flashMmaFlush)
 //   --paged-prefill=L,..  with the paged suite: paged prefill of one L-token sequence (default 4096; --quick 256)
 //   --subgroup-matrix=off without Dawn's allow_unsafe_apis toggle: no subgroup matrices (default on)
 //   --explore-mla[=C,..]  first time MLA decode under each attention tile (mla: its own; -1: flash; 0-3: flash ROW_GRIDS;
@@ -171,21 +172,25 @@ if (peerName === 'ort' && (sdpaShapes.length || pagedShapes.length)) {
 const ms = (r?: SdpaBenchRow) => r?.timing?.medianMs ?? NaN;
 const check = (r: { pass: boolean; error?: string; worst: number }) => (r.pass ? 'pass' : `FAIL ${r.error ?? fmt(r.worst)}`);
 if (args.has('explore-mma')) {
-  // The subgroup-matrix flash tile under several settings, f16 non-causal at --mma-lengths (default 4096),
-  // D 64 and 128: --explore-mma='unroll:probe:shape:config;...' (unroll 0/1, probe 0-3 (flash_mma_core.wgsl
-  // PROBE; probes give wrong results), shape an index of flash.ts MMA_SHAPES, config one of mmaConfigs;
-  // empty fields keep the default).
+  // The subgroup-matrix flash tile under several settings, non-causal at --mma-lengths (default 4096),
+  // D 64 and 128: --explore-mma='unroll:probe:shape:config:dtype:flush;...' (unroll 0/1, probe 0-3 (flash_mma_core.wgsl
+  // PROBE; probes give wrong results), shape an index of flash.ts MMA_SHAPES, config one of mmaConfigs,
+  // dtype f16 (default) or f32 (the split tile), flush tuning.flashMmaFlush; empty fields keep the default).
   const cfgs = (args.get('explore-mma') === 'true' ? '0:0::;1:0::' : args.get('explore-mma')!).split(';');
   const Ls = (args.get('mma-lengths') ?? '4096').split(',').map(Number);
+  const Ds = (args.get('mma-heads') ?? '64,128').split(',').map(Number);
   for (const cfg of cfgs) {
-    const [u, pr, sh, co] = cfg.split(':');
+    const [u, pr, sh, co, dt, fl] = cfg.split(':');
+    const dtype = (dt || 'f16') as 'f16' | 'f32';
+    if (dtype !== 'f16' && dtype !== 'f32') throw new Error(`--explore-mma ${cfg}: dtype expected f16 or f32, got ${dtype}`);
     const tuning: Partial<typeof engine.tuning> = {
       flashMmaUnroll: u === '1', flashMmaProbe: Number(pr || 0),
       flashMmaShape: sh ? Number(sh) : undefined, flashMmaConfig: co ? Number(co) : undefined,
+      ...(fl ? { flashMmaFlush: Number(fl) } : {}),
     };
-    for (const D of [64, 128]) {
+    for (const D of Ds) {
       for (const L of Ls) {
-        const shape = { B: 1, Hq: 8, Hkv: 8, Lq: L, Lk: L, D, Dv: D, dtype: 'f16' as const, causal: false };
+        const shape = { B: 1, Hq: 8, Hkv: 8, Lq: L, Lk: L, D, Dv: D, dtype, causal: false };
         const [f] = await withTuning(engine, tuning, () => benchSdpaShape(engine, shape, ['flash'], ceilings, { samples: 5 }));
         console.log(`explore-mma ${cfg} D${D} L${L}: ${f.error ?? `${fmt(ms(f), 3)} ms (${fmt(f.tflops)} TFLOP/s) tile ${f.tile} check ${check(f)}`}`);
       }

@@ -249,7 +249,7 @@ export function flashMmaKernel(engine: Runtime, program: string, entry: string, 
     overrides,
     consts: {
       M: plan.M, N: plan.N, K: plan.K, NSG: plan.NSG, RB: plan.RB, SGW: plan.SGW, BC: plan.BC, D, DV: Dv,
-      PROBE: engine.tuning.flashMmaProbe, WORDS: words, SPLIT: plan.split,
+      PROBE: engine.tuning.flashMmaProbe, WORDS: words, SPLIT: plan.split, FL: engine.tuning.flashMmaFlush,
     },
     enables: ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'],
     unroll: engine.tuning.flashMmaUnroll,

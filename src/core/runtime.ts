@@ -131,6 +131,9 @@ export class Runtime implements TensorHost {
      *  products a step, f32 tolerances) where the call returns no LSE (flash.ts flashMmaFor); false keeps
      *  f32 data on the scalar tiles. */
     flashMmaSplit: true,
+    /** The split tile's key tiles between moves of O into the lanes' f32 sums (flash_mma_core.wgsl FL):
+     *  the tensor units truncate as they add, so longer runs drift on one-signed values. */
+    flashMmaFlush: 8,
     /** The subgroup-matrix tile stages f16 K and V as raw 16-byte words (else through the dtype loaders). */
     flashMmaWords: true,
     /** Diagnostics of the subgroup-matrix tile (flash_mma_core.wgsl PROBE; 0 off): wrong results. */
@@ -178,6 +181,9 @@ export class Runtime implements TensorHost {
     pagedTargetWorkgroups: 512,
     /** ... but no partition is shorter than this many keys. */
     pagedMinPartition: 256,
+    /** The partition workspace of one plan holds at most this many bytes (and the adapter's largest
+     *  binding), except where the portable decode kernel's partition limit (PMAX keys) needs more. */
+    pagedWorkspaceBytes: 64 * 2 ** 20,
     /** Sequences with one new token use the decode kernel (where the head size allows). */
     pagedDecodeKernel: true,
     /** Holds the decode kernel's key rows in flight per thread (UK) to one value (benchmark exploration). */
