@@ -31,8 +31,6 @@ import { planDecode, type DecodePlan } from './paged_decode.js';
 export const HDR_WORDS = 8;
 export const ITEM_WORDS = 8;
 const MERGE_WG = 64;
-/** The partition workspace of one plan is at most this large (and the adapter's largest binding). */
-const WS_CAP_BYTES = 64 * 2 ** 20;
 
 /** Storage code of a K/V source's rows (dtype.wgsl's codes; 4: FlashMLA's fp8_ds_mla rows). */
 const KV_CODE: Readonly<Record<string, number>> = { ...DTYPE_CODE, fp8_ds_mla: 4 };
@@ -538,19 +536,25 @@ export class PagedAttentionPlan {
     const decode: DecodePlan | null = this.c.decodeAllowed && !decodeMma ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;
     const bindMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
-    const wsCap = Math.min(WS_CAP_BYTES, bindMax);
+    const wsCap = Math.min(rt.tuning.pagedWorkspaceBytes, bindMax);
     // A split source keeps every part's partition states: NP times the workspace of one.
     const NP = geo.parts, split = NP > 1;
     if (split && NP * rowBytes > bindMax) {
       throw new WebinferError(`${op}: a cache split across ${NP} buffers needs ${NP * rowBytes} bytes of workspace for ${T} tokens `
         + `(more than one storage binding, ${bindMax} bytes): attend fewer tokens per call`);
     }
+    // The portable decode kernel holds at most PMAX keys of a partition. The workspace gets the partitions
+    // the longest sequence the block table allows then needs (up to the largest binding), since a decode
+    // row sent to the flash tile instead wastes all but G of its rows: batch 64 × 32k of Llama-3-8B ran
+    // 50x slower there than on the subgroup kernel, its 64 partitions past the 64 MiB cap (run 93).
+    const pmaxParts = decode && Number.isFinite(decode.PMAX) ? ceilDiv(m.maxB * geo.blockSize, decode.PMAX) : 0;
+    const pCap = Math.max(1, Math.floor(wsCap / (NP * rowBytes)), Math.min(pmaxParts, Math.floor(bindMax / (NP * rowBytes))));
     const rules: PlanRules = {
       T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null || decodeMma !== null,
       pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0,
       // The matrix decode tile wants fewer, longer partitions (its per-partition start and the merge).
       target: decodeMma ? Math.min(rt.tuning.pagedTargetWorkgroups, rt.tuning.pagedDecodeMmaTarget) : rt.tuning.pagedTargetWorkgroups,
-      minPart: Math.max(64, this.c.minPartition), pCap: Math.max(1, Math.floor(wsCap / (NP * rowBytes))), split,
+      minPart: Math.max(64, this.c.minPartition), pCap, split,
     };
     const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
     let layout: PlanLayout, pmeta: GPUBuffer, parts: number, counts: { flash: Count; decode: Count; merge: Count };

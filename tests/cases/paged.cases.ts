@@ -310,7 +310,7 @@ export const pagedCases = defineCases('paged', [
   {
     name: 'subgroup decode kernel: one long partition, fewer lanes per row (several loads each), a small workgroup, no prefetch',
     async run({ engine, note }) {
-      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 70, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 10 }, seed: 64 };
+      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 700, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 10 }, seed: 64 };
       if (!engine.features.subgroups) {
         note('no subgroups: the subgroup decode kernel cannot run here; the portable one takes this batch');
         await withTuning(engine, { pagedDecodeVariant: 'subgroup' }, async () => assert(planDecode(engine, 64, 64, 4, 'f16') === null, 'no subgroup plan'));
@@ -366,6 +366,24 @@ export const pagedCases = defineCases('paged', [
         await checkPaged(engine, spec);
         await checkPaged(engine, { ...spec, D: 32, seed: 62 });
       });
+    },
+  },
+  {
+    name: 'the portable decode kernel keeps long rows where the workspace cap holds fewer partitions than its key limit needs (one buffer and a split cache)',
+    async run({ engine, note }) {
+      // A workspace cap of one byte holds no partition: the plan must still give the decode kernel the
+      // ceil(keys / PMAX) partitions of both rows (before, such rows went to the flash tile, and no decode
+      // pass ran).
+      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 700, q: 1 }], qDtype: 'f16', cache: 'f16',
+        opts: { sinks: true }, lse: true, kernel: 'paged_decode:', seed: 97 };
+      await withTuning(engine, { pagedDecodeVariant: 'portable', pagedWorkspaceBytes: 1, pagedTargetWorkgroups: 1 }, async () => {
+        const plan = planDecode(engine, 64, 64, 4, 'f16')!;
+        assert(plan.variant === 'portable' && plan.PMAX < 701, `a portable plan that must split 701 and 1301 keys, got ${JSON.stringify(plan)}`);
+        await checkPaged(engine, spec);
+        await checkPaged(engine, { ...spec, seed: 98 }, 'device');
+        await withTuning(engine, { cacheBindingBytes: 32 * 16 * 64 * 2 }, () => checkPaged(engine, { ...spec, minParts: 3, seed: 99 }));
+      });
+      if (!engine.features.timestampQuery) note('no timestamps here: the decode kernel is not seen running, only the results checked');
     },
   },
   matrix("the adapter's own tile plan (f32 and f16)", [
