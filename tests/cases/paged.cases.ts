@@ -26,6 +26,8 @@ export interface PagedSpec {
   minParts?: number;
   /** false: pagedAttention (no LSE asked, none checked) instead of pagedAttentionWithLse. */
   lse?: boolean;
+  /** Blocks handed out in order (as an allocator's free list does) instead of shuffled. */
+  sequential?: boolean;
   /** Where the adapter has timestamps: a kernel whose name starts with this must have run. */
   kernel?: string;
   seed: number;
@@ -57,7 +59,8 @@ export async function checkPaged(engine: Engine, spec: PagedSpec, metaAs: 'host'
   const maxB = Math.max(1, ...Array.from(seqLens, (l) => Math.ceil(l / bs)));
   const needed = Array.from(seqLens, (l) => Math.ceil(l / bs)).reduce((a, b) => a + b, 0);
   const numBlocks = needed + (spec.spareBlocks ?? 3);
-  const order = Array.from({ length: numBlocks }, (_, i) => i).sort(() => r() - 0.5);
+  const order = Array.from({ length: numBlocks }, (_, i) => i);
+  if (!spec.sequential) order.sort(() => r() - 0.5);
   const blockTable = new Int32Array(S * maxB).fill(-7);   // unused entries hold junk on purpose
   let nb = 0;
   for (let s = 0; s < S; s++) for (let n = 0; n < Math.ceil(seqLens[s] / bs); n++) blockTable[s * maxB + n] = order[nb++];
@@ -369,7 +372,7 @@ export const pagedCases = defineCases('paged', [
     },
   },
   {
-    name: 'the portable decode kernel keeps long rows where the workspace cap holds fewer partitions than its key limit needs (one buffer and a split cache)',
+    name: 'the portable decode kernel keeps long rows where the workspace cap holds fewer partitions than its key limit needs (one buffer and a split cache, blocks shuffled and in order)',
     async run({ engine, note }) {
       // A workspace cap of one byte holds no partition: the plan must still give the decode kernel the
       // ceil(keys / PMAX) partitions of both rows (before, such rows went to the flash tile, and no decode
@@ -381,7 +384,11 @@ export const pagedCases = defineCases('paged', [
         assert(plan.variant === 'portable' && plan.PMAX < 701, `a portable plan that must split 701 and 1301 keys, got ${JSON.stringify(plan)}`);
         await checkPaged(engine, spec);
         await checkPaged(engine, { ...spec, seed: 98 }, 'device');
-        await withTuning(engine, { cacheBindingBytes: 32 * 16 * 64 * 2 }, () => checkPaged(engine, { ...spec, minParts: 3, seed: 99 }));
+        await withTuning(engine, { cacheBindingBytes: 32 * 16 * 64 * 2 }, async () => {
+          await checkPaged(engine, { ...spec, minParts: 3, seed: 99 });
+          // Blocks in order: most partitions have no block in a given part and write the empty state.
+          await checkPaged(engine, { ...spec, minParts: 3, sequential: true, seed: 100 });
+        });
       });
       if (!engine.features.timestampQuery) note('no timestamps here: the decode kernel is not seen running, only the results checked');
     },
