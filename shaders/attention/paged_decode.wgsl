@@ -29,8 +29,6 @@ const RED: u32 = max(WG * G * UK, KPV * DV);
 
 var<workgroup> s_s: array<f32, G * PMAX>;
 var<workgroup> red: array<f32, RED>;
-var<workgroup> part_any: atomic<u32>;   // split: some block of the partition lies in the bound part
-var<workgroup> part_any_u: u32;
 
 @compute @workgroup_size(WG)
 fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -45,28 +43,6 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   let k_lo = it.k_lo;
   let k_hi = it.k_hi;
   let f = params.flags;
-
-  // A cache split across buffers runs this kernel once per part, every key of other parts masked. A
-  // partition with no block in the bound part writes the empty state (the merge weighs it 0) and stops:
-  // with blocks handed out in order most of a sequence lies in one part, and the last part of a cache
-  // may hold a few blocks only.
-  if ((f & FLAG_SPLIT) != 0u) {
-    if (li == 0u) { atomicStore(&part_any, 0u); }
-    workgroupBarrier();
-    for (var b = k_lo / params.bs + li; b * params.bs < k_hi; b += WG) {
-      if (block_in_part(s, b)) { atomicOr(&part_any, 1u); }
-    }
-    workgroupBarrier();
-    if (li == 0u) { part_any_u = atomicLoad(&part_any); }
-    if (workgroupUniformLoad(&part_any_u) == 0u) {
-      for (var gg = 0u; gg < G; gg++) {
-        let h = g * G + gg;
-        if (li < DV) { ws[((part * params.T + t) * params.Hq + h) * DV + li] = 0u; }
-        if (li == 0u) { ws[params.ws_lse + (part * params.Hq + h) * params.T + t] = NEG_INF_BITS; }
-      }
-      return;
-    }
-  }
 
   // ---- 1. scores
   let lane = li % KT;

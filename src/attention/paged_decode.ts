@@ -60,8 +60,7 @@ export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kv
   for (const UK of t.pagedDecodeUK ? [t.pagedDecodeUK] : [4, 2, 1]) {
     const KPI = WG / (D / EPV);
     const red = Math.max(WG * G * UK, KPV * Dv);
-    // (2: the split-cache flags, paged_decode.wgsl part_any.)
-    let PMAX = Math.min(512, Math.floor((budget - 2 - red) / G / 64) * 64);
+    let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
     PMAX -= PMAX % (KPI * UK);
     if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { variant: 'portable', EPV, WG, UK, KT: D / EPV, HS: 1, PMAX };
   }

@@ -386,7 +386,7 @@ export const pagedCases = defineCases('paged', [
         await checkPaged(engine, { ...spec, seed: 98 }, 'device');
         await withTuning(engine, { cacheBindingBytes: 32 * 16 * 64 * 2 }, async () => {
           await checkPaged(engine, { ...spec, minParts: 3, seed: 99 });
-          // Blocks in order: most partitions have no block in a given part and write the empty state.
+          // Blocks in order: most partitions have no block in a given part (every key of the pass masked).
           await checkPaged(engine, { ...spec, minParts: 3, sequential: true, seed: 100 });
         });
       });
