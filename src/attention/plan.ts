@@ -547,11 +547,11 @@ export class PagedAttentionPlan {
     // the longest sequence the block table allows then needs (up to the largest binding), since a decode
     // row sent to the flash tile instead wastes all but G of its rows: batch 64 × 32k of Llama-3-8B ran
     // 50x slower there than on the subgroup kernel, its 64 partitions past the 64 MiB cap (run 93).
-    const pmaxParts = decode && Number.isFinite(decode.PMAX) ? ceilDiv(m.maxB * geo.blockSize, decode.PMAX) : 0;
+    const pmax = decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0;
+    const pmaxParts = pmax ? ceilDiv(m.maxB * geo.blockSize, pmax) : 0;
     const pCap = Math.max(1, Math.floor(wsCap / (NP * rowBytes)), Math.min(pmaxParts, Math.floor(bindMax / (NP * rowBytes))));
     const rules: PlanRules = {
-      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null || decodeMma !== null,
-      pmax: decode && Number.isFinite(decode.PMAX) ? decode.PMAX : 0,
+      T, S: m.S, maxB: m.maxB, bs: geo.blockSize, Hkv, G, BR, decodeOk: decode !== null || decodeMma !== null, pmax,
       // The matrix decode tile wants fewer, longer partitions (its per-partition start and the merge).
       target: decodeMma ? Math.min(rt.tuning.pagedTargetWorkgroups, rt.tuning.pagedDecodeMmaTarget) : rt.tuning.pagedTargetWorkgroups,
       minPart: Math.max(64, this.c.minPartition), pCap, split,

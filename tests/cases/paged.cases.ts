@@ -313,7 +313,7 @@ export const pagedCases = defineCases('paged', [
   {
     name: 'subgroup decode kernel: one long partition, fewer lanes per row (several loads each), a small workgroup, no prefetch',
     async run({ engine, note }) {
-      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 700, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 10 }, seed: 64 };
+      const spec: PagedSpec = { Hq: 4, Hkv: 1, D: 64, bs: 16, seqs: [{ ctx: 1300, q: 1 }, { ctx: 70, q: 1 }], qDtype: 'f16', cache: 'f16', opts: { softcap: 10 }, seed: 64 };
       if (!engine.features.subgroups) {
         note('no subgroups: the subgroup decode kernel cannot run here; the portable one takes this batch');
         await withTuning(engine, { pagedDecodeVariant: 'subgroup' }, async () => assert(planDecode(engine, 64, 64, 4, 'f16') === null, 'no subgroup plan'));
