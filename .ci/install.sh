@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what webinfer's three test suites need on Debian 12 (run as root; idempotent, non-interactive).
 #   - chromium (Debian package; its SwiftShader also serves dawn.node)      -> Playwright suite
+#   - firefox-esr (Debian package, driven by npm puppeteer-core over BiDi)   -> Firefox suite (on lavapipe 22)
 #   - libvulkan1 (loader only) + Node's npm `webgpu` (dawn.node)              -> Node suite
 #   - mesa-vulkan-drivers (Debian lavapipe 22)                                -> Deno suite (wgpu)
 #   - Mesa 25 lavapipe from bookworm-backports, unpacked privately into
@@ -26,6 +27,7 @@ is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'instal
 missing_recommends=()   # installed with recommends (chromium needs its fonts etc.)
 missing_norecommends=() # loader + Debian lavapipe 22, nothing else
 is_installed chromium || missing_recommends+=(chromium)
+is_installed firefox-esr || missing_recommends+=(firefox-esr)
 for p in libvulkan1 mesa-vulkan-drivers; do
   is_installed "$p" || missing_norecommends+=("$p")
 done
@@ -39,7 +41,7 @@ if [ ${#missing_recommends[@]} -gt 0 ] || [ ${#missing_norecommends[@]} -gt 0 ];
     $SUDO apt-get "${APT_OPTS[@]}" install "${missing_recommends[@]}"
   fi
 else
-  log "Debian packages already installed (chromium, libvulkan1, mesa-vulkan-drivers)"
+  log "Debian packages already installed (chromium, firefox-esr, libvulkan1, mesa-vulkan-drivers)"
 fi
 
 # ---------------------------------------------------------------- 3. Mesa 25 lavapipe (private)
@@ -181,6 +183,8 @@ if lvp_ok; then
 else
   echo "node+dawn.node lavapipe25:  UNAVAILABLE (bookworm-backports not reachable?)"
 fi
+firefox_ver="$( (/usr/bin/firefox-esr --version 2>/dev/null || true) | head -n1)"
+echo "firefox (puppeteer-core):   ${firefox_ver:-MISSING}; VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 deno_bin="$ROOT/node_modules/@deno/linux-x64-glibc/deno"
 deno_ver="$( ("$deno_bin" --version 2>/dev/null || true) | head -n1)"
 lvp22_icd="$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n1 || true)"

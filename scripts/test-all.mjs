@@ -6,6 +6,8 @@
 //   node-lavapipe    the same on Mesa 25 lavapipe (shader-f16, subgroups of 8), when .ci/install.sh fetched it
 //   chromium         Playwright, the cases in a Chromium page on SwiftShader, against dist/webinfer.js
 //   deno             Deno (wgpu) on Debian's lavapipe (shader-f16, no subgroups), against dist/webinfer.js
+//   firefox          Debian's Firefox ESR (Gecko's WebGPU, wgpu) on Debian's lavapipe, driven over WebDriver
+//                    BiDi by puppeteer-core: the cases in a page against dist/webinfer.js, then the demo's Check
 //   package          the packed tarball as users install it: publint, attw, and scratch projects that
 //                    type-check and run a program under nodenext, bundler and Deno (check-package.mjs)
 //   demo             builds the demo page (dist-demo/) and drives it in Chromium on SwiftShader: Check, a
@@ -104,6 +106,18 @@ const suites = [
       await run(bin('playwright'), ['test', '-c', 'tests/demo/playwright.config.ts']);
       const j = readJson(join(results, 'demo.json'));
       return j ? { passed: j.stats.expected + j.stats.flaky, failed: j.stats.unexpected + (j.errors?.length ? 1 : 0) } : null;
+    },
+  },
+  {
+    name: 'firefox',
+    async run() {
+      if (!existsSync(join(root, 'dist-demo/index.html'))) {
+        const b = await run('npm', ['run', '--silent', 'build:demo']);
+        if (b.code !== 0) return { passed: 0, failed: 1, why: 'the demo build failed' };
+      }
+      await run(process.execPath, ['tests/firefox/run.mjs']);
+      const j = readJson(join(results, 'firefox.json'));
+      return j ? { passed: j.passed, failed: j.failed, ...(j.why ? { why: j.why } : {}) } : null;
     },
   },
   {
