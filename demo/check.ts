@@ -41,7 +41,8 @@ let checkEngine: Engine | null = null;
 /**
  * The engine the cases run on: the page's device, with output poisoning (an unwritten element reads
  * NaN and fails) as every runner of the cases uses. On a software adapter the flash kernel's
- * workgroup storage is capped at 8 KiB, as the test suites do there, so its pipelines compile fast.
+ * workgroup storage is capped at 8 KiB, as the test suites do there, so its pipelines compile fast
+ * (the paged decode planner then takes a smaller workgroup: Firefox, without subgroups, needs it).
  */
 async function engineForCases(base: Engine, software: boolean, onWarning: (m: string) => void): Promise<Engine> {
   if (!checkEngine) {

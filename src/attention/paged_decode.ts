@@ -53,16 +53,20 @@ export function planDecode(engine: Runtime, D: number, Dv: number, G: number, kv
   }
   if (t.pagedDecodeVariant === 'subgroup') return null;
   // The portable kernel's last phase gives each output column a thread: the workgroup must cover Dv.
-  if (D / EPV > WG || Dv > WG) return null;
-  const KPV = WG / (Dv / EPV);
   // Loads in flight (UK) first, then the longest partition, within the workgroup storage. UK 4 and 2
-  // measured best on an H200 (bench/notes/paged.md); 8 costs occupancy (-15% at batch 16).
-  for (const UK of t.pagedDecodeUK ? [t.pagedDecodeUK] : [4, 2, 1]) {
-    const KPI = WG / (D / EPV);
-    const red = Math.max(WG * G * UK, KPV * Dv);
-    let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
-    PMAX -= PMAX % (KPI * UK);
-    if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { variant: 'portable', EPV, WG, UK, KT: D / EPV, HS: 1, PMAX };
+  // measured best on an H200 (bench/notes/paged.md); 8 costs occupancy (-15% at batch 16). Where even
+  // UK 1 leaves no room for scores (8 query heads a kv head at D 128 in 8 KiB), a smaller workgroup
+  // shrinks the reduction buffer (WG·G·UK words) until the scores fit, as long as it still covers Dv.
+  for (let wg = WG; wg >= D / EPV && wg >= Dv; wg /= 2) {
+    const KPV = wg / (Dv / EPV);
+    const KPI = wg / (D / EPV);
+    for (const UK of t.pagedDecodeUK ? [t.pagedDecodeUK] : [4, 2, 1]) {
+      const red = Math.max(wg * G * UK, KPV * Dv);
+      let PMAX = Math.min(512, Math.floor((budget - red) / G / 64) * 64);
+      PMAX -= PMAX % (KPI * UK);
+      if (PMAX >= 128 || (UK === 1 && PMAX >= 64)) return { variant: 'portable', EPV, WG: wg, UK, KT: D / EPV, HS: 1, PMAX };
+    }
+    if (!pow2(wg)) break;
   }
   return null;
 }

@@ -308,6 +308,15 @@ export const pagedCases = defineCases('paged', [
           await checkPaged(engine, s);
         }
       });
+      if (variant !== 'portable') return;
+      // Under an 8 KiB storage cap (the demo's on software adapters) GQA 8 at D 128 still decodes on the
+      // portable kernel, with a smaller workgroup instead of no plan (Firefox, issue 32).
+      await withTuning(engine, { pagedDecodeVariant: variant, flashSmemBytes: 8192, pagedMinPartition: 64, pagedTargetWorkgroups: 64 }, async () => {
+        const s = DECODE_SPECS[0];
+        const plan = planDecode(engine, s.D, s.D, s.Hq / s.Hkv, s.cache ?? 'f32');
+        assert(plan?.variant === 'portable' && plan.WG < 256, `a portable plan with a smaller workgroup in 8 KiB, got ${JSON.stringify(plan)}`);
+        await checkPaged(engine, { ...s, seed: 59 });
+      });
     },
   })),
   {
