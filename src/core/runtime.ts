@@ -32,7 +32,12 @@ export interface AdapterSummary {
   architecture: string;
   device: string;
   description: string;
+  /** A software adapter that runs on the CPU (SwiftShader, lavapipe/llvmpipe, WARP): the adapter says
+   *  so (`info.isFallbackAdapter`; Firefox names no vendor) or its name does. */
+  software: boolean;
 }
+
+const SOFTWARE_NAMES = /swiftshader|llvmpipe|lavapipe|software|microsoft basic render/i;
 
 /**
  * The device an engine runs on: navigator.gpu's (browser, Deno), the given GPU's (Node: `create([])`
@@ -174,8 +179,10 @@ export class Runtime implements TensorHost {
     /** f16 Q/K/V tiles in workgroup memory for f16 data where the adapter has shader-f16. */
     flashF16Tiles: true,
     /** Write constant-bound loops out before compiling: 'auto' where the implementation is wgpu (Deno,
-     *  Firefox), whose loop bounding keeps NVIDIA's compiler from unrolling them (5-20x slower register
-     *  tiles, bench/notes/flash.md); 'on' / 'off' anywhere. */
+     *  Firefox) over a hardware GPU, whose loop bounding keeps NVIDIA's compiler from unrolling them
+     *  (5-20x slower register tiles, bench/notes/flash.md); not over a software adapter, where nothing is
+     *  gained and SwiftShader's compiler takes minutes and many GB on the written-out kernels
+     *  (bench/probes/swiftshader-unroll.mjs); 'on' / 'off' anywhere. */
     unrollLoops: 'auto' as 'auto' | 'on' | 'off',
     /** Paged attention splits long contexts into KV partitions until about this many workgroups run. */
     pagedTargetWorkgroups: 512,
@@ -268,9 +275,11 @@ export class Runtime implements TensorHost {
     const lim = {} as Record<keyof EngineLimits, number>;
     for (const name of LIMIT_NAMES) lim[name] = (device.limits as unknown as Record<string, number>)[name];
     this.limits = Object.freeze(lim);
+    const names = { vendor: info?.vendor ?? '', architecture: info?.architecture ?? '', device: info?.device ?? '', description: info?.description ?? '' };
     this.adapter = Object.freeze({
-      vendor: info?.vendor ?? '', architecture: info?.architecture ?? '',
-      device: info?.device ?? '', description: info?.description ?? '',
+      ...names,
+      software: !!(info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter
+        || SOFTWARE_NAMES.test(Object.values(names).join(' ')),
     });
     this.pool = new BufferPool(device, undefined, (d) => this.createBuffer(d), Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize));
     this.pipelines = new PipelineCache(device, SHADER_FILES, PROGRAMS, (e) => this.asyncErrors.push(e));
@@ -590,7 +599,7 @@ export class Runtime implements TensorHost {
 
   kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
     const u = this.tuning.unrollLoops;
-    this.pipelines.unrollLoops = u === 'on' || (u === 'auto' && WGPU_IMPLEMENTATION);
+    this.pipelines.unrollLoops = u === 'on' || (u === 'auto' && WGPU_IMPLEMENTATION && !this.adapter.software);
     return this.pipelines.get(program, entry, spec);
   }
 

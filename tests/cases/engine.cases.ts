@@ -24,6 +24,30 @@ export const engineCases = defineCases('engine', [
     },
   },
   {
+    name: "the adapter summary says whether it runs on the CPU; 'auto' writes loops out only for wgpu over a GPU",
+    async run({ engine, runtime, note }) {
+      const a = engine.adapter;
+      assert(typeof a.software === 'boolean', `adapter.software: expected a boolean, got ${a.software}`);
+      // Every runner of CI has a software adapter (SwiftShader or lavapipe); the GPU test pass has none.
+      const known: Record<string, boolean> = { 'node-swiftshader': true, 'node-lavapipe': true, chromium: true, deno: true, firefox: true, 'node-gpu': false };
+      if (runtime in known) assert(a.software === known[runtime], `${runtime}: adapter.software ${a.software}, expected ${known[runtime]}`);
+      const g = globalThis as { Deno?: unknown; navigator?: { userAgent?: string } };
+      const wgpu = g.Deno !== undefined || /\bFirefox\//.test(g.navigator?.userAgent ?? '');
+      if (['deno', 'firefox'].includes(runtime)) assert(wgpu, `${runtime} is wgpu`);
+      const before = engine.tuning.unrollLoops;
+      try {
+        for (const [u, want] of [['auto', wgpu && !a.software], ['on', true], ['off', false]] as const) {
+          engine.tuning.unrollLoops = u;
+          engine.kernel('sdpa_naive', 'pv_main', { overrides: { IN_DTYPE: 0, OUT_DTYPE: 0, WG: 64 } });
+          assert(engine.pipelines.unrollLoops === want, `unrollLoops '${u}' on ${wgpu ? 'wgpu' : 'Dawn'} (software ${a.software}): written out ${engine.pipelines.unrollLoops}, expected ${want}`);
+        }
+      } finally {
+        engine.tuning.unrollLoops = before;
+      }
+      note(`adapter software=${a.software}; loops written out by default: ${wgpu && !a.software}`);
+    },
+  },
+  {
     name: 'pipelines are cached by shader, entry point and override constants',
     async run({ engine }) {
       const a = engine.kernel('sdpa_naive', 'pv_main', { overrides: { IN_DTYPE: 0, OUT_DTYPE: 0, WG: 64 } });

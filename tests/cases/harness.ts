@@ -29,7 +29,7 @@ export function swiftShader(engine: Engine): boolean {
 }
 
 /** Why the written-out (unrolled) kernels are not compiled on SwiftShader. */
-export const UNROLL_SKIP = 'SwiftShader takes minutes to compile the kernels with their loops written out (the form wgpu gets): every kernel runs that way in Deno, where it is the default, and MLA\'s tile forced on lavapipe';
+export const UNROLL_SKIP = 'SwiftShader takes minutes and many GB to compile the kernels with their loops written out (the form wgpu gets over a GPU; bench/probes/swiftshader-unroll.mjs): every kernel runs that way in the Deno suite, and MLA\'s tile forced on lavapipe';
 
 export function defineCases(suite: string, list: TestCase[]): TestCase[] {
   return list.map((c) => ({ ...c, name: `${suite} › ${c.name}` }));
