@@ -72,18 +72,18 @@ function featureLines(engine: Engine): FeatureLine[] {
     {
       name: 'shader-f16', on: f.f16, detail: f.f16 ? 'f16 arithmetic in shaders' : 'absent',
       cost: f.f16 ? 'f16 data is staged as f16 tiles in workgroup memory: larger tiles fit.'
-        : 'f16 and bf16 data still work (loaded through unpack2x16float), but tiles are staged as f32: smaller tiles, more passes over K/V.',
+        : 'f16 and bf16 data still work (loaded through unpack2x16float), but tiles are staged as f32: smaller tiles, more passes over K/V. (SwiftShader, in Chromium or Firefox, offers none.)',
     },
     {
       name: 'subgroups', on: f.subgroups, detail: f.subgroups ? `subgroup size ${sg}` : 'absent',
       cost: f.subgroups ? 'the flash kernel reduces row maxima and sums with subgroup operations.'
-        : 'the portable flash kernel runs instead (reductions through workgroup memory and barriers): same results, somewhat slower.',
+        : 'the portable flash and paged-decode kernels run instead (reductions through workgroup memory and barriers): same results, somewhat slower. Firefox and Deno (wgpu) offer no subgroups yet.',
     },
     {
       name: 'subgroup-matrix', on: f.subgroupMatrix.length > 0,
       detail: f.subgroupMatrix.length ? f.subgroupMatrix.filter((c) => c.componentType === 'f16').map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`).join(', ') || 'no f16 configuration' : 'absent',
       cost: f.subgroupMatrix.length ? 'f16 attention runs the flash tile built on them (f32 attention without the LSE too, each value split into two f16 halves), and MLA decode (f16, bf16 and fp8_ds_mla latent rows) and paged decode of 16-bit queries over f16/bf16 caches a matrix tile of their own (the tensor units: several times the scalar tiles).'
-        : 'f16 attention runs the scalar flash tile and MLA decode its FMA tile. Chrome offers chromium-experimental-subgroup-matrix with --enable-unsafe-webgpu (on Apple M-series GPUs, for one).',
+        : 'f16 attention runs the scalar flash tile and MLA decode its FMA tile. Chrome offers chromium-experimental-subgroup-matrix with --enable-unsafe-webgpu (on Apple M-series GPUs, for one); Firefox offers none.',
     },
     {
       name: 'timestamp-query', on: f.timestampQuery, detail: f.timestampQuery ? 'GPU timestamps' : 'absent',
