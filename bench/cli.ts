@@ -8,6 +8,9 @@
 //                         gemm: the prefill GEMM, FMA vs subgroup matrices, at Llama-3-8B's shapes (--gemm-m=512,2048,4096 rows;
 //                         --gemm-tile=I holds the matrix GEMM to gemm.ts LINEAR_MMA_TILES[I]; --explore-gemm[=M,N,K] first times every tile;
 //                         then ops.moe at DeepSeek-V2-Lite's experts, --moe-rows=512,2048 tokens)
+//                         gemv: decode-sized linear layers (--gemv-m=1,4,8,16,32,64 rows) at Llama-3.2-1B's shapes, the GEMV
+//                         against the subgroup-matrix GEMM over one row tile, and planLinear's pick (--explore-gemv: every decode tile)
+//   --model-ab=key=value|...  model and deepseek suites: run again with these engine.tuning fields (an A/B in one call)
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -45,7 +48,7 @@ import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
-import { benchGemmShape, gemmJson, gemmLines, llamaGemmShapes, type GemmBenchRow } from './gemm';
+import { benchGemmShape, decodeContenders, gemmJson, gemmLines, llamaDecodeLinearShapes, llamaGemmShapes, planLabel, type GemmBenchRow, type GemmContenderResult } from './gemm';
 import { benchMoeShape, deepseekMoeShapes, moeLines, type MoeBenchRow } from './moe';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
@@ -402,6 +405,53 @@ if (suites.includes('gemm')) {
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
+if (suites.includes('gemv')) {
+  // Decode-sized steps (1 to 64 rows) at Llama-3.2-1B's linear layers: the GEMV against the
+  // subgroup-matrix GEMM over one row tile (gemm.ts LINEAR_MMA_DECODE_TILES), and what planLinear picks.
+  const ms = (args.get('gemv-m') ?? (quick ? '1,8,20' : '1,4,8,16,32,64')).split(',').map(Number);
+  const shapes = quick ? ms.map((M) => ({ M, N: 264, K: 136, dtype: 'bf16' as const, what: 'small' })) : llamaDecodeLinearShapes(ms);
+  const explore = args.has('explore-gemv');
+  const rows: (GemmBenchRow & { picked: string })[] = [];
+  for (const [i, sh] of shapes.entries()) {
+    const picked = ops.planLinear(engine, { M: sh.M, N: sh.N, K: sh.K, dtype: sh.dtype });
+    const r = await benchGemmShape(engine, sh, { rounds: sh.M >= 8 && explore ? 1 : rounds, samples: quick ? 3 : 7, contenders: decodeContenders(engine, sh, explore && sh.M >= 8) });
+    const label = picked.kernel === 'gemm-mma' ? `mma (${planLabel(picked)})` : `gemv (${planLabel(picked)})`;
+    rows.push({ ...r, picked: label });
+    console.log(`[${i + 1}/${shapes.length}] decode linear ${sh.what} M${sh.M} N${sh.N} K${sh.K}: picked ${label}; ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 4)} ms `
+      + `${fmt((sh.N * sh.K * 2) / ((c.timing?.medianMs ?? NaN) * 1e6), 0)} GB/s ${c.pass ? 'pass' : `FAIL ${fmt(c.worst)}`}`} [${c.plan}]`).join('; ')}`);
+  }
+  result.gemv = rows.map((r) => ({ ...(gemmJson(r) as object), picked: r.picked }));
+  const names = [...new Set(rows.flatMap((r) => r.contenders.map((c) => c.name)))].filter((n) => n === 'gemv' || n === 'mma');
+  const lines = [
+    `# Decode-sized linear layers (Llama-3.2-1B's, bf16 weights) on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=gemv\` (${result.runtime}). Read ceiling measured through WebGPU in the same run: `
+    + `${fmt(ceilings.readGBs, 0)} GB/s${ceilings.mmaTflops ? `; subgroup matrix ${fmt(ceilings.mmaTflops, 1)} TFLOP/s` : ''}. ops.linear, out = x·Wᵀ, x f32 [M, K], W bf16 [N, K] `
+    + 'made on the GPU. gemv: gemv.wgsl (f32 arithmetic; each 16 rows of x read the weights again). mma: the subgroup-matrix GEMM over one row tile '
+    + 'holding every row (gemm.ts LINEAR_MMA_DECODE_TILES: the weights read once), x split into hi + lo f16 halves. GB/s: the weights\' bytes / ms '
+    + `(the roofline is the read ceiling). Each checked first against a float64 reference on sampled outputs. "picked": planLinear's choice. ${rounds} rounds, median.`, '',
+    `| layer | M | N | K | ${names.map((n) => `${n} ms | ${n} GB/s`).join(' | ')} | best % of read | picked | checks |`,
+    `|---|---|---|---|${names.map(() => '---|---|').join('')}---|---|---|`,
+  ];
+  for (const r of rows) {
+    const by = new Map(r.contenders.map((c) => [c.name, c]));
+    const gbs = (c?: GemmContenderResult) => (c?.timing ? (r.shape.N * r.shape.K * 2) / (c.timing.medianMs * 1e6) : NaN);
+    const best = Math.max(...names.map((n) => gbs(by.get(n))).filter(Number.isFinite));
+    lines.push(`| ${r.shape.what} | ${r.shape.M} | ${r.shape.N} | ${r.shape.K} | ${names.map((n) => { const c = by.get(n); return c?.timing ? `${fmt(c.timing.medianMs, 4)} | ${fmt(gbs(c), 0)}` : `${c?.error ?? '-'} | -`; }).join(' | ')} | `
+      + `${fmt((100 * best) / ceilings.readGBs, 1)} | ${r.picked} | ${r.contenders.every((c) => c.pass) ? 'pass' : `FAIL (${r.contenders.filter((c) => !c.pass).map((c) => c.name).join(', ')})`} |`);
+  }
+  if (explore) {
+    lines.push('', '## Every decode tile (--explore-gemv; one round)', '', '| layer | M | tile | ms | GB/s | plan |', '|---|---|---|---|---|---|');
+    for (const r of rows) {
+      for (const c of r.contenders.filter((x) => x.name.startsWith('tile '))) {
+        lines.push(`| ${r.shape.what} | ${r.shape.M} | ${c.name} | ${fmt(c.timing?.medianMs ?? NaN, 4)} | ${fmt((r.shape.N * r.shape.K * 2) / ((c.timing?.medianMs ?? NaN) * 1e6), 0)} | ${c.plan} |`);
+      }
+    }
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `gemv-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
 if (suites.includes('step')) {
   const batches = (args.get('step-batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
   const contexts = (args.get('step-contexts') ?? (quick ? '256,1024' : '4096,32768')).split(',').map(Number);
@@ -476,7 +526,7 @@ function modelLines(r: ModelBench, suite: string): string[] {
         ...(k.length > 12 ? [`| ${k.length - 12} others | ${fmt(k.slice(12).reduce((a, [, v]) => a + v, 0), 3)} | |`] : []), ''];
     }),
     ...(r.kernels.length ? ['| linear kernel alone | ms | GB/s | TFLOP/s | % of ceiling |', '|---|---|---|---|---|',
-      ...r.kernels.map((k) => `| ${k.what} | ${fmt(k.ms, 4)} | ${fmt(k.gbs ?? NaN, 0)} | ${fmt(k.tflops ?? NaN)} | ${ok(k.pct)}% of ${/GEMV/.test(k.what) ? 'read' : 'FMA'} |`)] : []),
+      ...r.kernels.map((k) => `| ${k.what} | ${fmt(k.ms, 4)} | ${fmt(k.gbs ?? NaN, 0)} | ${fmt(k.tflops ?? NaN)} | ${ok(k.pct)}% of ${/ M (\d+),/.test(k.what) && Number(/ M (\d+),/.exec(k.what)![1]) <= 64 ? 'read' : 'FMA'} |`)] : []),
   ];
 }
 
@@ -487,10 +537,23 @@ const modelGrid = () => ({
   steps: quick ? 4 : 24,
 });
 
+/** --model-ab=key=value|...: engine.tuning fields the model suites run under a second time. */
+const modelAb: Partial<typeof engine.tuning> | null = args.has('model-ab') ? Object.fromEntries(args.get('model-ab')!.split('|').map((kv) => {
+  const [k, v] = kv.split('=');
+  return [k, v === 'true' ? true : v === 'false' ? false : Number.isFinite(Number(v)) && v !== '' ? Number(v) : v];
+})) : null;
+const abLabel = modelAb ? Object.entries(modelAb).map(([k, v]) => `${k}=${v}`).join(', ') : '';
+
 if (suites.includes('model')) {
   const r = await benchModel(engine, ceilings, { config: quick ? SMALL_LLAMA : undefined, name: quick ? 'small Llama (--quick)' : undefined, ...modelGrid() });
   result.model = r;
   const lines = modelLines(r, 'model');
+  if (modelAb) {
+    const b = await withTuning(engine, modelAb, () => benchModel(engine, ceilings, { config: quick ? SMALL_LLAMA : undefined,
+      name: `${quick ? 'small Llama (--quick)' : 'Llama-3.2-1B shape'} with ${abLabel}`, ...modelGrid(), kernels: false }));
+    result.modelAb = { tuning: modelAb, ...b };
+    lines.push('', `## The same with engine.tuning ${abLabel} (same call)`, '', ...modelLines(b, 'model').slice(4));
+  }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `model-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
@@ -507,6 +570,14 @@ if (suites.includes('deepseek')) {
     const ls = modelLines(r, 'deepseek');
     lines.push(...ls, '');
     console.log(`\n${cache} cache:\n${ls.slice(4).join('\n')}`);
+    if (modelAb && cache === 'f16') {
+      const b = await withTuning(engine, modelAb, () => benchModel(engine, ceilings, { config: quick ? SMALL_DEEPSEEK : DEEPSEEK_V2_LITE,
+        name: `${quick ? 'small DeepSeek (--quick)' : 'DeepSeek-V2-Lite shape'} with ${abLabel}`, cache, blockSize: 64, ...modelGrid() }));
+      result.deepseekAb = { tuning: modelAb, ...b };
+      const lb = modelLines(b, 'deepseek');
+      lines.push(`## The same with engine.tuning ${abLabel} (same call)`, '', ...lb.slice(4), '');
+      console.log(`\n${cache} cache with ${abLabel}:\n${lb.slice(4).join('\n')}`);
+    }
   }
   result.deepseek = runs;
   mkdirSync(outDir, { recursive: true });

@@ -53,6 +53,34 @@ function contendersFor(engine: Engine, s: GemmShape, tile?: number): { name: str
   return list;
 }
 
+/** Llama-3.2-1B's linear layers (hidden 2048, 32/8 heads of 64, MLP 8192) at decode row counts. */
+export function llamaDecodeLinearShapes(ms: readonly number[], dtype: 'f16' | 'bf16' = 'bf16'): GemmShape[] {
+  const layers = [
+    { N: 3072, K: 2048, what: 'qkv' }, { N: 2048, K: 2048, what: 'o' },
+    { N: 16384, K: 2048, what: 'gate|up' }, { N: 2048, K: 8192, what: 'down' },
+  ];
+  return ms.flatMap((M) => layers.map((l) => ({ ...l, M, dtype })));
+}
+
+/**
+ * Contenders for a decode-sized step: the GEMV and the subgroup-matrix GEMM over the decode tiles as the
+ * planner picks its tile; with `explore`, every decode tile. The matrix GEMM is checked against SPEC §6's row for the weights' dtype, the GEMV against f32's.
+ */
+export function decodeContenders(engine: Engine, s: GemmShape, explore = false): { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] {
+  const base = { M: s.M, N: s.N, K: s.K, dtype: s.dtype };
+  const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] = [{ name: 'gemv', plan: ops.planLinear(engine, { ...base, kernel: 'gemv' }), tol: 'f32' }];
+  if (ops.linearMmaUnavailable(engine, s.dtype)) return list;
+  list.push({ name: 'mma', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', decodeTiles: true }), tol: 'f16' });
+  if (explore) {
+    for (const [ti] of ops.LINEAR_MMA_DECODE_TILES.entries()) {
+      try {
+        list.push({ name: `tile ${ti}`, plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', decodeTiles: true, tile: ti }), tol: 'f16' });
+      } catch { /* does not fit this adapter */ }
+    }
+  }
+  return list;
+}
+
 /** How a plan reads in the results. */
 export function planLabel(p: ops.LinearPlan): string {
   if (p.kernel === 'gemm-mma') return `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, ${p.SGR * p.SGC} subgroups of ${p.TMR}×${p.TNC} matrices, BK ${p.BK}, PF ${p.PF}`;
@@ -60,7 +88,8 @@ export function planLabel(p: ops.LinearPlan): string {
   return `GEMV MT ${p.MT} KT ${p.KT}`;
 }
 
-export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: number; samples: number; tile?: number; seed?: number }): Promise<GemmBenchRow> {
+export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: number; samples: number; tile?: number; seed?: number;
+                                      contenders?: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] }): Promise<GemmBenchRow> {
   const seed = o.seed ?? 5;
   const std = 0.02;
   const w = ops.createLinearOnDevice(engine, { N: s.N, K: s.K, dtype: s.dtype, seed, std });
@@ -83,7 +112,7 @@ export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: 
     });
     const flops = 2 * s.M * s.N * s.K;
     const want = rows.flatMap((m, i) => cols.map((n, j) => [m * s.N + n, ref[i * SAMPLE_COLS + j]] as [number, number]));
-    row.contenders = await checkAndTime(engine, out, contendersFor(engine, s, o.tile).map((c) => ({
+    row.contenders = await checkAndTime(engine, out, (o.contenders ?? contendersFor(engine, s, o.tile)).map((c) => ({
       name: c.name, plan: planLabel(c.plan), tol: c.tol, run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
     })), want, flops, o);
   } finally {

@@ -147,9 +147,10 @@ export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config
       const bytes = N * K * 2 + M * (K + N) * 4;
       const tflops = (2 * M * N * K) / (t.medianMs * 1e9);
       const gbs = bytes / (t.medianMs * 1e6);
+      const kernel = { gemv: 'GEMV', gemm: 'GEMM', 'gemm-mma': 'matrix GEMM' }[ops.planLinear(engine, { M, N, K, dtype: 'bf16' }).kernel];
       res.kernels.push(M <= 64
-        ? { what: `GEMV M ${M}, ${N}×${K} bf16`, ms: t.medianMs, gbs, tflops, pct: (100 * gbs) / ceilings.readGBs }
-        : { what: `GEMM M ${M}, ${N}×${K} bf16`, ms: t.medianMs, gbs, tflops, pct: (100 * tflops) / ceilings.fmaTflops });
+        ? { what: `${kernel} M ${M}, ${N}×${K} bf16`, ms: t.medianMs, gbs, tflops, pct: (100 * gbs) / ceilings.readGBs }
+        : { what: `${kernel} M ${M}, ${N}×${K} bf16`, ms: t.medianMs, gbs, tflops, pct: (100 * tflops) / ceilings.fmaTflops });
       x.destroy();
       out.destroy();
     }

@@ -153,6 +153,15 @@ export class Runtime implements TensorHost {
     linearMmaTile: undefined as number | undefined,
     /** Diagnostics of the subgroup-matrix GEMM (gemm_mma.wgsl PROBE; 0 off): wrong results. */
     linearMmaProbe: 0,
+    /** Decode-sized steps (M ≤ LINEAR_GEMV_MAX_M rows) from linearDecodeMmaMinM rows on: 'auto' runs the
+     *  subgroup-matrix GEMM over one row tile of every row (gemm.ts LINEAR_MMA_DECODE_TILES: each weight
+     *  tile read once, on the tensor units) where the adapter has f16 subgroup matrices and the grid fills
+     *  the GPU; 'off' keeps the GEMV. */
+    linearDecodeMma: 'auto' as 'auto' | 'off',
+    /** Rows from which decode-sized steps may take the subgroup-matrix GEMM (see linearDecodeMma). */
+    linearDecodeMmaMinM: 8,
+    /** Holds decode-sized steps on the matrix GEMM to one of gemm.ts LINEAR_MMA_DECODE_TILES (benchmark exploration). */
+    linearDecodeMmaTile: undefined as number | undefined,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
     flashSmemBytes: Infinity,
     /** Holds the flash planner to one entry of its grid list (benchmark exploration). */

@@ -55,6 +55,13 @@
 //   bench/notes/gemm.md). The tile: the first of LINEAR_MMA_TILES with LINEAR_MMA_TARGET_WORKGROUPS. The same
 //   core serves ops.moe's grouped products (moe_gemm_mma.wgsl).
 //
+// Decode-sized steps on subgroup matrices (M from engine.tuning.linearDecodeMmaMinM, 8, to LINEAR_GEMV_MAX_M):
+//   the GEMV above reads the weights once per 16 rows of x and, from 8 rows on, is far from both ceilings;
+//   the same matrix GEMM over one row tile of 16, 32 or 64 rows (LINEAR_MMA_DECODE_TILES: narrow column
+//   tiles so that decode's small N still fills the GPU) reads each weight tile once for every row of the
+//   step. planLinear takes it where the adapter has f16 subgroup matrices and its grid reaches
+//   LINEAR_MMA_DECODE_MIN_WORKGROUPS; `npm run bench -- --suite=gemv` times both and says which it picked.
+//
 // Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
 // maxBufferSize) are split into parts of whole rows, one buffer each; each part is its own dispatch
 // writing its own output columns (maxPartBytes forces splitting at small sizes for tests).
@@ -314,6 +321,34 @@ export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
   { SGR: 2, SGC: 2, TMR: 2, TNC: 2, BK: 32, PF: 1, VEC: true },
 ];
 
+/**
+ * Subgroup-matrix tiles for decode-sized steps (M ≤ LINEAR_GEMV_MAX_M rows, engine.tuning.linearDecodeMma):
+ * one row tile of 16, 32 or 64 rows (at 16-row matrices) holds every row of the step, so each weight tile
+ * is read by one workgroup, where the GEMV reads the weights again for every 16 rows; narrow column tiles
+ * keep the grid full at the small N of decode (a 2048-wide output is 32 workgroups of 64 columns). The
+ * planner takes the fewest rows that hold M, then the first tile of those rows whose grid reaches
+ * LINEAR_MMA_DECODE_TARGET_WORKGROUPS, else the one with the most workgroups.
+ */
+export const LINEAR_MMA_DECODE_TILES: readonly GemmMmaTile[] = [
+  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1 },               // 16 × 64, 4 subgroups
+  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1, VEC: true },
+  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 128, PF: 2 },
+  { SGR: 1, SGC: 8, TMR: 1, TNC: 1, BK: 64, PF: 1 },               // 16 × 128, 8 subgroups
+  { SGR: 1, SGC: 2, TMR: 1, TNC: 1, BK: 128, PF: 1 },              // 16 × 32, 2 subgroups
+  { SGR: 1, SGC: 4, TMR: 2, TNC: 1, BK: 64, PF: 1 },               // 32 × 64
+  { SGR: 1, SGC: 4, TMR: 2, TNC: 1, BK: 64, PF: 1, VEC: true },
+  { SGR: 2, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1 },               // 32 × 64, 8 subgroups
+  { SGR: 1, SGC: 2, TMR: 2, TNC: 1, BK: 128, PF: 1 },              // 32 × 32
+  { SGR: 1, SGC: 4, TMR: 4, TNC: 1, BK: 64, PF: 1 },               // 64 × 64
+  { SGR: 1, SGC: 4, TMR: 4, TNC: 1, BK: 64, PF: 1, VEC: true },
+  { SGR: 2, SGC: 4, TMR: 2, TNC: 1, BK: 32, PF: 1 },               // 64 × 64, 8 subgroups
+  { SGR: 1, SGC: 2, TMR: 4, TNC: 1, BK: 64, PF: 1 },               // 64 × 32
+];
+/** Decode-sized steps take the matrix GEMM only where its grid has at least this many workgroups (else the GEMV). */
+export const LINEAR_MMA_DECODE_MIN_WORKGROUPS = 32;
+/** ... and prefer, among tiles of the same rows, the first whose grid has this many. */
+export const LINEAR_MMA_DECODE_TARGET_WORKGROUPS = 128;
+
 export interface GemmMmaPlan {
   readonly kernel: 'gemm-mma';
   readonly EPV: number;
@@ -350,6 +385,8 @@ export interface PlanLinearOptions {
   mmaConfig?: number;
   /** gemm-mma: x as hi + lo f16 halves (default engine.tuning.linearMmaSplit: true) or as f16 alone. */
   split?: boolean;
+  /** gemm-mma: plan over LINEAR_MMA_DECODE_TILES (one row tile holding every row; `tile` indexes them). */
+  decodeTiles?: boolean;
 }
 
 /** Workgroup storage of gemm_mma.wgsl's arrays, in bytes. */
@@ -372,6 +409,29 @@ export function linearMmaUnavailable(rt: Runtime, dtype: LinearDType): string | 
 function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPlan | null {
   const tile = p.tile ?? rt.tuning.linearMmaTile;
   return planMma(rt, { M: p.M, N: p.N, dtype: p.dtype, tiles: LINEAR_MMA_TILES, tilesName: 'LINEAR_MMA_TILES', split: p.split, mmaConfig: p.mmaConfig, tile }, op);
+}
+
+/**
+ * The subgroup-matrix GEMM over LINEAR_MMA_DECODE_TILES for a decode-sized M (see there), or null where
+ * no tile fits the adapter. `tile` (or engine.tuning.linearDecodeMmaTile) holds it to one.
+ */
+export function planLinearMmaDecode(rt: Runtime, p: PlanLinearOptions, op = 'planLinear'): GemmMmaPlan | null {
+  const forced = p.tile ?? rt.tuning.linearDecodeMmaTile;
+  const tilesName = 'LINEAR_MMA_DECODE_TILES';
+  const base = { M: p.M, N: p.N, dtype: p.dtype, tiles: LINEAR_MMA_DECODE_TILES, tilesName, split: p.split, mmaConfig: p.mmaConfig };
+  if (forced !== undefined) return planMma(rt, { ...base, tile: forced }, op);
+  const plans: GemmMmaPlan[] = [];
+  for (const [ti] of LINEAR_MMA_DECODE_TILES.entries()) {
+    const q = planMma(rt, { ...base, tile: ti }, op);
+    if (q) plans.push(q);
+  }
+  if (!plans.length) return null;
+  const holding = plans.filter((q) => q.BM >= p.M);
+  const rows = holding.length ? Math.min(...holding.map((q) => q.BM)) : Math.max(...plans.map((q) => q.BM));
+  const same = plans.filter((q) => q.BM === rows);
+  const workgroups = (q: GemmMmaPlan) => Math.ceil(p.M / q.BM) * Math.ceil(p.N / q.BN);
+  return same.find((q) => workgroups(q) >= LINEAR_MMA_DECODE_TARGET_WORKGROUPS)
+    ?? same.reduce((best, q) => (workgroups(q) > workgroups(best) ? q : best));
 }
 
 /**
@@ -440,6 +500,17 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   const lim = rt.limits;
   const maxThreads = Math.min(lim.maxComputeInvocationsPerWorkgroup, lim.maxComputeWorkgroupSizeX);
   const smem = lim.maxComputeWorkgroupStorageSize;
+
+  // Decode-sized steps of many rows on the tensor units: every row in one row tile, the weights read once.
+  const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= rt.tuning.linearDecodeMmaMinM
+    && rt.tuning.linearDecodeMma === 'auto' && rt.tuning.linearMma === 'auto' ? planLinearMmaDecode(rt, p, op) : null;
+  if (decodeMma && Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) >= LINEAR_MMA_DECODE_MIN_WORKGROUPS) return decodeMma;
+  if (kernel === 'gemm-mma' && p.decodeTiles) {
+    const q = planLinearMmaDecode(rt, p, op);
+    if (q) return q;
+    fail(op, 'kernel', "'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM over the decode tiles here: "
+      + `${linearMmaUnavailable(rt, p.dtype) ?? 'no tile fits the adapter\'s limits'})`, "'gemm-mma'");
+  }
 
   if (kernel === 'gemv' || (kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M)) {
     const kc = p.K / EPV;

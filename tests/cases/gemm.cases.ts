@@ -5,7 +5,7 @@
 // Sizes stay small (software adapters) and plans repeat, so few pipelines are compiled.
 import { ops, reference, roundToDType, type Engine, type Tensor } from '../../src/index';
 import { mmaConfigs } from '../../src/core/runtime';
-import { assert, assertClose, defineCases, equalArrays, expectThrows, randInt, randn, type CaseContext } from './harness';
+import { assert, assertClose, defineCases, equalArrays, expectThrows, randInt, randn, type CaseContext, withTuning } from './harness';
 
 type WDType = 'f32' | 'f16' | 'bf16';
 
@@ -236,6 +236,49 @@ export const gemmCases = defineCases('linear', [
         }
         assert(ran > 0, 'no subgroup-matrix GEMM plan ran');
         ctx.note(`linear subgroup-matrix GEMM: ${ran} plans (${configs.length} configurations × tiles × split) checked`);
+      });
+    },
+  },
+  {
+    name: 'subgroup-matrix GEMM over the decode tiles (one row tile holds every row of a step): every tile at M 1, 13, 32, 64 with bias, accumulation, the SiLU-gated input and gathered rows; what the planner picks for decode-sized steps',
+    async run(ctx) {
+      const { engine } = ctx;
+      const big = { N: 16384, K: 2048, dtype: 'bf16' as const };
+      await onMma(ctx, 'decode tiles', async (mma) => {
+        if (!mma) {
+          // Without subgroup matrices decode-sized steps keep the GEMV.
+          for (const M of [8, 32, 64]) {
+            const p = ops.planLinear(engine, { M, ...big });
+            assert(p.kernel === 'gemv', `M ${M}: planned ${p.kernel}, expected the GEMV without subgroup matrices`);
+          }
+          await check(engine, { M: 32, N: 200, K: 136, dtype: 'bf16', bias: true, seed: 340 });
+          return;
+        }
+        // The planner: the GEMV below linearDecodeMmaMinM rows and for f32 weights; from it the fewest rows
+        // holding M; 'off' keeps the GEMV.
+        assert(ops.planLinear(engine, { M: engine.tuning.linearDecodeMmaMinM - 1, ...big }).kernel === 'gemv', 'the GEMV below linearDecodeMmaMinM');
+        assert(ops.planLinear(engine, { M: 32, ...big, dtype: 'f32' }).kernel === 'gemv', 'the GEMV for f32 weights');
+        for (const M of [8, 16, 17, 32, 33, 64]) {
+          const p = ops.planLinear(engine, { M, ...big });
+          // 16-row matrices (NVIDIA): 16, 32 or 64 rows, the fewest that hold M.
+          assert(p.kernel === 'gemm-mma' && (p.SM !== 16 || (p.BM >= M && p.BM < 2 * Math.max(M, 16))),
+            `M ${M}: planned ${p.kernel === 'gemm-mma' ? `a ${p.BM}-row tile` : p.kernel}, expected the fewest rows holding M`);
+        }
+        await withTuning(engine, { linearDecodeMma: 'off' }, async () => {
+          assert(ops.planLinear(engine, { M: 32, ...big }).kernel === 'gemv', "linearDecodeMma 'off' keeps the GEMV");
+        });
+        let ran = 0;
+        for (const [ti] of ops.LINEAR_MMA_DECODE_TILES.entries()) {
+          for (const [i, M] of [1, 13, 32, 64].entries()) {
+            const p: Problem = { M, N: 200, K: 136, dtype: ti % 3 === 1 ? 'f16' : 'bf16', bias: ti % 2 === 0, seed: 350 + ran };
+            if (i === 1) Object.assign(p, { accumulate: true, outRows: M + 3 });
+            if (i === 2) p.silu = true;
+            if (i === 3) p.gather = Array.from({ length: M }, (_, j) => (j === 5 ? -1 : (j * 7) % 9));
+            await check(engine, p, { kernel: 'gemm-mma', decodeTiles: true, tile: ti, split: true }, ` decode tile ${ti}`, 'f32');
+            ran++;
+          }
+        }
+        ctx.note(`linear subgroup-matrix GEMM over the decode tiles: ${ran} plans checked`);
       });
     },
   },

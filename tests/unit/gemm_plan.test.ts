@@ -1,7 +1,7 @@
 // The subgroup-matrix GEMM's tile choice (planLinear / planMma), on a description of the H200's adapter
 // (no GPU needed: the planner reads features, limits and tuning alone).
 import { describe, expect, it } from 'vitest';
-import { LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
+import { gemmMmaSmemBytes, LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_MIN_WORKGROUPS, LINEAR_MMA_DECODE_TILES, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
 import { planMoe } from '../../src/ops/moe';
 import type { Runtime } from '../../src/core/runtime';
 
@@ -11,8 +11,9 @@ const h200 = {
     subgroupMatrix: [{ componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 }, { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 8, K: 16 }],
   },
   limits: { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxStorageBufferBindingSize: 2 ** 31, maxBufferSize: 2 ** 31 },
-  tuning: { linearMma: 'auto', linearMmaSplit: true, linearMmaTile: undefined, linearMmaProbe: 0 },
+  tuning: { linearMma: 'auto', linearMmaSplit: true, linearMmaTile: undefined, linearMmaProbe: 0, linearDecodeMma: 'auto', linearDecodeMmaMinM: 8, linearDecodeMmaTile: undefined },
 } as unknown as Runtime;
+const withTuning = (t: object) => ({ ...h200, tuning: { ...h200.tuning, ...t } }) as unknown as Runtime;
 
 const mma = (M: number, N: number, split = true) => {
   const p = planLinear(h200, { M, N, K: 4096, dtype: 'bf16', split });
@@ -52,5 +53,42 @@ describe('the subgroup-matrix GEMM planner', () => {
     const small = planMoe(h200, { rows: 128, topK: 6, E: 64, H: 2048, I: 1408, dtype: 'bf16' });
     expect(small.kernel === 'gemm-mma' && [small.BM, small.BN]).toEqual([64, 64]);
     expect(Math.ceil(768 / 64) * Math.ceil(2048 / 256)).toBeLessThan(LINEAR_GEMM_TARGET_WORKGROUPS);
+  });
+});
+
+describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILES)', () => {
+  // Llama-3.2-1B's linear layers: qkv, o, gate|up, down, lm_head.
+  const layers = [[3072, 2048], [2048, 2048], [16384, 2048], [2048, 8192], [128256, 2048]];
+
+  it('keeps the GEMV below 8 rows and takes one row tile holding every row from 8 to 64 (the weights read once)', () => {
+    for (const [N, K] of layers) {
+      for (const M of [1, 2, 4, 7]) expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe('gemv');
+      for (const M of [8, 9, 16, 17, 31, 32, 33, 48, 64]) {
+        const p = planLinear(h200, { M, N, K, dtype: 'bf16' }) as GemmMmaPlan;
+        expect(p.kernel, `M ${M} N ${N}`).toBe('gemm-mma');
+        expect(p.BM, `M ${M} N ${N}`).toBe(M <= 16 ? 16 : M <= 32 ? 32 : 64);
+        expect(Math.ceil(N / p.BN)).toBeGreaterThanOrEqual(LINEAR_MMA_DECODE_MIN_WORKGROUPS);
+      }
+    }
+    // Past 64 rows the prefill tiles take over.
+    expect((planLinear(h200, { M: 65, N: 2048, K: 2048, dtype: 'bf16' }) as GemmMmaPlan).BM).toBeGreaterThanOrEqual(64);
+  });
+
+  it('keeps the GEMV where the grid would leave the GPU idle, for f32 weights, and when turned off', () => {
+    expect(planLinear(h200, { M: 32, N: 256, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
+    expect(planLinear(h200, { M: 32, N: 16384, K: 2048, dtype: 'f32' }).kernel).toBe('gemv');
+    expect(planLinear(withTuning({ linearDecodeMma: 'off' }), { M: 32, N: 16384, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
+    expect(planLinear(withTuning({ linearMma: 'off' }), { M: 32, N: 16384, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
+    expect(planLinear(withTuning({ linearDecodeMmaMinM: 33 }), { M: 32, N: 16384, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
+  });
+
+  it('fits every decode tile in 32 KiB (Apple) with x split, and a forced tile is the one asked for', () => {
+    for (const [ti, t] of LINEAR_MMA_DECODE_TILES.entries()) {
+      expect(gemmMmaSmemBytes(16, 16, t, true), `tile ${ti}`).toBeLessThanOrEqual(32768);
+      const p = planLinear(h200, { M: 20, N: 4096, K: 2048, dtype: 'bf16', kernel: 'gemm-mma', decodeTiles: true, tile: ti }) as GemmMmaPlan;
+      expect([p.SGR, p.SGC, p.TMR, p.TNC, p.BK, p.PF, p.VEC]).toEqual([t.SGR, t.SGC, t.TMR, t.TNC, t.BK, t.PF, !!t.VEC]);
+      expect(planLinear(withTuning({ linearDecodeMmaTile: ti }), { M: 20, N: 4096, K: 2048, dtype: 'bf16' })).toEqual(p);
+    }
+    expect(() => planLinear(h200, { M: 20, N: 4096, K: 2048, dtype: 'bf16', kernel: 'gemm-mma', decodeTiles: true, tile: 99 })).toThrow(/LINEAR_MMA_DECODE_TILES/);
   });
 });

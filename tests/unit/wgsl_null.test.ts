@@ -76,6 +76,11 @@ describe('WGSL through Tint (null adapter)', () => {
       { SM: 16, SN: 16, SK: 16, SGW: 64, SGR: 2, SGC: 2, TMR: 4, TNC: 4, BK: 32, SPLIT: true },
       { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, TW: true, SPLIT: false },
       { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 4, TNC: 4, BK: 32, VEC: true, SPLIT: true },
+      // The decode tiles (LINEAR_MMA_DECODE_TILES): one row matrix a subgroup, 2 to 8 subgroups, BK up to 128.
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, SPLIT: true },
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, VEC: true, SPLIT: true },
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 1, SGC: 2, TMR: 1, TNC: 1, BK: 128, PF: 2, SPLIT: true },
+      { SM: 16, SN: 16, SK: 16, SGW: 32, SGR: 2, SGC: 4, TMR: 2, TNC: 1, BK: 64, SPLIT: true },
     ];
     for (const c of gemmShapes) {
       for (const unroll of [false, true]) {
