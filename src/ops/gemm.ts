@@ -57,10 +57,12 @@
 //
 // Decode-sized steps on subgroup matrices (M from engine.tuning.linearDecodeMmaMinM, 8, to LINEAR_GEMV_MAX_M):
 //   the GEMV above reads the weights once per 16 rows of x and, from 8 rows on, is far from both ceilings;
-//   the same matrix GEMM over one row tile of 16, 32 or 64 rows (LINEAR_MMA_DECODE_TILES: narrow column
-//   tiles so that decode's small N still fills the GPU) reads each weight tile once for every row of the
-//   step. planLinear takes it where the adapter has f16 subgroup matrices and its grid reaches
-//   LINEAR_MMA_DECODE_MIN_WORKGROUPS; `npm run bench -- --suite=gemv` times both and says which it picked.
+//   the same matrix GEMM over row tiles of 16, 32 or 64 rows (LINEAR_MMA_DECODE_TILES: narrow column tiles
+//   so that decode's small N still fills the GPU; a weight tile is read once per row tile) ran Llama-3.2-1B's
+//   layers 1.3-5x faster from 16 rows on (H200, run 103). planLinear takes it where the adapter has f16
+//   subgroup matrices, from 16 rows, and from 8 where its grid has LINEAR_MMA_DECODE_MIN_WORKGROUPS;
+//   `npm run bench -- --suite=gemv` times both and says which it picked. Still far from the read ceiling
+//   (350 GB/s for qkv): each workgroup walks all of K, so small N wants split-K next.
 //
 // Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
 // maxBufferSize) are split into parts of whole rows, one buffer each; each part is its own dispatch
@@ -71,6 +73,7 @@
 import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
 import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import { mmaConfigs, type Runtime } from '../core/runtime.js';
+import type { Kernel } from '../core/pipeline.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
 
 export type LinearDType = 'f32' | 'f16' | 'bf16';
@@ -322,32 +325,41 @@ export const LINEAR_MMA_TILES: readonly GemmMmaTile[] = [
 ];
 
 /**
- * Subgroup-matrix tiles for decode-sized steps (M ≤ LINEAR_GEMV_MAX_M rows, engine.tuning.linearDecodeMma):
- * one row tile of 16, 32 or 64 rows (at 16-row matrices) holds every row of the step, so each weight tile
- * is read by one workgroup, where the GEMV reads the weights again for every 16 rows; narrow column tiles
- * keep the grid full at the small N of decode (a 2048-wide output is 32 workgroups of 64 columns). The
- * planner takes the fewest rows that hold M, then the first tile of those rows whose grid reaches
- * LINEAR_MMA_DECODE_TARGET_WORKGROUPS, else the one with the most workgroups.
+ * Subgroup-matrix tiles for decode-sized steps (M ≤ LINEAR_GEMV_MAX_M rows, engine.tuning.linearDecodeMma).
+ * The first three are the planner's, for row tiles of 16, 32 and 64 rows (at 16-row matrices); the rest
+ * are there for `npm run bench -- --suite=gemv --explore-gemv`. Measured on an H200 (run 103, Llama-3.2-1B's
+ * layers, bf16): the 16×64 tile of vec4<f16> staging ran every layer fastest at M 8-64 (qkv at M 64 in
+ * 0.040 ms against the GEMV's 0.198; down 0.113 against 0.455) except gate|up from M 32 (N 16384), where
+ * 512 or more of its workgroups lose to 256 of 32×64 (0.077 ms) and 64×64 (0.120 ms at M 64); taller
+ * tiles with fewer workgroups, more subgroups or deeper k steps were slower. So the planner takes the
+ * tallest of the three whose grid still has LINEAR_MMA_DECODE_TARGET_WORKGROUPS workgroups, else 16 rows.
  */
 export const LINEAR_MMA_DECODE_TILES: readonly GemmMmaTile[] = [
-  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1 },               // 16 × 64, 4 subgroups
-  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1, VEC: true },
+  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1, VEC: true },    // 16 × 64, 4 subgroups
+  { SGR: 1, SGC: 4, TMR: 2, TNC: 1, BK: 64, PF: 1, VEC: true },    // 32 × 64
+  { SGR: 2, SGC: 4, TMR: 2, TNC: 1, BK: 32, PF: 1 },               // 64 × 64, 8 subgroups
+  { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1 },
   { SGR: 1, SGC: 4, TMR: 1, TNC: 1, BK: 128, PF: 2 },
   { SGR: 1, SGC: 8, TMR: 1, TNC: 1, BK: 64, PF: 1 },               // 16 × 128, 8 subgroups
   { SGR: 1, SGC: 2, TMR: 1, TNC: 1, BK: 128, PF: 1 },              // 16 × 32, 2 subgroups
-  { SGR: 1, SGC: 4, TMR: 2, TNC: 1, BK: 64, PF: 1 },               // 32 × 64
-  { SGR: 1, SGC: 4, TMR: 2, TNC: 1, BK: 64, PF: 1, VEC: true },
+  { SGR: 1, SGC: 4, TMR: 2, TNC: 1, BK: 64, PF: 1 },
   { SGR: 2, SGC: 4, TMR: 1, TNC: 1, BK: 64, PF: 1 },               // 32 × 64, 8 subgroups
   { SGR: 1, SGC: 2, TMR: 2, TNC: 1, BK: 128, PF: 1 },              // 32 × 32
   { SGR: 1, SGC: 4, TMR: 4, TNC: 1, BK: 64, PF: 1 },               // 64 × 64
   { SGR: 1, SGC: 4, TMR: 4, TNC: 1, BK: 64, PF: 1, VEC: true },
-  { SGR: 2, SGC: 4, TMR: 2, TNC: 1, BK: 32, PF: 1 },               // 64 × 64, 8 subgroups
   { SGR: 1, SGC: 2, TMR: 4, TNC: 1, BK: 64, PF: 1 },               // 64 × 32
 ];
-/** Decode-sized steps take the matrix GEMM only where its grid has at least this many workgroups (else the GEMV). */
-export const LINEAR_MMA_DECODE_MIN_WORKGROUPS = 32;
-/** ... and prefer, among tiles of the same rows, the first whose grid has this many. */
-export const LINEAR_MMA_DECODE_TARGET_WORKGROUPS = 128;
+/** The planner's decode tiles: LINEAR_MMA_DECODE_TILES[0..PLANNED) (16, 32 and 64 rows). */
+const LINEAR_MMA_DECODE_PLANNED = 3;
+/**
+ * Below 16 rows decode-sized steps take the matrix GEMM only where its 16-row grid has this many
+ * workgroups: at M 8 (H200, run 103) it won at N 3072 (48 workgroups: 0.054 ms against the GEMV's 0.083)
+ * and N 16384, and lost at N 2048 (32: 0.036 against 0.029, and 0.108 against 0.064 at K 8192).
+ * From 16 rows on it won at every layer.
+ */
+export const LINEAR_MMA_DECODE_MIN_WORKGROUPS = 48;
+/** The planner takes the tallest planned tile whose grid has this many workgroups (see LINEAR_MMA_DECODE_TILES). */
+export const LINEAR_MMA_DECODE_TARGET_WORKGROUPS = 256;
 
 export interface GemmMmaPlan {
   readonly kernel: 'gemm-mma';
@@ -420,18 +432,17 @@ export function planLinearMmaDecode(rt: Runtime, p: PlanLinearOptions, op = 'pla
   const tilesName = 'LINEAR_MMA_DECODE_TILES';
   const base = { M: p.M, N: p.N, dtype: p.dtype, tiles: LINEAR_MMA_DECODE_TILES, tilesName, split: p.split, mmaConfig: p.mmaConfig };
   if (forced !== undefined) return planMma(rt, { ...base, tile: forced }, op);
-  const plans: GemmMmaPlan[] = [];
-  for (const [ti] of LINEAR_MMA_DECODE_TILES.entries()) {
-    const q = planMma(rt, { ...base, tile: ti }, op);
-    if (q) plans.push(q);
-  }
-  if (!plans.length) return null;
-  const holding = plans.filter((q) => q.BM >= p.M);
-  const rows = holding.length ? Math.min(...holding.map((q) => q.BM)) : Math.max(...plans.map((q) => q.BM));
-  const same = plans.filter((q) => q.BM === rows);
   const workgroups = (q: GemmMmaPlan) => Math.ceil(p.M / q.BM) * Math.ceil(p.N / q.BN);
-  return same.find((q) => workgroups(q) >= LINEAR_MMA_DECODE_TARGET_WORKGROUPS)
-    ?? same.reduce((best, q) => (workgroups(q) > workgroups(best) ? q : best));
+  let pick: GemmMmaPlan | null = null;
+  for (let ti = 0; ti < LINEAR_MMA_DECODE_PLANNED; ti++) {
+    const q = planMma(rt, { ...base, tile: ti }, op);
+    if (!q) continue;
+    // The shortest rows first (the most workgroups); a taller tile where it needs fewer row tiles and
+    // its grid still has the target.
+    if (!pick) pick = q;
+    else if (Math.ceil(p.M / q.BM) < Math.ceil(p.M / pick.BM) && workgroups(q) >= LINEAR_MMA_DECODE_TARGET_WORKGROUPS) pick = q;
+  }
+  return pick;
 }
 
 /**
@@ -487,7 +498,30 @@ const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
 const pow2ceil = (v: number) => 2 ** Math.ceil(Math.log2(v));
 
 /** The kernel and its shape for an M×N×K linear layer on this device (see the top of this file). */
+/** planLinear's answers by runtime: a model step plans every linear layer of every layer again, and
+ *  the matrix GEMM's planner weighs tiles and configurations (20-80 µs a call on the host). */
+const linearPlans = new WeakMap<Runtime, Map<string, LinearPlan>>();
+
 export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
+  // Plain objects of numbers and strings: the key is every input and every tuning field that the
+  // planners read; anything else (a bad argument) is planned (and refused) without the cache.
+  const t = rt.tuning;
+  const key = p !== null && typeof p === 'object'
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles}|${t.linearMma},${t.linearMmaSplit},`
+      + `${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile}` : '';
+  let cache = linearPlans.get(rt);
+  const hit = key && cache?.get(key);
+  if (hit) return hit;
+  const plan = Object.freeze(planLinearUncached(rt, p));
+  if (key) {
+    if (!cache) linearPlans.set(rt, cache = new Map());
+    if (cache.size > 4096) cache.clear();
+    cache.set(key, plan);
+  }
+  return plan;
+}
+
+function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   const op = 'planLinear';
   check(isPosInt(p.M), op, 'M', 'a positive integer', p.M);
   checkShapeArgs(op, p.N, p.K, p.dtype);
@@ -504,7 +538,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // Decode-sized steps of many rows on the tensor units: every row in one row tile, the weights read once.
   const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= rt.tuning.linearDecodeMmaMinM
     && rt.tuning.linearDecodeMma === 'auto' && rt.tuning.linearMma === 'auto' ? planLinearMmaDecode(rt, p, op) : null;
-  if (decodeMma && Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) >= LINEAR_MMA_DECODE_MIN_WORKGROUPS) return decodeMma;
+  if (decodeMma && (p.M >= 16 || Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) >= LINEAR_MMA_DECODE_MIN_WORKGROUPS)) return decodeMma;
   if (kernel === 'gemm-mma' && p.decodeTiles) {
     const q = planLinearMmaDecode(rt, p, op);
     if (q) return q;
@@ -555,6 +589,41 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     if (!tile) throw new WebinferError(`${op}: no GEMM tile fits this adapter (${maxThreads} invocations, ${smem} bytes of workgroup storage)`);
   }
   return { kernel: 'gemm', EPV, ...tile };
+}
+
+/** The pipelines of plans, by runtime: a step asks for the same few every layer, and building a
+ *  pipeline cache key from a matrix plan's 13 constants costs more than the dispatch. */
+const linearKernels = new WeakMap<Runtime, WeakMap<LinearPlan, Map<string, Kernel>>>();
+
+function linearKernel(rt: Runtime, plan: LinearPlan, wd: number): Kernel {
+  let byPlan = linearKernels.get(rt);
+  if (!byPlan) linearKernels.set(rt, byPlan = new WeakMap());
+  let byKey = byPlan.get(plan);
+  if (!byKey) byPlan.set(plan, byKey = new Map());
+  // What else the pipeline depends on: the weights' dtype, whether loops are written out, the probe.
+  const key = `${wd}|${rt.tuning.unrollLoops}|${rt.tuning.linearMmaProbe}`;
+  let k = byKey.get(key);
+  if (!k) {
+    k = plan.kernel === 'gemv'
+    ? rt.kernel(plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv', 'gemv_main', {
+      overrides: { W_DTYPE: wd },
+      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
+      enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
+    })
+    : plan.kernel === 'gemm-mma'
+      ? rt.kernel(plan.VEC ? 'gemm_mma_vec' : 'gemm_mma', 'gemm_mma_main', {
+        overrides: { W_DTYPE: wd },
+        consts: mmaConsts(rt, plan),
+        enables: MMA_ENABLES,
+        unroll: true,
+      })
+      : rt.kernel('gemm', 'gemm_main', {
+        overrides: { W_DTYPE: wd },
+        consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
+      });
+    byKey.set(key, k);
+  }
+  return k;
 }
 
 // ------------------------------------------------------------------------------------------- running
@@ -624,23 +693,7 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
   const dst = out ?? rt.emptyTensor([M, N], 'f32');
   const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0);
   const wd = DTYPE_CODE[w.dtype];
-  const kernel = plan.kernel === 'gemv'
-    ? rt.kernel(plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv', 'gemv_main', {
-      overrides: { W_DTYPE: wd },
-      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
-      enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
-    })
-    : plan.kernel === 'gemm-mma'
-      ? rt.kernel(plan.VEC ? 'gemm_mma_vec' : 'gemm_mma', 'gemm_mma_main', {
-        overrides: { W_DTYPE: wd },
-        consts: mmaConsts(rt, plan),
-        enables: MMA_ENABLES,
-        unroll: true,
-      })
-      : rt.kernel('gemm', 'gemm_main', {
-        overrides: { W_DTYPE: wd },
-        consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
-      });
+  const kernel = linearKernel(rt, plan, wd);
   for (const part of w.parts) {
     const workgroups = plan.kernel === 'gemv'
       ? Math.ceil(M / plan.MT) * Math.ceil(part.rows / ((plan.WG / plan.KT) * plan.R))

@@ -1,7 +1,7 @@
 // The subgroup-matrix GEMM's tile choice (planLinear / planMma), on a description of the H200's adapter
 // (no GPU needed: the planner reads features, limits and tuning alone).
 import { describe, expect, it } from 'vitest';
-import { gemmMmaSmemBytes, LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_MIN_WORKGROUPS, LINEAR_MMA_DECODE_TILES, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
+import { gemmMmaSmemBytes, LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_MIN_WORKGROUPS, LINEAR_MMA_DECODE_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_TILES, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
 import { planMoe } from '../../src/ops/moe';
 import type { Runtime } from '../../src/core/runtime';
 
@@ -60,22 +60,28 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
   // Llama-3.2-1B's linear layers: qkv, o, gate|up, down, lm_head.
   const layers = [[3072, 2048], [2048, 2048], [16384, 2048], [2048, 8192], [128256, 2048]];
 
-  it('keeps the GEMV below 8 rows and takes one row tile holding every row from 8 to 64 (the weights read once)', () => {
+  it('keeps the GEMV below 8 rows; from 16 rows the matrix GEMM at every layer, from 8 where its grid has 48 workgroups', () => {
     for (const [N, K] of layers) {
       for (const M of [1, 2, 4, 7]) expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe('gemv');
-      for (const M of [8, 9, 16, 17, 31, 32, 33, 48, 64]) {
-        const p = planLinear(h200, { M, N, K, dtype: 'bf16' }) as GemmMmaPlan;
-        expect(p.kernel, `M ${M} N ${N}`).toBe('gemm-mma');
-        expect(p.BM, `M ${M} N ${N}`).toBe(M <= 16 ? 16 : M <= 32 ? 32 : 64);
-        expect(Math.ceil(N / p.BN)).toBeGreaterThanOrEqual(LINEAR_MMA_DECODE_MIN_WORKGROUPS);
+      for (const M of [8, 15]) {
+        expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe(Math.ceil(N / 64) >= LINEAR_MMA_DECODE_MIN_WORKGROUPS ? 'gemm-mma' : 'gemv');
       }
+      for (const M of [16, 17, 32, 33, 64]) expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe('gemm-mma');
     }
     // Past 64 rows the prefill tiles take over.
     expect((planLinear(h200, { M: 65, N: 2048, K: 2048, dtype: 'bf16' }) as GemmMmaPlan).BM).toBeGreaterThanOrEqual(64);
   });
 
-  it('keeps the GEMV where the grid would leave the GPU idle, for f32 weights, and when turned off', () => {
-    expect(planLinear(h200, { M: 32, N: 256, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
+  it('takes 16-row tiles of vec4 staging, and taller ones where they need fewer row tiles and still fill 256 workgroups (run 103)', () => {
+    const tile = (M: number, N: number) => planLinear(h200, { M, N, K: 2048, dtype: 'bf16' }) as GemmMmaPlan;
+    for (const M of [8, 16, 32, 64]) expect([tile(M, 3072).BM, tile(M, 3072).BN, tile(M, 3072).VEC], `qkv M ${M}`).toEqual([16, 64, true]);
+    for (const M of [16, 64]) expect(tile(M, 2048).BM, `o M ${M}`).toBe(16);
+    expect([tile(16, 16384).BM, tile(17, 16384).BM, tile(32, 16384).BM, tile(33, 16384).BM, tile(64, 16384).BM]).toEqual([16, 32, 32, 64, 64]);
+    expect(Math.ceil(64 / tile(64, 16384).BM) * Math.ceil(16384 / tile(64, 16384).BN)).toBeGreaterThanOrEqual(LINEAR_MMA_DECODE_TARGET_WORKGROUPS);
+  });
+
+  it('keeps the GEMV where the grid would leave the GPU idle below 16 rows, for f32 weights, and when turned off', () => {
+    expect(planLinear(h200, { M: 8, N: 256, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
     expect(planLinear(h200, { M: 32, N: 16384, K: 2048, dtype: 'f32' }).kernel).toBe('gemv');
     expect(planLinear(withTuning({ linearDecodeMma: 'off' }), { M: 32, N: 16384, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
     expect(planLinear(withTuning({ linearMma: 'off' }), { M: 32, N: 16384, K: 2048, dtype: 'bf16' }).kernel).toBe('gemv');
