@@ -421,13 +421,13 @@ if (suites.includes('gemv')) {
       + `${fmt((sh.N * sh.K * 2) / ((c.timing?.medianMs ?? NaN) * 1e6), 0)} GB/s ${c.pass ? 'pass' : `FAIL ${fmt(c.worst)}`}`} [${c.plan}]`).join('; ')}`);
   }
   result.gemv = rows.map((r) => ({ ...(gemmJson(r) as object), picked: r.picked }));
-  const names = [...new Set(rows.flatMap((r) => r.contenders.map((c) => c.name)))].filter((n) => n === 'gemv' || n === 'mma');
+  const names = [...new Set(rows.flatMap((r) => r.contenders.map((c) => c.name)))].filter((n) => n === 'gemv' || n === 'mma' || n === 'mma unsplit');
   const lines = [
     `# Decode-sized linear layers (Llama-3.2-1B's, bf16 weights) on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=gemv\` (${result.runtime}). Read ceiling measured through WebGPU in the same run: `
     + `${fmt(ceilings.readGBs, 0)} GB/s${ceilings.mmaTflops ? `; subgroup matrix ${fmt(ceilings.mmaTflops, 1)} TFLOP/s` : ''}. ops.linear, out = x·Wᵀ, x f32 [M, K], W bf16 [N, K] `
     + 'made on the GPU. gemv: gemv.wgsl (f32 arithmetic; each 16 rows of x read the weights again). mma: the subgroup-matrix GEMM over one row tile '
-    + 'holding every row (gemm.ts LINEAR_MMA_DECODE_TILES: the weights read once), x split into hi + lo f16 halves. GB/s: the weights\' bytes / ms '
+    + 'tiles of 16-64 rows (gemm.ts LINEAR_MMA_DECODE_TILES), K split over workgroups where the grid is short (a second pass adds the splits); mma unsplit: the same tile without split-K. x split into hi + lo f16 halves. GB/s: the weights\' bytes / ms '
     + `(the roofline is the read ceiling). Each checked first against a float64 reference on sampled outputs. "picked": planLinear's choice. ${rounds} rounds, median.`, '',
     `| layer | M | N | K | ${names.map((n) => `${n} ms | ${n} GB/s`).join(' | ')} | best % of read | picked | checks |`,
     `|---|---|---|---|${names.map(() => '---|---|').join('')}---|---|---|`,

@@ -70,7 +70,10 @@ export function decodeContenders(engine: Engine, s: GemmShape, explore = false):
   const base = { M: s.M, N: s.N, K: s.K, dtype: s.dtype };
   const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] = [{ name: 'gemv', plan: ops.planLinear(engine, { ...base, kernel: 'gemv' }), tol: 'f32' }];
   if (ops.linearMmaUnavailable(engine, s.dtype)) return list;
-  list.push({ name: 'mma', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', decodeTiles: true }), tol: 'f16' });
+  const mma = ops.planLinear(engine, { ...base, kernel: 'gemm-mma', decodeTiles: true });
+  list.push({ name: 'mma', plan: mma, tol: 'f16' });
+  // The same tile without split-K, where the planner splits.
+  if (mma.kernel === 'gemm-mma' && mma.KS > 1) list.push({ name: 'mma unsplit', plan: ops.planLinear(engine, { ...base, kernel: 'gemm-mma', decodeTiles: true, kSplit: 1 }), tol: 'f16' });
   if (explore) {
     for (const [ti] of ops.LINEAR_MMA_DECODE_TILES.entries()) {
       try {
@@ -83,7 +86,7 @@ export function decodeContenders(engine: Engine, s: GemmShape, explore = false):
 
 /** How a plan reads in the results. */
 export function planLabel(p: ops.LinearPlan): string {
-  if (p.kernel === 'gemm-mma') return `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile, ${p.SGR * p.SGC} subgroups of ${p.TMR}×${p.TNC} matrices, BK ${p.BK}, PF ${p.PF}`;
+  if (p.kernel === 'gemm-mma') return `${p.SM}×${p.SN}×${p.SK}, ${p.BM}×${p.BN} tile${p.VEC ? ' (vec4 staging)' : ''}, ${p.SGR * p.SGC} subgroups of ${p.TMR}×${p.TNC} matrices, BK ${p.BK}, PF ${p.PF}${p.KS > 1 ? `, K split ${p.KS}` : ''}`;
   if (p.kernel === 'gemm') return `${p.BM}×${p.BN} tile, ${p.TM}×${p.TN} a thread`;
   return `GEMV MT ${p.MT} KT ${p.KT}`;
 }

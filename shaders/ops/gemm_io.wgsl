@@ -22,6 +22,8 @@ struct Params {
   x_stride: u32,    // vec4s per x row (K/4, or 2K/4 with silu_mul)
   x_rows: u32,      // rows x holds: gathered indices outside [0, x_rows) read a zero row
   flags: u32,
+  k_split: u32,     // the subgroup-matrix GEMM: K split over this many workgroups (0 or 1: none), each
+                    // writing its partial sums to rows split·M.. of `out` (a workspace) for gemm_splitk.wgsl
 }
 
 // Group 0: the weight (constant per layer); group 1: the activations.

@@ -114,7 +114,9 @@ fn stage_put(s: Stage, li: u32) {
   }
 }
 
-// The entry point. The program supplies mma_tile(lin, li) -> (active, n0, mode) for workgroup lin (it
+// The entry point. The program supplies mma_k_range(lin, ntiles) -> the k tiles [x, y) workgroup lin
+// multiplies (all ntiles, or a share of them: split-K; a function of lin alone, so uniform), and
+// mma_tile(lin, li) -> (active, n0, mode) for workgroup lin (it
 // may set private state and use barriers: it is called in workgroup-uniform control flow, and its
 // `active` must be uniform), mode 0 for the epilogue through workgroup memory, 1 for the matrices straight
 // to out at mma_direct_base(sr, sc, n0) (row stride mma_direct_stride()), 2 the same starting from what
@@ -156,21 +158,22 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     wrow[u] = select(-1, i32(n), e < BN * WV && n < params.N);
   }
 
-  let ntiles = (params.K + BK - 1u) / BK;
-  // PF tiles' loads in flight: s0 holds even tiles', s1 odd ones' (PF 2); the step loop's h picks one
-  // (a constant-trip loop, so no register array is indexed at run time).
-  var s0 = stage_load(0u, li, xrow, wrow);
+  // The k tiles [kr.x, kr.y) of this workgroup: all of them, or a split's share (split-K).
+  let kr = mma_k_range(wid.y * nwg.x + wid.x, (params.K + BK - 1u) / BK);
+  // PF tiles' loads in flight: s0 holds even tiles' (counted from kr.x), s1 odd ones' (PF 2); the step
+  // loop's h picks one (a constant-trip loop, so no register array is indexed at run time).
+  var s0 = stage_load(kr.x, li, xrow, wrow);
   var s1: Stage;
-  if (PF == 2u && ntiles > 1u) { s1 = stage_load(1u, li, xrow, wrow); }
-  for (var t0 = 0u; t0 < ntiles; t0 += PF) {
+  if (PF == 2u && kr.y > kr.x + 1u) { s1 = stage_load(kr.x + 1u, li, xrow, wrow); }
+  for (var t0 = kr.x; t0 < kr.y; t0 += PF) {
    for (var h = 0u; h < PF; h++) {
     let t = t0 + h;
-    if (t >= ntiles) { break; }
+    if (t >= kr.y) { break; }
     workgroupBarrier();
     if (PROBE != 1u) { if (h == 0u) { stage_put(s0, li); } else { stage_put(s1, li); } }
     workgroupBarrier();
     // Tile t + PF's loads, in flight while this one is multiplied.
-    if (t + PF < ntiles && PROBE != 3u) {
+    if (t + PF < kr.y && PROBE != 3u) {
       if (h == 0u) { s0 = stage_load(t + PF, li, xrow, wrow); } else { s1 = stage_load(t + PF, li, xrow, wrow); }
     }
     for (var kk = 0u; kk < select(BK / SK, 0u, PROBE == 2u); kk++) {

@@ -34,5 +34,6 @@ fn mma_tile(lin: u32, li: u32) -> vec3<u32> {
   workgroupBarrier();
   return vec3<u32>(1u, (lin / params.tiles) * BN, 0u);
 }
+fn mma_k_range(lin: u32, ntiles: u32) -> vec2<u32> { return vec2<u32>(0u, ntiles); }
 fn mma_direct_base(sr: u32, sc: u32, n0: u32) -> u32 { return 0u; }
 fn mma_direct_stride() -> u32 { return params.N; }

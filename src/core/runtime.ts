@@ -160,6 +160,10 @@ export class Runtime implements TensorHost {
     linearDecodeMma: 'auto' as 'auto' | 'off',
     /** Rows from which decode-sized steps may take the subgroup-matrix GEMM (see linearDecodeMma). */
     linearDecodeMmaMinM: 8,
+    /** Decode-sized steps on the matrix GEMM split K over this many workgroups where the grid is short of
+     *  LINEAR_MMA_DECODE_TARGET_WORKGROUPS ('auto': gemm.ts decodeSplitK; 1: never), their partial sums
+     *  added by a second pass (gemm_splitk.wgsl). */
+    linearDecodeSplitK: 'auto' as 'auto' | number,
     /** Holds decode-sized steps on the matrix GEMM to one of gemm.ts LINEAR_MMA_DECODE_TILES (benchmark exploration). */
     linearDecodeMmaTile: undefined as number | undefined,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */

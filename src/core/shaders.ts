@@ -39,6 +39,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   gemm: [DTYPE, 'ops/gemm_io.wgsl', 'ops/weight_words.wgsl', 'ops/gemm.wgsl'],
   gemm_mma: ['ops/gemm_io.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'],
   gemm_mma_vec: ['ops/gemm_io.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'],
+  gemm_splitk: ['ops/gemm_io.wgsl', 'ops/gemm_splitk.wgsl'],
   ops_moe_gemm_mma: ['ops/moe_io.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/moe_gemm_mma.wgsl'],
   gemm_init: [DTYPE, 'ops/gemm_init.wgsl'],
   ops_norm: [DTYPE, 'ops/norm.wgsl'],

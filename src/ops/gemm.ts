@@ -373,6 +373,8 @@ export interface GemmMmaPlan {
   readonly split: boolean;
   /** Workgroup storage in bytes. */
   readonly smem: number;
+  /** K split over this many workgroups (1: none), their partial sums added by gemm_splitk.wgsl. */
+  readonly KS: number;
 }
 
 export type LinearPlan =
@@ -397,8 +399,10 @@ export interface PlanLinearOptions {
   mmaConfig?: number;
   /** gemm-mma: x as hi + lo f16 halves (default engine.tuning.linearMmaSplit: true) or as f16 alone. */
   split?: boolean;
-  /** gemm-mma: plan over LINEAR_MMA_DECODE_TILES (one row tile holding every row; `tile` indexes them). */
+  /** gemm-mma: plan over LINEAR_MMA_DECODE_TILES (`tile` indexes them). */
   decodeTiles?: boolean;
+  /** gemm-mma over the decode tiles: split K over this many workgroups (default: decodeSplitK's choice). */
+  kSplit?: number;
 }
 
 /** Workgroup storage of gemm_mma.wgsl's arrays, in bytes. */
@@ -428,6 +432,29 @@ function planLinearMma(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPl
  * no tile fits the adapter. `tile` (or engine.tuning.linearDecodeMmaTile) holds it to one.
  */
 export function planLinearMmaDecode(rt: Runtime, p: PlanLinearOptions, op = 'planLinear'): GemmMmaPlan | null {
+  const q = pickDecodeTile(rt, p, op);
+  if (!q) return null;
+  const t = rt.tuning.linearDecodeSplitK;
+  const KS = p.kSplit ?? (t === 'auto' ? decodeSplitK(p.M, p.N, p.K, q) : t);
+  check(isPosInt(KS) && KS <= 64, op, p.kSplit !== undefined ? 'kSplit' : 'engine.tuning.linearDecodeSplitK', 'a whole number of K splits from 1 to 64', KS);
+  return KS === 1 ? q : { ...q, KS };
+}
+
+/**
+ * K splits for a decode-sized step on the matrix GEMM: doubled (up to 8) while the grid stays within
+ * LINEAR_MMA_DECODE_TARGET_WORKGROUPS and each split keeps 4 k tiles. Decode's layers of few columns
+ * (o and down at N 2048: 32 workgroups of 16×64) otherwise walk all of K in few workgroups: down's 128
+ * k tiles ran at 300 GB/s (H200, run 105).
+ */
+export function decodeSplitK(M: number, N: number, K: number, q: GemmMmaPlan): number {
+  const grid = Math.ceil(M / q.BM) * Math.ceil(N / q.BN);
+  const ntiles = Math.ceil(K / q.BK);
+  let KS = 1;
+  while (KS < 8 && 2 * KS * grid <= LINEAR_MMA_DECODE_TARGET_WORKGROUPS && ntiles >= 8 * KS) KS *= 2;
+  return KS;
+}
+
+function pickDecodeTile(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaPlan | null {
   const forced = p.tile ?? rt.tuning.linearDecodeMmaTile;
   const tilesName = 'LINEAR_MMA_DECODE_TILES';
   const base = { M: p.M, N: p.N, dtype: p.dtype, tiles: LINEAR_MMA_DECODE_TILES, tilesName, split: p.split, mmaConfig: p.mmaConfig };
@@ -475,7 +502,7 @@ export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearDTy
       if (p.tile !== undefined && ti !== p.tile) continue;
       const smem = gemmMmaSmemBytes(SM, SN, t, split);
       if (t.BK % SK || t.BK % 8 || t.SGR * t.SGC * SGW > maxThreads || smem > lim.maxComputeWorkgroupStorageSize) continue;
-      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, TW: !!t.TW, VEC: !!t.VEC, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem });
+      plans.push({ kernel: 'gemm-mma', EPV: 8, SM, SN, SK, SGW, ...t, TW: !!t.TW, VEC: !!t.VEC, BM: t.SGR * t.TMR * SM, BN: t.SGC * t.TNC * SN, split, smem, KS: 1 });
     }
     if (plans.length) break;
   }
@@ -507,8 +534,8 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
-    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles}|${t.linearMma},${t.linearMmaSplit},`
-      + `${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile}` : '';
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit}|${t.linearMma},`
+      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
   if (hit) return hit;
@@ -626,6 +653,29 @@ function linearKernel(rt: Runtime, plan: LinearPlan, wd: number): Kernel {
   return k;
 }
 
+/**
+ * The matrix GEMM with K split over plan.KS workgroups a tile: each writes its partial sums to a
+ * workspace (rows s·M.., shared by the layers of a recording), then gemm_splitk.wgsl adds them with the
+ * epilogue (bias, accumulation) into out.
+ */
+function linearSplitK(rt: Runtime, x: Tensor, w: LinearWeight, plan: GemmMmaPlan, kernel: Kernel,
+                      a: { M: number; N: number; K: number; width: number; flags: number; g: Tensor | undefined; dst: Tensor }): void {
+  const reduce = rt.kernel('gemm_splitk', 'splitk_main', { consts: { WG: SPLITK_WG } });
+  const { M, N, K, flags } = a;
+  for (const part of w.parts) {
+    const ws = rt.gpuScratch(plan.KS * M * part.rows * 4, 'linear split-K');
+    rt.dispatch(kernel, { w: part.tensor, bias: rt.dummy, x, gather: a.g ?? rt.dummy, out: ws }, {
+      M, N: part.rows, K, n0: 0, out_stride: part.rows, x_stride: a.width / 4, x_rows: x.shape[0],
+      flags: flags & ~(F_BIAS | F_ACCUMULATE), k_split: plan.KS,
+    }, Math.ceil(M / plan.BM) * Math.ceil(part.rows / plan.BN) * plan.KS);
+    rt.dispatch(reduce, { bias: w.bias ?? rt.dummy, out: a.dst, ws }, {
+      M, N: part.rows, K, n0: part.row0, out_stride: N, x_stride: 0, x_rows: 0, flags: flags & (F_BIAS | F_ACCUMULATE), k_split: plan.KS,
+    }, Math.ceil((M * part.rows) / SPLITK_WG));
+    rt.releaseBuffer(ws);
+  }
+}
+const SPLITK_WG = 256;
+
 // ------------------------------------------------------------------------------------------- running
 
 export interface LinearOptions {
@@ -694,6 +744,10 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
   const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0);
   const wd = DTYPE_CODE[w.dtype];
   const kernel = linearKernel(rt, plan, wd);
+  if (plan.kernel === 'gemm-mma' && plan.KS > 1) {
+    linearSplitK(rt, x, w, plan, kernel, { M, N, K, width, flags, g, dst });
+    return dst;
+  }
   for (const part of w.parts) {
     const workgroups = plan.kernel === 'gemv'
       ? Math.ceil(M / plan.MT) * Math.ceil(part.rows / ((plan.WG / plan.KT) * plan.R))

@@ -240,6 +240,33 @@ export const gemmCases = defineCases('linear', [
     },
   },
   {
+    name: "split-K's second pass (gemm_splitk.wgsl) adds every split's partial sums through the epilogue: bias, accumulation, a part's columns",
+    async run({ engine }) {
+      // The pass runs on every adapter (the splits' first pass, on subgroup matrices, in the GPU test pass).
+      for (const [i, [M, N, S, Ntot, n0, bias, acc]] of ([[3, 40, 4, 40, 0, true, false], [17, 9, 3, 30, 21, false, true], [1, 300, 8, 300, 0, true, true]] as const).entries()) {
+        const ws = randn(S * M * N, 360 + i), b = randn(Ntot, 370 + i), prior = randn(M * Ntot, 380 + i);
+        const wsT = engine.tensor(ws, [S * M, N]);
+        const biasT = engine.tensor(b, [Ntot]);
+        const out = engine.tensor(prior, [M, Ntot]);
+        const k = engine.kernel('gemm_splitk', 'splitk_main', { consts: { WG: 64 } });
+        engine.dispatch(k, { bias: biasT, out, ws: wsT }, { M, N, K: 0, n0, out_stride: Ntot, x_stride: 0, x_rows: 0, flags: (bias ? 1 : 0) | (acc ? 2 : 0), k_split: S },
+          Math.ceil((M * N) / 64));
+        const got = await out.toFloat32();
+        const want = Float64Array.from(prior);
+        for (let m = 0; m < M; m++) {
+          for (let n = 0; n < N; n++) {
+            let v = 0;
+            for (let s = 0; s < S; s++) v += ws[(s * M + m) * N + n];
+            if (bias) v += b[n0 + n];
+            want[m * Ntot + n0 + n] = (acc ? prior[m * Ntot + n0 + n] : 0) + v;
+          }
+        }
+        assertClose(`split-K sum ${i}`, got, want, 'f32');
+        for (const t of [wsT, biasT, out]) t.destroy();
+      }
+    },
+  },
+  {
     name: 'subgroup-matrix GEMM over the decode tiles (one row tile holds every row of a step): every tile at M 1, 13, 32, 64 with bias, accumulation, the SiLU-gated input and gathered rows; what the planner picks for decode-sized steps',
     async run(ctx) {
       const { engine } = ctx;
@@ -267,18 +294,29 @@ export const gemmCases = defineCases('linear', [
         await withTuning(engine, { linearDecodeMma: 'off' }, async () => {
           assert(ops.planLinear(engine, { M: 32, ...big }).kernel === 'gemv', "linearDecodeMma 'off' keeps the GEMV");
         });
+        // Split-K: the planner splits decode's few-column layers; K 520 is 9 k tiles of 64 (5 of 128), so
+        // 2, 3 and 5 splits leave uneven shares and 16 leaves splits with no k tile at all.
+        assert(ops.planLinear(engine, { M: 16, N: 2048, K: 8192, dtype: 'bf16' }).kernel === 'gemm-mma'
+          && (ops.planLinear(engine, { M: 16, N: 2048, K: 8192, dtype: 'bf16' }) as ops.GemmMmaPlan).KS > 1, 'down (N 2048, K 8192) at M 16 splits K');
+        await withTuning(engine, { linearDecodeSplitK: 1 }, async () => {
+          assert((ops.planLinear(engine, { M: 16, N: 2048, K: 8192, dtype: 'bf16' }) as ops.GemmMmaPlan).KS === 1, 'linearDecodeSplitK 1: no split');
+        });
         let ran = 0;
         for (const [ti] of ops.LINEAR_MMA_DECODE_TILES.entries()) {
           for (const [i, M] of [1, 13, 32, 64].entries()) {
-            const p: Problem = { M, N: 200, K: 136, dtype: ti % 3 === 1 ? 'f16' : 'bf16', bias: ti % 2 === 0, seed: 350 + ran };
+            const kSplit = [1, 2, 3, 5, 16][(ti + i) % 5];
+            const p: Problem = { M, N: 200, K: 520, dtype: ti % 3 === 1 ? 'f16' : 'bf16', bias: ti % 2 === 0, seed: 350 + ran };
             if (i === 1) Object.assign(p, { accumulate: true, outRows: M + 3 });
             if (i === 2) p.silu = true;
             if (i === 3) p.gather = Array.from({ length: M }, (_, j) => (j === 5 ? -1 : (j * 7) % 9));
-            await check(engine, p, { kernel: 'gemm-mma', decodeTiles: true, tile: ti, split: true }, ` decode tile ${ti}`, 'f32');
+            await check(engine, p, { kernel: 'gemm-mma', decodeTiles: true, tile: ti, split: true, kSplit }, ` decode tile ${ti} K split ${kSplit}`, 'f32');
             ran++;
           }
         }
-        ctx.note(`linear subgroup-matrix GEMM over the decode tiles: ${ran} plans checked`);
+        // Over a weight split into parts (one dispatch pair each) with the planner's split.
+        await check(engine, { M: 24, N: 300, K: 1024, dtype: 'bf16', bias: true, accumulate: true, maxPartBytes: 100 * 1024 * 2, seed: 349 },
+          { kernel: 'gemm-mma', decodeTiles: true, kSplit: 4 }, ' parts, K split 4', 'f32');
+        ctx.note(`linear subgroup-matrix GEMM over the decode tiles: ${ran} plans checked, K split 1-16`);
       });
     },
   },

@@ -1,7 +1,7 @@
 // The subgroup-matrix GEMM's tile choice (planLinear / planMma), on a description of the H200's adapter
 // (no GPU needed: the planner reads features, limits and tuning alone).
 import { describe, expect, it } from 'vitest';
-import { gemmMmaSmemBytes, LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_MIN_WORKGROUPS, LINEAR_MMA_DECODE_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_TILES, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
+import { decodeSplitK, gemmMmaSmemBytes, LINEAR_GEMM_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_MIN_WORKGROUPS, LINEAR_MMA_DECODE_TARGET_WORKGROUPS, LINEAR_MMA_DECODE_TILES, LINEAR_MMA_TARGET_WORKGROUPS, LINEAR_MMA_TILES, planLinear, type GemmMmaPlan } from '../../src/ops/gemm';
 import { planMoe } from '../../src/ops/moe';
 import type { Runtime } from '../../src/core/runtime';
 
@@ -11,7 +11,7 @@ const h200 = {
     subgroupMatrix: [{ componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 }, { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 8, K: 16 }],
   },
   limits: { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxStorageBufferBindingSize: 2 ** 31, maxBufferSize: 2 ** 31 },
-  tuning: { linearMma: 'auto', linearMmaSplit: true, linearMmaTile: undefined, linearMmaProbe: 0, linearDecodeMma: 'auto', linearDecodeMmaMinM: 8, linearDecodeMmaTile: undefined },
+  tuning: { linearMma: 'auto', linearMmaSplit: true, linearMmaTile: undefined, linearMmaProbe: 0, linearDecodeMma: 'auto', linearDecodeMmaMinM: 8, linearDecodeMmaTile: undefined, linearDecodeSplitK: 'auto' },
 } as unknown as Runtime;
 const withTuning = (t: object) => ({ ...h200, tuning: { ...h200.tuning, ...t } }) as unknown as Runtime;
 
@@ -96,5 +96,25 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
       expect(planLinear(withTuning({ linearDecodeMmaTile: ti }), { M: 20, N: 4096, K: 2048, dtype: 'bf16' })).toEqual(p);
     }
     expect(() => planLinear(h200, { M: 20, N: 4096, K: 2048, dtype: 'bf16', kernel: 'gemm-mma', decodeTiles: true, tile: 99 })).toThrow(/LINEAR_MMA_DECODE_TILES/);
+  });
+
+  it('splits K where the grid is short of 256 workgroups and each split keeps 4 k tiles (o and down at N 2048), not gate|up', () => {
+    const ks = (M: number, N: number, K: number) => (planLinear(h200, { M, N, K, dtype: 'bf16' }) as GemmMmaPlan).KS;
+    expect(ks(16, 2048, 8192)).toBe(8);    // down: 32 workgroups of 16×64, 128 k tiles
+    expect(ks(16, 2048, 2048)).toBe(8);    // o: 32 workgroups, 32 k tiles of 64: 4 a split
+    expect(ks(16, 3072, 2048)).toBe(4);    // qkv: 48 workgroups
+    expect(ks(16, 16384, 2048)).toBe(1);   // gate|up: 256 already
+    expect(ks(64, 2048, 8192)).toBe(2);    // 4 row tiles: 128 workgroups
+    for (const [M, N, K] of [[16, 2048, 8192], [32, 3072, 2048], [64, 2048, 2048]]) {
+      const p = planLinear(h200, { M, N, K, dtype: 'bf16' }) as GemmMmaPlan;
+      expect(Math.ceil(M / p.BM) * Math.ceil(N / p.BN) * p.KS).toBeLessThanOrEqual(LINEAR_MMA_DECODE_TARGET_WORKGROUPS);
+      expect(Math.ceil(K / p.BK) / p.KS).toBeGreaterThanOrEqual(4);
+      expect(decodeSplitK(M, N, K, p)).toBe(p.KS);
+    }
+    expect((planLinear(withTuning({ linearDecodeSplitK: 1 }), { M: 16, N: 2048, K: 8192, dtype: 'bf16' }) as GemmMmaPlan).KS).toBe(1);
+    expect((planLinear(h200, { M: 16, N: 2048, K: 8192, dtype: 'bf16', kernel: 'gemm-mma', decodeTiles: true, kSplit: 3 }) as GemmMmaPlan).KS).toBe(3);
+    expect(() => planLinear(h200, { M: 16, N: 2048, K: 8192, dtype: 'bf16', kernel: 'gemm-mma', decodeTiles: true, kSplit: 0 })).toThrow(/kSplit/);
+    // Prefill tiles never split.
+    expect((planLinear(h200, { M: 512, N: 2048, K: 8192, dtype: 'bf16' }) as GemmMmaPlan).KS).toBe(1);
   });
 });
