@@ -59,10 +59,11 @@
 //   the GEMV above reads the weights once per 16 rows of x and, from 8 rows on, is far from both ceilings;
 //   the same matrix GEMM over row tiles of 16, 32 or 64 rows (LINEAR_MMA_DECODE_TILES: narrow column tiles
 //   so that decode's small N still fills the GPU; a weight tile is read once per row tile) ran Llama-3.2-1B's
-//   layers 1.3-5x faster from 16 rows on (H200, run 103). planLinear takes it where the adapter has f16
-//   subgroup matrices, from 16 rows, and from 8 where its grid has LINEAR_MMA_DECODE_MIN_WORKGROUPS;
-//   `npm run bench -- --suite=gemv` times both and says which it picked. Still far from the read ceiling
-//   (350 GB/s for qkv): each workgroup walks all of K, so small N wants split-K next.
+//   layers 1.3-5x faster from 16 rows on (H200, run 103). Where the grid is short (o and down, N 2048),
+//   K is split over workgroups and a second pass (gemm_splitk.wgsl) adds the splits with the epilogue:
+//   down at M 16 went from 0.117 to 0.036 ms (run 106). planLinear takes it where the adapter has f16
+//   subgroup matrices, from 8 rows (linearDecodeMmaMinM) where its grid has LINEAR_MMA_DECODE_MIN_WORKGROUPS;
+//   `npm run bench -- --suite=gemv` times both and says which it picked.
 //
 // Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
 // maxBufferSize) are split into parts of whole rows, one buffer each; each part is its own dispatch
@@ -352,10 +353,10 @@ export const LINEAR_MMA_DECODE_TILES: readonly GemmMmaTile[] = [
 /** The planner's decode tiles: LINEAR_MMA_DECODE_TILES[0..PLANNED) (16, 32 and 64 rows). */
 const LINEAR_MMA_DECODE_PLANNED = 3;
 /**
- * Below 16 rows decode-sized steps take the matrix GEMM only where its 16-row grid has this many
- * workgroups: at M 8 (H200, run 103) it won at N 3072 (48 workgroups: 0.054 ms against the GEMV's 0.083)
- * and N 16384, and lost at N 2048 (32: 0.036 against 0.029, and 0.108 against 0.064 at K 8192).
- * From 16 rows on it won at every layer.
+ * Below 16 rows decode-sized steps take the matrix GEMM only where its grid (K splits included) has this
+ * many workgroups. Without split-K, at M 8 it lost to the GEMV at N 2048 (32 workgroups; H200, run 103);
+ * with it, it won at every layer of Llama-3.2-1B from M 8 (o 0.034 ms against 0.037, down 0.036 against
+ * 0.066; run 106) and lost at M 4 (down 0.036 against 0.029): linearDecodeMmaMinM is 8.
  */
 export const LINEAR_MMA_DECODE_MIN_WORKGROUPS = 48;
 /** The planner takes the tallest planned tile whose grid has this many workgroups (see LINEAR_MMA_DECODE_TILES). */
@@ -565,7 +566,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // Decode-sized steps of many rows on the tensor units: every row in one row tile, the weights read once.
   const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= rt.tuning.linearDecodeMmaMinM
     && rt.tuning.linearDecodeMma === 'auto' && rt.tuning.linearMma === 'auto' ? planLinearMmaDecode(rt, p, op) : null;
-  if (decodeMma && (p.M >= 16 || Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) >= LINEAR_MMA_DECODE_MIN_WORKGROUPS)) return decodeMma;
+  if (decodeMma && (p.M >= 16 || Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) * decodeMma.KS >= LINEAR_MMA_DECODE_MIN_WORKGROUPS)) return decodeMma;
   if (kernel === 'gemm-mma' && p.decodeTiles) {
     const q = planLinearMmaDecode(rt, p, op);
     if (q) return q;

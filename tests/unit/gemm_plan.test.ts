@@ -60,13 +60,14 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
   // Llama-3.2-1B's linear layers: qkv, o, gate|up, down, lm_head.
   const layers = [[3072, 2048], [2048, 2048], [16384, 2048], [2048, 8192], [128256, 2048]];
 
-  it('keeps the GEMV below 8 rows; from 16 rows the matrix GEMM at every layer, from 8 where its grid has 48 workgroups', () => {
+  it('keeps the GEMV below 8 rows and takes the matrix GEMM from 8 rows at every layer of Llama-3.2-1B (split-K fills the grid)', () => {
     for (const [N, K] of layers) {
       for (const M of [1, 2, 4, 7]) expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe('gemv');
-      for (const M of [8, 15]) {
-        expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe(Math.ceil(N / 64) >= LINEAR_MMA_DECODE_MIN_WORKGROUPS ? 'gemm-mma' : 'gemv');
+      for (const M of [8, 15, 16, 17, 32, 33, 64]) {
+        const p = planLinear(h200, { M, N, K, dtype: 'bf16' }) as GemmMmaPlan;
+        expect(p.kernel, `M ${M} N ${N}`).toBe('gemm-mma');
+        expect(Math.ceil(M / p.BM) * Math.ceil(N / p.BN) * p.KS).toBeGreaterThanOrEqual(LINEAR_MMA_DECODE_MIN_WORKGROUPS);
       }
-      for (const M of [16, 17, 32, 33, 64]) expect(planLinear(h200, { M, N, K, dtype: 'bf16' }).kernel, `M ${M} N ${N}`).toBe('gemm-mma');
     }
     // Past 64 rows the prefill tiles take over.
     expect((planLinear(h200, { M: 65, N: 2048, K: 2048, dtype: 'bf16' }) as GemmMmaPlan).BM).toBeGreaterThanOrEqual(64);
