@@ -134,6 +134,9 @@ export interface ResultsFile {
   deepseek?: NonNullable<ResultsFile['model']>[];
   /** The prefill GEMM (bench/gemm.ts): contenders 'fma', 'mma split', 'mma f16 x' per layer shape. */
   gemm?: { shape: { M: number; N: number; K: number; what: string }; contenders: { name: string; tflops: number }[] }[];
+  /** llama.cpp's whole-model rows on the same shape (../shared/peers/llamacpp/bench_ctypes.py: 'decode' at batch 1,
+   *  'batched' above), measured in the same device call as `model`. */
+  llamacpp?: { what?: string; rows: { kind: string; batch?: number; context?: number; tok_s: number }[] };
   /** A serving step's host cost (bench/step.ts). */
   step?: { batch: number; context: number; gpuHostMs: number; gpuDeviceMs: number }[];
 }
@@ -156,14 +159,21 @@ type ModelRun = NonNullable<ResultsFile['model']>;
  * A whole model's decode: tokens/s against batch, and the share of the bandwidth roofline against the
  * GPU and the wall time; one series per context (and per KV cache, when runs differ in it).
  */
-function modelPlots(prefix: string, runs: ModelRun[], device: string): Record<string, string> {
+function modelPlots(prefix: string, runs: ModelRun[], device: string, peer?: ResultsFile['llamacpp']): Record<string, string> {
   const tag = (m: ModelRun, c: number) => (runs.length > 1 ? `${m.cache ?? '?'} cache, context ${c}` : `context ${c}`);
   const lines = runs.flatMap((m) => [...new Set(m.decode.map((x) => x.context))].map((c) => ({ m, c, d: m.decode.filter((x) => x.context === c) })));
   const name = runs[0].name;
+  // The peer at the same contexts, dashed in the same colours.
+  const peerRows = (peer?.rows ?? []).filter((x) => (x.kind === 'decode' || x.kind === 'batched') && x.context !== undefined);
+  const peerSeries: Series[] = lines.flatMap(({ m, c }, i) => {
+    const pts = peerRows.filter((x) => x.context === c).map((x) => [x.batch ?? 1, x.tok_s] as [number, number]).sort((a, b) => a[0] - b[0]);
+    return pts.length ? [{ name: `llama.cpp, ${tag(m, c)}`, color: COLORS[i % COLORS.length], dash: PEER_DASH, points: pts }] : [];
+  });
   return {
     [`${prefix}-decode.svg`]: lineChart({
-      title: `${name} decode — ${device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
-      series: lines.map(({ m, c, d }, i) => ({ name: tag(m, c), color: COLORS[i % COLORS.length], points: d.map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
+      title: `${name} decode${peerSeries.length ? ', webinfer and llama.cpp' : ''} — ${device}`, xLabel: 'batch (sequences)', yLabel: 'tokens/s (log)', logX: true, logY: true,
+      series: [...lines.map(({ m, c, d }, i) => ({ name: `${peerSeries.length ? 'webinfer, ' : ''}${tag(m, c)}`, color: COLORS[i % COLORS.length], points: d.map((x) => [x.batch, x.tokensPerSecond] as [number, number]) })),
+        ...peerSeries],
     }),
     [`${prefix}-roofline.svg`]: lineChart({
       title: `${name} decode: share of the bandwidth roofline — ${device}`, xLabel: 'batch (sequences)', yLabel: '% of roofline (weights + K/V read / read ceiling)', logX: true,
@@ -285,7 +295,7 @@ export function plotResults(r: ResultsFile): Record<string, string> {
       ...(series.length > 12 ? { height: 400 + 16 * (series.length - 12) } : {}),
     });
   }
-  if (r.model?.decode?.length) Object.assign(out, modelPlots('model', [r.model], r.device));
+  if (r.model?.decode?.length) Object.assign(out, modelPlots('model', [r.model], r.device, r.llamacpp));
   const ds = (r.deepseek ?? []).filter((m) => m.decode?.length);
   if (ds.length) Object.assign(out, modelPlots('deepseek', ds, r.device));
   return out;
