@@ -510,10 +510,10 @@ function modelLines(r: ModelBench, suite: string): string[] {
     + `GPU: a step's passes timed whole. Roofline: bytes of weights and K/V a step reads over the read ceiling (${fmt(ceilings.readGBs, 0)} GB/s, same run). `
     + 'Host overhead: (wall − GPU) / wall.', '',
     ...(r.error ? [`error: ${r.error}`, ''] : []),
-    '| batch | context | tokens/s | step wall ms | step GPU ms | host ms / step | host overhead | weights + KV MB | % of roofline (GPU) | % of roofline (wall) |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| batch | context | tokens/s | step wall ms | step GPU ms | host ms / step | host overhead | dispatches a step (a layer) | weights + KV MB | % of roofline (GPU) | % of roofline (wall) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...r.decode.map((d) => (d.error ? `| ${d.batch} | ${d.context} | ${d.error} |` : `| ${d.batch} | ${d.context} | ${ok(d.tokensPerSecond, 0)} | ${fmt(d.wallMs, 3)} | ${fmt(d.gpuMs ?? NaN, 3)} | ${fmt(d.hostMs, 3)} | `
-      + `${ok(d.hostOverheadPct)}% | ${fmt((d.weightBytes + d.kvBytes) / 1e6, 0)} | ${ok(d.pctRooflineGpu)}% | ${ok(d.pctRooflineWall)}% |`)),
+      + `${ok(d.hostOverheadPct)}% | ${d.dispatches ?? '-'}${d.dispatches ? ` (${fmt(d.dispatches / r.layers, 1)})` : ''} | ${fmt((d.weightBytes + d.kvBytes) / 1e6, 0)} | ${ok(d.pctRooflineGpu)}% | ${ok(d.pctRooflineWall)}% |`)),
     '',
     ...(r.prefill ? [`Prefill of a ${r.prefill.tokens}-token prompt: ${ok(r.prefill.tokensPerSecond, 0)} tokens/s (wall ${fmt(r.prefill.wallMs, 2)} ms, GPU ${fmt(r.prefill.gpuMs ?? NaN, 2)} ms); `
       + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s)`

@@ -59,6 +59,8 @@ export interface ModelDecodeRow {
   pctRooflineGpu: number; pctRooflineWall: number;
   /** (wall − GPU) / wall, percent. */
   hostOverheadPct: number;
+  /** Dispatches a decode step records (all layers, sampling included). */
+  dispatches?: number;
   /** GPU ms of one step per kernel (dispatches timed one by one), where measured. */
   kernels?: Record<string, number>;
   error?: string;

@@ -12,6 +12,7 @@ const F_BIAS: u32 = 1u;
 const F_ACCUMULATE: u32 = 2u;
 const F_GATHER: u32 = 4u;
 const F_SILU_MUL: u32 = 8u;
+const F_RMS: u32 = 16u;   // the GEMV's input is RMSNorm(x) · nw (gemv.wgsl gemv_scales): a norm pass folded in
 
 struct Params {
   M: u32,           // output rows
@@ -24,12 +25,14 @@ struct Params {
   flags: u32,
   k_split: u32,     // the subgroup-matrix GEMM: K split over this many workgroups (0 or 1: none), each
                     // writing its partial sums to rows split·M.. of `out` (a workspace) for gemm_splitk.wgsl
+  eps: f32,         // F_RMS: RMSNorm's epsilon
 }
 
 // Group 0: the weight (constant per layer); group 1: the activations.
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read> nw: array<vec4<f32>>;   // F_RMS: the norm's weight (f32, K values)
 @group(1) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(1) @binding(1) var<storage, read> gather: array<i32>;
 @group(1) @binding(2) var<storage, read_write> out: array<f32>;

@@ -43,8 +43,37 @@ fn w_word(n: u32, kc: u32, c: u32) -> vec4<u32> {
   return w[n * kc + c];
 }
 
+/**
+ * With F_RMS, the RMSNorm scale of each of the workgroup's x rows, 1 / sqrt(mean(x²) + eps) (SPEC §7, in
+ * f32): the norm pass before a decode product folded into it (every workgroup reads its rows of x once
+ * more, from L2); without it ones. The workgroup's threads stride over K, then a tree in `red`.
+ */
+fn gemv_scales(t: GemvTile, li: u32) -> array<f32, MT> {
+  var sc: array<f32, MT>;
+  for (var i = 0u; i < MT; i++) { sc[i] = 1.0; }
+  if ((params.flags & F_RMS) == 0u) { return sc; }
+  let k4 = params.K / 4u;
+  for (var i = 0u; i < MT; i++) {
+    let row = x_src_row(t.mc * MT + i);
+    var ss = 0.0;
+    if (row >= 0) {
+      for (var c = li; c < k4; c += WG) { let v = x[u32(row) * params.x_stride + c]; ss += dot(v, v); }
+    }
+    red[li] = vec4<f32>(ss, 0.0, 0.0, 0.0);
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h >>= 1u) {
+      if (li < h) { red[li].x += red[li + h].x; }
+      workgroupBarrier();
+    }
+    sc[i] = inverseSqrt(red[0].x / f32(params.K) + params.eps);
+    workgroupBarrier();
+  }
+  return sc;
+}
+
 /** This lane's partial sums: acc[i][r] for x row mc·MT + i and weight row r of its group. */
-fn gemv_partial(t: GemvTile, g: u32, lane: u32) -> array<vec4<f32>, MT> {
+fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
+  let rms = (params.flags & F_RMS) != 0u;
   let kc = params.K / EPV;
   var rows: array<i32, MT>;
   for (var i = 0u; i < MT; i++) { rows[i] = x_src_row(t.mc * MT + i); }
@@ -72,10 +101,12 @@ fn gemv_partial(t: GemvTile, g: u32, lane: u32) -> array<vec4<f32>, MT> {
     for (var i = 0u; i < MT; i++) {
       let row = rows[i];
       if (row < 0) { continue; }
-      let x0 = x_load4(row, c * E4);
+      var x0 = x_load4(row, c * E4);
+      if (rms) { x0 = nw[c * E4] * (x0 * sc[i]); }
       var s = vec4<f32>(dot(x0, a0), dot(x0, a1), dot(x0, a2), dot(x0, a3));
       if (E4 == 2u) {
-        let x1 = x_load4(row, c * E4 + 1u);
+        var x1 = x_load4(row, c * E4 + 1u);
+        if (rms) { x1 = nw[c * E4 + 1u] * (x1 * sc[i]); }
         s += vec4<f32>(dot(x1, b0), dot(x1, b1), dot(x1, b2), dot(x1, b3));
       }
       acc[i] += s;

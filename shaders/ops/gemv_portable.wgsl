@@ -9,7 +9,8 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   if (!t.valid) { return; }   // whole workgroups only: the barriers below stay uniform
   let g = li / KT;
   let lane = li % KT;
-  let acc = gemv_partial(t, g, lane);
+  let sc = gemv_scales(t, li);
+  let acc = gemv_partial(t, g, lane, sc);
   for (var p = 0u; p < MT / PASS; p++) {
     for (var q = 0u; q < PASS; q++) { red[li * PASS + q] = acc[p * PASS + q]; }
     workgroupBarrier();

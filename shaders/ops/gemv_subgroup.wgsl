@@ -12,7 +12,8 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   if (!t.valid) { return; }   // whole workgroups only: barriers and shuffles stay uniform
   let g = li / KT;
   let lane = li % KT;
-  var acc = gemv_partial(t, g, lane);
+  let sc = gemv_scales(t, li);
+  var acc = gemv_partial(t, g, lane, sc);
   let s = min(KT, sg_size);
   for (var off = 1u; off < min(KT, 128u); off <<= 1u) {
     for (var i = 0u; i < MT; i++) {

@@ -164,6 +164,10 @@ export class Runtime implements TensorHost {
      *  LINEAR_MMA_DECODE_TARGET_WORKGROUPS ('auto': gemm.ts decodeSplitK; 1: never), their partial sums
      *  added by a second pass (gemm_splitk.wgsl). */
     linearDecodeSplitK: 'auto' as 'auto' | number,
+    /** Models fold each layer's RMSNorm into the product after it where that product runs on the GEMV
+     *  (decode-sized steps below linearDecodeMmaMinM rows, or without subgroup matrices): two passes
+     *  fewer a layer. */
+    fuseNorms: true,
     /** Holds decode-sized steps on the matrix GEMM to one of gemm.ts LINEAR_MMA_DECODE_TILES (benchmark exploration). */
     linearDecodeMmaTile: undefined as number | undefined,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */

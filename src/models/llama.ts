@@ -6,14 +6,15 @@
 //
 // Projections: q|k|v fused (RoPE rotates q and k in place in its rows, the cache write reads k and v
 // from them, attention reads q from them), gate|up fused (down reads silu(gate)·up from its rows); o and
-// down add into the residual stream h in their epilogue. Nine dispatches a layer (ten or eleven with
-// Qwen3's norms or a split context).
+// down add into the residual stream h in their epilogue. Seven dispatches a layer in decode-sized steps
+// on the GEMV, where both norms fold into the product after them (tuning.fuseNorms); nine elsewhere
+// (more with Qwen3's norms, a split context, or split-K products).
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
 import type { DType } from '../core/dtype.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
-import { createLinearOnDevice, linear, type LinearWeight } from '../ops/gemm.js';
+import { createLinearOnDevice, linear, planLinear, type LinearWeight } from '../ops/gemm.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
@@ -149,8 +150,7 @@ export class LlamaFamily implements Architecture {
     const pairing = c.rope.interleaved ? 'interleaved' : 'half';
     for (let l = 0; l < c.numLayers; l++) {
       const L = this.layers[l];
-      rmsNorm(rt, h, L.inNorm, eps, { rows: T, out: a.x });
-      linear(rt, a.x, L.qkv, { rows: T, out: a.qkv });
+      this.normed(h, L.inNorm, L.qkv, T, { out: a.qkv });
       if (L.qNorm && L.kNorm) {
         rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
         rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
@@ -159,12 +159,23 @@ export class LlamaFamily implements Architecture {
       encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
       this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.qkv.view([T, W]), this.caches[l], { out: a.attn.view([T, Hq, D]), qRowStride: W });
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
-      rmsNorm(rt, h, L.postNorm, eps, { rows: T, out: a.x });
-      linear(rt, a.x, L.gateUp, { rows: T, out: a.gu });
+      this.normed(h, L.postNorm, L.gateUp, T, { out: a.gu });
       linear(rt, a.gu, L.down, { rows: T, out: h, accumulate: true, act: 'silu_mul' });
     }
     rmsNorm(rt, h, this.normW, eps, { rows: T, out: a.x });
     return a.x;
+  }
+
+  /** linear(rmsNorm(h)): the norm folded into the product's prologue where the product runs on the
+   *  GEMV (tuning.fuseNorms), else a norm pass into the activations first. */
+  private normed(h: Tensor, norm: Tensor, w: LinearWeight, T: number, o: { out: Tensor }): void {
+    const rt = this.rt, eps = this.cfg.rmsEps;
+    if (rt.tuning.fuseNorms && planLinear(rt, { M: T, N: w.N, K: w.K, dtype: w.dtype }).kernel === 'gemv') {
+      linear(rt, h, w, { rows: T, out: o.out, norm: { weight: norm, eps } });
+      return;
+    }
+    rmsNorm(rt, h, norm, eps, { rows: T, out: this.acts!.x });
+    linear(rt, this.acts!.x, w, { rows: T, out: o.out });
   }
 
   destroy(): void {

@@ -502,7 +502,7 @@ export class Model {
    * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
    * step, its passes timed whole.
    */
-  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; kernels?: Record<string, number> }> {
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; kernels?: Record<string, number> }> {
     const op = 'Model.profileDecode';
     const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
     const warm = o.warmup ?? 3;
@@ -534,6 +534,10 @@ export class Model {
         return host;
       };
       await steps(warm);
+      // Dispatches one step records (counted on the host).
+      const d0 = this.rt.counters.dispatch;
+      await steps(1);
+      const dispatches = this.rt.counters.dispatch - d0;
       const t0 = performance.now();
       const host = await steps(N);
       const wallMs = (performance.now() - t0) / N;
@@ -554,7 +558,7 @@ export class Model {
         await this.rt.endTiming();
         kernels = { ...this.rt.lastTiming };
       }
-      return { wallMs, hostMs: host / N, gpuMs, kernels };
+      return { wallMs, hostMs: host / N, gpuMs, dispatches, kernels };
     } finally {
       for (const s of seqs) this.kv.freeSequence(s.id);
       this.busy = false;

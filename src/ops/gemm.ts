@@ -692,9 +692,12 @@ export interface LinearOptions {
   act?: 'silu_mul';
   /** A plan from planLinear (default: planLinear's choice for these sizes). */
   plan?: LinearPlan;
+  /** RMSNorm folded into the product (the GEMV only: decode-sized steps): the input is
+   *  x / sqrt(mean(x²) + eps) · weight, row by row, as rmsNorm computes it (weight f32 [K]). */
+  norm?: { weight: Tensor; eps: number };
 }
 
-const F_BIAS = 1, F_ACCUMULATE = 2, F_GATHER = 4, F_SILU_MUL = 8;
+const F_BIAS = 1, F_ACCUMULATE = 2, F_GATHER = 4, F_SILU_MUL = 8, F_RMS = 16;
 
 function checkWeight(w: unknown, op: string): asserts w is LinearWeight {
   const lw = w as LinearWeight;
@@ -740,9 +743,19 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
   if (plan) check(plan.EPV === linearVectorWidth(w.dtype) && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
     && (plan.kernel !== 'gemm-mma' || w.dtype !== 'f32'), op, 'plan', `a plan from planLinear for ${w.dtype} weights`, plan.kernel);
   else plan = planLinear(rt, { M, N, K, dtype: w.dtype });
+  const norm = o.norm;
+  if (norm !== undefined) {
+    check(norm !== null && typeof norm === 'object', op, 'norm', 'an object { weight, eps }', norm);
+    checkTensor(norm.weight, op, 'norm.weight');
+    check(norm.weight.dtype === 'f32' && norm.weight.numel === K, op, 'norm.weight', `an f32 tensor of K=${K} values`, `${norm.weight.dtype} ${shapeStr(norm.weight.shape)}`);
+    checkFinite(norm.eps, op, 'norm.eps');
+    check(norm.eps >= 0, op, 'norm.eps', 'a number >= 0', norm.eps);
+    check(!silu, op, 'norm', "no act (the norm reads x's rows as they are)", "act 'silu_mul'");
+    check(plan.kernel === 'gemv', op, 'norm', `a GEMV plan (the norm is folded into the GEMV only; planLinear picked '${plan.kernel}' for M=${M}: run rmsNorm first there)`, plan.kernel);
+  }
 
   const dst = out ?? rt.emptyTensor([M, N], 'f32');
-  const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0);
+  const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0) | (norm ? F_RMS : 0);
   const wd = DTYPE_CODE[w.dtype];
   const kernel = linearKernel(rt, plan, wd);
   if (plan.kernel === 'gemm-mma' && plan.KS > 1) {
@@ -753,8 +766,8 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
     const workgroups = plan.kernel === 'gemv'
       ? Math.ceil(M / plan.MT) * Math.ceil(part.rows / ((plan.WG / plan.KT) * plan.R))
       : Math.ceil(M / plan.BM) * Math.ceil(part.rows / plan.BN);
-    rt.dispatch(kernel, { w: part.tensor, bias: w.bias ?? rt.dummy, x, gather: g ?? rt.dummy, out: dst }, {
-      M, N: part.rows, K, n0: part.row0, out_stride: N, x_stride: width / 4, x_rows: x.shape[0], flags,
+    rt.dispatch(kernel, { w: part.tensor, bias: w.bias ?? rt.dummy, nw: norm?.weight ?? rt.dummy, x, gather: g ?? rt.dummy, out: dst }, {
+      M, N: part.rows, K, n0: part.row0, out_stride: N, x_stride: width / 4, x_rows: x.shape[0], flags, eps: norm?.eps ?? 0,
     }, workgroups);
   }
   return dst;

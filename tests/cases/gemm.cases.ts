@@ -240,6 +240,55 @@ export const gemmCases = defineCases('linear', [
     },
   },
   {
+    name: 'RMSNorm folded into the GEMV (norm): equals rmsNorm then linear, M 1-16, f32/bf16 weights, both reductions, gathered rows, bias and accumulation; refused off the GEMV',
+    async run(ctx) {
+      const { engine } = ctx;
+      let ran = 0;
+      for (const variant of both(ctx)) {
+        for (const [i, [M, N, K, dtype]] of ([[1, 100, 136, 'bf16'], [3, 24, 40, 'f32'], [7, 72, 264, 'bf16'], [16, 40, 1032, 'f16']] as const).entries()) {
+          const seed = 390 + 10 * i + (variant === 'portable' ? 5 : 0);
+          const xRows = M + 2;
+          const wv = roundToDType(randn(N * K, seed, 0.5), dtype);
+          const xv = randn(xRows * K, seed + 1, 3);
+          const gamma = randn(K, seed + 2);
+          const eps = [1e-5, 1e-6, 1e-2, 0][i];
+          const bias = i % 2 ? randn(N, seed + 3) : undefined;
+          const gatherIdx = i === 2 ? Array.from({ length: M }, (_, m) => (m === 3 ? -1 : (m * 5) % xRows)) : undefined;
+          const prior = i === 3 ? randn(M * N, seed + 4) : undefined;
+          const w = ops.createLinear(engine, { data: wv, N, K, dtype, bias });
+          const x = engine.tensor(xv, [xRows, K]);
+          const nw = engine.tensor(gamma, [K]);
+          const gather = gatherIdx ? engine.tensor(Int32Array.from(gatherIdx), [M], 'i32') : undefined;
+          const out = prior ? engine.tensor(prior, [M, N]) : undefined;
+          const plan = ops.planLinear(engine, { M, N, K, dtype, kernel: 'gemv', variant });
+          const r = ops.linear(engine, x, w, { rows: M, plan, norm: { weight: nw, eps }, gatherRows: gather, out, accumulate: !!prior });
+          const got = await r.toFloat32();
+          // The reference: the norm of each source row (a zero row for an index outside x), then the product.
+          const src = Float64Array.from({ length: M * K }, (_, j) => {
+            const m = Math.floor(j / K), s = gatherIdx ? gatherIdx[m] : m;
+            return s >= 0 && s < xRows ? xv[s * K + (j % K)] : 0;
+          });
+          const normed = reference.rmsNormRef(src, gamma, eps, { rows: M, heads: 1, n: K });
+          const want = reference.linearRef(normed, wv, M, N, K, { bias, accumulateInto: prior });
+          assertClose(`linear norm ${variant} M${M} N${N} K${K} ${dtype}`, got.subarray(0, M * N), want, 'f32');
+          for (const t of [w, x, nw, r, ...(gather ? [gather] : [])]) t.destroy();
+          ran++;
+        }
+      }
+      // Refused where it cannot run, before any work.
+      const w = ops.createLinear(engine, { data: randn(24 * 40, 1), N: 24, K: 40, dtype: 'f32' });
+      const x = engine.tensor(randn(70 * 80, 2), [70, 80]);
+      const nw = engine.tensor(randn(40, 3), [40]);
+      await expectThrows(() => ops.linear(engine, x.view([70, 80]), w, { norm: { weight: nw, eps: 1e-5 }, act: 'silu_mul', plan: ops.planLinear(engine, { M: 70, N: 24, K: 40, dtype: 'f32', kernel: 'gemv' }) }), 'linear: norm: expected no act');
+      const x40 = engine.tensor(randn(70 * 40, 4), [70, 40]);
+      await expectThrows(() => ops.linear(engine, x40, w, { norm: { weight: nw, eps: 1e-5 } }), "linear: norm: expected a GEMV plan", "picked 'gemm'");
+      await expectThrows(() => ops.linear(engine, x40, w, { rows: 2, norm: { weight: engine.tensor(randn(8, 5), [8]), eps: 1e-5 } }), 'linear: norm.weight: expected an f32 tensor of K=40 values');
+      await expectThrows(() => ops.linear(engine, x40, w, { rows: 2, norm: { weight: nw, eps: -1 } }), 'linear: norm.eps: expected a number >= 0');
+      for (const t of [w, x, nw, x40]) t.destroy();
+      ctx.note(`linear: RMSNorm folded into the GEMV: ${ran} shapes (${both(ctx).join(' and ')} reductions)`);
+    },
+  },
+  {
     name: "split-K's second pass (gemm_splitk.wgsl) adds every split's partial sums through the epilogue: bias, accumulation, a part's columns",
     async run({ engine }) {
       // The pass runs on every adapter (the splits' first pass, on subgroup matrices, in the GPU test pass).
