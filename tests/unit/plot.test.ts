@@ -8,6 +8,7 @@ function withoutPeer() {
   r.sdpa = r.sdpa.filter((x: { backend: string }) => x.backend !== 'ort');
   r.paged = r.paged.map((x: Record<string, unknown>) => Object.fromEntries(Object.entries(x).filter(([k]) => !k.startsWith('ort'))));
   delete r.peer;
+  delete r.llamacpp;
   return r;
 }
 
@@ -138,5 +139,22 @@ describe('benchmark plots', () => {
     expect(svgs['deepseek-decode.svg']).toContain('>fp8_ds_mla cache, context 4096<');
     expect(svgs['deepseek-roofline.svg']).toContain('>wall time, f16 cache, context 1024<');
     expect(svgs['model-decode.svg']).toContain('>context 4096<');
+  });
+
+  it("draws llama.cpp's whole-model rows beside the model's decode, dashed, at the same contexts", () => {
+    const r = withoutPeer();
+    const contexts = [...new Set(r.model.decode.map((x: { context: number }) => x.context))] as number[];
+    r.llamacpp = { rows: [
+      { kind: 'prefill', tokens: 512, tok_s: 15000 },
+      ...contexts.flatMap((context) => [{ kind: 'decode', batch: 1, context, tok_s: 600 }, { kind: 'batched', batch: 8, context, tok_s: 1300 }, { kind: 'batched', batch: 32, context, tok_s: 4000 }]),
+    ] };
+    const svg = plotResults(r)['model-decode.svg'];
+    expect(svg.match(/<path /g)?.length).toBe(2 * contexts.length);
+    expect(svg).toContain(`>llama.cpp, context ${contexts[0]}<`);
+    expect(svg).toContain(`>webinfer, context ${contexts[0]}<`);
+    expect(svg).toContain('webinfer and llama.cpp');
+    // Without the peer's rows the legend names the contexts alone.
+    delete r.llamacpp;
+    expect(plotResults(r)['model-decode.svg']).not.toContain('llama.cpp');
   });
 });
