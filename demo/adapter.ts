@@ -17,8 +17,6 @@ export type Startup =
   | { ok: true; engine: Engine; report: AdapterReport }
   | { ok: false; reason: string };
 
-const SOFTWARE = /swiftshader|llvmpipe|lavapipe|software|microsoft basic render/i;
-
 /** Finds WebGPU and creates the engine, or says plainly why it cannot. */
 export async function start(onWarning: (m: string) => void): Promise<Startup> {
   const gpu = (navigator as Navigator & { gpu?: GPU }).gpu;
@@ -47,20 +45,22 @@ export async function start(onWarning: (m: string) => void): Promise<Startup> {
     };
   }
   // adapter.info is recent (older Safari and Chrome lack it): describe what there is.
-  const info = ((adapter as { info?: GPUAdapterInfo }).info ?? { vendor: '', architecture: '', device: '', description: '' }) as GPUAdapterInfo & { isFallbackAdapter?: boolean };
+  const info = ((adapter as { info?: GPUAdapterInfo }).info ?? { vendor: '', architecture: '', device: '', description: '' }) as GPUAdapterInfo;
   const legacyFallback = (adapter as GPUAdapter & { isFallbackAdapter?: boolean }).isFallbackAdapter;
-  const report: AdapterReport = {
-    vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description,
-    software: !!(info.isFallbackAdapter ?? legacyFallback)
-      || SOFTWARE.test([info.vendor, info.architecture, info.device, info.description].join(' ')),
-    adapterFeatures: [...adapter.features].map(String).sort(),
-  };
+  let engine: Engine;
   try {
-    const engine = await createEngine({ powerPreference: 'high-performance', onWarning });
-    return { ok: true, engine, report };
+    engine = await createEngine({ powerPreference: 'high-performance', onWarning });
   } catch (e) {
     return { ok: false, reason: `the adapter was found but createEngine failed: ${(e as Error).message ?? e}` };
   }
+  const report: AdapterReport = {
+    vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description,
+    // The engine's own judgement (info.isFallbackAdapter or a software adapter's name), and older
+    // browsers' adapter.isFallbackAdapter.
+    software: engine.adapter.software || !!legacyFallback,
+    adapterFeatures: [...adapter.features].map(String).sort(),
+  };
+  return { ok: true, engine, report };
 }
 
 interface FeatureLine { name: string; on: boolean; detail: string; cost: string }

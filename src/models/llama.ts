@@ -170,12 +170,13 @@ export class LlamaFamily implements Architecture {
    *  GEMV (tuning.fuseNorms), else a norm pass into the activations first. */
   private normed(h: Tensor, norm: Tensor, w: LinearWeight, T: number, o: { out: Tensor }): void {
     const rt = this.rt, eps = this.cfg.rmsEps;
-    if (rt.tuning.fuseNorms && planLinear(rt, { M: T, N: w.N, K: w.K, dtype: w.dtype }).kernel === 'gemv') {
-      linear(rt, h, w, { rows: T, out: o.out, norm: { weight: norm, eps } });
+    const plan = planLinear(rt, { M: T, N: w.N, K: w.K, dtype: w.dtype });
+    if (rt.tuning.fuseNorms && plan.kernel === 'gemv') {
+      linear(rt, h, w, { rows: T, out: o.out, norm: { weight: norm, eps }, plan });
       return;
     }
     rmsNorm(rt, h, norm, eps, { rows: T, out: this.acts!.x });
-    linear(rt, this.acts!.x, w, { rows: T, out: o.out });
+    linear(rt, this.acts!.x, w, { rows: T, out: o.out, plan });
   }
 
   destroy(): void {

@@ -525,11 +525,11 @@ export const MMA_ENABLES: readonly string[] = ['f16', 'subgroups', 'chromium_exp
 const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
 const pow2ceil = (v: number) => 2 ** Math.ceil(Math.log2(v));
 
-/** The kernel and its shape for an M×N×K linear layer on this device (see the top of this file). */
 /** planLinear's answers by runtime: a model step plans every linear layer of every layer again, and
  *  the matrix GEMM's planner weighs tiles and configurations (20-80 µs a call on the host). */
 const linearPlans = new WeakMap<Runtime, Map<string, LinearPlan>>();
 
+/** The kernel and its shape for an M×N×K linear layer on this device (see the top of this file). */
 export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // Plain objects of numbers and strings: the key is every input and every tuning field that the
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
@@ -619,20 +619,9 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   return { kernel: 'gemm', EPV, ...tile };
 }
 
-/** The pipelines of plans, by runtime: a step asks for the same few every layer, and building a
- *  pipeline cache key from a matrix plan's 13 constants costs more than the dispatch. */
-const linearKernels = new WeakMap<Runtime, WeakMap<LinearPlan, Map<string, Kernel>>>();
-
+/** The pipeline of a plan for weights of dtype code wd (PipelineCache keeps it). */
 function linearKernel(rt: Runtime, plan: LinearPlan, wd: number): Kernel {
-  let byPlan = linearKernels.get(rt);
-  if (!byPlan) linearKernels.set(rt, byPlan = new WeakMap());
-  let byKey = byPlan.get(plan);
-  if (!byKey) byPlan.set(plan, byKey = new Map());
-  // What else the pipeline depends on: the weights' dtype, whether loops are written out, the probe.
-  const key = `${wd}|${rt.tuning.unrollLoops}|${rt.tuning.linearMmaProbe}`;
-  let k = byKey.get(key);
-  if (!k) {
-    k = plan.kernel === 'gemv'
+  return plan.kernel === 'gemv'
     ? rt.kernel(plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv', 'gemv_main', {
       overrides: { W_DTYPE: wd },
       consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
@@ -649,9 +638,6 @@ function linearKernel(rt: Runtime, plan: LinearPlan, wd: number): Kernel {
         overrides: { W_DTYPE: wd },
         consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
       });
-    byKey.set(key, k);
-  }
-  return k;
 }
 
 /**
