@@ -1,7 +1,8 @@
 // webinfer: WebGPU attention engine. Public entry point (API.md).
 /// <reference types="@webgpu/types" preserve="true" />
 export { createEngine, Engine } from './engine.js';
-export type { AdapterSummary, Bindable } from './core/runtime.js';
+export type { AdapterSummary, Bindable, StepGraph } from './core/runtime.js';
+export { DispatchCache } from './core/runtime.js';
 export { Tensor, BufferPool } from './core/tensor.js';
 export { WebinferError } from './core/errors.js';
 export type { AttentionOptions, SdpaOptions, SdpaBackend, EngineFeatures, EngineLimits, EngineOptions } from './core/types.js';

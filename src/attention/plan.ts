@@ -494,6 +494,19 @@ export class PagedAttentionPlan {
     return { out, lse };
   }
 
+  /**
+   * Prepares the run of T query rows now (what the first run would) and names what runs of it record:
+   * the kernels, the plan's bind groups and the workgroup counts. Equal names over the same caches,
+   * queries and outputs mean equal commands (a model's step graph keys on it).
+   */
+  signature(T: number, qDtype: DType, outDtype: DType, qStride: number, wantLse: boolean): string {
+    const p = this.prepare(T, qDtype, outDtype, qStride, wantLse);
+    const id = (o: object) => this.rt.idOf(o);
+    const st = (s: Stage | null) => !s ? '-'
+      : `${id(s.k.pipeline)}:${id(s.g0)}:${typeof s.count === 'number' ? s.count : `${id(s.count.indirect)}+${s.count.offset}`}`;
+    return `${st(p.decode)}/${st(p.flash)}/${st(p.merge)}/${id(p.lseScratch)}`;
+  }
+
   /** The plan buffer of the first prepared run and the rules it was made by (tests compare the GPU
    *  planner with the host's). */
   planBuffer(): { buffer: GPUBuffer; layout: PlanLayout; rules: PlanRules } | null {

@@ -168,6 +168,10 @@ export class Runtime implements TensorHost {
      *  (decode-sized steps below linearDecodeMmaMinM rows, or without subgroup matrices): two passes
      *  fewer a layer. */
     fuseNorms: true,
+    /** Models replay a decode step's recorded layers (a StepGraph) when the step repeats one already
+     *  recorded (the same tokens a step, attention plan, tables and tuning): the commands only, none of
+     *  the JavaScript that chose them. */
+    stepGraphs: true,
     /** Holds decode-sized steps on the matrix GEMM to one of gemm.ts LINEAR_MMA_DECODE_TILES (benchmark exploration). */
     linearDecodeMmaTile: undefined as number | undefined,
     /** Caps the flash kernel's workgroup storage below the adapter's (tests reach the small-tile plans). */
@@ -265,9 +269,11 @@ export class Runtime implements TensorHost {
   private nextId = 1;
   /** Counts of what the steady state must not do: buffers created (the pool's misses included), bind
    *  groups created, dispatches recorded. Tests and the benchmark read them. */
-  readonly counters = { createBuffer: 0, createBindGroup: 0, dispatch: 0 };
+  readonly counters = { createBuffer: 0, createBindGroup: 0, dispatch: 0, uniformWrite: 0, groupChange: 0 };
   /** While set, dispatch() goes through it (a model step's uniforms and bind groups kept per position). */
   private recorder: DispatchCache | null = null;
+  /** While set, every recorded dispatch and GPU-only scratch buffer is kept for a StepGraph. */
+  private capturing: StepGraph | null = null;
   /** GPU milliseconds per pass label of the last endTiming(), summed over repeated passes. */
   lastTiming: Record<string, number> = {};
   private poisonBytes = new Uint8Array(0);
@@ -447,7 +453,9 @@ export class Runtime implements TensorHost {
    * tokens made 26 MoE workspaces of 60 MB a step, and its MLA layers their K/V chunks).
    */
   gpuScratch(bytes: number, label?: string): GPUBuffer {
-    return this.pool.acquire(Math.max(16, bytes), GPU_ONLY_USAGE(), label);
+    const b = this.pool.acquire(Math.max(16, bytes), GPU_ONLY_USAGE(), label);
+    this.capturing?.scratch.add(b);
+    return b;
   }
 
   /** A tensor on gpuScratch for a kernel's intermediate (not poisoned: nothing may write it from the
@@ -514,6 +522,12 @@ export class Runtime implements TensorHost {
   /** The encoder recorded work goes into; any shared compute pass is ended first, so copies and
    *  clears recorded now land after the dispatches before them. */
   commandEncoder(): GPUCommandEncoder {
+    // A copy or clear is not a dispatch: a step graph cannot replay it.
+    if (this.capturing) this.capturing.taint ??= 'a copy or clear was recorded';
+    return this.encoderForPass();
+  }
+
+  private encoderForPass(): GPUCommandEncoder {
     this.endPass();
     if (!this.encoder) this.encoder = this.device.createCommandEncoder({ label: 'webinfer' });
     return this.encoder;
@@ -536,7 +550,7 @@ export class Runtime implements TensorHost {
     if (t && (!t.span || !this.pass)) {
       const label = `${k.shader}:${k.entry}`;
       if (t.next + 2 > t.capacity) throw new WebinferError(`timing: more than ${t.capacity / 2} passes between beginTiming() and endTiming()`);
-      const enc = this.commandEncoder();
+      const enc = this.encoderForPass();
       t.labels.push(t.span ? 'span' : label);
       const pass = enc.beginComputePass({ label, timestampWrites: { querySet: t.querySet, beginningOfPassWriteIndex: t.next, endOfPassWriteIndex: t.next + 1 } });
       t.next += 2;
@@ -544,7 +558,7 @@ export class Runtime implements TensorHost {
       return pass;
     }
     if (!this.pass) {
-      const enc = this.commandEncoder();
+      const enc = this.encoderForPass();
       this.pass = enc.beginComputePass({ label: 'webinfer' });
     }
     return this.pass;
@@ -599,6 +613,7 @@ export class Runtime implements TensorHost {
    * out over x and y), explicit [x, y, z], or an indirect argument buffer written on the GPU.
    */
   record(k: Kernel, groups: readonly GPUBindGroup[], workgroups: number | readonly [number, number, number] | { indirect: GPUBuffer; offset: number }): void {
+    if (this.capturing) this.capturing.entries.push({ k, groups, workgroups });
     const pass = this.passFor(k);
     pass.setPipeline(k.pipeline);
     for (let g = 0; g < groups.length; g++) pass.setBindGroup(g, groups[g]);
@@ -631,6 +646,7 @@ export class Runtime implements TensorHost {
       this.recorder.dispatch(k, resources, uniforms, workgroups);
       return;
     }
+    if (this.capturing) this.capturing.taint ??= `${k.shader}:${k.entry} was dispatched outside a recording`;
     const where = `${k.shader}:${k.entry}`;
     const groups: GPUBindGroupEntry[][] = k.groups.map(() => []);
     for (const b of k.bindings) {
@@ -665,6 +681,57 @@ export class Runtime implements TensorHost {
     } finally {
       this.recorder = prev;
     }
+  }
+
+  /**
+   * Runs `fn` inside a recording (see recording) and keeps what it recorded as a StepGraph: the
+   * dispatches, their bind groups and the GPU-only scratch they used. Null when something in it cannot
+   * be replayed (a copy or clear, a buffer taken from the pool for host data, a dispatch outside the
+   * recording): graph.taint says what.
+   */
+  capture<T>(fn: () => T): { result: T; graph: StepGraph } {
+    const dc = this.recorder;
+    if (!dc) throw new WebinferError('capture: not inside recording()');
+    if (this.capturing) throw new WebinferError('capture: already capturing');
+    const g = new StepGraph(dc, dc.position);
+    this.capturing = g;
+    this.pool.onAcquire = (usage) => {
+      if (usage !== GPU_ONLY_USAGE()) g.taint ??= 'a buffer for host data was taken from the pool';
+    };
+    try {
+      const result = fn();
+      g.end = dc.position;
+      g.stamp = dc.clock;
+      return { result, graph: g };
+    } catch (e) {
+      g.taint ??= 'the recording threw';
+      throw e;
+    } finally {
+      this.capturing = null;
+      this.pool.onAcquire = null;
+    }
+  }
+
+  /**
+   * Records a captured StepGraph again, inside the same recording at the same position, without the
+   * code that made it. False (and nothing recorded) when it may not: it is tainted, the recording is
+   * elsewhere, a uniform it binds was rewritten since, or its scratch is no longer free in the pool.
+   */
+  replay(g: StepGraph): boolean {
+    const dc = this.recorder;
+    if (g.taint || dc !== g.dc || dc.position !== g.start || !dc.unchangedSince(g.start, g.end, g.stamp)) return false;
+    const taken: GPUBuffer[] = [];
+    for (const b of g.scratch) {
+      if (!this.pool.take(b)) {
+        for (const t of taken) this.pool.release(t);
+        return false;
+      }
+      taken.push(b);
+    }
+    for (const e of g.entries) this.record(e.k, e.groups, e.workgroups);
+    dc.skip(g.end - g.start);
+    for (const t of taken) this.pool.release(t);
+    return true;
   }
 
   /** A uniform buffer holding `values` packed for kernel k, owned by the caller (a plan keeps it for
@@ -795,12 +862,27 @@ export class DispatchCache {
   private readonly slots: { buffer: GPUBuffer | null; image: Uint8Array; kernel: Kernel | null; bufs: GPUBuffer[]; cur: GPUBuffer[]; groups: GPUBindGroup[] }[] = [];
   private cursor = 0;
   private scratch = new Uint8Array(256);
+  /** Ticks at each uniform rewrite; slot i's stamp is the tick of its last one (or of a new buffer). */
+  clock = 0;
+  private stamps: number[] = [];
 
   constructor(private readonly rt: Runtime) {}
 
   begin(): void {
     this.rt.flush();
     this.cursor = 0;
+  }
+
+  /** The position of the next dispatch in the recording. */
+  get position(): number { return this.cursor; }
+
+  /** Moves past n positions a replayed graph covered (their slots keep what they hold). */
+  skip(n: number): void { this.cursor += n; }
+
+  /** Whether no slot in [start, end) had its uniform rewritten or replaced after tick `stamp`. */
+  unchangedSince(start: number, end: number, stamp: number): boolean {
+    for (let i = start; i < end; i++) if ((this.stamps[i] ?? 0) > stamp) return false;
+    return true;
   }
 
   dispatch(k: Kernel, resources: Readonly<Record<string, Bindable>>, uniforms: Readonly<Record<string, number | readonly number[]>> | null,
@@ -823,6 +905,8 @@ export class DispatchCache {
       }
       if (!sameBytes(slot.image, image)) {
         slot.image = image.slice();
+        this.stamps[this.cursor - 1] = ++this.clock;
+        rt.counters.uniformWrite++;
         rt.device.queue.writeBuffer(slot.buffer, 0, slot.image as Uint8Array<ArrayBuffer>);
       }
     }
@@ -844,6 +928,7 @@ export class DispatchCache {
       if (same && slot.bufs[i] !== buf) same = false;
     }
     if (!same) {
+      rt.counters.groupChange++;
       slot.groups = [];
       for (let g = 0; g < k.groups.length; g++) {
         const gb: GPUBuffer[] = [], gs: number[] = [];
@@ -860,6 +945,22 @@ export class DispatchCache {
     for (const s of this.slots) if (s.buffer) this.rt.pool.release(s.buffer);
     this.slots.length = 0;
   }
+}
+
+/**
+ * What a captured recording did (Runtime.capture): its dispatches in order, with their bind groups and
+ * workgroup counts, the GPU-only scratch buffers they bound, and the span of DispatchCache positions
+ * whose uniform buffers they bound. Replayed by Runtime.replay while those uniforms stay as they were.
+ * It owns nothing: the buffers it binds belong to their makers (a model, a plan, the pool).
+ */
+export class StepGraph {
+  readonly entries: { k: Kernel; groups: readonly GPUBindGroup[]; workgroups: number | readonly [number, number, number] | { indirect: GPUBuffer; offset: number } }[] = [];
+  readonly scratch = new Set<GPUBuffer>();
+  /** Why it cannot be replayed, or null. */
+  taint: string | null = null;
+  end = 0;
+  stamp = 0;
+  constructor(readonly dc: DispatchCache, readonly start: number) {}
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -104,6 +104,8 @@ export class BufferPool {
   private freeBytes = 0;
   /** Buffers created (pool misses) and reused (hits), and bytes handed out in all, for tests and notes. */
   readonly stats = { created: 0, reused: 0, acquiredBytes: 0 };
+  /** Told of every acquisition's usage (the runtime, while it captures a step graph). */
+  onAcquire: ((usage: number) => void) | null = null;
 
   /** maxSize: the largest buffer a size class may round up to (the device's largest bindable buffer). */
   constructor(private readonly device: GPUDevice, private readonly maxFreeBytes = 512 * 1024 * 1024,
@@ -122,6 +124,7 @@ export class BufferPool {
     // A size class never rounds a buffer that fits the device past what it can create or bind whole.
     const size = Math.max(Math.min(BufferPool.sizeClass(bytes), this.maxSize), Math.ceil(bytes / 4) * 4);
     const key = `${usage}:${size}`;
+    this.onAcquire?.(usage);
     const list = this.free.get(key);
     const hit = list?.pop();
     this.stats.acquiredBytes += size;
@@ -152,6 +155,19 @@ export class BufferPool {
     if (!list) this.free.set(key, (list = []));
     list.push(buffer);
     this.freeBytes += buffer.size;
+  }
+
+  /**
+   * Takes this very buffer off its free list, as acquire would have handed it out; false when it is not
+   * free (held by someone, or destroyed by trim). A replayed step graph takes its scratch back so.
+   */
+  take(buffer: GPUBuffer): boolean {
+    const list = this.free.get(`${buffer.usage}:${buffer.size}`);
+    const i = list ? list.lastIndexOf(buffer) : -1;
+    if (i < 0) return false;
+    list!.splice(i, 1);
+    this.freeBytes -= buffer.size;
+    return true;
   }
 
   onSubmit(): void {

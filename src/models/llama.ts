@@ -139,6 +139,15 @@ export class LlamaFamily implements Architecture {
     }
   }
 
+  /** The step's recording, named: its rows, its attention plans' runs (prepared now), the RoPE tables. */
+  signature(s: StepContext): string | null {
+    const c = this.cfg, a = this.acts!;
+    const W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+    let sig = `${s.T}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}`;
+    for (const w of this.windows) sig += `|${this.plans.get(w)!.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false)}`;
+    return sig;
+  }
+
   /** From the residual stream h (the embeddings) to x = the final norm of every row. */
   forward(s: StepContext): Tensor {
     const c = this.cfg, rt = this.rt, a = this.acts!;

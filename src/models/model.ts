@@ -13,7 +13,7 @@
 // wasted step; its output is dropped and its blocks are freed once no step in flight uses them.
 import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkPosInt, fail, fmt } from '../core/errors.js';
-import { DispatchCache, type Runtime } from '../core/runtime.js';
+import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
@@ -213,6 +213,10 @@ export class Model {
   private busy = false;
   private destroyed = false;
   private nextSeq = 0;
+  /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
+  private readonly graphs = new Map<string, { graph: StepGraph; x: Tensor }>();
+  /** Steps whose layers were replayed, and recorded anew, for tests and the benchmark. */
+  readonly graphStats = { replayed: 0, recorded: 0 };
 
   constructor(private readonly rt: Runtime, cfg: ModelConfig, private readonly arch: Architecture,
               o: { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType; cacheDtype: string }) {
@@ -309,11 +313,13 @@ export class Model {
       meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
     };
     this.arch.plan(ctx);
+    const sig = rt.tuning.stepGraphs && this.arch.signature ? this.arch.signature(ctx) : null;
+    const key = sig === null ? null : `${sig}#${JSON.stringify(rt.tuning)}`;
     const prev = this.sampled[(step + 1) % 2], out = this.sampled[step % 2];
     rt.recording(this.dc, () => {
       rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: this.idsIn, prev, ids_out: this.ids }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
       embedding(rt, this.ids, this.arch.embed, { rows: T, out: this.h });
-      const x = this.arch.forward(ctx);
+      const x = key === null ? this.arch.forward(ctx) : this.layers(key, ctx);
       if (all) {
         linear(rt, x, this.arch.lmHead, { rows: T, out: all });
       } else if (R > 0) {
@@ -325,6 +331,30 @@ export class Model {
       }
     });
     return { T, R };
+  }
+
+  /**
+   * The layers of a step with a signature: the commands of the last step with the same one again where
+   * they may be replayed (Runtime.replay), else forward recorded and kept for the next such step.
+   */
+  private layers(key: string, ctx: StepContext): Tensor {
+    const rt = this.rt;
+    const hit = this.graphs.get(key);
+    if (hit) {
+      this.graphs.delete(key);
+      if (rt.replay(hit.graph)) {
+        this.graphs.set(key, hit);
+        this.graphStats.replayed++;
+        return hit.x;
+      }
+    }
+    const { result: x, graph } = rt.capture(() => this.arch.forward(ctx));
+    this.graphStats.recorded++;
+    if (!graph.taint) {
+      this.graphs.set(key, { graph, x });
+      if (this.graphs.size > 8) this.graphs.delete(this.graphs.keys().next().value!);
+    }
+    return x;
   }
 
   private newSeq(index: number, prompt: Int32Array): Seq {
@@ -610,6 +640,7 @@ export class Model {
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
+    this.graphs.clear();
     this.dc.destroy();
     this.arch.destroy();
     for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin]) t?.destroy();

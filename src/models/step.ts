@@ -38,6 +38,11 @@ export interface Architecture {
   allocate(maxTokens: number): void;
   /** Plans the step's attention (once per step, before forward). */
   plan(s: StepContext): void;
+  /**
+   * After plan(): a name for what forward(s) will record, equal between steps whose recordings are equal
+   * (the model then replays the first one's commands: a StepGraph), or null where it cannot say.
+   */
+  signature?(s: StepContext): string | null;
   /** Records the layers; returns the final-normed hidden states [>= T, hidden]. */
   forward(s: StepContext): Tensor;
   destroy(): void;

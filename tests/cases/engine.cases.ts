@@ -1,6 +1,6 @@
 // Engine lifecycle: features and limits, the pipeline cache, compile errors, device loss.
-import { createEngine, WebinferError } from '../../src/index';
-import { assert, defineCases, expectThrows, randn } from './harness';
+import { createEngine, DispatchCache, WebinferError } from '../../src/index';
+import { assert, defineCases, equalArrays, expectThrows, randInt, randn } from './harness';
 
 export const engineCases = defineCases('engine', [
   {
@@ -130,6 +130,77 @@ export const engineCases = defineCases('engine', [
       }
       await expectThrows(() => createEngine(null as never), 'createEngine: opts: expected an options object');
       assert(new WebinferError('x') instanceof Error, 'WebinferError is an Error');
+    },
+  },
+  {
+    // A model's decode step replays its layers' recorded commands (Runtime.capture / replay); what may
+    // break a replay must refuse it rather than run stale commands.
+    name: 'step graphs: a captured recording replays with the buffers\' current contents; a rewritten uniform, a copy, a moved position or scratch held elsewhere refuses the replay',
+    async run({ engine }) {
+      const k = engine.kernel('model_step', 'ids_main');
+      const N = 8;
+      const a = engine.tensor(Int32Array.from(randInt(N, 11, 0, 1000)), [N], 'i32');
+      const o1 = engine.tensor(new Int32Array(N).fill(-7), [N], 'i32');
+      const o2 = engine.tensor(new Int32Array(N).fill(-7), [N], 'i32');
+      const dc = new DispatchCache(engine);
+      const poison = (t: typeof o2) => engine.device.queue.writeBuffer(t.buffer, 0, new Int32Array(N).fill(-7));
+      const first = () => engine.dispatch(k, { ids_in: a, prev: a, ids_out: o1 }, { rows: N, prev_rows: N }, 1);
+      try {
+        // Recorded once first: a position's first recording takes its uniform buffer from the pool,
+        // which taints a capture (a graph replays only what the steady state records).
+        const second = () => engine.dispatch(k, { ids_in: a, prev: a, ids_out: o2 }, { rows: 5, prev_rows: N }, 1);
+        const cold = engine.recording(dc, () => { first(); return engine.capture(second).graph; });
+        assert(cold.taint !== null, 'a capture that took a new uniform buffer was not tainted');
+        const graph = engine.recording(dc, () => {
+          first();
+          return engine.capture(second).graph;
+        });
+        assert(graph.taint === null && graph.entries.length === 1, `a clean capture of one dispatch (taint ${graph.taint}, ${graph.entries.length} entries)`);
+        const before = Array.from(await o2.toArray());
+        equalArrays('the captured dispatch ran', before, [...Array.from(await a.toArray()).slice(0, 5), -7, -7, -7]);
+        // New inputs, the output poisoned: the replay runs the captured commands (5 rows) on them.
+        const b = Int32Array.from(randInt(N, 12, 0, 1000));
+        engine.device.queue.writeBuffer(a.buffer, 0, b);
+        poison(o2);
+        const d0 = engine.counters.dispatch;
+        const ok = engine.recording(dc, () => { first(); return engine.replay(graph); });
+        assert(ok, 'the replay was refused');
+        assert(engine.counters.dispatch - d0 === 2, `${engine.counters.dispatch - d0} dispatches recorded, expected 2`);
+        equalArrays('the replayed dispatch', Array.from(await o2.toArray()), [...Array.from(b).slice(0, 5), -7, -7, -7]);
+        // At another position: refused, nothing recorded.
+        const d1 = engine.counters.dispatch;
+        assert(!engine.recording(dc, () => engine.replay(graph)), 'a replay at position 0 of a graph captured at 1 was accepted');
+        assert(engine.counters.dispatch === d1, 'a refused replay recorded dispatches');
+        // The same position recorded with other uniform values: the graph's uniform is gone.
+        engine.recording(dc, () => { first(); engine.dispatch(k, { ids_in: a, prev: a, ids_out: o2 }, { rows: 3, prev_rows: N }, 1); });
+        assert(!engine.recording(dc, () => { first(); return engine.replay(graph); }), 'a replay over a rewritten uniform was accepted');
+        // A copy or clear cannot be replayed.
+        const copy = engine.recording(dc, () => engine.capture(() => engine.commandEncoder().clearBuffer(o1.buffer)).graph);
+        assert(copy.taint !== null, 'a capture holding a clear was not tainted');
+        assert(!engine.recording(dc, () => engine.replay(copy)), 'a tainted graph was replayed');
+        // GPU-only scratch: replayed only while the pool still holds it free.
+        const scratchGraph = engine.recording(dc, () => engine.capture(() => {
+          const s = engine.gpuScratch(4 * N, 'test scratch');
+          engine.dispatch(k, { ids_in: a, prev: a, ids_out: s }, { rows: N, prev_rows: N }, 1);
+          engine.dispatch(k, { ids_in: s, prev: a, ids_out: o2 }, { rows: N, prev_rows: N }, 1);
+          engine.releaseBuffer(s);
+        }).graph);
+        assert(scratchGraph.taint === null && scratchGraph.scratch.size === 1, `scratch capture: taint ${scratchGraph.taint}, ${scratchGraph.scratch.size} scratch buffers`);
+        const [held] = [...scratchGraph.scratch];
+        assert(engine.pool.take(held), 'the scratch buffer was not free after the capture');
+        assert(!engine.recording(dc, () => engine.replay(scratchGraph)), 'a graph whose scratch is held elsewhere was replayed');
+        engine.releaseBuffer(held);
+        poison(o2);
+        assert(engine.recording(dc, () => engine.replay(scratchGraph)), 'the scratch graph was refused with its scratch free');
+        equalArrays('the scratch graph', Array.from(await o2.toArray()), Array.from(b));
+        assert(engine.pool.take(held), 'the replay did not hand its scratch back');
+        engine.releaseBuffer(held);
+        await expectThrows(() => engine.capture(() => 0), 'capture: not inside recording()');
+      } finally {
+        await engine.sync();
+        dc.destroy();
+        for (const t of [a, o1, o2]) t.destroy();
+      }
     },
   },
 ]);

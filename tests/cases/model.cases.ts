@@ -116,6 +116,42 @@ const goldenCases: TestCase[] = GOLDENS.map((name) => ({
 export const modelCases: TestCase[] = defineCases('models', [
   ...goldenCases,
   {
+    // A decode step's layers are recorded once and their commands replayed by the steps after it
+    // (tuning.stepGraphs): a token a step, every step after the first of each shape replays.
+    name: 'step graphs (Llama family goldens): a token a step, logits within 1e-3·max|logit| of HF and bit-identical to the same model recording every step; greedy tokens identical; steps replayed',
+    async run(ctx) {
+      const notes: string[] = [];
+      for (const name of ['llama-gqa', 'mistral-window8', 'qwen3-qknorm-tied'] as const) {
+        const g = await golden(ctx, name);
+        const model = await load(ctx.engine, g, { maxTokensPerStep: 1 });
+        const before = ctx.engine.tuning.stepGraphs;
+        try {
+          ctx.engine.tuning.stepGraphs = true;
+          const r0 = model.graphStats.replayed;
+          const worst = await checkLogits(model, g, `${name}, a token a step with step graphs`);
+          const replayed = model.graphStats.replayed - r0;
+          const steps = g.golden.prompts.reduce((a, p) => a + p.length, 0);
+          assert(replayed >= steps - 2 * g.golden.prompts.length, `${name}: ${replayed} of ${steps} steps replayed`);
+          const on = await model.logits(g.golden.prompts[2]);
+          ctx.engine.tuning.stepGraphs = false;
+          const r1 = model.graphStats.replayed + model.graphStats.recorded;
+          const off = await model.logits(g.golden.prompts[2]);
+          assert(model.graphStats.replayed + model.graphStats.recorded === r1, `${name}: stepGraphs off still went through the graphs`);
+          equalArrays(`${name}: logits with step graphs against without`, on, off);
+          ctx.engine.tuning.stepGraphs = true;
+          const r2 = model.graphStats.replayed;
+          sameTokens(`${name} greedy with step graphs`, await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), g.golden.greedy);
+          assert(model.graphStats.replayed > r2, `${name}: generate replayed no step`);
+          notes.push(`${name}: ${replayed} of ${steps} steps replayed, worst ${worst.toExponential(1)}`);
+        } finally {
+          ctx.engine.tuning.stepGraphs = before;
+          model.destroy();
+        }
+      }
+      ctx.note(notes.join('; '));
+    },
+  },
+  {
     // SPEC §7 asks for identical greedy tokens; deepseek-v2-moe's prompt 0 step 4 has HF margin 0.0025
     // at max|logit| 2.78 (9e-4 relative), under bf16's rounding of the weights (~5e-3 of max|logit| on
     // these models), so there the token is a coin toss: a divergence is accepted only at such a step.
