@@ -38,9 +38,13 @@
 //                         'portable') in the same rounds (default: on where the adapter has subgroups)
 //   --together-gib=8      paged: the peer runs in the same rounds as webinfer where all the caches together take
 //                         at most this many GiB; above, after webinfer's cache is freed (interleaved: false)
+//   --llamacpp=LIBDIR:GGUF[:LABEL]  after the model suite, llama.cpp on the same shapes in the same call: its C API
+//                         through ../shared/peers/llamacpp/bench_ctypes.py (--llamacpp-script=PATH; python3) on a GGUF
+//                         of the same shape (make_gguf.py); its rows go to the results file and a table beside webinfer's
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createEngine, ops } from 'webinfer';
@@ -510,10 +514,10 @@ function modelLines(r: ModelBench, suite: string): string[] {
     + `GPU: a step's passes timed whole. Roofline: bytes of weights and K/V a step reads over the read ceiling (${fmt(ceilings.readGBs, 0)} GB/s, same run). `
     + 'Host overhead: (wall − GPU) / wall.', '',
     ...(r.error ? [`error: ${r.error}`, ''] : []),
-    '| batch | context | tokens/s | step wall ms | step GPU ms | host ms / step | host overhead | dispatches a step (a layer) | weights + KV MB | % of roofline (GPU) | % of roofline (wall) |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| batch | context | tokens/s | step wall ms | step GPU ms | host ms / step | host overhead | dispatches a step (a layer) | layers replayed | weights + KV MB | % of roofline (GPU) | % of roofline (wall) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...r.decode.map((d) => (d.error ? `| ${d.batch} | ${d.context} | ${d.error} |` : `| ${d.batch} | ${d.context} | ${ok(d.tokensPerSecond, 0)} | ${fmt(d.wallMs, 3)} | ${fmt(d.gpuMs ?? NaN, 3)} | ${fmt(d.hostMs, 3)} | `
-      + `${ok(d.hostOverheadPct)}% | ${d.dispatches ?? '-'}${d.dispatches ? ` (${fmt(d.dispatches / r.layers, 1)})` : ''} | ${fmt((d.weightBytes + d.kvBytes) / 1e6, 0)} | ${ok(d.pctRooflineGpu)}% | ${ok(d.pctRooflineWall)}% |`)),
+      + `${ok(d.hostOverheadPct)}% | ${d.dispatches ?? '-'}${d.dispatches ? ` (${fmt(d.dispatches / r.layers, 1)})` : ''} | ${d.replayed === undefined ? '-' : `${Math.round(100 * d.replayed)}%`} | ${fmt((d.weightBytes + d.kvBytes) / 1e6, 0)} | ${ok(d.pctRooflineGpu)}% | ${ok(d.pctRooflineWall)}% |`)),
     '',
     ...(r.prefill ? [`Prefill of a ${r.prefill.tokens}-token prompt: ${ok(r.prefill.tokensPerSecond, 0)} tokens/s (wall ${fmt(r.prefill.wallMs, 2)} ms, GPU ${fmt(r.prefill.gpuMs ?? NaN, 2)} ms); `
       + `its linear layers ${fmt(r.prefill.linearMs, 2)} ms = ${fmt(r.prefill.linearTflops)} TFLOP/s, ${ok(r.prefill.pctFma)}% of the FMA ceiling (${fmt(ceilings.fmaTflops)} TFLOP/s)`
@@ -534,8 +538,42 @@ const modelGrid = () => ({
   batches: (args.get('model-batches') ?? (quick ? '1,4' : '1,8,32')).split(',').map(Number),
   contexts: (args.get('model-contexts') ?? (quick ? '128,512' : '1024,4096')).split(',').map(Number),
   prefill: Number(args.get('model-prefill') ?? (quick ? 64 : 512)),
-  steps: quick ? 4 : 24,
+  steps: quick ? 4 : 96,
 });
+
+/**
+ * llama.cpp on the model suite's shapes (--llamacpp=LIBDIR:GGUF[:LABEL]), run now, in this call: its rows
+ * into result.llamacpp, and the lines of a table of both engines' tokens/s.
+ */
+function llamaCppBeside(r: ModelBench): string[] {
+  const [lib, gguf, label = 'bf16'] = args.get('llamacpp')!.split(':');
+  const script = args.get('llamacpp-script') ?? '../shared/peers/llamacpp/bench_ctypes.py';
+  const g = modelGrid();
+  const argv = [script, '--lib', lib, '--model', gguf, '--ctx', g.contexts.join(','), '--batch', g.batches.filter((b) => b > 1).join(','), '--batch-ctx', g.contexts.join(','), '--prefill', String(g.prefill)];
+  console.log(`\nllama.cpp: python3 ${argv.join(' ')}`);
+  const p = spawnSync('python3', argv, { encoding: 'utf8', maxBuffer: 64 * 2 ** 20, env: { ...process.env, LD_LIBRARY_PATH: `${lib}:${process.env.LD_LIBRARY_PATH ?? ''}` } });
+  const rows = (p.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => ({ ...JSON.parse(l), label }));
+  if (p.status !== 0 || !rows.length) {
+    const why = `llama.cpp failed (exit ${p.status}): ${(p.stderr ?? '').trim().split('\n').slice(-5).join(' / ')}`;
+    console.log(why);
+    return [why];
+  }
+  result.llamacpp = {
+    what: `llama.cpp through its C API (${script}, libraries ${lib}) on ${gguf}, in the same device call as the model suite`,
+    rows,
+  };
+  const find = (kind: string, batch: number, context?: number) => rows.find((x) => (batch === 1 ? x.kind === 'decode' : x.kind === 'batched')
+    && x.batch === batch && (context === undefined || x.context === context) && kind !== 'prefill')?.tok_s as number | undefined;
+  const lines = [`## Beside llama.cpp (${label}, same call)`, '', '| batch | context | webinfer tokens/s | llama.cpp tokens/s | ratio |', '|---|---|---|---|---|'];
+  for (const d of r.decode) {
+    const l = find('decode', d.batch, d.context);
+    lines.push(`| ${d.batch} | ${d.context} | ${d.tokensPerSecond.toFixed(0)} | ${l ? l.toFixed(0) : '-'} | ${l ? `${(d.tokensPerSecond / l).toFixed(2)}x` : '-'} |`);
+  }
+  const lp = rows.find((x) => x.kind === 'prefill')?.tok_s as number | undefined;
+  if (r.prefill) lines.push(`| prefill ${r.prefill.tokens} | | ${r.prefill.tokensPerSecond.toFixed(0)} | ${lp ? lp.toFixed(0) : '-'} | ${lp ? `${(r.prefill.tokensPerSecond / lp).toFixed(2)}x` : '-'} |`);
+  console.log(lines.join('\n'));
+  return lines;
+}
 
 /** --model-ab=key=value|...: engine.tuning fields the model suites run under a second time. */
 const modelAb: Partial<typeof engine.tuning> | null = args.has('model-ab') ? Object.fromEntries(args.get('model-ab')!.split('|').map((kv) => {
@@ -554,6 +592,7 @@ if (suites.includes('model')) {
     result.modelAb = { tuning: modelAb, ...b };
     lines.push('', `## The same with engine.tuning ${abLabel} (same call)`, '', ...modelLines(b, 'model').slice(4));
   }
+  if (args.has('llamacpp')) lines.push('', ...llamaCppBeside(r));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `model-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);

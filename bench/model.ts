@@ -61,6 +61,8 @@ export interface ModelDecodeRow {
   hostOverheadPct: number;
   /** Dispatches a decode step records (all layers, sampling included). */
   dispatches?: number;
+  /** Share of the timed steps whose layers were replayed (a step graph, tuning.stepGraphs). */
+  replayed?: number;
   /** GPU ms of one step per kernel (dispatches timed one by one), where measured. */
   kernels?: Record<string, number>;
   error?: string;

@@ -229,3 +229,43 @@ export function encodeCacheWrite(engine: Runtime, T: number, key: KVRows, value:
     }, Math.ceil((T * Hkv * (wk + wv)) / WG));
   }
 }
+
+/** A fused q|k|v projection's rows, as ropeCacheWrite reads them: token t's q heads at t·stride, its
+ *  k heads at kOffset + t·stride, its v heads at vOffset + t·stride, every head `cache.headSize` wide. */
+export interface QkvRows { tensor: Tensor; qHeads: number; stride: number; kOffset: number; vOffset: number }
+
+/** The RoPE of ropeCacheWrite: per-token positions (i32), the f32 tables [positions, half], the pairing. */
+export interface RopeTables { positions: Tensor; cos: Tensor; sin: Tensor; interleaved: boolean }
+
+/**
+ * Whether ropeCacheWrite serves these rows and cache: f32 rows, K and V heads of one size, a rotary
+ * part that fits a head, a cache word that divides it. Otherwise a model rotates, then writes.
+ */
+export function ropeCacheWriteFits(qkv: QkvRows, rope: RopeTables, cache: PagedKVCache): boolean {
+  const D = cache.headSize, half = rope.cos.shape[1];
+  return qkv.tensor.dtype === 'f32' && cache.headSizeV === D && 2 * half <= D && D % (4 / DTYPE_BYTES[cache.dtype]) === 0
+    && rope.cos.dtype === 'f32' && rope.sin.dtype === 'f32' && rope.positions.dtype === 'i32';
+}
+
+/**
+ * One pass after a fused q|k|v projection: rotates the q heads of T tokens in place, rotates their k
+ * heads into the key cache and copies their v heads into the value cache (rope_cache.wgsl), where a
+ * model would run rope over q and k and then encodeCacheWrite. The caller checks ropeCacheWriteFits.
+ */
+export function encodeRopeCacheWrite(engine: Runtime, T: number, qkv: QkvRows, rope: RopeTables, cache: PagedKVCache, slots: Tensor): void {
+  const { numKvHeads: Hkv, headSize: D } = cache;
+  if (!ropeCacheWriteFits(qkv, rope, cache)) throw new WebinferError('ropeCacheWrite: rows, tables or cache it does not serve (see ropeCacheWriteFits)');
+  const wk = D / (4 / DTYPE_BYTES[cache.dtype]);
+  const [P, half] = rope.cos.shape;
+  const kernel = engine.kernel('rope_cache', 'rope_cache_main', { overrides: { CACHE_DTYPE: CODE[cache.dtype], INTERLEAVED: rope.interleaved, WG } });
+  cache.parts.forEach((part, i) => {
+    const qh = i === 0 ? qkv.qHeads : 0;
+    engine.dispatch(kernel, {
+      qkv: qkv.tensor, slots, positions: rope.positions, cos_t: rope.cos, sin_t: rope.sin, key_cache: part.key, value_cache: part.value,
+    }, {
+      T, q_heads: qh, Hkv, D, bs: cache.blockSize, num_blocks: part.blocks, wk, blk_lo: part.blockLo,
+      k_inv_scale: 1 / cache.kScale, v_inv_scale: 1 / cache.vScale, half, num_pos: P,
+      stride: qkv.stride, k_off: qkv.kOffset, v_off: qkv.vOffset,
+    }, Math.ceil((T * (qh * half + 2 * Hkv * wk)) / WG));
+  });
+}

@@ -168,6 +168,9 @@ export class Runtime implements TensorHost {
      *  (decode-sized steps below linearDecodeMmaMinM rows, or without subgroup matrices): two passes
      *  fewer a layer. */
     fuseNorms: true,
+    /** Models rotate q and k and write the cache in one pass after the q|k|v product (rope_cache.wgsl)
+     *  instead of a RoPE pass and a cache-write pass. */
+    fuseRopeCache: true,
     /** Models replay a decode step's recorded layers (a StepGraph) when the step repeats one already
      *  recorded (the same tokens a step, attention plan, tables and tuning): the commands only, none of
      *  the JavaScript that chose them. */

@@ -22,6 +22,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_flash_mma: [DTYPE, COMMON, 'attention/flash.wgsl', 'attention/flash_mma_core.wgsl', 'attention/flash_scores.wgsl'],
   merge: [DTYPE, 'attention/merge.wgsl'],
   paged_cache: [DTYPE, 'attention/paged_cache.wgsl'],
+  rope_cache: [DTYPE, 'attention/rope_cache.wgsl'],
   paged_flash: flash('paged', 'portable'),
   paged_flash_subgroup: flash('paged', 'subgroup'),
   paged_flash_mma: [DTYPE, COMMON, 'attention/paged.wgsl', 'attention/flash_mma_core.wgsl', 'attention/flash_scores.wgsl'],

@@ -4,14 +4,16 @@
 // are data (q/k/v biases for Qwen2, q/k norms per head for Qwen3, Mistral's and Qwen's sliding windows,
 // the rope type), not branches in kernels.
 //
-// Projections: q|k|v fused (RoPE rotates q and k in place in its rows, the cache write reads k and v
-// from them, attention reads q from them), gate|up fused (down reads silu(gate)·up from its rows); o and
-// down add into the residual stream h in their epilogue. Seven dispatches a layer in decode-sized steps
-// on the GEMV, where both norms fold into the product after them (tuning.fuseNorms); nine elsewhere
-// (more with Qwen3's norms, a split context, or split-K products).
+// Projections: q|k|v fused (one pass after it rotates q in place in its rows and k on its way into the
+// cache, and writes v: rope_cache.wgsl, tuning.fuseRopeCache; attention reads q from the rows), gate|up
+// fused (down reads silu(gate)·up from its rows); o and down add into the residual stream h in their
+// epilogue. Seven dispatches a layer in decode-sized steps on the GEMV, where both norms fold into the
+// product after them (tuning.fuseNorms), six where the context is one KV partition; more elsewhere
+// (Qwen3's norms, prefill's norm passes, split-K products). A step that repeats one already recorded
+// replays its commands (Model's step graphs).
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
+import { createPagedKVCache, encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
 import type { DType } from '../core/dtype.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinearOnDevice, linear, planLinear, type LinearWeight } from '../ops/gemm.js';
@@ -164,8 +166,14 @@ export class LlamaFamily implements Architecture {
         rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
         rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
       }
-      rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing });
-      encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
+      const rows = { tensor: a.qkv, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
+      const tables = { positions: s.positions, cos: s.cos, sin: s.sin, interleaved: pairing === 'interleaved' };
+      if (rt.tuning.fuseRopeCache && ropeCacheWriteFits(rows, tables, this.caches[l])) {
+        encodeRopeCacheWrite(rt, T, rows, tables, this.caches[l], s.slots);
+      } else {
+        rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing });
+        encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
+      }
       this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.qkv.view([T, W]), this.caches[l], { out: a.attn.view([T, Hq, D]), qRowStride: W });
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
       this.normed(h, L.postNorm, L.gateUp, T, { out: a.gu });

@@ -532,7 +532,7 @@ export class Model {
    * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
    * step, its passes timed whole.
    */
-  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; kernels?: Record<string, number> }> {
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
     const op = 'Model.profileDecode';
     const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
     const warm = o.warmup ?? 3;
@@ -568,9 +568,11 @@ export class Model {
       const d0 = this.rt.counters.dispatch;
       await steps(1);
       const dispatches = this.rt.counters.dispatch - d0;
+      const r0 = this.graphStats.replayed;
       const t0 = performance.now();
       const host = await steps(N);
       const wallMs = (performance.now() - t0) / N;
+      const replayed = (this.graphStats.replayed - r0) / N;
       let gpuMs: number | null = null;
       if (this.rt.features.timestampQuery) {
         const times: number[] = [];
@@ -588,7 +590,7 @@ export class Model {
         await this.rt.endTiming();
         kernels = { ...this.rt.lastTiming };
       }
-      return { wallMs, hostMs: host / N, gpuMs, dispatches, kernels };
+      return { wallMs, hostMs: host / N, gpuMs, dispatches, replayed, kernels };
     } finally {
       for (const s of seqs) this.kv.freeSequence(s.id);
       this.busy = false;

@@ -6,6 +6,7 @@ import { KVCacheManager, reference, roundToDType, type Engine, type StepRequest,
 import { DECODE_MMA_SHAPES, decodeMmaFor, planMlaMma, planOnHost } from '../../src/attention/plan';
 import { mmaConfigs } from '../../src/core/runtime';
 import { planDecode } from '../../src/attention/paged_decode';
+import { encodeRopeCacheWrite, ropeCacheWriteFits } from '../../src/attention/paged_cache';
 import { flashMmaFor, planFlash } from '../../src/attention/flash';
 import { assert, assertClose, defineCases, expectThrows, randn, rng, type TestCase, withTuning } from './harness';
 
@@ -178,6 +179,60 @@ export const pagedCases = defineCases('paged', [
           }
         }
         cache.destroy();
+      }
+    },
+  },
+  {
+    // A model's step after its fused q|k|v product: q rotated in place, k rotated into the key cache, v
+    // copied, in one pass; against ropeRef then reshapeAndCacheRef in float64.
+    name: 'RoPE and the cache write in one pass after a fused q|k|v row (rope_cache.wgsl): f32, f16, bf16 and fp8 caches, half and interleaved pairs, a partial rotary part, positions past the table, padding slots, a split cache',
+    async run({ engine }) {
+      const specs = [['f32', 'half', 16, 0, 1], ['f16', 'interleaved', 16, 0, 2], ['bf16', 'half', 8, 0, 3], ['fp8e4m3', 'half', 16, 0, 4], ['f16', 'half', 16, 3, 5]] as const;
+      for (const [cdt, pairing, rd, parts, seed] of specs) {
+        const [T, Hq, Hkv, D, bs, numBlocks, P] = [7, 4, 2, 16, 4, 6, 20];
+        const half = rd / 2, W = (Hq + 2 * Hkv) * D + 4;
+        const kScale = cdt === 'fp8e4m3' ? 0.05 : 1, vScale = cdt === 'fp8e4m3' ? 2 : 1;
+        const x = randn(T * W, seed);
+        const positions = Int32Array.from({ length: T }, (_, t) => (t === 2 ? P + 3 : Math.floor(rng(seed + t)() * P)));
+        const cos = randn(P * half, seed + 10), sin = randn(P * half, seed + 11);
+        const slots = Int32Array.of(23, 0, -1, 9, 14, 5, 17);
+        const bind = parts ? 2 * Hkv * bs * D * { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[cdt] : Infinity;   // 2 blocks a part
+        await withTuning(engine, { cacheBindingBytes: bind }, async () => {
+          const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: Hkv, headSize: D, dtype: cdt, ...(cdt === 'fp8e4m3' ? { kScale, vScale } : {}) });
+          assert(!parts || cache.parts.length === parts, `${cache.parts.length} parts, expected ${parts}`);
+          const xt = engine.tensor(x, [T, W]), pt = engine.tensor(positions, [T]), ct = engine.tensor(cos, [P, half]), st = engine.tensor(sin, [P, half]), slt = engine.tensor(slots, [T]);
+          const rows = { tensor: xt, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
+          const tables = { positions: pt, cos: ct, sin: st, interleaved: pairing === 'interleaved' };
+          assert(ropeCacheWriteFits(rows, tables, cache), 'the fused pass refused these rows');
+          encodeRopeCacheWrite(engine, T, rows, tables, cache, slt);
+          const views = [{ rows: T, offset: 0, tokenStride: W, heads: Hq, headStride: D }, { rows: T, offset: Hq * D, tokenStride: W, heads: Hkv, headStride: D }];
+          const rot = reference.ropeRef(x, positions, cos, sin, half, views, pairing);
+          // q rotated in place; k and v (and the row padding) left as they were.
+          const got = await xt.toFloat32();
+          const tag = `${cdt} ${pairing} rotary ${rd} of ${D}${parts ? `, ${parts} parts` : ''}`;
+          assertClose(`q heads (${tag})`, got, rot, 'f32', (i) => i % W >= Hq * D);
+          for (let i = 0; i < x.length; i++) if (i % W >= Hq * D && got[i] !== x[i]) throw new Error(`${tag}: qkv element ${i} outside q changed: ${got[i]}, was ${x[i]}`);
+          const k = new Float32Array(T * Hkv * D), v = new Float32Array(T * Hkv * D);
+          for (let t = 0; t < T; t++) {
+            for (let e = 0; e < Hkv * D; e++) { k[t * Hkv * D + e] = rot[t * W + Hq * D + e]; v[t * Hkv * D + e] = x[t * W + (Hq + Hkv) * D + e]; }
+          }
+          const ref = reference.reshapeAndCacheRef(cacheValues(k, cdt, kScale), cacheValues(v, cdt, vScale), slots,
+            new Float64Array(numBlocks * Hkv * bs * D), new Float64Array(numBlocks * Hkv * bs * D), { Hq: Hkv, Hkv, D, Dv: D, numBlocks, blockSize: bs, T });
+          // Stored values: the reference's rounding of the same value, at most one step of the cache dtype apart.
+          const rel = { f32: 1e-6, f16: 1.1e-3, bf16: 8e-3, fp8e4m3: 0.13 }[cdt];
+          for (const part of cache.parts) {
+            const at = part.blockLo * Hkv * bs * D, n = part.blocks * Hkv * bs * D;
+            for (const [what, buf, want, sc] of [['key', part.key, ref.keyCache, kScale], ['value', part.value, ref.valueCache, vScale]] as const) {
+              const a = await buf.toFloat32();
+              for (let i = 0; i < n; i++) {
+                const g = a[i] * sc, w = want[at + i];
+                if (!(Math.abs(g - w) <= rel * Math.abs(w) + 1e-6)) throw new Error(`${tag}: ${what} cache[${at + i}] = ${g}, expected ${w}`);
+              }
+            }
+          }
+          for (const t of [xt, pt, ct, st, slt]) t.destroy();
+          cache.destroy();
+        });
       }
     },
   },
