@@ -437,30 +437,47 @@ export class MLADecodePlan {
     }
     L.checkCache(op, cache);
     const B = L.checkQuery(op, qNope, qPe);
-    const { numHeads: N, kvLoraRank: Lr, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = L;
-    if (!this.attn) {
-      const { m, src, causal, sparse } = this.build(cache);
-      check(m.S === B, op, 'qNope', `${m.S} rows (one per ${this.rows === undefined ? 'sequence' : 'token'} of the plan)`, `${B}`);
-      this.sparse = !!sparse;
-      this.geoCache = cache;
-      this.attn = new PagedAttentionPlan(rt, {
-        op: this.op, geo: src.geo, Hq: N, meta: m, minPartition: Math.min(64, rt.tuning.pagedMinPartition), decodeAllowed: false, maxQueryLen: 1,
-        attn: { scale: L.scale, causal, softcap: 0, window: 0, alibi: null, sinks: null },
-      });
-      this.qLat = rt.emptyTensor([B, N, Lr + R], 'f32', false);
-      this.oLat = rt.emptyTensor([B, N, Lr], 'f32', false);
-    } else {
-      check(B === this.qLat!.shape[0], op, 'qNope', `${this.qLat!.shape[0]} rows (the plan's)`, `${B}`);
-    }
-    const g = this.geoCache!;
-    check(cache.numBlocks === g.numBlocks && cache.blockSize === g.blockSize && cache.dtype === g.dtype, op, 'cache',
-      `the plan's geometry (numBlocks ${g.numBlocks}, blockSize ${g.blockSize}, ${g.dtype})`, `(numBlocks ${cache.numBlocks}, blockSize ${cache.blockSize}, ${cache.dtype})`);
+    const { numHeads: N, vHeadDim: V } = L;
+    const r = this.ready(cache, B, qNope.dtype);
     let out = o.out;
     if (out !== undefined) {
       checkTensor(out, op, 'o.out');
       check(out.dtype === qNope.dtype && out.shape.length === 2 && out.shape[0] === B && out.shape[1] === N * V, op, 'o.out',
         `a ${qNope.dtype} tensor of shape [B=${B}, N·V=${N * V}]`, `${fmt(out.dtype)} ${shapeStr(out.shape)}`);
     }
+    rt.record(r.qk, [rt.groupFor(r.qk, 0, { params: r.qParams, src_a: qNope, src_b: qPe, w_head: L.wUK, dst_a: this.qLat! })], r.qg);
+    this.attn!.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
+    out ??= rt.emptyTensor([B, N * V], qNope.dtype);
+    rt.record(r.vk, [rt.groupFor(r.vk, 0, { params: r.vParams, src_a: this.oLat!, w_head: L.wUV, dst_a: out })], r.vg);
+    return out;
+  }
+
+  /**
+   * What runs of B rows over caches like `cache` need, made at the first: the attention plan over the
+   * latent rows, the absorbed query and latent output, the two products' kernels, grids and uniforms.
+   */
+  private ready(cache: MLACache, B: number, dtype: DType): { qk: Kernel; qg: [number, number, number]; qParams: GPUBuffer; vk: Kernel; vg: [number, number, number]; vParams: GPUBuffer } {
+    const op = this.op, rt = this.rt, L = this.layer;
+    const { numHeads: N, kvLoraRank: Lr, qkNopeHeadDim: P, qkRopeHeadDim: R, vHeadDim: V } = L;
+    if (!this.attn) {
+      const { m, src, causal, sparse } = this.build(cache);
+      check(m.S === B, op, 'qNope', `${m.S} rows (one per ${this.rows === undefined ? 'sequence' : 'token'} of the plan)`, `${B}`);
+      this.sparse = !!sparse;
+      this.geoCache = cache;
+      // Taken before the attention plan's buffers and handed back after them (destroy): the next plan
+      // then gets the same buffers in the same places, and a model's step graph finds its key again.
+      this.qLat = rt.emptyTensor([B, N, Lr + R], 'f32', false);
+      this.oLat = rt.emptyTensor([B, N, Lr], 'f32', false);
+      this.attn = new PagedAttentionPlan(rt, {
+        op: this.op, geo: src.geo, Hq: N, meta: m, minPartition: Math.min(64, rt.tuning.pagedMinPartition), decodeAllowed: false, maxQueryLen: 1,
+        attn: { scale: L.scale, causal, softcap: 0, window: 0, alibi: null, sinks: null },
+      });
+    } else {
+      check(B === this.qLat!.shape[0], op, 'qNope', `${this.qLat!.shape[0]} rows (the plan's)`, `${B}`);
+    }
+    const g = this.geoCache!;
+    check(cache.numBlocks === g.numBlocks && cache.blockSize === g.blockSize && cache.dtype === g.dtype, op, 'cache',
+      `the plan's geometry (numBlocks ${g.numBlocks}, blockSize ${g.blockSize}, ${g.dtype})`, `(numBlocks ${cache.numBlocks}, blockSize ${cache.blockSize}, ${cache.dtype})`);
     const dims = { N, L: Lr, P, R, V, rows: B };
     // Per product (M output columns a head): the row-blocked kernel or the split-K one, and its grid.
     const product = (entry: string, M: number): [string, [number, number, number]] => {
@@ -469,23 +486,33 @@ export class MLADecodePlan {
       return rows ? [`${entry}_rows_main`, [Math.ceil(M / HR_MT), N, Math.ceil(B / HR_ROWS)]] : [`${entry}_main`, [Math.ceil(M / HM_MT), N, Math.ceil(B / HM_RB)]];
     };
     const [qe, qg] = product('qabs', Lr);
-    const qk = rt.kernel('mla', qe, { overrides: { IN_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    rt.record(qk, [rt.groupFor(qk, 0, { params: this.params(qk, dims), src_a: qNope, src_b: qPe, w_head: L.wUK, dst_a: this.qLat! })], qg);
-    this.attn.runSource(this.qLat!, L.latentSource(cache, this.sparse), { out: this.oLat! });
-    out ??= rt.emptyTensor([B, N * V], qNope.dtype);
+    const qk = rt.kernel('mla', qe, { overrides: { IN_DTYPE: DTYPE_CODE[dtype], WG } });
     const [ve, vg] = product('vup', V);
-    const vk = rt.kernel('mla', ve, { overrides: { OUT_DTYPE: DTYPE_CODE[qNope.dtype], WG } });
-    rt.record(vk, [rt.groupFor(vk, 0, { params: this.params(vk, dims), src_a: this.oLat!, w_head: L.wUV, dst_a: out })], vg);
-    return out;
+    const vk = rt.kernel('mla', ve, { overrides: { OUT_DTYPE: DTYPE_CODE[dtype], WG } });
+    return { qk, qg, qParams: this.params(qk, dims), vk, vg, vParams: this.params(vk, dims) };
+  }
+
+  /**
+   * Prepares runs of B rows of `dtype` queries over caches like `cache` now (what the first run would
+   * make) and names what each run records, as PagedAttentionPlan.signature does: a model's step graph
+   * keys on it.
+   */
+  signature(cache: MLACache, B: number, dtype: DType): string {
+    const r = this.ready(cache, B, dtype);
+    const id = (o: object) => this.rt.idOf(o);
+    const L = this.layer;
+    return `${id(r.qk.pipeline)}:${id(r.qParams)}:${r.qg}/${id(r.vk.pipeline)}:${id(r.vParams)}:${r.vg}/${id(this.qLat!.buffer)},${id(this.oLat!.buffer)}/`
+      + this.attn!.signature(B, 'f32', 'f32', L.numHeads * (L.kvLoraRank + L.qkRopeHeadDim), false);
   }
 
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
+    // The reverse of the order they were taken in (see ready).
     this.attn?.destroy();
-    this.qLat?.destroy();
-    this.oLat?.destroy();
-    for (const u of this.uniforms.values()) this.rt.pool.release(u);
+    for (const u of [...this.uniforms.values()].reverse()) this.rt.pool.release(u);
     this.uniforms.clear();
+    this.oLat?.destroy();
+    this.qLat?.destroy();
   }
 }

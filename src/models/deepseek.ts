@@ -59,7 +59,7 @@ export class DeepSeekFamily implements Architecture {
   private embedW!: LinearWeight;
   private normW!: Tensor;
   private lmHeadW!: LinearWeight;
-  private acts: Record<'x' | 'qa' | 'qNope' | 'qPe' | 'kvC' | 'kPe' | 'attn' | 'gu' | 'guShared' | 'logits', Tensor> | null = null;
+  private acts: Record<'x' | 'qa' | 'qNope' | 'qPe' | 'kvC' | 'kPe' | 'attn' | 'gu' | 'guShared' | 'logits' | 'routeIds' | 'routeWeights', Tensor> | null = null;
   /** A decode-only step's plan, made once and run by every layer. */
   private plan_: MLADecodePlan | null = null;
   private decodeOnly = false;
@@ -236,6 +236,8 @@ export class DeepSeekFamily implements Architecture {
       kvC: rt.zeros([maxTokens, L]), kPe: rt.zeros([maxTokens, R]), attn: rt.zeros([maxTokens, N * V]), gu: rt.zeros([maxTokens, 2 * I]),
       guShared: rt.zeros([maxTokens, 2 * IS]),
       logits: rt.zeros([maxTokens, c.moe?.numRoutedExperts ?? 1]),
+      // The router's choices, kept for the model's life (a step's recording then takes no buffer).
+      routeIds: rt.zeros([maxTokens, c.moe?.numExpertsPerTok ?? 1], 'i32'), routeWeights: rt.zeros([maxTokens, c.moe?.numExpertsPerTok ?? 1]),
     };
   }
 
@@ -245,6 +247,14 @@ export class DeepSeekFamily implements Architecture {
     const S = seqLens.length;
     this.decodeOnly = s.T === S && qsl.every((v, i) => v === i);
     this.plan_ = this.decodeOnly ? this.layers[0].mla.planDecode({ seqLens, blockTable, maxBlocksPerSeq }) : null;
+  }
+
+  /** A decode step's recording, named: its rows, the MLA decode plan's runs (prepared now), the RoPE
+   *  tables. Prefill steps (MLA's chunked up-projection takes scratch of its own) are not named. */
+  signature(s: StepContext): string | null {
+    if (!this.decodeOnly || !this.plan_) return null;
+    const id = (o: object) => this.rt.idOf(o);
+    return `${s.T}|${id(s.cos.buffer)},${id(s.sin.buffer)}|${this.plan_.signature(this.caches[0], s.T, this.acts!.qNope.dtype)}`;
   }
 
   forward(s: StepContext): Tensor {
@@ -286,10 +296,8 @@ export class DeepSeekFamily implements Architecture {
       } else {
         const m = l.moe!;
         linear(rt, a.x, m.router, { rows: T, out: a.logits });
-        const routed = route(rt, a.logits, this.routing!, { rows: T, bias: m.bias ?? undefined });
+        const routed = route(rt, a.logits, this.routing!, { rows: T, bias: m.bias ?? undefined, ids: a.routeIds, weights: a.routeWeights });
         moe(rt, a.x, routed, m.experts, { rows: T, out: h, accumulate: true });
-        routed.ids.destroy();
-        routed.weights.destroy();
         if (m.shared) {
           linear(rt, a.x, m.shared.gateUp, { rows: T, out: a.guShared });
           linear(rt, a.guShared, m.shared.down, { rows: T, out: h, accumulate: true, act: 'silu_mul' });

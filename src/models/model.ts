@@ -216,7 +216,7 @@ export class Model {
   /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
   private readonly graphs = new Map<string, { graph: StepGraph; x: Tensor }>();
   /** Steps whose layers were replayed, and recorded anew, for tests and the benchmark. */
-  readonly graphStats = { replayed: 0, recorded: 0 };
+  readonly graphStats: { replayed: number; recorded: number; lastTaint: string | null } = { replayed: 0, recorded: 0, lastTaint: null };
 
   constructor(private readonly rt: Runtime, cfg: ModelConfig, private readonly arch: Architecture,
               o: { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType; cacheDtype: string }) {
@@ -350,6 +350,7 @@ export class Model {
     }
     const { result: x, graph } = rt.capture(() => this.arch.forward(ctx));
     this.graphStats.recorded++;
+    this.graphStats.lastTaint = graph.taint;
     if (!graph.taint) {
       this.graphs.set(key, { graph, x });
       if (this.graphs.size > 8) this.graphs.delete(this.graphs.keys().next().value!);
@@ -376,18 +377,21 @@ export class Model {
     const result = new Float32Array(t.length * V);
     const t0 = performance.now();
     let host = 0, steps = 0;
+    // One logits buffer for every step: a buffer taken and handed back each step would move the
+    // attention plans' buffers around in the pool, and their step graphs with them.
+    const chunk = this.rt.emptyTensor([Math.min(this.maxTokensPerStep, t.length), V], 'f32');
     try {
       for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
         const n = Math.min(this.maxTokensPerStep, t.length - at);
-        const chunk = this.rt.emptyTensor([n, V], 'f32');
         const h0 = performance.now();
-        this.recordStep([{ seq, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, chunk);
+        this.recordStep([{ seq, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
         host += performance.now() - h0;
         steps++;
-        result.set(await chunk.toFloat32(), at * V);
-        chunk.destroy();
+        const got = await chunk.toFloat32();
+        result.set(n === chunk.shape[0] ? got : got.subarray(0, n * V), at * V);
       }
     } finally {
+      chunk.destroy();
       this.kv.freeSequence(seq.id);
       this.busy = false;
     }

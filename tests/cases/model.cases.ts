@@ -118,10 +118,10 @@ export const modelCases: TestCase[] = defineCases('models', [
   {
     // A decode step's layers are recorded once and their commands replayed by the steps after it
     // (tuning.stepGraphs): a token a step, every step after the first of each shape replays.
-    name: 'step graphs (Llama family goldens): a token a step, logits within 1e-3·max|logit| of HF and bit-identical to the same model recording every step; greedy tokens identical; steps replayed',
+    name: 'step graphs (every golden): a token a step, logits within 1e-3·max|logit| of HF and bit-identical to the same model recording every step; greedy tokens identical; steps replayed',
     async run(ctx) {
       const notes: string[] = [];
-      for (const name of ['llama-gqa', 'mistral-window8', 'qwen3-qknorm-tied'] as const) {
+      for (const name of GOLDENS) {
         const g = await golden(ctx, name);
         const model = await load(ctx.engine, g, { maxTokensPerStep: 1 });
         const before = ctx.engine.tuning.stepGraphs;
