@@ -17,7 +17,7 @@
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createMLA, createMLACache, fp8DsMlaRowBytes, type MLACache, type MLADecodePlan, type MLALayer } from '../attention/mla.js';
-import { createLinear, createLinearOnDevice, linear, type LinearDType, type LinearWeight } from '../ops/gemm.js';
+import { createLinear, createLinearOnDevice, linear, planLinear, type LinearDType, type LinearWeight } from '../ops/gemm.js';
 import { createExperts, createExpertsOnDevice, moe, route, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
@@ -265,17 +265,23 @@ export class DeepSeekFamily implements Architecture {
     const pairing = c.rope.interleaved ? 'interleaved' : 'half';
     for (let i = 0; i < c.numLayers; i++) {
       const l = this.layers[i];
-      rmsNorm(rt, h, l.inNorm, eps, { rows: T, out: a.x });
-      let qIn = a.x;
+      // The input norm folds into the products that read it where they all run on the GEMV (decode
+      // steps, tuning.fuseNorms): each recomputes the row's scale, one pass a layer fewer.
+      const fold = rt.tuning.fuseNorms && [l.qA ?? l.qNope, l.qPe, l.kvA, l.kPe].every((w) => planLinear(rt, { M: T, N: w.N, K: w.K, dtype: w.dtype }).kernel === 'gemv');
+      const xIn = fold ? h : a.x;
+      const norm = fold ? { weight: l.inNorm, eps } : undefined;
+      if (!fold) rmsNorm(rt, h, l.inNorm, eps, { rows: T, out: a.x });
+      let qIn = xIn, qNorm = norm;
       if (l.qA && l.qANorm) {
-        linear(rt, a.x, l.qA, { rows: T, out: a.qa });
+        linear(rt, xIn, l.qA, { rows: T, out: a.qa, norm });
         rmsNorm(rt, a.qa, l.qANorm, eps, { rows: T, out: a.qa });
         qIn = a.qa;
+        qNorm = undefined;
       }
-      linear(rt, qIn, l.qNope, { rows: T, out: a.qNope });
-      linear(rt, qIn, l.qPe, { rows: T, out: a.qPe });
-      linear(rt, a.x, l.kvA, { rows: T, out: a.kvC });
-      linear(rt, a.x, l.kPe, { rows: T, out: a.kPe });
+      linear(rt, qIn, l.qNope, { rows: T, out: a.qNope, norm: qNorm });
+      linear(rt, qIn, l.qPe, { rows: T, out: a.qPe, norm: qNorm });
+      linear(rt, xIn, l.kvA, { rows: T, out: a.kvC, norm });
+      linear(rt, xIn, l.kPe, { rows: T, out: a.kPe, norm });
       rmsNorm(rt, a.kvC, l.kvANorm, eps, { rows: T, out: a.kvC });
       rope(rt, { tensor: a.qPe, tokenStride: N * R, heads: N, headStride: R }, s.positions, s.cos, s.sin, { rows: T, pairing });
       rope(rt, { tensor: a.kPe, tokenStride: R, heads: 1, headStride: R }, s.positions, s.cos, s.sin, { rows: T, pairing });
