@@ -510,7 +510,7 @@ function modelLines(r: ModelBench, suite: string): string[] {
   return [
     `# ${r.name}, random ${r.dtype} weights, ${r.cache} KV cache, on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=${suite}\` (${result.runtime}). ${r.layers} layers, ${(r.params / 1e9).toFixed(2)} B parameters read by a batch-1 step (linear layers; MoE: the experts chosen). `
-    + 'Decode: steps recorded and submitted as generate does (two in flight, ids fed back on the GPU), contexts synthetic (blocks taken without a prefill). '
+    + 'Decode: steps recorded and submitted as generate does (three in flight, ids fed back on the GPU), contexts synthetic (blocks taken without a prefill). '
     + `GPU: a step's passes timed whole. Roofline: bytes of weights and K/V a step reads over the read ceiling (${fmt(ceilings.readGBs, 0)} GB/s, same run). `
     + 'Host overhead: (wall − GPU) / wall.', '',
     ...(r.error ? [`error: ${r.error}`, ''] : []),

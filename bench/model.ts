@@ -2,7 +2,7 @@
 // 8192, vocab 128256, tied embeddings, llama3 RoPE) with random bf16 weights made on the GPU (nothing
 // downloaded), f16 KV cache, block 16. Per decode shape (batch × context; contexts are synthetic: their
 // blocks are taken without a prefill, the attention reads them all the same):
-//   - tokens/s, the step's wall time (steps recorded and submitted as generate does, two in flight)
+//   - tokens/s, the step's wall time (steps recorded and submitted as generate does, three in flight)
 //     against its GPU time (its passes timed whole), the host's part of a step;
 //   - the share of the bandwidth roofline: bytes of weights and K/V one step reads over the read
 //     ceiling measured in the same run, against the GPU time and against the wall time.

@@ -171,6 +171,10 @@ export class Runtime implements TensorHost {
     /** Models rotate q and k and write the cache in one pass after the q|k|v product (rope_cache.wgsl)
      *  instead of a RoPE pass and a cache-write pass. */
     fuseRopeCache: true,
+    /** Decode steps a model keeps recorded and submitted before it waits for the oldest one's ids (2-4).
+     *  Three, not two: a step's read-back resolves some time after the GPU finishes it (dawn.node
+     *  notices on its event loop), and with two the GPU sat idle for it at times (H200, run 118). */
+    stepsInFlight: 3,
     /** Models replay a decode step's recorded layers (a StepGraph) when the step repeats one already
      *  recorded (the same tokens a step, attention plan, tables and tuning): the commands only, none of
      *  the JavaScript that chose them. */

@@ -7,13 +7,17 @@
 // sequence's last row, and sampling — through a DispatchCache, so a steady-state step allocates and
 // uploads nothing else. Only token ids come back.
 //
-// generate keeps two steps in flight: a sequence's next input token can be the previous step's
-// sampled id still on the GPU (the step kernel reads it there), so step k+1 is recorded and submitted
-// while step k runs and its ids travel back. A stop token read one step late costs that sequence one
-// wasted step; its output is dropped and its blocks are freed once no step in flight uses them.
+// generate keeps up to tuning.stepsInFlight steps in flight (3): a sequence's next input token can be the previous
+// step's sampled id still on the GPU (the step kernel reads it there), so step k+1 is recorded and
+// submitted while step k runs and the ids of the steps before travel back. A stop token read late costs
+// that sequence a wasted step or two; their output is dropped and its blocks are freed once no step in
+// flight uses them.
 import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
+
+/** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
+const MAX_IN_FLIGHT = 4;
 import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
@@ -203,7 +207,8 @@ export class Model {
   private readonly slots: Tensor;
   private readonly gather: Tensor;
   private readonly logitsT: Tensor;
-  private readonly sampled: [Tensor, Tensor];
+  /** Each step's sampled ids, a ring of the call's steps in flight: step k writes sampled[k % inFlight]. */
+  private readonly sampled: Tensor[];
   private cos: Tensor | null = null;
   private sin: Tensor | null = null;
   private tablePositions = 0;
@@ -211,6 +216,8 @@ export class Model {
   /** The step number at which the current call began. */
   private runStart = 0;
   private busy = false;
+  /** Steps in flight for the running call (tuning.stepsInFlight, read when it starts). */
+  private inFlight = 3;
   private destroyed = false;
   private nextSeq = 0;
   /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
@@ -238,13 +245,16 @@ export class Model {
     this.slots = rt.zeros([T], 'i32');
     this.gather = rt.zeros([S], 'i32');
     this.logitsT = rt.zeros([S, cfg.vocabSize]);
-    this.sampled = [rt.zeros([S], 'i32'), rt.zeros([S], 'i32')];
+    this.sampled = Array.from({ length: MAX_IN_FLIGHT }, () => rt.zeros([S], 'i32'));
   }
 
   private enter(op: string): void {
     if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
     this.rt.assertAlive(op);
     if (this.busy) throw new WebinferError(`${op}: another logits or generate call of this model is running; await it first`);
+    const k = this.rt.tuning.stepsInFlight;
+    check(Number.isInteger(k) && k >= 2 && k <= MAX_IN_FLIGHT, op, 'engine.tuning.stepsInFlight', `an integer from 2 to ${MAX_IN_FLIGHT}`, k);
+    this.inFlight = k;
     this.busy = true;
   }
 
@@ -278,7 +288,7 @@ export class Model {
   /**
    * Records one step: the requests' tokens placed in the cache (the block manager's order), the forward
    * pass, and either logits of every row (`all`) or the sampled ids of the requests that sample
-   * (written to sampled[step % 2]). Returns the rows the samples landed on, in request order.
+   * (written to sampled[step % inFlight]). Returns the rows the samples landed on, in request order.
    */
   private recordStep(reqs: Req[], gen: GenerateOptions | null, all: Tensor | null): { T: number; R: number } {
     const rt = this.rt;
@@ -315,7 +325,8 @@ export class Model {
     this.arch.plan(ctx);
     const sig = rt.tuning.stepGraphs && this.arch.signature ? this.arch.signature(ctx) : null;
     const key = sig === null ? null : `${sig}#${JSON.stringify(rt.tuning)}`;
-    const prev = this.sampled[(step + 1) % 2], out = this.sampled[step % 2];
+    const k = this.inFlight;
+    const prev = this.sampled[(step + k - 1) % k], out = this.sampled[step % k];
     rt.recording(this.dc, () => {
       rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: this.idsIn, prev, ids_out: this.ids }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
       embedding(rt, this.ids, this.arch.embed, { rows: T, out: this.h });
@@ -473,6 +484,12 @@ export class Model {
           if (reqs.length >= this.maxSeqsPerStep || budget === 0) break;
           if (s.done || s.fed < s.prompt.length || s.issued >= maxNew) continue;
           const known = s.out.length === s.issued;
+          // A token still on the GPU is read from the previous step's ids only: one sampled earlier
+          // (the sequence sat out a step) waits until its step's ids are back. This scheduler never
+          // leaves a decoding sequence out (the decodes of a step always fit the next one: a step's
+          // decodes are its previous decodes and finished prompts, within its request and token
+          // counts); the check keeps the read right for one that would.
+          if (!known && s.lastStep !== this.stepNo - 1) continue;
           reqs.push({ seq: s, ids: [known ? s.out[s.out.length - 1] : -(1 + s.lastRow)], sample: true });
           s.issued++;
           budget--;
@@ -501,13 +518,13 @@ export class Model {
         const step = this.stepNo - 1;
         const rows = reqs.filter((r) => r.sample).map((r) => ({ seq: r.seq, row: r.seq.lastRow }));
         // Submits the step and copies its ids for the host.
-        const ids = this.rt.readBuffer(this.sampled[step % 2].buffer, 4 * R);
+        const ids = this.rt.readBuffer(this.sampled[step % this.inFlight].buffer, 4 * R);
         host += performance.now() - h0;
         steps++;
         placed += T;
         inflight.push({ step, rows, ids });
-        // Two steps in flight at most: the next step's inputs are the newest step's ids.
-        if (inflight.length >= 2) await apply();
+        // inFlight steps at most: the next step's inputs are the newest step's ids.
+        if (inflight.length >= this.inFlight) await apply();
       }
     } catch (e) {
       // Leave nothing behind: wait for the work in flight, then free every sequence's blocks.
@@ -532,7 +549,7 @@ export class Model {
   /**
    * For benchmarks: `steps` decode steps of `batch` sequences, each over a synthetic context of
    * `context` tokens (its blocks taken without a prefill: their contents mean nothing and the work does
-   * not depend on them), recorded and submitted as generate does (two steps in flight, greedy ids fed
+   * not depend on them), recorded and submitted as generate does (three steps in flight, greedy ids fed
    * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
    * step, its passes timed whole.
    */
@@ -560,9 +577,9 @@ export class Model {
         for (let i = 0; i < n; i++) {
           const h0 = performance.now();
           record();
-          inflight.push(this.rt.readBuffer(this.sampled[(this.stepNo - 1) % 2].buffer, 4 * B));
+          inflight.push(this.rt.readBuffer(this.sampled[(this.stepNo - 1) % this.inFlight].buffer, 4 * B));
           host += performance.now() - h0;
-          if (inflight.length >= 2) await inflight.shift();
+          if (inflight.length >= this.inFlight) await inflight.shift();
         }
         await Promise.all(inflight);
         return host;
@@ -621,7 +638,7 @@ export class Model {
           const k = Math.min(this.maxTokensPerStep, n - at);
           this.recordStep([{ seq, ids: Array.from(prompt.subarray(at, at + k)), sample: at + k === n }], null, null);
         }
-        await this.rt.readBuffer(this.sampled[(this.stepNo - 1) % 2].buffer, 4);
+        await this.rt.readBuffer(this.sampled[(this.stepNo - 1) % this.inFlight].buffer, 4);
         const wall = performance.now() - t0;
         return timed ? await this.rt.endTiming() : wall;
       } finally {

@@ -4,7 +4,7 @@
 // form, bad checkpoints refused before any GPU memory is taken, seeded sampling, streaming, stop
 // tokens, abort, and continuous batching under a tight token budget.
 import { encodeSafetensors, loadSafetensors, type Engine, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
-import { assert, defineCases, equalArrays, expectThrows, type CaseContext, type TestCase } from './harness';
+import { assert, defineCases, equalArrays, expectThrows, type CaseContext, type TestCase, withTuning } from './harness';
 
 interface Golden {
   architecture: string;
@@ -325,6 +325,10 @@ export const modelCases: TestCase[] = defineCases('models', [
         const got = await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
         sameTokens('greedy under a 5-token, 2-sequence budget', got, g.golden.greedy);
         assert(model.lastRun.steps > 12, `expected many small steps, ran ${model.lastRun.steps}`);
+        // Two to four steps in flight (three by default): the same tokens; other counts refused.
+        await withTuning(ctx.engine, { stepsInFlight: 2 }, async () => sameTokens('greedy, two steps in flight', await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), g.golden.greedy));
+        await withTuning(ctx.engine, { stepsInFlight: 4 }, async () => sameTokens('greedy, four steps in flight', await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), g.golden.greedy));
+        await withTuning(ctx.engine, { stepsInFlight: 1 }, () => expectThrows(() => model.generate([[1]]), 'Model.generate: engine.tuning.stepsInFlight: expected an integer from 2 to 4, got 1'));
         // logits() takes the same chunks.
         await checkLogits(model, g, 'logits in 5-token chunks');
       } finally {
