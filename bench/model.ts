@@ -116,7 +116,7 @@ export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config
         const row: ModelDecodeRow = { batch, context, wallMs: NaN, gpuMs: null, hostMs: NaN, tokensPerSecond: NaN, weightBytes: wBytes, kvBytes: NaN,
           pctRooflineGpu: NaN, pctRooflineWall: NaN, hostOverheadPct: NaN };
         try {
-          const p = await model.profileDecode({ batch, context, steps: o.steps, perKernel: batch === o.batches[0] || batch === maxB });
+          const p = await model.profileDecode({ batch, context, steps: o.steps, warmup: 24, perKernel: batch === o.batches[0] || batch === maxB });
           const kv = model.stepBytes(batch * (context + o.steps / 2)).kv;
           const rooflineMs = (wBytes + kv) / (ceilings.readGBs * 1e6);
           Object.assign(row, {
