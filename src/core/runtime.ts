@@ -275,7 +275,8 @@ export class Runtime implements TensorHost {
   private readonly ids = new WeakMap<object, number>();
   private nextId = 1;
   /** Counts of what the steady state must not do: buffers created (the pool's misses included), bind
-   *  groups created, dispatches recorded. Tests and the benchmark read them. */
+   *  groups created, dispatches recorded, and a DispatchCache's uniform rewrites and changed bind-group
+   *  sets. Tests and the benchmark read them. */
   readonly counters = { createBuffer: 0, createBindGroup: 0, dispatch: 0, uniformWrite: 0, groupChange: 0 };
   /** While set, dispatch() goes through it (a model step's uniforms and bind groups kept per position). */
   private recorder: DispatchCache | null = null;
@@ -692,9 +693,11 @@ export class Runtime implements TensorHost {
 
   /**
    * Runs `fn` inside a recording (see recording) and keeps what it recorded as a StepGraph: the
-   * dispatches, their bind groups and the GPU-only scratch they used. Null when something in it cannot
-   * be replayed (a copy or clear, a buffer taken from the pool for host data, a dispatch outside the
-   * recording): graph.taint says what.
+   * dispatches, their bind groups and the GPU-only scratch they used. The graph is tainted (never
+   * replayed; graph.taint says why) when something in it cannot be replayed: a copy or clear, a buffer
+   * taken from the pool for host data, a dispatch outside the recording. A host write into a buffer
+   * that already exists (queue.writeBuffer) is not seen: what is captured must make none (a model's
+   * layers write nothing from the host; their inputs are written before, once per step).
    */
   capture<T>(fn: () => T): { result: T; graph: StepGraph } {
     const dc = this.recorder;

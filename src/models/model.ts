@@ -7,17 +7,15 @@
 // sequence's last row, and sampling — through a DispatchCache, so a steady-state step allocates and
 // uploads nothing else. Only token ids come back.
 //
-// generate keeps up to tuning.stepsInFlight steps in flight (3): a sequence's next input token can be the previous
-// step's sampled id still on the GPU (the step kernel reads it there), so step k+1 is recorded and
-// submitted while step k runs and the ids of the steps before travel back. A stop token read late costs
-// that sequence a wasted step or two; their output is dropped and its blocks are freed once no step in
-// flight uses them.
+// generate keeps up to tuning.stepsInFlight steps in flight (three by default): a sequence's next input
+// token can be the previous step's sampled id still on the GPU (the step kernel reads it there), so
+// step k+1 is recorded and submitted while step k runs and the ids of the steps before travel back. A
+// stop token read late costs that sequence a wasted step or two; their output is dropped and its blocks
+// are freed once no step in flight uses them. A decode step that repeats one already recorded replays
+// its layers' commands (step graphs, tuning.stepGraphs).
 import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
-
-/** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
-const MAX_IN_FLIGHT = 4;
 import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
@@ -31,6 +29,9 @@ import type { Architecture, StepContext } from './step.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { DeepSeekFamily } from './deepseek.js';
+
+/** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
+const MAX_IN_FLIGHT = 4;
 
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
