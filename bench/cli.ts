@@ -41,6 +41,7 @@
 //   --llamacpp=LIBDIR:GGUF[:LABEL]  after the model suite, llama.cpp on the same shapes in the same call: its C API
 //                         through ../shared/peers/llamacpp/bench_ctypes.py (--llamacpp-script=PATH; python3) on a GGUF
 //                         of the same shape (make_gguf.py); its rows go to the results file and a table beside webinfer's
+//   --llamacpp-deepseek=LIBDIR:GGUF[:LABEL]  the same after the deepseek suite, on a deepseek2 GGUF (make_gguf.py dsv2-lite)
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
@@ -542,14 +543,16 @@ const modelGrid = () => ({
 });
 
 /**
- * llama.cpp on the model suite's shapes (--llamacpp=LIBDIR:GGUF[:LABEL]), run now, in this call: its rows
- * into result.llamacpp, and the lines of a table of both engines' tokens/s.
+ * llama.cpp on a model suite's shapes, run now, in this call (--llamacpp=LIBDIR:GGUF[:LABEL] after the
+ * model suite, --llamacpp-deepseek=... after the deepseek suite, on a GGUF of that shape): its rows
+ * into result[key], and the lines of a table of both engines' tokens/s. `extra`: further arguments of
+ * bench_ctypes.py (DeepSeek's: fewer tokens and repeats, as the peer's README measured it).
  */
-function llamaCppBeside(r: ModelBench): string[] {
-  const [lib, gguf, label = 'bf16'] = args.get('llamacpp')!.split(':');
+function llamaCppBeside(r: ModelBench, flag: string, key: string, extra: string[] = []): string[] {
+  const [lib, gguf, label = 'bf16'] = args.get(flag)!.split(':');
   const script = args.get('llamacpp-script') ?? '../shared/peers/llamacpp/bench_ctypes.py';
   const g = modelGrid();
-  const argv = [script, '--lib', lib, '--model', gguf, '--ctx', g.contexts.join(','), '--batch', g.batches.filter((b) => b > 1).join(','), '--batch-ctx', g.contexts.join(','), '--prefill', String(g.prefill)];
+  const argv = [script, '--lib', lib, '--model', gguf, '--ctx', g.contexts.join(','), '--batch', g.batches.filter((b) => b > 1).join(','), '--batch-ctx', g.contexts.join(','), '--prefill', String(g.prefill), ...extra];
   console.log(`\nllama.cpp: python3 ${argv.join(' ')}`);
   const p = spawnSync('python3', argv, { encoding: 'utf8', maxBuffer: 64 * 2 ** 20, env: { ...process.env, LD_LIBRARY_PATH: `${lib}:${process.env.LD_LIBRARY_PATH ?? ''}` } });
   const rows = (p.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => ({ ...JSON.parse(l), label }));
@@ -558,15 +561,15 @@ function llamaCppBeside(r: ModelBench): string[] {
     console.log(why);
     return [why];
   }
-  result.llamacpp = {
-    what: `llama.cpp through its C API (${script}, libraries ${lib}) on ${gguf}, in the same device call as the model suite`,
+  result[key] = {
+    what: `llama.cpp through its C API (${script}, libraries ${lib}) on ${gguf}, in the same device call as the ${r.name} suite`,
     rows,
   };
-  const find = (kind: string, batch: number, context?: number) => rows.find((x) => (batch === 1 ? x.kind === 'decode' : x.kind === 'batched')
-    && x.batch === batch && (context === undefined || x.context === context) && kind !== 'prefill')?.tok_s as number | undefined;
+  const find = (batch: number, context: number) => rows.find((x) => (batch === 1 ? x.kind === 'decode' : x.kind === 'batched')
+    && x.batch === batch && x.context === context)?.tok_s as number | undefined;
   const lines = [`## Beside llama.cpp (${label}, same call)`, '', '| batch | context | webinfer tokens/s | llama.cpp tokens/s | ratio |', '|---|---|---|---|---|'];
   for (const d of r.decode) {
-    const l = find('decode', d.batch, d.context);
+    const l = find(d.batch, d.context);
     lines.push(`| ${d.batch} | ${d.context} | ${d.tokensPerSecond.toFixed(0)} | ${l ? l.toFixed(0) : '-'} | ${l ? `${(d.tokensPerSecond / l).toFixed(2)}x` : '-'} |`);
   }
   const lp = rows.find((x) => x.kind === 'prefill')?.tok_s as number | undefined;
@@ -592,7 +595,7 @@ if (suites.includes('model')) {
     result.modelAb = { tuning: modelAb, ...b };
     lines.push('', `## The same with engine.tuning ${abLabel} (same call)`, '', ...modelLines(b, 'model').slice(4));
   }
-  if (args.has('llamacpp')) lines.push('', ...llamaCppBeside(r));
+  if (args.has('llamacpp')) lines.push('', ...llamaCppBeside(r, 'llamacpp', 'llamacpp'));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `model-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
@@ -619,6 +622,8 @@ if (suites.includes('deepseek')) {
     }
   }
   result.deepseek = runs;
+  // llama.cpp's MLA path on a deepseek2 GGUF beside the f16 latent cache's rows.
+  if (args.has('llamacpp-deepseek')) lines.push('', ...llamaCppBeside(runs[0], 'llamacpp-deepseek', 'llamacppDeepseek', ['--gen', '32', '--reps', '3']));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `deepseek-${slug}.md`), `${lines.join('\n')}`);
 }

@@ -137,6 +137,8 @@ export interface ResultsFile {
   /** llama.cpp's whole-model rows on the same shape (../shared/peers/llamacpp/bench_ctypes.py: 'decode' at batch 1,
    *  'batched' above), measured in the same device call as `model`. */
   llamacpp?: { what?: string; rows: { kind: string; batch?: number; context?: number; tok_s: number }[] };
+  /** The same beside `deepseek`, on a deepseek2 GGUF (llama.cpp's MLA path). */
+  llamacppDeepseek?: ResultsFile['llamacpp'];
   /** A serving step's host cost (bench/step.ts). */
   step?: { batch: number; context: number; gpuHostMs: number; gpuDeviceMs: number }[];
 }
@@ -165,9 +167,11 @@ function modelPlots(prefix: string, runs: ModelRun[], device: string, peer?: Res
   const name = runs[0].name;
   // The peer at the same contexts, dashed in the same colours.
   const peerRows = (peer?.rows ?? []).filter((x) => (x.kind === 'decode' || x.kind === 'batched') && x.context !== undefined);
+  // (Beside the first run's lines only: the peer keeps its own cache, whatever webinfer's runs differ in.)
   const peerSeries: Series[] = lines.flatMap(({ m, c }, i) => {
+    if (m !== runs[0]) return [];
     const pts = peerRows.filter((x) => x.context === c).map((x) => [x.batch ?? 1, x.tok_s] as [number, number]).sort((a, b) => a[0] - b[0]);
-    return pts.length ? [{ name: `llama.cpp, ${tag(m, c)}`, color: COLORS[i % COLORS.length], dash: PEER_DASH, points: pts }] : [];
+    return pts.length ? [{ name: `llama.cpp, context ${c}`, color: COLORS[i % COLORS.length], dash: PEER_DASH, points: pts }] : [];
   });
   return {
     [`${prefix}-decode.svg`]: lineChart({
@@ -297,6 +301,6 @@ export function plotResults(r: ResultsFile): Record<string, string> {
   }
   if (r.model?.decode?.length) Object.assign(out, modelPlots('model', [r.model], r.device, r.llamacpp));
   const ds = (r.deepseek ?? []).filter((m) => m.decode?.length);
-  if (ds.length) Object.assign(out, modelPlots('deepseek', ds, r.device));
+  if (ds.length) Object.assign(out, modelPlots('deepseek', ds, r.device, r.llamacppDeepseek));
   return out;
 }

@@ -157,4 +157,17 @@ describe('benchmark plots', () => {
     delete r.llamacpp;
     expect(plotResults(r)['model-decode.svg']).not.toContain('llama.cpp');
   });
+
+  it("draws llama.cpp's deepseek2 rows once beside DeepSeek's two latent caches", () => {
+    const r = withoutPeer();
+    const m = r.model;
+    r.deepseek = [{ ...m, name: 'DeepSeek-V2-Lite shape', cache: 'f16' }, { ...m, name: 'DeepSeek-V2-Lite shape', cache: 'fp8_ds_mla' }];
+    const contexts = [...new Set(m.decode.map((x: { context: number }) => x.context))] as number[];
+    r.llamacppDeepseek = { rows: contexts.flatMap((context) => [{ kind: 'decode', batch: 1, context, tok_s: 250 }, { kind: 'batched', batch: 8, context, tok_s: 200 }]) };
+    const svg = plotResults(r)['deepseek-decode.svg'];
+    expect(svg.match(/<path /g)?.length).toBe(3 * contexts.length);
+    expect(svg.match(/>llama\.cpp, context /g)?.length).toBe(contexts.length);
+    expect(svg).toContain('>webinfer, f16 cache, context');
+    expect(plotResults(r)['model-decode.svg']).not.toContain('llama.cpp');
+  });
 });
