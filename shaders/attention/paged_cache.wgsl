@@ -36,13 +36,9 @@ fn in_elem(is_key: bool, i: u32) -> f32 {
 
 // The cache word holding elements e0.. of a source row starting at element `src`.
 fn cache_word(is_key: bool, src: u32, e0: u32, inv_scale: f32) -> u32 {
-  if (CACHE_DTYPE == 0u) { return bitcast<u32>(in_elem(is_key, src + e0)); }
-  if (CACHE_DTYPE == 3u) {
-    var w = 0u;
-    for (var i = 0u; i < 4u; i++) { w |= f32_to_e4m3(in_elem(is_key, src + e0 + i) * inv_scale) << (8u * i); }
-    return w;
-  }
-  return pack_pair(in_elem(is_key, src + e0), in_elem(is_key, src + e0 + 1u), CACHE_DTYPE);
+  var v: array<f32, 4>;
+  for (var j = 0u; j < cache_epw(); j++) { v[j] = in_elem(is_key, src + e0 + j); }
+  return pack_cache_word(v, inv_scale);
 }
 
 @compute @workgroup_size(WG)
@@ -55,12 +51,10 @@ fn cache_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let r = w % per;
   let t = th / params.Hkv;
   let h = th % params.Hkv;
-  let slot = slots[t];
-  if (slot < 0) { return; }
-  let blk = u32(slot) / params.bs;
-  if (blk < params.blk_lo || blk - params.blk_lo >= params.num_blocks) { return; }
-  let dst_row = ((blk - params.blk_lo) * params.Hkv + h) * params.bs + u32(slot) % params.bs;
-  let epw = select(select(2u, 4u, CACHE_DTYPE == 3u), 1u, CACHE_DTYPE == 0u);   // elements per word
+  let row = cache_row(t, h);
+  if (row < 0) { return; }
+  let dst_row = u32(row);
+  let epw = cache_epw();
   if (r < params.wk) {
     key_cache[dst_row * params.wk + r] = cache_word(true, params.k_off + t * params.k_stride + h * params.D, r * epw, params.k_inv_scale);
   } else {

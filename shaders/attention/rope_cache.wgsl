@@ -54,18 +54,11 @@ fn rotated(base: u32, e: u32, p: u32) -> f32 {
 
 /** The cache word holding elements e0.. of the head at `base` (rotated for a key). */
 fn word(is_key: bool, base: u32, e0: u32, p: u32, inv_scale: f32) -> u32 {
-  let epw = select(select(2u, 4u, CACHE_DTYPE == 3u), 1u, CACHE_DTYPE == 0u);
   var v: array<f32, 4>;
-  for (var j = 0u; j < epw; j++) {
+  for (var j = 0u; j < cache_epw(); j++) {
     if (is_key) { v[j] = rotated(base, e0 + j, p); } else { v[j] = qkv[base + e0 + j]; }
   }
-  if (CACHE_DTYPE == 0u) { return bitcast<u32>(v[0]); }
-  if (CACHE_DTYPE == 3u) {
-    var w = 0u;
-    for (var j = 0u; j < 4u; j++) { w |= f32_to_e4m3(v[j] * inv_scale) << (8u * j); }
-    return w;
-  }
-  return pack_pair(v[0], v[1], CACHE_DTYPE);
+  return pack_cache_word(v, inv_scale);
 }
 
 @compute @workgroup_size(WG)
@@ -100,12 +93,10 @@ fn rope_cache_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   let r = w % per;
   let t = th / params.Hkv;
   let h = th % params.Hkv;
-  let slot = slots[t];
-  if (slot < 0) { return; }
-  let blk = u32(slot) / params.bs;
-  if (blk < params.blk_lo || blk - params.blk_lo >= params.num_blocks) { return; }
-  let dst_row = ((blk - params.blk_lo) * params.Hkv + h) * params.bs + u32(slot) % params.bs;
-  let epw = params.D / params.wk;
+  let row = cache_row(t, h);
+  if (row < 0) { return; }
+  let dst_row = u32(row);
+  let epw = cache_epw();
   if (r < params.wk) {
     key_cache[dst_row * params.wk + r] = word(true, params.k_off + t * params.stride + h * params.D, r * epw, position(t), params.k_inv_scale);
   } else {
