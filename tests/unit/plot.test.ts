@@ -9,6 +9,7 @@ function withoutPeer() {
   r.paged = r.paged.map((x: Record<string, unknown>) => Object.fromEntries(Object.entries(x).filter(([k]) => !k.startsWith('ort'))));
   delete r.peer;
   delete r.llamacpp;
+  delete r.llamacppDeepseek;
   return r;
 }
 
