@@ -113,7 +113,7 @@ fn gemm_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         for (var i = 0u; i < 4u; i++) {
           wr[p * 4u + i] = vec4<u32>(0u);
           let n = wrow[p * 4u + i];
-          if (n >= 0 && c < kc) { wr[p * 4u + i] = w[u32(n) * kc + c]; }
+          if (n >= 0 && c < kc) { wr[p * 4u + i] = w_fetch(u32(n), kc, c); }
         }
       }
     }

@@ -4,7 +4,9 @@
 // W is one part of a weight ([rows, K] of the HF layout, row n0 onwards) and in(m, ·) is row m of x,
 // or row gather[m] of x, or silu(gate) · up of that row's [gate | up] halves.
 // Weights are read as 16-byte words: 4 f32 or 8 f16/bf16 elements (EPV), K a multiple of EPV, so
-// every row starts on a 16-byte boundary; x is f32 read as vec4 (K a multiple of 4).
+// every row starts on a 16-byte boundary; x is f32 read as vec4 (K a multiple of 4). Quantized weights
+// (ops/quant.wgsl, included by the linear programs) are dequantized 4 values at a time into f32 words
+// (EPV 4, W_DTYPE 0) for the GEMV and the FMA GEMM, into f16 words (EPV 8, W_DTYPE 1) for the matrices.
 
 override W_DTYPE: u32 = 0u;   // 0 f32, 1 f16, 2 bf16 (core/dtype.wgsl)
 
@@ -26,6 +28,7 @@ struct Params {
   k_split: u32,     // the subgroup-matrix GEMM: K split over this many workgroups (0 or 1: none), each
                     // writing its partial sums to rows split·M.. of `out` (a workspace) for gemm_splitk.wgsl
   eps: f32,         // F_RMS: RMSNorm's epsilon
+  q_plane: u32,     // quantized weights (ops/quant.wgsl, Q_TYPE > 0): the word where the part's scale plane starts
 }
 
 // Group 0: the weight (constant per layer); group 1: the activations.

@@ -40,7 +40,7 @@ fn gemv_row(rb: u32, g: u32, r: u32) -> u32 { return rb * NGRP * R + r * NGRP + 
 
 fn w_word(n: u32, kc: u32, c: u32) -> vec4<u32> {
   if (n >= params.N) { return vec4<u32>(0u); }
-  return w[n * kc + c];
+  return w_fetch(n, kc, c);
 }
 
 /**

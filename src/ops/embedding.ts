@@ -3,6 +3,8 @@ import { check, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import { DTYPE_CODE } from '../core/dtype.js';
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, Tensor } from '../core/tensor.js';
+import { QUANT_FORMATS, isQuantType } from '../core/quant.js';
+import { quantPackedBytes, quantPlaneWord } from './quant.js';
 
 /**
  * A [N, K] matrix split by rows over buffers (a vocabulary too large for one storage binding): part p
@@ -13,6 +15,7 @@ export interface RowPartedTable {
   readonly parts: readonly { readonly tensor: Tensor; readonly row0: number; readonly rows: number }[];
   readonly N: number;
   readonly K: number;
+  /** f32, f16, bf16, or a quantized type (the parts then hold ggml's blocks as u32 words: ops/quant.ts). */
   readonly dtype: string;
 }
 
@@ -59,13 +62,20 @@ export function embedding(rt: Runtime, ids: Tensor | Int32Array, table: Tensor |
       checkTensor(p.tensor, op, `table.parts[${i}].tensor`);
       check(p.row0 === next, op, `table.parts[${i}].row0`, `${next} (parts cover rows 0..N-1 in order, without gaps)`, p.row0);
       check(isPosInt(p.rows), op, `table.parts[${i}].rows`, 'a positive integer', p.rows);
-      check(p.tensor.dtype === dtype, op, `table.parts[${i}].tensor.dtype`, `'${dtype}' (table.dtype)`, fmt(p.tensor.dtype));
-      check(p.tensor.numel >= p.rows * H, op, `table.parts[${i}].tensor`, `at least [${p.rows}, ${H}] elements`, shapeStr(p.tensor.shape));
+      if (isQuantType(dtype)) {
+        check(p.tensor.dtype === 'u32', op, `table.parts[${i}].tensor.dtype`, `'u32' (the words of ${dtype} blocks)`, fmt(p.tensor.dtype));
+        check(H % QUANT_FORMATS[dtype].blockElems === 0 && p.tensor.byteLength >= quantPackedBytes(dtype, p.rows, H), op, `table.parts[${i}].tensor`,
+          `${p.rows} rows of ${H} ${dtype} values (H a multiple of ${QUANT_FORMATS[dtype].blockElems})`, `${p.tensor.byteLength} bytes`);
+      } else {
+        check(p.tensor.dtype === dtype, op, `table.parts[${i}].tensor.dtype`, `'${dtype}' (table.dtype)`, fmt(p.tensor.dtype));
+        check(p.tensor.numel >= p.rows * H, op, `table.parts[${i}].tensor`, `at least [${p.rows}, ${H}] elements`, shapeStr(p.tensor.shape));
+      }
       next += p.rows;
     });
     check(next === V, op, 'table.parts', `rows adding up to N=${V}`, `${next}`);
   }
-  check(['f32', 'f16', 'bf16'].includes(dtype), op, 'table.dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
+  check(['f32', 'f16', 'bf16'].includes(dtype) || (isQuantType(dtype) && !(table instanceof Tensor)), op, 'table.dtype',
+    "'f32', 'f16', 'bf16' or (a table in parts) a quantized type", fmt(dtype));
 
   const nIds = ids instanceof Int32Array ? ids.length : (checkTensor(ids, op, 'ids'), ids.numel);
   if (!(ids instanceof Int32Array)) check(ids.dtype === 'i32', op, 'ids.dtype', "'i32'", fmt(ids.dtype));
@@ -86,8 +96,15 @@ export function embedding(rt: Runtime, ids: Tensor | Int32Array, table: Tensor |
   }
 
   const idBuf = ids instanceof Int32Array ? hostI32(rt, ids.subarray(0, rows), 'embedding ids') : ids;
+  const quant = isQuantType(dtype) ? dtype : null;
   parts.forEach((p, i) => {
-    const k = rt.kernel('ops_embedding', 'embedding_main', { overrides: { TD: DTYPE_CODE[dtype], ZERO_OOB: i === 0 } });
+    if (quant) {
+      const k = rt.kernel('ops_embedding_q', 'embedding_q_main', { overrides: { Q_TYPE: QUANT_FORMATS[quant].code, ZERO_OOB: i === 0 } });
+      rt.dispatch(k, { ids: idBuf, w: p.tensor, out }, { rows, H, V, row0: p.row0, part_rows: p.rows, K: H, q_plane: quantPlaneWord(quant, p.rows, H) },
+        Math.ceil((rows * H) / 4 / 256));
+      return;
+    }
+    const k = rt.kernel('ops_embedding', 'embedding_main', { overrides: { TD: DTYPE_CODE[dtype as 'f32'], ZERO_OOB: i === 0 } });
     rt.dispatch(k, { ids: idBuf, table: p.tensor, out }, { rows, H, V, row0: p.row0, part_rows: p.rows }, Math.ceil((rows * H) / 256));
   });
   return out;

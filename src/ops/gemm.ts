@@ -76,11 +76,19 @@ import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from
 import { mmaConfigs, type Runtime } from '../core/runtime.js';
 import type { Kernel } from '../core/pipeline.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
+import { QUANT_FORMATS, QUANT_TYPES, isQuantType, type QuantType } from '../core/quant.js';
+import { packQuantRows, quantPackedBytes, quantPlaneWord } from './quant.js';
 
 export type LinearDType = 'f32' | 'f16' | 'bf16';
 const LINEAR_DTYPES: readonly LinearDType[] = ['f32', 'f16', 'bf16'];
+/** How a linear weight is stored: a float dtype, or one of ggml's quantized block types (SPEC §8). */
+export type LinearStorage = LinearDType | QuantType;
+const isLinearStorage = (d: unknown): d is LinearStorage => LINEAR_DTYPES.includes(d as LinearDType) || isQuantType(d);
 
 export interface LinearPart {
+  /** How this part is stored, where it differs from the weight's dtype (stackLinears: a fused
+   *  projection of tensors quantized with different types, as GGUF's mixes have them). */
+  readonly dtype?: LinearStorage;
   readonly tensor: Tensor;
   /** First row of the whole weight that this part holds. */
   readonly row0: number;
@@ -91,14 +99,14 @@ export interface LinearPart {
 export interface LinearWeight {
   readonly N: number;
   readonly K: number;
-  readonly dtype: LinearDType;
+  readonly dtype: LinearStorage;
   readonly parts: readonly LinearPart[];
   readonly bias: Tensor | null;
   destroy(): void;
 }
 
 class Linear implements LinearWeight {
-  constructor(readonly N: number, readonly K: number, readonly dtype: LinearDType, readonly parts: readonly LinearPart[],
+  constructor(readonly N: number, readonly K: number, readonly dtype: LinearStorage, readonly parts: readonly LinearPart[],
               readonly bias: Tensor | null, private readonly owned: boolean) {}
 
   destroy(): void {
@@ -108,16 +116,32 @@ class Linear implements LinearWeight {
   }
 }
 
-/** Elements per 16-byte weight load: K must be a multiple of it (every row starts 16-byte aligned). */
-export function linearVectorWidth(dtype: LinearDType): number {
-  return dtype === 'f32' ? 4 : 8;
+/** Elements per 16-byte weight load: K must be a multiple of it (every row starts 16-byte aligned).
+ *  Quantized weights reach the GEMV and the FMA GEMM as 4 dequantized f32 values a load. */
+export function linearVectorWidth(dtype: LinearStorage): number {
+  return dtype === 'f32' || isQuantType(dtype) ? 4 : 8;
+}
+
+/** GPU bytes of a linear weight's values as stored (its parts; the bias not counted). */
+export function linearWeightBytes(w: LinearWeight): number {
+  let n = 0;
+  for (const p of w.parts) {
+    const d = p.dtype ?? w.dtype;
+    n += isQuantType(d) ? quantPackedBytes(d, p.rows, w.K) : p.rows * w.K * DTYPE_BYTES[d];
+  }
+  return n;
 }
 
 function checkShapeArgs(op: string, N: unknown, K: unknown, dtype: unknown): void {
   check(isPosInt(N), op, 'N', 'a positive integer', N);
   check(isPosInt(K), op, 'K', 'a positive integer', K);
-  check(LINEAR_DTYPES.includes(dtype as LinearDType), op, 'dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
-  const v = linearVectorWidth(dtype as LinearDType);
+  check(isLinearStorage(dtype), op, 'dtype', `'f32', 'f16', 'bf16' or a quantized type (${QUANT_TYPES.join(', ')})`, fmt(dtype));
+  if (isQuantType(dtype)) {
+    const qk = QUANT_FORMATS[dtype].blockElems;
+    check((K as number) % qk === 0, op, 'K', `a multiple of ${qk} for ${dtype} weights (whole blocks a row)`, K);
+    return;
+  }
+  const v = linearVectorWidth(dtype);
   check((K as number) % v === 0, op, 'K', `a multiple of ${v} for ${dtype} weights (rows are read 16 bytes at a time)`, K);
 }
 
@@ -125,8 +149,8 @@ function checkShapeArgs(op: string, N: unknown, K: unknown, dtype: unknown): voi
  * Rows per part of a [N, K] weight: as many as fit the device's largest storage binding (and
  * maxPartBytes, when given), counting the buffer pool's rounding of sizes.
  */
-export function linearRowsPerPart(rt: Runtime, K: number, dtype: LinearDType, maxPartBytes = Infinity, op = 'createLinear'): number {
-  const rowBytes = K * DTYPE_BYTES[dtype];
+export function linearRowsPerPart(rt: Runtime, K: number, dtype: LinearStorage, maxPartBytes = Infinity, op = 'createLinear'): number {
+  const rowBytes = isQuantType(dtype) ? quantPackedBytes(dtype, 1, K) : K * DTYPE_BYTES[dtype];
   const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
   let rows = Math.floor(Math.min(deviceMax, maxPartBytes) / rowBytes);
   while (rows > 0 && BufferPool.sizeClass(rows * rowBytes) > deviceMax) rows = Math.min(rows - 1, Math.floor(rows * 0.99));
@@ -174,6 +198,59 @@ export function createLinear(rt: Runtime, w: { data: Float32Array | Uint16Array;
     row0, rows, tensor: rt.tensor(data.subarray(row0 * K, (row0 + rows) * K), [rows, K], dtype),
   }));
   return new Linear(N, K, dtype, parts, bias, true);
+}
+
+/**
+ * One weight of the rows of several, stacked in order (q | k | v): their parts, renumbered. Quantized
+ * weights of different types stack (each part keeps its type); float weights stack with float weights
+ * of the same dtype only. The result owns the parts (destroy frees them) and has no bias unless one is
+ * given for all N rows.
+ */
+export function stackLinears(rt: Runtime, ws: readonly LinearWeight[], bias?: Float32Array): LinearWeight {
+  const op = 'stackLinears';
+  rt.assertAlive(op);
+  check(Array.isArray(ws) && ws.length > 0, op, 'ws', 'a non-empty array of LinearWeights', ws);
+  ws.forEach((w, i) => checkWeight(w, op, `ws[${i}]`));
+  const K = ws[0].K;
+  const quant = isQuantType(ws[0].dtype);
+  ws.forEach((w, i) => {
+    check(w.K === K, op, `ws[${i}].K`, `K=${K} (that of ws[0])`, w.K);
+    check(isQuantType(w.dtype) === quant && (quant || w.dtype === ws[0].dtype), op, `ws[${i}].dtype`,
+      quant ? 'a quantized type (as ws[0])' : `'${ws[0].dtype}' (as ws[0])`, fmt(w.dtype));
+    check(w.bias === null, op, `ws[${i}].bias`, 'none (pass the stacked bias)', 'a bias');
+  });
+  const parts: LinearPart[] = [];
+  let row0 = 0;
+  for (const w of ws) {
+    for (const p of w.parts) parts.push({ tensor: p.tensor, row0: row0 + p.row0, rows: p.rows, dtype: p.dtype ?? w.dtype });
+    row0 += w.N;
+  }
+  return new Linear(row0, K, ws[0].dtype, parts, uploadBias(rt, op, bias, row0), true);
+}
+
+/**
+ * Uploads a quantized weight W [N, K] from its GGUF bytes (ggml's blocks, rows one after the other,
+ * N · K / QK blocks): the blocks keep their bits on the GPU (src/ops/quant.ts says how they are laid
+ * out), split by rows over buffers as createLinear does.
+ */
+export function createQuantLinear(rt: Runtime, w: { data: Uint8Array; N: number; K: number; type: QuantType;
+                                                    bias?: Float32Array; maxPartBytes?: number }): LinearWeight {
+  const op = 'createQuantLinear';
+  rt.assertAlive(op);
+  check(w !== null && typeof w === 'object', op, 'w', 'an object { data, N, K, type }', w);
+  const { data, N, K, type } = w;
+  check(isQuantType(type), op, 'type', `a quantized type (${QUANT_TYPES.join(', ')})`, fmt(type));
+  checkShapeArgs(op, N, K, type);
+  const rowBytes = (K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
+  check(data instanceof Uint8Array && data.length === N * rowBytes, op, 'data', `a Uint8Array of ${N * rowBytes} bytes (N=${N} rows × K=${K} ${type} values)`,
+    data instanceof Uint8Array ? `${data.length} bytes` : data);
+  if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
+  const bias = uploadBias(rt, op, w.bias, N);
+  const parts = partRanges(N, linearRowsPerPart(rt, K, type, w.maxPartBytes, op)).map(({ row0, rows }) => {
+    const { words } = packQuantRows(type, data.subarray(row0 * rowBytes, (row0 + rows) * rowBytes), rows, K, op);
+    return { row0, rows, tensor: rt.tensor(words, [words.length], 'u32') };
+  });
+  return new Linear(N, K, type, parts, bias, true);
 }
 
 const INIT_WG = 256;
@@ -386,7 +463,7 @@ export type LinearPlan =
   | GemmMmaPlan;
 
 export interface PlanLinearOptions {
-  M: number; N: number; K: number; dtype: LinearDType;
+  M: number; N: number; K: number; dtype: LinearStorage;
   /** Force a kernel ('auto': GEMV for M <= LINEAR_GEMV_MAX_M, else the subgroup-matrix GEMM for 16-bit
    *  weights where the adapter has it and engine.tuning.linearMma allows, else the FMA GEMM). */
   kernel?: 'auto' | 'gemv' | 'gemm' | 'gemm-mma';
@@ -413,7 +490,7 @@ export function gemmMmaSmemBytes(SM: number, SN: number, t: GemmMmaTile, split: 
 }
 
 /** Why the subgroup-matrix GEMM cannot run on this adapter for these weights, or null where it can. */
-export function linearMmaUnavailable(rt: Runtime, dtype: LinearDType): string | null {
+export function linearMmaUnavailable(rt: Runtime, dtype: LinearStorage): string | null {
   const f = rt.features;
   if (dtype === 'f32') return 'f32 weights (the matrices take f16)';
   if (!f.subgroups || !f.f16) return `no ${f.subgroups ? 'shader-f16' : 'subgroups'}`;
@@ -479,7 +556,7 @@ function pickDecodeTile(rt: Runtime, p: PlanLinearOptions, op: string): GemmMmaP
  * fits), or null where the adapter cannot run it. The linear layer's and the grouped expert products'
  * planners share it.
  */
-export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearDType; tiles: readonly GemmMmaTile[]; tilesName: string;
+export function planMma(rt: Runtime, p: { M: number; N: number; dtype: LinearStorage; tiles: readonly GemmMmaTile[]; tilesName: string;
                                          split?: boolean; mmaConfig?: number; tile?: number; targetWorkgroups?: number }, op: string): GemmMmaPlan | null {
   if (linearMmaUnavailable(rt, p.dtype)) return null;
   const lim = rt.limits;
@@ -619,23 +696,28 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   return { kernel: 'gemm', EPV, ...tile };
 }
 
-/** The pipeline of a plan for weights of dtype code wd (PipelineCache keeps it). */
-function linearKernel(rt: Runtime, plan: LinearPlan, wd: number): Kernel {
+/** The pipeline of a plan for weights stored as `dtype` (PipelineCache keeps it). Quantized weights
+ *  are dequantized to f32 words for the GEMV and the FMA GEMM, to f16 words for the matrices. */
+function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kernel {
+  const q = isQuantType(dtype);
+  const overrides: Record<string, number> = q
+    ? { W_DTYPE: plan.kernel === 'gemm-mma' ? DTYPE_CODE.f16 : DTYPE_CODE.f32, Q_TYPE: QUANT_FORMATS[dtype].code }
+    : { W_DTYPE: DTYPE_CODE[dtype] };
   return plan.kernel === 'gemv'
     ? rt.kernel(plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv', 'gemv_main', {
-      overrides: { W_DTYPE: wd },
+      overrides,
       consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'
       ? rt.kernel(plan.VEC ? 'gemm_mma_vec' : 'gemm_mma', 'gemm_mma_main', {
-        overrides: { W_DTYPE: wd },
+        overrides,
         consts: mmaConsts(rt, plan),
         enables: MMA_ENABLES,
         unroll: true,
       })
       : rt.kernel('gemm', 'gemm_main', {
-        overrides: { W_DTYPE: wd },
+        overrides,
         consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
       });
 }
@@ -645,15 +727,16 @@ function linearKernel(rt: Runtime, plan: LinearPlan, wd: number): Kernel {
  * workspace (rows s·M.., shared by the layers of a recording), then gemm_splitk.wgsl adds them with the
  * epilogue (bias, accumulation) into out.
  */
-function linearSplitK(rt: Runtime, x: Tensor, w: LinearWeight, plan: GemmMmaPlan, kernel: Kernel,
+function linearSplitK(rt: Runtime, x: Tensor, w: LinearWeight, plan: GemmMmaPlan,
                       a: { M: number; N: number; K: number; width: number; flags: number; g: Tensor | undefined; dst: Tensor }): void {
   const reduce = rt.kernel('gemm_splitk', 'splitk_main', { consts: { WG: SPLITK_WG } });
   const { M, N, K, flags } = a;
   for (const part of w.parts) {
+    const kernel = linearKernel(rt, plan, part.dtype ?? w.dtype);
     const ws = rt.gpuScratch(plan.KS * M * part.rows * 4, 'linear split-K');
     rt.dispatch(kernel, { w: part.tensor, bias: rt.dummy, x, gather: a.g ?? rt.dummy, out: ws }, {
       M, N: part.rows, K, n0: 0, out_stride: part.rows, x_stride: a.width / 4, x_rows: x.shape[0],
-      flags: flags & ~(F_BIAS | F_ACCUMULATE), k_split: plan.KS,
+      flags: flags & ~(F_BIAS | F_ACCUMULATE), k_split: plan.KS, q_plane: planeWord(part.dtype ?? w.dtype, part.rows, K),
     }, Math.ceil(M / plan.BM) * Math.ceil(part.rows / plan.BN) * plan.KS);
     rt.dispatch(reduce, { bias: w.bias ?? rt.dummy, out: a.dst, ws }, {
       M, N: part.rows, K, n0: part.row0, out_stride: N, x_stride: 0, x_rows: 0, flags: flags & (F_BIAS | F_ACCUMULATE), k_split: plan.KS,
@@ -662,6 +745,11 @@ function linearSplitK(rt: Runtime, x: Tensor, w: LinearWeight, plan: GemmMmaPlan
   }
 }
 const SPLITK_WG = 256;
+
+/** The word where a part of `rows` rows keeps its scale plane (quantized weights; 0 otherwise). */
+function planeWord(dtype: LinearStorage, rows: number, K: number): number {
+  return isQuantType(dtype) ? quantPlaneWord(dtype, rows, K) : 0;
+}
 
 // ------------------------------------------------------------------------------------------- running
 
@@ -685,11 +773,11 @@ export interface LinearOptions {
 
 const F_BIAS = 1, F_ACCUMULATE = 2, F_GATHER = 4, F_SILU_MUL = 8, F_RMS = 16;
 
-function checkWeight(w: unknown, op: string): asserts w is LinearWeight {
+function checkWeight(w: unknown, op: string, arg = 'w'): asserts w is LinearWeight {
   const lw = w as LinearWeight;
   check(lw !== null && typeof lw === 'object' && Array.isArray(lw.parts) && isPosInt(lw.N) && isPosInt(lw.K)
-    && LINEAR_DTYPES.includes(lw.dtype), op, 'w', 'a LinearWeight (createLinear, createLinearOnDevice or linearFromParts)', w);
-  for (const [i, p] of lw.parts.entries()) checkTensor(p.tensor, op, `w.parts[${i}].tensor`);
+    && isLinearStorage(lw.dtype), op, arg, 'a LinearWeight (createLinear, createQuantLinear, createLinearOnDevice or linearFromParts)', w);
+  for (const [i, p] of lw.parts.entries()) checkTensor(p.tensor, op, `${arg}.parts[${i}].tensor`);
 }
 
 /**
@@ -726,7 +814,7 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
   }
   if (o.accumulate) check(out !== undefined, op, 'accumulate', 'an `out` tensor to accumulate into', 'none');
   let plan = o.plan;
-  if (plan) check(plan.EPV === linearVectorWidth(w.dtype) && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
+  if (plan) check((plan.kernel === 'gemm-mma' ? plan.EPV === 8 : plan.EPV === linearVectorWidth(w.dtype)) && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
     && (plan.kernel !== 'gemm-mma' || w.dtype !== 'f32'), op, 'plan', `a plan from planLinear for ${w.dtype} weights`, plan.kernel);
   else plan = planLinear(rt, { M, N, K, dtype: w.dtype });
   const norm = o.norm;
@@ -742,18 +830,18 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
 
   const dst = out ?? rt.emptyTensor([M, N], 'f32');
   const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0) | (norm ? F_RMS : 0);
-  const wd = DTYPE_CODE[w.dtype];
-  const kernel = linearKernel(rt, plan, wd);
   if (plan.kernel === 'gemm-mma' && plan.KS > 1) {
-    linearSplitK(rt, x, w, plan, kernel, { M, N, K, width, flags, g, dst });
+    linearSplitK(rt, x, w, plan, { M, N, K, width, flags, g, dst });
     return dst;
   }
   for (const part of w.parts) {
+    const kernel = linearKernel(rt, plan, part.dtype ?? w.dtype);
     const workgroups = plan.kernel === 'gemv'
       ? Math.ceil(M / plan.MT) * Math.ceil(part.rows / ((plan.WG / plan.KT) * plan.R))
       : Math.ceil(M / plan.BM) * Math.ceil(part.rows / plan.BN);
     rt.dispatch(kernel, { w: part.tensor, bias: w.bias ?? rt.dummy, nw: norm?.weight ?? rt.dummy, x, gather: g ?? rt.dummy, out: dst }, {
       M, N: part.rows, K, n0: part.row0, out_stride: N, x_stride: width / 4, x_rows: x.shape[0], flags, eps: norm?.eps ?? 0,
+      q_plane: planeWord(part.dtype ?? w.dtype, part.rows, K),
     }, workgroups);
   }
   return dst;

@@ -7,3 +7,4 @@ export * from './elementwise.js';
 export * from './embedding.js';
 export * from './sample.js';
 export * from './moe.js';
+export * from './quant.js';

@@ -5,7 +5,7 @@
 // Sizes stay small (software adapters) and plans repeat, so few pipelines are compiled.
 import { ops, reference, roundToDType, type Engine, type Tensor } from '../../src/index';
 import { mmaConfigs } from '../../src/core/runtime';
-import { assert, assertClose, defineCases, equalArrays, expectThrows, randInt, randn, type CaseContext, withTuning } from './harness';
+import { assert, assertClose, assertWithinPlain, defineCases, equalArrays, expectThrows, randInt, randn, type CaseContext, withTuning } from './harness';
 
 type WDType = 'f32' | 'f16' | 'bf16';
 
@@ -57,25 +57,6 @@ async function check(engine: Engine, p: Problem, plan?: Partial<ops.PlanLinearOp
   }
   if (prior) equalArrays(`${label}: rows past M`, got.subarray(M * N), prior.subarray(M * N));
   return w;
-}
-
-/**
- * SPEC §6 for inputs whose sums cancel far below their terms (f32 itself errs past the table there):
- * within the f32 tolerance, or within twice the error of a plain f32 implementation (sequential f32
- * sums, `plain()`) + 1e-5.
- */
-function assertWithinPlain(label: string, got: Float32Array, ref: Float64Array | Float32Array, plain: () => Float64Array | Float32Array): void {
-  try {
-    assertClose(label, got, ref, 'f32');
-  } catch (e) {
-    const pl = plain();
-    let errGpu = 0, errPlain = 0;
-    for (let j = 0; j < ref.length; j++) {
-      errGpu = Math.max(errGpu, Math.abs(got[j] - ref[j]));
-      errPlain = Math.max(errPlain, Math.abs(pl[j] - ref[j]));
-    }
-    if (!(errGpu <= 2 * errPlain + 1e-5)) throw new Error(`${(e as Error).message}; max error ${errGpu} > 2 × plain f32 ${errPlain} + 1e-5`);
-  }
 }
 
 /** Small M on the GEMV kernel, larger on the GEMM (forced: the default threshold may move). */

@@ -74,6 +74,25 @@ export function assertClose(what: string, actual: ArrayLike<number>, expected: A
   return { worst: c.worst, worstIndex: c.worstIndex, checked: c.checked };
 }
 
+/**
+ * SPEC §6 for inputs whose sums cancel far below their terms (f32 itself errs past the table there):
+ * within the f32 tolerance, or within twice the error of a plain f32 implementation (sequential f32
+ * sums, `plain()`) + 1e-5.
+ */
+export function assertWithinPlain(label: string, got: Float32Array, ref: Float64Array | Float32Array, plain: () => Float64Array | Float32Array): void {
+  try {
+    assertClose(label, got, ref, 'f32');
+  } catch (e) {
+    const pl = plain();
+    let errGpu = 0, errPlain = 0;
+    for (let j = 0; j < ref.length; j++) {
+      errGpu = Math.max(errGpu, Math.abs(got[j] - ref[j]));
+      errPlain = Math.max(errPlain, Math.abs(pl[j] - ref[j]));
+    }
+    if (!(errGpu <= 2 * errPlain + 1e-5)) throw new Error(`${(e as Error).message}; max error ${errGpu} > 2 × plain f32 ${errPlain} + 1e-5`);
+  }
+}
+
 export function assert(cond: unknown, message: string): asserts cond {
   if (!cond) throw new Error(message);
 }

@@ -12,6 +12,7 @@ import { gemmCases } from './gemm.cases';
 import { opsCases } from './ops.cases';
 import { moeCases } from './moe.cases';
 import { modelCases } from './model.cases';
+import { quantCases } from './quant.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -20,6 +21,7 @@ export * as webinfer from '../../src/index';
 export const allCases: TestCase[] = [
   ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
   ...gemmCases,
+  ...quantCases,
   ...opsCases,
   ...moeCases,
   ...modelCases,

@@ -1,0 +1,139 @@
+// Quantized weights (SPEC §8) in the linear layers and the embedding: every ggml type the engine
+// computes with, random valid blocks (src/reference/quant_random.ts), against the float64 reference on
+// the dequantized weights (src/reference/quant.ts): the GEMV at M 1..64, the FMA GEMM, the
+// subgroup-matrix GEMM where the adapter has it (weights rounded to f16 there: SPEC §6's f16 row),
+// rows that are not multiples of any tile, weights split over buffers, fused projections of several
+// types, the RMSNorm folded into the GEMV, the embedding gather, and bad arguments.
+import { ops, reference, QUANT_TYPES, QUANT_FORMATS, type Engine, type QuantType } from '../../src/index';
+import { assert, assertClose, assertWithinPlain, defineCases, expectThrows, randn, type CaseContext } from './harness';
+
+/** The shapes a type is checked at: K two or more blocks, N odd. */
+const shapeFor = (t: QuantType) => (QUANT_FORMATS[t].blockElems === 256 ? { N: 37, K: 512 } : { N: 37, K: 96 });
+
+async function checkQuant(engine: Engine, type: QuantType, M: number, seed: number,
+                          o: { plan?: Partial<ops.PlanLinearOptions>; bias?: boolean; maxPartBytes?: number; N?: number; K?: number; tol?: 'f32' | 'f16' } = {}): Promise<void> {
+  const s = shapeFor(type);
+  const N = o.N ?? s.N, K = o.K ?? s.K;
+  const bytes = reference.randomQuantRows(type, N, K, seed);
+  const wv = reference.dequantizeRows(type, bytes, N, K);
+  const xv = randn(M * K, seed + 1);
+  const bias = o.bias ? randn(N, seed + 2) : undefined;
+  const w = ops.createQuantLinear(engine, { data: bytes, N, K, type, bias, maxPartBytes: o.maxPartBytes });
+  try {
+    const plan = o.plan ? ops.planLinear(engine, { M, N, K, dtype: type, ...o.plan }) : undefined;
+    const got = await ops.linear(engine, engine.tensor(xv, [M, K]), w, { plan }).toFloat32();
+    const ref = reference.linearRef(xv, wv, M, N, K, { bias });
+    const label = `linear ${type} M${M} N${N} K${K} ${plan?.kernel ?? ops.planLinear(engine, { M, N, K, dtype: type }).kernel}${o.maxPartBytes ? ` in ${w.parts.length} parts` : ''}`;
+    // Formats with a min (Q4_K ...) give rows of a common offset: sums that cancel far below their terms.
+    if (o.tol === 'f16') assertClose(label, got, ref, 'f16');
+    else assertWithinPlain(label, got, ref, () => reference.linearRef(xv, wv, M, N, K, { bias, precision: 'f32' }));
+  } finally {
+    w.destroy();
+  }
+}
+
+function mmaWhy(ctx: CaseContext): string | null {
+  const why = ops.linearMmaUnavailable(ctx.engine, 'Q4_K');
+  if (why) ctx.note(`quantized subgroup-matrix GEMM: not run here: ${why}; it runs in the GPU test pass on the GPU machine`);
+  return why;
+}
+
+export const quantCases = defineCases('quant', [
+  {
+    name: 'every quantized type on the GEMV (M 1, 5 and 64, bias), dequantized exactly as ggml does: within the f32 row of the float64 reference',
+    async run({ engine }) {
+      for (const [i, type] of QUANT_TYPES.entries()) {
+        for (const [j, M] of [1, 5, 64].entries()) await checkQuant(engine, type, M, 100 + 10 * i + j, { plan: { kernel: 'gemv' }, bias: j === 1 });
+      }
+    },
+  },
+  {
+    name: 'every quantized type on the FMA GEMM (M 70, a tile and a remainder), and weights split over buffers (parts of whole rows)',
+    async run({ engine }) {
+      for (const [i, type] of QUANT_TYPES.entries()) await checkQuant(engine, type, 70, 300 + i, { plan: { kernel: 'gemm' } });
+      for (const [i, type] of (['Q4_0', 'Q6_K', 'MXFP4'] as const).entries()) {
+        const { K } = shapeFor(type);
+        const row = (K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
+        await checkQuant(engine, type, 3, 350 + i, { maxPartBytes: 11 * Math.ceil(row / 4) * 4 + 64, plan: { kernel: 'gemv' } });
+        await checkQuant(engine, type, 70, 360 + i, { maxPartBytes: 11 * Math.ceil(row / 4) * 4 + 64, plan: { kernel: 'gemm' } });
+      }
+    },
+  },
+  {
+    name: 'every quantized type on the subgroup-matrix GEMM where the adapter has it (weights rounded to f16 on the way in: the f16 row), prefill and decode tiles',
+    async run(ctx) {
+      const { engine } = ctx;
+      const why = mmaWhy(ctx);
+      for (const [i, type] of QUANT_TYPES.entries()) {
+        if (why) { await checkQuant(engine, type, 70, 400 + i); continue; }
+        await checkQuant(engine, type, 70, 400 + i, { plan: { kernel: 'gemm-mma' }, tol: 'f16' });
+        await checkQuant(engine, type, 16, 420 + i, { plan: { kernel: 'gemm-mma', decodeTiles: true }, tol: 'f16' });
+      }
+    },
+  },
+  {
+    name: 'a fused projection of several types (Q4_K | Q6_K | Q8_0 rows, as GGUF mixes have them) and the RMSNorm folded into the quantized GEMV',
+    async run({ engine }) {
+      const K = 256;
+      const types = ['Q4_K', 'Q6_K', 'Q8_0'] as const;
+      const rows = [24, 8, 5];
+      const bytes = types.map((t, i) => reference.randomQuantRows(t, rows[i], K, 500 + i));
+      const parts = types.map((t, i) => ops.createQuantLinear(engine, { data: bytes[i], N: rows[i], K, type: t }));
+      const bias = randn(37, 510);
+      const w = ops.stackLinears(engine, parts, bias);
+      const wv = new Float64Array(37 * K);
+      let at = 0;
+      types.forEach((t, i) => { wv.set(reference.dequantizeRows(t, bytes[i], rows[i], K), at); at += rows[i] * K; });
+      for (const M of [1, 9, 70]) {
+        const xv = randn(M * K, 520 + M);
+        const got = await ops.linear(engine, engine.tensor(xv, [M, K]), w).toFloat32();
+        assertWithinPlain(`stacked Q4_K|Q6_K|Q8_0 M${M}`, got, reference.linearRef(xv, wv, M, 37, K, { bias }),
+          () => reference.linearRef(xv, wv, M, 37, K, { bias, precision: 'f32' }));
+      }
+      // RMSNorm folded into the GEMV (decode): x / rms(x) · g, then the product.
+      const M = 3;
+      const xv = randn(M * K, 530);
+      const g = randn(K, 531);
+      const normed = reference.rmsNormRef(xv, g, 1e-5, { rows: M, n: K });
+      const got = await ops.linear(engine, engine.tensor(xv, [M, K]), w, { norm: { weight: engine.tensor(g, [K]), eps: 1e-5 } }).toFloat32();
+      assertWithinPlain('stacked, RMSNorm folded', got, reference.linearRef(normed, wv, M, 37, K, { bias }),
+        () => reference.linearRef(normed, wv, M, 37, K, { bias, precision: 'f32' }));
+      w.destroy();
+    },
+  },
+  {
+    name: 'the embedding gather from a quantized table (one and several parts; ids out of range give zeros on the GPU)',
+    async run({ engine }) {
+      for (const [i, type] of (['Q8_0', 'Q4_K', 'Q6_K', 'IQ4_XS', 'MXFP4'] as const).entries()) {
+        const V = 50, H = 256;
+        const bytes = reference.randomQuantRows(type, V, H, 600 + i);
+        const table = reference.dequantizeRows(type, bytes, V, H);
+        const row = (H / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
+        const w = ops.createQuantLinear(engine, { data: bytes, N: V, K: H, type, maxPartBytes: i % 2 ? 17 * Math.ceil(row / 4) * 4 + 64 : undefined });
+        const ids = [0, 49, 17, 3, 17, 33];
+        const got = await ops.embedding(engine, Int32Array.from(ids), w).toFloat32();
+        const want = new Float64Array(ids.length * H);
+        ids.forEach((id, r) => want.set(table.subarray(id * H, (id + 1) * H), r * H));
+        assertClose(`embedding ${type} (${w.parts.length} parts)`, got, want, 'f32');
+        const oob = await ops.embedding(engine, engine.tensor(Int32Array.from([60, -1, 2]), [3], 'i32'), w).toFloat32();
+        assert(oob.subarray(0, 2 * H).every((v) => v === 0), `embedding ${type}: ids out of range gave non-zero rows`);
+        assertClose(`embedding ${type} row 2`, oob.subarray(2 * H), table.subarray(2 * H, 3 * H), 'f32');
+        w.destroy();
+      }
+    },
+  },
+  {
+    name: 'bad quantized weights are refused with named errors (type, K not whole blocks, byte count, stacking float with quantized)',
+    async run({ engine }) {
+      const bytes = reference.randomQuantRows('Q4_0', 4, 64, 700);
+      await expectThrows(() => ops.createQuantLinear(engine, { data: bytes, N: 4, K: 64, type: 'Q3_0' as never }), 'createQuantLinear', 'type');
+      await expectThrows(() => ops.createQuantLinear(engine, { data: bytes, N: 4, K: 48, type: 'Q4_0' }), 'createQuantLinear', 'K', 'multiple of 32');
+      await expectThrows(() => ops.createQuantLinear(engine, { data: bytes.subarray(1), N: 4, K: 64, type: 'Q4_0' }), 'createQuantLinear', 'data', '144 bytes');
+      const q = ops.createQuantLinear(engine, { data: bytes, N: 4, K: 64, type: 'Q4_0' });
+      const f = ops.createLinear(engine, { data: randn(4 * 64, 701), N: 4, K: 64, dtype: 'bf16' });
+      await expectThrows(() => ops.stackLinears(engine, [q, f]), 'stackLinears', 'ws[1].dtype');
+      q.destroy();
+      f.destroy();
+    },
+  },
+]);
