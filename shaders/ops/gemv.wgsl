@@ -73,6 +73,7 @@ fn gemv_scales(t: GemvTile, li: u32) -> array<f32, MT> {
 
 /** This lane's partial sums: acc[i][r] for x row mc·MT + i and weight row r of its group. */
 fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
+  if (Q_TYPE != 0u) { return gemv_partial_q(t, g, lane, sc); }   // gemv_quant.wgsl
   let rms = (params.flags & F_RMS) != 0u;
   let kc = params.K / EPV;
   var rows: array<i32, MT>;

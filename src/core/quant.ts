@@ -27,7 +27,7 @@ export type QuantType = 'Q8_0' | 'Q4_0' | 'Q4_1' | 'Q5_0' | 'Q5_1' | 'Q2_K' | 'Q
 
 export interface QuantFormat {
   readonly type: QuantType;
-  /** Shader code (shaders/ops/quant.wgsl Q_TYPE). */
+  /** Shader code: the Q_TYPE of its decoder, shaders/ops/quant/<type>.wgsl. */
   readonly code: number;
   readonly blockElems: number;
   readonly blockBytes: number;

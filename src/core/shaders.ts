@@ -14,6 +14,28 @@ const flash = (addressing: string, reduce: 'portable' | 'subgroup') =>
   [DTYPE, COMMON, `attention/${addressing}.wgsl`, 'attention/flash_core.wgsl', 'attention/flash_scores.wgsl', `attention/reduce_${reduce}.wgsl`];
 const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wgsl', `attention/${kernel}.wgsl`];
 
+/** ggml's quantized types by their file under ops/quant/ (QUANT_FORMATS' types, lower case). */
+export const QUANT_FILES: readonly string[] = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', 'mxfp4'];
+
+/**
+ * The linear-layer programs (and the quantized embedding): `gemv` ... for 16/32-bit weights, and
+ * `gemv.q4_k` ... for each quantized type, with only that type's decoder (ops/quant/<type>.wgsl).
+ */
+function linearPrograms(): Record<string, readonly string[]> {
+  const out: Record<string, readonly string[]> = {};
+  for (const q of ['none', ...QUANT_FILES]) {
+    const tail = q === 'none' ? '' : `.${q}`;
+    const quant = ['ops/quant.wgsl', `ops/quant/${q}.wgsl`];
+    out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
+    out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
+    out[`gemm${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemm.wgsl'];
+    out[`gemm_mma${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'];
+    out[`gemm_mma_vec${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'];
+    if (q !== 'none') out[`ops_embedding_q${tail}`] = ['ops/embedding_q.wgsl', ...quant];
+  }
+  return out;
+}
+
 /** Programs by name: the files each is assembled from, in order. */
 export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   sdpa_naive: [DTYPE, COMMON, 'attention/sdpa_naive.wgsl'],
@@ -35,11 +57,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   model_step: ['models/step.wgsl'],
   bench_ceiling: ['bench/ceiling.wgsl'],
   bench_ceiling_mma: ['bench/ceiling_mma.wgsl'],
-  gemv: [DTYPE, 'ops/gemm_io.wgsl', 'ops/quant.wgsl', 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_portable.wgsl'],
-  gemv_subgroup: [DTYPE, 'ops/gemm_io.wgsl', 'ops/quant.wgsl', 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_subgroup.wgsl'],
-  gemm: [DTYPE, 'ops/gemm_io.wgsl', 'ops/quant.wgsl', 'ops/weight_words.wgsl', 'ops/gemm.wgsl'],
-  gemm_mma: ['ops/gemm_io.wgsl', 'ops/quant.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'],
-  gemm_mma_vec: ['ops/gemm_io.wgsl', 'ops/quant.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'],
+  ...linearPrograms(),
   gemm_splitk: ['ops/gemm_io.wgsl', 'ops/gemm_splitk.wgsl'],
   ops_moe_gemm_mma: ['ops/moe_io.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/moe_gemm_mma.wgsl'],
   gemm_init: [DTYPE, 'ops/gemm_init.wgsl'],
@@ -48,7 +66,6 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_rope: ['ops/rope.wgsl'],
   ops_elementwise: ['ops/elementwise.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
-  ops_embedding_q: ['ops/embedding_q.wgsl', 'ops/quant.wgsl'],
   ops_sample: ['core/order.wgsl', 'ops/sample.wgsl'],
   ops_moe_route: ['core/order.wgsl', 'ops/moe_route.wgsl'], ops_moe_sort: ['ops/moe_sort.wgsl'], ops_moe_combine: ['ops/moe_combine.wgsl'], ops_moe_gemv: [DTYPE, 'ops/moe_io.wgsl', 'ops/weight_words.wgsl', 'ops/moe_gemv.wgsl'], ops_moe_gemm: [DTYPE, 'ops/moe_io.wgsl', 'ops/weight_words.wgsl', 'ops/moe_gemm.wgsl'],
 };

@@ -99,7 +99,7 @@ export function embedding(rt: Runtime, ids: Tensor | Int32Array, table: Tensor |
   const quant = isQuantType(dtype) ? dtype : null;
   parts.forEach((p, i) => {
     if (quant) {
-      const k = rt.kernel('ops_embedding_q', 'embedding_q_main', { overrides: { Q_TYPE: QUANT_FORMATS[quant].code, ZERO_OOB: i === 0 } });
+      const k = rt.kernel(`ops_embedding_q.${quant.toLowerCase()}`, 'embedding_q_main', { overrides: { ZERO_OOB: i === 0 } });
       rt.dispatch(k, { ids: idBuf, w: p.tensor, out }, { rows, H, V, row0: p.row0, part_rows: p.rows, K: H, q_plane: quantPlaneWord(quant, p.rows, H) },
         Math.ceil((rows * H) / 4 / 256));
       return;

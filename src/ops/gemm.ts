@@ -122,6 +122,12 @@ export function linearVectorWidth(dtype: LinearStorage): number {
   return dtype === 'f32' || isQuantType(dtype) ? 4 : 8;
 }
 
+/** Values a plan's kernel reads a weight load (its EPV): 16 bytes' worth, 8 on the matrices, 32 for a
+ *  quantized GEMV (a lane's unit). */
+function planEPV(kernel: LinearPlan['kernel'], dtype: LinearStorage): number {
+  return kernel === 'gemm-mma' ? 8 : kernel === 'gemv' && isQuantType(dtype) ? 32 : linearVectorWidth(dtype);
+}
+
 /** GPU bytes of a linear weight's values as stored (its parts; the bias not counted). */
 export function linearWeightBytes(w: LinearWeight): number {
   let n = 0;
@@ -132,9 +138,10 @@ export function linearWeightBytes(w: LinearWeight): number {
   return n;
 }
 
-function checkShapeArgs(op: string, N: unknown, K: unknown, dtype: unknown): void {
+function checkShapeArgs(op: string, N: unknown, K: unknown, dtype: unknown, float = false): void {
   check(isPosInt(N), op, 'N', 'a positive integer', N);
   check(isPosInt(K), op, 'K', 'a positive integer', K);
+  if (float) check(LINEAR_DTYPES.includes(dtype as LinearDType), op, 'dtype', "'f32', 'f16' or 'bf16' (quantized weights: createQuantLinear)", fmt(dtype));
   check(isLinearStorage(dtype), op, 'dtype', `'f32', 'f16', 'bf16' or a quantized type (${QUANT_TYPES.join(', ')})`, fmt(dtype));
   if (isQuantType(dtype)) {
     const qk = QUANT_FORMATS[dtype].blockElems;
@@ -188,7 +195,7 @@ export function createLinear(rt: Runtime, w: { data: Float32Array | Uint16Array;
   rt.assertAlive(op);
   check(w !== null && typeof w === 'object', op, 'w', 'an object { data, N, K, dtype }', w);
   const { data, N, K, dtype } = w;
-  checkShapeArgs(op, N, K, dtype);
+  checkShapeArgs(op, N, K, dtype, true);
   if (dtype === 'f32') check(data instanceof Float32Array, op, 'data', "a Float32Array for dtype 'f32'", data);
   else check(data instanceof Float32Array || data instanceof Uint16Array, op, 'data', `a Float32Array or a Uint16Array of ${dtype} bits`, data);
   check(data.length === N * K, op, 'data', `N·K = ${N * K} elements`, `${data.length}`);
@@ -267,7 +274,7 @@ export function createLinearOnDevice(rt: Runtime, o: { N: number; K: number; dty
   rt.assertAlive(op);
   check(o !== null && typeof o === 'object', op, 'o', 'an object { N, K, dtype }', o);
   const { N, K, dtype } = o;
-  checkShapeArgs(op, N, K, dtype);
+  checkShapeArgs(op, N, K, dtype, true);
   const seed = o.seed ?? 0;
   check(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32, op, 'seed', 'an integer in [0, 2^32)', seed);
   const std = checkFinite(o.std ?? 1, op, 'std');
@@ -316,7 +323,7 @@ export function linearFromParts(rt: Runtime, o: { N: number; K: number; dtype: L
   rt.assertAlive(op);
   check(o !== null && typeof o === 'object', op, 'o', 'an object { N, K, dtype, parts }', o);
   const { N, K, dtype } = o;
-  checkShapeArgs(op, N, K, dtype);
+  checkShapeArgs(op, N, K, dtype, true);
   const list = Array.isArray(o.parts) ? o.parts as readonly Tensor[] : [o.parts as Tensor];
   check(list.length > 0, op, 'parts', 'at least one tensor', '[]');
   const parts: LinearPart[] = [];
@@ -641,6 +648,8 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   const smem = lim.maxComputeWorkgroupStorageSize;
 
   // Decode-sized steps of many rows on the tensor units: every row in one row tile, the weights read once.
+  // Quantized weights too (H200, issue 28's runs 4-5: Q4_K at batch 8 and 32 took 8.1 and 11.7 ms a step on
+  // the matrices, 12.6 and 40.1 on the quantized GEMV in chunks of 4 rows).
   const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= rt.tuning.linearDecodeMmaMinM
     && rt.tuning.linearDecodeMma === 'auto' && rt.tuning.linearMma === 'auto' ? planLinearMmaDecode(rt, p, op) : null;
   if (decodeMma && (p.M >= 16 || Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) * decodeMma.KS >= LINEAR_MMA_DECODE_MIN_WORKGROUPS)) return decodeMma;
@@ -652,8 +661,12 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   }
 
   if (kernel === 'gemv' || (kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M)) {
+    // Quantized weights: a lane's unit is 32 values (gemv_quant.wgsl), whose x values it holds for up
+    // to 4 rows of x (more rows run as more chunks, the weights shared through L2).
+    const quant = isQuantType(p.dtype);
+    const EPV = quant ? 32 : linearVectorWidth(p.dtype);
     const kc = p.K / EPV;
-    const MT = Math.min(16, pow2ceil(p.M));
+    const MT = Math.min(quant ? 4 : 16, pow2ceil(p.M));
     const R = 4 as const;
     const WG = pow2floor(Math.min(256, maxThreads));
     const mChunks = Math.ceil(p.M / MT);
@@ -701,22 +714,23 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
 function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kernel {
   const q = isQuantType(dtype);
   const overrides: Record<string, number> = q
-    ? { W_DTYPE: plan.kernel === 'gemm-mma' ? DTYPE_CODE.f16 : DTYPE_CODE.f32, Q_TYPE: QUANT_FORMATS[dtype].code }
+    ? { W_DTYPE: plan.kernel === 'gemm-mma' ? DTYPE_CODE.f16 : DTYPE_CODE.f32 }
     : { W_DTYPE: DTYPE_CODE[dtype] };
+  const tail = q ? `.${dtype.toLowerCase()}` : '';   // the program with this type's decoder (core/shaders.ts)
   return plan.kernel === 'gemv'
-    ? rt.kernel(plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv', 'gemv_main', {
+    ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${tail}`, 'gemv_main', {
       overrides,
       consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'
-      ? rt.kernel(plan.VEC ? 'gemm_mma_vec' : 'gemm_mma', 'gemm_mma_main', {
+      ? rt.kernel(`${plan.VEC ? 'gemm_mma_vec' : 'gemm_mma'}${tail}`, 'gemm_mma_main', {
         overrides,
         consts: mmaConsts(rt, plan),
         enables: MMA_ENABLES,
         unroll: true,
       })
-      : rt.kernel('gemm', 'gemm_main', {
+      : rt.kernel(`gemm${tail}`, 'gemm_main', {
         overrides,
         consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, TM: plan.TM, TN: plan.TN, EPV: plan.EPV },
       });
@@ -814,7 +828,7 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
   }
   if (o.accumulate) check(out !== undefined, op, 'accumulate', 'an `out` tensor to accumulate into', 'none');
   let plan = o.plan;
-  if (plan) check((plan.kernel === 'gemm-mma' ? plan.EPV === 8 : plan.EPV === linearVectorWidth(w.dtype)) && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
+  if (plan) check(plan.EPV === planEPV(plan.kernel, w.dtype) && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
     && (plan.kernel !== 'gemm-mma' || w.dtype !== 'f32'), op, 'plan', `a plan from planLinear for ${w.dtype} weights`, plan.kernel);
   else plan = planLinear(rt, { M, N, K, dtype: w.dtype });
   const norm = o.norm;

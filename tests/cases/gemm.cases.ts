@@ -428,7 +428,7 @@ export const gemmCases = defineCases('linear', [
         'createLinear: K: expected a multiple of 8 for bf16 weights', 'got 36');
       await expectThrows(() => ops.createLinear(engine, { data: randn(24 * 40, 1), N: 25, K: 40, dtype: 'f32' }), 'createLinear: data: expected N·K = 1000 elements, got 960');
       await expectThrows(() => ops.createLinear(engine, { data: new Uint16Array(24 * 40), N: 24, K: 40, dtype: 'f32' }), "createLinear: data: expected a Float32Array for dtype 'f32', got Uint16Array(960)");
-      await expectThrows(() => ops.createLinear(engine, { data: randn(24 * 40, 1), N: 24, K: 40, dtype: 'fp8e4m3' as never }), "createLinear: dtype: expected 'f32', 'f16' or 'bf16', got 'fp8e4m3'");
+      await expectThrows(() => ops.createLinear(engine, { data: randn(24 * 40, 1), N: 24, K: 40, dtype: 'fp8e4m3' as never }), "createLinear: dtype: expected 'f32', 'f16' or 'bf16' (quantized weights: createQuantLinear), got 'fp8e4m3'");
       await expectThrows(() => ops.createLinear(engine, { data: randn(24 * 40, 1), N: 24, K: 40, dtype: 'f32', bias: randn(23, 1) }), 'createLinear: bias: expected a Float32Array of N=24 values, got Float32Array(23)');
       await expectThrows(() => ops.createLinear(engine, { data: randn(24 * 40, 1), N: 24, K: 40, dtype: 'f32', maxPartBytes: 100 }), 'createLinear: maxPartBytes: expected room for one weight row of 160 bytes');
       const t = engine.tensor(randn(24 * 40, 1), [24, 40]);

@@ -28,6 +28,25 @@ export function swiftShader(engine: Engine): boolean {
   return /swiftshader/i.test(`${a.vendor} ${a.architecture} ${a.description}`);
 }
 
+/** The software runtimes of the CI, in a fixed order (spreadOverSoftware). */
+export const SOFTWARE_RUNTIMES = ['node-lavapipe', 'node-swiftshader', 'chromium', 'firefox', 'deno'] as const;
+
+/**
+ * On a software adapter, the share of `items` this runtime runs: item k goes to runtime
+ * k mod 5 of SOFTWARE_RUNTIMES (plus every item for a runtime not listed), so that the CI's five
+ * software runtimes together run every item once while each compiles a fifth of the pipelines (each
+ * ggml type's decoder is its own pipeline, 5-12 s to compile on lavapipe); on a GPU every item. The
+ * note says which ran.
+ */
+export function spreadOverSoftware<T>(ctx: CaseContext, items: readonly T[], what: string, name: (t: T) => string = String): T[] {
+  if (!ctx.engine.adapter.software) return [...items];
+  const at = (SOFTWARE_RUNTIMES as readonly string[]).indexOf(ctx.runtime);
+  if (at < 0) return [...items];
+  const mine = items.filter((_, k) => k % SOFTWARE_RUNTIMES.length === at);
+  ctx.note(`${what}: this software runtime runs ${mine.map(name).join(', ')} (the CI's five software runtimes share the ${items.length}; the GPU pass runs all)`);
+  return mine;
+}
+
 /** Why the written-out (unrolled) kernels are not compiled on SwiftShader. */
 export const UNROLL_SKIP = 'SwiftShader takes minutes and many GB to compile the kernels with their loops written out (the form wgpu gets over a GPU; bench/probes/swiftshader-unroll.mjs): every kernel runs that way in the Deno suite, and MLA\'s tile forced on lavapipe';
 

@@ -1,0 +1,29 @@
+// Q4_0 (ggml's block_q4_0; shaders/ops/quant.wgsl has the layout on the GPU and the helpers): this
+// type's q_load4 and q_unit32, one file a type so that a program compiles only its own decoder.
+
+const Q_TYPE: u32 = 2u;
+const QK: u32 = 32u;    // values a block
+const QB: u32 = 16u;    // bytes a block keeps in the block array (its scale moved to the plane if split off)
+
+/** Values 4c .. 4c + 3 of row n of the weight part: Q4_0: d · (q − 8); values 0..15 low nibbles, 16..31 high. */
+fn q_load4(n: u32, c: u32) -> vec4<f32> {
+  let e = 4u * c;
+  let b = n * (params.K / QK) + e / QK;   // the block
+  let i = e % QK;                         // the first value's place in its block
+  let base = b * (QB / 4u);   // its first word
+  return q_plane_f16(b) * (vec4<f32>(q_nibbles(qw(base + (i % 16u) / 4u), i >= 16u)) - 8.0);
+}
+
+/** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q4_0: values 0..15 the low nibbles of the 16 bytes, 16..31 the high. */
+fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
+  var o: array<vec4<f32>, 8>;
+  let units = params.K / 32u;
+  let b = n * units + u;
+  let d = q_plane_f16(b);
+  let q = qv(b);
+  o[0] = d * (vec4<f32>(q_nibbles(q.x, false)) - 8.0); o[1] = d * (vec4<f32>(q_nibbles(q.y, false)) - 8.0);
+  o[2] = d * (vec4<f32>(q_nibbles(q.z, false)) - 8.0); o[3] = d * (vec4<f32>(q_nibbles(q.w, false)) - 8.0);
+  o[4] = d * (vec4<f32>(q_nibbles(q.x, true)) - 8.0); o[5] = d * (vec4<f32>(q_nibbles(q.y, true)) - 8.0);
+  o[6] = d * (vec4<f32>(q_nibbles(q.z, true)) - 8.0); o[7] = d * (vec4<f32>(q_nibbles(q.w, true)) - 8.0);
+  return o;
+}

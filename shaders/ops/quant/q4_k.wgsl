@@ -1,0 +1,43 @@
+// Q4_K (ggml's block_q4_k; shaders/ops/quant.wgsl has the layout on the GPU and the helpers): this
+// type's q_load4 and q_unit32, one file a type so that a program compiles only its own decoder.
+
+const Q_TYPE: u32 = 8u;
+const QK: u32 = 256u;    // values a block
+const QB: u32 = 144u;    // bytes a block keeps in the block array (its scale moved to the plane if split off)
+
+/** Values 4c .. 4c + 3 of row n of the weight part: (d · sc) · q − dmin · m over sub-blocks of 32. */
+fn q_load4(n: u32, c: u32) -> vec4<f32> {
+  let e = 4u * c;
+  let b = n * (params.K / QK) + e / QK;   // the block
+  let i = e % QK;                         // the first value's place in its block
+  let base = b * (QB / 4u);   // its first word
+  let dm = unpack2x16float(qw(base));
+  let sm = q_scale_min_k4(base + 1u, i / 32u);
+  let c64 = i / 64u;
+  let l = i % 32u;
+  let high = (i % 64u) >= 32u;
+  let q = q_nibbles(qw(base + 4u + (c64 * 32u + l) / 4u), high);
+  return (dm.x * sm.x) * vec4<f32>(q) - dm.y * sm.y;
+}
+
+/** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q4_K: sub-block s of super-block sb; its 32 quants are one half (nibble) of 32 bytes. */
+fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
+  var o: array<vec4<f32>, 8>;
+  let units = params.K / 32u;
+  let sb = n * (units / 8u) + u / 8u;
+  let s = u % 8u;
+  let v0 = 9u * sb;   // the block's first word-vector: d, dmin, scales[0..11]
+  let head = qv(v0);
+  let dm = unpack2x16float(head.x);
+  let sm = q_scale_min_k4(4u * v0 + 1u, s);
+  let d1 = dm.x * sm.x;
+  let m1 = dm.y * sm.y;
+  let high = (s & 1u) == 1u;
+  let a = qv(v0 + 1u + 2u * (s / 2u));
+  let c = qv(v0 + 2u + 2u * (s / 2u));
+  o[0] = d1 * vec4<f32>(q_nibbles(a.x, high)) - m1; o[1] = d1 * vec4<f32>(q_nibbles(a.y, high)) - m1;
+  o[2] = d1 * vec4<f32>(q_nibbles(a.z, high)) - m1; o[3] = d1 * vec4<f32>(q_nibbles(a.w, high)) - m1;
+  o[4] = d1 * vec4<f32>(q_nibbles(c.x, high)) - m1; o[5] = d1 * vec4<f32>(q_nibbles(c.y, high)) - m1;
+  o[6] = d1 * vec4<f32>(q_nibbles(c.z, high)) - m1; o[7] = d1 * vec4<f32>(q_nibbles(c.w, high)) - m1;
+  return o;
+}

@@ -1,0 +1,26 @@
+// Q5_1 (ggml's block_q5_1; shaders/ops/quant.wgsl has the layout on the GPU and the helpers): this
+// type's q_load4 and q_unit32, one file a type so that a program compiles only its own decoder.
+
+const Q_TYPE: u32 = 5u;
+const QK: u32 = 32u;    // values a block
+const QB: u32 = 24u;    // bytes a block keeps in the block array (its scale moved to the plane if split off)
+
+/** Values 4c .. 4c + 3 of row n of the weight part: d · q + m. */
+fn q_load4(n: u32, c: u32) -> vec4<f32> {
+  let e = 4u * c;
+  let b = n * (params.K / QK) + e / QK;   // the block
+  let i = e % QK;                         // the first value's place in its block
+  let base = b * (QB / 4u);   // its first word
+  let qh = qw(base + 1u);   // bit i is value i's fifth bit
+  let h = ((vec4<u32>(qh) >> (vec4<u32>(i) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u)) << vec4<u32>(4u);
+  let q = vec4<f32>(q_nibbles(qw(base + 2u + (i % 16u) / 4u), i >= 16u) | h);
+  let dm = unpack2x16float(qw(base));
+  return dm.x * q + dm.y;
+}
+
+/** Values 32u .. 32u + 31 of row n (the GEMV's unit), through q_load4. */
+fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
+  var o: array<vec4<f32>, 8>;
+  for (var j = 0u; j < 8u; j++) { o[j] = q_load4(n, 8u * u + j); }
+  return o;
+}

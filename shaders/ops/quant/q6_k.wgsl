@@ -1,0 +1,52 @@
+// Q6_K (ggml's block_q6_k; shaders/ops/quant.wgsl has the layout on the GPU and the helpers): this
+// type's q_load4 and q_unit32, one file a type so that a program compiles only its own decoder.
+
+const Q_TYPE: u32 = 10u;
+const QK: u32 = 256u;    // values a block
+const QB: u32 = 208u;    // bytes a block keeps in the block array (its scale moved to the plane if split off)
+
+/** Values 4c .. 4c + 3 of row n of the weight part: Q6_K: (d · sc) · (q − 32), q = 4 bits from ql | 2 bits from qh, sc an i8 of the group of 16. */
+fn q_load4(n: u32, c: u32) -> vec4<f32> {
+  let e = 4u * c;
+  let b = n * (params.K / QK) + e / QK;   // the block
+  let i = e % QK;                         // the first value's place in its block
+  let base = b * (QB / 4u);   // its first word
+  let h = i / 128u;
+  let k = (i % 128u) / 32u;
+  let l = i % 32u;
+  let ql = q_nibbles(qw(base + (h * 64u + l + (k & 1u) * 32u) / 4u), k >= 2u);
+  let qh = (q_bytes(qw(base + 32u + (h * 32u + l) / 4u)) >> vec4<u32>(2u * k)) & vec4<u32>(3u);
+  let sc = bitcast<i32>(q_block_byte(base + 48u, i / 16u) << 24u) >> 24u;
+  return (q_plane_f16(b) * f32(sc)) * (vec4<f32>(ql | (qh << vec4<u32>(4u))) - 32.0);
+}
+
+/** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q6_K: 32 values of quarter k of half h: 4 bits from ql, 2 from qh, two i8 scales. */
+fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
+  var o: array<vec4<f32>, 8>;
+  let units = params.K / 32u;
+  let b = n * (units / 8u) + u / 8u;
+  let s = u % 8u;
+  let h = s / 4u;
+  let k = s % 4u;
+  let v0 = 13u * b;
+  let d = q_plane_f16(b);
+  let scw = qv(v0 + 12u);   // the 16 i8 scales
+  let g = 2u * s;           // the first of the unit's two groups of 16
+  let sw0 = scw[g / 4u];
+  let s0 = d * f32(bitcast<i32>(q_byte(sw0, g % 4u) << 24u) >> 24u);
+  let s1 = d * f32(bitcast<i32>(q_byte(sw0, g % 4u + 1u) << 24u) >> 24u);
+  let qlv = v0 + 4u * h + 2u * (k & 1u);
+  let qhv = v0 + 8u + 2u * h;
+  let high = k >= 2u;
+  for (var j = 0u; j < 2u; j++) {
+    let l = qv(qlv + j);
+    let m = qv(qhv + j);
+    let sc = select(s0, s1, j == 1u);
+    let sh = vec4<u32>(2u * k);
+    o[4u * j + 0u] = sc * (vec4<f32>(q_nibbles(l.x, high) | (((q_bytes(m.x) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
+    o[4u * j + 1u] = sc * (vec4<f32>(q_nibbles(l.y, high) | (((q_bytes(m.y) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
+    o[4u * j + 2u] = sc * (vec4<f32>(q_nibbles(l.z, high) | (((q_bytes(m.z) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
+    o[4u * j + 3u] = sc * (vec4<f32>(q_nibbles(l.w, high) | (((q_bytes(m.w) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
+  }
+  return o;
+}

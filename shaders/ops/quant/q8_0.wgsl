@@ -1,0 +1,28 @@
+// Q8_0 (ggml's block_q8_0; shaders/ops/quant.wgsl has the layout on the GPU and the helpers): this
+// type's q_load4 and q_unit32, one file a type so that a program compiles only its own decoder.
+
+const Q_TYPE: u32 = 1u;
+const QK: u32 = 32u;    // values a block
+const QB: u32 = 32u;    // bytes a block keeps in the block array (its scale moved to the plane if split off)
+
+/** Values 4c .. 4c + 3 of row n of the weight part: Q8_0: d · q. */
+fn q_load4(n: u32, c: u32) -> vec4<f32> {
+  let e = 4u * c;
+  let b = n * (params.K / QK) + e / QK;   // the block
+  let i = e % QK;                         // the first value's place in its block
+  let base = b * (QB / 4u);   // its first word
+  return q_plane_f16(b) * q_i8x4(qw(base + i / 4u));
+}
+
+/** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q8_0: a block of 32 is the unit. */
+fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
+  var o: array<vec4<f32>, 8>;
+  let units = params.K / 32u;
+  let b = n * units + u;
+  let d = q_plane_f16(b);
+  let lo = qv(2u * b);
+  let hi = qv(2u * b + 1u);
+  o[0] = d * q_i8x4(lo.x); o[1] = d * q_i8x4(lo.y); o[2] = d * q_i8x4(lo.z); o[3] = d * q_i8x4(lo.w);
+  o[4] = d * q_i8x4(hi.x); o[5] = d * q_i8x4(hi.y); o[6] = d * q_i8x4(hi.z); o[7] = d * q_i8x4(hi.w);
+  return o;
+}
