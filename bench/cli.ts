@@ -42,13 +42,15 @@
 //                         through ../shared/peers/llamacpp/bench_ctypes.py (--llamacpp-script=PATH; python3) on a GGUF
 //                         of the same shape (make_gguf.py); its rows go to the results file and a table beside webinfer's
 //   --llamacpp-deepseek=LIBDIR:GGUF[:LABEL]  the same after the deepseek suite, on a deepseek2 GGUF (make_gguf.py dsv2-lite)
+//   --suite=gguf --gguf=FILE[:LABEL],...  whole models loaded from GGUF files (quantized weights kept in their blocks),
+//                         the model suite's grid on each; --gguf-llamacpp=LIBDIR runs llama.cpp on each same file after it
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createEngine, ops } from 'webinfer';
+import { createEngine, loadGGUF, ops } from 'webinfer';
 import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
@@ -548,8 +550,8 @@ const modelGrid = () => ({
  * into result[key], and the lines of a table of both engines' tokens/s. `extra`: further arguments of
  * bench_ctypes.py (DeepSeek's: fewer tokens and repeats, as the peer's README measured it).
  */
-function llamaCppBeside(r: ModelBench, flag: string, key: string, extra: string[] = []): string[] {
-  const [lib, gguf, label = 'bf16'] = args.get(flag)!.split(':');
+function llamaCppBeside(r: ModelBench, flag: string, key: string, extra: string[] = [], spec = args.get(flag)!): string[] {
+  const [lib, gguf, label = 'bf16'] = spec.split(':');
   const script = args.get('llamacpp-script') ?? '../shared/peers/llamacpp/bench_ctypes.py';
   const g = modelGrid();
   const argv = [script, '--lib', lib, '--model', gguf, '--ctx', g.contexts.join(','), '--batch', g.batches.filter((b) => b > 1).join(','), '--batch-ctx', g.contexts.join(','), '--prefill', String(g.prefill), ...extra];
@@ -599,6 +601,45 @@ if (suites.includes('model')) {
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `model-${slug}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
+if (suites.includes('gguf')) {
+  // GGUF files (make_gguf.py on the GPU machine: random weights of real shapes), each loaded with its blocks
+  // kept as they are, then llama.cpp on the same file.
+  const runs: (ModelBench & { file: string; label: string })[] = [];
+  const lines: string[] = [];
+  for (const spec of (args.get('gguf') ?? '').split(',').filter(Boolean)) {
+    const [file, label = file.replace(/^.*\//, '')] = spec.split(':');
+    let config: Record<string, unknown> | null = null;
+    const t0 = performance.now();
+    const r = await benchModel(engine, ceilings, {
+      config: undefined, name: `${label} (${file.replace(/^.*\//, '')})`, dtype: label, ...modelGrid(),
+      load: async (o) => {
+        const g = await loadGGUF(file);
+        config = g.config as Record<string, unknown>;
+        const m = await engine.loadModel({ weights: g, ...o });
+        console.log(`loaded ${file} in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${(m.weightBytes / 2 ** 30).toFixed(2)} GiB of weights on the GPU`);
+        return m;
+      },
+      configOf: () => config,
+    });
+    const run = { ...r, file, label };
+    runs.push(run);
+    const ls = modelLines(r, 'gguf');
+    ls[0] = `# ${r.name}: GGUF weights (${label}), ${r.cache} KV cache, on ${deviceName}`;
+    ls.splice(3, 0, `Weights on the GPU: ${fmt((r.weightBytes ?? NaN) / 2 ** 30, 3)} GiB (the file's blocks, repacked only to whole words).`, '');
+    lines.push(...ls, '');
+    console.log(`\n${ls.slice(4).join('\n')}`);
+    if (args.has('gguf-llamacpp')) {
+      const lb = llamaCppBeside(r, 'gguf-llamacpp', 'llamacppGguf', [], `${args.get('gguf-llamacpp')}:${file}:${label}`);
+      (run as Record<string, unknown>).llamacpp = result.llamacppGguf;
+      delete result.llamacppGguf;
+      lines.push(...lb, '');
+    }
+  }
+  result.gguf = runs;
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `gguf-${slug}.md`), `${lines.join('\n')}`);
 }
 
 if (suites.includes('deepseek')) {

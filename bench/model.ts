@@ -75,6 +75,8 @@ export interface ModelBench {
   decode: ModelDecodeRow[];
   prefill: { tokens: number; wallMs: number; gpuMs: number | null; tokensPerSecond: number; linearTflops: number; pctFma: number; linearMs: number } | null;
   kernels: { what: string; ms: number; gbs?: number; tflops?: number; pct: number }[];
+  /** GPU bytes of the weights as stored (Model.weightBytes). */
+  weightBytes?: number;
   error?: string;
 }
 
@@ -98,18 +100,35 @@ function prefillLinearFlops(c: AnyConfig, T: number): number {
   return 2 * T * perToken + 2 * c.vocab_size * H;
 }
 
+/** What a model of the bench is loaded from, in place of random bf16 weights made on the GPU (a GGUF file). */
+export type ModelLoader = (o: { kvCache: { numBlocks: number; blockSize: number; dtype: 'f16' | 'bf16' | 'fp8_ds_mla' }; maxTokensPerStep: number; maxSeqsPerStep: number }) => Promise<Model>;
+
 export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config?: AnyConfig; name?: string; batches: number[]; contexts: number[];
-  prefill: number; steps: number; cache?: 'f16' | 'bf16' | 'fp8_ds_mla'; blockSize?: number; kernels?: boolean }): Promise<ModelBench> {
-  const config = o.config ?? LLAMA_3_2_1B;
+  prefill: number; steps: number; cache?: 'f16' | 'bf16' | 'fp8_ds_mla'; blockSize?: number; kernels?: boolean;
+  /** Load the model (its weights' label in `dtype`) instead of making random bf16 weights of `config`'s shape. */
+  load?: ModelLoader; dtype?: string;
+  /** With `load`: the loaded model's HF config (for the shape's parameter and FLOP counts), once loaded. */
+  configOf?: () => object | null }): Promise<ModelBench> {
+  let config: AnyConfig = o.config ?? LLAMA_3_2_1B;
   const cache = o.cache ?? 'f16';
   const maxB = Math.max(...o.batches), maxC = Math.max(...o.contexts);
   const bs = o.blockSize ?? 16;
   const numBlocks = maxB * Math.ceil((maxC + o.steps + 16) / bs) + Math.ceil((o.prefill + 16) / bs);
-  const res: ModelBench = { name: o.name ?? 'Llama-3.2-1B shape', dtype: 'bf16', cache, layers: config.num_hidden_layers, params: 0, decode: [], prefill: null, kernels: [] };
+  const res: ModelBench = { name: o.name ?? 'Llama-3.2-1B shape', dtype: o.dtype ?? 'bf16', cache, layers: config.num_hidden_layers, params: 0, decode: [], prefill: null, kernels: [] };
   let model: Model | null = null;
   try {
-    model = await createRandomModel(engine, { config, dtype: 'bf16', kvCache: { numBlocks, blockSize: bs, dtype: cache }, maxTokensPerStep: Math.max(o.prefill, maxB), maxSeqsPerStep: maxB });
-    res.params = model.stepBytes(0, 1).weights / 2;
+    const kvCache = { numBlocks, blockSize: bs, dtype: cache }, maxTokensPerStep = Math.max(o.prefill, maxB), maxSeqsPerStep = maxB;
+    model = o.load ? await o.load({ kvCache, maxTokensPerStep, maxSeqsPerStep })
+      : await createRandomModel(engine, { config, dtype: 'bf16', kvCache, maxTokensPerStep, maxSeqsPerStep });
+    res.weightBytes = model.weightBytes;
+    const loaded = o.configOf?.();
+    if (loaded) {
+      config = loaded as AnyConfig;
+      res.layers = config.num_hidden_layers;
+    }
+    // Parameters a batch-1 step reads: its weights' bytes at 16 bits, or counted from the shape.
+    res.params = o.load ? (prefillLinearFlops(config, 1) - 2 * config.vocab_size * config.hidden_size) / 2 + config.vocab_size * config.hidden_size
+      : model.stepBytes(0, 1).weights / 2;
     for (const batch of o.batches) {
       for (const context of o.contexts) {
         const wBytes = model.stepBytes(0, batch).weights;
@@ -140,7 +159,7 @@ export async function benchModel(engine: Engine, ceilings: Ceilings, o: { config
     }
     model.destroy();
     model = null;
-    if (o.kernels === false || 'kv_lora_rank' in config) return res;
+    if (o.kernels === false || o.load || 'kv_lora_rank' in config) return res;
     // The linear kernels alone, at the model's MLP shape (gate|up: N = 2·I, K = H), bf16 weights.
     const N = 2 * config.intermediate_size, K = config.hidden_size;
     const w = ops.createLinearOnDevice(engine, { N, K, dtype: 'bf16', seed: 9, std: 0.02 });

@@ -232,14 +232,20 @@ function loadCheckpointInto(src: FileList | string): void {
       byId('model-prompt-hint').textContent = '(load a model first)';
       showError(msg, 'Load', e);
     } finally {
-      // A second pick of the same folder fires change again.
+      // A second pick of the same folder (or file) fires change again.
       folderInput.value = '';
+      byId<HTMLInputElement>('model-gguf').value = '';
       syncModelControls();
     }
   });
 }
 
 openFolder.addEventListener('click', () => folderInput.click());
+const ggufInput = byId<HTMLInputElement>('model-gguf');
+byId('model-open-gguf').addEventListener('click', () => ggufInput.click());
+ggufInput.addEventListener('change', () => {
+  if (ggufInput.files?.length) loadCheckpointInto(ggufInput.files);
+});
 folderInput.addEventListener('change', () => {
   if (folderInput.files?.length) loadCheckpointInto(folderInput.files);
 });

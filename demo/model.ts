@@ -4,7 +4,7 @@
 // tokenizer.json (@huggingface/tokenizers) and chat template (@huggingface/jinja).
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { RUNNABLE_ARCHITECTURES, loadCheckpoint, loadSafetensors, type Checkpoint, type Engine, type Model } from 'webinfer';
+import { RUNNABLE_ARCHITECTURES, loadCheckpoint, loadSafetensors, type Checkpoint, type Engine, type GGUFFile, type Model } from 'webinfer';
 import { fetchShared } from './check';
 import { el, errorMessage, fmt, nextFrame, type Progress } from './ui';
 
@@ -161,7 +161,7 @@ function goldenRow(r: GoldenResult): HTMLTableRowElement {
 
 // ------------------------------------------------------------------------------ own checkpoint
 
-export type LoadDType = 'checkpoint' | 'f32' | 'f16' | 'bf16';
+export type LoadDType = 'checkpoint' | 'f32' | 'f16' | 'bf16' | 'q8' | 'q4';
 
 export interface Loaded {
   model: Model;
@@ -177,6 +177,8 @@ export interface Loaded {
   stopTokens: number[];
   loadMs: number;
   totalBytes: number;
+  /** The storage asked for. */
+  dtype: LoadDType;
 }
 
 /** tokenizer_config.json writes special tokens as strings or as AddedToken objects ({ content }). */
@@ -213,7 +215,7 @@ const mb = (n: number) => (n / 1e6).toFixed(n < 1e7 ? 1 : 0);
  */
 export async function openCheckpoint(engine: Engine, src: FileList | File[] | string, dtype: LoadDType, progress: Progress): Promise<Loaded> {
   const t0 = performance.now();
-  progress.set(0, 1, 'reading config.json and the safetensors headers…');
+  progress.set(0, 1, 'reading the config and the weights\' headers…');
   const ckpt = await loadCheckpoint(src);
   const tcfg = ckpt.tokenizerConfig as Json | undefined;
   let tokenizer: Tokenizer | null = null;
@@ -222,20 +224,22 @@ export async function openCheckpoint(engine: Engine, src: FileList | File[] | st
     try {
       tokenizer = new Tokenizer(ckpt.tokenizer, tcfg ?? {});
       const type = (ckpt.tokenizer as { model?: { type?: string } }).model?.type ?? 'unknown model type';
-      tokenizerNote = `tokenizer.json (${type}, ${tokenizer.get_vocab().size} tokens)`;
+      tokenizerNote = `${Array.isArray(ckpt.weights) ? 'tokenizer.json' : 'from the GGUF metadata'} (${type}, ${tokenizer.get_vocab().size} tokens)`;
     } catch (e) {
       tokenizerNote = `tokenizer.json could not be read (${errorMessage(e)}): prompts are token ids`;
     }
   }
   let template: Template | null = null;
-  let templateNote = 'none in tokenizer_config.json';
+  let templateNote = `none in ${Array.isArray(ckpt.weights) ? 'tokenizer_config.json' : 'the GGUF metadata'}`;
+  const from = Array.isArray(ckpt.weights) ? 'tokenizer_config.json' : 'the GGUF metadata';
+  if (!Array.isArray(ckpt.weights)) tokenizerNote = 'none in the GGUF metadata (or of a kind not converted): prompts are token ids';
   const source = chatTemplateOf(tcfg);
   if (source !== null && tokenizer) {
     try {
       template = new Template(source);
-      templateNote = 'from tokenizer_config.json';
+      templateNote = `from ${from}`;
     } catch (e) {
-      templateNote = `tokenizer_config.json's chat_template could not be parsed (${errorMessage(e)})`;
+      templateNote = `the chat_template from ${from} could not be parsed (${errorMessage(e)})`;
     }
   }
   let totalBytes = 0;
@@ -253,20 +257,29 @@ export async function openCheckpoint(engine: Engine, src: FileList | File[] | st
     bos_token: tokenText(tcfg?.bos_token) || fromId(model.config.bosTokenId),
     eos_token: tokenText(tcfg?.eos_token) || fromId(model.config.eosTokenIds[0]),
   };
-  return { model, ckpt, tokenizer, tokenizerNote, template, templateNote, specials, stopTokens, loadMs: performance.now() - t0, totalBytes };
+  return { model, ckpt, tokenizer, tokenizerNote, template, templateNote, specials, stopTokens, loadMs: performance.now() - t0, totalBytes, dtype };
+}
+
+/** A GGUF file's tensor types with their counts, most common first ('Q4_K ×113, Q6_K ×17, F32 ×33'). */
+function ggufTypes(g: GGUFFile): string {
+  const n = new Map<string, number>();
+  for (const t of g.tensors.values()) n.set(t.type, (n.get(t.type) ?? 0) + 1);
+  return [...n].sort((a, b) => b[1] - a[1]).map(([t, c]) => `${t} ×${c}`).join(', ');
 }
 
 /** What the page shows about a loaded model. */
 export function renderInfo(dl: HTMLElement, l: Loaded): void {
   const c = l.model.config;
   const facts: [string, string][] = [
-    ['checkpoint', `${l.ckpt.name} (${l.ckpt.weights.length} safetensors file${l.ckpt.weights.length > 1 ? 's' : ''}, ${mb(l.totalBytes)} MB)`],
+    ['checkpoint', Array.isArray(l.ckpt.weights)
+      ? `${l.ckpt.name} (${l.ckpt.weights.length} safetensors file${l.ckpt.weights.length > 1 ? 's' : ''}, ${mb(l.totalBytes)} MB)`
+      : `${l.ckpt.name} (GGUF, ${ggufTypes(l.ckpt.weights)}, ${mb(l.totalBytes)} MB)`],
     ['architecture', l.model.architecture],
     ['layers', String(c.numLayers)],
     ['hidden size', String(c.hiddenSize)],
     ['heads', `${c.numHeads} query, ${c.numKvHeads} key/value, head size ${c.headDim}`],
     ['vocabulary', String(c.vocabSize)],
-    ['weights dtype', l.model.weightDType],
+    ['weights on the GPU', `${mb(l.model.weightBytes)} MB${Array.isArray(l.ckpt.weights) && !/^q/.test(l.dtype) ? ` (${l.model.weightDType})` : ''}`],
     ['KV cache', `${l.model.numBlocks} blocks × ${l.model.blockSize} tokens = ${l.model.numBlocks * l.model.blockSize} tokens`],
     ['tokenizer', l.tokenizerNote],
     ['chat template', l.templateNote],

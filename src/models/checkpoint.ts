@@ -1,15 +1,19 @@
 // An HF checkpoint folder as the Hub lays it out: config.json, the weights (model.safetensors, or
 // model.safetensors.index.json and its shards), and the optional tokenizer.json,
 // tokenizer_config.json and generation_config.json. The folder can be a directory (Node, Deno), a
-// base URL (browser), what a browser folder picker returns, or a map of names to Blobs.
+// base URL (browser), what a browser folder picker returns, or a map of names to Blobs. Or a GGUF
+// file (a path or URL ending in .gguf, or picked File(s): split parts in order), whose metadata holds
+// the config, tokenizer and chat template (loadGGUF).
 
 import { check, fail } from '../core/errors.js';
 import { hasFileSystem, isUrl, loadSafetensors, loadShardedSafetensors, nodeFs, type SafetensorsFile } from './safetensors.js';
+import { loadGGUF, type GGUFFile } from './gguf.js';
 
 export interface Checkpoint {
   /** The parsed config.json (give it to parseConfig). */
   config: object;
-  weights: SafetensorsFile[];
+  /** The safetensors files, or the GGUF file (give either to loadModel). */
+  weights: SafetensorsFile[] | GGUFFile;
   tokenizer?: object;
   tokenizerConfig?: object;
   generationConfig?: object;
@@ -116,6 +120,18 @@ function blobFolder(entries: { path: string; blob: Blob }[], what: string): Fold
   };
 }
 
+/** The GGUF file(s) a source names: a path or URL ending in .gguf, or picked files all named *.gguf. */
+function ggufSource(src: CheckpointSource): string | Blob[] | null {
+  const isGguf = (name: string) => /\.gguf(\?.*)?$/i.test(name);
+  if (typeof src === 'string') return isGguf(src) ? src : null;
+  const isFileList = typeof FileList !== 'undefined' && src instanceof FileList;
+  if (isFileList || Array.isArray(src)) {
+    const files = Array.from(src as ArrayLike<File>);
+    return files.length > 0 && files.every((f) => f && typeof f.name === 'string' && isGguf(f.name)) ? files : null;
+  }
+  return null;
+}
+
 function folderOf(src: CheckpointSource): Folder {
   if (typeof src === 'string') {
     check(src.length > 0, OP, 'src', 'a directory path or base URL', src);
@@ -158,6 +174,14 @@ async function json(folder: Folder, file: string, required: boolean): Promise<ob
  * Like transformers, a single model.safetensors wins over a sharded index.
  */
 export async function loadCheckpoint(src: CheckpointSource): Promise<Checkpoint> {
+  const gguf = ggufSource(src);
+  if (gguf) {
+    const g = await loadGGUF(gguf);
+    const out: Checkpoint = { config: g.config, weights: g, name: g.name };
+    if (g.tokenizer) out.tokenizer = g.tokenizer;
+    if (g.tokenizerConfig) out.tokenizerConfig = g.tokenizerConfig;
+    return out;
+  }
   const folder = folderOf(src);
   const config = (await json(folder, 'config.json', true))!;
   let weights: SafetensorsFile[];

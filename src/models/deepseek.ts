@@ -17,7 +17,7 @@
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createMLA, createMLACache, fp8DsMlaRowBytes, type MLACache, type MLADecodePlan, type MLALayer } from '../attention/mla.js';
-import { createLinear, createLinearOnDevice, linear, planLinear, type LinearDType, type LinearWeight } from '../ops/gemm.js';
+import { createLinear, createLinearOnDevice, linear, linearWeightBytes, planLinear, type LinearDType, type LinearWeight } from '../ops/gemm.js';
 import { createExperts, createExpertsOnDevice, moe, route, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
@@ -198,7 +198,7 @@ export class DeepSeekFamily implements Architecture {
    * token picks topK of E at random, E·(1 − (1 − topK/E)^batch) (random weights route near-uniformly).
    */
   weightBytes(batch: number): number {
-    const bytes = (w: LinearWeight) => w.N * w.K * (w.dtype === 'f32' ? 4 : 2);
+    const bytes = linearWeightBytes;
     const { N, P, V, L } = this.dims;
     let total = bytes(this.lmHeadW);
     for (const l of this.layers) {
@@ -210,6 +210,18 @@ export class DeepSeekFamily implements Architecture {
         const chosen = batch <= 1 ? k : e.E * (1 - (1 - k / e.E) ** batch);
         total += chosen * 3 * e.I * e.H * (e.dtype === 'f32' ? 4 : 2);
       }
+    }
+    return total;
+  }
+
+  storedWeightBytes(): number {
+    const { N, P, V, L } = this.dims;
+    let total = linearWeightBytes(this.embedW) + (this.lmHeadW !== this.embedW ? linearWeightBytes(this.lmHeadW) : 0);
+    for (const l of this.layers) {
+      total += [l.qA, l.qNope, l.qPe, l.kvA, l.kPe, l.o, l.dense?.gateUp, l.dense?.down, l.moe?.router, l.moe?.shared?.gateUp, l.moe?.shared?.down]
+        .reduce((a, w) => a + (w ? linearWeightBytes(w) : 0), 0);
+      total += 4 * N * (P + V) * L;   // the absorbed W_UK and W_UV (f32)
+      if (l.moe) total += l.moe.experts.E * 3 * l.moe.experts.I * l.moe.experts.H * (l.moe.experts.dtype === 'f32' ? 4 : 2);
     }
     return total;
   }

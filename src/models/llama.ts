@@ -16,7 +16,7 @@ import type { Tensor } from '../core/tensor.js';
 import { createPagedKVCache, encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
 import type { DType } from '../core/dtype.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
-import { createLinearOnDevice, linear, planLinear, type LinearWeight } from '../ops/gemm.js';
+import { createLinearOnDevice, linear, linearWeightBytes, planLinear, type LinearWeight } from '../ops/gemm.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
@@ -101,9 +101,18 @@ export class LlamaFamily implements Architecture {
 
   /** Bytes of weights a decode step reads: every linear layer once (the embedding: a row per token). */
   weightBytes(_batch: number): number {
-    const bytes = (w: LinearWeight) => w.N * w.K * (w.dtype === 'f32' ? 4 : 2);
+    const bytes = (w: LinearWeight) => linearWeightBytes(w);
     let total = bytes(this.lmHeadW);
     for (const L of this.layers) total += bytes(L.qkv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);
+    return total;
+  }
+
+  storedWeightBytes(): number {
+    let total = linearWeightBytes(this.embedW) + (this.lmHeadW !== this.embedW ? linearWeightBytes(this.lmHeadW) : 0) + this.normW.byteLength;
+    for (const L of this.layers) {
+      total += linearWeightBytes(L.qkv) + linearWeightBytes(L.o) + linearWeightBytes(L.gateUp) + linearWeightBytes(L.down);
+      for (const t of [L.inNorm, L.postNorm, L.qNorm, L.kNorm, L.qkv.bias, L.o.bias, L.gateUp.bias, L.down.bias]) total += t?.byteLength ?? 0;
+    }
     return total;
   }
 

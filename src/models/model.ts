@@ -24,9 +24,12 @@ import { KVCacheManager } from '../serve/kv_manager.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { ropeTable } from './rope.js';
 import type { SafetensorsFile } from './safetensors.js';
-import { validateCheckpoint } from './schema.js';
+import { validateCheckpoint, WEIGHT_DTYPES } from './schema.js';
+import type { GGUFFile } from './gguf.js';
+import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
+import { QUANT_TYPES } from '../core/quant.js';
 import type { Architecture, StepContext } from './step.js';
-import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
+import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { DeepSeekFamily } from './deepseek.js';
 
@@ -38,12 +41,14 @@ export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'Mistra
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM']);
 
 export interface LoadModelOptions {
-  /** The parsed config.json of an HF checkpoint. */
-  config: object;
-  /** Its safetensors file(s) (loadSafetensors; a sharded checkpoint's shards). */
-  weights: SafetensorsFile | readonly SafetensorsFile[];
-  /** How weights are stored on the GPU (default: as in the checkpoint). */
-  dtype?: WeightDType;
+  /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
+  config?: object;
+  /** Its safetensors file(s) (loadSafetensors; a sharded checkpoint's shards), or a GGUF file (loadGGUF). */
+  weights: SafetensorsFile | readonly SafetensorsFile[] | GGUFFile;
+  /** How weights are stored on the GPU: 'checkpoint' (the default) as in the checkpoint, quantized or
+   *  not; a float dtype converts (and dequantizes) them; 'q8' | 'q4' quantize a 16/32-bit checkpoint's
+   *  linear layers as they upload (QuantizeOnLoad says how). */
+  dtype?: 'checkpoint' | WeightDType | QuantizeOnLoad;
   kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType | 'fp8_ds_mla' };
   onProgress?: (loadedBytes: number, totalBytes: number) => void;
   /** Tokens one step processes at most: decodes plus prompt chunks (default 512). */
@@ -103,23 +108,27 @@ const OP = 'loadModel';
 export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, kvCache?, onProgress? }', o);
-  check(o.config !== null && typeof o.config === 'object', OP, 'o.config', "a parsed config.json object", o.config);
-  const cfg = parseConfig(o.config);
+  const gguf = isGGUFFile(o.weights) ? o.weights : null;
+  const config = o.config ?? gguf?.config;
+  check(config !== null && typeof config === 'object', OP, 'o.config', "a parsed config.json object (optional with GGUF weights)", config);
+  const cfg = parseConfig(config);
   if (!RUNNABLE_ARCHITECTURES.includes(cfg.architecture)) {
     throw new WebinferError(`${OP}: config.architectures: expected one of ${RUNNABLE_ARCHITECTURES.join(', ')} (the architectures the step runtime runs), got ${cfg.architecture}`);
   }
-  const files = (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
+  const files = gguf ? [ggufCheckpoint(gguf, cfg)] : (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
   check(files.length > 0 && files.every((f) => f && f.tensors instanceof Map && typeof f.bytes === 'function'), OP, 'o.weights',
-    'a SafetensorsFile or an array of them (loadSafetensors)', o.weights);
-  if (o.dtype !== undefined) check(['f32', 'f16', 'bf16'].includes(o.dtype), OP, 'o.dtype', "'f32', 'f16' or 'bf16'", fmt(o.dtype));
+    'a SafetensorsFile or an array of them (loadSafetensors), or a GGUFFile (loadGGUF)', o.weights);
+  if (o.dtype !== undefined) check(['checkpoint', 'f32', 'f16', 'bf16', 'q8', 'q4'].includes(o.dtype), OP, 'o.dtype', "'checkpoint', 'f32', 'f16', 'bf16', 'q8' or 'q4'", fmt(o.dtype));
   if (o.onProgress !== undefined) check(typeof o.onProgress === 'function', OP, 'o.onProgress', 'a function (loadedBytes, totalBytes)', o.onProgress);
   const kvo = o.kvCache ?? {};
   check(kvo !== null && typeof kvo === 'object', OP, 'o.kvCache', '{ numBlocks?, blockSize?, dtype? }', kvo);
   const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, OP, 'o.maxTokensPerStep');
   const maxSeqs = o.maxSeqsPerStep === undefined ? 64 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
   // Every name and shape checked before any GPU memory is taken.
-  const resolved = validateCheckpoint(cfg, files);
-  const dtype = o.dtype ?? checkpointDType(resolved);
+  const resolved = validateCheckpoint(cfg, files, gguf ? [...WEIGHT_DTYPES, ...QUANT_TYPES] : WEIGHT_DTYPES);
+  const quantize = o.dtype === 'q8' || o.dtype === 'q4' ? o.dtype : undefined;
+  const keepQuantized = o.dtype === undefined || o.dtype === 'checkpoint' || quantize !== undefined;
+  const dtype = keepQuantized ? checkpointDType(resolved, gguf || quantize ? (quantize ? 'bf16' : 'f16') : undefined) : o.dtype as WeightDType;
   const arch = architectureFor(rt, cfg);
   const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
   check(arch.cacheDTypes.includes(cacheDtype), OP, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));
@@ -128,7 +137,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
     ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize)
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
   return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
-    () => arch.load(new WeightReader(files, resolved, o.onProgress), dtype));
+    () => arch.load(new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize), dtype));
 }
 
 /** The step runtime's implementation of a config's architecture. */
@@ -192,6 +201,8 @@ export class Model {
   readonly architecture: string;
   readonly config: ModelConfig;
   readonly weightDType: WeightDType;
+  /** GPU bytes of the weights as stored (quantized ones in their blocks). */
+  readonly weightBytes: number;
   readonly maxTokensPerStep: number;
   readonly maxSeqsPerStep: number;
   readonly numBlocks: number;
@@ -231,6 +242,7 @@ export class Model {
     this.architecture = cfg.architecture;
     this.config = cfg;
     this.weightDType = o.dtype;
+    this.weightBytes = arch.storedWeightBytes();
     this.maxTokensPerStep = o.maxTokens;
     this.maxSeqsPerStep = o.maxSeqs;
     this.numBlocks = o.numBlocks;

@@ -255,6 +255,7 @@ const MAX_LISTED = 20;
 export function validateCheckpoint(
   cfg: ModelConfig,
   files: readonly { tensors: ReadonlyMap<string, { dtype: string; shape: number[] }>; name?: string }[],
+  dtypes: readonly string[] = WEIGHT_DTYPES,
 ): Map<string, ResolvedTensor> {
   const schema = checkpointSchema(cfg);
   const inFile = (i: number) => (typeof files[i]!.name === 'string' ? `file ${i}: ${files[i]!.name}` : `file ${i}`);
@@ -276,8 +277,8 @@ export function validateCheckpoint(
     }
     if (t.shape.length !== e.shape.length || t.shape.some((s, k) => s !== e.shape[k])) {
       problems.push(`wrong shape ${e.name}: expected ${shapeStr(e.shape)}, got ${shapeStr(t.shape)} (${inFile(t.file)})`);
-    } else if (!WEIGHT_DTYPES.includes(t.dtype)) {
-      problems.push(`wrong dtype ${e.name}: expected one of ${WEIGHT_DTYPES.join(', ')}, got ${t.dtype} (${inFile(t.file)})`);
+    } else if (!dtypes.includes(t.dtype)) {
+      problems.push(`wrong dtype ${e.name}: expected one of ${dtypes.join(', ')}, got ${t.dtype} (${inFile(t.file)})`);
     }
     resolved.set(e.name, t);
   };

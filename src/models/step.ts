@@ -32,6 +32,8 @@ export interface Architecture {
   initRandom(dtype: WeightDType, seed: number): void;
   /** Bytes of weights one decode step of `batch` sequences reads (MoE: the experts they choose). */
   weightBytes(batch: number): number;
+  /** GPU bytes of every weight as stored (Model.weightBytes). */
+  storedWeightBytes(): number;
   /** Bytes one token takes in one layer's cache, and in the largest single cache buffer's row. */
   cacheBytes(dtype: string): { perToken: number; perBufferRow: number };
   createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void;

@@ -1,12 +1,31 @@
 // Checkpoint tensors onto the GPU: read one tensor at a time from its safetensors file (validated
 // first, so nothing is taken before a bad checkpoint is refused), converted to the storage dtype the
 // model asked for, rows of several tensors concatenated where the model fuses projections (k|v,
-// gate|up), with progress reported in checkpoint bytes.
+// gate|up), with progress reported in checkpoint bytes. Quantized tensors (a GGUF file's, SPEC §8) keep
+// their blocks on the GPU (createQuantLinear; a fused projection of several types stacks them), or,
+// where the caller asked for a float dtype, are dequantized on the host as ggml does.
 import { decodeBf16, decodeF16, encodeBf16, encodeF16 } from '../core/dtype.js';
 import { WebinferError } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { createLinear, type LinearWeight } from '../ops/gemm.js';
+import { createLinear, createQuantLinear, stackLinears, type LinearWeight } from '../ops/gemm.js';
+import { isQuantType, quantRowBytes } from '../core/quant.js';
+import { dequantizeRows } from '../reference/quant.js';
+import { quantizeRows } from './quantize.js';
+
+/**
+ * Quantize on load (loadModel's dtype 'q8' | 'q4'): the linear layers (and the embedding) of a 16- or
+ * 32-bit checkpoint quantized as they upload. 'q8': ggml's Q8_0 (blocks of 32, an f16 scale: ggml's own
+ * rounding). 'q4': Q4_K where K is a multiple of 256 (super-blocks of 8 × 32 with 6-bit scales and
+ * mins: src/models/quantize.ts's quantizer, not llama.cpp's search), else Q4_0 (ggml's rounding) where K
+ * is a multiple of 32; a layer whose K is neither stays in the float dtype.
+ */
+export type QuantizeOnLoad = 'q8' | 'q4';
+
+export function quantizeOnLoadType(q: QuantizeOnLoad, K: number): 'Q8_0' | 'Q4_K' | 'Q4_0' | null {
+  if (q === 'q8') return K % 32 === 0 ? 'Q8_0' : null;
+  return K % 256 === 0 ? 'Q4_K' : K % 32 === 0 ? 'Q4_0' : null;
+}
 import { tensorByteSize, type SafetensorsFile } from './safetensors.js';
 import type { ResolvedTensor } from './schema.js';
 
@@ -14,14 +33,19 @@ export type WeightDType = 'f32' | 'f16' | 'bf16';
 
 const SOURCE: Readonly<Record<string, WeightDType>> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 
-/** The storage a checkpoint's weights get when the caller names none: their own dtype (F32 -> f32...). */
-export function checkpointDType(resolved: ReadonlyMap<string, ResolvedTensor>): WeightDType {
+/**
+ * The storage a checkpoint's float weights get when the caller names none: their own dtype (F32 -> f32...),
+ * the most common one. `matrices`: count only tensors of 2 dimensions, and give this dtype where there
+ * are none (a quantized file's float tensors are its norms).
+ */
+export function checkpointDType(resolved: ReadonlyMap<string, ResolvedTensor>, matrices?: WeightDType): WeightDType {
   const counts = new Map<WeightDType, number>();
   for (const r of resolved.values()) {
+    if (matrices && r.shape.length < 2) continue;
     const d = SOURCE[r.dtype];
     if (d) counts.set(d, (counts.get(d) ?? 0) + r.shape.reduce((a, b) => a * b, 1));
   }
-  let best: WeightDType = 'f32', n = -1;
+  let best: WeightDType = matrices ?? 'f32', n = -1;
   for (const [d, c] of counts) if (c > n) { best = d; n = c; }
   return best;
 }
@@ -30,10 +54,15 @@ export class WeightReader {
   readonly totalBytes: number;
   private loaded = 0;
 
+  /**
+   * keepQuantized: linear layers of quantized tensors stay quantized on the GPU (else every tensor is
+   * read as the dtype asked for).
+   */
   constructor(private readonly files: readonly SafetensorsFile[], private readonly resolved: ReadonlyMap<string, ResolvedTensor>,
-              private readonly onProgress?: (loadedBytes: number, totalBytes: number) => void) {
+              private readonly onProgress?: (loadedBytes: number, totalBytes: number) => void, private readonly keepQuantized = false,
+              private readonly quantize?: QuantizeOnLoad) {
     let total = 0;
-    for (const r of resolved.values()) total += tensorByteSize(r);
+    for (const r of resolved.values()) total += isQuantType(r.dtype) ? quantRowBytes(r.dtype, r.shape[r.shape.length - 1]) * (r.shape.length > 1 ? r.shape[0] : 1) : tensorByteSize(r);
     this.totalBytes = total;
     onProgress?.(0, total);
   }
@@ -56,8 +85,14 @@ export class WeightReader {
   async read(name: string, dtype: WeightDType): Promise<Float32Array | Uint16Array> {
     const r = this.info(name);
     const bytes = await this.files[r.file].bytes(name);
+    if (isQuantType(r.dtype)) {
+      const K = r.shape[r.shape.length - 1];
+      const f = Float32Array.from(dequantizeRows(r.dtype, bytes, bytes.length / quantRowBytes(r.dtype, K), K));
+      this.progress(bytes.byteLength);
+      return dtype === 'f32' ? f : dtype === 'f16' ? encodeF16(f) : encodeBf16(f);
+    }
     const src = SOURCE[r.dtype];
-    if (!src) throw new WebinferError(`loadModel: tensor '${name}': expected F32, F16 or BF16, got ${r.dtype}`);
+    if (!src) throw new WebinferError(`loadModel: tensor '${name}': expected F32, F16, BF16 or a quantized type, got ${r.dtype}`);
     // A copy: the bytes may sit at an offset no wider typed array can view.
     const aligned = new Uint8Array(bytes.byteLength);
     aligned.set(bytes);
@@ -73,9 +108,13 @@ export class WeightReader {
         out = dtype === 'f32' ? f : dtype === 'f16' ? encodeF16(f) : encodeBf16(f);
       }
     }
-    this.loaded += bytes.byteLength;
-    this.onProgress?.(this.loaded, this.totalBytes);
+    this.progress(bytes.byteLength);
     return out;
+  }
+
+  private progress(bytes: number): void {
+    this.loaded += bytes;
+    this.onProgress?.(this.loaded, this.totalBytes);
   }
 
   /** Several tensors' rows, one after the other (the fused projections), in `dtype`. */
@@ -93,9 +132,36 @@ export class WeightReader {
   async linear(rt: Runtime, names: readonly string[], dtype: WeightDType, biases?: readonly string[]): Promise<LinearWeight> {
     const shapes = names.map((n) => this.shape(n));
     const K = shapes[0][1];
+    const quantized = names.filter((n) => isQuantType(this.info(n).dtype));
+    if (this.keepQuantized && quantized.length) {
+      if (quantized.length < names.length) {
+        throw new WebinferError(`loadModel: ${names.join(' | ')}: a fused projection mixes quantized and float tensors `
+          + `(${names.map((n) => this.info(n).dtype).join(', ')}); load with dtype 'f32', 'f16' or 'bf16' to dequantize it`);
+      }
+      const bias = biases ? (await this.concat(biases, 'f32')) as Float32Array : undefined;
+      const parts: LinearWeight[] = [];
+      try {
+        for (const [i, n] of names.entries()) {
+          const type = this.info(n).dtype;
+          if (!isQuantType(type)) throw new WebinferError(`loadModel: ${n}: expected a quantized type, got ${type}`);
+          const data = await this.files[this.info(n).file].bytes(n);
+          this.progress(data.byteLength);
+          parts.push(createQuantLinear(rt, { data, N: shapes[i][0], K, type, bias: names.length === 1 ? bias : undefined }));
+        }
+        return parts.length === 1 ? parts[0] : stackLinears(rt, parts, bias);
+      } catch (e) {
+        for (const p of parts) p.destroy();
+        throw e;
+      }
+    }
     const N = shapes.reduce((a, s) => a + s[0], 0);
-    const data = await this.concat(names, dtype);
     const bias = biases ? (await this.concat(biases, 'f32')) as Float32Array : undefined;
+    const q = this.quantize ? quantizeOnLoadType(this.quantize, K) : null;
+    if (q) {
+      const values = (await this.concat(names, 'f32')) as Float32Array;
+      return createQuantLinear(rt, { data: quantizeRows(q, values, N, K), N, K, type: q, bias });
+    }
+    const data = await this.concat(names, dtype);
     return createLinear(rt, { data, N, K, dtype, bias });
   }
 

@@ -229,11 +229,11 @@ describe('loadCheckpoint', () => {
     const ck = await loadCheckpoint(join(goldens, 'llama-gqa'));
     expect(ck.name).toBe('llama-gqa');
     expect((ck.config as { architectures: string[] }).architectures).toEqual(['LlamaForCausalLM']);
-    expect(ck.weights).toHaveLength(1);
-    expect(ck.weights[0]!.tensors.has('model.layers.1.mlp.down_proj.weight')).toBe(true);
+    expect((ck.weights as SafetensorsFile[])).toHaveLength(1);
+    expect((ck.weights as SafetensorsFile[])[0]!.tensors.has('model.layers.1.mlp.down_proj.weight')).toBe(true);
     expect(ck.generationConfig).toBeTypeOf('object');
     expect(ck.tokenizer).toBeUndefined();
-    await ck.weights[0]!.close!();
+    await (ck.weights as SafetensorsFile[])[0]!.close!();
   });
 
   it('reads a folder picker FileList-like File[] (webkitRelativePath) and a name → Blob map', async () => {
@@ -252,10 +252,10 @@ describe('loadCheckpoint', () => {
     const ck = await loadCheckpoint([stray, ...files]);
     expect(ck.name).toBe('qwen3-qknorm-tied');
     expect((ck.config as { architectures: string[] }).architectures).toEqual(['Qwen3ForCausalLM']);
-    expect(ck.weights[0]!.tensors.size).toBe(24);
+    expect((ck.weights as SafetensorsFile[])[0]!.tensors.size).toBe(24);
     const map = Object.fromEntries(files.map((f) => [f.name, f as Blob]));
     const ck2 = await loadCheckpoint(map);
-    expect(ck2.weights[0]!.tensors.size).toBe(24);
+    expect((ck2.weights as SafetensorsFile[])[0]!.tensors.size).toBe(24);
     expect(ck2.generationConfig).toEqual(ck.generationConfig);
   });
 
@@ -276,11 +276,11 @@ describe('loadCheckpoint', () => {
     for (const [n, v] of Object.entries(files)) await writeFile(join(dir, n), v);
     const ck = await loadCheckpoint(dir + '/');
     expect(ck.name).toBe('sharded-model');
-    expect(ck.weights.map((w) => [...w.tensors.keys()])).toEqual([['x.weight'], ['y.weight']]);
+    expect((ck.weights as SafetensorsFile[]).map((w) => [...w.tensors.keys()])).toEqual([['x.weight'], ['y.weight']]);
     expect(ck.tokenizer).toEqual({ model: { type: 'BPE' } });
     expect(ck.tokenizerConfig).toEqual({ bos_token: '<s>' });
     expect(ck.generationConfig).toBeUndefined();
-    for (const w of ck.weights) await w.close!();
+    for (const w of (ck.weights as SafetensorsFile[])) await w.close!();
 
     const requested: string[] = [];
     const fetchStub = vi.fn(async (url: string) => {
@@ -293,7 +293,7 @@ describe('loadCheckpoint', () => {
     try {
       const web = await loadCheckpoint('https://models.test/org/sharded-model');
       expect(web.name).toBe('sharded-model');
-      expect(Array.from(await web.weights[1]!.bytes('y.weight'))).toEqual(Array.from(b.subarray(b.length - 4)));
+      expect(Array.from(await (web.weights as SafetensorsFile[])[1]!.bytes('y.weight'))).toEqual(Array.from(b.subarray(b.length - 4)));
       expect(requested[1]).toBe('https://models.test/org/sharded-model/model.safetensors');
       expect(requested).toContain('https://models.test/org/sharded-model/model-00002-of-00002.safetensors');
     } finally {
