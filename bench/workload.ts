@@ -4,8 +4,8 @@
 // demo grow from the same case shape: setup, run, check, FLOPs and minimum bytes. Then a small model
 // generates (runModelWorkload).
 import {
-  TOLERANCES, compareToReference, createRandomModel, randn, reference, rng, roundToDType,
-  type Engine, type SdpaBackend, type Tensor,
+  TOLERANCES, checkpointSchema, compareToReference, createRandomModel, encodeSafetensors, loadSafetensors, parseConfig, randn, reference, rng, roundToDType,
+  type EncodableTensor, type Engine, type Model, type SdpaBackend, type Tensor,
 } from 'webinfer';
 import { median } from './harness';
 import { SMALL_LLAMA } from './model';
@@ -241,13 +241,30 @@ export interface ModelWorkload {
 }
 
 /**
- * The default workload's model: a small Llama-shaped model (SMALL_LLAMA in bench/model.ts) with random
- * weights made on the GPU serves a batch of prompts together (continuous batching, greedy), a few
- * hundred new tokens in all. Reports tokens/s, the mean step time and the host's share of it.
+ * A checkpoint of SMALL_LLAMA's shape with random f32 weights (N(0, 0.02), norms 1) made on the host, as
+ * safetensors bytes: what quantize-on-load reads.
  */
-export async function runModelWorkload(engine: Engine, o: { prompts?: number; maxNewTokens?: number } = {}): Promise<ModelWorkload> {
+function randomSmallCheckpoint(): Uint8Array {
+  const tensors: Record<string, EncodableTensor> = {};
+  for (const [k, e] of checkpointSchema(parseConfig(SMALL_LLAMA)).required.entries()) {
+    const n = e.shape.reduce((a, b) => a * b, 1);
+    tensors[e.name] = { dtype: 'F32', shape: e.shape, data: e.shape.length === 1 ? new Float32Array(n).fill(1) : randn(n, 900 + k, 0.02) };
+  }
+  return encodeSafetensors(tensors);
+}
+
+/**
+ * The default workload's model: a small Llama-shaped model (SMALL_LLAMA in bench/model.ts) serves a batch
+ * of prompts together (continuous batching, greedy), a few hundred new tokens in all: bf16 random weights
+ * made on the GPU, or ('q4') an f32 checkpoint of random weights quantized as it loads (Q4_K). Reports
+ * tokens/s, the mean step time and the host's share of it.
+ */
+export async function runModelWorkload(engine: Engine, o: { prompts?: number; maxNewTokens?: number; dtype?: 'bf16' | 'q4' } = {}): Promise<ModelWorkload> {
   const n = o.prompts ?? 6, maxNew = o.maxNewTokens ?? 48;
-  const model = await createRandomModel(engine, { config: SMALL_LLAMA, dtype: 'bf16', seed: 5, maxSeqsPerStep: 16, maxTokensPerStep: 256 });
+  const q4 = o.dtype === 'q4';
+  const model: Model = q4
+    ? await engine.loadModel({ config: SMALL_LLAMA, weights: await loadSafetensors(randomSmallCheckpoint()), dtype: 'q4', maxSeqsPerStep: 16, maxTokensPerStep: 256 })
+    : await createRandomModel(engine, { config: SMALL_LLAMA, dtype: 'bf16', seed: 5, maxSeqsPerStep: 16, maxTokensPerStep: 256 });
   try {
     const r = rng(77);
     const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 + ((i * 37) % 90) }, () => Math.floor(r() * SMALL_LLAMA.vocab_size)));
@@ -256,7 +273,8 @@ export async function runModelWorkload(engine: Engine, o: { prompts?: number; ma
     const s = model.lastRun;
     const generated = out.reduce((a, x) => a + x.length, 0);
     return {
-      config: `Llama-shaped, hidden ${SMALL_LLAMA.hidden_size}, ${SMALL_LLAMA.num_hidden_layers} layers, ${SMALL_LLAMA.num_attention_heads}/${SMALL_LLAMA.num_key_value_heads} heads, vocab ${SMALL_LLAMA.vocab_size}, bf16 random weights`,
+      config: `Llama-shaped, hidden ${SMALL_LLAMA.hidden_size}, ${SMALL_LLAMA.num_hidden_layers} layers, ${SMALL_LLAMA.num_attention_heads}/${SMALL_LLAMA.num_key_value_heads} heads, vocab ${SMALL_LLAMA.vocab_size}, `
+        + `${q4 ? `random weights quantized on load to Q4_K (${(model.weightBytes / 2 ** 20).toFixed(2)} MiB on the GPU)` : `bf16 random weights (${(model.weightBytes / 2 ** 20).toFixed(2)} MiB)`}`,
       prompts: n, promptTokens: prompts.reduce((a, p) => a + p.length, 0), generated,
       seconds: s.wallMs / 1000, tokensPerSecond: (1000 * generated) / s.wallMs, steps: s.steps, stepMs: s.wallMs / s.steps, hostShare: s.hostMs / s.wallMs,
     };

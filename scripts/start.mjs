@@ -45,17 +45,20 @@ console.log(`\n${formatTable(rows)}\n`);
 const bad = rows.filter((r) => !r.pass);
 console.log(`${rows.length - bad.length} of ${rows.length} checks passed in ${((Date.now() - t0) / 1000).toFixed(1)} s (times: wall clock around a drained queue, median of 5)`);
 
-// A model: a small Llama-shaped one with random weights made on the GPU serves a batch of prompts.
-console.log('\ngenerating with a small Llama-shaped model (random weights made on the GPU)...');
+// A model: a small Llama-shaped one serves a batch of prompts, with bf16 random weights made on the GPU,
+// then quantized on load (q4) from random f32 weights.
 let modelFailed = false;
-try {
-  const m = await runModelWorkload(engine);
-  console.log(`model: ${m.config}`);
-  console.log(`${m.prompts} prompts (${m.promptTokens} tokens) served together: ${m.generated} new tokens in ${m.seconds.toFixed(2)} s = `
-    + `${m.tokensPerSecond.toFixed(0)} tokens/s; ${m.steps} steps of ${m.stepMs.toFixed(2)} ms on average, the host ${(100 * m.hostShare).toFixed(0)}% of a step`);
-} catch (e) {
-  modelFailed = true;
-  console.log(`model: FAILED: ${e.message}`);
+for (const dtype of ['bf16', 'q4']) {
+  console.log(`\ngenerating with a small Llama-shaped model (${dtype === 'bf16' ? 'bf16 random weights made on the GPU' : 'random weights quantized on load to 4 bits'})...`);
+  try {
+    const m = await runModelWorkload(engine, { dtype });
+    console.log(`model: ${m.config}`);
+    console.log(`${m.prompts} prompts (${m.promptTokens} tokens) served together: ${m.generated} new tokens in ${m.seconds.toFixed(2)} s = `
+      + `${m.tokensPerSecond.toFixed(0)} tokens/s; ${m.steps} steps of ${m.stepMs.toFixed(2)} ms on average, the host ${(100 * m.hostShare).toFixed(0)}% of a step`);
+  } catch (e) {
+    modelFailed = true;
+    console.log(`model (${dtype}): FAILED: ${e.message}`);
+  }
 }
 engine.destroy();
 process.exit(bad.length || modelFailed ? 1 : 0);
