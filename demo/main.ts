@@ -242,7 +242,9 @@ function loadCheckpointInto(src: FileList | string): void {
 
 openFolder.addEventListener('click', () => folderInput.click());
 const ggufInput = byId<HTMLInputElement>('model-gguf');
-byId('model-open-gguf').addEventListener('click', () => ggufInput.click());
+const openGguf = byId<HTMLButtonElement>('model-open-gguf');
+registerGpuButton(openGguf);
+openGguf.addEventListener('click', () => ggufInput.click());
 ggufInput.addEventListener('change', () => {
   if (ggufInput.files?.length) loadCheckpointInto(ggufInput.files);
 });

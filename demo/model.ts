@@ -219,7 +219,8 @@ export async function openCheckpoint(engine: Engine, src: FileList | File[] | st
   const ckpt = await loadCheckpoint(src);
   const tcfg = ckpt.tokenizerConfig as Json | undefined;
   let tokenizer: Tokenizer | null = null;
-  let tokenizerNote = 'none (no tokenizer.json): prompts are space-separated token ids';
+  let tokenizerNote = Array.isArray(ckpt.weights) ? 'none (no tokenizer.json): prompts are space-separated token ids'
+    : 'none in the GGUF metadata (or of a kind not converted): prompts are space-separated token ids';
   if (ckpt.tokenizer) {
     try {
       tokenizer = new Tokenizer(ckpt.tokenizer, tcfg ?? {});
@@ -232,7 +233,6 @@ export async function openCheckpoint(engine: Engine, src: FileList | File[] | st
   let template: Template | null = null;
   let templateNote = `none in ${Array.isArray(ckpt.weights) ? 'tokenizer_config.json' : 'the GGUF metadata'}`;
   const from = Array.isArray(ckpt.weights) ? 'tokenizer_config.json' : 'the GGUF metadata';
-  if (!Array.isArray(ckpt.weights)) tokenizerNote = 'none in the GGUF metadata (or of a kind not converted): prompts are token ids';
   const source = chatTemplateOf(tcfg);
   if (source !== null && tokenizer) {
     try {

@@ -204,7 +204,7 @@ test('Model: a local checkpoint folder loads and generates streamed text', async
     await expect(fact('layers')).toHaveText('2');
     await expect(fact('hidden size')).toHaveText('128');
     await expect(fact('vocabulary')).toHaveText('256');
-    await expect(fact('weights dtype')).toHaveText('f32');
+    await expect(fact('weights on the GPU')).toContainText('(f32)');
     await expect(fact('KV cache')).toHaveText(/^\d+ blocks × 16 tokens = \d+ tokens$/);
     await expect(fact('tokenizer')).toHaveText('tokenizer.json (WordLevel, 256 tokens)');
     await expect(fact('chat template')).toHaveText('from tokenizer_config.json');
@@ -268,6 +268,21 @@ test('Model: a local checkpoint folder loads and generates streamed text', async
   }
 });
 
+test('Model: a GGUF file at a URL loads with its quantized blocks, its own tokenizer from the metadata, and generates text', async () => {
+  await page.fill('#model-url', './shared/goldens-quant/gguf-llama-q4-k-m/model.gguf');
+  await page.click('#model-load-url');
+  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', /pass|fail/, { timeout: 120_000 });
+  await expect(page.locator('#model-load-message')).toBeHidden();
+  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'pass');
+  const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
+  await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
+  await expect(fact('checkpoint')).toContainText('GGUF, Q4_K');
+  await expect(fact('tokenizer')).toContainText('from the GGUF metadata');
+  await generate({ prompt: 'The quick brown fox', maxNew: 8 });
+  expect((await page.locator('#model-output').textContent())?.length ?? 0).toBeGreaterThan(0);
+  expect(errors).toEqual([]);
+});
+
 test('Model: a checkpoint at a URL without a tokenizer takes and prints token ids', async () => {
   // f16 weights: greedy tokens stay HF's (the margins are far above f16 rounding).
   await page.selectOption('#model-dtype', 'f16');
@@ -278,7 +293,7 @@ test('Model: a checkpoint at a URL without a tokenizer takes and prints token id
   await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'pass');
   const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
   await expect(fact('architecture')).toHaveText('Qwen3ForCausalLM');
-  await expect(fact('weights dtype')).toHaveText('f16');
+  await expect(fact('weights on the GPU')).toContainText('(f16)');
   await expect(fact('tokenizer')).toContainText('prompts are space-separated token ids');
   await expect(page.locator('#model-chat')).toBeDisabled();
   const g = golden('qwen3-qknorm-tied');
@@ -303,7 +318,7 @@ test('without WebGPU the page says so plainly and offers no button', async ({ br
   await p.goto(`${ORIGIN}/dist-demo/index.html`);
   await expect(p.locator('#adapter-status')).toHaveAttribute('data-state', 'error');
   await expect(p.locator('#adapter')).toContainText('navigator.gpu is missing');
-  for (const id of ['#check-run', '#bench-run', '#pg-run', '#model-goldens-run', '#model-open-folder', '#model-load-url', '#model-generate']) {
+  for (const id of ['#check-run', '#bench-run', '#pg-run', '#model-goldens-run', '#model-open-folder', '#model-open-gguf', '#model-load-url', '#model-generate']) {
     await expect(p.locator(id)).toBeDisabled();
   }
   await p.screenshot({ path: `${SHOTS}/demo-no-webgpu.png` });
