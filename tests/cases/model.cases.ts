@@ -423,7 +423,7 @@ export const modelCases: TestCase[] = defineCases('models', [
       await expectThrows(() => engine.loadModel({ config: g.config, weights: wrong }), 'model.layers.0.self_attn.k_proj.weight', '[32, 128]', '[16, 128]');
       await expectThrows(() => engine.loadModel({ config: { ...g.config, architectures: ['GPT2LMHeadModel'] }, weights: whole }),
         'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen3ForCausalLM');
-      await expectThrows(() => engine.loadModel({ config: g.config, weights: whole, dtype: 'f8' as never }), "loadModel: o.dtype: expected 'f32', 'f16' or 'bf16'");
+      await expectThrows(() => engine.loadModel({ config: g.config, weights: whole, dtype: 'f8' as never }), "loadModel: o.dtype: expected 'checkpoint', 'f32', 'f16', 'bf16', 'q8' or 'q4', got 'f8'");
       assert(engine.counters.createBuffer === before, `refused loads created ${engine.counters.createBuffer - before} GPU buffers`);
     },
   },
