@@ -173,7 +173,9 @@ async function worstLogitError(model: Model, g: GoldenModel): Promise<number> {
 const quantizeOnLoadCase: TestCase = {
   name: "quantize on load (dtype 'q8': Q8_0, 'q4': Q4_K/Q4_0) of the dense Llama-family goldens: weights in their blocks (fewer bytes); logits within 2e-3·max|logit| of the same model on the dequantized values, greedy identical; q8 within 6e-2 of HF's f32 model",
   async run(ctx) {
-    for (const name of ['llama-gqa', 'qwen3-qknorm-tied'] as const) {
+    // One golden a software runtime (each compiles Q8_0, Q4_K and Q4_0's pipelines); both on a GPU.
+    const goldens = ['llama-gqa', 'qwen3-qknorm-tied', 'llama-gqa', 'qwen3-qknorm-tied', 'llama-gqa'] as const;
+    for (const name of new Set(spreadOverSoftware(ctx, goldens, 'quantize on load'))) {
       const g = await golden(ctx, name);
       const file = await loadSafetensors(g.weights);
       const full = await load(ctx.engine, g, { dtype: 'f32' });
