@@ -20,6 +20,17 @@ fn q_load4(n: u32, c: u32) -> vec4<f32> {
   return (q_plane_f16(b) * f32(sc)) * (vec4<f32>(ql | (qh << vec4<u32>(4u))) - 32.0);
 }
 
+/** 16 values of a group: 4 bits from the ql words l (low or high nibbles), 2 from the qh words m (bits
+ *  2k), scaled by sc. (Written as a function, not a loop of two: wgpu's written-out loop gave NaNs here.) */
+fn q6k_16(l: vec4<u32>, m: vec4<u32>, sc: f32, high: bool, k: u32) -> array<vec4<f32>, 4> {
+  let sh = vec4<u32>(2u * k);
+  return array<vec4<f32>, 4>(
+    sc * (vec4<f32>(q_nibbles(l.x, high) | (((q_bytes(m.x) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0),
+    sc * (vec4<f32>(q_nibbles(l.y, high) | (((q_bytes(m.y) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0),
+    sc * (vec4<f32>(q_nibbles(l.z, high) | (((q_bytes(m.z) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0),
+    sc * (vec4<f32>(q_nibbles(l.w, high) | (((q_bytes(m.w) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0));
+}
+
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q6_K: 32 values of quarter k of half h: 4 bits from ql, 2 from qh, two i8 scales. */
 fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
   var o: array<vec4<f32>, 8>;
@@ -38,15 +49,9 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
   let qlv = v0 + 4u * h + 2u * (k & 1u);
   let qhv = v0 + 8u + 2u * h;
   let high = k >= 2u;
-  for (var j = 0u; j < 2u; j++) {
-    let l = qv(qlv + j);
-    let m = qv(qhv + j);
-    let sc = select(s0, s1, j == 1u);
-    let sh = vec4<u32>(2u * k);
-    o[4u * j + 0u] = sc * (vec4<f32>(q_nibbles(l.x, high) | (((q_bytes(m.x) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
-    o[4u * j + 1u] = sc * (vec4<f32>(q_nibbles(l.y, high) | (((q_bytes(m.y) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
-    o[4u * j + 2u] = sc * (vec4<f32>(q_nibbles(l.z, high) | (((q_bytes(m.z) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
-    o[4u * j + 3u] = sc * (vec4<f32>(q_nibbles(l.w, high) | (((q_bytes(m.w) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u))) - 32.0);
-  }
+  let a = q6k_16(qv(qlv), qv(qhv), s0, high, k);
+  let c = q6k_16(qv(qlv + 1u), qv(qhv + 1u), s1, high, k);
+  o[0] = a[0]; o[1] = a[1]; o[2] = a[2]; o[3] = a[3];
+  o[4] = c[0]; o[5] = c[1]; o[6] = c[2]; o[7] = c[3];
   return o;
 }
