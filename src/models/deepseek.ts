@@ -198,13 +198,9 @@ export class DeepSeekFamily implements Architecture {
    * token picks topK of E at random, E·(1 − (1 − topK/E)^batch) (random weights route near-uniformly).
    */
   weightBytes(batch: number): number {
-    const bytes = linearWeightBytes;
-    const { N, P, V, L } = this.dims;
-    let total = bytes(this.lmHeadW);
+    let total = linearWeightBytes(this.lmHeadW);
     for (const l of this.layers) {
-      total += [l.qA, l.qNope, l.qPe, l.kvA, l.kPe, l.o, l.dense?.gateUp, l.dense?.down, l.moe?.router, l.moe?.shared?.gateUp, l.moe?.shared?.down]
-        .reduce((a, w) => a + (w ? bytes(w) : 0), 0);
-      total += 4 * N * (P + V) * L;   // the absorbed W_UK and W_UV (f32)
+      total += this.layerDenseBytes(l);
       if (l.moe) {
         const e = l.moe.experts, k = this.cfg.moe!.numExpertsPerTok;
         const chosen = batch <= 1 ? k : e.E * (1 - (1 - k / e.E) ** batch);
@@ -214,13 +210,17 @@ export class DeepSeekFamily implements Architecture {
     return total;
   }
 
-  storedWeightBytes(): number {
+  /** A layer's bytes of weights besides the routed experts: every linear layer, the absorbed W_UK and W_UV (f32). */
+  private layerDenseBytes(l: Layer): number {
     const { N, P, V, L } = this.dims;
+    return [l.qA, l.qNope, l.qPe, l.kvA, l.kPe, l.o, l.dense?.gateUp, l.dense?.down, l.moe?.router, l.moe?.shared?.gateUp, l.moe?.shared?.down]
+      .reduce((a, w) => a + (w ? linearWeightBytes(w) : 0), 0) + 4 * N * (P + V) * L;
+  }
+
+  storedWeightBytes(): number {
     let total = linearWeightBytes(this.embedW) + (this.lmHeadW !== this.embedW ? linearWeightBytes(this.lmHeadW) : 0);
     for (const l of this.layers) {
-      total += [l.qA, l.qNope, l.qPe, l.kvA, l.kPe, l.o, l.dense?.gateUp, l.dense?.down, l.moe?.router, l.moe?.shared?.gateUp, l.moe?.shared?.down]
-        .reduce((a, w) => a + (w ? linearWeightBytes(w) : 0), 0);
-      total += 4 * N * (P + V) * L;   // the absorbed W_UK and W_UV (f32)
+      total += this.layerDenseBytes(l);
       if (l.moe) total += l.moe.experts.E * 3 * l.moe.experts.I * l.moe.experts.H * (l.moe.experts.dtype === 'f32' ? 4 : 2);
     }
     return total;

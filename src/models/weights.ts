@@ -9,7 +9,7 @@ import { WebinferError } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createLinear, createQuantLinear, stackLinears, type LinearWeight } from '../ops/gemm.js';
-import { isQuantType, quantRowBytes } from '../core/quant.js';
+import { isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
 import { dequantizeRows } from '../reference/quant.js';
 import { quantizeRows } from './quantize.js';
 
@@ -142,8 +142,7 @@ export class WeightReader {
       const parts: LinearWeight[] = [];
       try {
         for (const [i, n] of names.entries()) {
-          const type = this.info(n).dtype;
-          if (!isQuantType(type)) throw new WebinferError(`loadModel: ${n}: expected a quantized type, got ${type}`);
+          const type = this.info(n).dtype as QuantType;   // every one of them: checked above
           const data = await this.files[this.info(n).file].bytes(n);
           this.progress(data.byteLength);
           parts.push(createQuantLinear(rt, { data, N: shapes[i][0], K, type, bias: names.length === 1 ? bias : undefined }));

@@ -76,7 +76,7 @@ import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from
 import { mmaConfigs, type Runtime } from '../core/runtime.js';
 import type { Kernel } from '../core/pipeline.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
-import { QUANT_FORMATS, QUANT_TYPES, isQuantType, type QuantType } from '../core/quant.js';
+import { QUANT_FORMATS, QUANT_TYPES, isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
 import { packQuantRows, quantPackedBytes, quantPlaneWord } from './quant.js';
 
 export type LinearDType = 'f32' | 'f16' | 'bf16';
@@ -248,7 +248,7 @@ export function createQuantLinear(rt: Runtime, w: { data: Uint8Array; N: number;
   const { data, N, K, type } = w;
   check(isQuantType(type), op, 'type', `a quantized type (${QUANT_TYPES.join(', ')})`, fmt(type));
   checkShapeArgs(op, N, K, type);
-  const rowBytes = (K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
+  const rowBytes = quantRowBytes(type, K);
   check(data instanceof Uint8Array && data.length === N * rowBytes, op, 'data', `a Uint8Array of ${N * rowBytes} bytes (N=${N} rows × K=${K} ${type} values)`,
     data instanceof Uint8Array ? `${data.length} bytes` : data);
   if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
