@@ -420,12 +420,18 @@ export class Runtime implements TensorHost {
     return t;
   }
 
-  /** A tensor with undefined contents (NaN-poisoned when the engine poisons outputs). For kernels. */
+  /** A tensor with undefined contents (NaN-poisoned when the engine poisons outputs). For kernels.
+   *  A poisoning engine also fills the pool's slack past every tensor's bytes with 0xff (NaN as any
+   *  float), so a kernel that reads past a tensor's end and counts on zeros there fails its test,
+   *  whatever the pool last kept in that buffer. */
   emptyTensor(shape: readonly number[], dtype: DType, isOutput = true): Tensor {
     const bytes = tensorByteLength(shape, dtype);
     this.checkBindable(shape, dtype, bytes);
     const t = new Tensor(this, this.allocBuffer(bytes), shape, dtype);
-    if (isOutput && this.poison) this.poisonBuffer(t.buffer, t.byteLength);
+    if (this.poison) {
+      const from = isOutput ? 0 : Math.ceil(t.byteLength / 4) * 4;
+      if (t.buffer.size > from) this.poisonBuffer(t.buffer, t.buffer.size - from, from);
+    }
     return t;
   }
 
@@ -436,9 +442,9 @@ export class Runtime implements TensorHost {
     }
   }
 
-  private poisonBuffer(buffer: GPUBuffer, bytes: number): void {
+  private poisonBuffer(buffer: GPUBuffer, bytes: number, offset = 0): void {
     if (this.poisonBytes.byteLength < bytes) this.poisonBytes = new Uint8Array(bytes).fill(0xff);
-    this.device.queue.writeBuffer(buffer, 0, this.poisonBytes.buffer, 0, bytes);
+    this.device.queue.writeBuffer(buffer, offset, this.poisonBytes.buffer, 0, bytes);
   }
 
   releaseBuffer(buffer: GPUBuffer): void {

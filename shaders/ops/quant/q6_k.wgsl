@@ -21,7 +21,7 @@ fn q_load4(n: u32, c: u32) -> vec4<f32> {
 }
 
 /** 16 values of a group: 4 bits from the ql words l (low or high nibbles), 2 from the qh words m (bits
- *  2k), scaled by sc. (Written as a function, not a loop of two: wgpu's written-out loop gave NaNs here.) */
+ *  2k), scaled by sc. */
 fn q6k_16(l: vec4<u32>, m: vec4<u32>, sc: f32, high: bool, k: u32) -> array<vec4<f32>, 4> {
   let sh = vec4<u32>(2u * k);
   return array<vec4<f32>, 4>(
