@@ -29,6 +29,8 @@ export { loadSafetensors, loadShardedSafetensors, encodeSafetensors, tensorByteS
 export type { SafetensorsFile, SafetensorsTensorInfo, EncodableTensor, EncodableDType } from './models/safetensors.js';
 export { loadCheckpoint } from './models/checkpoint.js';
 export { loadGGUF } from './models/gguf.js';
+export { writeGGUF, writeGGUFSplit } from './models/gguf_write.js';
+export type { GGUFWriteOptions, GGUFWriteTensor, GGUFTypedValue } from './models/gguf_write.js';
 export { quantizeRows, QUANTIZABLE_TYPES } from './models/quantize.js';
 export type { QuantizableType } from './models/quantize.js';
 export { quantizeOnLoadType } from './models/weights.js';

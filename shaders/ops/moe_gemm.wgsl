@@ -1,7 +1,7 @@
 // Grouped expert product for many rows per expert (prefill): compute-bound, tiled.
 //   A workgroup computes a BM×BN output tile: up to BM pairs of one expert (a tile of the sorted list)
 //   × BN weight rows. K advances BK at a time through two k-major tiles in workgroup memory,
-//   xs[k][m] and ws[k][n] (weights decoded from 16 bits once, on the way in), and each of the
+//   xs[k][m] and ws[k][n] (weights decoded from 16 bits or their quantized blocks once, on the way in), and each of the
 //   (BM/4)·(BN/4) threads owns a 4×4 block of outputs: one k step is two vec4 reads for 16 FMAs.
 //   Neighbouring threads read neighbouring ws vec4s (no bank conflicts) and share xs vec4s (broadcast).
 //   Workgroups run tile-fastest, so the tiles of one expert read each weight tile close together (L2).
@@ -34,7 +34,7 @@ fn gemm_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let n0 = (lin / params.tiles) * BN;
   let kc = params.K / EPV;
   let kc4 = params.K / 4u;
-  let wbase = (tile.x - params.e0) * params.N * kc;
+  let el = tile.x - params.e0;
   for (var r = li; r < BM; r += NT) {
     prow[r] = 0u;
     if (r < tile.z) { prow[r] = pair_at(tile.y + r); }
@@ -66,7 +66,7 @@ fn gemm_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       for (var i = 0u; i < 4u; i++) {
         let n = n0 + nb * 4u + i;
         var word = vec4<u32>(0u);
-        if (n < params.N && c < kc) { word = w[wbase + n * kc + c]; }
+        if (n < params.N && c < kc) { word = moe_w_word(el, n, c); }
         d[i][0] = w_lo(word);
         if (E4 == 2u) { d[i][E4 - 1u] = w_hi(word); }
       }

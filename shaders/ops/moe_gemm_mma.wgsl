@@ -6,14 +6,22 @@
 
 var<workgroup> prow: array<u32, BM>;
 var<private> tile_rows: u32;   // pairs in this tile
-var<private> wbase: u32;       // the expert's first weight word in this part
+var<private> el: u32;          // the tile's expert, local to this part
 
 fn mma_x_row(r: u32) -> i32 { return select(-1, i32(in_row(prow[r])), r < tile_rows); }
 fn mma_x_load4(row: i32, c4: u32) -> vec4<f32> {
   if (row < 0) { return vec4<f32>(0.0); }
   return x_load4(u32(row), c4);
 }
-fn mma_w_word(n: u32, c: u32) -> vec4<u32> { return w[wbase + n * (params.K / EPV) + c]; }
+fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
+  if (Q_TYPE != 0u) {   // quantized (ops/quant.wgsl): 8 values decoded in f32, then rounded to f16 (W_DTYPE 1)
+    let row = el * params.N + n;
+    let a = clamp(q_load4(row, 2u * c), vec4<f32>(-65504.0), vec4<f32>(65504.0));
+    let b = clamp(q_load4(row, 2u * c + 1u), vec4<f32>(-65504.0), vec4<f32>(65504.0));
+    return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
+  }
+  return w[(el * params.N + n) * (params.K / EPV) + c];
+}
 fn mma_store(r: u32, n: u32, v: f32) {
   if (r < tile_rows) { out[prow[r] * params.N + n] = v; }
 }
@@ -25,7 +33,7 @@ fn mma_tile(lin: u32, li: u32) -> vec3<u32> {
   if (lin >= params.tiles * nnt) { return vec3<u32>(0u); }
   let tile = load_tile(lin % params.tiles, li, BM);
   if (tile.z == 0u) { return vec3<u32>(0u); }
-  wbase = (tile.x - params.e0) * params.N * (params.K / EPV);
+  el = tile.x - params.e0;
   tile_rows = tile.z;
   for (var r = li; r < BM; r += WG) {
     prow[r] = 0u;

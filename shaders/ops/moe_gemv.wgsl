@@ -31,7 +31,7 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let lane = li % KT;
   let n0 = (lin / params.tiles) * RW + g * 4u;
   let kc = params.K / EPV;
-  let wbase = (tile.x - params.e0) * params.N * kc;
+  let el = tile.x - params.e0;
 
   var rows: array<u32, MT>;
   for (var m = 0u; m < MT; m++) {
@@ -44,7 +44,7 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     var hi: array<vec4<f32>, 4>;
     for (var r = 0u; r < 4u; r++) {
       var word = vec4<u32>(0u);
-      if (n0 + r < params.N) { word = w[wbase + (n0 + r) * kc + c]; }
+      if (n0 + r < params.N) { word = moe_w_word(el, n0 + r, c); }
       lo[r] = w_lo(word);
       if (E4 == 2u) { hi[r] = w_hi(word); }
     }

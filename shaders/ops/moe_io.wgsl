@@ -6,6 +6,9 @@
 // in_row0 + p / in_div of x: the hidden state of pair p's token (gate|up: in_div = topK), or, with silu
 // set, silu(first K) · (next K) of pair p's [gate | up] row (down: in_div = 1).
 // Weights are read as 16-byte words (EPV elements: 4 f32 or 8 f16/bf16; K a multiple of EPV); x as vec4.
+// Quantized experts (ops/quant.wgsl, one type's decoder; Q_TYPE 0 for 16/32-bit ones) keep their blocks:
+// a part holds its experts' rows one after the other, expert e's row n being row (e − e0)·N + n of
+// the part's blocks, and moe_w_word decodes 4 values of it to f32 (EPV 4).
 // A part's dispatch covers a host bound of tiles (`tiles`); workgroups past the part's real tiles exit.
 
 override W_DTYPE: u32 = 0u;   // 0 f32, 1 f16, 2 bf16 (core/dtype.wgsl)
@@ -24,6 +27,7 @@ struct Params {
   o_te: u32,
   o_tr: u32,
   o_sorted: u32,
+  q_plane: u32,     // quantized experts: the word where the part's scale plane starts (ops/quant.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -78,3 +82,11 @@ fn x_load4(row: u32, c4: u32) -> vec4<f32> {
   return x[base];
 }
 
+
+/** Word c (EPV values) of row n of the part's expert el (local index): 16 bytes of the 16/32-bit
+ *  weights, or of quantized experts (EPV 4) four values decoded to f32. */
+fn moe_w_word(el: u32, n: u32, c: u32) -> vec4<u32> {
+  let row = el * params.N + n;
+  if (Q_TYPE != 0u) { return bitcast<vec4<u32>>(q_load4(row, c)); }
+  return w[row * (params.K / EPV) + c];
+}

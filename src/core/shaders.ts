@@ -18,8 +18,9 @@ const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wg
 export const QUANT_FILES: readonly string[] = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', 'mxfp4'];
 
 /**
- * The linear-layer programs (and the quantized embedding): `gemv` ... for 16/32-bit weights, and
- * `gemv.q4_k` ... for each quantized type, with only that type's decoder (ops/quant/<type>.wgsl).
+ * The linear-layer and expert programs (and the quantized embedding): `gemv`, `ops_moe_gemv` ... for
+ * 16/32-bit weights, and `gemv.q4_k` ... for each quantized type, with only that type's decoder
+ * (ops/quant/<type>.wgsl).
  */
 function linearPrograms(): Record<string, readonly string[]> {
   const out: Record<string, readonly string[]> = {};
@@ -32,6 +33,9 @@ function linearPrograms(): Record<string, readonly string[]> {
     out[`gemm_mma${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'];
     out[`gemm_mma_vec${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'];
     if (q !== 'none') out[`ops_embedding_q${tail}`] = ['ops/embedding_q.wgsl', ...quant];
+    out[`ops_moe_gemv${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/moe_gemv.wgsl'];
+    out[`ops_moe_gemm${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/moe_gemm.wgsl'];
+    out[`ops_moe_gemm_mma${tail}`] = ['ops/moe_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/moe_gemm_mma.wgsl'];
   }
   return out;
 }
@@ -59,7 +63,6 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   bench_ceiling_mma: ['bench/ceiling_mma.wgsl'],
   ...linearPrograms(),
   gemm_splitk: ['ops/gemm_io.wgsl', 'ops/gemm_splitk.wgsl'],
-  ops_moe_gemm_mma: ['ops/moe_io.wgsl', 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/moe_gemm_mma.wgsl'],
   gemm_init: [DTYPE, 'ops/gemm_init.wgsl'],
   ops_norm: [DTYPE, 'ops/norm.wgsl'],
   ops_norm_subgroup: [DTYPE, 'ops/norm.wgsl', 'ops/norm_subgroup.wgsl'],
@@ -67,5 +70,5 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_elementwise: ['ops/elementwise.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
   ops_sample: ['core/order.wgsl', 'ops/sample.wgsl'],
-  ops_moe_route: ['core/order.wgsl', 'ops/moe_route.wgsl'], ops_moe_sort: ['ops/moe_sort.wgsl'], ops_moe_combine: ['ops/moe_combine.wgsl'], ops_moe_gemv: [DTYPE, 'ops/moe_io.wgsl', 'ops/weight_words.wgsl', 'ops/moe_gemv.wgsl'], ops_moe_gemm: [DTYPE, 'ops/moe_io.wgsl', 'ops/weight_words.wgsl', 'ops/moe_gemm.wgsl'],
+  ops_moe_route: ['core/order.wgsl', 'ops/moe_route.wgsl'], ops_moe_sort: ['ops/moe_sort.wgsl'], ops_moe_combine: ['ops/moe_combine.wgsl'],
 };

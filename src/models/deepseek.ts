@@ -17,8 +17,8 @@
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createMLA, createMLACache, fp8DsMlaRowBytes, type MLACache, type MLADecodePlan, type MLALayer } from '../attention/mla.js';
-import { createLinear, createLinearOnDevice, linear, linearWeightBytes, planLinear, type LinearDType, type LinearWeight } from '../ops/gemm.js';
-import { createExperts, createExpertsOnDevice, moe, route, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
+import { createLinearOnDevice, linear, linearWeightBytes, planLinear, type LinearDType, type LinearWeight } from '../ops/gemm.js';
+import { createExpertsOnDevice, expertWeightBytes, moe, route, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
@@ -36,20 +36,6 @@ interface Layer {
   o: LinearWeight;
   dense: Mlp | null;
   moe: { router: LinearWeight; bias: Tensor | null; experts: ExpertWeights; shared: Mlp | null } | null;
-}
-
-/** Rows of a head-major weight [N·(a+b+...), K] regrouped into one [N·a, K], [N·b, K], ... per part. */
-function splitHeads<T extends Float32Array | Uint16Array>(w: T, K: number, N: number, parts: readonly number[]): T[] {
-  const per = parts.reduce((x, y) => x + y, 0);
-  const out = parts.map((p) => new (w.constructor as new (n: number) => T)(N * p * K));
-  for (let n = 0; n < N; n++) {
-    let at = n * per;
-    parts.forEach((p, i) => {
-      out[i].set(w.subarray(at * K, (at + p) * K), n * p * K);
-      at += p;
-    });
-  }
-  return out;
 }
 
 export class DeepSeekFamily implements Architecture {
@@ -84,31 +70,25 @@ export class DeepSeekFamily implements Architecture {
   async load(r: WeightReader, dtype: WeightDType): Promise<void> {
     const c = this.cfg, rt = this.rt;
     const { H, N, P, R, L, QL } = this.dims;
-    const lin = (data: Float32Array | Uint16Array, rows: number, K: number, bias?: Float32Array) => createLinear(rt, { data, N: rows, K, dtype, bias });
-    const f32 = async (name: string) => (await r.read(name, 'f32')) as Float32Array;
     this.embedW = await r.linear(rt, ['model.embed_tokens.weight'], dtype);
     for (let i = 0; i < c.numLayers; i++) {
       const p = `model.layers.${i}.`, a = `${p}self_attn.`;
       const bias = c.attentionBias.qkv;
-      let qA: LinearWeight | null = null, qANorm: Tensor | null = null, qSrc: string, qK: number;
+      let qA: LinearWeight | null = null, qANorm: Tensor | null = null, qSrc: string;
       if (QL !== null) {
         qA = await r.linear(rt, [`${a}q_a_proj.weight`], dtype, bias ? [`${a}q_a_proj.bias`] : undefined);
         qANorm = await r.vector(rt, `${a}q_a_layernorm.weight`);
         qSrc = `${a}q_b_proj.weight`;
-        qK = QL;
       } else {
         qSrc = `${a}q_proj.weight`;
-        qK = H;
       }
-      const [qn, qp] = splitHeads(await r.read(qSrc, dtype), qK, N, [P, R]);
+      const [qNope, qPe] = await r.splitLinear(rt, qSrc, N, [P, R], dtype);
       // kv_a_proj_with_mqa: [L + R, H] = the latent rows, then the rope key's (one "head").
-      const [kvc, kpe] = splitHeads(await r.read(`${a}kv_a_proj_with_mqa.weight`, dtype), H, 1, [L, R]);
-      const [kvcB, kpeB] = bias ? splitHeads(await f32(`${a}kv_a_proj_with_mqa.bias`), 1, 1, [L, R]) : [undefined, undefined];
+      const [kvA, kPe] = await r.splitLinear(rt, `${a}kv_a_proj_with_mqa.weight`, 1, [L, R], dtype, bias ? `${a}kv_a_proj_with_mqa.bias` : undefined);
       const kvB = rt.tensor((await r.read(`${a}kv_b_proj.weight`, dtype)) as Float32Array, r.shape(`${a}kv_b_proj.weight`), dtype);
       const layer: Layer = {
         inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
-        qA, qANorm, qNope: lin(qn, N * P, qK), qPe: lin(qp, N * R, qK),
-        kvA: lin(kvc, L, H, kvcB as Float32Array | undefined), kPe: lin(kpe, R, H, kpeB as Float32Array | undefined),
+        qA, qANorm, qNope, qPe, kvA, kPe,
         kvANorm: await r.vector(rt, `${a}kv_a_layernorm.weight`),
         kvB, mla: this.mlaLayer(kvB),
         o: await r.linear(rt, [`${a}o_proj.weight`], dtype, c.attentionBias.o ? [`${a}o_proj.bias`] : undefined),
@@ -122,27 +102,11 @@ export class DeepSeekFamily implements Architecture {
       });
       if (c.layers[i].moe) {
         const m = c.moe!;
-        const E = m.numRoutedExperts, I = m.moeIntermediateSize;
-        let gateUp: Float32Array | Uint16Array, down: Float32Array | Uint16Array;
-        if (r.has(`${p}mlp.experts.gate_up_proj`)) {
-          // transformers 5's packed layout: [E, 2I, H] gate rows first, and [E, H, I].
-          gateUp = await r.read(`${p}mlp.experts.gate_up_proj`, dtype);
-          down = await r.read(`${p}mlp.experts.down_proj`, dtype);
-        } else {
-          gateUp = dtype === 'f32' ? new Float32Array(E * 2 * I * H) : new Uint16Array(E * 2 * I * H);
-          down = dtype === 'f32' ? new Float32Array(E * H * I) : new Uint16Array(E * H * I);
-          for (let e = 0; e < E; e++) {
-            const x = `${p}mlp.experts.${e}.`;
-            gateUp.set((await r.read(`${x}gate_proj.weight`, dtype)) as never, e * 2 * I * H);
-            gateUp.set((await r.read(`${x}up_proj.weight`, dtype)) as never, (e * 2 * I + I) * H);
-            down.set((await r.read(`${x}down_proj.weight`, dtype)) as never, e * H * I);
-          }
-        }
         layer.moe = {
           // The router runs in f32, as transformers does.
           router: await r.linear(rt, [`${p}mlp.gate.weight`], 'f32'),
           bias: m.eScoreCorrectionBias ? await r.vector(rt, `${p}mlp.gate.e_score_correction_bias`) : null,
-          experts: createExperts(rt, { E, H, I, dtype, gateUp, down }),
+          experts: await r.experts(rt, `${p}mlp.experts.`, m.numRoutedExperts, H, m.moeIntermediateSize, dtype),
           shared: m.numSharedExperts > 0 ? await mlp(`${p}mlp.shared_experts.`, mb) : null,
         };
       } else {
@@ -204,7 +168,7 @@ export class DeepSeekFamily implements Architecture {
       if (l.moe) {
         const e = l.moe.experts, k = this.cfg.moe!.numExpertsPerTok;
         const chosen = batch <= 1 ? k : e.E * (1 - (1 - k / e.E) ** batch);
-        total += chosen * 3 * e.I * e.H * (e.dtype === 'f32' ? 4 : 2);
+        total += expertWeightBytes(e, chosen);
       }
     }
     return total;
@@ -221,7 +185,7 @@ export class DeepSeekFamily implements Architecture {
     let total = linearWeightBytes(this.embedW) + (this.lmHeadW !== this.embedW ? linearWeightBytes(this.lmHeadW) : 0);
     for (const l of this.layers) {
       total += this.layerDenseBytes(l);
-      if (l.moe) total += l.moe.experts.E * 3 * l.moe.experts.I * l.moe.experts.H * (l.moe.experts.dtype === 'f32' ? 4 : 2);
+      if (l.moe) total += expertWeightBytes(l.moe.experts);
     }
     return total;
   }

@@ -3,6 +3,15 @@
 // dict names, shapes given outermost first, and for the `llama` architecture the rows of attn_q and
 // attn_k put back in HF's order. It is a SafetensorsFile, so the checkpoint schema validates it and
 // the WeightReader streams it like any checkpoint; its dtypes are GGUF's ('Q4_K', 'F16', ...).
+// DeepSeek (`deepseek2`) maps onto transformers' DeepSeek V2/V3 names with two tensors made up:
+// - `mlp.experts.gate_up_proj` [E, 2I, H] (transformers 5's packed layout): per expert its rows of
+//   ffn_gate_exps then those of ffn_up_exps, blocks kept (both must share a type);
+// - `self_attn.kv_b_proj.weight` [heads·(nope + v), kv_lora_rank] where a file stores MLA's
+//   up-projection split (attn_k_b [heads, rank, nope]: W_UK transposed, and attn_v_b [heads, v, rank],
+//   as convert_hf_to_gguf.py writes them since mid-2025): dequantized once on the host to F32, since
+//   the model absorbs it at load into 16/32-bit W_UK and W_UV anyway (files with attn_kv_b map it).
+import { QUANT_TYPES } from '../core/quant.js';
+import { dequantizeRows, isDequantType } from '../reference/quant.js';
 import { WebinferError } from '../core/errors.js';
 import type { ModelConfig } from './config.js';
 import type { GGUFFile } from './gguf.js';
@@ -31,7 +40,23 @@ const LAYER_NAMES: readonly (readonly [string, string])[] = [
   ['mlp.gate_proj.weight', 'ffn_gate.weight'],
   ['mlp.up_proj.weight', 'ffn_up.weight'],
   ['mlp.down_proj.weight', 'ffn_down.weight'],
+  // DeepSeek V2/V3 (deepseek2)
+  ['self_attn.q_a_proj.weight', 'attn_q_a.weight'],
+  ['self_attn.q_a_layernorm.weight', 'attn_q_a_norm.weight'],
+  ['self_attn.q_b_proj.weight', 'attn_q_b.weight'],
+  ['self_attn.kv_a_proj_with_mqa.weight', 'attn_kv_a_mqa.weight'],
+  ['self_attn.kv_a_layernorm.weight', 'attn_kv_a_norm.weight'],
+  ['self_attn.kv_b_proj.weight', 'attn_kv_b.weight'],
+  ['mlp.gate.weight', 'ffn_gate_inp.weight'],
+  ['mlp.gate.e_score_correction_bias', 'exp_probs_b.bias'],
+  ['mlp.experts.down_proj', 'ffn_down_exps.weight'],
+  ['mlp.shared_experts.gate_proj.weight', 'ffn_gate_shexp.weight'],
+  ['mlp.shared_experts.up_proj.weight', 'ffn_up_shexp.weight'],
+  ['mlp.shared_experts.down_proj.weight', 'ffn_down_shexp.weight'],
 ];
+
+/** GGUF tensors a made-up HF tensor is built from (see the top of this file). */
+const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight']);
 
 const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
   ['model.embed_tokens.weight', 'token_embd.weight'],
@@ -67,19 +92,55 @@ export function unpermuteRows(heads: number, D: number): Int32Array {
  * passes): tensors under transformers' names with their GGUF types, rows read on demand.
  */
 export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
-  if (cfg.mla || cfg.moe) {
-    throw new WebinferError(`loadModel: ${g.name}: GGUF weights of ${cfg.architecture} are not supported yet (the Llama family is: `
-      + 'llama, qwen2, qwen3); load the HF checkpoint instead');
-  }
   const arch = String(g.metadata.get('general.architecture') ?? '');
   const tensors = new Map<string, SafetensorsTensorInfo>();
   const source = new Map<string, string>();
+  const madeUp = new Map<string, () => Promise<Uint8Array>>();
   const unknown: string[] = [];
+  const hfShape = (name: string) => g.tensors.get(name)!.shape.slice().reverse();
   for (const [name, t] of g.tensors) {
     const hf = hfName(name);
-    if (hf === null) { unknown.push(name); continue; }
+    if (hf === null) {
+      const m = /^blk\.(\d+)\.(.+)$/.exec(name);
+      if (!(cfg.mla && m && MADE_UP.has(m[2]))) unknown.push(name);
+      continue;
+    }
     tensors.set(hf, { dtype: t.type, shape: t.shape.slice().reverse() });
     source.set(hf, name);
+  }
+  if (cfg.mla) {
+    for (let i = 0; i < cfg.numLayers; i++) {
+      const blk = `blk.${i}.`, p = `model.layers.${i}.`;
+      const [kb, vb] = [`${blk}attn_k_b.weight`, `${blk}attn_v_b.weight`];
+      if (g.tensors.has(kb) && g.tensors.has(vb) && !g.tensors.has(`${blk}attn_kv_b.weight`)) {
+        const name = `${p}self_attn.kv_b_proj.weight`;
+        const { numHeads: N, mla } = cfg;
+        const { qkNopeHeadDim: P, vHeadDim: V, kvLoraRank: L } = mla;
+        const want = (t: string, shape: number[]) => {
+          const got = hfShape(t);
+          if (got.length !== 3 || got.some((d, j) => d !== shape[j])) {
+            throw new WebinferError(`loadModel: ${g.name}: tensor '${t}': expected shape [${shape.join(', ')}] (heads, then MLA's up-projection), got [${got.join(', ')}]`);
+          }
+        };
+        want(kb, [N, L, P]);
+        want(vb, [N, V, L]);
+        tensors.set(name, { dtype: 'F32', shape: [N * (P + V), L] });
+        madeUp.set(name, async () => kvBFromSplit(await floatRows(g, kb), await floatRows(g, vb), N, P, V, L));
+      }
+      const [gate, up] = [`${blk}ffn_gate_exps.weight`, `${blk}ffn_up_exps.weight`];
+      if (g.tensors.has(gate) && g.tensors.has(up)) {
+        const name = `${p}mlp.experts.gate_up_proj`;
+        const [tg, tu] = [g.tensors.get(gate)!.type, g.tensors.get(up)!.type];
+        const [sg, su] = [hfShape(gate), hfShape(up)];
+        if (tg !== tu || sg.length !== 3 || sg.some((d, j) => d !== su[j])) {
+          throw new WebinferError(`loadModel: ${g.name}: layer ${i}: ffn_gate_exps (${tg} [${sg.join(', ')}]) and ffn_up_exps (${tu} [${su.join(', ')}]) `
+            + 'must share a type and shape to run as one gate|up product');
+        }
+        const [E, I, H] = sg;
+        tensors.set(name, { dtype: tg, shape: [E, 2 * I, H] });
+        madeUp.set(name, async () => interleaveExperts(await g.tensorBytes(gate), await g.tensorBytes(up), E));
+      }
+    }
   }
   // Names the table does not know stay visible to the schema check (reported as unexpected).
   for (const name of unknown) tensors.set(name, { dtype: g.tensors.get(name)!.type, shape: g.tensors.get(name)!.shape.slice().reverse() });
@@ -94,6 +155,8 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     metadata: {},
     name: g.name,
     async bytes(hf: string): Promise<Uint8Array> {
+      const make = madeUp.get(hf);
+      if (make) return make();
       const name = source.get(hf) ?? hf;
       const raw = await g.tensorBytes(name);
       const heads = permuted(hf);
@@ -107,4 +170,37 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     },
     close: g.close ? () => g.close!() : undefined,
   };
+}
+
+/** A GGUF tensor's values as f32 (dequantized as ggml does where it is quantized). */
+async function floatRows(g: GGUFFile, name: string): Promise<Float32Array> {
+  const t = g.tensors.get(name)!;
+  if (!isDequantType(t.type)) {
+    throw new WebinferError(`loadModel: ${g.name}: tensor '${name}' is ${t.type}: expected F32, F16, BF16 or one of ${QUANT_TYPES.join(', ')}`);
+  }
+  const rows = t.shape.slice(1).reduce((a, b) => a * b, 1);
+  return Float32Array.from(dequantizeRows(t.type, await g.tensorBytes(name), rows, t.shape[0]));
+}
+
+/** HF's kv_b_proj [N·(P + V), L] (per head its P rows of W_UK, then V rows of W_UV) from attn_k_b
+ *  [N, L, P] (W_UK transposed) and attn_v_b [N, V, L], as f32 bytes. */
+export function kvBFromSplit(kb: Float32Array, vb: Float32Array, N: number, P: number, V: number, L: number): Uint8Array {
+  const out = new Float32Array(N * (P + V) * L);
+  for (let h = 0; h < N; h++) {
+    const o = h * (P + V) * L;
+    for (let l = 0; l < L; l++) for (let j = 0; j < P; j++) out[o + j * L + l] = kb[(h * L + l) * P + j];
+    out.set(vb.subarray(h * V * L, (h + 1) * V * L), o + P * L);
+  }
+  return new Uint8Array(out.buffer);
+}
+
+/** Expert e's gate rows then its up rows, for every expert: [E, 2I, ·] from two [E, I, ·] tensors' bytes. */
+function interleaveExperts(gate: Uint8Array, up: Uint8Array, E: number): Uint8Array {
+  const per = gate.length / E;
+  const out = new Uint8Array(2 * gate.length);
+  for (let e = 0; e < E; e++) {
+    out.set(gate.subarray(e * per, (e + 1) * per), 2 * e * per);
+    out.set(up.subarray(e * per, (e + 1) * per), (2 * e + 1) * per);
+  }
+  return out;
 }

@@ -9,6 +9,7 @@ import { WebinferError } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createLinear, createQuantLinear, stackLinears, type LinearWeight } from '../ops/gemm.js';
+import { createExperts, createQuantExperts, type ExpertWeights } from '../ops/moe.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
 import { dequantizeRows } from '../reference/quant.js';
 import { quantizeRows } from './quantize.js';
@@ -62,7 +63,9 @@ export class WeightReader {
               private readonly onProgress?: (loadedBytes: number, totalBytes: number) => void, private readonly keepQuantized = false,
               private readonly quantize?: QuantizeOnLoad) {
     let total = 0;
-    for (const r of resolved.values()) total += isQuantType(r.dtype) ? quantRowBytes(r.dtype, r.shape[r.shape.length - 1]) * (r.shape.length > 1 ? r.shape[0] : 1) : tensorByteSize(r);
+    for (const r of resolved.values()) {
+      total += isQuantType(r.dtype) ? quantRowBytes(r.dtype, r.shape[r.shape.length - 1]) * r.shape.slice(0, -1).reduce((a, b) => a * b, 1) : tensorByteSize(r);
+    }
     this.totalBytes = total;
     onProgress?.(0, total);
   }
@@ -162,6 +165,92 @@ export class WeightReader {
     }
     const data = await this.concat(names, dtype);
     return createLinear(rt, { data, N, K, dtype, bias });
+  }
+
+  /**
+   * Linear layers from the rows of one [heads · Σ sizes, K] tensor: layer j takes, of every head h, the
+   * sizes[j] rows after those of the layers before it (DeepSeek's q and kv_a projections, whose heads
+   * interleave nope and rope rows). Quantized rows keep their blocks; a bias is split the same way.
+   */
+  async splitLinear(rt: Runtime, name: string, heads: number, sizes: readonly number[], dtype: WeightDType, biasName?: string): Promise<LinearWeight[]> {
+    const [rows, K] = this.shape(name);
+    const per = sizes.reduce((a, b) => a + b, 0);
+    if (rows !== heads * per) {
+      throw new WebinferError(`loadModel: tensor '${name}': expected ${heads * per} rows (${heads} heads of ${sizes.join(' + ')}), got ${rows}`);
+    }
+    const bias = biasName ? (await this.read(biasName, 'f32')) as Float32Array : undefined;
+    const part = <T extends Uint8Array | Float32Array | Uint16Array>(src: T, unit: number, j: number): T => {
+      const off = sizes.slice(0, j).reduce((a, b) => a + b, 0), n = sizes[j];
+      const out = new (src.constructor as new (len: number) => T)(heads * n * unit);
+      for (let h = 0; h < heads; h++) out.set(src.subarray((h * per + off) * unit, (h * per + off + n) * unit) as never, h * n * unit);
+      return out;
+    };
+    const info = this.info(name);
+    const out: LinearWeight[] = [];
+    try {
+      if (this.keepQuantized && isQuantType(info.dtype)) {
+        const type = info.dtype;
+        const data = await this.files[info.file].bytes(name);
+        this.progress(data.byteLength);
+        sizes.forEach((n, j) => out.push(createQuantLinear(rt, { data: part(data, quantRowBytes(type, K), j), N: heads * n, K, type, bias: bias && part(bias, 1, j) })));
+      } else {
+        const q = this.quantize ? quantizeOnLoadType(this.quantize, K) : null;
+        const values = await this.read(name, q ? 'f32' : dtype);
+        sizes.forEach((n, j) => {
+          const rowsOf = part(values, K, j), b = bias && part(bias, 1, j);
+          out.push(q ? createQuantLinear(rt, { data: quantizeRows(q, rowsOf as Float32Array, heads * n, K), N: heads * n, K, type: q, bias: b })
+            : createLinear(rt, { data: rowsOf, N: heads * n, K, dtype, bias: b }));
+        });
+      }
+    } catch (e) {
+      for (const w of out) w.destroy();
+      throw e;
+    }
+    return out;
+  }
+
+  /**
+   * A MoE layer's routed experts (E of [2I, H] gate|up and [H, I] down) under `prefix` (`...mlp.experts.`):
+   * transformers 5's packed gate_up_proj / down_proj, or per-expert {e}.gate_proj.weight ... Quantized
+   * packed tensors (a GGUF's) keep their blocks; quantize-on-load quantizes float ones.
+   */
+  async experts(rt: Runtime, prefix: string, E: number, H: number, I: number, dtype: WeightDType): Promise<ExpertWeights> {
+    const packed = this.has(`${prefix}gate_up_proj`);
+    if (packed && this.keepQuantized) {
+      const [gu, dn] = [this.info(`${prefix}gate_up_proj`), this.info(`${prefix}down_proj`)];
+      if (isQuantType(gu.dtype) || isQuantType(dn.dtype)) {
+        if (!isQuantType(gu.dtype) || !isQuantType(dn.dtype)) {
+          throw new WebinferError(`loadModel: ${prefix}gate_up_proj (${gu.dtype}) and down_proj (${dn.dtype}): experts mix quantized and float weights; `
+            + "load with dtype 'f32', 'f16' or 'bf16' to dequantize them");
+        }
+        const gateUp = await this.files[gu.file].bytes(`${prefix}gate_up_proj`);
+        const down = await this.files[dn.file].bytes(`${prefix}down_proj`);
+        this.progress(gateUp.byteLength + down.byteLength);
+        return createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down });
+      }
+    }
+    const q = this.quantize ? [quantizeOnLoadType(this.quantize, H), quantizeOnLoadType(this.quantize, I)] : null;
+    const as: WeightDType = q && q[0] && q[1] ? 'f32' : dtype;
+    let gateUp: Float32Array | Uint16Array, down: Float32Array | Uint16Array;
+    if (packed) {
+      // transformers 5's packed layout: [E, 2I, H] gate rows first, and [E, H, I].
+      gateUp = await this.read(`${prefix}gate_up_proj`, as);
+      down = await this.read(`${prefix}down_proj`, as);
+    } else {
+      gateUp = as === 'f32' ? new Float32Array(E * 2 * I * H) : new Uint16Array(E * 2 * I * H);
+      down = as === 'f32' ? new Float32Array(E * H * I) : new Uint16Array(E * H * I);
+      for (let e = 0; e < E; e++) {
+        const x = `${prefix}${e}.`;
+        gateUp.set((await this.read(`${x}gate_proj.weight`, as)) as never, e * 2 * I * H);
+        gateUp.set((await this.read(`${x}up_proj.weight`, as)) as never, (e * 2 * I + I) * H);
+        down.set((await this.read(`${x}down_proj.weight`, as)) as never, e * H * I);
+      }
+    }
+    if (q && q[0] && q[1]) {
+      return createQuantExperts(rt, { E, H, I, gateUpType: q[0], gateUp: quantizeRows(q[0], gateUp as Float32Array, E * 2 * I, H),
+        downType: q[1], down: quantizeRows(q[1], down as Float32Array, E * H, I) });
+    }
+    return createExperts(rt, { E, H, I, dtype, gateUp, down });
   }
 
   /** A vector (norm weights) as f32. */

@@ -29,7 +29,13 @@
 // Expert weights (createExperts): gate|up [E, 2I, H] (gate rows first) and down [E, H, I], transformers
 // 5's packed layout, f32/f16/bf16 (16-bit decoded in the shader: no shader-f16), split by whole experts
 // over several buffers when larger than the device's largest binding; each part is its own dispatch.
+// Quantized experts (createQuantExperts: a GGUF's ffn_*_exps, SPEC §8) keep ggml's blocks in the GPU
+// layout of src/ops/quant.ts, gate|up and down each of its own type; the product kernels decode them
+// in registers (4 values a load, the types' q_load4), the subgroup-matrix GEMM rounding them to f16
+// on the way into workgroup memory as the linear one does.
 import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
+import { isQuantType, QUANT_FORMATS, QUANT_TYPES, quantRowBytes, type QuantType } from '../core/quant.js';
+import { packQuantRows, quantPlaneWord } from './quant.js';
 import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
@@ -40,6 +46,9 @@ export type { MoeRouting, MoeFamily, MoeScoring, MoeTopkMethod } from '../refere
 
 export type ExpertDType = LinearDType;
 const EXPERT_DTYPES: readonly ExpertDType[] = ['f32', 'f16', 'bf16'];
+/** How one of the experts' two weights (gate|up, down) is stored: a float dtype or a quantized type. */
+export type ExpertStorage = ExpertDType | QuantType;
+const isExpertStorage = (d: unknown): d is ExpertStorage => EXPERT_DTYPES.includes(d as ExpertDType) || isQuantType(d as string);
 
 /** Experts route() and moe() handle (route's workgroup memory: four arrays of that many words, 8 KiB). */
 export const MOE_MAX_EXPERTS = 512;
@@ -54,7 +63,7 @@ export interface ExpertPart {
   /** First expert of this part. */
   readonly e0: number;
   readonly experts: number;
-  /** [experts, 2I, H]: gate rows 0..I-1, then up rows. */
+  /** [experts, 2I, H]: gate rows 0..I-1, then up rows (quantized: the packed blocks of those rows, u32 words). */
   readonly gateUp: Tensor;
   /** [experts, H, I]. */
   readonly down: Tensor;
@@ -65,14 +74,17 @@ export interface ExpertWeights {
   readonly E: number;
   readonly H: number;
   readonly I: number;
-  readonly dtype: ExpertDType;
+  /** gate|up's storage (a float dtype, or a quantized type: createQuantExperts). */
+  readonly dtype: ExpertStorage;
+  /** down's storage: dtype, or another quantized type (GGUF mixes keep down at more bits). */
+  readonly downDtype: ExpertStorage;
   readonly parts: readonly ExpertPart[];
   destroy(): void;
 }
 
 class Experts implements ExpertWeights {
-  constructor(readonly E: number, readonly H: number, readonly I: number, readonly dtype: ExpertDType,
-              readonly parts: readonly ExpertPart[], private readonly owned: boolean) {}
+  constructor(readonly E: number, readonly H: number, readonly I: number, readonly dtype: ExpertStorage,
+              readonly parts: readonly ExpertPart[], private readonly owned: boolean, readonly downDtype: ExpertStorage = dtype) {}
 
   destroy(): void {
     if (!this.owned) return;
@@ -83,7 +95,19 @@ class Experts implements ExpertWeights {
   }
 }
 
-const vectorWidth = (dtype: ExpertDType) => (dtype === 'f32' ? 4 : 8);
+/** Values a 16-byte weight word of the product kernels: 8 of a 16-bit dtype, 4 of f32 or of quantized
+ *  blocks (decoded to f32). */
+const vectorWidth = (dtype: ExpertStorage) => (dtype === 'f16' || dtype === 'bf16' ? 8 : 4);
+
+/** Bytes on the GPU of one expert's gate|up (K = H) or down (K = I) rows. */
+function expertBytes(dtype: ExpertStorage, rows: number, K: number): number {
+  return isQuantType(dtype) ? rows * quantRowBytes(dtype, K) : rows * K * DTYPE_BYTES[dtype];
+}
+
+/** Bytes of weights the experts keep on the GPU, and those of `n` experts (a step's reads). */
+export function expertWeightBytes(w: ExpertWeights, n = w.E): number {
+  return n * (expertBytes(w.dtype, 2 * w.I, w.H) + expertBytes(w.downDtype, w.H, w.I));
+}
 
 function checkExpertShape(op: string, E: unknown, H: unknown, I: unknown, dtype: unknown): void {
   check(isPosInt(E), op, 'E', 'a positive integer', E);
@@ -97,8 +121,9 @@ function checkExpertShape(op: string, E: unknown, H: unknown, I: unknown, dtype:
 
 /** Whole experts per part: as many as fit the device's largest binding (and maxPartBytes), counting the
  *  buffer pool's rounding; gate|up, twice the size of down, decides. */
-export function expertsPerPart(rt: Runtime, H: number, I: number, dtype: ExpertDType, maxPartBytes = Infinity, op = 'createExperts'): number {
-  const bytes = 2 * I * H * DTYPE_BYTES[dtype];
+export function expertsPerPart(rt: Runtime, H: number, I: number, dtype: ExpertStorage, maxPartBytes = Infinity, op = 'createExperts',
+                               downDtype: ExpertStorage = dtype): number {
+  const bytes = Math.max(expertBytes(dtype, 2 * I, H), expertBytes(downDtype, H, I));
   const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
   let n = Math.floor(Math.min(deviceMax, maxPartBytes) / bytes);
   while (n > 0 && BufferPool.sizeClass(n * bytes) > deviceMax) n = Math.min(n - 1, Math.floor(n * 0.99));
@@ -143,6 +168,47 @@ export function createExperts(rt: Runtime, w: { E: number; H: number; I: number;
     down: rt.tensor(w.down.subarray(e0 * dn, (e0 + n) * dn), [n, H, I], dtype),
   }));
   return new Experts(E, H, I, dtype, parts, true);
+}
+
+/**
+ * Uploads quantized experts, keeping ggml's blocks (SPEC §8): gateUp the bytes of E·2I rows of H values
+ * of gateUpType (per expert its I gate rows, then its I up rows: a GGUF's ffn_gate_exps and
+ * ffn_up_exps interleaved by expert), down those of E·H rows of I values of downType (ffn_down_exps).
+ */
+export function createQuantExperts(rt: Runtime, w: { E: number; H: number; I: number; gateUpType: QuantType; gateUp: Uint8Array;
+                                                     downType: QuantType; down: Uint8Array; maxPartBytes?: number }): ExpertWeights {
+  const op = 'createQuantExperts';
+  rt.assertAlive(op);
+  check(w !== null && typeof w === 'object', op, 'w', 'an object { E, H, I, gateUpType, gateUp, downType, down }', w);
+  const { E, H, I } = w;
+  check(isPosInt(E), op, 'E', 'a positive integer', E);
+  check(isPosInt(H), op, 'H', 'a positive integer', H);
+  check(isPosInt(I), op, 'I', 'a positive integer', I);
+  for (const [arg, type, K] of [['gateUpType', w.gateUpType, H], ['downType', w.downType, I]] as const) {
+    check(isQuantType(type), op, arg, `a quantized type (${QUANT_TYPES.join(', ')})`, fmt(type));
+    const qk = QUANT_FORMATS[type].blockElems;
+    check(K % qk === 0, op, arg === 'gateUpType' ? 'H' : 'I', `a multiple of ${qk} (a ${type} block: rows are whole blocks)`, K);
+  }
+  const guRow = quantRowBytes(w.gateUpType, H), dnRow = quantRowBytes(w.downType, I);
+  for (const [name, data, n] of [['gateUp', w.gateUp, E * 2 * I * guRow], ['down', w.down, E * H * dnRow]] as const) {
+    check(data instanceof Uint8Array && data.length === n, op, name, `a Uint8Array of ${n} bytes (${name === 'gateUp' ? `E·2I = ${E * 2 * I} rows of ${guRow}` : `E·H = ${E * H} rows of ${dnRow}`} bytes)`,
+      data instanceof Uint8Array ? `${data.length} bytes` : data);
+  }
+  if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
+  const perPart = expertsPerPart(rt, H, I, w.gateUpType, w.maxPartBytes, op, w.downType);
+  const parts: ExpertPart[] = [];
+  try {
+    for (const { e0, n } of partRanges(E, perPart)) {
+      const gu = packQuantRows(w.gateUpType, w.gateUp.subarray(e0 * 2 * I * guRow, (e0 + n) * 2 * I * guRow), n * 2 * I, H, op).words;
+      const dn = packQuantRows(w.downType, w.down.subarray(e0 * H * dnRow, (e0 + n) * H * dnRow), n * H, I, op).words;
+      const gateUp = rt.tensor(gu, [gu.length], 'u32');
+      parts.push({ e0, experts: n, gateUp, down: rt.tensor(dn, [dn.length], 'u32') });
+    }
+  } catch (e) {
+    for (const p of parts) { p.gateUp.destroy(); p.down.destroy(); }
+    throw e;
+  }
+  return new Experts(E, H, I, w.gateUpType, parts, true, w.downType);
 }
 
 /**
@@ -213,7 +279,7 @@ export function expertsFromParts(rt: Runtime, o: { E: number; H: number; I: numb
 function checkExperts(w: unknown, op: string): asserts w is ExpertWeights {
   const x = w as ExpertWeights;
   check(x !== null && typeof x === 'object' && Array.isArray(x.parts) && isPosInt(x.E) && isPosInt(x.H) && isPosInt(x.I)
-    && EXPERT_DTYPES.includes(x.dtype), op, 'experts', 'an ExpertWeights (createExperts, createExpertsOnDevice or expertsFromParts)', w);
+    && isExpertStorage(x.dtype) && isExpertStorage(x.downDtype), op, 'experts', 'an ExpertWeights (createExperts, createQuantExperts, createExpertsOnDevice or expertsFromParts)', w);
   for (const [i, p] of x.parts.entries()) {
     checkTensor(p.gateUp, op, `experts.parts[${i}].gateUp`);
     checkTensor(p.down, op, `experts.parts[${i}].down`);
@@ -311,7 +377,9 @@ export const MOE_MMA_TILES: readonly GemmMmaTile[] = [
 ];
 
 export interface PlanMoeOptions {
-  rows: number; topK: number; E: number; H: number; I: number; dtype: ExpertDType;
+  rows: number; topK: number; E: number; H: number; I: number;
+  /** gate|up's storage, and down's (default: the same). */
+  dtype: ExpertStorage; downDtype?: ExpertStorage;
   /** Force a kernel ('auto': gemv while pairs per chosen expert average at most MOE_GEMV_MAX_ROWS, then
    *  the subgroup-matrix GEMM for 16-bit experts where the adapter has it and engine.tuning.linearMma
    *  allows, else the FMA GEMM). */
@@ -328,23 +396,35 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   check(p !== null && typeof p === 'object', op, 'p', 'an object { rows, topK, E, H, I, dtype }', p);
   check(isPosInt(p.rows), op, 'rows', 'a positive integer', p.rows);
   check(isPosInt(p.topK), op, 'topK', 'a positive integer', p.topK);
-  checkExpertShape(op, p.E, p.H, p.I, p.dtype);
+  const downDtype = p.downDtype ?? p.dtype;
+  if (isQuantType(p.dtype) || isQuantType(downDtype)) {
+    check(isPosInt(p.E), op, 'E', 'a positive integer', p.E);
+    for (const [arg, d, K] of [['dtype', p.dtype, p.H], ['downDtype', downDtype, p.I]] as const) {
+      check(isExpertStorage(d), op, arg, `'f32', 'f16', 'bf16' or a quantized type (${QUANT_TYPES.join(', ')})`, fmt(d));
+      const unit = isQuantType(d) ? QUANT_FORMATS[d].blockElems : vectorWidth(d);
+      check(isPosInt(K) && K % unit === 0, op, arg === 'dtype' ? 'H' : 'I', `a multiple of ${unit} for ${d} weights`, K);
+    }
+  } else {
+    checkExpertShape(op, p.E, p.H, p.I, p.dtype);
+    check(downDtype === p.dtype, op, 'downDtype', `'${p.dtype}' (float experts share one dtype)`, fmt(downDtype));
+  }
   const kernel = p.kernel ?? 'auto';
   check(['auto', 'gemv', 'gemm', 'gemm-mma'].includes(kernel), op, 'kernel', "'auto', 'gemv', 'gemm' or 'gemm-mma'", fmt(kernel));
   const P = p.rows * p.topK;
   const perExpert = P / Math.min(p.E, P);
   if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
-    const EPV = vectorWidth(p.dtype);
-    const KT = (K: number) => Math.max(1, Math.min(32, pow2floor(K / EPV)));
+    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / vectorWidth(d))));
     // A token's ids are distinct, so no expert gets more pairs than there are rows.
-    return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H), KT2: KT(p.I) };
+    return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype) };
   }
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
-    const mma = planMma(rt, { M: P, N: Math.min(p.H, 2 * p.I), dtype: p.dtype, tiles: MOE_MMA_TILES, tilesName: 'MOE_MMA_TILES', tile: p.tile,
+    // Quantized experts enter the matrices as f16 (rounded on the way into workgroup memory).
+    const mmaDtype = p.dtype === 'f32' || downDtype === 'f32' ? 'f32' : isQuantType(p.dtype) ? 'f16' : p.dtype;
+    const mma = planMma(rt, { M: P, N: Math.min(p.H, 2 * p.I), dtype: mmaDtype, tiles: MOE_MMA_TILES, tilesName: 'MOE_MMA_TILES', tile: p.tile,
       targetWorkgroups: LINEAR_GEMM_TARGET_WORKGROUPS }, op);
     if (mma) return mma;
     if (kernel === 'gemm-mma') {
-      fail(op, 'kernel', `'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: ${linearMmaUnavailable(rt, p.dtype) ?? 'no tile fits the adapter\'s limits'})`, "'gemm-mma'");
+      fail(op, 'kernel', `'auto', 'gemv' or 'gemm' (no subgroup-matrix GEMM here: ${linearMmaUnavailable(rt, mmaDtype) ?? 'no tile fits the adapter\'s limits'})`, "'gemm-mma'");
     }
   }
   return { kernel: 'gemm', BM: 64, BN: 64, BK: 16 };
@@ -403,24 +483,30 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   let plan = o.plan;
   if (plan) {
     check(plan !== null && typeof plan === 'object' && ['gemv', 'gemm', 'gemm-mma'].includes(plan.kernel)
-      && (plan.kernel !== 'gemm-mma' || experts.dtype !== 'f32'), op, 'o.plan', `a plan from planMoe for ${experts.dtype} experts`, plan);
+      && (plan.kernel !== 'gemm-mma' || (experts.dtype !== 'f32' && experts.downDtype !== 'f32')), op, 'o.plan', `a plan from planMoe for ${experts.dtype} experts`, plan);
   } else {
-    plan = planMoe(rt, { rows, topK, E, H, I, dtype: experts.dtype });
+    plan = planMoe(rt, { rows, topK, E, H, I, dtype: experts.dtype, downDtype: experts.downDtype });
   }
 
   const BM = plan.kernel === 'gemv' ? plan.MT : plan.BM;
-  const wd = DTYPE_CODE[experts.dtype];
-  const EPV = vectorWidth(experts.dtype);
   const EMAX = Math.max(64, pow2ceil(E));
   const sortK = rt.kernel('ops_moe_sort', 'sort_main', { consts: { EMAX } });
   const combineK = rt.kernel('ops_moe_combine', 'combine_main');
-  const stageK = (KT: number) => plan.kernel === 'gemv'
-    ? rt.kernel('ops_moe_gemv', 'gemv_main', { overrides: { W_DTYPE: wd }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
-    : plan.kernel === 'gemm-mma'
-      ? rt.kernel('ops_moe_gemm_mma', 'gemm_mma_main', { overrides: { W_DTYPE: wd }, consts: mmaConsts(rt, plan), enables: MMA_ENABLES, unroll: true })
-      : rt.kernel('ops_moe_gemm', 'gemm_main', { overrides: { W_DTYPE: wd }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });
-  const k1 = stageK(plan.kernel === 'gemv' ? plan.KT1 : 0);
-  const k2 = stageK(plan.kernel === 'gemv' ? plan.KT2 : 0);
+  // A stage's program carries its weights' decoder (core/shaders.ts); quantized words are f32 (EPV 4),
+  // or f16 on their way into the subgroup matrices.
+  const stageK = (KT: number, st: ExpertStorage) => {
+    const q = isQuantType(st);
+    const tail = q ? `.${st.toLowerCase()}` : '';
+    const W_DTYPE = q ? (plan.kernel === 'gemm-mma' ? DTYPE_CODE.f16 : DTYPE_CODE.f32) : DTYPE_CODE[st];
+    const EPV = vectorWidth(st);
+    return plan.kernel === 'gemv'
+      ? rt.kernel(`ops_moe_gemv${tail}`, 'gemv_main', { overrides: { W_DTYPE }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
+      : plan.kernel === 'gemm-mma'
+        ? rt.kernel(`ops_moe_gemm_mma${tail}`, 'gemm_mma_main', { overrides: { W_DTYPE }, consts: mmaConsts(rt, plan), enables: MMA_ENABLES, unroll: true })
+        : rt.kernel(`ops_moe_gemm${tail}`, 'gemm_main', { overrides: { W_DTYPE }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });
+  };
+  const k1 = stageK(plan.kernel === 'gemv' ? plan.KT1 : 0, experts.dtype);
+  const k2 = stageK(plan.kernel === 'gemv' ? plan.KT2 : 0, experts.downDtype);
   const columnBlocks = (N: number, KT: number) => Math.ceil(N / (plan.kernel === 'gemv' ? 4 * plan.WG / KT : plan.BN));
 
   const P0 = chunk * topK;
@@ -437,12 +523,13 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
       const N = which === 'gateUp' ? 2 * I : H;
       const K = which === 'gateUp' ? H : I;
       const KT = plan.kernel === 'gemv' ? (which === 'gateUp' ? plan.KT1 : plan.KT2) : 0;
+      const st = which === 'gateUp' ? experts.dtype : experts.downDtype;
       for (const part of experts.parts) {
         const tiles = Math.min(P, Math.floor((P + Math.min(part.experts, P) * (BM - 1)) / BM));
         rt.dispatch(k, { w: part[which], x: src, lists, out: dst }, {
           N, K, e0: part.e0, e1: part.e0 + part.experts, tiles,
           in_div: which === 'gateUp' ? topK : 1, in_row0: which === 'gateUp' ? t0 : 0, in_stride: (which === 'gateUp' ? H : 2 * I) / 4,
-          silu: which === 'gateUp' ? 0 : 1, o_ts, o_te, o_tr, o_sorted,
+          silu: which === 'gateUp' ? 0 : 1, o_ts, o_te, o_tr, o_sorted, q_plane: isQuantType(st) ? quantPlaneWord(st, part.experts * N, K) : 0,
         }, tiles * columnBlocks(N, KT));
       }
     };

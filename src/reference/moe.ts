@@ -138,6 +138,9 @@ export interface MoeRefOptions {
   topK: number;
   /** The output's previous contents ([>= rows, H]): the result is added to them (the residual stream). */
   accumulateInto?: ArrayLike<number> | null;
+  /** 'f32': every product and sum rounded to f32 as a plain f32 implementation computes them (the
+   *  error such an implementation makes, for tolerances of badly conditioned sums). Default 'f64'. */
+  precision?: 'f64' | 'f32';
 }
 
 /**
@@ -160,6 +163,7 @@ export function moeRef(x: ArrayLike<number>, ids: ArrayLike<number>, weights: Ar
   if (o.accumulateInto) checkMinLen(o.accumulateInto, rows * H, 'accumulateInto');
   const out = new Float64Array(rows * H);
   const h = new Float64Array(I);
+  const r = o.precision === 'f32' ? Math.fround : (v: number) => v;
   for (let t = 0; t < rows; t++) {
     const acc = out.subarray(t * H, (t + 1) * H);
     for (let j = 0; j < topK; j++) {
@@ -170,19 +174,19 @@ export function moeRef(x: ArrayLike<number>, ids: ArrayLike<number>, weights: Ar
       for (let n = 0; n < I; n++) {
         let g = 0, u = 0;
         for (let k = 0; k < H; k++) {
-          g += gateUp[gu + n * H + k] * x[t * H + k];
-          u += gateUp[gu + (I + n) * H + k] * x[t * H + k];
+          g = r(g + r(gateUp[gu + n * H + k] * x[t * H + k]));
+          u = r(u + r(gateUp[gu + (I + n) * H + k] * x[t * H + k]));
         }
-        h[n] = (g / (1 + Math.exp(-g))) * u;
+        h[n] = r(r(g / r(1 + r(Math.exp(-g)))) * u);
       }
       const d = e * H * I;
       for (let c = 0; c < H; c++) {
         let s = 0;
-        for (let n = 0; n < I; n++) s += down[d + c * I + n] * h[n];
-        acc[c] += wt * s;
+        for (let n = 0; n < I; n++) s = r(s + r(down[d + c * I + n] * h[n]));
+        acc[c] = r(acc[c] + r(wt * s));
       }
     }
-    if (o.accumulateInto) for (let c = 0; c < H; c++) acc[c] += o.accumulateInto[t * H + c];
+    if (o.accumulateInto) for (let c = 0; c < H; c++) acc[c] = r(acc[c] + o.accumulateInto[t * H + c]);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // together identical to each alone, f16 and bf16 weights, sharded checkpoints and the older config
 // form, bad checkpoints refused before any GPU memory is taken, seeded sampling, streaming, stop
 // tokens, abort, and continuous batching under a tight token budget.
+import { deepseekGGUF } from './gguf_deepseek';
 import { encodeSafetensors, loadGGUF, loadSafetensors, quantizeOnLoadType, quantizeRows, reference, type Engine, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, defineCases, equalArrays, expectThrows, SOFTWARE_RUNTIMES, spreadOverSoftware, type CaseContext, type TestCase, withTuning } from './harness';
 
@@ -224,9 +225,62 @@ const quantizeOnLoadCase: TestCase = {
   },
 };
 
+/**
+ * A DeepSeek GGUF (quantized MoE experts, gate|up and down of different types, and MLA's up-projection
+ * split as attn_k_b / attn_v_b, or whole as attn_kv_b with the older metadata) written from the
+ * deepseek-v2-moe golden: its own config from the metadata, experts in their blocks on the GPU, logits
+ * within 2e-3·max|logit| of the same model on the dequantized values (an f32 HF checkpoint), greedy
+ * identical; the file's q/kv_a rows split into nope and rope with their blocks kept.
+ */
+const deepseekGGUFCase: TestCase = {
+  name: 'DeepSeek GGUF (deepseek2: quantized experts of two types, split attn_k_b/attn_v_b or attn_kv_b): its config from the metadata; logits within 2e-3·max|logit| of the same model on the dequantized values, greedy identical; experts kept in their blocks',
+  async run(ctx) {
+    const g = await golden(ctx, 'deepseek-v2-moe');
+    const file = await loadSafetensors(g.weights);
+    const variants = [
+      { splitKvB: true, types: { attention: 'Q8_0', expertsGateUp: 'Q4_0', expertsDown: 'Q8_0', dense: 'Q4_0', kvB: 'Q8_0', embedding: 'Q8_0', output: 'Q8_0' } },
+      { splitKvB: false, types: { attention: 'Q4_0', expertsGateUp: 'Q8_0', expertsDown: 'Q4_0', dense: 'Q8_0', kvB: 'Q4_0', embedding: 'Q4_0', output: 'Q4_0' } },
+    ] as const;
+    for (const v of variants) {
+      const what = `deepseek-v2-moe GGUF (${v.splitKvB ? 'attn_k_b/attn_v_b' : 'attn_kv_b'})`;
+      const { gguf, dequantized } = await deepseekGGUF(file, g.config, v.types, { splitKvB: v.splitKvB });
+      const exact = await load(ctx.engine, { ...g, weights: encodeSafetensors(dequantized) }, { dtype: 'f32' });
+      const fullBytes = exact.weightBytes;
+      const wantLogits: Float32Array[] = [];
+      for (const p of g.golden.prompts) wantLogits.push(await exact.logits(p));
+      const wantGreedy = await exact.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+      exact.destroy();
+      const model = await ctx.engine.loadModel({ weights: await loadGGUF(gguf) });
+      try {
+        assert(model.architecture === 'DeepseekV2ForCausalLM', `${what}: architecture ${model.architecture}`);
+        assert(model.weightBytes < fullBytes / 2.5, `${what}: ${model.weightBytes} bytes of weights, f32 ${fullBytes}`);
+        const V = g.config.vocab_size as number;
+        let worst = 0;
+        for (const [p, prompt] of g.golden.prompts.entries()) {
+          const got = await model.logits(prompt);
+          for (let t = 0; t < prompt.length; t++) {
+            const ref = wantLogits[p].subarray(t * V, (t + 1) * V);
+            const max = ref.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+            for (let k = 0; k < V; k++) {
+              const err = Math.abs(got[t * V + k] - ref[k]);
+              worst = Math.max(worst, err / max);
+              assert(err <= 2e-3 * max, `${what}: prompt ${p} position ${t} logit ${k}: ${got[t * V + k]}, the dequantized model ${ref[k]}`);
+            }
+          }
+        }
+        sameTokens(`${what} greedy against the dequantized model`, await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), wantGreedy);
+        ctx.note(`${what}: worst logit error ${worst.toExponential(2)} of max|logit| against the dequantized model; greedy identical; ${model.weightBytes} bytes of weights (f32 ${fullBytes})`);
+      } finally {
+        model.destroy();
+      }
+    }
+  },
+};
+
 export const modelCases: TestCase[] = defineCases('models', [
   ...goldenCases,
   ...ggufCases,
+  deepseekGGUFCase,
   quantizeOnLoadCase,
   {
     // A decode step's layers are recorded once and their commands replayed by the steps after it

@@ -7,8 +7,8 @@
 // GPU-made experts, route → moe without the host, no buffers created in the steady state, and every
 // validation error. Weights the reference sees are the rounded ones the GPU holds; the kernels compute
 // in f32, so f32 tolerances apply to every weight dtype.
-import { ops, reference, roundToDType, type Engine, type Tensor } from '../../src/index';
-import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, rng } from './harness';
+import { ops, reference, roundToDType, QUANT_FORMATS, type Engine, type QuantType, type Tensor } from '../../src/index';
+import { assert, assertClose, assertWithinPlain, defineCases, equalArrays, expectThrows, randn, rng, spreadOverSoftware } from './harness';
 
 type WDType = 'f32' | 'f16' | 'bf16';
 type Routing = reference.MoeRouting;
@@ -86,6 +86,9 @@ interface MoeProblem {
   maxWorkspaceBytes?: number; parts?: number;
   /** gemm-mma: an entry of MOE_MMA_TILES. */
   tile?: number;
+  /** Quantized experts (createQuantExperts): random valid blocks of these types; the reference takes
+   *  their dequantized values (rounded to f16 on the subgroup-matrix GEMM, as the kernel takes them). */
+  quant?: { gateUp: QuantType; down: QuantType };
 }
 
 /** Runs ops.moe once and checks it against moeRef; rows of out past `rows` must keep their sentinel. */
@@ -93,16 +96,22 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
   const { rows, E, topK, H, I, dtype, seed } = p;
   const total = rows + (p.extraRows ?? 0);
   const xv = randn(total * H, seed);
-  const gateUp = roundToDType(randn(E * 2 * I * H, seed + 1, 1 / Math.sqrt(H)), dtype);
-  const down = roundToDType(randn(E * H * I, seed + 2, 1 / Math.sqrt(I)), dtype);
+  const q = p.quant;
+  const guBytes = q ? reference.randomQuantRows(q.gateUp, E * 2 * I, H, seed + 1) : null;
+  const dnBytes = q ? reference.randomQuantRows(q.down, E * H, I, seed + 2) : null;
+  const mmaRound = (v: Float64Array | Float32Array) => (p.kernel === 'gemm-mma' ? roundToDType(Float32Array.from(v), 'f16') : Float32Array.from(v));
+  const gateUp = q ? mmaRound(reference.dequantizeRows(q.gateUp, guBytes!, E * 2 * I, H)) : roundToDType(randn(E * 2 * I * H, seed + 1, 1 / Math.sqrt(H)), dtype);
+  const down = q ? mmaRound(reference.dequantizeRows(q.down, dnBytes!, E * H, I)) : roundToDType(randn(E * H * I, seed + 2, 1 / Math.sqrt(I)), dtype);
   const ids = p.ids ?? randomIds(total, E, topK, seed + 3);
   const r = rng(seed + 4);
   const wv = Float32Array.from({ length: total * topK }, () => 0.1 + r());
   const prior = p.accumulate ? randn(total * H, seed + 5) : new Float32Array(total * H).fill(SENTINEL);
-  const experts = ops.createExperts(engine, { E, H, I, dtype, gateUp, down, maxPartBytes: p.maxPartBytes });
+  const experts = q
+    ? ops.createQuantExperts(engine, { E, H, I, gateUpType: q.gateUp, gateUp: guBytes!, downType: q.down, down: dnBytes!, maxPartBytes: p.maxPartBytes })
+    : ops.createExperts(engine, { E, H, I, dtype, gateUp, down, maxPartBytes: p.maxPartBytes });
   if (p.parts !== undefined) assert(experts.parts.length === p.parts, `expected ${p.parts} parts, got ${experts.parts.length}`);
   const out = engine.tensor(prior, [total, H]);
-  const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype, kernel: p.kernel, tile: p.tile }) : undefined;
+  const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype: experts.dtype, downDtype: experts.downDtype, kernel: p.kernel, tile: p.tile }) : undefined;
   const routing = { ids: engine.tensor(ids, [total, topK], 'i32'), weights: engine.tensor(wv, [total, topK]) };
   const res = ops.moe(engine, engine.tensor(xv, [total, H]), routing, experts, {
     rows, out, accumulate: p.accumulate, plan, maxWorkspaceBytes: p.maxWorkspaceBytes,
@@ -110,15 +119,52 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
   assert(res === out, 'moe returns out');
   const got = await out.toFloat32();
   const ref = reference.moeRef(xv, ids, wv, gateUp, down, { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined });
-  const label = `moe ${dtype} rows ${rows} E ${E} topK ${topK} ${plan?.kernel ?? 'auto'}${p.accumulate ? ' accumulate' : ''}`;
-  assertClose(label, got.subarray(0, rows * H), ref, 'f32');
+  const label = `moe ${q ? `${q.gateUp}|${q.down}` : dtype} rows ${rows} E ${E} topK ${topK} ${plan?.kernel ?? 'auto'}${p.accumulate ? ' accumulate' : ''}`;
+  if (q) {
+    // Random blocks give sums far larger than their results (formats with a min above all): within
+    // twice the error a plain f32 implementation makes, as the quantized linear layers are checked.
+    assertWithinPlain(label, got.subarray(0, rows * H), ref, () => reference.moeRef(xv, ids, wv, gateUp, down,
+      { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined, precision: 'f32' }));
+  } else {
+    assertClose(label, got.subarray(0, rows * H), ref, 'f32');
+  }
   if (p.extraRows) equalArrays(`${label}: rows past rows`, got.subarray(rows * H), prior.subarray(rows * H));
   experts.destroy();
 }
 
 const KERNELS = ['gemv', 'gemm'] as const;
 
+/** Quantized experts: type pairs (gate|up, down) as GGUF files mix them, with shapes of whole blocks. */
+const QUANT_EXPERTS: readonly { gateUp: QuantType; down: QuantType; H: number; I: number }[] = [
+  { gateUp: 'Q4_K', down: 'Q6_K', H: 256, I: 256 },   // llama.cpp's Q4_K_M
+  { gateUp: 'Q8_0', down: 'Q5_0', H: 64, I: 96 },     // Q4_K_M's fallback for rows that are not whole super-blocks
+  { gateUp: 'Q4_0', down: 'Q8_0', H: 64, I: 96 },
+  { gateUp: 'IQ4_NL', down: 'MXFP4', H: 64, I: 64 },
+  { gateUp: 'Q5_K', down: 'Q4_1', H: 256, I: 64 },
+];
+
 export const moeCases = defineCases('moe', [
+  {
+    name: 'quantized experts (gate|up and down each of its own ggml type, blocks kept on the GPU): the GEMV and FMA GEMM within the f32 row of the float64 reference on the dequantized weights, the subgroup-matrix GEMM where the adapter has it (f16-rounded weights); experts over several buffers',
+    async run(ctx) {
+      const { engine } = ctx;
+      const why = ops.linearMmaUnavailable(engine, 'f16');
+      for (const [i, t] of spreadOverSoftware(ctx, QUANT_EXPERTS, 'quantized experts', (t) => `${t.gateUp}|${t.down}`).entries()) {
+        const quant = { gateUp: t.gateUp, down: t.down };
+        const base = { E: 6, topK: 2, H: t.H, I: t.I, dtype: 'f32' as const, quant };
+        await checkMoe(engine, { ...base, rows: 3, kernel: 'gemv', seed: 720 + 10 * i });
+        await checkMoe(engine, { ...base, rows: 40, kernel: 'gemm', accumulate: true, extraRows: 1, seed: 721 + 10 * i });
+        if (!why) await checkMoe(engine, { ...base, rows: 40, kernel: 'gemm-mma', seed: 722 + 10 * i });
+        if (i === 0) {
+          // Two experts a buffer (gate|up, the larger, decides): three parts, each with its own scale plane.
+          const rowBytes = (type: QuantType, K: number) => (K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
+          const bytes = Math.max(2 * t.I * rowBytes(t.gateUp, t.H), t.H * rowBytes(t.down, t.I));
+          await checkMoe(engine, { ...base, rows: 5, kernel: 'gemv', maxPartBytes: 2 * bytes, parts: 3, seed: 729 });
+        }
+      }
+      if (why) ctx.note(`quantized experts on the subgroup-matrix GEMM: not run here: ${why}; it runs in the GPU test pass`);
+    },
+  },
   {
     name: 'moe on the subgroup-matrix GEMM (x split into hi + lo f16, f32 tolerance): bf16 and f16 experts, several tiles of one expert, accumulate, experts over 3 buffers, both tiles',
     async run(ctx) {
