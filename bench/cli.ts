@@ -10,6 +10,8 @@
 //                         then ops.moe at DeepSeek-V2-Lite's experts, --moe-rows=512,2048 tokens)
 //                         gemv: decode-sized linear layers (--gemv-m=1,4,8,16,32,64 rows) at Llama-3.2-1B's shapes, the GEMV
 //                         against the subgroup-matrix GEMM over one row tile, and planLinear's pick (--explore-gemv: every decode tile)
+//                         qgemv: the quantized GEMV at the same shapes and the lm_head, --qgemv-types=Q4_0,Q8_0,Q4_K,Q6_K beside bf16,
+//                         --qgemv-m=1 rows, --explore-qgemv: every lanes-per-row KT and rows-per-group R
 //   --model-ab=key=value|...  model and deepseek suites: run again with these engine.tuning fields (an A/B in one call)
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
@@ -50,12 +52,12 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createEngine, loadGGUF, ops } from 'webinfer';
+import { createEngine, loadGGUF, ops, type QuantType } from 'webinfer';
 import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
 import { benchMlaDecode, deepseekDecodeShapes, mlaJson, type MlaBenchRow } from './mla';
-import { benchGemmShape, decodeContenders, gemmJson, gemmLines, llamaDecodeLinearShapes, llamaGemmShapes, planLabel, type GemmBenchRow, type GemmContenderResult } from './gemm';
+import { benchGemmShape, benchQuantGemv, decodeContenders, gemmJson, gemmLines, llamaDecodeLinearShapes, llamaGemmShapes, planLabel, type GemmBenchRow, type GemmContenderResult } from './gemm';
 import { benchMoeShape, deepseekMoeShapes, moeLines, type MoeBenchRow } from './moe';
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
@@ -459,6 +461,53 @@ if (suites.includes('gemv')) {
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
+if (suites.includes('qgemv')) {
+  // The quantized GEMV at Llama-3.2-1B's decode shapes (and its lm_head), each type against the bf16
+  // GEMV on the same shape: GB/s on the bytes each reads (--qgemv-types, --qgemv-m; --explore-qgemv:
+  // every KT and R the kernel takes).
+  const types = (args.get('qgemv-types') ?? 'Q4_0,Q8_0,Q4_K,Q6_K').split(',') as QuantType[];
+  const ms = (args.get('qgemv-m') ?? '1').split(',').map(Number);
+  const explore = args.has('explore-qgemv');
+  const layers = quick ? [{ N: 264, K: 512, what: 'small' }]
+    : [{ N: 3072, K: 2048, what: 'q|k|v' }, { N: 2048, K: 2048, what: 'o' }, { N: 16384, K: 2048, what: 'gate|up' }, { N: 2048, K: 8192, what: 'down' }, { N: 128256, K: 2048, what: 'lm_head' }];
+  const rows: { what: string; M: number; N: number; K: number; type: string; bytes: number; contenders: GemmContenderResult[] }[] = [];
+  let i = 0;
+  const total = ms.length * layers.length * (types.length + 1);
+  for (const M of ms) {
+    for (const l of layers) {
+      const bf = await benchGemmShape(engine, { M, N: l.N, K: l.K, dtype: 'bf16', what: l.what }, { rounds, samples: quick ? 3 : 7,
+        contenders: [{ name: 'picked', plan: ops.planLinear(engine, { M, N: l.N, K: l.K, dtype: 'bf16', kernel: 'gemv' }), tol: 'f32' }] });
+      rows.push({ what: l.what, M, N: l.N, K: l.K, type: 'bf16', bytes: 2 * l.N * l.K, contenders: bf.contenders });
+      console.log(`[${++i}/${total}] qgemv ${l.what} M${M} bf16: ${bf.contenders.map((c) => `${c.name} ${fmt(c.timing?.medianMs ?? NaN, 4)} ms`).join('; ')}`);
+      for (const type of types) {
+        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore });
+        rows.push({ what: l.what, M, N: l.N, K: l.K, type, bytes: r.bytes, contenders: r.contenders });
+        const best = r.contenders.filter((c) => c.timing).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
+        console.log(`[${++i}/${total}] qgemv ${l.what} M${M} ${type}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 4)} ms ${c.pass ? '' : 'FAIL'}`}`).join('; ')}; best ${best?.name} ${fmt(r.bytes / ((best?.timing?.medianMs ?? NaN) * 1e6), 0)} GB/s`);
+      }
+    }
+  }
+  const gbs = (r: typeof rows[number], c?: GemmContenderResult) => (c?.timing ? r.bytes / (c.timing.medianMs * 1e6) : NaN);
+  result.qgemv = rows.map((r) => ({ ...r, contenders: r.contenders.map(({ timing, ...c }) => ({ ...c, ms: timing?.medianMs, gbs: timing ? r.bytes / (timing.medianMs * 1e6) : undefined })) }));
+  const lines = [
+    `# The quantized GEMV at Llama-3.2-1B's decode shapes on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=qgemv\` (${result.runtime}). Read ceiling measured through WebGPU in the same run: `
+    + `${fmt(ceilings.readGBs, 0)} GB/s. ops.linear, x f32 [M, K], W [N, K] in ggml blocks (random valid blocks) or bf16, GEMV kernel; GB/s: the bytes the weights take / ms. `
+    + `Each checked first against a float64 reference of the dequantized weights on sampled outputs. ${rounds} rounds, median.`, '',
+    '| layer | M | N | K | weights | MB | picked ms | picked GB/s | % of read | best | best ms | best GB/s |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of rows) {
+    const picked = r.contenders.find((c) => c.name === 'picked');
+    const best = r.contenders.filter((c) => c.timing && c.pass).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
+    lines.push(`| ${r.what} | ${r.M} | ${r.N} | ${r.K} | ${r.type} | ${fmt(r.bytes / 1e6, 1)} | ${fmt(picked?.timing?.medianMs ?? NaN, 4)} | ${fmt(gbs(r, picked), 0)} | `
+      + `${fmt((100 * gbs(r, picked)) / ceilings.readGBs, 1)} | ${best?.name ?? '-'}${best && best.name !== 'picked' ? ` (${best.plan})` : ''} | ${fmt(best?.timing?.medianMs ?? NaN, 4)} | ${fmt(gbs(r, best), 0)} |`);
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `qgemv-${slug}.md`), `${lines.join('\n')}\n`);
+  console.log(`\n${lines.slice(4).join('\n')}`);
+}
+
 if (suites.includes('step')) {
   const batches = (args.get('step-batches') ?? (quick ? '1,4' : '1,16,64')).split(',').map(Number);
   const contexts = (args.get('step-contexts') ?? (quick ? '256,1024' : '4096,32768')).split(',').map(Number);
@@ -612,8 +661,12 @@ if (suites.includes('gguf')) {
     const [file, label = file.replace(/^.*\//, '')] = spec.split(':');
     let config: Record<string, unknown> | null = null;
     const t0 = performance.now();
+    // DeepSeek's latent cache in blocks of 64, as the deepseek suite (and FlashMLA) has it.
+    const head = await loadGGUF(file);
+    const mla = head.metadata.get('general.architecture') === 'deepseek2';
+    await head.close?.();
     const r = await benchModel(engine, ceilings, {
-      config: undefined, name: `${label} (${file.replace(/^.*\//, '')})`, dtype: label, ...modelGrid(),
+      config: undefined, name: `${label} (${file.replace(/^.*\//, '')})`, dtype: label, ...modelGrid(), blockSize: mla ? 64 : undefined,
       load: async (o) => {
         const g = await loadGGUF(file);
         config = g.config as Record<string, unknown>;

@@ -4,7 +4,7 @@
 // weights (16-bit, made on the GPU) and inputs, timed in the same rounds. Every contender is checked first
 // against a float64 reference on sampled outputs (4 rows × 32 columns: the weights' host mirror,
 // ops.randomLinearValues, gives their rows without reading the GPU back).
-import { ops, randn, roundToDType, type Engine, type Tensor } from 'webinfer';
+import { ops, randn, reference, roundToDType, type Engine, type QuantType, type Tensor } from 'webinfer';
 import { combineRounds, fillRepeating, roundWarmupMs, timeOp, timeRounds, type Ceilings, type Contender, type Timing } from './harness';
 
 export interface GemmShape { M: number; N: number; K: number; dtype: 'f16' | 'bf16'; what: string }
@@ -209,4 +209,57 @@ export function gemmLines(rows: readonly GemmBenchRow[], ceilings: Ceilings, fmt
       + `${vsFma} | ${checks} |`);
   }
   return lines;
+}
+
+/** A quantized GEMV shape: weights of `type` (random valid blocks), M rows of x. */
+export interface QuantGemvShape { M: number; N: number; K: number; type: QuantType; what: string }
+
+/**
+ * The quantized GEMV at one shape: the planner's pick, then (explore) every lanes-per-row KT and
+ * rows-per-group R the kernel takes, each checked on sampled outputs against a float64 reference of
+ * the dequantized weights (f32 tolerance) before it is timed. GB/s on the packed bytes.
+ */
+export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rounds: number; samples: number; explore: boolean; seed?: number }): Promise<GemmBenchRow & { bytes: number }> {
+  const seed = o.seed ?? 9;
+  // Scales near a trained model's (weights of ~1/√K): sums that do not cancel far below their terms.
+  const bytes = reference.randomQuantRows(s.type, s.N, s.K, seed, { scaleRange: [2e-4, 2e-3] });
+  const w = ops.createQuantLinear(engine, { data: bytes, N: s.N, K: s.K, type: s.type });
+  const xv = randn(s.M * s.K, seed + 1);
+  const x = engine.tensor(xv, [s.M, s.K]);
+  const out = engine.zeros([s.M, s.N]);
+  const rowBytes = bytes.length / s.N;
+  try {
+    const rows = Array.from({ length: Math.min(SAMPLE_ROWS, s.M) }, (_, i) => Math.floor(((i + 0.5) * s.M) / Math.min(SAMPLE_ROWS, s.M)));
+    const cols = Array.from({ length: SAMPLE_COLS }, (_, j) => Math.floor(((j + 0.37) * s.N) / SAMPLE_COLS));
+    const want: [number, number][] = [];
+    for (const n of cols) {
+      const wr = reference.dequantizeRows(s.type, bytes.subarray(n * rowBytes, (n + 1) * rowBytes), 1, s.K);
+      for (const m of rows) {
+        let acc = 0;
+        for (let k = 0; k < s.K; k++) acc += xv[m * s.K + k] * wr[k];
+        want.push([m * s.N + n, acc]);
+      }
+    }
+    const base = { M: s.M, N: s.N, K: s.K, dtype: s.type, kernel: 'gemv' as const };
+    const picked = ops.planLinear(engine, base);
+    const list: { name: string; plan: ops.LinearPlan; tol: 'f32' }[] = [{ name: 'picked', plan: picked, tol: 'f32' }];
+    if (o.explore && picked.kernel === 'gemv') {
+      for (const KT of [8, 16, 32, 64, 128]) {
+        if (KT * 32 > s.K) continue;
+        for (const R of [1, 2, 4] as const) {
+          if (KT === picked.KT && R === picked.R) continue;
+          list.push({ name: `KT ${KT} R ${R}`, plan: ops.planLinear(engine, { ...base, KT, R }), tol: 'f32' });
+        }
+      }
+    }
+    const contenders = await checkAndTime(engine, out, list.map((c) => ({
+      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R}` : planLabel(c.plan), tol: c.tol,
+      run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
+    })), want, 2 * s.M * s.N * s.K, o);
+    return { shape: { ...s, dtype: 'bf16' } as unknown as GemmShape, contenders, bytes: bytes.length };
+  } finally {
+    w.destroy();
+    for (const t of [x, out] as Tensor[]) t.destroy();
+    await engine.sync();
+  }
 }

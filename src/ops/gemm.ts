@@ -464,8 +464,8 @@ export interface GemmMmaPlan {
 
 export type LinearPlan =
   | { readonly kernel: 'gemv'; readonly variant: 'subgroup' | 'portable'; readonly EPV: number; readonly MT: number;
-      /** Weight rows per group: 4, fixed by the kernel (the lanes of a vec4). */
-      readonly R: 4; readonly KT: number; readonly WG: number; readonly PASS: number }
+      /** Weight rows per group (the lanes of a vec4): 4 for 16/32-bit weights, 1, 2 or 4 for quantized ones. */
+      readonly R: 1 | 2 | 4; readonly KT: number; readonly WG: number; readonly PASS: number }
   | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
   | GemmMmaPlan;
 
@@ -478,6 +478,8 @@ export interface PlanLinearOptions {
   variant?: 'auto' | 'subgroup' | 'portable';
   /** GEMV: force the lanes per weight row (a power of two up to the workgroup size). */
   KT?: number;
+  /** GEMV over quantized weights: weight rows per lane group (1, 2 or 4; default 4). */
+  R?: 1 | 2 | 4;
   /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
   /** gemm-mma: one of the adapter's f16 → f32 configurations (an index of mmaConfigs). */
@@ -619,7 +621,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
-    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit}|${t.linearMma},`
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit}|${t.linearMma},`
       + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
@@ -667,7 +669,8 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     const EPV = quant ? 32 : linearVectorWidth(p.dtype);
     const kc = p.K / EPV;
     const MT = Math.min(quant ? 4 : 16, pow2ceil(p.M));
-    const R = 4 as const;
+    if (p.R !== undefined) check(quant && [1, 2, 4].includes(p.R), op, 'R', quant ? '1, 2 or 4' : '4 or nothing (rows per group vary for quantized weights only)', p.R);
+    const R = p.R ?? 4;
     const WG = pow2floor(Math.min(256, maxThreads));
     const mChunks = Math.ceil(p.M / MT);
     const groups = (kt: number) => Math.ceil(p.N / ((WG / kt) * R)) * mChunks;
@@ -720,7 +723,7 @@ function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kern
   return plan.kernel === 'gemv'
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${tail}`, 'gemv_main', {
       overrides,
-      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS },
+      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'
