@@ -97,8 +97,11 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
   const total = rows + (p.extraRows ?? 0);
   const xv = randn(total * H, seed);
   const q = p.quant;
-  const guBytes = q ? reference.randomQuantRows(q.gateUp, E * 2 * I, H, seed + 1) : null;
-  const dnBytes = q ? reference.randomQuantRows(q.down, E * H, I, seed + 2) : null;
+  // Scales of a trained model's size (weights ~1/√K), so that the SiLU-gated products stay in f16's
+  // range where the subgroup-matrix GEMM splits them into f16 halves.
+  const scaleRange: [number, number] = [2e-4, 2e-3];
+  const guBytes = q ? reference.randomQuantRows(q.gateUp, E * 2 * I, H, seed + 1, { scaleRange }) : null;
+  const dnBytes = q ? reference.randomQuantRows(q.down, E * H, I, seed + 2, { scaleRange }) : null;
   const mmaRound = (v: Float64Array | Float32Array) => (p.kernel === 'gemm-mma' ? roundToDType(Float32Array.from(v), 'f16') : Float32Array.from(v));
   const gateUp = q ? mmaRound(reference.dequantizeRows(q.gateUp, guBytes!, E * 2 * I, H)) : roundToDType(randn(E * 2 * I * H, seed + 1, 1 / Math.sqrt(H)), dtype);
   const down = q ? mmaRound(reference.dequantizeRows(q.down, dnBytes!, E * H, I)) : roundToDType(randn(E * H * I, seed + 2, 1 / Math.sqrt(I)), dtype);
