@@ -1,6 +1,5 @@
 // Grouped expert product for few rows per expert (decode): bandwidth-bound, so the point is reading each
-// chosen expert's weights once, 16 bytes per load, with many loads in flight. Quantized experts go by
-// units of 32 values a lane (q_unit32), as the linear GEMV's (gemv_quant.wgsl).
+// chosen expert's weights once, 16 bytes per load, with many loads in flight.
 //   A workgroup = one tile (up to MT pairs of one expert) × RW weight rows. Its WG threads form NGRP
 //   groups of KT lanes; a group owns 4 weight rows, its lanes split K (lane l reads words l, l+KT, ...),
 //   each holding one vec4 of partial sums per tile row (component r: weight row r). Every weight word
@@ -40,26 +39,7 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     if (m < tile.z) { rows[m] = in_row(pair_at(tile.y + m)); }
   }
   var acc: array<vec4<f32>, MT>;
-  if (Q_TYPE != 0u) {
-    // Quantized experts: a lane's unit is 32 values of a row (the type's q_unit32, 16-byte loads of its
-    // blocks), decoded once and met with every pair of the tile; its sums go into lane r of the
-    // accumulators through a select (never a product with 0/1: rows past N are skipped anyway).
-    for (var u = lane; u < params.K / 32u; u += KT) {
-      for (var r = 0u; r < 4u; r++) {
-        if (n0 + r >= params.N) { continue; }
-        let wv = q_unit32(el * params.N + n0 + r, u);
-        let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
-        for (var m = 0u; m < MT; m++) {
-          if (m < tile.z) {
-            var s = 0.0;
-            for (var j = 0u; j < 8u; j++) { s += dot(wv[j], x_load4(rows[m], 8u * u + j)); }
-            acc[m] += select(vec4<f32>(0.0), vec4<f32>(s), hot);
-          }
-        }
-      }
-    }
-  }
-  for (var c = lane; c < select(kc, 0u, Q_TYPE != 0u); c += KT) {
+  for (var c = lane; c < kc; c += KT) {
     var lo: array<vec4<f32>, 4>;
     var hi: array<vec4<f32>, 4>;
     for (var r = 0u; r < 4u; r++) {

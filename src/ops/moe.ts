@@ -413,8 +413,7 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   const P = p.rows * p.topK;
   const perExpert = P / Math.min(p.E, P);
   if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
-    // Quantized experts: a lane's unit is 32 values (moe_gemv.wgsl).
-    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / (isQuantType(d) ? 32 : vectorWidth(d)))));
+    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / vectorWidth(d))));
     // A token's ids are distinct, so no expert gets more pairs than there are rows.
     return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype) };
   }
