@@ -83,7 +83,20 @@ export type LinearDType = 'f32' | 'f16' | 'bf16';
 const LINEAR_DTYPES: readonly LinearDType[] = ['f32', 'f16', 'bf16'];
 /** How a linear weight is stored: a float dtype, or one of ggml's quantized block types (SPEC §8). */
 export type LinearStorage = LinearDType | QuantType;
-const isLinearStorage = (d: unknown): d is LinearStorage => LINEAR_DTYPES.includes(d as LinearDType) || isQuantType(d);
+export const isLinearStorage = (d: unknown): d is LinearStorage => LINEAR_DTYPES.includes(d as LinearDType) || isQuantType(d);
+
+/** GPU bytes of `rows` rows of K values stored as `dtype` (quantized: the blocks, padded to a word). */
+export function storageBytes(dtype: LinearStorage, rows: number, K: number): number {
+  return isQuantType(dtype) ? quantPackedBytes(dtype, rows, K) : rows * K * DTYPE_BYTES[dtype];
+}
+
+/** The program suffix and W_DTYPE of weights stored as `dtype`: a quantized type's decoder
+ *  (`gemv.q4_k` ..., core/shaders.ts) and its words dequantized to f32, or to f16 on their way into the
+ *  subgroup matrices (`matrices`); 16/32-bit weights as they are. */
+export function weightProgram(dtype: LinearStorage, matrices: boolean): { tail: string; W_DTYPE: number } {
+  if (!isQuantType(dtype)) return { tail: '', W_DTYPE: DTYPE_CODE[dtype] };
+  return { tail: `.${dtype.toLowerCase()}`, W_DTYPE: matrices ? DTYPE_CODE.f16 : DTYPE_CODE.f32 };
+}
 
 export interface LinearPart {
   /** How this part is stored, where it differs from the weight's dtype (stackLinears: a fused
@@ -133,7 +146,7 @@ export function linearWeightBytes(w: LinearWeight): number {
   let n = 0;
   for (const p of w.parts) {
     const d = p.dtype ?? w.dtype;
-    n += isQuantType(d) ? quantPackedBytes(d, p.rows, w.K) : p.rows * w.K * DTYPE_BYTES[d];
+    n += storageBytes(d, p.rows, w.K);
   }
   return n;
 }
@@ -157,7 +170,7 @@ function checkShapeArgs(op: string, N: unknown, K: unknown, dtype: unknown, floa
  * maxPartBytes, when given), counting the buffer pool's rounding of sizes.
  */
 export function linearRowsPerPart(rt: Runtime, K: number, dtype: LinearStorage, maxPartBytes = Infinity, op = 'createLinear'): number {
-  const rowBytes = isQuantType(dtype) ? quantPackedBytes(dtype, 1, K) : K * DTYPE_BYTES[dtype];
+  const rowBytes = storageBytes(dtype, 1, K);
   const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
   let rows = Math.floor(Math.min(deviceMax, maxPartBytes) / rowBytes);
   while (rows > 0 && BufferPool.sizeClass(rows * rowBytes) > deviceMax) rows = Math.min(rows - 1, Math.floor(rows * 0.99));
@@ -715,11 +728,8 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
 /** The pipeline of a plan for weights stored as `dtype` (PipelineCache keeps it). Quantized weights
  *  are dequantized to f32 words for the GEMV and the FMA GEMM, to f16 words for the matrices. */
 function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kernel {
-  const q = isQuantType(dtype);
-  const overrides: Record<string, number> = q
-    ? { W_DTYPE: plan.kernel === 'gemm-mma' ? DTYPE_CODE.f16 : DTYPE_CODE.f32 }
-    : { W_DTYPE: DTYPE_CODE[dtype] };
-  const tail = q ? `.${dtype.toLowerCase()}` : '';   // the program with this type's decoder (core/shaders.ts)
+  const { tail, W_DTYPE } = weightProgram(dtype, plan.kernel === 'gemm-mma');
+  const overrides = { W_DTYPE };
   return plan.kernel === 'gemv'
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${tail}`, 'gemv_main', {
       overrides,

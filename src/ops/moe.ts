@@ -33,22 +33,22 @@
 // layout of src/ops/quant.ts, gate|up and down each of its own type; the product kernels decode them
 // in registers (4 values a load, the types' q_load4), the subgroup-matrix GEMM rounding them to f16
 // on the way into workgroup memory as the linear one does.
-import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
+import { DTYPE_CODE } from '../core/dtype.js';
 import { isQuantType, QUANT_FORMATS, QUANT_TYPES, quantRowBytes, type QuantType } from '../core/quant.js';
 import { packQuantRows, quantPlaneWord } from './quant.js';
 import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
 import type { MoeRouting } from '../reference/moe.js';
-import { LINEAR_GEMM_TARGET_WORKGROUPS, linearMmaUnavailable, MMA_ENABLES, mmaConsts, planMma, type GemmMmaPlan, type GemmMmaTile, type LinearDType } from './gemm.js';
+import { isLinearStorage, LINEAR_GEMM_TARGET_WORKGROUPS, linearMmaUnavailable, linearVectorWidth, MMA_ENABLES, mmaConsts, planMma, storageBytes, weightProgram,
+  type GemmMmaPlan, type GemmMmaTile, type LinearDType, type LinearStorage } from './gemm.js';
 
 export type { MoeRouting, MoeFamily, MoeScoring, MoeTopkMethod } from '../reference/moe.js';
 
 export type ExpertDType = LinearDType;
 const EXPERT_DTYPES: readonly ExpertDType[] = ['f32', 'f16', 'bf16'];
-/** How one of the experts' two weights (gate|up, down) is stored: a float dtype or a quantized type. */
-export type ExpertStorage = ExpertDType | QuantType;
-const isExpertStorage = (d: unknown): d is ExpertStorage => EXPERT_DTYPES.includes(d as ExpertDType) || isQuantType(d as string);
+/** How one of the experts' two weights (gate|up, down) is stored: a float dtype or a quantized type (as a linear layer's). */
+export type ExpertStorage = LinearStorage;
 
 /** Experts route() and moe() handle (route's workgroup memory: four arrays of that many words, 8 KiB). */
 export const MOE_MAX_EXPERTS = 512;
@@ -95,18 +95,9 @@ class Experts implements ExpertWeights {
   }
 }
 
-/** Values a 16-byte weight word of the product kernels: 8 of a 16-bit dtype, 4 of f32 or of quantized
- *  blocks (decoded to f32). */
-const vectorWidth = (dtype: ExpertStorage) => (dtype === 'f16' || dtype === 'bf16' ? 8 : 4);
-
-/** Bytes on the GPU of one expert's gate|up (K = H) or down (K = I) rows. */
-function expertBytes(dtype: ExpertStorage, rows: number, K: number): number {
-  return isQuantType(dtype) ? rows * quantRowBytes(dtype, K) : rows * K * DTYPE_BYTES[dtype];
-}
-
 /** Bytes of weights the experts keep on the GPU, and those of `n` experts (a step's reads). */
 export function expertWeightBytes(w: ExpertWeights, n = w.E): number {
-  return n * (expertBytes(w.dtype, 2 * w.I, w.H) + expertBytes(w.downDtype, w.H, w.I));
+  return n * (storageBytes(w.dtype, 2 * w.I, w.H) + storageBytes(w.downDtype, w.H, w.I));
 }
 
 function checkExpertShape(op: string, E: unknown, H: unknown, I: unknown, dtype: unknown): void {
@@ -114,7 +105,7 @@ function checkExpertShape(op: string, E: unknown, H: unknown, I: unknown, dtype:
   check(isPosInt(H), op, 'H', 'a positive integer', H);
   check(isPosInt(I), op, 'I', 'a positive integer', I);
   check(EXPERT_DTYPES.includes(dtype as ExpertDType), op, 'dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
-  const v = vectorWidth(dtype as ExpertDType);
+  const v = linearVectorWidth(dtype as ExpertDType);
   check((H as number) % v === 0, op, 'H', `a multiple of ${v} for ${dtype} weights (rows are read 16 bytes at a time)`, H);
   check((I as number) % v === 0, op, 'I', `a multiple of ${v} for ${dtype} weights (rows are read 16 bytes at a time)`, I);
 }
@@ -123,7 +114,7 @@ function checkExpertShape(op: string, E: unknown, H: unknown, I: unknown, dtype:
  *  buffer pool's rounding; gate|up, twice the size of down, decides. */
 export function expertsPerPart(rt: Runtime, H: number, I: number, dtype: ExpertStorage, maxPartBytes = Infinity, op = 'createExperts',
                                downDtype: ExpertStorage = dtype): number {
-  const bytes = Math.max(expertBytes(dtype, 2 * I, H), expertBytes(downDtype, H, I));
+  const bytes = Math.max(storageBytes(dtype, 2 * I, H), storageBytes(downDtype, H, I));
   const deviceMax = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
   let n = Math.floor(Math.min(deviceMax, maxPartBytes) / bytes);
   while (n > 0 && BufferPool.sizeClass(n * bytes) > deviceMax) n = Math.min(n - 1, Math.floor(n * 0.99));
@@ -279,7 +270,7 @@ export function expertsFromParts(rt: Runtime, o: { E: number; H: number; I: numb
 function checkExperts(w: unknown, op: string): asserts w is ExpertWeights {
   const x = w as ExpertWeights;
   check(x !== null && typeof x === 'object' && Array.isArray(x.parts) && isPosInt(x.E) && isPosInt(x.H) && isPosInt(x.I)
-    && isExpertStorage(x.dtype) && isExpertStorage(x.downDtype), op, 'experts', 'an ExpertWeights (createExperts, createQuantExperts, createExpertsOnDevice or expertsFromParts)', w);
+    && isLinearStorage(x.dtype) && isLinearStorage(x.downDtype), op, 'experts', 'an ExpertWeights (createExperts, createQuantExperts, createExpertsOnDevice or expertsFromParts)', w);
   for (const [i, p] of x.parts.entries()) {
     checkTensor(p.gateUp, op, `experts.parts[${i}].gateUp`);
     checkTensor(p.down, op, `experts.parts[${i}].down`);
@@ -400,8 +391,8 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   if (isQuantType(p.dtype) || isQuantType(downDtype)) {
     check(isPosInt(p.E), op, 'E', 'a positive integer', p.E);
     for (const [arg, d, K] of [['dtype', p.dtype, p.H], ['downDtype', downDtype, p.I]] as const) {
-      check(isExpertStorage(d), op, arg, `'f32', 'f16', 'bf16' or a quantized type (${QUANT_TYPES.join(', ')})`, fmt(d));
-      const unit = isQuantType(d) ? QUANT_FORMATS[d].blockElems : vectorWidth(d);
+      check(isLinearStorage(d), op, arg, `'f32', 'f16', 'bf16' or a quantized type (${QUANT_TYPES.join(', ')})`, fmt(d));
+      const unit = isQuantType(d) ? QUANT_FORMATS[d].blockElems : linearVectorWidth(d);
       check(isPosInt(K) && K % unit === 0, op, arg === 'dtype' ? 'H' : 'I', `a multiple of ${unit} for ${d} weights`, K);
     }
   } else {
@@ -413,7 +404,7 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   const P = p.rows * p.topK;
   const perExpert = P / Math.min(p.E, P);
   if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
-    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / vectorWidth(d))));
+    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / linearVectorWidth(d))));
     // A token's ids are distinct, so no expert gets more pairs than there are rows.
     return { kernel: 'gemv', MT: Math.min(8, pow2ceil(p.rows)), WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype) };
   }
@@ -495,10 +486,8 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   // A stage's program carries its weights' decoder (core/shaders.ts); quantized words are f32 (EPV 4),
   // or f16 on their way into the subgroup matrices.
   const stageK = (KT: number, st: ExpertStorage) => {
-    const q = isQuantType(st);
-    const tail = q ? `.${st.toLowerCase()}` : '';
-    const W_DTYPE = q ? (plan.kernel === 'gemm-mma' ? DTYPE_CODE.f16 : DTYPE_CODE.f32) : DTYPE_CODE[st];
-    const EPV = vectorWidth(st);
+    const { tail, W_DTYPE } = weightProgram(st, plan.kernel === 'gemm-mma');
+    const EPV = linearVectorWidth(st);
     return plan.kernel === 'gemv'
       ? rt.kernel(`ops_moe_gemv${tail}`, 'gemv_main', { overrides: { W_DTYPE }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
       : plan.kernel === 'gemm-mma'
