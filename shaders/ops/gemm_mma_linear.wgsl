@@ -10,11 +10,7 @@ var<private> lin_r0: u32;   // its split's first row in the workspace (0 without
 fn mma_x_row(r: u32) -> i32 { return x_src_row(lin_m0 + r); }
 fn mma_x_load4(row: i32, c4: u32) -> vec4<f32> { return x_load4(row, c4); }
 fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
-  if (Q_TYPE != 0u) {   // quantized (ops/quant.wgsl): 8 values dequantized in f32, then rounded to f16 (W_DTYPE 1)
-    let a = clamp(q_load4(n, 2u * c), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-    let b = clamp(q_load4(n, 2u * c + 1u), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-    return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
-  }
+  if (Q_TYPE != 0u) { return q_f16_word(n, c); }   // quantized (ops/quant.wgsl), rounded to f16 (W_DTYPE 1)
   return w[n * (params.K / EPV) + c];
 }
 fn mma_store(r: u32, n: u32, v: f32) {

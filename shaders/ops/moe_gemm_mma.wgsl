@@ -14,13 +14,9 @@ fn mma_x_load4(row: i32, c4: u32) -> vec4<f32> {
   return x_load4(u32(row), c4);
 }
 fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
-  if (Q_TYPE != 0u) {   // quantized (ops/quant.wgsl): 8 values decoded in f32, then rounded to f16 (W_DTYPE 1)
-    let row = el * params.N + n;
-    let a = clamp(q_load4(row, 2u * c), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-    let b = clamp(q_load4(row, 2u * c + 1u), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-    return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
-  }
-  return w[(el * params.N + n) * (params.K / EPV) + c];
+  let row = el * params.N + n;
+  if (Q_TYPE != 0u) { return q_f16_word(row, c); }   // quantized (ops/quant.wgsl), rounded to f16 (W_DTYPE 1)
+  return w[row * (params.K / EPV) + c];
 }
 fn mma_store(r: u32, n: u32, v: f32) {
   if (r < tile_rows) { out[prow[r] * params.N + n] = v; }

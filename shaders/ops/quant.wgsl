@@ -18,6 +18,23 @@
 // block bodies of 32, 16, 144 and 208 bytes start 16-byte aligned) and decode it with its scales once;
 // the other types go through q_load4.
 
+/** Where values 4c .. 4c + 3 of row n lie (q_load4's start, from the type file's QK and QB): block b, the
+ *  first value's place i in it, and the block's first word `base` in the block array. */
+struct QAt { b: u32, i: u32, base: u32 }
+fn q_at(n: u32, c: u32) -> QAt {
+  let e = 4u * c;
+  let b = n * (params.K / QK) + e / QK;
+  return QAt(b, e % QK, b * (QB / 4u));
+}
+
+/** Word c of row n as the subgroup matrices take it (W_DTYPE 1): values 8c .. 8c + 7 decoded in f32, then
+ *  rounded to f16 (clamped to its range first). */
+fn q_f16_word(n: u32, c: u32) -> vec4<u32> {
+  let a = clamp(q_load4(n, 2u * c), vec4<f32>(-65504.0), vec4<f32>(65504.0));
+  let b = clamp(q_load4(n, 2u * c + 1u), vec4<f32>(-65504.0), vec4<f32>(65504.0));
+  return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
+}
+
 /** Word i of the weight part. */
 fn qw(i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
 

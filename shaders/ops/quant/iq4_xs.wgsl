@@ -7,15 +7,12 @@ const QB: u32 = 136u;    // bytes a block keeps in the block array (its scale mo
 
 /** Values 4c .. 4c + 3 of row n of the weight part: IQ4_XS: (d · (ls − 32)) · table[q], ls 6 bits of sub-block i / 32. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let w0 = qw(base);
-  let ib = i / 32u;
-  let ls = ((q_block_byte(base + 1u, ib / 2u) >> (4u * (ib % 2u))) & 0xfu) | (((w0 >> (16u + 2u * ib)) & 3u) << 4u);
+  let at = q_at(n, c);
+  let w0 = qw(at.base);
+  let ib = at.i / 32u;
+  let ls = ((q_block_byte(at.base + 1u, ib / 2u) >> (4u * (ib % 2u))) & 0xfu) | (((w0 >> (16u + 2u * ib)) & 3u) << 4u);
   let dl = unpack2x16float(w0).x * f32(i32(ls) - 32);
-  return dl * q_iq4nl(q_nibbles(qw(base + 2u + (ib * 16u + i % 16u) / 4u), (i % 32u) >= 16u));
+  return dl * q_iq4nl(q_nibbles(qw(at.base + 2u + (ib * 16u + at.i % 16u) / 4u), (at.i % 32u) >= 16u));
 }
 
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit), through q_load4. */

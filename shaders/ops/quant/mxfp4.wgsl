@@ -7,12 +7,9 @@ const QB: u32 = 16u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: table[q] · 2^(e − 128). */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let ew = qw(params.q_plane + (b >> 2u));
-  return q_mxfp4(q_nibbles(qw(base + (i % 16u) / 4u), i >= 16u)) * q_e8m0_half(q_byte(ew, b & 3u));
+  let at = q_at(n, c);
+  let ew = qw(params.q_plane + (at.b >> 2u));
+  return q_mxfp4(q_nibbles(qw(at.base + (at.i % 16u) / 4u), at.i >= 16u)) * q_e8m0_half(q_byte(ew, at.b & 3u));
 }
 
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit), through q_load4. */

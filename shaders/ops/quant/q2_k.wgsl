@@ -7,13 +7,10 @@ const QB: u32 = 84u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: Q2_K: (d · sc) · q − dmin · m, sc | m << 4 the byte of the value's group of 16. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let dm = unpack2x16float(qw(base + 20u));
-  let s = q_block_byte(base, i / 16u);
-  let q = (q_bytes(qw(base + 4u + ((i / 128u) * 32u + i % 32u) / 4u)) >> vec4<u32>(2u * ((i % 128u) / 32u))) & vec4<u32>(3u);
+  let at = q_at(n, c);
+  let dm = unpack2x16float(qw(at.base + 20u));
+  let s = q_block_byte(at.base, at.i / 16u);
+  let q = (q_bytes(qw(at.base + 4u + ((at.i / 128u) * 32u + at.i % 32u) / 4u)) >> vec4<u32>(2u * ((at.i % 128u) / 32u))) & vec4<u32>(3u);
   return (dm.x * f32(s & 0xfu)) * vec4<f32>(q) - dm.y * f32(s >> 4u);
 }
 

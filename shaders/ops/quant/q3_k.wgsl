@@ -7,18 +7,15 @@ const QB: u32 = 108u;    // bytes a block keeps in the block array (its scale mo
 
 /** Values 4c .. 4c + 3 of row n of the weight part: Q3_K: (d · (sc − 32)) · (q − 4 where the hmask bit is clear). */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let g = i / 16u;
-  let lo = (q_block_byte(base + 24u, g % 8u) >> select(4u, 0u, g < 8u)) & 0xfu;
-  let hi = (q_block_byte(base + 24u, 8u + g % 4u) >> (2u * (g / 4u))) & 3u;
-  let dl = q_plane_f16(b) * f32(i32(lo | (hi << 4u)) - 32);
-  let j = (i % 128u) / 32u;
-  let l = i % 32u;
-  let q = (q_bytes(qw(base + 8u + ((i / 128u) * 32u + l) / 4u)) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
-  let m = (q_bytes(qw(base + l / 4u)) >> vec4<u32>((i / 128u) * 4u + j)) & vec4<u32>(1u);
+  let at = q_at(n, c);
+  let g = at.i / 16u;
+  let lo = (q_block_byte(at.base + 24u, g % 8u) >> select(4u, 0u, g < 8u)) & 0xfu;
+  let hi = (q_block_byte(at.base + 24u, 8u + g % 4u) >> (2u * (g / 4u))) & 3u;
+  let dl = q_plane_f16(at.b) * f32(i32(lo | (hi << 4u)) - 32);
+  let j = (at.i % 128u) / 32u;
+  let l = at.i % 32u;
+  let q = (q_bytes(qw(at.base + 8u + ((at.i / 128u) * 32u + l) / 4u)) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
+  let m = (q_bytes(qw(at.base + l / 4u)) >> vec4<u32>((at.i / 128u) * 4u + j)) & vec4<u32>(1u);
   return dl * (vec4<f32>(q) - select(vec4<f32>(4.0), vec4<f32>(0.0), m == vec4<u32>(1u)));
 }
 

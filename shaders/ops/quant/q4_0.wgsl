@@ -7,11 +7,8 @@ const QB: u32 = 16u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: Q4_0: d · (q − 8); values 0..15 low nibbles, 16..31 high. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  return q_plane_f16(b) * (vec4<f32>(q_nibbles(qw(base + (i % 16u) / 4u), i >= 16u)) - 8.0);
+  let at = q_at(n, c);
+  return q_plane_f16(at.b) * (vec4<f32>(q_nibbles(qw(at.base + (at.i % 16u) / 4u), at.i >= 16u)) - 8.0);
 }
 
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q4_0: values 0..15 the low nibbles of the 16 bytes, 16..31 the high. */

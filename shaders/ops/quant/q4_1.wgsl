@@ -7,12 +7,9 @@ const QB: u32 = 20u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: Q4_1: d · q + m. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let dm = unpack2x16float(qw(base));
-  return dm.x * vec4<f32>(q_nibbles(qw(base + 1u + (i % 16u) / 4u), i >= 16u)) + dm.y;
+  let at = q_at(n, c);
+  let dm = unpack2x16float(qw(at.base));
+  return dm.x * vec4<f32>(q_nibbles(qw(at.base + 1u + (at.i % 16u) / 4u), at.i >= 16u)) + dm.y;
 }
 
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit), through q_load4. */

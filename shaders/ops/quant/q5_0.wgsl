@@ -7,14 +7,11 @@ const QB: u32 = 20u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: d · (q − 16). */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let qh = qw(base);   // bit i is value i's fifth bit
-  let h = ((vec4<u32>(qh) >> (vec4<u32>(i) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u)) << vec4<u32>(4u);
-  let q = vec4<f32>(q_nibbles(qw(base + 1u + (i % 16u) / 4u), i >= 16u) | h);
-  return q_plane_f16(b) * (q - 16.0);
+  let at = q_at(n, c);
+  let qh = qw(at.base);   // bit at.i is value at.i's fifth bit
+  let h = ((vec4<u32>(qh) >> (vec4<u32>(at.i) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u)) << vec4<u32>(4u);
+  let q = vec4<f32>(q_nibbles(qw(at.base + 1u + (at.i % 16u) / 4u), at.i >= 16u) | h);
+  return q_plane_f16(at.b) * (q - 16.0);
 }
 
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit), through q_load4. */

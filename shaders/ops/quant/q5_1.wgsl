@@ -7,14 +7,11 @@ const QB: u32 = 24u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: d · q + m. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let qh = qw(base + 1u);   // bit i is value i's fifth bit
-  let h = ((vec4<u32>(qh) >> (vec4<u32>(i) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u)) << vec4<u32>(4u);
-  let q = vec4<f32>(q_nibbles(qw(base + 2u + (i % 16u) / 4u), i >= 16u) | h);
-  let dm = unpack2x16float(qw(base));
+  let at = q_at(n, c);
+  let qh = qw(at.base + 1u);   // bit at.i is value at.i's fifth bit
+  let h = ((vec4<u32>(qh) >> (vec4<u32>(at.i) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u)) << vec4<u32>(4u);
+  let q = vec4<f32>(q_nibbles(qw(at.base + 2u + (at.i % 16u) / 4u), at.i >= 16u) | h);
+  let dm = unpack2x16float(qw(at.base));
   return dm.x * q + dm.y;
 }
 

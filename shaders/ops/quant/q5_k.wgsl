@@ -7,17 +7,14 @@ const QB: u32 = 176u;    // bytes a block keeps in the block array (its scale mo
 
 /** Values 4c .. 4c + 3 of row n of the weight part: (d · sc) · (q + 16·qh bit) − dmin · m over sub-blocks of 32. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let dm = unpack2x16float(qw(base));
-  let sm = q_scale_min_k4(base + 1u, i / 32u);
-  let c64 = i / 64u;
-  let l = i % 32u;
-  let high = (i % 64u) >= 32u;
+  let at = q_at(n, c);
+  let dm = unpack2x16float(qw(at.base));
+  let sm = q_scale_min_k4(at.base + 1u, at.i / 32u);
+  let c64 = at.i / 64u;
+  let l = at.i % 32u;
+  let high = (at.i % 64u) >= 32u;
   let bit = 2u * c64 + select(0u, 1u, high);
-  let q = q_nibbles(qw(base + 12u + (c64 * 32u + l) / 4u), high) | (((q_bytes(qw(base + 4u + l / 4u)) >> vec4<u32>(bit)) & vec4<u32>(1u)) << vec4<u32>(4u));
+  let q = q_nibbles(qw(at.base + 12u + (c64 * 32u + l) / 4u), high) | (((q_bytes(qw(at.base + 4u + l / 4u)) >> vec4<u32>(bit)) & vec4<u32>(1u)) << vec4<u32>(4u));
   return (dm.x * sm.x) * vec4<f32>(q) - dm.y * sm.y;
 }
 

@@ -7,17 +7,14 @@ const QB: u32 = 208u;    // bytes a block keeps in the block array (its scale mo
 
 /** Values 4c .. 4c + 3 of row n of the weight part: Q6_K: (d · sc) · (q − 32), q = 4 bits from ql | 2 bits from qh, sc an i8 of the group of 16. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  let h = i / 128u;
-  let k = (i % 128u) / 32u;
-  let l = i % 32u;
-  let ql = q_nibbles(qw(base + (h * 64u + l + (k & 1u) * 32u) / 4u), k >= 2u);
-  let qh = (q_bytes(qw(base + 32u + (h * 32u + l) / 4u)) >> vec4<u32>(2u * k)) & vec4<u32>(3u);
-  let sc = bitcast<i32>(q_block_byte(base + 48u, i / 16u) << 24u) >> 24u;
-  return (q_plane_f16(b) * f32(sc)) * (vec4<f32>(ql | (qh << vec4<u32>(4u))) - 32.0);
+  let at = q_at(n, c);
+  let h = at.i / 128u;
+  let k = (at.i % 128u) / 32u;
+  let l = at.i % 32u;
+  let ql = q_nibbles(qw(at.base + (h * 64u + l + (k & 1u) * 32u) / 4u), k >= 2u);
+  let qh = (q_bytes(qw(at.base + 32u + (h * 32u + l) / 4u)) >> vec4<u32>(2u * k)) & vec4<u32>(3u);
+  let sc = bitcast<i32>(q_block_byte(at.base + 48u, at.i / 16u) << 24u) >> 24u;
+  return (q_plane_f16(at.b) * f32(sc)) * (vec4<f32>(ql | (qh << vec4<u32>(4u))) - 32.0);
 }
 
 /** 16 values of a group: 4 bits from the ql words l (low or high nibbles), 2 from the qh words m (bits

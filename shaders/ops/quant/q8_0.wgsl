@@ -7,11 +7,8 @@ const QB: u32 = 32u;    // bytes a block keeps in the block array (its scale mov
 
 /** Values 4c .. 4c + 3 of row n of the weight part: Q8_0: d · q. */
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
-  let e = 4u * c;
-  let b = n * (params.K / QK) + e / QK;   // the block
-  let i = e % QK;                         // the first value's place in its block
-  let base = b * (QB / 4u);   // its first word
-  return q_plane_f16(b) * q_i8x4(qw(base + i / 4u));
+  let at = q_at(n, c);
+  return q_plane_f16(at.b) * q_i8x4(qw(at.base + at.i / 4u));
 }
 
 /** Values 32u .. 32u + 31 of row n (the GEMV's unit): Q8_0: a block of 32 is the unit. */
