@@ -13,7 +13,7 @@ import { check, fail, fmt, shapeStr } from '../core/errors.js';
 import { ggmlTypeName, isQuantType, QUANT_FORMATS } from '../core/quant.js';
 import { ggufConfig } from './gguf_config.js';
 import { ggufTokenizer } from './gguf_tokenizer.js';
-import { hasFileSystem, isUrl, nodeFs, type NodeFsLike } from './safetensors.js';
+import { hasFileSystem, isUrl, openFile } from './safetensors.js';
 
 const OP = 'loadGGUF';
 
@@ -118,16 +118,8 @@ function blobSource(blob: Blob, name: string): ByteSource {
   };
 }
 
-type FileHandle = Awaited<ReturnType<NodeFsLike['open']>>;
-
 async function pathSource(path: string): Promise<ByteSource> {
-  const fs = await nodeFs();
-  let fh: FileHandle;
-  try {
-    fh = await fs.open(path, 'r');
-  } catch (e) {
-    fail(OP, 'src', 'a readable GGUF file', `'${path}' (${(e as Error).message})`);
-  }
+  const fh = await openFile(path, OP, 'a readable GGUF file');
   let size: number;
   try {
     size = (await fh.stat()).size;

@@ -207,6 +207,17 @@ export async function nodeFs(): Promise<NodeFsLike> {
   return (await import(/* @vite-ignore */ specifier)) as NodeFsLike;
 }
 
+/** A local file opened for reading; a file that cannot be opened is op's named error on `src`
+ *  (expected `what`, with the path and the system's reason). */
+export async function openFile(path: string, op: string, what: string): Promise<FileHandleLike> {
+  const fs = await nodeFs();
+  try {
+    return await fs.open(path, 'r');
+  } catch (e) {
+    fail(op, 'src', what, `'${path}' (${(e as Error).message})`);
+  }
+}
+
 /** True in Node and Deno, where a string names a file; false in a browser, where it is a URL. */
 export function hasFileSystem(): boolean {
   const g = globalThis as { Deno?: unknown; process?: { versions?: { node?: string } } };
@@ -230,13 +241,7 @@ async function readFully(fh: FileHandleLike, begin: number, end: number, name: s
 }
 
 async function fromPath(path: string): Promise<SafetensorsFile> {
-  const fs = await nodeFs();
-  let fh: FileHandleLike;
-  try {
-    fh = await fs.open(path, 'r');
-  } catch (e) {
-    fail('loadSafetensors', 'src', 'a readable safetensors file', `'${path}' (${(e as Error).message})`);
-  }
+  const fh = await openFile(path, 'loadSafetensors', 'a readable safetensors file');
   try {
     const size = (await fh.stat()).size;
     const first8 = await readFully(fh, 0, Math.min(8, size), path);
