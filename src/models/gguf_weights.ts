@@ -105,7 +105,7 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
       if (!(cfg.mla && m && MADE_UP.has(m[2]))) unknown.push(name);
       continue;
     }
-    tensors.set(hf, { dtype: t.type, shape: t.shape.slice().reverse() });
+    tensors.set(hf, { dtype: t.type, shape: hfShape(name) });
     source.set(hf, name);
   }
   if (cfg.mla) {
@@ -143,7 +143,7 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     }
   }
   // Names the table does not know stay visible to the schema check (reported as unexpected).
-  for (const name of unknown) tensors.set(name, { dtype: g.tensors.get(name)!.type, shape: g.tensors.get(name)!.shape.slice().reverse() });
+  for (const name of unknown) tensors.set(name, { dtype: g.tensors.get(name)!.type, shape: hfShape(name) });
   const permuted = (hf: string): number => {
     if (arch !== 'llama') return 0;
     if (/self_attn\.q_proj\.weight$/.test(hf)) return cfg.numHeads;

@@ -143,6 +143,23 @@ async function recordTexts(selector: string, key: string): Promise<void> {
 }
 const recorded = (key: string) => page.evaluate((k) => (window as unknown as Record<string, string[]>)[k], key);
 
+/** The Model section's load finished and passed (a failure would show its message). */
+async function expectLoaded(): Promise<void> {
+  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', /pass|fail/, { timeout: 120_000 });
+  await expect(page.locator('#model-load-message')).toBeHidden();
+  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'pass');
+}
+
+/** Loads a checkpoint folder or GGUF file by URL in the Model section and waits for it. */
+async function loadFromUrl(url: string): Promise<void> {
+  await page.fill('#model-url', url);
+  await page.click('#model-load-url');
+  await expectLoaded();
+}
+
+/** A fact of the loaded model's summary. */
+const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
+
 async function generate(o: { prompt: string; maxNew: number; chat?: boolean }): Promise<void> {
   await page.fill('#model-prompt', o.prompt);
   await page.fill('#model-max-new', String(o.maxNew));
@@ -187,9 +204,7 @@ test('Model: a local checkpoint folder loads and generates streamed text', async
     await expect(page.locator('#model-generate')).toBeDisabled();   // nothing loaded yet
     await recordTexts('#model-load-status', 'loadTexts');
     await page.setInputFiles('#model-folder', dir);
-    await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', /pass|fail/, { timeout: 120_000 });
-    await expect(page.locator('#model-load-message')).toBeHidden();
-    await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'pass');
+    await expectLoaded();
     await expect(page.locator('#model-load-status')).toContainText('loaded tiny-llama: 1.4 MB');
     // The bar ran over the weights' bytes and finished; its label counted MB on the way.
     const [value, max] = await page.$eval('#model-load-progress', (p) => [(p as HTMLProgressElement).value, (p as HTMLProgressElement).max]);
@@ -199,7 +214,6 @@ test('Model: a local checkpoint folder loads and generates streamed text', async
     const loadTexts = await recorded('loadTexts');
     expect(loadTexts.filter((t) => /^\d+\.\d MB of 1\.4 MB$/.test(t)).length).toBeGreaterThan(1);
     expect(loadTexts).toContain('1.4 MB of 1.4 MB');
-    const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
     await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
     await expect(fact('layers')).toHaveText('2');
     await expect(fact('hidden size')).toHaveText('128');
@@ -269,12 +283,7 @@ test('Model: a local checkpoint folder loads and generates streamed text', async
 });
 
 test('Model: a GGUF file at a URL loads with its quantized blocks, its own tokenizer from the metadata, and generates text', async () => {
-  await page.fill('#model-url', './shared/goldens-quant/gguf-llama-q4-k-m/model.gguf');
-  await page.click('#model-load-url');
-  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', /pass|fail/, { timeout: 120_000 });
-  await expect(page.locator('#model-load-message')).toBeHidden();
-  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'pass');
-  const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
+  await loadFromUrl('./shared/goldens-quant/gguf-llama-q4-k-m/model.gguf');
   await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
   await expect(fact('checkpoint')).toContainText('GGUF, Q4_K');
   await expect(fact('tokenizer')).toContainText('from the GGUF metadata');
@@ -286,12 +295,7 @@ test('Model: a GGUF file at a URL loads with its quantized blocks, its own token
 test('Model: a checkpoint at a URL without a tokenizer takes and prints token ids', async () => {
   // f16 weights: greedy tokens stay HF's (the margins are far above f16 rounding).
   await page.selectOption('#model-dtype', 'f16');
-  await page.fill('#model-url', './shared/goldens/qwen3-qknorm-tied');
-  await page.click('#model-load-url');
-  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', /pass|fail/, { timeout: 120_000 });
-  await expect(page.locator('#model-load-message')).toBeHidden();
-  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'pass');
-  const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
+  await loadFromUrl('./shared/goldens/qwen3-qknorm-tied');
   await expect(fact('architecture')).toHaveText('Qwen3ForCausalLM');
   await expect(fact('weights on the GPU')).toContainText('(f16)');
   await expect(fact('tokenizer')).toContainText('prompts are space-separated token ids');

@@ -163,16 +163,7 @@ const q8Bytes = (k: number, rows: number) => (k / 32) * 34 * rows;
 
 /** A small valid llama GGUF (no tokenizer) to break in the error tests. */
 function tinyLlama(o: { kv?: KV[]; tensors?: TensorSpec[]; alignment?: number; version?: number; magic?: string } = {}) {
-  const kv: KV[] = o.kv ?? [
-    ['general.architecture', T.STRING, 'llama'],
-    ['llama.block_count', T.U32, 1],
-    ['llama.context_length', T.U32, 128],
-    ['llama.embedding_length', T.U32, 64],
-    ['llama.feed_forward_length', T.U32, 128],
-    ['llama.attention.head_count', T.U32, 2],
-    ['llama.attention.layer_norm_rms_epsilon', T.F32, 1e-5],
-    ['llama.vocab_size', T.U32, 32],
-  ];
+  const kv: KV[] = o.kv ?? tinyLlamaKv();
   const tensors = o.tensors ?? [
     { name: 'token_embd.weight', shape: [64, 32], typeId: Q8_0, data: fill(q8Bytes(64, 32)) },
     { name: 'output_norm.weight', shape: [64], typeId: F32, data: fill(256, 2) },
