@@ -2,6 +2,14 @@
 // turn each step's batch into the metadata paged attention needs (slot mapping, block table, sequence
 // lengths, query start locations), decode sequences first as vLLM orders them. Pure host code: the
 // metadata goes to the GPU with the attention call, in one write.
+//
+// Prefix caching (SPEC §9): a full block whose token ids are all known is registered under a chained key
+// (its parent's key, its tokens, and the sequence's salt: anything else that decides its contents). A new
+// sequence given its prompt takes the longest run of registered blocks matching its first full blocks —
+// shared read-only and reference-counted, never copied — and computes only the rest. A block whose last
+// user frees it stays registered and evictable: it is handed out again, least recently freed first, only
+// when no never-used block is left. Only full blocks are shared, and a sequence always computes at least
+// its last prompt token (its logits are needed), so nobody ever writes into a shared block.
 import { WebinferError, check, checkPosInt, fmt } from '../core/errors.js';
 
 export type SequenceId = number | string;
@@ -27,25 +35,116 @@ export interface StepMetadata {
   slotMapping: Int32Array;
 }
 
-interface Sequence { len: number; blocks: number[] }
+interface Sequence {
+  len: number;
+  blocks: number[];
+  /** Token ids known so far (the prompt, then generated ones as the caller appends them). */
+  tokens: number[];
+  /** Leading blocks registered in (or taken from) the prefix cache. */
+  hashed: number;
+  /** The chained key of each registered block. */
+  keys: string[];
+  salt: string;
+}
+
+interface Block {
+  /** Sequences using it. */
+  ref: number;
+  /** Its prefix-cache key while registered. */
+  key: string | null;
+}
+
+/** What the prefix cache did since the manager was made. */
+export interface PrefixCacheStats {
+  /** Prompt tokens looked up (full blocks only). */
+  queried: number;
+  /** Prompt tokens found. */
+  hits: number;
+  /** Registered blocks handed out again for new contents. */
+  evictions: number;
+}
+
+/** FNV-1a over 32-bit words, two independent streams: a 64-bit key part. */
+function mix(h: number, x: number): number {
+  h ^= x & 0xffff;
+  h = Math.imul(h, 16777619);
+  h ^= x >>> 16;
+  return Math.imul(h, 16777619);
+}
 
 export class KVCacheManager {
   readonly numBlocks: number;
   readonly blockSize: number;
+  readonly prefixCaching: boolean;
+  readonly stats: PrefixCacheStats = { queried: 0, hits: 0, evictions: 0 };
+  /** Never-used or unregistered blocks. */
   private readonly free: number[];
+  private readonly blocks: Block[];
+  /** Registered blocks nobody uses, least recently freed first (a Map keeps insertion order). */
+  private readonly evictable = new Map<number, true>();
+  /** Registered blocks by key. */
+  private readonly cached = new Map<string, number>();
   private readonly seqs = new Map<SequenceId, Sequence>();
 
-  constructor(o: { numBlocks: number; blockSize: number }) {
+  constructor(o: { numBlocks: number; blockSize: number; prefixCaching?: boolean }) {
     const op = 'KVCacheManager';
     check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
     this.numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
     this.blockSize = checkPosInt(o.blockSize, op, 'blockSize');
+    check(o.prefixCaching === undefined || typeof o.prefixCaching === 'boolean', op, 'prefixCaching', 'a boolean', o.prefixCaching);
+    this.prefixCaching = o.prefixCaching ?? false;
     // Pop from the end: block 0 is handed out first.
     this.free = Array.from({ length: this.numBlocks }, (_, i) => this.numBlocks - 1 - i);
+    this.blocks = Array.from({ length: this.numBlocks }, () => ({ ref: 0, key: null }));
   }
 
+  /** Blocks a step can take: never-used ones and evictable cached ones. */
   get freeBlocks(): number {
-    return this.free.length;
+    return this.free.length + this.evictable.size;
+  }
+
+  /** Registered blocks (in use or evictable). */
+  get cachedBlocks(): number {
+    return this.cached.size;
+  }
+
+  /** New blocks a sequence needs to grow by `numTokens`. */
+  blocksToGrow(id: SequenceId, numTokens: number): number {
+    const s = this.get('blocksToGrow', id);
+    return Math.max(0, Math.ceil((s.len + numTokens) / this.blockSize) - s.blocks.length);
+  }
+
+  /** The prompt tokens a new sequence would find in the prefix cache now (a multiple of blockSize). */
+  cachedPrefix(tokens: ArrayLike<number>, salt = ''): number {
+    let n = 0;
+    this.walkPrefix(tokens, salt, () => { n += this.blockSize; });
+    return n;
+  }
+
+  /** Calls `hit(block, key)` for each leading full block of `tokens` that is cached, leaving the last token out. */
+  private walkPrefix(tokens: ArrayLike<number>, salt: string, hit: (block: number, key: string) => void): void {
+    if (!this.prefixCaching) return;
+    const full = Math.floor((tokens.length - 1) / this.blockSize);
+    let key = salt;
+    for (let b = 0; b < full; b++) {
+      key = this.keyOf(key, tokens, b * this.blockSize);
+      const block = this.cached.get(key);
+      if (block === undefined) return;
+      hit(block, key);
+    }
+  }
+
+  /**
+   * The key of the block of `tokens` starting at `at`, chained to its parent's key. Two 32-bit FNV-1a
+   * streams and the block's own ids: a collision needs the same 64-bit hash and parent, and the ids are
+   * in the key, so none can pass off one block's contents as another's.
+   */
+  private keyOf(parent: string, tokens: ArrayLike<number>, at: number): string {
+    let h1 = 0x811c9dc5, h2 = 0x01000193 ^ parent.length;
+    for (let i = 0; i < parent.length; i++) { h1 = mix(h1, parent.charCodeAt(i)); }
+    const ids: number[] = [];
+    for (let i = at; i < at + this.blockSize; i++) { h2 = mix(h2, tokens[i]); ids.push(tokens[i]); }
+    return `${(h1 >>> 0).toString(36)}.${(h2 >>> 0).toString(36)}:${ids.join(',')}`;
   }
 
   has(id: SequenceId): boolean {
@@ -62,17 +161,110 @@ export class KVCacheManager {
     return this.get('blocksOf', id).blocks;
   }
 
-  addSequence(id: SequenceId): void {
-    check(typeof id === 'number' || typeof id === 'string', 'addSequence', 'id', 'a number or string', id);
-    if (this.seqs.has(id)) throw new WebinferError(`addSequence: id: expected a new sequence id, got ${fmt(id)}, which exists`);
-    this.seqs.set(id, { len: 0, blocks: [] });
+  /**
+   * Adds a sequence. Given its prompt (with prefix caching on), it starts with the longest cached prefix
+   * of the prompt's full blocks already in place, and returns how many tokens that is (0 otherwise); the
+   * caller then schedules only the rest. `salt` keeps apart sequences whose equal ids would not give
+   * equal cache contents.
+   */
+  addSequence(id: SequenceId, o: { tokens?: ArrayLike<number>; salt?: string } = {}): number {
+    const op = 'addSequence';
+    check(typeof id === 'number' || typeof id === 'string', op, 'id', 'a number or string', id);
+    if (this.seqs.has(id)) throw new WebinferError(`${op}: id: expected a new sequence id, got ${fmt(id)}, which exists`);
+    const s: Sequence = { len: 0, blocks: [], tokens: o.tokens ? Array.from(o.tokens) : [], hashed: 0, keys: [], salt: o.salt ?? '' };
+    if (o.tokens && this.prefixCaching) {
+      this.stats.queried += Math.floor((s.tokens.length - 1) / this.blockSize) * this.blockSize;
+      this.walkPrefix(s.tokens, s.salt, (block, key) => {
+        const b = this.blocks[block];
+        if (b.ref++ === 0) this.evictable.delete(block);
+        s.blocks.push(block);
+        s.keys.push(key);
+      });
+      s.hashed = s.blocks.length;
+      s.len = s.blocks.length * this.blockSize;
+      this.stats.hits += s.len;
+    }
+    this.seqs.set(id, s);
+    return s.len;
   }
 
-  /** Removes a sequence and returns its blocks to the pool. */
+  /** Token ids of a sequence now known on the host (generated ones), in order: its full blocks can then be cached. */
+  appendTokens(id: SequenceId, tokens: ArrayLike<number>): void {
+    const s = this.get('appendTokens', id);
+    for (let i = 0; i < tokens.length; i++) s.tokens.push(tokens[i]);
+    this.register(s);
+  }
+
+  /** Registers the sequence's full blocks whose ids are known and whose contents are scheduled. */
+  private register(s: Sequence): void {
+    if (!this.prefixCaching) return;
+    const bs = this.blockSize;
+    while ((s.hashed + 1) * bs <= Math.min(s.len, s.tokens.length)) {
+      const key = this.keyOf(s.hashed ? s.keys[s.hashed - 1] : s.salt, s.tokens, s.hashed * bs);
+      const block = s.blocks[s.hashed];
+      // Another sequence computed the same block first: this copy stays private and is freed unregistered.
+      if (!this.cached.has(key)) {
+        this.blocks[block].key = key;
+        this.cached.set(key, block);
+      }
+      s.keys.push(key);
+      s.hashed++;
+    }
+  }
+
+  /** Removes a sequence: each of its blocks no other sequence uses goes back to the pool (cached ones stay findable). */
   freeSequence(id: SequenceId): void {
     const s = this.get('freeSequence', id);
-    for (let i = s.blocks.length - 1; i >= 0; i--) this.free.push(s.blocks[i]);
+    // Last block first: a sequence's tail is evicted before its head, which more requests share.
+    for (let i = s.blocks.length - 1; i >= 0; i--) {
+      const block = s.blocks[i];
+      const b = this.blocks[block];
+      if (b.ref <= 0) throw new WebinferError(`freeSequence: block ${block} of sequence ${fmt(id)} freed twice (internal error)`);
+      if (--b.ref > 0) continue;
+      if (b.key !== null) this.evictable.set(block, true);
+      else this.free.push(block);
+    }
     this.seqs.delete(id);
+  }
+
+  /** A block for new contents: a never-used one, else the least recently freed cached one (unregistered). */
+  private take(): number {
+    let block = this.free.pop();
+    if (block === undefined) {
+      block = this.evictable.keys().next().value as number;
+      this.evictable.delete(block);
+      this.cached.delete(this.blocks[block].key!);
+      this.blocks[block].key = null;
+      this.stats.evictions++;
+    }
+    this.blocks[block].ref = 1;
+    return block;
+  }
+
+  /**
+   * Checks the manager's bookkeeping (for tests): every block is free, evictable or used by exactly the
+   * sequences holding it; registered keys point at their blocks; no block is held twice by a sequence.
+   */
+  checkInvariants(): void {
+    const refs = new Array<number>(this.numBlocks).fill(0);
+    for (const [id, s] of this.seqs) {
+      const mine = new Set(s.blocks);
+      if (mine.size !== s.blocks.length) throw new WebinferError(`sequence ${fmt(id)} holds a block twice`);
+      if (s.blocks.length !== Math.ceil(s.len / this.blockSize)) throw new WebinferError(`sequence ${fmt(id)}: ${s.blocks.length} blocks for ${s.len} tokens`);
+      for (const b of s.blocks) refs[b]++;
+    }
+    const freeSet = new Set(this.free);
+    if (freeSet.size !== this.free.length) throw new WebinferError('a block is on the free list twice');
+    for (let b = 0; b < this.numBlocks; b++) {
+      const blk = this.blocks[b];
+      const where = [freeSet.has(b), this.evictable.has(b), refs[b] > 0].filter(Boolean).length;
+      if (where !== 1) throw new WebinferError(`block ${b}: free ${freeSet.has(b)}, evictable ${this.evictable.has(b)}, used by ${refs[b]}`);
+      if (refs[b] !== blk.ref) throw new WebinferError(`block ${b}: refcount ${blk.ref}, used by ${refs[b]} sequences`);
+      if (this.evictable.has(b) && blk.key === null) throw new WebinferError(`block ${b}: evictable but not cached`);
+      if (freeSet.has(b) && blk.key !== null) throw new WebinferError(`block ${b}: free but still cached`);
+      if (blk.key !== null && this.cached.get(blk.key) !== b) throw new WebinferError(`block ${b}: its key points elsewhere`);
+    }
+    for (const [key, b] of this.cached) if (this.blocks[b].key !== key) throw new WebinferError(`cached key of block ${b} is stale`);
   }
 
   private get(op: string, id: SequenceId): Sequence {
@@ -98,8 +290,8 @@ export class KVCacheManager {
       checkPosInt(r.numTokens, op, `batch[${i}].numTokens`);
       need += Math.ceil((s.len + r.numTokens) / this.blockSize) - s.blocks.length;
     }
-    if (need > this.free.length) {
-      throw new WebinferError(`${op}: out of KV cache blocks: this step needs ${need} new blocks and ${this.free.length} of ${this.numBlocks} are free; `
+    if (need > this.freeBlocks) {
+      throw new WebinferError(`${op}: out of KV cache blocks: this step needs ${need} new blocks and ${this.freeBlocks} of ${this.numBlocks} are free; `
         + 'free finished sequences or schedule fewer tokens');
     }
     // Decode first (vLLM's order), the rest as requested.
@@ -117,7 +309,7 @@ export class KVCacheManager {
       const s = this.seqs.get(r.id)!;
       const start = s.len;
       s.len += r.numTokens;
-      while (s.blocks.length * this.blockSize < s.len) s.blocks.push(this.free.pop()!);
+      while (s.blocks.length * this.blockSize < s.len) s.blocks.push(this.take());
       for (let p = start, t = queryStartLoc[k]; p < s.len; p++, t++) {
         slotMapping[t] = s.blocks[Math.floor(p / this.blockSize)] * this.blockSize + (p % this.blockSize);
       }
@@ -125,6 +317,7 @@ export class KVCacheManager {
       seqLens[k] = s.len;
       rows[i] = [queryStartLoc[k], queryStartLoc[k + 1]];
       maxBlocksPerSeq = Math.max(maxBlocksPerSeq, s.blocks.length);
+      this.register(s);
     }
     const blockTable = new Int32Array(S * maxBlocksPerSeq);
     for (const [k, i] of ordered.entries()) blockTable.set(this.seqs.get(batch[i].id)!.blocks, k * maxBlocksPerSeq);
