@@ -42,3 +42,7 @@ export type { ModelConfig, LayerConfig, MlaConfig, MoeConfig, Architecture, Mode
 export { ropeParameters, ropeTable, SUPPORTED_ROPE_TYPES } from './models/rope.js';
 export type { RopeConfig, RopeType } from './models/rope.js';
 export { checkpointSchema, validateCheckpoint } from './models/schema.js';
+export { TextTokenizer, ChatTemplate, StreamDecoder, StopMatcher } from './serve/text.js';
+export type { TokenDecoder, EncodeOptions as TextEncodeOptions, DecodeOptions as TextDecodeOptions, ChatMessage, RenderOptions as ChatRenderOptions } from './serve/text.js';
+export { toolCallFormat, parseToolCalls, toolCallId } from './serve/tools.js';
+export type { ToolCall, ToolCallFormat, ParsedToolCalls } from './serve/tools.js';

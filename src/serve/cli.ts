@@ -1,0 +1,274 @@
+// `webinfer serve <checkpoint folder | file.gguf>`: loads a checkpoint on the GPU and serves it over HTTP
+// with OpenAI's routes (serve() in http.ts). Built to dist/serve.js, which imports the library from
+// ./webinfer.js beside it: `npx webinfer serve ...` runs it in Node (bin/webinfer.mjs calls main), and
+// `deno run -A dist/serve.js ...` runs it in Deno (import.meta.main). Everything comes from the public
+// entry point, so the bundle shares the library's classes (an OpenAIError is one class in both).
+import { createEngine, loadCheckpoint, serve, WebinferError, type Engine, type LoadModelOptions, type Model } from '../index.js';
+
+export const USAGE = `Usage: webinfer serve <checkpoint folder | file.gguf> [options]
+       deno run -A dist/serve.js <checkpoint folder | file.gguf> [options]
+
+Loads the checkpoint on the GPU and serves it over HTTP with OpenAI's API:
+POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health.
+
+Options:
+  --port N         port to listen on (default 8000; 0 takes any free port)
+  --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
+  --dtype D        weights on the GPU: checkpoint (default), f32, f16, bf16, q8, q4
+  --max-queue N    requests waiting or running at most, past it 503 (default 256)
+  --kv-blocks N    blocks of the KV cache (default: the model's own choice)
+  --name ID        the model id clients send (default: the folder's or file's name)
+  --api-key KEY    ask clients for "Authorization: Bearer KEY" (default: no key)
+  -h, --help       this text
+
+In Node the GPU comes from the 'webgpu' package (dawn.node); Deno has its own.
+`;
+
+const OP = 'webinfer serve';
+const DTYPES = ['checkpoint', 'f32', 'f16', 'bf16', 'q8', 'q4'] as const;
+
+/** A bad command line: the message names the argument, what was expected and what came; exit 2. */
+export class UsageError extends WebinferError {
+  constructor(arg: string, expected: string, got: string) {
+    super(`${OP}: ${arg}: expected ${expected}, got ${got}`);
+    this.name = 'UsageError';
+  }
+}
+
+export interface ServeArgs {
+  source: string;
+  port: number;
+  host: string;
+  dtype?: (typeof DTYPES)[number];
+  maxQueue?: number;
+  kvBlocks?: number;
+  name?: string;
+  apiKey?: string;
+}
+
+const shown = (s: string | undefined): string => (s === undefined ? 'none' : `'${s}'`);
+
+function integer(flag: string, v: string, min: number, max: number, what: string): number {
+  const n = /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!(Number.isSafeInteger(n) && n >= min && n <= max)) throw new UsageError(flag, what, shown(v));
+  return n;
+}
+
+/** The arguments after `serve`; 'help' for -h/--help. Throws UsageError. */
+export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
+  const flags = ['--port', '--host', '--dtype', '--max-queue', '--kv-blocks', '--name', '--api-key'];
+  const out: Partial<ServeArgs> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '-h' || a === '--help') return 'help';
+    if (!a.startsWith('-') || a === '-') {
+      if (out.source !== undefined) throw new UsageError('<checkpoint>', 'one checkpoint folder or .gguf file', `a second one, ${shown(a)}`);
+      out.source = a;
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const flag = eq < 0 ? a : a.slice(0, eq);
+    if (!flags.includes(flag)) throw new UsageError(flag, `one of the options ${flags.join(', ')}, --help`, 'an unknown option');
+    let v: string | undefined;
+    if (eq >= 0) v = a.slice(eq + 1);
+    else {
+      v = argv[i + 1];
+      // A flag followed by another flag (or nothing) has no value; a negative number is not a flag.
+      if (v !== undefined && v.startsWith('--')) v = undefined;
+      else i++;
+    }
+    if (v === undefined || v === '') throw new UsageError(flag, 'a value', 'none');
+    switch (flag) {
+      case '--port': out.port = integer(flag, v, 0, 65535, 'an integer from 0 to 65535 (0: any free port)'); break;
+      case '--host': out.host = v; break;
+      case '--dtype':
+        if (!(DTYPES as readonly string[]).includes(v)) throw new UsageError(flag, `one of ${DTYPES.join(', ')}`, shown(v));
+        out.dtype = v as ServeArgs['dtype'];
+        break;
+      case '--max-queue': out.maxQueue = integer(flag, v, 1, 1e9, 'a positive integer'); break;
+      case '--kv-blocks': out.kvBlocks = integer(flag, v, 1, 1e9, 'a positive integer'); break;
+      case '--name': out.name = v; break;
+      case '--api-key': out.apiKey = v; break;
+    }
+  }
+  if (out.source === undefined) throw new UsageError('<checkpoint>', 'a checkpoint folder or a .gguf file', 'none');
+  return { port: 8000, host: '127.0.0.1', ...out } as ServeArgs;
+}
+
+// ---------------------------------------------------------------------------------- the runtime
+
+/** What main needs of Node or Deno. */
+interface Host {
+  write(stream: 'out' | 'err', text: string): void;
+  isTerminal(stream: 'err'): boolean;
+  /** Calls f on SIGINT and SIGTERM. */
+  onSignal(f: (name: string) => void): void;
+  exit(code: number): never;
+  gpu(): Promise<GPU>;
+}
+
+interface DenoHost {
+  args: string[];
+  stdout: { writeSync(b: Uint8Array): number };
+  stderr: { writeSync(b: Uint8Array): number; isTerminal(): boolean };
+  addSignalListener(sig: string, f: () => void): void;
+  exit(code: number): never;
+  build: { os: string };
+}
+interface NodeProcess {
+  stdout: { write(s: string): boolean };
+  stderr: { write(s: string): boolean; isTTY?: boolean };
+  once(sig: string, f: () => void): unknown;
+  on(sig: string, f: () => void): unknown;
+  exit(code: number): never;
+}
+
+function host(): Host {
+  const deno = (globalThis as { Deno?: DenoHost }).Deno;
+  if (deno) {
+    const enc = new TextEncoder();
+    return {
+      write: (s, t) => void (s === 'out' ? deno.stdout : deno.stderr).writeSync(enc.encode(t)),
+      isTerminal: () => deno.stderr.isTerminal(),
+      onSignal: (f) => {
+        deno.addSignalListener('SIGINT', () => f('SIGINT'));
+        // Windows has no SIGTERM listener in Deno.
+        if (deno.build.os !== 'windows') deno.addSignalListener('SIGTERM', () => f('SIGTERM'));
+      },
+      exit: (c) => deno.exit(c),
+      async gpu() {
+        const gpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+        if (!gpu) throw new WebinferError(`${OP}: WebGPU: expected navigator.gpu in Deno, got none (a Deno without WebGPU)`);
+        return gpu;
+      },
+    };
+  }
+  const proc = (globalThis as { process?: NodeProcess }).process;
+  if (!proc) throw new WebinferError(`${OP}: runtime: expected Node or Deno, got neither`);
+  return {
+    write: (s, t) => void (s === 'out' ? proc.stdout : proc.stderr).write(t),
+    isTerminal: () => proc.stderr.isTTY === true,
+    onSignal: (f) => {
+      proc.on('SIGINT', () => f('SIGINT'));
+      proc.on('SIGTERM', () => f('SIGTERM'));
+    },
+    exit: (c) => proc.exit(c),
+    async gpu() {
+      // dawn.node: not a dependency of the library (a page never needs it), loaded only here.
+      const specifier = 'webgpu';
+      let mod: { create(flags: string[]): GPU; globals: object };
+      try {
+        mod = (await import(/* @vite-ignore */ specifier)) as typeof mod;
+      } catch (e) {
+        throw new WebinferError(`${OP}: WebGPU: expected the 'webgpu' package (dawn.node) beside webinfer in Node, got none (${(e as Error).message}); `
+          + 'install it (npm install webgpu; with npx: npx -p webinfer -p webgpu webinfer serve ...), or run in Deno (deno run -A dist/serve.js ...)');
+      }
+      Object.assign(globalThis, mod.globals);
+      return mod.create([]);
+    },
+  };
+}
+
+const mb = (n: number): string => (n / 1e6).toFixed(1);
+
+/**
+ * Runs `webinfer serve` with the arguments after `serve`; resolves with the exit code once the server has
+ * stopped (0 after SIGINT/SIGTERM, 1 when loading or listening failed, 2 for a bad command line).
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const h = host();
+  const err = (t: string): void => h.write('err', t);
+  let args: ServeArgs | 'help';
+  try {
+    args = parseServeArgs(argv);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    err(`${e.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (args === 'help') {
+    h.write('out', USAGE);
+    return 0;
+  }
+
+  let engine: Engine | undefined;
+  let model: Model | undefined;
+  try {
+    engine = await createEngine({ gpu: await h.gpu(), powerPreference: 'high-performance' });
+    const a = engine.adapter;
+    err(`adapter: ${[a.vendor, a.architecture, a.description].filter(Boolean).join(' / ') || 'unknown'}${a.software ? ' (software: slow)' : ''}\n`);
+    const ckpt = await loadCheckpoint(args.source);
+    const o: LoadModelOptions & Record<string, unknown> = { ...ckpt, onProgress: progress(h, ckpt.name) };
+    if (args.dtype) o.dtype = args.dtype;
+    if (args.kvBlocks) o.kvCache = { numBlocks: args.kvBlocks };
+    if (args.name) o.name = args.name;
+    const t0 = Date.now();
+    model = await engine.loadModel(o);
+    err(`loaded ${ckpt.name} in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${mb(model.weightBytes)} MB of weights on the GPU\n`);
+  } catch (e) {
+    err(`\n${e instanceof WebinferError ? e.message : (e as Error)?.stack ?? String(e)}\n`);
+    model?.destroy();
+    engine?.destroy();
+    return 1;
+  }
+
+  const stop = new AbortController();
+  let stopping = false;
+  h.onSignal((sig) => {
+    if (stopping) {
+      err(`${sig} again: exiting now\n`);
+      h.exit(130);
+    }
+    stopping = true;
+    err(`${sig}: stopping (the requests in flight are ended; ${sig} again exits at once)\n`);
+    stop.abort();
+  });
+  let server;
+  try {
+    const served = model as unknown as Parameters<typeof serve>[0];
+    server = await serve(served, {
+      port: args.port, hostname: args.host, signal: stop.signal, log: (line) => err(`${line}\n`),
+      ...(args.maxQueue ? { maxQueue: args.maxQueue } : {}), ...(args.apiKey ? { apiKey: args.apiKey } : {}),
+    });
+  } catch (e) {
+    err(`${e instanceof Error ? e.message : String(e)}\n`);
+    model.destroy();
+    engine.destroy();
+    return 1;
+  }
+  h.write('out', `serving '${served(model)}' on ${server.url} (OpenAI base URL: ${server.url}/v1; Ctrl-C stops)\n`);
+  await new Promise<void>((resolve) => (stop.signal.aborted ? resolve() : stop.signal.addEventListener('abort', () => resolve(), { once: true })));
+  await server.close();
+  model.destroy();
+  engine.destroy();
+  err('stopped\n');
+  return 0;
+}
+
+function served(model: Model): string {
+  return (model as unknown as { id?: string }).id ?? '?';
+}
+
+/** Load progress on stderr: one line redrawn on a terminal, a line per tenth in a log. */
+function progress(h: Host, name: string): (loaded: number, total: number) => void {
+  const tty = h.isTerminal('err');
+  let lastTenth = -1;
+  return (loaded, total) => {
+    const pct = total > 0 ? Math.floor((100 * loaded) / total) : 100;
+    const line = `loading ${name}: ${pct}% (${mb(loaded)} of ${mb(total)} MB)`;
+    if (tty) h.write('err', `\r${line}${loaded >= total ? '\n' : ''}`);
+    else if (Math.floor(pct / 10) > lastTenth) {
+      lastTenth = Math.floor(pct / 10);
+      h.write('err', `${line}\n`);
+    }
+  };
+}
+
+// `deno run -A dist/serve.js ...`: Deno marks the module it was started with.
+const denoMain = (globalThis as { Deno?: DenoHost }).Deno;
+if (denoMain && (import.meta as ImportMeta & { main?: boolean }).main) {
+  void main(denoMain.args).then((code) => denoMain.exit(code), (e) => {
+    console.error(e);
+    denoMain.exit(1);
+  });
+}

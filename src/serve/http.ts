@@ -1,0 +1,562 @@
+// An OpenAI-compatible HTTP server over one loaded model, on the runtime's own HTTP server: `node:http`
+// in Node, `Deno.serve` in Deno (API.md "Serving", SPEC §9). The routes call the in-process API
+// (model.chat.completions.create, model.completions.create), so a request over HTTP and a call in
+// process give the same objects and the same errors. Both runtimes share one handler; each transport
+// only moves bytes and reports a client that went away (which cancels its request).
+import { check, fmt, WebinferError } from '../core/errors.js';
+import { OpenAIError } from './errors.js';
+
+/** What serve() needs of a model: its id and the two create calls (every loaded Model has them). */
+export interface ServableModel {
+  readonly id: string;
+  readonly chat: { readonly completions: { create(req: Record<string, unknown>): unknown } };
+  readonly completions: { create(req: Record<string, unknown>): unknown };
+}
+
+export interface ServeOptions {
+  /** 8000 by default; 0 takes any free port (the returned `port` says which). */
+  port?: number;
+  /** The address to listen on: '127.0.0.1' by default (this machine only); '0.0.0.0' for every interface. */
+  hostname?: string;
+  /** Aborting it closes the server, as close() does. */
+  signal?: AbortSignal;
+  /** Completion requests waiting or running at most (default 256); past it a request gets 503. */
+  maxQueue?: number;
+  /** When set, /v1/* asks for `Authorization: Bearer <apiKey>` (401 otherwise); /health stays open. */
+  apiKey?: string;
+  /** The largest request body taken, in bytes (default 16 MiB); a larger one gets 413. */
+  maxBodyBytes?: number;
+  /** Called with one line per answered request (method, path, status, seconds), for a server's log. */
+  log?: (line: string) => void;
+}
+
+export interface Server {
+  /** http://host:port, the base URL an OpenAI client takes with `/v1` appended. */
+  readonly url: string;
+  readonly port: number;
+  /** Stops accepting, aborts the requests in flight (each gets an error), resolves once all ended. */
+  close(): Promise<void>;
+}
+
+const OP = 'serve';
+const MiB = 1024 * 1024;
+
+// ------------------------------------------------------------------------------ the shared handler
+
+/** A request as both transports present it. */
+interface Incoming {
+  method: string;
+  /** The path without its query. */
+  path: string;
+  header(name: string): string | null;
+  /** The whole body, or null when it passes `limit` bytes. */
+  read(limit: number): Promise<Uint8Array | null>;
+}
+
+type Headers_ = Record<string, string>;
+/** A reply: a whole body, or server-sent events (each item one complete `data: ...\n\n` frame). */
+type Reply = { status: number; headers: Headers_; body: string } | { status: number; headers: Headers_; events: AsyncGenerator<string, void, undefined> };
+
+/** One request's life: its abort signal (client gone, server closing) and its place in the queue. */
+class Exchange {
+  readonly ctl = new AbortController();
+  /** Set when it counts against maxQueue; released once by finish(). */
+  release: (() => void) | null = null;
+  readonly done: Promise<void>;
+  private resolveDone!: () => void;
+  private finished = false;
+
+  constructor() {
+    this.done = new Promise((r) => (this.resolveDone = r));
+  }
+
+  abort(reason: OpenAIError): void {
+    if (!this.ctl.signal.aborted) this.ctl.abort(reason);
+  }
+
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.release?.();
+    this.release = null;
+    this.resolveDone();
+  }
+}
+
+const disconnected = (): OpenAIError => new OpenAIError('the client closed the connection', { status: 499, type: 'cancelled', code: 'client_disconnected' });
+const shuttingDown = (): OpenAIError => new OpenAIError('the server is shutting down', { status: 503, type: 'overloaded_error', code: 'server_shutting_down' });
+
+/** An error thrown by create in OpenAI's shape. Duck-typed as well as by class, so that an OpenAIError
+ *  from another copy of the module (a second bundle) keeps its status. */
+function asOpenAIError(e: unknown): OpenAIError | null {
+  if (e instanceof OpenAIError) return e;
+  const o = e as { name?: unknown; status?: unknown; toJSON?: unknown } | null;
+  if (e instanceof Error && o!.name === 'OpenAIError' && typeof o!.toJSON === 'function'
+      && Number.isInteger(o!.status) && (o!.status as number) >= 400 && (o!.status as number) <= 599) {
+    return e as OpenAIError;
+  }
+  return null;
+}
+
+/** The status and OpenAI-shaped body of any error: an OpenAIError keeps its own; anything else is a 500
+ *  whose message is kept (it is what the operator needs to see). */
+function errorBody(e: unknown): { status: number; json: { error: { message: string; type: string; param: string | null; code: string | null } } } {
+  const oe = asOpenAIError(e);
+  if (oe) return { status: oe.status, json: oe.toJSON() };
+  const message = e instanceof Error ? e.message : `non-Error thrown: ${fmt(e)}`;
+  return { status: 500, json: { error: { message, type: 'server_error', param: null, code: null } } };
+}
+
+const CORS: Headers_ = { 'access-control-allow-origin': '*' };
+const JSON_TYPE: Headers_ = { ...CORS, 'content-type': 'application/json' };
+
+function json(status: number, value: unknown, extra: Headers_ = {}): Reply {
+  return { status, headers: { ...JSON_TYPE, ...extra }, body: JSON.stringify(value) };
+}
+
+function errorReply(e: unknown, extra: Headers_ = {}): Reply {
+  const { status, json: body } = errorBody(e);
+  return json(status, body, extra);
+}
+
+const ROUTES: Record<string, 'GET' | 'POST'> = {
+  '/health': 'GET',
+  '/v1/models': 'GET',
+  '/v1/chat/completions': 'POST',
+  '/v1/completions': 'POST',
+};
+
+function isAsyncIterable(x: unknown): x is AsyncIterable<unknown> {
+  return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof (x as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === 'function';
+}
+
+class Handler {
+  /** Completion requests counted against maxQueue. */
+  private queued = 0;
+  readonly exchanges = new Set<Exchange>();
+  closing = false;
+  private readonly created = Math.floor(Date.now() / 1000);
+
+  constructor(private readonly model: ServableModel, private readonly o: Required<Pick<ServeOptions, 'maxQueue' | 'maxBodyBytes'>> & ServeOptions) {}
+
+  begin(): Exchange {
+    const ex = new Exchange();
+    this.exchanges.add(ex);
+    void ex.done.then(() => this.exchanges.delete(ex));
+    if (this.closing) ex.abort(shuttingDown());
+    return ex;
+  }
+
+  /** Answers one request; never throws (a failure of its own is a 500). */
+  async handle(inc: Incoming, ex: Exchange): Promise<Reply> {
+    const t0 = Date.now();
+    let reply: Reply;
+    try {
+      reply = await this.route(inc, ex);
+    } catch (e) {
+      reply = errorReply(e);
+    }
+    if (this.o.log) {
+      const line = `${inc.method} ${inc.path} ${reply.status}${'events' in reply ? ' (stream)' : ''} ${((Date.now() - t0) / 1000).toFixed(3)} s`;
+      try { this.o.log(line); } catch { /* a log callback never takes the server down */ }
+    }
+    return reply;
+  }
+
+  private async route(inc: Incoming, ex: Exchange): Promise<Reply> {
+    const path = inc.path.length > 1 ? inc.path.replace(/\/+$/, '') : inc.path;
+    const modelPath = path.startsWith('/v1/models/') ? path : null;
+    const method = modelPath ? 'GET' : ROUTES[path];
+    if (!method) {
+      return json(404, { error: { message: `Invalid URL (${inc.method} ${inc.path}): this server answers ${Object.keys(ROUTES).map((p) => `${ROUTES[p]} ${p}`).join(', ')}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
+    }
+    if (inc.method === 'OPTIONS') {
+      // A page's preflight: the headers it asks for (Authorization, the client's own) are allowed.
+      return { status: 204, headers: { ...CORS, 'access-control-allow-methods': `${method}, OPTIONS`, 'access-control-allow-headers': inc.header('access-control-request-headers') ?? 'authorization, content-type', 'access-control-max-age': '86400' }, body: '' };
+    }
+    if (inc.method !== method) {
+      return json(405, { error: { message: `${inc.method} ${path}: method: expected ${method}, got ${inc.method}`, type: 'invalid_request_error', param: null, code: 'method_not_allowed' } }, { allow: `${method}, OPTIONS` });
+    }
+    if (this.closing) return errorReply(shuttingDown());
+    if (path === '/health') return json(200, { status: 'ok' });
+    if (this.o.apiKey !== undefined && inc.header('authorization') !== `Bearer ${this.o.apiKey}`) {
+      return errorReply(new OpenAIError(`${inc.method} ${path}: Authorization: expected 'Bearer <the server's API key>', got ${inc.header('authorization') === null ? 'none' : 'another key'}`,
+        { status: 401, type: 'invalid_request_error', code: 'invalid_api_key' }));
+    }
+    const card = { id: this.model.id, object: 'model', created: this.created, owned_by: 'webinfer' };
+    if (path === '/v1/models') return json(200, { object: 'list', data: [card] });
+    if (modelPath) {
+      const id = decodeURIComponent(modelPath.slice('/v1/models/'.length));
+      return id === this.model.id ? json(200, card) : errorReply(this.notFound(id));
+    }
+    return this.create(inc, path, ex);
+  }
+
+  private notFound(id: unknown): OpenAIError {
+    return new OpenAIError(`The model ${fmt(id)} does not exist: this server serves '${this.model.id}'`, { status: 404, type: 'invalid_request_error', param: 'model', code: 'model_not_found' });
+  }
+
+  private async create(inc: Incoming, path: string, ex: Exchange): Promise<Reply> {
+    const where = `POST ${path}`;
+    // The request's own signal: aborted when its client goes away or the server closes.
+    const signal = ex.ctl.signal;
+    if (this.queued >= this.o.maxQueue) {
+      return errorReply(new OpenAIError(`${where}: the server has ${this.queued} requests waiting or running, its limit (maxQueue ${this.o.maxQueue}); retry later`,
+        { status: 503, code: 'queue_full' }));
+    }
+    this.queued++;
+    ex.release = () => this.queued--;
+
+    const bytes = await inc.read(this.o.maxBodyBytes);
+    if (signal.aborted) return errorReply(signal.reason);
+    if (bytes === null) {
+      // The rest of the body is not read: the connection cannot carry another request after this one.
+      return errorReply(new OpenAIError(`${where}: body: expected at most ${this.o.maxBodyBytes} bytes, got more`, { status: 413, code: 'request_too_large' }), { connection: 'close' });
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(new TextDecoder().decode(bytes));
+    } catch (e) {
+      return errorReply(new OpenAIError(`${where}: body: expected JSON, got invalid JSON (${(e as Error).message})`, { status: 400, code: 'invalid_json' }));
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      return errorReply(new OpenAIError(`${where}: body: expected a JSON object, got ${Array.isArray(body) ? 'an array' : fmt(body)}`, { status: 400, code: 'invalid_json' }));
+    }
+    const req = body as Record<string, unknown>;
+    if (typeof req.model !== 'string') {
+      return errorReply(new OpenAIError(`${where}: model: expected the model's id ('${this.model.id}'), got ${req.model === undefined ? 'none' : fmt(req.model)}`, { status: 400, param: 'model', code: 'missing_model' }));
+    }
+    if (req.model !== this.model.id) return errorReply(this.notFound(req.model));
+    if (req.stream !== undefined && req.stream !== null && typeof req.stream !== 'boolean') {
+      return errorReply(new OpenAIError(`${where}: stream: expected a boolean, got ${fmt(req.stream)}`, { status: 400, param: 'stream' }));
+    }
+    const stream = req.stream === true;
+    const api = path === '/v1/chat/completions' ? this.model.chat.completions : this.model.completions;
+    let result: unknown;
+    try {
+      result = await api.create({ ...req, signal });
+    } catch (e) {
+      return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
+    }
+    if (!stream) {
+      if (isAsyncIterable(result)) throw new WebinferError(`${where}: create returned a stream for a request without stream: true`);
+      return json(200, result);
+    }
+    if (!isAsyncIterable(result)) throw new WebinferError(`${where}: create returned ${fmt(result)} for stream: true, expected an async iterable of chunks`);
+    // The first chunk is awaited before the status is sent: a request refused when it starts (a bad
+    // field, a prompt too long, a full queue) gets its own status, not a 200 with an error event.
+    const it = result[Symbol.asyncIterator]();
+    let first: IteratorResult<unknown>;
+    try {
+      first = await it.next();
+    } catch (e) {
+      return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
+    }
+    return { status: 200, headers: { ...CORS, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }, events: this.frames(it, first, ex) };
+  }
+
+  /** The SSE frames of a stream: each chunk, then `[DONE]`; an error after the start is one error event. */
+  private async *frames(it: AsyncIterator<unknown>, first: IteratorResult<unknown>, ex: Exchange): AsyncGenerator<string, void, undefined> {
+    let done = false;
+    try {
+      let r = first;
+      while (!r.done) {
+        yield `data: ${JSON.stringify(r.value)}\n\n`;
+        r = await it.next();
+      }
+      done = true;
+      yield 'data: [DONE]\n\n';
+    } catch (e) {
+      done = true;
+      yield `data: ${JSON.stringify(errorBody(this.closing && ex.ctl.signal.aborted ? shuttingDown() : e).json)}\n\n`;
+    } finally {
+      // A consumer that stops early (its client went away) ends the model's stream too.
+      if (!done) {
+        ex.abort(disconnected());
+        try { await it.return?.(); } catch { /* already ending with the abort */ }
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------- the transports
+
+/** The parts of node:http used here (typed here: the library's types do not depend on @types/node). */
+interface NodeIncoming {
+  method?: string;
+  url?: string;
+  headers: Record<string, string | string[] | undefined>;
+  on(event: 'data', f: (chunk: Uint8Array) => void): unknown;
+  on(event: 'end' | 'close', f: () => void): unknown;
+  on(event: 'error', f: (e: Error) => void): unknown;
+  removeAllListeners(event: string): unknown;
+  resume(): unknown;
+}
+interface NodeResponse {
+  writeHead(status: number, headers: Headers_): unknown;
+  write(chunk: string): boolean;
+  end(chunk?: string): unknown;
+  flushHeaders(): void;
+  on(event: 'close' | 'drain', f: () => void): unknown;
+  off(event: 'close' | 'drain', f: () => void): unknown;
+  readonly writableFinished: boolean;
+  readonly destroyed: boolean;
+}
+interface NodeHttpServer {
+  listen(port: number, hostname: string): unknown;
+  once(event: 'listening', f: () => void): unknown;
+  once(event: 'error', f: (e: Error) => void): unknown;
+  off(event: 'listening' | 'error', f: (...a: never[]) => void): unknown;
+  address(): { port: number } | string | null;
+  close(cb?: (e?: Error) => void): unknown;
+  closeAllConnections(): void;
+  closeIdleConnections(): void;
+}
+interface NodeHttp {
+  createServer(handler: (req: NodeIncoming, res: NodeResponse) => void): NodeHttpServer;
+}
+
+interface DenoHttpServer {
+  shutdown(): Promise<void>;
+}
+interface DenoLike {
+  serve(o: { port: number; hostname: string; onListen(addr: { port: number }): void; onError?(e: unknown): Response },
+        handler: (req: Request) => Response | Promise<Response>): DenoHttpServer;
+}
+
+function nodeRead(req: NodeIncoming, limit: number): Promise<Uint8Array | null> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const parts: Uint8Array[] = [];
+    let n = 0;
+    req.on('data', (c) => {
+      n += c.byteLength;
+      if (n > limit) {
+        // Past the cap: stop keeping bytes, let the rest drain while the 413 goes out.
+        req.removeAllListeners('data');
+        req.removeAllListeners('end');
+        req.resume();
+        resolve(null);
+        return;
+      }
+      parts.push(c);
+    });
+    req.on('end', () => {
+      const out = new Uint8Array(n);
+      let at = 0;
+      for (const p of parts) { out.set(p, at); at += p.byteLength; }
+      resolve(out);
+    });
+    // A client gone before its body ended: its exchange is aborted already (the response's 'close').
+    req.on('error', () => resolve(new Uint8Array(0)));
+    req.on('close', () => resolve(new Uint8Array(0)));
+  });
+}
+
+/** A bound server: `stop` stops accepting and resolves once every connection is closed; `drop` closes
+ *  the connections left (called once no request is in flight). */
+interface Bound { port: number; stop(): Promise<void>; drop(): void }
+
+async function serveNode(handler: Handler, http: NodeHttp, port: number, hostname: string): Promise<Bound> {
+  const server = http.createServer((req, res) => {
+    const ex = handler.begin();
+    // 'close' comes when the response has gone out or the connection dropped: only the second cancels.
+    const closed = new Promise<void>((resolve) => res.on('close', () => {
+      if (!res.writableFinished) ex.abort(disconnected());
+      resolve();
+    }));
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const inc: Incoming = {
+      method: req.method ?? 'GET',
+      path: q < 0 ? url : url.slice(0, q),
+      header: (name) => { const v = req.headers[name]; return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v; },
+      read: (limit) => nodeRead(req, limit),
+    };
+    void (async () => {
+      try {
+        const reply = await handler.handle(inc, ex);
+        if (res.destroyed) {
+          if ('events' in reply) await reply.events.return();
+          return;
+        }
+        res.writeHead(reply.status, reply.headers);
+        if ('body' in reply) { res.end(reply.body); return; }
+        res.flushHeaders();
+        for await (const frame of reply.events) {
+          if (res.destroyed) break;
+          if (!res.write(frame)) await drained(res);
+        }
+        if (!res.destroyed) res.end();
+      } catch (e) {
+        // Only a transport failure lands here (the handler answers its own errors).
+        if (!res.destroyed) { try { res.writeHead(500, JSON_TYPE); } catch { /* headers already sent */ } res.end(); }
+        void e;
+      } finally {
+        // Finished once its bytes are out (or its client gone): close() then drops idle connections only.
+        await closed;
+        ex.finish();
+      }
+    })();
+  });
+  await new Promise<void>((resolve, reject) => {
+    const onError = (e: Error): void => {
+      server.off('listening', onListening);
+      reject(new WebinferError(`${OP}: port: expected a port free to listen on at ${hostname}, got ${port} (${e.message})`));
+    };
+    const onListening = (): void => { server.off('error', onError); resolve(); };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen(port, hostname);
+  });
+  const addr = server.address();
+  const bound = typeof addr === 'object' && addr !== null ? addr.port : port;
+  return {
+    port: bound,
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    // Keep-alive connections with no request in flight would hold close() open.
+    drop: () => server.closeAllConnections(),
+  };
+}
+
+function drained(res: NodeResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const go = (): void => { res.off('drain', go); res.off('close', go); resolve(); };
+    res.on('drain', go);
+    res.on('close', go);
+  });
+}
+
+async function denoRead(req: Request, limit: number): Promise<Uint8Array | null> {
+  const declared = Number(req.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > limit) return null;
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.byteLength;
+    if (n > limit) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.byteLength; }
+  return out;
+}
+
+async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostname: string): Promise<Bound> {
+  const encoder = new TextEncoder();
+  let onListen!: (addr: { port: number }) => void;
+  const listening = new Promise<{ port: number }>((r) => (onListen = r));
+  let server: DenoHttpServer;
+  try {
+    server = deno.serve({ port, hostname, onListen }, async (req) => {
+      const ex = handler.begin();
+      // Until the reply is made, the request's own signal says the client went away; a stream's
+      // body is then watched by its cancel() (Deno cancels it when the connection drops).
+      const onAbort = (): void => ex.abort(disconnected());
+      req.signal.addEventListener('abort', onAbort);
+      const url = new URL(req.url);
+      const inc: Incoming = { method: req.method, path: url.pathname, header: (name) => req.headers.get(name), read: (limit) => denoRead(req, limit) };
+      let reply: Reply;
+      try {
+        reply = await handler.handle(inc, ex);
+      } finally {
+        req.signal.removeEventListener('abort', onAbort);
+      }
+      if ('body' in reply) {
+        ex.finish();
+        return new Response(reply.status === 204 ? null : reply.body, { status: reply.status, headers: reply.headers });
+      }
+      const events = reply.events;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(c) {
+          const r = await events.next();
+          if (r.done) { c.close(); ex.finish(); } else c.enqueue(encoder.encode(r.value));
+        },
+        async cancel() {
+          ex.abort(disconnected());
+          await events.return();
+          ex.finish();
+        },
+      });
+      return new Response(body, { status: reply.status, headers: reply.headers });
+    });
+  } catch (e) {
+    throw new WebinferError(`${OP}: port: expected a port free to listen on at ${hostname}, got ${port} (${(e as Error).message})`);
+  }
+  const addr = await listening;
+  // shutdown() closes idle connections itself and waits for the responses in flight.
+  return { port: addr.port, stop: () => server.shutdown(), drop: () => {} };
+}
+
+// ---------------------------------------------------------------------------------------- serve()
+
+/**
+ * Serves `model` over HTTP with OpenAI's routes: POST /v1/chat/completions, POST /v1/completions,
+ * GET /v1/models (and /v1/models/<id>), GET /health. Node (node:http) and Deno (Deno.serve); a
+ * browser has no server to offer and gets a named error.
+ */
+export async function serve(model: ServableModel, opts: ServeOptions = {}): Promise<Server> {
+  check(model !== null && typeof model === 'object', OP, 'model', 'a loaded Model', model);
+  check(typeof model.id === 'string' && model.id.length > 0, OP, 'model.id', 'a non-empty string', model.id);
+  check(typeof model.chat?.completions?.create === 'function' && typeof model.completions?.create === 'function', OP, 'model',
+    'a model with chat.completions.create and completions.create', model);
+  check(opts !== null && typeof opts === 'object', OP, 'opts', '{ port?, hostname?, signal?, maxQueue?, apiKey?, maxBodyBytes?, log? }', opts);
+  const known = ['port', 'hostname', 'signal', 'maxQueue', 'apiKey', 'maxBodyBytes', 'log'];
+  for (const k of Object.keys(opts)) check(known.includes(k), OP, `opts.${k}`, `one of the options ${known.join(', ')}`, `an unknown option '${k}'`);
+  const port = opts.port ?? 8000;
+  check(Number.isInteger(port) && port >= 0 && port <= 65535, OP, 'opts.port', 'an integer from 0 to 65535 (0: any free port)', port);
+  const hostname = opts.hostname ?? '127.0.0.1';
+  check(typeof hostname === 'string' && hostname.length > 0, OP, 'opts.hostname', "a host name or address ('127.0.0.1', '0.0.0.0', '::')", hostname);
+  const maxQueue = opts.maxQueue ?? 256;
+  check(Number.isInteger(maxQueue) && maxQueue > 0, OP, 'opts.maxQueue', 'a positive integer', maxQueue);
+  const maxBodyBytes = opts.maxBodyBytes ?? 16 * MiB;
+  check(Number.isInteger(maxBodyBytes) && maxBodyBytes > 0, OP, 'opts.maxBodyBytes', 'a positive integer', maxBodyBytes);
+  if (opts.apiKey !== undefined) check(typeof opts.apiKey === 'string' && opts.apiKey.length > 0, OP, 'opts.apiKey', 'a non-empty string', opts.apiKey);
+  if (opts.log !== undefined) check(typeof opts.log === 'function', OP, 'opts.log', 'a function', opts.log);
+  const signal = opts.signal;
+  if (signal !== undefined) {
+    check(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal, OP, 'opts.signal', 'an AbortSignal', signal);
+    check(!signal.aborted, OP, 'opts.signal', 'a signal not yet aborted', 'an aborted one');
+  }
+
+  const handler = new Handler(model, { ...opts, maxQueue, maxBodyBytes });
+  const deno = (globalThis as { Deno?: DenoLike }).Deno;
+  let bound: Bound;
+  if (deno && typeof deno.serve === 'function') {
+    bound = await serveDeno(handler, deno, port, hostname);
+  } else {
+    const g = globalThis as { process?: { versions?: { node?: string } } };
+    if (typeof g.process?.versions?.node !== 'string') {
+      throw new WebinferError(`${OP}: runtime: expected Node (node:http) or Deno (Deno.serve), got a runtime with neither (a browser page cannot listen for HTTP requests)`);
+    }
+    // Loaded only here, and out of the bundler's sight, so that the library still loads in a page.
+    const specifier = 'node:http';
+    const http = (await import(/* @vite-ignore */ specifier)) as NodeHttp;
+    bound = await serveNode(handler, http, port, hostname);
+  }
+
+  let closed: Promise<void> | null = null;
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      handler.closing = true;
+      const stopped = bound.stop();
+      for (const ex of handler.exchanges) ex.abort(shuttingDown());
+      await Promise.all([...handler.exchanges].map((ex) => ex.done));
+      bound.drop();
+      await stopped;
+    })();
+    return closed;
+  };
+  signal?.addEventListener('abort', () => void close(), { once: true });
+  const host = hostname.includes(':') ? `[${hostname}]` : hostname;
+  return { url: `http://${host}:${bound.port}`, port: bound.port, close };
+}
