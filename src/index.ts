@@ -46,3 +46,5 @@ export { TextTokenizer, ChatTemplate, StreamDecoder, StopMatcher } from './serve
 export type { TokenDecoder, EncodeOptions as TextEncodeOptions, DecodeOptions as TextDecodeOptions, ChatMessage, RenderOptions as ChatRenderOptions } from './serve/text.js';
 export { toolCallFormat, parseToolCalls, toolCallId } from './serve/tools.js';
 export type { ToolCall, ToolCallFormat, ParsedToolCalls } from './serve/tools.js';
+export { serve } from './serve/http.js';
+export type { ServeOptions, Server, ServableModel } from './serve/http.js';
