@@ -51,6 +51,9 @@ interface Incoming {
   header(name: string): string | null;
   /** The whole body, or null when it passes `limit` bytes. */
   read(limit: number): Promise<Uint8Array | null>;
+  /** From now until the reply is made, a client that goes away aborts the exchange (called only by
+   *  requests that wait on the model: Deno warns once about reading a request's signal). */
+  watch(): void;
 }
 
 type Headers_ = Record<string, string>;
@@ -206,6 +209,7 @@ class Handler {
     }
     this.queued++;
     ex.release = () => this.queued--;
+    inc.watch();
 
     const bytes = await inc.read(this.o.maxBodyBytes);
     if (signal.aborted) return errorReply(signal.reason);
@@ -373,6 +377,7 @@ async function serveNode(handler: Handler, http: NodeHttp, port: number, hostnam
       path: q < 0 ? url : url.slice(0, q),
       header: (name) => { const v = req.headers[name]; return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v; },
       read: (limit) => nodeRead(req, limit),
+      watch: () => {},
     };
     void (async () => {
       try {
@@ -459,17 +464,28 @@ async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostnam
   try {
     server = deno.serve({ port, hostname, onListen }, async (req) => {
       const ex = handler.begin();
-      // Until the reply is made, the request's own signal says the client went away; a stream's
-      // body is then watched by its cancel() (Deno cancels it when the connection drops).
+      // Until the reply is made, the request's own signal says the client went away (Deno 2 also aborts
+      // it after every response sent, hence the listener's removal); a stream's body is then watched by
+      // its cancel(), which Deno calls when the connection drops.
       const onAbort = (): void => ex.abort(disconnected());
-      req.signal.addEventListener('abort', onAbort);
+      let watched = false;
       const url = new URL(req.url);
-      const inc: Incoming = { method: req.method, path: url.pathname, header: (name) => req.headers.get(name), read: (limit) => denoRead(req, limit) };
+      const inc: Incoming = {
+        method: req.method,
+        path: url.pathname,
+        header: (name) => req.headers.get(name),
+        read: (limit) => denoRead(req, limit),
+        watch: () => {
+          watched = true;
+          req.signal.addEventListener('abort', onAbort);
+          if (req.signal.aborted) onAbort();
+        },
+      };
       let reply: Reply;
       try {
         reply = await handler.handle(inc, ex);
       } finally {
-        req.signal.removeEventListener('abort', onAbort);
+        if (watched) req.signal.removeEventListener('abort', onAbort);
       }
       if ('body' in reply) {
         ex.finish();
