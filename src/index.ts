@@ -48,3 +48,6 @@ export { toolCallFormat, parseToolCalls, toolCallId } from './serve/tools.js';
 export type { ToolCall, ToolCallFormat, ParsedToolCalls } from './serve/tools.js';
 export { serve } from './serve/http.js';
 export type { ServeOptions, Server, ServableModel } from './serve/http.js';
+export { clearWeightCache, weightCacheSize, hasWeightCache, parseHubId, WEIGHT_CACHE, DEFAULT_HUB_HOST } from './models/hub.js';
+export type { DownloadProgress, HubId } from './models/hub.js';
+export type { CheckpointOptions } from './models/checkpoint.js';

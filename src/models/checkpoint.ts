@@ -3,11 +3,13 @@
 // tokenizer_config.json and generation_config.json. The folder can be a directory (Node, Deno), a
 // base URL (browser), what a browser folder picker returns, or a map of names to Blobs. Or a GGUF
 // file (a path or URL ending in .gguf, or picked File(s): split parts in order), whose metadata holds
-// the config, tokenizer and chat template (loadGGUF).
+// the config, tokenizer and chat template (loadGGUF). Or a Hugging Face Hub id, 'hf:<org>/<name>'
+// (hub.ts: fetched under <host>/<org>/<name>/resolve/main/, kept in the browser's weight cache).
 
-import { check, fail } from '../core/errors.js';
+import { check, fail, fmt } from '../core/errors.js';
 import { hasFileSystem, isUrl, loadSafetensors, loadShardedSafetensors, nodeFs, type SafetensorsFile } from './safetensors.js';
 import { loadGGUF, type GGUFFile } from './gguf.js';
+import { DEFAULT_HUB_HOST, download, ggufParts, hasWeightCache, hubBaseUrl, parseHubId, type DownloadProgress } from './hub.js';
 
 export interface Checkpoint {
   /** The parsed config.json (give it to parseConfig). */
@@ -22,6 +24,18 @@ export interface Checkpoint {
 }
 
 export type CheckpointSource = string | FileList | File[] | { [name: string]: Blob };
+
+/** How loadCheckpoint fetches URLs and Hub ids (a directory, files or blobs ignore these). */
+export interface CheckpointOptions {
+  /** Where 'hf:' ids are fetched from (default https://huggingface.co): a mirror, or a test server. */
+  hubHost?: string;
+  /** Keep downloaded files in the browser's Cache Storage ('webinfer-weights') and read them from there
+   *  on the next load. Default: true for 'hf:' ids in a browser, false for URLs (a URL is often a
+   *  server being worked on) and in Node and Deno. */
+  cache?: boolean;
+  /** Each downloaded file's progress (from the network, or once for a file read from the cache). */
+  onDownload?: (p: DownloadProgress) => void;
+}
 
 /** One way of reaching the folder's files; missing files come back as null. */
 interface Folder {
@@ -69,29 +83,21 @@ function directoryFolder(dir: string): Folder {
   };
 }
 
-function urlFolder(url: string): Folder {
+/** A folder at a base URL; `hub` names the Hub id it came from (its name and messages use it). */
+function urlFolder(url: string, o: CheckpointOptions & { cache: boolean }, hub?: { id: string; name: string }): Folder {
   const base = url.replace(/\/+$/, '');
-  const get = async (file: string): Promise<Response | null> => {
-    let res: Response;
-    try {
-      res = await fetch(`${base}/${file}`);
-    } catch (e) {
-      fail(OP, file, `a reachable URL ${base}/${file}`, (e as Error).message);
-    }
-    if (res.status === 404) return null;
-    check(res.ok, OP, file, `a successful response from ${base}/${file}`, `HTTP ${res.status} ${res.statusText}`.trim());
-    return res;
-  };
+  // Files come whole, as Blobs (the cache's file on disk, or the download in memory).
+  const get = (file: string) => download(`${base}/${file}`, file, o);
   return {
-    where: `'${base}'`,
-    name: basename(base.replace(/^[a-z]+:\/\/[^/]*/i, '')) || base,
+    where: hub ? `'${hub.id}' (${base})` : `'${base}'`,
+    name: hub?.name ?? (basename(base.replace(/^[a-z]+:\/\/[^/]*/i, '')) || base),
     async text(file) {
-      const res = await get(file);
-      return res ? res.text() : null;
+      const blob = await get(file);
+      return blob ? blob.text() : null;
     },
     async safetensors(file) {
-      const res = await get(file);
-      return res ? loadSafetensors(res) : null;
+      const blob = await get(file);
+      return blob ? loadSafetensors(new File([blob], file)) : null;
     },
   };
 }
@@ -132,10 +138,12 @@ function ggufSource(src: CheckpointSource): string | Blob[] | null {
   return null;
 }
 
-function folderOf(src: CheckpointSource): Folder {
+function folderOf(src: CheckpointSource, o: CheckpointOptions): Folder {
   if (typeof src === 'string') {
-    check(src.length > 0, OP, 'src', 'a directory path or base URL', src);
-    return !isUrl(src) && hasFileSystem() ? directoryFolder(src) : urlFolder(src);
+    check(src.length > 0, OP, 'src', 'a directory path, base URL or Hub id', src);
+    const hub = parseHubId(src);
+    if (hub) return urlFolder(hubBaseUrl(hub, o.hubHost ?? DEFAULT_HUB_HOST), { ...o, cache: o.cache ?? browserCache() }, { id: src, name: hub.repo.split('/')[1]! });
+    return !isUrl(src) && hasFileSystem() ? directoryFolder(src) : urlFolder(src, { ...o, cache: o.cache ?? false });
   }
   const isFileList = typeof FileList !== 'undefined' && src instanceof FileList;
   if (isFileList || Array.isArray(src)) {
@@ -168,13 +176,48 @@ async function json(folder: Folder, file: string, required: boolean): Promise<ob
   return v as object;
 }
 
+/** Downloads are cached by default where a browser offers Cache Storage (not Deno's, not Node). */
+function browserCache(): boolean {
+  return hasWeightCache() && !hasFileSystem();
+}
+
+/** A GGUF URL or Hub file, as loadGGUF takes it: the URL itself (read with Range requests), or when
+ *  cached or reported, every part downloaded whole. */
+async function ggufFromUrl(url: string, o: CheckpointOptions, cache: boolean): Promise<string | Blob[]> {
+  if (!cache && !o.onDownload) return url;
+  const blobs: Blob[] = [];
+  for (const part of ggufParts(url)) {
+    const file = basename(part.replace(/[?#].*$/, ''));
+    const blob = await download(part, file, { cache, onDownload: o.onDownload });
+    if (!blob) fail(OP, 'src', `a GGUF file at ${part}`, 'HTTP 404');
+    // Named, so loadGGUF's messages and the checkpoint's name say which file.
+    blobs.push(new File([blob], file));
+  }
+  return blobs;
+}
+
 /**
  * Reads a checkpoint folder: config.json, the safetensors weights (headers only: tensor bytes stay
  * where they are until a loader asks for them) and the optional tokenizer and generation files.
  * Like transformers, a single model.safetensors wins over a sharded index.
+ *
+ * A string 'hf:<org>/<name>' is a Hugging Face Hub model ('hf:<org>/<name>@<revision>' a revision of
+ * it, 'hf:<org>/<name>/<file>.gguf' one GGUF file of it): its files come from
+ * `<o.hubHost>/<org>/<name>/resolve/<revision>/`, kept in the browser's weight cache (see
+ * CheckpointOptions.cache, clearWeightCache).
  */
-export async function loadCheckpoint(src: CheckpointSource): Promise<Checkpoint> {
-  const gguf = ggufSource(src);
+export async function loadCheckpoint(src: CheckpointSource, o: CheckpointOptions = {}): Promise<Checkpoint> {
+  check(o !== null && typeof o === 'object', OP, 'o', '{ hubHost?, cache?, onDownload? }', o);
+  const unknown = Object.keys(o).filter((k) => !['hubHost', 'cache', 'onDownload'].includes(k));
+  check(unknown.length === 0, OP, 'o', 'only the options hubHost, cache, onDownload', unknown.join(', '));
+  check(o.cache === undefined || typeof o.cache === 'boolean', OP, 'o.cache', 'a boolean', fmt(o.cache));
+  check(o.onDownload === undefined || typeof o.onDownload === 'function', OP, 'o.onDownload', 'a function', fmt(o.onDownload));
+  check(o.hubHost === undefined || typeof o.hubHost === 'string', OP, 'o.hubHost', 'a URL string', fmt(o.hubHost));
+  const hub = typeof src === 'string' ? parseHubId(src) : null;
+  let gguf = ggufSource(src);
+  if (hub?.file) gguf = await ggufFromUrl(`${hubBaseUrl(hub, o.hubHost ?? DEFAULT_HUB_HOST)}/${hub.file}`, o, o.cache ?? browserCache());
+  else if (hub) gguf = null;
+  else if (typeof gguf === 'string' && (isUrl(gguf) || !hasFileSystem())) gguf = await ggufFromUrl(gguf, o, o.cache ?? false);
   if (gguf) {
     const g = await loadGGUF(gguf);
     const out: Checkpoint = { config: g.config, weights: g, name: g.name };
@@ -182,7 +225,7 @@ export async function loadCheckpoint(src: CheckpointSource): Promise<Checkpoint>
     if (g.tokenizerConfig) out.tokenizerConfig = g.tokenizerConfig;
     return out;
   }
-  const folder = folderOf(src);
+  const folder = folderOf(src, o);
   const config = (await json(folder, 'config.json', true))!;
   let weights: SafetensorsFile[];
   const single = await folder.safetensors('model.safetensors');
