@@ -1,0 +1,50 @@
+// The command line of `webinfer serve`: its arguments (each bad one named with what was expected and
+// what came) and bin/webinfer.mjs's dispatch. CPU only; the command serving a model is server.test.ts.
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parseServeArgs, USAGE } from '../../src/serve/cli';
+
+const bin = join(dirname(fileURLToPath(import.meta.url)), '../../bin/webinfer.mjs');
+
+describe('webinfer serve: the command line', () => {
+  it('parses the checkpoint and every option, in both --flag value and --flag=value forms', () => {
+    expect(parseServeArgs(['/m/llama'])).toEqual({ source: '/m/llama', port: 8000, host: '127.0.0.1' });
+    expect(parseServeArgs(['--port', '0', 'x.gguf', '--host=0.0.0.0', '--dtype', 'q4', '--max-queue=8', '--kv-blocks', '64', '--name', 'tiny', '--api-key', 'k']))
+      .toEqual({ source: 'x.gguf', port: 0, host: '0.0.0.0', dtype: 'q4', maxQueue: 8, kvBlocks: 64, name: 'tiny', apiKey: 'k' });
+    expect(parseServeArgs(['m', '--help'])).toBe('help');
+    expect(USAGE).toContain('--kv-blocks');
+  });
+
+  it('refuses bad arguments by name: the flag, what it takes, what came', () => {
+    const cases: [string[], string][] = [
+      [[], "webinfer serve: <checkpoint>: expected a checkpoint folder or a .gguf file, got none"],
+      [['a', 'b'], "webinfer serve: <checkpoint>: expected one checkpoint folder or .gguf file, got a second one, 'b'"],
+      [['m', '--port', 'http'], "webinfer serve: --port: expected an integer from 0 to 65535 (0: any free port), got 'http'"],
+      [['m', '--port', '70000'], "--port: expected an integer from 0 to 65535 (0: any free port), got '70000'"],
+      [['m', '--port'], 'webinfer serve: --port: expected a value, got none'],
+      [['m', '--port', '--host', 'h'], 'webinfer serve: --port: expected a value, got none'],
+      [['m', '--dtype', 'int4'], "webinfer serve: --dtype: expected one of checkpoint, f32, f16, bf16, q8, q4, got 'int4'"],
+      [['m', '--max-queue', '0'], "webinfer serve: --max-queue: expected a positive integer, got '0'"],
+      [['m', '--kv-blocks=1.5'], "webinfer serve: --kv-blocks: expected a positive integer, got '1.5'"],
+      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --name, --api-key, --help, got an unknown option'],
+    ];
+    for (const [argv, message] of cases) expect(() => parseServeArgs(argv), argv.join(' ')).toThrow(message);
+  });
+
+  it('bin/webinfer.mjs: usage and exit 2 for no command or an unknown one; serve with a bad flag exits 2 naming it', () => {
+    const run = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8' });
+    const none = run();
+    expect([none.status, none.stderr]).toEqual([2, expect.stringContaining('Usage: webinfer <command>')]);
+    const unknown = run('sevre', 'x');
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toContain("webinfer: command: expected one of serve, got 'sevre'");
+    const help = run('--help');
+    expect([help.status, help.stdout]).toEqual([0, expect.stringContaining('serve <checkpoint folder | file.gguf>')]);
+    // Needs dist/serve.js (npm run build).
+    const bad = run('serve', 'm', '--dtype', 'int4');
+    expect(bad.stderr).toContain("webinfer serve: --dtype: expected one of checkpoint, f32, f16, bf16, q8, q4, got 'int4'");
+    expect(bad.status).toBe(2);
+  });
+});
