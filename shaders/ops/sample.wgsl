@@ -12,11 +12,16 @@
 //     workgroup memory and top-p and the draw below run over them there, with no further pass;
 //   top-p: the same select over probability mass, each kept token's p/Σp as a 2^30 fixed-point count
 //     (u32 atomics; f32 ones do not exist): the largest key whose mass at or above it reaches topP;
-//   draw: u from the counter-based hash of (seed, row, step) (pcg(step ^ pcg(row ^ pcg(seed))), top 24
+//   min-p (sample_rows_main only): first, tokens with z < m + ln(min_p) are out (p below min_p · p_max);
+//   draw: u from the counter-based hash of (seed, stream, step) (pcg(step ^ pcg(stream ^ pcg(seed))), top 24
 //     bits); the token is the first, in vocabulary order, whose cumulative kept mass exceeds u·Σp: each
 //     thread sums the kept p of a contiguous chunk, a scan over the chunks finds the chunk where the
 //     cumulative mass passes u·Σp, and its thread walks the chunk.
 // A row with no finite maximum (all NaN or -inf, or +inf after scaling) falls back to argmax.
+//
+// sample_main takes one setting for every row, its stream being the row. sample_rows_main takes each
+// row's own from row_params (a serving step's requests, each with its settings, seed and token index),
+// so a request's draws do not depend on which row of which step it lands in.
 //
 // Every pass over the row is latency-bound (one workgroup per row: a batch-1 decode keeps one SM busy),
 // so the workgroup is as large as the adapter allows for big vocabularies (WG, specialized), and each
@@ -31,9 +36,28 @@ struct Params {
   inv_temp: f32, top_p: f32, seed: u32, step: u32,
 }
 
+/** sample_rows_main's parameters of one row: a request's own sampling settings and random stream. */
+struct RowParams {
+  inv_temp: f32,       // 0: greedy
+  top_k: u32,          // 0: all
+  top_p: f32,          // 1: all
+  min_p: f32,          // 0: none
+  seed: u32,
+  step: u32,           // the request's own token index
+  stream: u32,         // which of the request's samples (OpenAI's n)
+  pad: u32,
+}
+
+/** The sampling settings of the row being drawn (from params, or from row_params), passed down as a value so
+ *  that the branches on them before barriers stay uniform. */
+struct Sampling {
+  inv_temp: f32, top_k: u32, has_top_p: u32, top_p: f32, min_p: f32, seed: u32, step: u32, stream: u32,
+}
+
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<i32>;
+@group(0) @binding(3) var<storage, read> row_params: array<RowParams>;
 
 var<workgroup> hist: array<atomic<u32>, 256>;
 var<workgroup> red_u: array<u32, WG>;
@@ -113,7 +137,7 @@ fn sum_f(v: f32, lid: u32) -> f32 {
  * find the key of the rem-th largest; masses (p / sum as 2^30 fixed point) find the largest key whose
  * mass at or above it reaches top_p of the total. Fewer than rem candidates: 0 (keep them all).
  */
-fn radix_select(base: u32, lid: u32, mass: bool, rem0: u32, lo_key: u32, m: f32, scale: f32) -> u32 {
+fn radix_select(p: Sampling, base: u32, lid: u32, mass: bool, rem0: u32, lo_key: u32, m: f32, scale: f32) -> u32 {
   var prefix = 0u;
   var rem = rem0;
   for (var ps = 0u; ps < 4u; ps++) {
@@ -126,7 +150,7 @@ fn radix_select(base: u32, lid: u32, mass: bool, rem0: u32, lo_key: u32, m: f32,
       var xs: array<f32, EPT>;
       for (var c = 0u; c < EPT; c++) { xs[c] = ld(base, j0 + c); }
       for (var c = 0u; c < EPT; c++) {
-        let z = xs[c] * params.inv_temp;
+        let z = xs[c] * p.inv_temp;
         let k = key_of(z);
         if (j0 + c < params.V && k != 0u && k >= lo_key && (k & hmask) == prefix) {
           var wgt = 1u;
@@ -154,7 +178,7 @@ fn radix_select(base: u32, lid: u32, mass: bool, rem0: u32, lo_key: u32, m: f32,
       // The target: top_p of the total fixed-point mass, at least one unit (the top token).
       if (lid == 0u) { bc1 = red_u[0]; }
       let total = workgroupUniformLoad(&bc1);
-      rem = clamp(u32(ceil(params.top_p * f32(total))), 1u, max(total, 1u));
+      rem = clamp(u32(ceil(p.top_p * f32(total))), 1u, max(total, 1u));
     }
     if (lid == 0u) { bc0 = 0u; bc1 = rem; }
     workgroupBarrier();
@@ -173,14 +197,14 @@ fn radix_select(base: u32, lid: u32, mass: bool, rem0: u32, lo_key: u32, m: f32,
 
 /** Gathers the tokens with key ≥ lo_key as (index in red_i, z in red_f); returns how many there are
  *  (uniform; only the first WG are stored). */
-fn gather(base: u32, lid: u32, lo_key: u32) -> u32 {
+fn gather(p: Sampling, base: u32, lid: u32, lo_key: u32) -> u32 {
   if (lid == 0u) { atomicStore(&n_cand, 0u); }
   workgroupBarrier();
   for (var j0 = lid * EPT; j0 < params.V; j0 += WG * EPT) {
     var xs: array<f32, EPT>;
     for (var c = 0u; c < EPT; c++) { xs[c] = ld(base, j0 + c); }
     for (var c = 0u; c < EPT; c++) {
-      let z = xs[c] * params.inv_temp;
+      let z = xs[c] * p.inv_temp;
       let k = key_of(z);
       if (j0 + c < params.V && k != 0u && k >= lo_key) {
         let slot = atomicAdd(&n_cand, 1u);
@@ -198,7 +222,7 @@ fn gather(base: u32, lid: u32, lo_key: u32) -> u32 {
  * mass of tokens with a larger z is below top_p of the whole (the same set as the radix select keeps),
  * and the choice is the lowest index whose cumulative kept mass, in vocabulary order, exceeds u·Σ.
  */
-fn draw_gathered(row: u32, lid: u32, n: u32, m: f32) -> u32 {
+fn draw_gathered(p: Sampling, row: u32, lid: u32, n: u32, m: f32) -> u32 {
   var zt = 0.0;
   var it = NONE;
   var pt = 0.0;
@@ -208,7 +232,7 @@ fn draw_gathered(row: u32, lid: u32, n: u32, m: f32) -> u32 {
   if (lid < n) { red_u[lid] = bitcast<u32>(pt); }
   workgroupBarrier();
   var keep = lid < n;
-  if (params.has_top_p != 0u) {
+  if (p.has_top_p != 0u) {
     var total = 0.0;
     var above = 0.0;
     for (var c = 0u; c < n; c++) {
@@ -216,7 +240,7 @@ fn draw_gathered(row: u32, lid: u32, n: u32, m: f32) -> u32 {
       total += pc;
       if (red_f[c] > zt) { above += pc; }
     }
-    keep = keep && above < params.top_p * total;
+    keep = keep && above < p.top_p * total;
   }
   workgroupBarrier();
   if (lid < n) { red_u[lid] = bitcast<u32>(select(0.0, pt, keep)); }
@@ -228,7 +252,7 @@ fn draw_gathered(row: u32, lid: u32, n: u32, m: f32) -> u32 {
     total += qc;
     if (red_i[c] < it) { before += qc; }
   }
-  let u = f32(pcg(params.step ^ pcg(row ^ pcg(params.seed))) >> 8u) * (1.0 / 16777216.0);
+  let u = f32(pcg(p.step ^ pcg(p.stream ^ pcg(p.seed))) >> 8u) * (1.0 / 16777216.0);
   if (keep && pt > 0.0) {
     atomicMax(&last_kept, it + 1u);
     if (before + pt > u * total) { atomicMin(&pick_min, it); }
@@ -247,42 +271,59 @@ fn sample_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
                @builtin(local_invocation_index) lid: u32) {
   let row = wid.y * nwg.x + wid.x;
   if (row >= params.rows) { return; }
+  sample_row(Sampling(params.inv_temp, params.top_k, params.has_top_p, params.top_p, 0.0, params.seed, params.step, row), row, lid);
+}
+
+/** Each row with its own settings (a serving step's requests): row_params[row]. */
+@compute @workgroup_size(WG)
+fn sample_rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+  let row = wid.y * nwg.x + wid.x;
+  if (row >= params.rows) { return; }
+  let r = row_params[row];
+  let k = select(r.top_k, 0u, r.top_k >= params.V);
+  sample_row(Sampling(r.inv_temp, k, select(0u, 1u, r.top_p < 1.0), r.top_p, r.min_p, r.seed, r.step, r.stream), row, lid);
+}
+
+fn sample_row(p: Sampling, row: u32, lid: u32) {
   let base = row * params.V;
   let V = params.V;
   let a = argmax_row(base, lid);
   // The scaled maximum: scaling by inv_temp > 0 keeps the order, so it is the raw maximum's.
-  let m = value_of(a.x) * params.inv_temp;
-  if (a.y == NONE || (bitcast<u32>(m) & 0x7f800000u) == 0x7f800000u) {
+  let m = value_of(a.x) * p.inv_temp;
+  if (p.inv_temp == 0.0 || p.top_k == 1u || a.y == NONE || (bitcast<u32>(m) & 0x7f800000u) == 0x7f800000u) {
     write_id(row, a.y, lid);
     return;
   }
 
+  // min-p first: tokens whose probability is below min_p of the top one's (z < m + ln min_p) are out.
   var keep_from = 1u;
-  if (params.top_k > 0u) {
-    keep_from = max(radix_select(base, lid, false, params.top_k, 1u, m, 0.0), 1u);
+  if (p.min_p > 0.0) { keep_from = max(key_of(m + log(p.min_p)), 1u); }
+  if (p.top_k > 0u) {
+    keep_from = max(radix_select(p, base, lid, false, p.top_k, keep_from, m, 0.0), keep_from);
     // Usually top-k leaves few tokens (k and its ties): gathered into workgroup memory, top-p and the
     // draw need no further pass over the row. Too many (ties, or k > WG): the passes below.
-    if (params.top_k <= WG) {
-      let n = gather(base, lid, keep_from);
+    if (p.top_k <= WG) {
+      let n = gather(p, base, lid, keep_from);
       if (n <= WG) {
-        write_id(row, draw_gathered(row, lid, n, m), lid);
+        write_id(row, draw_gathered(p, row, lid, n, m), lid);
         return;
       }
     }
   }
-  if (params.has_top_p != 0u) {
+  if (p.has_top_p != 0u) {
     var part = 0.0;
     for (var j0 = lid * EPT; j0 < V; j0 += WG * EPT) {
       var xs: array<f32, EPT>;
       for (var c = 0u; c < EPT; c++) { xs[c] = ld(base, j0 + c); }
       for (var c = 0u; c < EPT; c++) {
-        let z = xs[c] * params.inv_temp;
+        let z = xs[c] * p.inv_temp;
         let k = key_of(z);
         if (j0 + c < V && k != 0u && k >= keep_from) { part += exp(z - m); }
       }
     }
     let total = sum_f(part, lid);
-    keep_from = max(radix_select(base, lid, true, 1u, keep_from, m, 1073741824.0 / total), keep_from);
+    keep_from = max(radix_select(p, base, lid, true, 1u, keep_from, m, 1073741824.0 / total), keep_from);
   }
 
   // The draw: chunk sums in vocabulary order, their inclusive scan, then a walk in the chunk that
@@ -298,7 +339,7 @@ fn sample_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     var xs: array<f32, EPT>;
     for (var c = 0u; c < EPT; c++) { xs[c] = ld(base, j0 + c); }
     for (var c = 0u; c < EPT; c++) {
-      let z = xs[c] * params.inv_temp;
+      let z = xs[c] * p.inv_temp;
       let k = key_of(z);
       if (j0 + c < hi && k != 0u && k >= keep_from) {
         let p = exp(z - m);
@@ -320,7 +361,7 @@ fn sample_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   let incl = red_f[lid];
   var excl = 0.0;
   if (lid > 0u) { excl = red_f[lid - 1u]; }
-  let u = f32(pcg(params.step ^ pcg(row ^ pcg(params.seed))) >> 8u) * (1.0 / 16777216.0);
+  let u = f32(pcg(p.step ^ pcg(p.stream ^ pcg(p.seed))) >> 8u) * (1.0 / 16777216.0);
   let goal = u * red_f[WG - 1u];
   if (lid == 0u) { bc0 = atomicLoad(&last_kept); }
   workgroupBarrier();
@@ -329,7 +370,7 @@ fn sample_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     var pick = NONE;
     var lastj = NONE;
     for (var j = lo; j < hi; j++) {
-      let z = logits[base + j] * params.inv_temp;
+      let z = logits[base + j] * p.inv_temp;
       let k = key_of(z);
       if (k != 0u && k >= keep_from) {
         let p = exp(z - m);

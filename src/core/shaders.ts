@@ -70,5 +70,6 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_elementwise: ['ops/elementwise.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
   ops_sample: ['core/order.wgsl', 'ops/sample.wgsl'],
+  ops_logits: ['ops/logits.wgsl'],
   ops_moe_route: ['core/order.wgsl', 'ops/moe_route.wgsl'], ops_moe_sort: ['ops/moe_sort.wgsl'], ops_moe_combine: ['ops/moe_combine.wgsl'],
 };

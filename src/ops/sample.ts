@@ -99,3 +99,84 @@ export function sample(rt: Runtime, logits: Tensor, p: SamplingParams, o: TokenO
   }, rows);
   return out;
 }
+
+/** Words of one row's parameters in sampleRows' `params` (RowParams in shaders/ops/sample.wgsl). */
+export const ROW_PARAM_WORDS = 8;
+
+/** One row's sampling settings, as sampleRows reads them. */
+export interface RowSampling {
+  /** 0: greedy. */
+  temperature: number;
+  /** 0: all. */
+  topK: number;
+  /** 1: all. */
+  topP: number;
+  /** 0: none. Tokens less probable than minP × the top token's are out (before top-k and top-p). */
+  minP: number;
+  seed: number;
+  /** The request's own token index: a new draw per token. */
+  step: number;
+  /** Which of the request's samples (its draws differ from its siblings'). */
+  stream: number;
+}
+
+/** Writes row `i`'s settings into a RowParams array (u32 words, f32 fields bit-cast). */
+export function packRowSampling(words: Uint32Array, i: number, s: RowSampling): void {
+  const f = new Float32Array(words.buffer, words.byteOffset, words.length);
+  const o = i * ROW_PARAM_WORDS;
+  f[o] = s.temperature === 0 ? 0 : Math.fround(1 / s.temperature);
+  words[o + 1] = s.topK >>> 0;
+  f[o + 2] = s.topP;
+  f[o + 3] = s.minP;
+  words[o + 4] = s.seed >>> 0;
+  words[o + 5] = s.step >>> 0;
+  words[o + 6] = s.stream >>> 0;
+  words[o + 7] = 0;
+}
+
+/**
+ * i32 [rows]: each row drawn with its own settings, `params` a u32 tensor of rows × ROW_PARAM_WORDS
+ * (packRowSampling): the same procedure as sample, with min-p first, and the draw at
+ * u = reference.sampleUniform(seed, stream, step). No validation of the packed values: the request
+ * engine builds them from checked requests.
+ */
+export function sampleRows(rt: Runtime, logits: Tensor, params: Tensor, o: TokenOptions = {}): Tensor {
+  const op = 'sampleRows';
+  const { rows, V, out } = prepare(rt, op, logits, o);
+  checkTensor(params, op, 'params');
+  check(params.numel >= rows * ROW_PARAM_WORDS, op, 'params', `at least ${rows * ROW_PARAM_WORDS} words (rows × ${ROW_PARAM_WORDS})`, shapeStr(params.shape));
+  rt.dispatch(rt.kernel('ops_sample', 'sample_rows_main', { consts: { WG: workgroupSize(rt, V) } }), { logits, out, row_params: params },
+    { rows, V, top_k: 0, has_top_p: 0, inv_temp: 0, top_p: 1, seed: 0, step: 0 }, rows);
+  return out;
+}
+
+/** Words of one edit in adjustLogits' `edits`: (row, token, rep as f32, add as f32). */
+export const EDIT_WORDS = 4;
+
+/**
+ * In place: `n` sparse edits of logits [rows, V], each (row, token, rep, add) making l = (l > 0 ? l / rep :
+ * l · rep) + add — repetition penalty, presence and frequency penalties and logit bias folded per token.
+ */
+export function adjustLogits(rt: Runtime, logits: Tensor, edits: Tensor, n: number): void {
+  const op = 'adjustLogits';
+  checkTensor(logits, op, 'logits');
+  checkTensor(edits, op, 'edits');
+  check(edits.numel >= n * EDIT_WORDS, op, 'edits', `at least ${n * EDIT_WORDS} words`, shapeStr(edits.shape));
+  if (n === 0) return;
+  const groups = Math.ceil(n / 64);
+  const x = Math.min(groups, 65535);
+  rt.dispatch(rt.kernel('ops_logits', 'adjust_main'), { logits, edits }, { V: logits.shape[1], n }, [x, Math.ceil(groups / x), 1]);
+}
+
+/**
+ * In place: for each of `n` masked rows, mask_rows[i] names the row of logits and masks[i × ⌈V/32⌉ ...]
+ * its allowed tokens (bit t); the others become -inf.
+ */
+export function maskLogits(rt: Runtime, logits: Tensor, masks: Tensor, maskRows: Tensor, n: number): void {
+  const op = 'maskLogits';
+  checkTensor(logits, op, 'logits');
+  const V = logits.shape[1];
+  check(masks.numel >= n * Math.ceil(V / 32), op, 'masks', `at least ${n} rows of ${Math.ceil(V / 32)} words`, shapeStr(masks.shape));
+  if (n === 0) return;
+  rt.dispatch(rt.kernel('ops_logits', 'mask_main'), { logits, masks, mask_rows: maskRows }, { V, n }, [Math.ceil(V / 256), n, 1]);
+}

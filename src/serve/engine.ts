@@ -1,0 +1,612 @@
+// The request engine (SPEC §9): one per model. Requests arrive at any time; each step the scheduler
+// places the running requests' decodes first, then prompt chunks under the token budget (requests that
+// have waited first), records the step through the model (models/model.ts, Model.recordStep) and
+// streams the sampled tokens back to each request. Up to tuning.stepsInFlight steps are in flight: a
+// request's next input can be the previous step's sampled id still on the GPU.
+//
+// Blocks are taken as sequences grow. When a decode finds none free, the newest running sequences are
+// preempted: their blocks go back (the prefix cache usually keeps them) and they wait to be recomputed
+// from their prompt and the tokens they had (vLLM's recompute policy). A sequence's draws are keyed by
+// its request's seed and its own token index, so neither the batch, the prefix cache nor a preemption
+// changes what it samples. A request that could never fit the cache is refused before it starts.
+//
+// Requests whose sampling needs their own newest token on the host (penalties, a grammar) sit out a step
+// when that token is still in flight; the others never wait for the host.
+import { WebinferError, check, fmt } from '../core/errors.js';
+import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
+import type { KVCacheManager } from './kv_manager.js';
+
+/** Per-request sampling settings (checked by the caller: generate, or the OpenAI layer). */
+export interface Sampling {
+  /** 0: greedy. */
+  temperature: number;
+  topP: number;
+  topK: number;
+  minP: number;
+  /** The request's random stream; undefined: a fresh one. */
+  seed?: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  repetitionPenalty: number;
+  /** Added to the logits of these tokens (OpenAI's logit_bias). */
+  logitBias?: ReadonlyMap<number, number>;
+}
+
+export const GREEDY: Sampling = Object.freeze({ temperature: 0, topP: 1, topK: 0, minP: 0, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1 });
+
+/** A per-step token mask for a constrained choice (serve/grammar.ts makes them from a response_format). */
+export interface TokenConstraint {
+  fillMask(mask: Uint32Array): void;
+  accept(token: number): boolean;
+  readonly done: boolean;
+}
+
+export type FinishReason = 'stop' | 'length';
+
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+  /** The most probable tokens at this position (when asked for). */
+  top: { token: number; logprob: number }[];
+}
+
+export interface RequestOptions {
+  prompt: Int32Array;
+  /** New tokens at most, per choice. */
+  maxTokens: number;
+  /** Choices sampled from the prompt (OpenAI's n); they share its cached blocks. */
+  n?: number;
+  sampling?: Sampling;
+  /** Tokens that end a choice (reported, with finish 'stop'). */
+  stopTokens?: ReadonlySet<number>;
+  /** null: none; k ≥ 0: each token's logprob and the k most probable. */
+  logprobs?: number | null;
+  /** Makes each choice's constraint (a grammar). */
+  constraint?: () => TokenConstraint;
+  signal?: AbortSignal;
+  /** Tokens as they come, per choice; throwing (or a rejected promise) ends this request with that error. */
+  onTokens?: (choice: number, tokens: number[], logprobs: TokenLogprob[] | null) => void | Promise<void>;
+  /** What keeps this request's cached blocks apart from other requests' with equal ids. */
+  cacheSalt?: string;
+}
+
+/** A submitted request: its result, and a way to end one choice early (a stop string matched). */
+export interface RequestHandle {
+  readonly result: Promise<RequestResult>;
+  /** Ends choice i with finish 'stop' (its blocks go back at once); the result resolves once all have ended. */
+  stopChoice(i: number): void;
+}
+
+export interface RequestResult {
+  tokens: number[][];
+  finish: FinishReason[];
+  promptTokens: number;
+  /** Prompt tokens the prefix cache gave the first choice. */
+  cachedTokens: number;
+}
+
+/** What the model does for the engine: one step recorded and submitted. */
+export interface StepRunner {
+  readonly kv: KVCacheManager;
+  readonly maxTokensPerStep: number;
+  readonly maxSeqsPerStep: number;
+  readonly vocabSize: number;
+  readonly capacity: number;
+  /** The step about to be recorded. */
+  readonly stepNo: number;
+  /** Steps in flight, read when the engine starts a run. */
+  stepsInFlight(op: string): number;
+  assertAlive(op: string): void;
+  recordStep(rows: StepRow[], proc: StepProcessing | null): StepRecord;
+}
+
+export interface StepRow {
+  id: string;
+  /** Ids to place; a negative id -(1 + r) is row r of the previous step's sampled ids (still on the GPU). */
+  ids: number[];
+  sample: boolean;
+}
+
+/** The sampled rows' own settings, edits, masks and logprob copies (null: all greedy, nothing else). */
+export interface StepProcessing {
+  params: Uint32Array | null;
+  edits: Uint32Array;
+  nEdits: number;
+  masks: Uint32Array;
+  maskRows: Int32Array;
+  nMasks: number;
+  /** Sampled rows whose raw logits come back. */
+  logprobRows: number[];
+}
+
+export interface StepRecord {
+  step: number;
+  /** Tokens placed. */
+  T: number;
+  /** Each row's place among the step's sampled ids (-1: none). */
+  sampledRow: number[];
+  ids: Promise<ArrayBuffer>;
+  /** The raw logits of the logprob rows, in their order. */
+  logits: Promise<ArrayBuffer> | null;
+}
+
+interface Choice {
+  req: Req;
+  index: number;
+  id: string;
+  /** What a (re)admission prefills: the prompt, then the tokens it had when preempted. */
+  input: number[];
+  fed: number;
+  out: number[];
+  /** Samples requested (known or in flight). */
+  issued: number;
+  state: 'waiting' | 'running' | 'done';
+  lastStep: number;
+  lastRow: number;
+  seed: number;
+  constraint: TokenConstraint | null;
+  /** Output token counts (penalties). */
+  counts: Map<number, number> | null;
+  finish: FinishReason | null;
+  arrival: number;
+}
+
+interface Req {
+  o: RequestOptions;
+  prompt: number[];
+  choices: Choice[];
+  sampling: Sampling;
+  needsHost: boolean;
+  cachedTokens: number;
+  finished: boolean;
+  resolve: (r: RequestResult) => void;
+  reject: (e: unknown) => void;
+  onAbort?: () => void;
+}
+
+interface InFlight { rec: StepRecord; rows: { c: Choice; row: number }[]; lpRows: Choice[] }
+
+export interface EngineCounters {
+  steps: number;
+  tokens: number;
+  generated: number;
+  hostMs: number;
+  preemptions: number;
+}
+
+function freshSeed(): number {
+  const c = (globalThis as { crypto?: Crypto }).crypto;
+  if (c?.getRandomValues) return c.getRandomValues(new Uint32Array(1))[0];
+  return Math.floor(Math.random() * 2 ** 32) >>> 0;
+}
+
+export class RequestEngine {
+  readonly counters: EngineCounters = { steps: 0, tokens: 0, generated: 0, hostMs: 0, preemptions: 0 };
+  private readonly waiting: Choice[] = [];
+  private readonly running: Choice[] = [];
+  private readonly inflight: InFlight[] = [];
+  private readonly exclusive: { fn: () => Promise<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
+  private driving = false;
+  private arrivals = 0;
+  private nextId = 0;
+  private inFlightSteps = 3;
+  private destroyed: string | null = null;
+  private paramWords = new Uint32Array(0);
+  private editWords = new Uint32Array(0);
+  private maskWords = new Uint32Array(0);
+
+  constructor(private readonly m: StepRunner) {}
+
+  /** Requests not finished. */
+  get pending(): number {
+    const reqs = new Set<Req>();
+    for (const c of [...this.waiting, ...this.running]) reqs.add(c.req);
+    return reqs.size;
+  }
+
+  /** Tokens a request may hold at most: prompt and new tokens within the cache. */
+  get capacity(): number {
+    return this.m.capacity;
+  }
+
+  /**
+   * Adds a request; it joins the running batch at the next step. Its result resolves with every
+   * choice's tokens once all have finished; rejects on abort (the signal's reason), a callback's
+   * error, or a fault.
+   */
+  submit(o: RequestOptions, op = 'submit'): RequestHandle {
+    const refused = (e: unknown): RequestHandle => {
+      const result = Promise.reject(e);
+      return { result, stopChoice: () => undefined };
+    };
+    if (this.destroyed) return refused(new WebinferError(`${op}: ${this.destroyed}`));
+    this.m.assertAlive(op);
+    const n = o.n ?? 1;
+    const total = o.prompt.length + o.maxTokens;
+    if (total > this.m.capacity) {
+      return refused(new WebinferError(`${op}: the prompt (${o.prompt.length} tokens) and max tokens (${o.maxTokens}) need ${total} tokens; the cache holds ${this.m.capacity}`));
+    }
+    if (o.signal?.aborted) return refused(o.signal.reason ?? new DOMException('the request was aborted', 'AbortError'));
+    const sampling = o.sampling ?? GREEDY;
+    const needsHost = !!o.constraint || sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0 || sampling.repetitionPenalty !== 1;
+    let req!: Req;
+    const result = new Promise<RequestResult>((resolve, reject) => {
+      const prompt = Array.from(o.prompt);
+      req = { o, prompt, choices: [], sampling, needsHost, cachedTokens: 0, finished: false, resolve, reject };
+      const seed = sampling.seed ?? freshSeed();
+      const arrival = this.arrivals++;
+      for (let i = 0; i < n; i++) {
+        const c: Choice = {
+          req, index: i, id: `r${this.nextId++}`, input: prompt, fed: 0, out: [], issued: 0, state: 'waiting', lastStep: -1, lastRow: -1,
+          seed, constraint: o.constraint ? o.constraint() : null, counts: needsHost ? new Map() : null, finish: null, arrival,
+        };
+        req.choices.push(c);
+        this.waiting.push(c);
+      }
+      if (o.signal) {
+        const sig = o.signal;
+        req.onAbort = () => this.fail(req, sig.reason ?? new DOMException('the request was aborted', 'AbortError'));
+        sig.addEventListener('abort', req.onAbort, { once: true });
+      }
+      this.drive();
+    });
+    return {
+      result,
+      stopChoice: (i: number) => {
+        const c = req.choices[i];
+        if (!c || c.state === 'done' || req.finished) return;
+        this.finish(c, 'stop');
+        if (req.choices.every((x) => x.state === 'done')) this.complete(req);
+      },
+    };
+  }
+
+  /**
+   * Runs fn with no step in flight and none recorded until it settles (logits, the profilers): they use
+   * the model's step buffers and the block manager directly.
+   */
+  runExclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.destroyed) return Promise.reject(new WebinferError(this.destroyed));
+    return new Promise<T>((resolve, reject) => {
+      this.exclusive.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      this.drive();
+    });
+  }
+
+  /** Rejects every request and stops: `why` says what happened ("Model.generate: the model was destroyed ..."). */
+  destroy(why: string): void {
+    if (this.destroyed) return;
+    this.destroyed = why;
+    const reqs = new Set<Req>([...this.waiting, ...this.running].map((c) => c.req));
+    for (const r of reqs) this.fail(r, new WebinferError(why));
+    for (const x of this.exclusive.splice(0)) x.reject(new WebinferError(why));
+  }
+
+  private drive(): void {
+    if (this.driving) return;
+    this.driving = true;
+    void this.loop().finally(() => { this.driving = false; });
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      for (;;) {
+        if (this.destroyed) return;
+        if (this.exclusive.length) {
+          // Exclusive work runs between steps, once the steps in flight are back.
+          if (this.inflight.length) { await this.apply(); continue; }
+          const x = this.exclusive.shift()!;
+          try { x.resolve(await x.fn()); } catch (e) { x.reject(e); }
+          continue;
+        }
+        if (!this.waiting.length && !this.running.length) {
+          // Finished requests may still have steps in flight: their ids are dropped, but waited for.
+          if (this.inflight.length) { await this.apply(); continue; }
+          return;
+        }
+        if (this.inflight.length === 0) this.inFlightSteps = this.m.stepsInFlight('RequestEngine');
+        const h0 = performance.now();
+        const planned = this.plan();
+        if (!planned) {
+          if (this.inflight.length) { await this.apply(); continue; }
+          // Nothing can run and nothing is in flight: only possible if a waiting choice cannot fit
+          // the empty cache, which submit refuses. Fail them rather than spin.
+          const stuck = new Set(this.waiting.map((c) => c.req));
+          for (const r of stuck) this.fail(r, new WebinferError(`RequestEngine: no step could be scheduled for a request of ${r.prompt.length} prompt tokens (${this.m.kv.freeBlocks} free blocks)`));
+          continue;
+        }
+        this.counters.hostMs += performance.now() - h0;
+        if (this.inflight.length >= this.inFlightSteps) await this.apply();
+      }
+    } catch (e) {
+      // A fault (device lost, an internal error): every request ends with it, nothing is left behind.
+      for (const f of this.inflight.splice(0)) { await f.rec.ids.catch(() => undefined); await f.rec.logits?.catch(() => undefined); }
+      const reqs = new Set<Req>([...this.waiting, ...this.running].map((c) => c.req));
+      for (const r of reqs) this.fail(r, e);
+      for (const x of this.exclusive.splice(0)) x.reject(e);
+    }
+  }
+
+  /** Schedules and records one step; false when nothing could be placed. */
+  private plan(): boolean {
+    const m = this.m, kv = m.kv;
+    const rows: StepRow[] = [];
+    const who: Choice[] = [];
+    let budget = m.maxTokensPerStep;
+    let claimed = 0;
+    const step = m.stepNo;
+    const inStep = new Set<Choice>();
+    const avail = () => kv.freeBlocks - claimed;
+    // Decodes first, oldest requests first.
+    this.running.sort((a, b) => a.arrival - b.arrival || a.index - b.index);
+    for (let i = 0; i < this.running.length; i++) {
+      const c = this.running[i];
+      if (rows.length >= m.maxSeqsPerStep || budget === 0) break;
+      if (c.state !== 'running' || c.fed < c.input.length || c.issued >= c.req.o.maxTokens) continue;
+      const known = c.out.length === c.issued;
+      // A token still on the GPU is read from the previous step's ids only.
+      if (!known && (c.lastStep !== step - 1 || c.req.needsHost)) continue;
+      const need = kv.blocksToGrow(c.id, 1);
+      while (need > avail()) {
+        // Preempt the newest running choice not in this step (maybe this one).
+        const victim = this.newestRunning(inStep);
+        if (!victim) break;
+        this.preempt(victim);
+        if (victim === c) break;
+      }
+      if (c.state !== 'running' || need > avail()) continue;
+      claimed += need;
+      rows.push({ id: c.id, ids: [known ? c.out[c.out.length - 1] : -(1 + c.lastRow)], sample: true });
+      who.push(c);
+      inStep.add(c);
+      budget--;
+    }
+    // Then prompt chunks: running prefills, then admissions in arrival order.
+    const chunk = (c: Choice): boolean => {
+      let n = Math.min(budget, c.input.length - c.fed);
+      // As many tokens as the free blocks hold.
+      const room = avail() * kv.blockSize + (kv.seqLen(c.id) % kv.blockSize === 0 ? 0 : kv.blockSize - (kv.seqLen(c.id) % kv.blockSize));
+      n = Math.min(n, room);
+      if (n <= 0) return false;
+      claimed += kv.blocksToGrow(c.id, n);
+      const last = c.fed + n === c.input.length;
+      rows.push({ id: c.id, ids: c.input.slice(c.fed, c.fed + n), sample: last });
+      who.push(c);
+      inStep.add(c);
+      c.fed += n;
+      budget -= n;
+      return true;
+    };
+    for (const c of this.running) {
+      if (rows.length >= m.maxSeqsPerStep || budget === 0) break;
+      if (c.state === 'running' && c.fed < c.input.length && !inStep.has(c)) chunk(c);
+    }
+    this.waiting.sort((a, b) => a.arrival - b.arrival || a.index - b.index);
+    while (this.waiting.length && rows.length < m.maxSeqsPerStep && budget > 0) {
+      const c = this.waiting[0];
+      // A preempted choice waits for its tokens in flight; a sibling for the first choice's prompt.
+      if (c.out.length !== c.issued) break;
+      if (c.index > 0 && c.issued === 0) {
+        const first = c.req.choices[0];
+        if (first.state === 'waiting' || (first.state === 'running' && first.fed < first.input.length)) break;
+      }
+      const cached = kv.addSequence(c.id, { tokens: c.input, salt: c.req.o.cacheSalt });
+      c.fed = cached;
+      if (!chunk(c)) {
+        kv.freeSequence(c.id);
+        c.fed = 0;
+        break;
+      }
+      if (c.index === 0 && c.issued === 0 && c.input === c.req.prompt) c.req.cachedTokens = cached;
+      this.waiting.shift();
+      c.state = 'running';
+      this.running.push(c);
+    }
+    if (!rows.length) return false;
+    this.record(rows, who);
+    return true;
+  }
+
+  private newestRunning(exclude: Set<Choice>): Choice | null {
+    let v: Choice | null = null;
+    for (const c of this.running) {
+      if (c.state !== 'running' || exclude.has(c)) continue;
+      if (!v || c.arrival > v.arrival || (c.arrival === v.arrival && c.index > v.index)) v = c;
+    }
+    return v;
+  }
+
+  /** Frees a running choice's blocks; it waits to be recomputed from its prompt and the tokens it had. */
+  private preempt(c: Choice): void {
+    this.m.kv.freeSequence(c.id);
+    this.running.splice(this.running.indexOf(c), 1);
+    c.state = 'waiting';
+    c.fed = 0;
+    c.id = `r${this.nextId++}`;
+    this.waiting.push(c);
+    this.counters.preemptions++;
+  }
+
+  private record(rows: StepRow[], who: Choice[]): void {
+    const m = this.m;
+    // Sampled rows' settings, edits and masks, in the order the step samples them (request order).
+    const sampled = who.filter((_, i) => rows[i].sample);
+    let proc: StepProcessing | null = null;
+    const special = sampled.some((c) => c.req.sampling !== GREEDY || c.req.o.logprobs != null || c.constraint);
+    if (special) {
+      const R = sampled.length;
+      if (this.paramWords.length < R * ROW_PARAM_WORDS) this.paramWords = new Uint32Array(R * ROW_PARAM_WORDS * 2);
+      const edits: number[][] = [];
+      const masked: number[] = [];
+      const W = Math.ceil(m.vocabSize / 32);
+      sampled.forEach((c, r) => {
+        const s = c.req.sampling;
+        packRowSampling(this.paramWords, r, { temperature: s.temperature, topK: s.topK, topP: s.topP, minP: s.minP, seed: c.seed, step: c.issued, stream: c.index });
+        const e = this.editsFor(c);
+        for (const [tok, rep, add] of e) edits.push([r, tok, rep, add]);
+        if (c.constraint) masked.push(r);
+      });
+      if (this.editWords.length < edits.length * EDIT_WORDS) this.editWords = new Uint32Array(edits.length * EDIT_WORDS * 2);
+      const ef = new Float32Array(this.editWords.buffer);
+      edits.forEach(([r, t, rep, add], i) => { this.editWords[4 * i] = r; this.editWords[4 * i + 1] = t; ef[4 * i + 2] = rep; ef[4 * i + 3] = add; });
+      if (this.maskWords.length < masked.length * W) this.maskWords = new Uint32Array(masked.length * W * 2);
+      masked.forEach((r, i) => {
+        const view = this.maskWords.subarray(i * W, (i + 1) * W);
+        view.fill(0);
+        sampled[r].constraint!.fillMask(view);
+      });
+      proc = {
+        params: this.paramWords.subarray(0, R * ROW_PARAM_WORDS), edits: this.editWords, nEdits: edits.length,
+        masks: this.maskWords, maskRows: Int32Array.from(masked), nMasks: masked.length,
+        logprobRows: sampled.flatMap((c, r) => (c.req.o.logprobs != null ? [r] : [])),
+      };
+    }
+    const rec = m.recordStep(rows, proc);
+    const out: { c: Choice; row: number }[] = [];
+    who.forEach((c, i) => {
+      if (!rows[i].sample) return;
+      c.lastStep = rec.step;
+      c.lastRow = rec.sampledRow[i];
+      c.issued++;
+      out.push({ c, row: rec.sampledRow[i] });
+    });
+    this.counters.steps++;
+    this.counters.tokens += rec.T;
+    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [] });
+  }
+
+  /**
+   * A choice's logit edits: per token (rep, add) — repetition penalty over prompt and output (HF's), then
+   * presence and frequency penalties over output counts (OpenAI's), then logit bias.
+   */
+  private editsFor(c: Choice): [number, number, number][] {
+    const s = c.req.sampling;
+    const map = new Map<number, [number, number]>();
+    const at = (t: number) => { let v = map.get(t); if (!v) { v = [1, 0]; map.set(t, v); } return v; };
+    if (s.repetitionPenalty !== 1) {
+      for (const t of c.req.prompt) at(t)[0] = s.repetitionPenalty;
+      for (const t of c.out) at(t)[0] = s.repetitionPenalty;
+    }
+    if (c.counts && (s.presencePenalty !== 0 || s.frequencyPenalty !== 0)) {
+      for (const [t, k] of c.counts) at(t)[1] -= s.presencePenalty + s.frequencyPenalty * k;
+    }
+    if (s.logitBias) for (const [t, b] of s.logitBias) at(t)[1] += b;
+    return [...map].map(([t, [rep, add]]) => [t, rep, add]);
+  }
+
+  /** Waits for the oldest step in flight and hands its tokens to their requests. */
+  private async apply(): Promise<void> {
+    const f = this.inflight.shift()!;
+    const ids = new Int32Array(await f.rec.ids);
+    const lp = f.rec.logits ? new Float32Array(await f.rec.logits) : null;
+    if (this.destroyed) return;
+    const V = this.m.vocabSize;
+    const events = new Map<Req, Map<number, { tokens: number[]; lps: TokenLogprob[] | null }>>();
+    for (const { c, row } of f.rows) {
+      if (c.state === 'done' || c.req.finished) continue;
+      const tok = ids[row];
+      let logprob: TokenLogprob | null = null;
+      if (lp && c.req.o.logprobs != null) {
+        const k = f.lpRows.indexOf(c);
+        logprob = logprobOf(lp.subarray(k * V, (k + 1) * V), tok, c.req.o.logprobs);
+      }
+      c.out.push(tok);
+      if (c.counts) c.counts.set(tok, (c.counts.get(tok) ?? 0) + 1);
+      if (c.constraint) c.constraint.accept(tok);
+      if (c.state === 'running') this.m.kv.appendTokens(c.id, [tok]);
+      this.counters.generated++;
+      let e = events.get(c.req);
+      if (!e) events.set(c.req, e = new Map());
+      let ce = e.get(c.index);
+      if (!ce) e.set(c.index, ce = { tokens: [], lps: logprob ? [] : null });
+      ce.tokens.push(tok);
+      if (logprob) ce.lps!.push(logprob);
+      if (c.req.o.stopTokens?.has(tok)) this.finish(c, 'stop');
+      else if (c.out.length >= c.req.o.maxTokens) this.finish(c, 'length');
+    }
+    for (const [req, e] of events) {
+      if (req.finished) continue;
+      if (req.o.onTokens) {
+        for (const [choice, { tokens, lps }] of e) {
+          try {
+            const p = req.o.onTokens(choice, tokens, lps);
+            if (p && typeof (p as Promise<void>).then === 'function') (p as Promise<void>).then(undefined, (err) => this.fail(req, err));
+          } catch (err) {
+            this.fail(req, err);
+            break;
+          }
+        }
+      }
+      if (!req.finished && req.choices.every((c) => c.state === 'done')) this.complete(req);
+    }
+  }
+
+  private finish(c: Choice, why: FinishReason): void {
+    c.finish = why;
+    this.retire(c);
+  }
+
+  /** Takes a choice out of the queues; its blocks go back at once (steps still in flight that used them
+   *  run before any step that reuses them: the queue keeps submission order). */
+  private retire(c: Choice): void {
+    if (c.state === 'running') {
+      this.m.kv.freeSequence(c.id);
+      this.running.splice(this.running.indexOf(c), 1);
+    } else if (c.state === 'waiting') {
+      this.waiting.splice(this.waiting.indexOf(c), 1);
+    }
+    c.state = 'done';
+  }
+
+  private complete(req: Req): void {
+    req.finished = true;
+    if (req.onAbort) req.o.signal?.removeEventListener('abort', req.onAbort);
+    req.resolve({ tokens: req.choices.map((c) => c.out), finish: req.choices.map((c) => c.finish ?? 'length'), promptTokens: req.prompt.length, cachedTokens: req.cachedTokens });
+  }
+
+  /** Ends a request with an error: its choices leave the queues and their blocks go back. */
+  private fail(req: Req, e: unknown): void {
+    if (req.finished) return;
+    req.finished = true;
+    for (const c of req.choices) if (c.state !== 'done') this.retire(c);
+    if (req.onAbort) req.o.signal?.removeEventListener('abort', req.onAbort);
+    req.reject(e);
+  }
+}
+
+/** log-softmax of one row at `tok`, and its k most probable tokens (float64 on the host). */
+export function logprobOf(row: Float32Array, tok: number, k: number): TokenLogprob {
+  let mx = -Infinity;
+  for (let i = 0; i < row.length; i++) if (row[i] > mx) mx = row[i];
+  let s = 0;
+  for (let i = 0; i < row.length; i++) s += Math.exp(row[i] - mx);
+  const lse = mx + Math.log(s);
+  const top: { token: number; logprob: number }[] = [];
+  if (k > 0) {
+    // A small sorted list: k is at most 20.
+    for (let i = 0; i < row.length; i++) {
+      const v = row[i];
+      if (top.length === k && v <= top[k - 1].logprob) continue;
+      let j = top.length < k ? top.length : k - 1;
+      if (top.length < k) top.push({ token: i, logprob: v });
+      while (j > 0 && top[j - 1].logprob < v) { top[j] = top[j - 1]; j--; }
+      top[j] = { token: i, logprob: v };
+    }
+    for (const t of top) t.logprob -= lse;
+  }
+  return { token: tok, logprob: row[tok] - lse, top };
+}
+
+/** Checks a token id list as numbers before any conversion (2^32 + 1 must not wrap to 1). */
+export function checkTokenIds(op: string, arg: string, t: unknown, vocab: number): Int32Array {
+  const ok = (Array.isArray(t) || t instanceof Int32Array) && (t as ArrayLike<number>).length > 0;
+  check(ok, op, arg, 'a non-empty number[] or Int32Array of token ids', t);
+  const a = t as ArrayLike<unknown>;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= vocab) {
+      throw new WebinferError(`${op}: ${arg}[${i}]: expected a token id in [0, ${vocab}), got ${fmt(x)}`);
+    }
+  }
+  return Int32Array.from(a as ArrayLike<number>);
+}
