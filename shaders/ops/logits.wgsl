@@ -7,7 +7,7 @@
 // mask_main: a bit mask per constrained row (bit t of word t/32 set = token t allowed): the others
 //   become -inf. Workgroups (x: V / 256, y: the masked row's index among mask_rows).
 
-struct Params { V: u32, n: u32, }
+struct Params { V: u32, n: u32, neg_inf: f32, }
 
 struct Edit { row: u32, token: u32, rep: f32, add: f32, }
 
@@ -34,5 +34,6 @@ fn mask_main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_i
   if (t >= params.V || wid.y >= params.n) { return; }
   let W = (params.V + 31u) / 32u;
   let allowed = (masks[wid.y * W + t / 32u] >> (t % 32u)) & 1u;
-  if (allowed == 0u) { logits[mask_rows[wid.y] * params.V + t] = bitcast<f32>(0xff800000u); }
+  // -inf comes from the host: a WGSL constant cannot be infinite.
+  if (allowed == 0u) { logits[mask_rows[wid.y] * params.V + t] = params.neg_inf; }
 }

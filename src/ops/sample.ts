@@ -165,7 +165,7 @@ export function adjustLogits(rt: Runtime, logits: Tensor, edits: Tensor, n: numb
   if (n === 0) return;
   const groups = Math.ceil(n / 64);
   const x = Math.min(groups, 65535);
-  rt.dispatch(rt.kernel('ops_logits', 'adjust_main'), { logits, edits }, { V: logits.shape[1], n }, [x, Math.ceil(groups / x), 1]);
+  rt.dispatch(rt.kernel('ops_logits', 'adjust_main'), { logits, edits }, { V: logits.shape[1], n, neg_inf: -Infinity }, [x, Math.ceil(groups / x), 1]);
 }
 
 /**
@@ -178,5 +178,5 @@ export function maskLogits(rt: Runtime, logits: Tensor, masks: Tensor, maskRows:
   const V = logits.shape[1];
   check(masks.numel >= n * Math.ceil(V / 32), op, 'masks', `at least ${n} rows of ${Math.ceil(V / 32)} words`, shapeStr(masks.shape));
   if (n === 0) return;
-  rt.dispatch(rt.kernel('ops_logits', 'mask_main'), { logits, masks, mask_rows: maskRows }, { V, n }, [Math.ceil(V / 256), n, 1]);
+  rt.dispatch(rt.kernel('ops_logits', 'mask_main'), { logits, masks, mask_rows: maskRows }, { V, n, neg_inf: -Infinity }, [Math.ceil(V / 256), n, 1]);
 }

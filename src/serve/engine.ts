@@ -390,6 +390,8 @@ export class RequestEngine {
         const first = c.req.choices[0];
         if (first.state === 'waiting' || (first.state === 'running' && first.fed < first.input.length)) break;
       }
+      // A preempted choice is recomputed from its prompt and every token it had.
+      if (c.out.length) c.input = [...c.req.prompt, ...c.out];
       const cached = kv.addSequence(c.id, { tokens: c.input, salt: c.req.o.cacheSalt });
       c.fed = cached;
       if (!chunk(c)) {

@@ -1,5 +1,6 @@
 // Every test case, in the order the runners list them.
 import { engineCases } from './engine.cases';
+import { faultCases } from './faults.cases';
 import { mergeCases } from './merge.cases';
 import { mlaCases } from './mla.cases';
 import { pagedCases } from './paged.cases';
@@ -13,6 +14,7 @@ import { opsCases } from './ops.cases';
 import { moeCases } from './moe.cases';
 import { modelCases } from './model.cases';
 import { quantCases } from './quant.cases';
+import { serveCases } from './serve.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -25,4 +27,6 @@ export const allCases: TestCase[] = [
   ...opsCases,
   ...moeCases,
   ...modelCases,
+  ...faultCases,
+  ...serveCases,
 ];

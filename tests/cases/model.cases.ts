@@ -16,13 +16,13 @@ interface Golden {
   step_margins: number[][];
 }
 
-interface GoldenModel { name: string; config: Record<string, unknown>; weights: Uint8Array; golden: Golden }
+export interface GoldenModel { name: string; config: Record<string, unknown>; weights: Uint8Array; golden: Golden }
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const cache = new Map<string, Promise<GoldenModel>>();
 
 /** A golden's config, checkpoint bytes and HF outputs (read once per runtime). */
-function golden(ctx: CaseContext, name: string): Promise<GoldenModel> {
+export function golden(ctx: CaseContext, name: string): Promise<GoldenModel> {
   let g = cache.get(name);
   if (!g) {
     g = (async () => ({
@@ -36,7 +36,7 @@ function golden(ctx: CaseContext, name: string): Promise<GoldenModel> {
   return g;
 }
 
-async function load(engine: Engine, g: GoldenModel, o: { dtype?: 'f32' | 'f16' | 'bf16'; maxTokensPerStep?: number; maxSeqsPerStep?: number; kvCache?: { dtype: 'fp8_ds_mla' } } = {}): Promise<Model> {
+export async function load(engine: Engine, g: GoldenModel, o: { dtype?: 'f32' | 'f16' | 'bf16'; maxTokensPerStep?: number; maxSeqsPerStep?: number; kvCache?: { dtype: 'fp8_ds_mla' } } = {}): Promise<Model> {
   return engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...o });
 }
 
@@ -539,9 +539,15 @@ export const modelCases: TestCase[] = defineCases('models', [
         await expectThrows(() => model.generate([]), 'Model.generate: prompts: expected a non-empty array');
         await expectThrows(() => model.logits([]), 'Model.logits: tokens: expected a non-empty');
         await expectThrows(() => model.generate([[1]], { maxNewTokens: 10 ** 7 }), 'Model.generate: prompts[0]: expected a prompt that fits the cache');
-        const busy = model.generate([[1, 2]], { maxNewTokens: 2 });
-        await expectThrows(() => model.logits([1]), 'another logits or generate call of this model is running');
-        await busy;
+        // logits while a generate runs: it waits between steps, and both give what they give alone.
+        const alone = await model.logits(g.golden.prompts[0]);
+        const busy = model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+        const during = await model.logits(g.golden.prompts[0]);
+        equalArrays('logits during a generate', Array.from(during), Array.from(alone));
+        sameTokens('the generate around a logits call', await busy, g.golden.greedy);
+        await expectThrows(() => model.generate(g.golden.prompts, { maxTokens: 8 } as object), "Model.generate: o: expected only the options maxNewTokens, temperature, topK, topP, seed, stopTokens, onToken, signal, got 'maxTokens' (did you mean 'maxNewTokens'?)");
+        await expectThrows(() => model.generate(g.golden.prompts, { signal: 'x' } as object), "Model.generate: o.signal: expected an AbortSignal, got 'x'");
+        await expectThrows(() => model.generate([[2 ** 32 + 1]]), 'Model.generate: prompts[0][0]: expected a token id in [0, 256), got 4294967297');
       } finally {
         model.destroy();
       }

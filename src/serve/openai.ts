@@ -1,0 +1,523 @@
+// OpenAI's Chat Completions and Completions over a model's request engine (API.md "Serving", SPEC §9):
+// model.chat.completions.create(req) and model.completions.create(req) take OpenAI's request objects
+// and give back OpenAI's objects, or with `stream: true` an async iterable of its chunks.
+//
+// Text: prompts are encoded by the model's tokenizer (and chat messages rendered by its template); each
+// choice's tokens go through a StreamDecoder (no delta splits a character or rewrites an earlier one)
+// and a StopMatcher (stop strings across token boundaries end the choice before them, and free its
+// blocks at once). End-of-sequence ids end a choice and are not text.
+//
+// Every field is checked before anything is queued; a field OpenAI has that this engine does not
+// honour is refused with a 400 naming it, never ignored. Tool calls: the template renders `tools`,
+// and the reply is parsed in the template's format (Hermes / Qwen <tool_call>, Llama 3 JSON); with
+// tools a stream holds the text back until the reply is complete, since a call cannot be told from
+// content before then. `response_format` json_schema / json_object constrains sampling with a token
+// mask per step (serve/grammar.ts).
+import { WebinferError } from '../core/errors.js';
+import { compileResponseFormat, type TokenVocabulary } from './grammar.js';
+import { badRequest, OpenAIError } from './errors.js';
+import { checkTokenIds, type FinishReason, type RequestEngine, type RequestResult, type Sampling, type TokenLogprob, type TokenConstraint } from './engine.js';
+import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from './text.js';
+import { parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
+
+/** What the serving surface needs of a model. */
+export interface ServedModel {
+  readonly engine: RequestEngine;
+  readonly id: string;
+  readonly vocabSize: number;
+  readonly capacity: number;
+  /** The model's context length (max_position_embeddings). */
+  readonly maxContext: number;
+  /** End-of-sequence ids of the config and generation config. */
+  readonly eosTokenIds: readonly number[];
+}
+
+export interface TextSetup {
+  tokenizer?: TextTokenizer;
+  template?: ChatTemplate;
+  /** generation_config.json's sampling defaults (temperature, top_p, top_k, repetition_penalty ...). */
+  generationConfig?: Record<string, unknown>;
+}
+
+const SAMPLING_FIELDS = ['max_tokens', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'stop', 'n', 'presence_penalty', 'frequency_penalty',
+  'repetition_penalty', 'logit_bias', 'stream', 'stream_options', 'signal', 'return_token_ids', 'model', 'user', 'stop_token_ids', 'ignore_eos',
+  'response_format', 'logprobs'];
+const CHAT_FIELDS = [...SAMPLING_FIELDS, 'messages', 'max_completion_tokens', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls',
+  'chat_template_kwargs', 'add_generation_prompt'];
+const COMPLETION_FIELDS = [...SAMPLING_FIELDS, 'prompt', 'echo', 'best_of', 'suffix'];
+/** Fields OpenAI has that are refused by name (no silent ignoring). */
+const UNSUPPORTED: Record<string, string> = {
+  functions: "the legacy 'functions' field; use 'tools'", function_call: "the legacy 'function_call' field; use 'tool_choice'",
+  audio: 'audio output', modalities: 'modalities other than text', prediction: 'predicted outputs', store: 'stored completions',
+  metadata: 'stored completion metadata', service_tier: 'service tiers', reasoning_effort: 'reasoning effort', web_search_options: 'web search',
+};
+
+type Json = Record<string, unknown>;
+
+interface Parsed {
+  prompt: number[];
+  maxTokens: number;
+  n: number;
+  sampling: Sampling;
+  stops: string[];
+  stopIds: Set<number>;
+  logprobs: number | null;
+  stream: boolean;
+  includeUsage: boolean;
+  returnTokenIds: boolean;
+  signal?: AbortSignal;
+  constraint?: () => TokenConstraint;
+  toolFormat: ToolCallFormat | null;
+  echo: boolean;
+}
+
+const isObj = (x: unknown): x is Json => x !== null && typeof x === 'object' && !Array.isArray(x);
+
+function num(r: Json, k: string, lo: number, hi: number, int = false): number | undefined {
+  const v = r[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (int && !Number.isInteger(v))) {
+    throw badRequest(k, `${int ? 'an integer' : 'a number'} in [${lo}, ${hi}]`, v);
+  }
+  return v;
+}
+
+function bool(r: Json, k: string): boolean | undefined {
+  const v = r[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw badRequest(k, 'a boolean', v);
+  return v;
+}
+
+/** An async queue: the engine pushes, the caller's for-await pulls; leaving the loop cancels. */
+class ChunkStream<T> implements AsyncIterable<T> {
+  private items: T[] = [];
+  private done = false;
+  private error: unknown = null;
+  private wake: (() => void) | null = null;
+  constructor(private readonly onCancel: () => void) {}
+  push(x: T): void { this.items.push(x); this.wake?.(); }
+  end(): void { this.done = true; this.wake?.(); }
+  fail(e: unknown): void { if (!this.done) { this.error = e ?? new WebinferError('stream failed'); this.done = true; this.wake?.(); } }
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    return {
+      next: async () => {
+        for (;;) {
+          if (this.items.length) return { value: this.items.shift()!, done: false };
+          if (this.error !== null) { const e = this.error; this.error = null; this.items = []; throw e; }
+          if (this.done) return { value: undefined, done: true };
+          await new Promise<void>((r) => { this.wake = r; });
+          this.wake = null;
+        }
+      },
+      return: async () => {
+        if (!this.done) { this.done = true; this.onCancel(); }
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}
+
+function randomId(prefix: string): string {
+  const b = new Uint8Array(12);
+  crypto.getRandomValues(b);
+  return prefix + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+/** Per choice: its decoder, stop matcher, text and tokens. */
+interface ChoiceText {
+  dec: StreamDecoder | null;
+  stop: StopMatcher;
+  text: string;
+  /** Text held back (tools: until the end). */
+  held: string;
+  ids: number[];
+  lps: TokenLogprob[];
+  finish: FinishReason | null;
+  ended: boolean;
+}
+
+export class OpenAIServing {
+  private readonly tok?: TextTokenizer;
+  private readonly template?: ChatTemplate;
+  private readonly gen: Record<string, unknown>;
+  private vocab: TokenVocabulary | null = null;
+
+  readonly chat: { completions: { create: (req: unknown) => Promise<Json> | AsyncIterable<Json> } };
+  readonly completions: { create: (req: unknown) => Promise<Json> | AsyncIterable<Json> };
+
+  constructor(private readonly m: ServedModel, text: TextSetup = {}) {
+    this.tok = text.tokenizer;
+    this.template = text.template;
+    this.gen = text.generationConfig ?? {};
+    this.chat = { completions: { create: (req) => this.create('chat', req) } };
+    this.completions = { create: (req) => this.create('completions', req) };
+  }
+
+  private create(kind: 'chat' | 'completions', req: unknown): Promise<Json> | AsyncIterable<Json> {
+    const stream = isObj(req) && req.stream === true;
+    if (!stream) {
+      return (async () => {
+        const p = await this.parse(kind, req);
+        return this.run(kind, p, null) as Promise<Json>;
+      })();
+    }
+    // A stream: the request is checked before the first chunk (a server answers 400 before any event).
+    let started: Promise<void> | null = null;
+    const out = new ChunkStream<Json>(() => ac.abort(new DOMException('the stream was closed by its reader', 'AbortError')));
+    const ac = new AbortController();
+    const iter: AsyncIterable<Json> = {
+      [Symbol.asyncIterator]: () => {
+        started ??= (async () => {
+          try {
+            const p = await this.parse(kind, req);
+            const outer = p.signal;
+            if (outer) {
+              if (outer.aborted) ac.abort(outer.reason);
+              else outer.addEventListener('abort', () => ac.abort(outer.reason), { once: true });
+            }
+            p.signal = ac.signal;
+            this.run(kind, p, out).then(() => out.end(), (e) => out.fail(e));
+          } catch (e) {
+            out.fail(e);
+          }
+        })();
+        return out[Symbol.asyncIterator]();
+      },
+    };
+    return iter;
+  }
+
+  /** Checks a request and turns it into the engine's terms. */
+  private async parse(kind: 'chat' | 'completions', req: unknown): Promise<Parsed> {
+    if (!isObj(req)) throw badRequest('request', 'an object', req);
+    const r = req as Json;
+    const allowed = kind === 'chat' ? CHAT_FIELDS : COMPLETION_FIELDS;
+    for (const k of Object.keys(r)) {
+      if (allowed.includes(k)) continue;
+      if (UNSUPPORTED[k]) throw new OpenAIError(`${k}: webinfer does not support ${UNSUPPORTED[k]}`, { param: k, code: 'unsupported_parameter' });
+      throw new OpenAIError(`${k}: unknown field (the ${kind === 'chat' ? 'Chat Completions' : 'Completions'} fields are ${allowed.join(', ')})`, { param: k, code: 'unknown_parameter' });
+    }
+    if (r.model !== undefined && r.model !== null && typeof r.model !== 'string') throw badRequest('model', 'a string', r.model);
+    if (r.signal !== undefined && !(typeof AbortSignal !== 'undefined' && r.signal instanceof AbortSignal)) throw badRequest('signal', 'an AbortSignal', String(r.signal));
+    const stream = bool(r, 'stream') ?? false;
+    if (r.stream_options !== undefined && r.stream_options !== null) {
+      if (!isObj(r.stream_options)) throw badRequest('stream_options', '{ include_usage?: boolean }', r.stream_options);
+      if (!stream) throw badRequest('stream_options', 'only with stream: true', r.stream_options);
+      for (const k of Object.keys(r.stream_options)) if (k !== 'include_usage' && k !== 'continuous_usage_stats') throw badRequest(`stream_options.${k}`, 'include_usage only', k);
+    }
+    const includeUsage = isObj(r.stream_options) && r.stream_options.include_usage === true;
+    const n = num(r, 'n', 1, 128, true) ?? 1;
+    if (kind === 'completions') {
+      if ((num(r, 'best_of', 1, 128, true) ?? n) !== n) throw new OpenAIError('best_of: webinfer samples exactly n choices; best_of other than n is not supported', { param: 'best_of' });
+      if (r.suffix !== undefined && r.suffix !== null) throw new OpenAIError('suffix: insertion (a suffix after the completion) is not supported', { param: 'suffix' });
+    }
+    const echo = kind === 'completions' && (bool(r, 'echo') ?? false);
+    // The prompt.
+    let prompt: number[];
+    let toolFormat: ToolCallFormat | null = null;
+    if (kind === 'chat') {
+      if (!Array.isArray(r.messages) || r.messages.length === 0) throw badRequest('messages', 'a non-empty array of { role, content }', r.messages);
+      const messages = r.messages.map((msg, i) => {
+        if (!isObj(msg)) throw badRequest(`messages[${i}]`, '{ role, content }', msg);
+        if (!['system', 'user', 'assistant', 'tool', 'developer'].includes(msg.role as string)) throw badRequest(`messages[${i}].role`, "'system', 'developer', 'user', 'assistant' or 'tool'", msg.role);
+        let content = msg.content;
+        if (Array.isArray(content)) {
+          // Parts: text only.
+          content = content.map((part, j) => {
+            if (!isObj(part) || part.type !== 'text' || typeof part.text !== 'string') {
+              throw new OpenAIError(`messages[${i}].content[${j}]: only { type: 'text', text } parts are supported (this model reads text), got ${JSON.stringify(part)?.slice(0, 80)}`, { param: `messages[${i}].content` });
+            }
+            return part.text;
+          }).join('');
+        }
+        if (content !== undefined && content !== null && typeof content !== 'string') throw badRequest(`messages[${i}].content`, 'a string or text parts', content);
+        if ((content === undefined || content === null) && !(msg.role === 'assistant' && Array.isArray(msg.tool_calls))) throw badRequest(`messages[${i}].content`, 'a string', content);
+        return { ...msg, role: msg.role === 'developer' ? 'system' : msg.role, content: content ?? '' } as ChatMessage;
+      });
+      if (!this.tok) throw new OpenAIError('messages: this model was loaded without a tokenizer (tokenizer.json or a GGUF\'s), so it cannot read text; use completions with prompt token ids', { param: 'messages', code: 'no_tokenizer' });
+      if (!this.template) throw new OpenAIError('messages: this model has no chat template (tokenizer_config.json chat_template); use completions with a prompt', { param: 'messages', code: 'no_chat_template' });
+      let tools: unknown[] | undefined;
+      if (r.tools !== undefined && r.tools !== null) {
+        if (!Array.isArray(r.tools)) throw badRequest('tools', 'an array of { type: "function", function: { name, parameters } }', r.tools);
+        r.tools.forEach((t, i) => {
+          if (!isObj(t) || t.type !== 'function' || !isObj(t.function) || typeof t.function.name !== 'string') throw badRequest(`tools[${i}]`, '{ type: "function", function: { name, description?, parameters? } }', t);
+        });
+        tools = r.tools.length ? r.tools : undefined;
+      }
+      const choice = r.tool_choice;
+      if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none') {
+        throw new OpenAIError(`tool_choice: only 'auto' and 'none' are supported (forcing a call needs a grammar over the tools), got ${JSON.stringify(choice)}`, { param: 'tool_choice' });
+      }
+      if (choice === 'none') tools = undefined;
+      if (r.parallel_tool_calls !== undefined && typeof r.parallel_tool_calls !== 'boolean') throw badRequest('parallel_tool_calls', 'a boolean', r.parallel_tool_calls);
+      const kwargs = r.chat_template_kwargs ?? {};
+      if (!isObj(kwargs)) throw badRequest('chat_template_kwargs', 'an object of template variables', kwargs);
+      const addGen = bool(r, 'add_generation_prompt') ?? true;
+      let text: string;
+      try {
+        text = this.template.render(messages, { ...kwargs, addGenerationPrompt: addGen, tools });
+      } catch (e) {
+        throw new OpenAIError(`messages: the chat template could not render them: ${(e as Error).message}`, { param: 'messages' });
+      }
+      prompt = this.tok.encode(text, { addSpecialTokens: false });
+      if (tools) toolFormat = toolCallFormat(this.template.source(true));
+    } else {
+      const p = r.prompt;
+      if (typeof p === 'string') {
+        if (!this.tok) throw new OpenAIError('prompt: this model was loaded without a tokenizer; give the prompt as token ids', { param: 'prompt', code: 'no_tokenizer' });
+        prompt = this.tok.encode(p);
+      } else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'number')) {
+        try {
+          prompt = Array.from(checkTokenIds('completions.create', 'prompt', p, this.m.vocabSize));
+        } catch (e) {
+          throw new OpenAIError((e as Error).message, { param: 'prompt' });
+        }
+      } else {
+        throw badRequest('prompt', 'a string or a non-empty array of token ids (one prompt per request)', p);
+      }
+    }
+    if (prompt.length === 0) throw badRequest(kind === 'chat' ? 'messages' : 'prompt', 'at least one token', '0 tokens');
+    // Lengths: the prompt must leave room for one token.
+    const limit = Math.min(this.m.capacity, this.m.maxContext);
+    if (prompt.length + 1 > limit) {
+      throw new OpenAIError(`${kind === 'chat' ? 'messages' : 'prompt'}: the prompt has ${prompt.length} tokens; this model serves at most ${limit - 1} prompt tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,
+        { status: 413, param: kind === 'chat' ? 'messages' : 'prompt', code: 'context_length_exceeded' });
+    }
+    const maxField = kind === 'chat' && r.max_completion_tokens !== undefined && r.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
+    const askMax = num(r, maxField, 1, Number.MAX_SAFE_INTEGER, true);
+    if (askMax !== undefined && prompt.length + askMax > limit) {
+      throw new OpenAIError(`${maxField}: ${askMax} new tokens after a prompt of ${prompt.length} exceed this model's ${limit} tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,
+        { status: 400, param: maxField, code: 'context_length_exceeded' });
+    }
+    const maxTokens = askMax ?? (kind === 'completions' && this.tok ? Math.min(16, limit - prompt.length) : limit - prompt.length);
+    // Sampling: the request's, else the generation config's, else OpenAI's defaults.
+    const g = this.gen;
+    const gnum = (k: string, d: number) => (typeof g[k] === 'number' ? g[k] as number : d);
+    const doSample = g.do_sample !== false;
+    const temperature = num(r, 'temperature', 0, 2) ?? (doSample ? gnum('temperature', 1) : 0);
+    const topP = num(r, 'top_p', 0, 1) ?? gnum('top_p', 1);
+    if (topP === 0) throw badRequest('top_p', 'a number in (0, 1]', 0);
+    const topK = num(r, 'top_k', -1, 2 ** 31, true) ?? gnum('top_k', 0);
+    const minP = num(r, 'min_p', 0, 1) ?? gnum('min_p', 0);
+    const seed = num(r, 'seed', -(2 ** 63), 2 ** 64, true);
+    const presence = num(r, 'presence_penalty', -2, 2) ?? 0;
+    const frequency = num(r, 'frequency_penalty', -2, 2) ?? 0;
+    const repetition = num(r, 'repetition_penalty', Number.MIN_VALUE, 100) ?? gnum('repetition_penalty', 1);
+    let logitBias: Map<number, number> | undefined;
+    if (r.logit_bias !== undefined && r.logit_bias !== null) {
+      if (!isObj(r.logit_bias)) throw badRequest('logit_bias', 'an object of token id → bias in [-100, 100]', r.logit_bias);
+      logitBias = new Map();
+      for (const [k, v] of Object.entries(r.logit_bias)) {
+        const id = Number(k);
+        if (!/^\d+$/.test(k) || id >= this.m.vocabSize) throw badRequest(`logit_bias.${k}`, `a token id in [0, ${this.m.vocabSize})`, k);
+        if (typeof v !== 'number' || !(v >= -100 && v <= 100)) throw badRequest(`logit_bias.${k}`, 'a number in [-100, 100]', v);
+        logitBias.set(id, v);
+      }
+    }
+    // Stops.
+    let stops: string[] = [];
+    if (r.stop !== undefined && r.stop !== null) {
+      const s = typeof r.stop === 'string' ? [r.stop] : r.stop;
+      if (!Array.isArray(s) || s.length > 16 || !s.every((x) => typeof x === 'string' && x.length > 0)) throw badRequest('stop', 'a non-empty string or up to 16 of them', r.stop);
+      if (!this.tok) throw new OpenAIError('stop: stop strings need a tokenizer; use stop_token_ids', { param: 'stop' });
+      stops = s as string[];
+    }
+    const stopIds = new Set<number>();
+    if (!(bool(r, 'ignore_eos') ?? false)) {
+      for (const id of this.m.eosTokenIds) stopIds.add(id);
+      for (const id of this.tok?.eosTokenIds ?? []) stopIds.add(id);
+    }
+    if (r.stop_token_ids !== undefined && r.stop_token_ids !== null) {
+      if (!Array.isArray(r.stop_token_ids)) throw badRequest('stop_token_ids', 'an array of token ids', r.stop_token_ids);
+      r.stop_token_ids.forEach((id, i) => {
+        if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= this.m.vocabSize) throw badRequest(`stop_token_ids[${i}]`, `a token id in [0, ${this.m.vocabSize})`, id);
+        stopIds.add(id);
+      });
+    }
+    // Logprobs.
+    let logprobs: number | null = null;
+    if (kind === 'chat') {
+      if (bool(r, 'logprobs')) logprobs = num(r, 'top_logprobs', 0, 20, true) ?? 0;
+      else if (r.top_logprobs !== undefined && r.top_logprobs !== null) throw badRequest('top_logprobs', 'only with logprobs: true', r.top_logprobs);
+    } else {
+      const lp = num(r, 'logprobs', 0, 20, true);
+      if (lp !== undefined) logprobs = lp;
+    }
+    // A response format.
+    let constraint: (() => TokenConstraint) | undefined;
+    if (r.response_format !== undefined && r.response_format !== null) {
+      const f = await compileResponseFormat(r.response_format, this.vocabulary());
+      if (f) constraint = f;
+    }
+    if (constraint && (!stopIds.size)) {
+      throw new OpenAIError('response_format: constrained output ends with an end-of-sequence token, and this model names none (eos_token_id); add stop_token_ids', { param: 'response_format' });
+    }
+    return {
+      prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, echo, constraint,
+      returnTokenIds: bool(r, 'return_token_ids') ?? false,
+      signal: r.signal as AbortSignal | undefined,
+      sampling: {
+        temperature, topP, topK: topK < 0 ? 0 : topK, minP, seed: seed === undefined ? undefined : Number(BigInt.asUintN(32, BigInt(seed))),
+        presencePenalty: presence, frequencyPenalty: frequency, repetitionPenalty: repetition, logitBias,
+      },
+    };
+  }
+
+  /** The grammar library's view of the vocabulary, made once per model (it caches on it). */
+  private vocabulary(): TokenVocabulary {
+    if (this.vocab) return this.vocab;
+    const tok = this.tok;
+    if (!tok) throw new OpenAIError('response_format: constrained output needs the model\'s tokenizer', { param: 'response_format' });
+    const texts: string[] = [];
+    for (let i = 0; i < this.m.vocabSize; i++) {
+      texts.push(i < tok.vocabSize && !tok.specialTokenIds.has(i) ? tok.decode([i]) : '');
+    }
+    const eos = [...new Set([...this.m.eosTokenIds, ...tok.eosTokenIds])];
+    this.vocab = { size: this.m.vocabSize, tokenText: (id) => texts[id] ?? '', eosIds: eos };
+    return this.vocab;
+  }
+
+  /** Runs a parsed request; with `out`, pushes chunks as tokens come and resolves when done. */
+  private async run(kind: 'chat' | 'completions', p: Parsed, out: ChunkStream<Json> | null): Promise<Json | void> {
+    const id = randomId(kind === 'chat' ? 'chatcmpl-' : 'cmpl-');
+    const created = Math.floor(Date.now() / 1000);
+    const model = this.m.id;
+    const tok = this.tok;
+    const holdAll = p.toolFormat !== null;
+    const choices: ChoiceText[] = Array.from({ length: p.n }, () => ({
+      dec: tok ? new StreamDecoder(tok, { prefixIds: p.prompt.slice(-4) }) : null,
+      stop: new StopMatcher(p.stops), text: '', held: '', ids: [], lps: [], finish: null, ended: false,
+    }));
+    const chunkOf = (i: number, delta: string | null, lps: TokenLogprob[] | null, finish: string | null, extra: Json = {}): Json => {
+      if (kind === 'chat') {
+        const d: Json = delta === null ? {} : { content: delta };
+        return { id, object: 'chat.completion.chunk', created, model, choices: [{ index: i, delta: { ...d, ...extra }, logprobs: lps && lps.length ? { content: this.chatLogprobs(lps) } : null, finish_reason: finish }] };
+      }
+      return { id, object: 'text_completion', created, model, choices: [{ index: i, text: delta ?? '', logprobs: lps && lps.length ? this.completionLogprobs(lps, '') : null, finish_reason: finish }] };
+    };
+    if (out) {
+      for (let i = 0; i < p.n; i++) {
+        if (kind === 'chat') out.push(chunkOf(i, '', null, null, { role: 'assistant' }));
+        else if (p.echo && tok) out.push(chunkOf(i, tok.decode(p.prompt), null, null));
+      }
+    }
+    // Text of new tokens for a choice: end-of-sequence ids are not text; stop strings end it.
+    const take = (i: number, tokens: number[], lps: TokenLogprob[] | null): { text: string; stopped: boolean } => {
+      const c = choices[i];
+      let text = '';
+      for (let k = 0; k < tokens.length && !c.ended; k++) {
+        const t = tokens[k];
+        c.ids.push(t);
+        if (lps) c.lps.push(lps[k]);
+        if (p.stopIds.has(t)) { c.ended = true; break; }
+        if (!c.dec) continue;
+        const r = c.stop.push(c.dec.push(t));
+        text += r.text;
+        if (r.stopped) { c.ended = true; c.finish = 'stop'; return { text, stopped: true }; }
+      }
+      return { text, stopped: false };
+    };
+    const closeText = (i: number): string => {
+      const c = choices[i];
+      if (!c.dec || c.stop.stopped) return '';
+      const r = c.stop.push(c.dec.flush());
+      return r.text + (r.stopped ? '' : c.stop.flush());
+    };
+    let handle: { stopChoice(i: number): void } | null = null;
+    const h = this.m.engine.submit({
+      prompt: Int32Array.from(p.prompt), maxTokens: p.maxTokens, n: p.n, sampling: p.sampling, stopTokens: p.stopIds,
+      logprobs: p.logprobs, constraint: p.constraint, signal: p.signal,
+      onTokens: (i, tokens, lps) => {
+        const c = choices[i];
+        if (c.ended) return;
+        const before = c.lps.length;
+        const { text, stopped } = take(i, tokens, lps);
+        c.text += text;
+        if (stopped) handle?.stopChoice(i);
+        if (out && (text || (lps && c.lps.length > before))) {
+          if (holdAll) c.held += text;
+          else out.push(chunkOf(i, text, p.logprobs !== null ? c.lps.slice(before) : null, null));
+        }
+      },
+    }, kind === 'chat' ? 'chat.completions.create' : 'completions.create');
+    handle = h;
+    let res: RequestResult;
+    try {
+      res = await h.result;
+    } catch (e) {
+      if (e instanceof WebinferError && !(e instanceof OpenAIError) && /the cache holds/.test(e.message)) throw new OpenAIError(e.message, { status: 413, code: 'context_length_exceeded' });
+      throw e;
+    }
+    const finishOf = (i: number): string => choices[i].finish ?? res.finish[i];
+    const completionTokens = res.tokens.reduce((a, t) => a + t.length, 0);
+    const usage = {
+      prompt_tokens: res.promptTokens, completion_tokens: completionTokens, total_tokens: res.promptTokens + completionTokens,
+      prompt_tokens_details: { cached_tokens: res.cachedTokens },
+    };
+    const finals = choices.map((c, i) => {
+      const tail = closeText(i);
+      c.text += tail;
+      let calls: ToolCall[] = [];
+      let content: string | null = c.text;
+      if (p.toolFormat) {
+        const parsed = parseToolCalls(c.text, p.toolFormat);
+        calls = parsed.toolCalls;
+        content = calls.length ? parsed.content : c.text;
+      }
+      return { tail, calls, content, finish: calls.length ? 'tool_calls' : finishOf(i) };
+    });
+    if (out) {
+      finals.forEach((f, i) => {
+        const c = choices[i];
+        if (holdAll) {
+          if (f.content) out.push(chunkOf(i, f.content, null, null));
+          if (f.calls.length) out.push(chunkOf(i, null, null, null, { tool_calls: f.calls.map((tc, k) => ({ index: k, ...tc })) }));
+        } else if (f.tail) {
+          out.push(chunkOf(i, f.tail, null, null));
+        }
+        const last = chunkOf(i, null, null, f.finish);
+        if (p.returnTokenIds) (last.choices as Json[])[0].token_ids = c.ids;
+        out.push(last);
+      });
+      if (p.includeUsage) out.push({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model, choices: [], usage });
+      return;
+    }
+    const body: Json = {
+      id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created, model, usage,
+      choices: finals.map((f, i) => {
+        const c = choices[i];
+        const extra: Json = p.returnTokenIds ? { token_ids: c.ids } : {};
+        if (kind === 'chat') {
+          const message: Json = { role: 'assistant', content: f.content, refusal: null };
+          if (f.calls.length) message.tool_calls = f.calls;
+          return { index: i, message, logprobs: p.logprobs !== null ? { content: this.chatLogprobs(c.lps) } : null, finish_reason: f.finish, ...extra };
+        }
+        const prefix = p.echo && tok ? tok.decode(p.prompt) : '';
+        return { index: i, text: prefix + c.text, logprobs: p.logprobs !== null ? this.completionLogprobs(c.lps, prefix) : null, finish_reason: f.finish, ...extra };
+      }),
+    };
+    if (p.returnTokenIds) body.prompt_token_ids = p.prompt;
+    return body;
+  }
+
+  private tokenText(id: number): string {
+    return this.tok && id < this.tok.vocabSize ? this.tok.decode([id]) : `<${id}>`;
+  }
+
+  private chatLogprobs(lps: TokenLogprob[]): Json[] {
+    const enc = new TextEncoder();
+    const one = (token: number, logprob: number) => { const t = this.tokenText(token); return { token: t, logprob, bytes: Array.from(enc.encode(t)) }; };
+    return lps.map((l) => ({ ...one(l.token, l.logprob), top_logprobs: l.top.map((t) => one(t.token, t.logprob)) }));
+  }
+
+  private completionLogprobs(lps: TokenLogprob[], prefix: string): Json {
+    const tokens = lps.map((l) => this.tokenText(l.token));
+    let at = prefix.length;
+    const offsets = tokens.map((t) => { const o = at; at += t.length; return o; });
+    return {
+      tokens, token_logprobs: lps.map((l) => l.logprob), text_offset: offsets,
+      top_logprobs: lps.map((l) => Object.fromEntries(l.top.map((t) => [this.tokenText(t.token), t.logprob]))),
+    };
+  }
+}
