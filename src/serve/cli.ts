@@ -198,7 +198,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const a = engine.adapter;
     err(`adapter: ${[a.vendor, a.architecture, a.description].filter(Boolean).join(' / ') || 'unknown'}${a.software ? ' (software: slow)' : ''}\n`);
     const ckpt = await loadCheckpoint(args.source);
-    const o: LoadModelOptions & Record<string, unknown> = { ...ckpt, onProgress: progress(h, ckpt.name) };
+    const o: LoadModelOptions = { ...ckpt, onProgress: progress(h, ckpt.name) };
     if (args.dtype) o.dtype = args.dtype;
     if (args.kvBlocks) o.kvCache = { numBlocks: args.kvBlocks };
     if (args.name) o.name = args.name;
@@ -225,8 +225,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   });
   let server;
   try {
-    const served = model as unknown as Parameters<typeof serve>[0];
-    server = await serve(served, {
+    server = await serve(model, {
       port: args.port, hostname: args.host, signal: stop.signal, log: (line) => err(`${line}\n`),
       ...(args.maxQueue ? { maxQueue: args.maxQueue } : {}), ...(args.apiKey ? { apiKey: args.apiKey } : {}),
     });
@@ -236,17 +235,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     engine.destroy();
     return 1;
   }
-  h.write('out', `serving '${served(model)}' on ${server.url} (OpenAI base URL: ${server.url}/v1; Ctrl-C stops)\n`);
+  h.write('out', `serving '${model.id}' on ${server.url} (OpenAI base URL: ${server.url}/v1; Ctrl-C stops)\n`);
   await new Promise<void>((resolve) => (stop.signal.aborted ? resolve() : stop.signal.addEventListener('abort', () => resolve(), { once: true })));
   await server.close();
   model.destroy();
   engine.destroy();
   err('stopped\n');
   return 0;
-}
-
-function served(model: Model): string {
-  return (model as unknown as { id?: string }).id ?? '?';
 }
 
 /** Load progress on stderr: one line redrawn on a terminal, a line per tenth in a log. */

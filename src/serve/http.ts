@@ -26,7 +26,8 @@ export interface ServeOptions {
   apiKey?: string;
   /** The largest request body taken, in bytes (default 16 MiB); a larger one gets 413. */
   maxBodyBytes?: number;
-  /** Called with one line per answered request (method, path, status, seconds), for a server's log. */
+  /** Called with one line per request once it has ended (method, path, status, seconds, and whether its
+   *  client went away or the server closed first), for a server's log. */
   log?: (line: string) => void;
 }
 
@@ -66,6 +67,9 @@ class Exchange {
   /** Set when it counts against maxQueue; released once by finish(). */
   release: (() => void) | null = null;
   readonly done: Promise<void>;
+  readonly t0 = Date.now();
+  /** 'METHOD /path status', once the reply is made (for the log). */
+  summary = '';
   private resolveDone!: () => void;
   private finished = false;
 
@@ -145,25 +149,33 @@ class Handler {
   begin(): Exchange {
     const ex = new Exchange();
     this.exchanges.add(ex);
-    void ex.done.then(() => this.exchanges.delete(ex));
+    void ex.done.then(() => {
+      this.exchanges.delete(ex);
+      this.logLine(ex);
+    });
     if (this.closing) ex.abort(shuttingDown());
     return ex;
   }
 
   /** Answers one request; never throws (a failure of its own is a 500). */
   async handle(inc: Incoming, ex: Exchange): Promise<Reply> {
-    const t0 = Date.now();
     let reply: Reply;
     try {
       reply = await this.route(inc, ex);
     } catch (e) {
       reply = errorReply(e);
     }
-    if (this.o.log) {
-      const line = `${inc.method} ${inc.path} ${reply.status}${'events' in reply ? ' (stream)' : ''} ${((Date.now() - t0) / 1000).toFixed(3)} s`;
-      try { this.o.log(line); } catch { /* a log callback never takes the server down */ }
-    }
+    ex.summary = `${inc.method} ${inc.path} ${reply.status}${'events' in reply ? ' (stream)' : ''}`;
     return reply;
+  }
+
+  /** The log line of an exchange that has ended. */
+  private logLine(ex: Exchange): void {
+    if (!this.o.log || !ex.summary) return;
+    const why = ex.ctl.signal.aborted ? (ex.ctl.signal.reason as OpenAIError).code === 'client_disconnected' ? ', cancelled: the client went away' : ', ended: the server is closing' : '';
+    try {
+      this.o.log(`${ex.summary} ${((Date.now() - ex.t0) / 1000).toFixed(3)} s${why}`);
+    } catch { /* a log callback never takes the server down */ }
   }
 
   private async route(inc: Incoming, ex: Exchange): Promise<Reply> {
