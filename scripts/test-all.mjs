@@ -4,8 +4,11 @@
 //   unit             vitest, pure CPU (converters, float64 reference)
 //   node-swiftshader vitest GPU cases through dawn.node on SwiftShader (no shader-f16, subgroups of 4)
 //   node-lavapipe    the same on Mesa 25 lavapipe (shader-f16, subgroups of 8), when .ci/install.sh fetched it
+//   server           `webinfer serve` in Node: the HTTP transport against a double of the API, then a golden
+//                    model served (in process and by the CLI) and driven by the official openai client
 //   chromium         Playwright, the cases in a Chromium page on SwiftShader, against dist/webinfer.js
-//   deno             Deno (wgpu) on Debian's lavapipe (shader-f16, no subgroups), against dist/webinfer.js
+//   deno             Deno (wgpu) on Debian's lavapipe (shader-f16, no subgroups), against dist/webinfer.js;
+//                    with the server's Deno test (Deno.serve, dist/serve.js)
 //   firefox          Debian's Firefox ESR (Gecko's WebGPU, wgpu) on Debian's lavapipe, driven over WebDriver
 //                    BiDi by puppeteer-core: the cases in a page against dist/webinfer.js, then the demo's Check
 //   package          the packed tarball as users install it: publint, attw, and scratch projects that
@@ -91,6 +94,17 @@ const suites = [
     },
   },
   {
+    name: 'server',
+    async run() {
+      const icd = existsSync(LAVAPIPE25) ? LAVAPIPE25 : SWIFTSHADER;
+      if (!existsSync(icd)) return { passed: 0, failed: 1, why: `${SWIFTSHADER} missing: run .ci/install.sh` };
+      const file = join(results, 'server.json');
+      await run(bin('vitest'), ['run', '-c', 'tests/server/vitest.config.ts', '--reporter=default', '--reporter=json', `--outputFile.json=${file}`],
+        { VK_ICD_FILENAMES: icd, WEBINFER_RUNTIME: icd === LAVAPIPE25 ? 'node-lavapipe' : 'node-swiftshader' });
+      return vitestCounts(file);
+    },
+  },
+  {
     name: 'chromium',
     async run() {
       await run(bin('playwright'), ['test']);
@@ -131,7 +145,8 @@ const suites = [
   {
     name: 'deno',
     async run() {
-      const r = await run(bin('deno'), ['test', '--allow-env', '--allow-read', '--no-check', 'tests/deno/'],
+      // The server's test listens, connects, writes a checkpoint folder and runs dist/serve.js.
+      const r = await run(bin('deno'), ['test', '--allow-env', '--allow-read', '--allow-net', '--allow-write', '--allow-run', '--no-check', 'tests/deno/'],
         { VK_ICD_FILENAMES: LAVAPIPE22, DENO_NO_UPDATE_CHECK: '1' });
       const m = /(\d+) passed[^\d]+(\d+) failed/.exec(r.out.replace(/\x1b\[[0-9;]*m/g, '').split('\n').filter((l) => /passed.*failed/.test(l)).pop() ?? '');
       return m ? { passed: Number(m[1]), failed: Number(m[2]) } : null;

@@ -213,7 +213,7 @@ describe('webinfer serve: the HTTP transport (test double)', () => {
     expect(seen).toEqual([0, 1, 2]);
     const err = await client.completions.create({ model: 'double', prompt: 'bad' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect([(err as OpenAI.APIError).status, (err as OpenAI.APIError).param]).toEqual([400, 'temperature']);
+    expect([(err as InstanceType<typeof OpenAI.APIError>).status, (err as InstanceType<typeof OpenAI.APIError>).param]).toEqual([400, 'temperature']);
     expect(await client.completions.create({ model: 'nope', prompt: 'x' }).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
     const mid = await (async () => { for await (const _ of await client.completions.create({ model: 'double', prompt: 'fail', stream: true })); })().catch((e: unknown) => e);
     expect(mid).toBeInstanceOf(OpenAI.APIError);

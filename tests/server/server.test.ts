@@ -1,0 +1,176 @@
+// `webinfer serve` with a real model: the llama-gqa golden (with the byte tokenizer of text_fixture)
+// served over HTTP in Node (dawn.node) and driven by the official openai client as a user's program
+// would: concurrent streaming and non-streaming requests give HF's greedy tokens, a repeated prefix
+// comes from the cache with the same tokens, a client cancelling mid-stream leaves the server serving,
+// bad requests get the client's APIError with OpenAI's statuses. Then the same checkpoint through the
+// command line (bin/webinfer.mjs, dist/serve.js), stopped by SIGINT.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { create, globals } from 'webgpu';
+import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
+import { byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';
+
+Object.assign(globalThis, globals);
+const gpu = create([]);
+const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+const GOLDEN = join(root, '../shared/goldens/llama-gqa');
+const golden = JSON.parse(readFileSync(join(GOLDEN, 'golden.json'), 'utf8')) as { prompts: number[][]; greedy: number[][] };
+const ID = 'llama-gqa';
+
+/** The golden's files beside the byte tokenizer's, in a folder named after the model (its id). */
+function checkpointFolder(): { dir: string; remove(): void } {
+  const tmp = mkdtempSync(join(tmpdir(), 'webinfer-serve-'));
+  const dir = join(tmp, ID);
+  mkdirSync(dir);
+  for (const f of ['config.json', 'generation_config.json', 'model.safetensors']) symlinkSync(join(GOLDEN, f), join(dir, f));
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(byteTokenizerJson()));
+  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(byteTokenizerConfig()));
+  return { dir, remove: () => rmSync(tmp, { recursive: true, force: true }) };
+}
+
+// Fields of vLLM's that the openai client's types do not list: passed as they are, read back as they come.
+type Extra = Record<string, unknown>;
+interface TokenChoice { token_ids?: number[]; text?: string; finish_reason?: string | null }
+
+/** A completion of `prompt` (token ids), greedy, 8 tokens, its ids as the server returns them. */
+async function greedyIds(client: OpenAI, prompt: number[], stream: boolean): Promise<{ ids: number[]; cached: number }> {
+  const req = { model: ID, prompt, max_tokens: 8, temperature: 0, return_token_ids: true } as Extra;
+  if (!stream) {
+    const r = await client.completions.create(req as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    const c = r.choices[0] as unknown as TokenChoice;
+    return { ids: c.token_ids ?? [], cached: r.usage?.prompt_tokens_details?.cached_tokens ?? -1 };
+  }
+  const s = await client.completions.create({ ...req, stream: true, stream_options: { include_usage: true } } as unknown as OpenAI.CompletionCreateParamsStreaming);
+  const ids: number[] = [];
+  let cached = -1;
+  for await (const chunk of s) {
+    for (const c of chunk.choices as unknown as TokenChoice[]) ids.push(...(c.token_ids ?? []));
+    if (chunk.usage) cached = chunk.usage.prompt_tokens_details?.cached_tokens ?? -1;
+  }
+  return { ids, cached };
+}
+
+async function statusOf(p: Promise<unknown>): Promise<number | string> {
+  try {
+    await p;
+    return 'no error';
+  } catch (e) {
+    return e instanceof OpenAI.APIError ? (e.status ?? 'no status') : `not an APIError: ${e}`;
+  }
+}
+
+describe('webinfer serve: the llama-gqa golden through the openai client (Node)', () => {
+  let engine: Engine;
+  let model: Model;
+  let server: Server;
+  let client: OpenAI;
+  let folder: { dir: string; remove(): void };
+
+  beforeAll(async () => {
+    folder = checkpointFolder();
+    engine = await createEngine({ gpu });
+    const ckpt = await loadCheckpoint(folder.dir);
+    model = await engine.loadModel({ ...ckpt });
+    server = await serve(model, { port: 0 });
+    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  }, 120_000);
+  afterAll(async () => {
+    await server?.close();
+    model?.destroy();
+    engine?.destroy();
+    folder?.remove();
+  });
+
+  it("concurrent streaming and non-streaming completions of the golden's prompts give HF's greedy tokens; a repeated prompt's blocks come from the cache, same tokens", async () => {
+    expect((await client.models.list()).data.map((m) => m.id)).toEqual([ID]);
+    const runs = golden.prompts.flatMap((prompt, p) => [false, true].map(async (stream) => ({ p, stream, ...(await greedyIds(client, prompt, stream)) })));
+    for (const r of await Promise.all(runs)) expect(r.ids, `prompt ${r.p}, ${r.stream ? 'streamed' : 'whole'}`).toEqual(golden.greedy[r.p]);
+    // Prompt 2 (34 tokens) again, alone: its full blocks were cached by the runs above.
+    for (const stream of [false, true]) {
+      const again = await greedyIds(client, golden.prompts[2]!, stream);
+      expect(again.ids).toEqual(golden.greedy[2]);
+      expect(again.cached, 'usage.prompt_tokens_details.cached_tokens').toBeGreaterThan(0);
+    }
+  });
+
+  it('chat completions: the streamed deltas make the text of the same request whole, and of the model called in process', async () => {
+    const req = { model: ID, messages: [{ role: 'user' as const, content: 'Hello there' }], max_tokens: 12, temperature: 0 };
+    const whole = await client.chat.completions.create(req);
+    let streamed = '';
+    let finish: string | null = null;
+    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+      streamed += chunk.choices[0]?.delta?.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(streamed).toBe(whole.choices[0]!.message.content);
+    expect(finish).toBe(whole.choices[0]!.finish_reason);
+    const local = await model.chat.completions.create(req) as unknown as OpenAI.ChatCompletion;
+    expect(local.choices[0]!.message.content).toBe(whole.choices[0]!.message.content);
+    expect(whole.usage!.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it('a client cancelling mid-stream leaves the server serving; bad requests get APIError 400/404/400/413', async () => {
+    const ac = new AbortController();
+    const generated = model.engine.counters.generated;
+    const long = await client.completions.create({ model: ID, prompt: golden.prompts[0]!, max_tokens: 400, temperature: 0, stream: true }, { signal: ac.signal });
+    let chunks = 0;
+    // The client ends its iteration quietly once its own signal aborts.
+    for await (const _ of long) if (++chunks === 2) ac.abort();
+    expect(chunks).toBe(2);
+    // The server saw the connection close and cancelled the request in the engine, 400 tokens short.
+    for (let t = 0; t < 300 && model.engine.pending > 0; t++) await new Promise((r) => setTimeout(r, 10));
+    expect(model.engine.pending).toBe(0);
+    expect(model.engine.counters.generated - generated).toBeLessThan(400);
+    expect((await greedyIds(client, golden.prompts[1]!, true)).ids).toEqual(golden.greedy[1]);
+
+    const malformed = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model": "llama-gqa", "prompt": [1, 2' });
+    expect(malformed.status).toBe(400);
+    expect(Object.keys(((await malformed.json()) as { error: object }).error).sort()).toEqual(['code', 'message', 'param', 'type']);
+    expect(await statusOf(client.completions.create({ model: 'gpt-4o', prompt: [1, 2] }))).toBe(404);
+    expect(await statusOf(client.completions.create({ model: ID, prompt: [1, 2], temperature: -1 }))).toBe(400);
+    expect(await statusOf(client.chat.completions.create({ model: ID, messages: [{ role: 'user', content: 'x'.repeat(600) }] }))).toBe(413);
+    expect(await statusOf(client.completions.create({ model: ID, prompt: Array.from({ length: 600 }, (_, i) => i % 256), stream: true }))).toBe(413);
+    // Still serving after all of it.
+    expect((await greedyIds(client, golden.prompts[0]!, false)).ids).toEqual(golden.greedy[0]);
+  });
+});
+
+describe('webinfer serve: the command line (Node)', () => {
+  it('`webinfer serve <folder> --port 0` loads, prints its URL, answers the openai client with the greedy tokens, and stops on SIGINT', async () => {
+    const cli = join(root, 'dist/serve.js');
+    if (!existsSync(cli)) throw new Error(`${cli} missing: run npm run build first`);
+    const folder = checkpointFolder();
+    const child = spawn(process.execPath, [join(root, 'bin/webinfer.mjs'), 'serve', folder.dir, '--port', '0', '--max-queue', '4'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        const poll = setInterval(() => {
+          const m = /serving 'llama-gqa' on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+          if (m) { clearInterval(poll); resolve(m[1]!); }
+        }, 50);
+        void exited.then((code) => { clearInterval(poll); reject(new Error(`the command exited (${code}) before serving:\n${out}\n${err}`)); });
+      });
+      expect(err).toMatch(/loading llama-gqa: 100%/);
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      expect((await greedyIds(client, golden.prompts[1]!, true)).ids).toEqual(golden.greedy[1]);
+      // The request's log line comes once its connection has closed.
+      for (let t = 0; t < 300 && !/POST \/v1\/completions 200 \(stream\) [\d.]+ s\n/.test(err); t++) await new Promise((r) => setTimeout(r, 10));
+      expect(err).toMatch(/POST \/v1\/completions 200 \(stream\) [\d.]+ s\n/);
+      child.kill('SIGINT');
+      expect(await exited, `exit code; stderr:\n${err}`).toBe(0);
+      expect(err).toContain('stopped');
+    } finally {
+      child.kill('SIGKILL');
+      folder.remove();
+    }
+  }, 180_000);
+});
