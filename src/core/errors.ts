@@ -49,3 +49,46 @@ export function numel(shape: readonly number[]): number {
   for (const s of shape) n *= s;
   return n;
 }
+
+/**
+ * Refuses a key of `obj` that `allowed` does not list: a misspelt option (`maxTokens` for
+ * `maxNewTokens`) would otherwise be ignored and the call run with the default. The message names the
+ * key, the closest known one when there is one, and every known one:
+ * `${op}: ${arg}: expected only the options a, b, c, got 'maxTokens' (did you mean 'maxNewTokens'?)`.
+ */
+export function checkKeys(op: string, arg: string, obj: object, allowed: readonly string[]): void {
+  for (const key of Object.keys(obj)) {
+    if (allowed.includes(key)) continue;
+    const near = didYouMean(key, allowed);
+    fail(op, arg, `only the options ${allowed.join(', ')}`, `'${key}'${near === null ? '' : ` (did you mean '${near}'?)`}`);
+  }
+}
+
+/**
+ * The name of `names` a user most likely meant by `word`: the same but for case, else the nearest by
+ * edit distance when it is at most a third of the word (two edits for short ones), else one that
+ * contains the word or is contained in it (`maxTokens` → `maxTokensPerStep`); null when none is close.
+ */
+export function didYouMean(word: string, names: readonly string[]): string | null {
+  const w = word.toLowerCase();
+  const same = names.find((n) => n.toLowerCase() === w);
+  if (same !== undefined) return same;
+  let best: string | null = null, bestD = Math.max(2, Math.floor(w.length / 3)) + 1;
+  for (const n of names) {
+    const d = editDistance(w, n.toLowerCase());
+    if (d < bestD) { best = n; bestD = d; }
+  }
+  if (best !== null) return best;
+  return w.length >= 3 ? names.find((n) => n.toLowerCase().includes(w) || w.includes(n.toLowerCase())) ?? null : null;
+}
+
+/** Levenshtein distance (insertions, deletions, substitutions), one row at a time. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length];
+}

@@ -14,7 +14,7 @@
 // are freed once no step in flight uses them. A decode step that repeats one already recorded replays
 // its layers' commands (step graphs, tuning.stepGraphs).
 import type { DType } from '../core/dtype.js';
-import { WebinferError, check, checkPosInt, fail, fmt } from '../core/errors.js';
+import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
@@ -104,10 +104,20 @@ interface Seq {
 interface Req { seq: Seq; ids: number[]; sample: boolean }
 
 const OP = 'loadModel';
+/** The options of kvCache (loadModel, createRandomModel). */
+const CACHE_OPTIONS = ['numBlocks', 'blockSize', 'dtype'] as const;
 
 export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, kvCache?, onProgress? }', o);
+  // Every option read here, and the rest of loadCheckpoint's Checkpoint (`loadModel({ ...checkpoint })`);
+  // any other name is a misspelling, refused rather than ignored. A Record over the options' keys: a
+  // new option must be listed here to compile.
+  const known: Record<keyof LoadModelOptions | 'tokenizer' | 'tokenizerConfig' | 'generationConfig' | 'name', true> = {
+    config: true, weights: true, dtype: true, kvCache: true, onProgress: true, maxTokensPerStep: true, maxSeqsPerStep: true,
+    tokenizer: true, tokenizerConfig: true, generationConfig: true, name: true,
+  };
+  checkKeys(OP, 'o', o, Object.keys(known));
   const gguf = isGGUFFile(o.weights) ? o.weights : null;
   const config = o.config ?? gguf?.config;
   check(config !== null && typeof config === 'object', OP, 'o.config', "a parsed config.json object (optional with GGUF weights)", config);
@@ -121,7 +131,8 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   if (o.dtype !== undefined) check(['checkpoint', 'f32', 'f16', 'bf16', 'q8', 'q4'].includes(o.dtype), OP, 'o.dtype', "'checkpoint', 'f32', 'f16', 'bf16', 'q8' or 'q4'", fmt(o.dtype));
   if (o.onProgress !== undefined) check(typeof o.onProgress === 'function', OP, 'o.onProgress', 'a function (loadedBytes, totalBytes)', o.onProgress);
   const kvo = o.kvCache ?? {};
-  check(kvo !== null && typeof kvo === 'object', OP, 'o.kvCache', '{ numBlocks?, blockSize?, dtype? }', kvo);
+  check(kvo !== null && typeof kvo === 'object' && !Array.isArray(kvo), OP, 'o.kvCache', '{ numBlocks?, blockSize?, dtype? }', kvo);
+  checkKeys(OP, 'o.kvCache', kvo, CACHE_OPTIONS);
   const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, OP, 'o.maxTokensPerStep');
   const maxSeqs = o.maxSeqsPerStep === undefined ? 64 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
   // Every name and shape checked before any GPU memory is taken.
@@ -168,21 +179,25 @@ export async function createRandomModel(rt: Runtime, o: { config: object; dtype?
   const op = 'createRandomModel';
   rt.assertAlive(op);
   check(o !== null && typeof o === 'object', op, 'o', '{ config, dtype?, seed?, kvCache? }', o);
+  checkKeys(op, 'o', o, ['config', 'dtype', 'seed', 'kvCache', 'maxTokensPerStep', 'maxSeqsPerStep']);
   const cfg = parseConfig(o.config);
   if (!RUNNABLE_ARCHITECTURES.includes(cfg.architecture)) {
     throw new WebinferError(`${op}: config.architectures: expected one of ${RUNNABLE_ARCHITECTURES.join(', ')}, got ${cfg.architecture}`);
   }
   const dtype = o.dtype ?? 'bf16';
   check(['f32', 'f16', 'bf16'].includes(dtype), op, 'o.dtype', "'f32', 'f16' or 'bf16'", fmt(dtype));
+  if (o.seed !== undefined) check(Number.isInteger(o.seed) && o.seed >= 0 && o.seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', o.seed);
   const kvo = o.kvCache ?? {};
-  const blockSize = kvo.blockSize ?? 16;
+  check(kvo !== null && typeof kvo === 'object' && !Array.isArray(kvo), op, 'o.kvCache', '{ numBlocks?, blockSize?, dtype? }', kvo);
+  checkKeys(op, 'o.kvCache', kvo, CACHE_OPTIONS);
+  const blockSize = kvo.blockSize === undefined ? 16 : checkPosInt(kvo.blockSize, op, 'o.kvCache.blockSize');
+  const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, op, 'o.maxTokensPerStep');
+  const maxSeqs = o.maxSeqsPerStep === undefined ? 64 : checkPosInt(o.maxSeqsPerStep, op, 'o.maxSeqsPerStep');
   const arch = architectureFor(rt, cfg);
   const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
   check(arch.cacheDTypes.includes(cacheDtype), op, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));
-  const numBlocks = kvo.numBlocks ?? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize);
-  return build(rt, cfg, arch, {
-    numBlocks, blockSize, cacheDtype, dtype, maxTokens: o.maxTokensPerStep ?? 512, maxSeqs: o.maxSeqsPerStep ?? 64,
-  }, () => arch.initRandom(dtype, o.seed ?? 1));
+  const numBlocks = kvo.numBlocks === undefined ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize) : checkPosInt(kvo.numBlocks, op, 'o.kvCache.numBlocks');
+  return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype, dtype, maxTokens, maxSeqs }, () => arch.initRandom(dtype, o.seed ?? 1));
 }
 
 /**

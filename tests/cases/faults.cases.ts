@@ -1,0 +1,73 @@
+// Faults and bad input on the loading side (issue 29's list, each found trying the API as a hostile
+// user would): a KV cache no device can hold, a GPU allocation that fails mid-load, token ids that
+// wrap or convert, NaN and ±Inf weights, files left open, misspelt options. Each is refused with a
+// named error before anything is taken, or after everything taken is released, and the engine serves
+// the golden afterwards.
+import { BufferPool, createRandomModel, loadGGUF, loadSafetensors, type Engine, type Model, type SafetensorsFile } from '../../src/index';
+import { assert, defineCases, equalArrays, expectThrows, type CaseContext } from './harness';
+
+interface Golden { config: Record<string, unknown>; weights: Uint8Array; prompts: number[][]; greedy: number[][] }
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+let llama: Promise<Golden> | null = null;
+
+/** The llama-gqa golden (f32 weights, vocab 256, 2 layers of 2 KV heads of 16). */
+function golden(ctx: CaseContext): Promise<Golden> {
+  llama ??= (async () => {
+    const g = JSON.parse(text(await ctx.fixture('goldens/llama-gqa/golden.json'))) as { prompts: number[][]; greedy: number[][] };
+    return {
+      config: JSON.parse(text(await ctx.fixture('goldens/llama-gqa/config.json'))),
+      weights: await ctx.fixture('goldens/llama-gqa/model.safetensors'),
+      prompts: g.prompts,
+      greedy: g.greedy,
+    };
+  })();
+  return llama;
+}
+
+/** Buffers created and bytes handed out by the engine: unchanged by a call refused before it takes anything. */
+function taken(engine: Engine): string {
+  return `${engine.counters.createBuffer} buffers created, ${engine.pool.stats.acquiredBytes} bytes acquired`;
+}
+
+async function refusedBeforeTaking(engine: Engine, fn: () => unknown, ...fragments: string[]): Promise<void> {
+  const before = taken(engine);
+  await expectThrows(fn, ...fragments);
+  assert(taken(engine) === before, `refused, yet ${taken(engine)} (before: ${before}): ${fragments[0]}`);
+}
+
+async function greedyIsGolden(model: Model, g: Golden, what: string): Promise<void> {
+  const got = await model.generate(g.prompts, { maxNewTokens: 8, stopTokens: [] });
+  got.forEach((seq, i) => equalArrays(`${what}: prompt ${i}`, seq, g.greedy[i]));
+}
+
+/** A copy of the golden's checkpoint with `edit` applied to one tensor's f32 values. */
+async function editedWeights(g: Golden, tensor: string, edit: (values: DataView) => void): Promise<SafetensorsFile> {
+  const copy = new Uint8Array(g.weights);
+  const view = await (await loadSafetensors(copy)).bytes(tensor);   // in-memory sources hand out views of the copy
+  edit(new DataView(view.buffer, view.byteOffset, view.byteLength));
+  return loadSafetensors(copy);
+}
+
+export const faultCases = defineCases('faults', [
+  {
+    name: 'loadModel and createRandomModel refuse misspelt options and wrong types (did you mean ...) before taking anything',
+    async run(ctx) {
+      const g = await golden(ctx);
+      const e = ctx.engine;
+      const weights = await loadSafetensors(g.weights);
+      await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, maxTokens: 64 } as never),
+        "loadModel: o: expected only the options config, weights, dtype, kvCache,", "got 'maxTokens' (did you mean 'maxTokensPerStep'?)");
+      await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, kvCache: { numblocks: 8 } } as never),
+        "loadModel: o.kvCache: expected only the options numBlocks, blockSize, dtype, got 'numblocks' (did you mean 'numBlocks'?)");
+      await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, kvCache: [] as never }), 'loadModel: o.kvCache: expected { numBlocks?, blockSize?, dtype? }');
+      await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, maxTokensPerStep: '512' as never }), 'loadModel: o.maxTokensPerStep: expected a positive integer, got 512');
+      await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, seeed: 3 } as never),
+        "createRandomModel: o: expected only the options config, dtype, seed, kvCache, maxTokensPerStep, maxSeqsPerStep, got 'seeed' (did you mean 'seed'?)");
+      await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, seed: -1 }), 'createRandomModel: o.seed: expected an integer in [0, 2^32), got -1');
+      await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, kvCache: { blockSize: 0 } }), 'createRandomModel: o.kvCache.blockSize: expected a positive integer, got 0');
+      await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, kvCache: 5 as never }), 'createRandomModel: o.kvCache: expected { numBlocks?, blockSize?, dtype? }, got 5');
+      await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, maxSeqsPerStep: 2.5 }), 'createRandomModel: o.maxSeqsPerStep: expected a positive integer, got 2.5');
+    },
+  },
+]);
