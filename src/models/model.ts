@@ -289,10 +289,14 @@ export class Model {
   private checkTokens(op: string, arg: string, t: unknown): Int32Array {
     const ok = (Array.isArray(t) || t instanceof Int32Array) && (t as ArrayLike<number>).length > 0;
     check(ok, op, arg, 'a non-empty number[] or Int32Array of token ids', t);
-    const a = Int32Array.from(t as ArrayLike<number>);
-    const V = this.config.vocabSize;
-    for (let i = 0; i < a.length; i++) {
-      if (!Number.isInteger((t as ArrayLike<number>)[i]) || a[i] < 0 || a[i] >= V) fail(op, `${arg}[${i}]`, `a token id in [0, ${V})`, (t as ArrayLike<number>)[i]);
+    // Every id checked as the number it is before it becomes an i32: Int32Array.from wraps 2^32 + 1
+    // to 1, truncates 1.5 and converts '3'.
+    const src = t as ArrayLike<unknown>, V = this.config.vocabSize;
+    const a = new Int32Array(src.length);
+    for (let i = 0; i < src.length; i++) {
+      const x = src[i];
+      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= V) fail(op, `${arg}[${i}]`, `a token id in [0, ${V})`, x);
+      a[i] = x;
     }
     return a;
   }

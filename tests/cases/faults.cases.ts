@@ -70,4 +70,20 @@ export const faultCases = defineCases('faults', [
       await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, maxSeqsPerStep: 2.5 }), 'createRandomModel: o.maxSeqsPerStep: expected a positive integer, got 2.5');
     },
   },
+  {
+    name: 'token ids are range-checked as numbers before any conversion (2^32 + 1 no longer wraps to 1)',
+    async run(ctx) {
+      const g = await golden(ctx);
+      const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights) });
+      try {
+        for (const [bad, shown] of [[2 ** 32 + 1, '4294967297'], [NaN, 'NaN'], [1.5, '1.5'], ['3', "'3'"], [-1, '-1'], [256, '256'], [Infinity, 'Infinity']] as const) {
+          await expectThrows(() => model.logits([5, bad as number]), `Model.logits: tokens[1]: expected a token id in [0, 256), got ${shown}`);
+          await expectThrows(() => model.generate([[5], [bad as number]]), `Model.generate: prompts[1][0]: expected a token id in [0, 256), got ${shown}`);
+        }
+        await greedyIsGolden(model, g, 'after refused ids');
+      } finally {
+        model.destroy();
+      }
+    },
+  },
 ]);
