@@ -128,9 +128,10 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
     expect(model.engine.counters.generated - generated).toBeLessThan(400);
     expect((await greedyIds(client, golden.prompts[1]!, true)).ids).toEqual(golden.greedy[1]);
 
-    const malformed = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model": "llama-gqa", "prompt": [1, 2' });
-    expect(malformed.status).toBe(400);
-    expect(Object.keys(((await malformed.json()) as { error: object }).error).sort()).toEqual(['code', 'message', 'param', 'type']);
+    // The client sends a string body as it is: malformed JSON.
+    const malformed = await client.post('/completions', { body: '{"model": "llama-gqa", "prompt": [1, 2' }).catch((e: unknown) => e);
+    expect(malformed).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(Object.keys((malformed as { error: object }).error).sort()).toEqual(['code', 'message', 'param', 'type']);
     expect(await statusOf(client.completions.create({ model: 'gpt-4o', prompt: [1, 2] }))).toBe(404);
     expect(await statusOf(client.completions.create({ model: ID, prompt: [1, 2], temperature: -1 }))).toBe(400);
     expect(await statusOf(client.chat.completions.create({ model: ID, messages: [{ role: 'user', content: 'x'.repeat(600) }] }))).toBe(413);
