@@ -267,6 +267,10 @@ export class Runtime implements TensorHost {
   private readonly lostPromise: Promise<never>;
   private dummyBuffer: GPUBuffer | null = null;
   private onesBuffer: GPUBuffer | null = null;
+  /** Buffers created while an allocation region runs (allocating), null outside one. */
+  private created: Set<GPUBuffer> | null = null;
+  /** The last allocation region started: the next one waits for it (error scopes are one stack per device). */
+  private region: Promise<void> = Promise.resolve();
   private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[]; span: boolean } | null = null;
   /** The compute pass consecutive dispatches share (ended before any copy or clear, and at flush). */
   private pass: GPUComputePassEncoder | null = null;
@@ -430,7 +434,12 @@ export class Runtime implements TensorHost {
     const t = new Tensor(this, this.allocBuffer(bytes), shape, dtype);
     if (this.poison) {
       const from = isOutput ? 0 : Math.ceil(t.byteLength / 4) * 4;
-      if (t.buffer.size > from) this.poisonBuffer(t.buffer, t.buffer.size - from, from);
+      try {
+        if (t.buffer.size > from) this.poisonBuffer(t.buffer, t.buffer.size - from, from);
+      } catch (e) {
+        t.destroy();   // not left taken by a tensor nobody holds
+        throw e;
+      }
     }
     return t;
   }
@@ -508,7 +517,102 @@ export class Runtime implements TensorHost {
   /** Every buffer the engine creates goes through here, so the steady state can be checked for none. */
   createBuffer(desc: GPUBufferDescriptor): GPUBuffer {
     this.counters.createBuffer++;
-    return this.device.createBuffer(desc);
+    const b = this.device.createBuffer(desc);
+    this.created?.add(b);
+    return b;
+  }
+
+  /**
+   * Runs fn, a model's allocations and uploads at load, under out-of-memory and validation error
+   * scopes: a GPU allocation that fails becomes one named error instead of thousands of uncaptured ones
+   * and invalid buffers used later. fn may await `stage()` between its stages to stop at the first
+   * failure (a cache too large for the memory left, before the host builds anything of its size).
+   * When the device reports an error, or fn throws, undo releases what fn took (given fn's value when
+   * it returned one); after a device error every buffer created meanwhile that is back in the pool is
+   * destroyed rather than handed out again (any of them may be invalid), and the error thrown is
+   * `describe(error, outOfMemory)` (outOfMemory: the device ran out, rather than refused a call). Scopes are one stack per device and fn awaits, so regions run one at a time per
+   * engine; a GPU error of other work on this engine while one runs is reported to that region.
+   */
+  async allocating<T>(fn: (stage: () => Promise<void>) => Promise<T>, undo: (value: T | undefined) => void,
+                      describe: (error: GPUError, outOfMemory: boolean) => string): Promise<T> {
+    const before = this.region;
+    let leave!: () => void;
+    this.region = new Promise<void>((resolve) => { leave = resolve; });
+    await before;
+    const device = this.device;
+    let open = false;
+    const push = () => {
+      device.pushErrorScope('out-of-memory');
+      device.pushErrorScope('validation');
+      open = true;
+    };
+    // The recorded work is submitted inside the scopes: a command on a buffer that failed to allocate
+    // fails there too. An out-of-memory error is the cause of any validation error that follows it.
+    let outOfMemory = false;
+    const pop = async (): Promise<GPUError | null> => {
+      open = false;
+      let flushed: unknown = null;
+      try { this.flush(); } catch (e) { flushed = e; }
+      const validation = device.popErrorScope(), oom = device.popErrorScope();
+      const [v, o] = await this.guard(Promise.all([validation, oom]));
+      if (flushed) throw flushed;
+      outOfMemory = o !== null;
+      return o ?? v;
+    };
+    const created = new Set<GPUBuffer>();
+    let value: T | undefined, gpu: GPUError | null = null, failure: unknown = null;
+    try {
+      this.created = created;
+      push();
+      try {
+        value = await fn(async () => {
+          gpu = await pop();
+          if (gpu) throw new WebinferError(describe(gpu, outOfMemory));
+          push();
+        });
+      } catch (e) {
+        failure = e;
+      }
+      if (open) {
+        try {
+          gpu ??= await pop();
+        } catch (e) {
+          failure ??= e;
+        }
+      }
+    } finally {
+      this.created = null;
+      leave();
+    }
+    if (failure === null && gpu === null) return value as T;
+    try {
+      undo(value);
+    } catch { /* the cause below matters more than a failure to release after it */ }
+    if (gpu) {
+      this.pool.discard(created);
+      if (this.dummyBuffer && created.has(this.dummyBuffer)) { this.dummyBuffer.destroy(); this.dummyBuffer = null; }
+      if (this.onesBuffer && created.has(this.onesBuffer)) { this.onesBuffer.destroy(); this.onesBuffer = null; }
+      throw new WebinferError(describe(gpu, outOfMemory));
+    }
+    throw failure;
+  }
+
+  /**
+   * Bytes the device's buffers can take at most, where that can be known: a software adapter keeps
+   * them in the host's memory (os.totalmem() in Node and Deno). WebGPU tells nothing of a GPU's memory:
+   * null there (a GPU allocation that fails is caught by allocating() instead).
+   */
+  async memoryBytes(): Promise<number | null> {
+    const g = globalThis as { Deno?: unknown; process?: { versions?: { node?: string } } };
+    if (!this.adapter.software || (g.Deno === undefined && typeof g.process?.versions?.node !== 'string')) return null;
+    try {
+      const specifier = 'node:os';
+      const os = (await import(/* @vite-ignore */ specifier)) as { totalmem(): number };
+      const n = os.totalmem();
+      return Number.isFinite(n) && n > 0 ? n : null;
+    } catch {
+      return null;   // Deno without --allow-sys
+    }
   }
 
   async readBuffer(buffer: GPUBuffer, byteLength: number, offset = 0): Promise<ArrayBuffer> {

@@ -176,6 +176,23 @@ export class BufferPool {
     if (this.freeBytes > this.maxFreeBytes) this.trim();
   }
 
+  /**
+   * Destroys those of `buffers` that are free or wait for a submit (the others are in use), so that
+   * none is handed out again: after a failed allocation any buffer created meanwhile may be invalid.
+   */
+  discard(buffers: ReadonlySet<GPUBuffer>): void {
+    for (const list of this.free.values()) {
+      for (let i = list.length - 1; i >= 0; i--) {
+        if (!buffers.has(list[i])) continue;
+        this.freeBytes -= list[i].size;
+        list[i].destroy();
+        list.splice(i, 1);
+      }
+    }
+    for (const b of this.deferred) if (buffers.has(b)) b.destroy();
+    this.deferred = this.deferred.filter((b) => !buffers.has(b));
+  }
+
   /** Destroys every free buffer. */
   trim(): void {
     for (const list of this.free.values()) for (const b of list) b.destroy();

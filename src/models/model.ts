@@ -147,8 +147,9 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   const numBlocks = kvo.numBlocks === undefined
     ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize)
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
-  return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
-    () => arch.load(new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize), dtype));
+  let reader: WeightReader | null = null;
+  return build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
+    () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize), dtype), () => reader?.destroyLoaded());
 }
 
 /** The step runtime's implementation of a config's architecture. */
@@ -156,18 +157,44 @@ function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
   return cfg.mla ? new DeepSeekFamily(rt, cfg) : new LlamaFamily(rt, cfg);
 }
 
-async function build(rt: Runtime, cfg: ModelConfig, arch: Architecture,
+/**
+ * The model on the GPU: weights, the cache, the step buffers. The cache's size is checked before
+ * anything is taken, and the allocations run under the device's error scopes (Runtime.allocating): a
+ * GPU allocation that fails is one named error, with everything taken so far released (`release`:
+ * what the architecture may not hold yet, the weights of a layer read partway).
+ */
+async function build(rt: Runtime, op: string, cfg: ModelConfig, arch: Architecture,
                      o: { numBlocks: number; blockSize: number; cacheDtype: string; maxTokens: number; maxSeqs: number; dtype: WeightDType },
-                     weights: () => Promise<void> | void): Promise<Model> {
-  try {
-    await weights();
-    arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype });
-    arch.allocate(o.maxTokens);
-    return new Model(rt, cfg, arch, o);
-  } catch (e) {
-    arch.destroy();
-    throw e;
+                     weights: () => Promise<void> | void, release: () => void = () => {}): Promise<Model> {
+  // kvCache: { numBlocks: 1e9 } was taken on trust: Dawn printed thousands of out-of-memory errors, and
+  // the host then ran out of heap building a list of a billion free blocks. Slots are i32 (slot
+  // mappings, block tables), and a software adapter's buffers are the host's memory.
+  const perBlock = cfg.numLayers * arch.cacheBytes(o.cacheDtype).perToken * o.blockSize;
+  const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
+  const limits: [number, string][] = [[Math.floor((2 ** 31 - 1) / o.blockSize), `cache slots are i32: blocks × blockSize ${o.blockSize} below 2^31`]];
+  const memory = await rt.memoryBytes();
+  if (memory !== null) {
+    limits.push([Math.floor(memory / perBlock), `a software adapter keeps the cache in the host's memory, ${gib(memory)}; a block of ${o.blockSize} tokens takes ${perBlock} bytes over ${cfg.numLayers} layers`]);
   }
+  for (const [most, why] of limits) check(o.numBlocks <= most, op, 'o.kvCache.numBlocks', `at most ${most} blocks (${why})`, o.numBlocks);
+  let model: Model | null = null;
+  return rt.allocating(async (stage) => {
+    await weights();
+    await stage();
+    arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype });
+    // Before the host builds its block list of the cache's size.
+    await stage();
+    arch.allocate(o.maxTokens);
+    model = new Model(rt, cfg, arch, o);
+    return model;
+  }, () => {
+    if (model) model.destroy();
+    else arch.destroy();
+    release();
+  }, (e, outOfMemory) => outOfMemory
+    ? `${op}: the GPU ran out of memory for the model (its weights, a KV cache of ${o.numBlocks} blocks: ${gib(o.numBlocks * perBlock)}, `
+      + `steps of ${o.maxTokens} tokens); everything it had taken is released. A smaller kvCache.numBlocks, dtype or maxTokensPerStep may fit (${e.message})`
+    : `${op}: the GPU refused an allocation or upload of the model; everything it had taken is released (${e.message})`);
 }
 
 /**
@@ -197,7 +224,7 @@ export async function createRandomModel(rt: Runtime, o: { config: object; dtype?
   const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
   check(arch.cacheDTypes.includes(cacheDtype), op, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));
   const numBlocks = kvo.numBlocks === undefined ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize) : checkPosInt(kvo.numBlocks, op, 'o.kvCache.numBlocks');
-  return build(rt, cfg, arch, { numBlocks, blockSize, cacheDtype, dtype, maxTokens, maxSeqs }, () => arch.initRandom(dtype, o.seed ?? 1));
+  return build(rt, op, cfg, arch, { numBlocks, blockSize, cacheDtype, dtype, maxTokens, maxSeqs }, () => arch.initRandom(dtype, o.seed ?? 1));
 }
 
 /**

@@ -54,6 +54,8 @@ export function checkpointDType(resolved: ReadonlyMap<string, ResolvedTensor>, m
 export class WeightReader {
   readonly totalBytes: number;
   private loaded = 0;
+  /** Every weight handed out so far: a load that fails partway destroys them (destroyLoaded). */
+  private readonly made: { destroy(): void }[] = [];
 
   /**
    * keepQuantized: linear layers of quantized tensors stay quantized on the GPU (else every tensor is
@@ -68,6 +70,20 @@ export class WeightReader {
     }
     this.totalBytes = total;
     onProgress?.(0, total);
+  }
+
+  private keep<T extends { destroy(): void }>(w: T): T {
+    this.made.push(w);
+    return w;
+  }
+
+  /**
+   * Destroys every weight this reader has handed out (each destroy() is idempotent): a load that fails
+   * partway, where the architecture may not hold them all yet (a layer's weights are kept once all of
+   * that layer's are read).
+   */
+  destroyLoaded(): void {
+    for (const w of this.made.splice(0)) w.destroy();
   }
 
   has(name: string): boolean {
@@ -150,7 +166,7 @@ export class WeightReader {
           this.progress(data.byteLength);
           parts.push(createQuantLinear(rt, { data, N: shapes[i][0], K, type, bias: names.length === 1 ? bias : undefined }));
         }
-        return parts.length === 1 ? parts[0] : stackLinears(rt, parts, bias);
+        return this.keep(parts.length === 1 ? parts[0] : stackLinears(rt, parts, bias));
       } catch (e) {
         for (const p of parts) p.destroy();
         throw e;
@@ -161,10 +177,10 @@ export class WeightReader {
     const q = this.quantize ? quantizeOnLoadType(this.quantize, K) : null;
     if (q) {
       const values = (await this.concat(names, 'f32')) as Float32Array;
-      return createQuantLinear(rt, { data: quantizeRows(q, values, N, K), N, K, type: q, bias });
+      return this.keep(createQuantLinear(rt, { data: quantizeRows(q, values, N, K), N, K, type: q, bias }));
     }
     const data = await this.concat(names, dtype);
-    return createLinear(rt, { data, N, K, dtype, bias });
+    return this.keep(createLinear(rt, { data, N, K, dtype, bias }));
   }
 
   /**
@@ -206,6 +222,7 @@ export class WeightReader {
       for (const w of out) w.destroy();
       throw e;
     }
+    for (const w of out) this.keep(w);
     return out;
   }
 
@@ -226,7 +243,7 @@ export class WeightReader {
         const gateUp = await this.files[gu.file].bytes(`${prefix}gate_up_proj`);
         const down = await this.files[dn.file].bytes(`${prefix}down_proj`);
         this.progress(gateUp.byteLength + down.byteLength);
-        return createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down });
+        return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down }));
       }
     }
     const q = this.quantize ? [quantizeOnLoadType(this.quantize, H), quantizeOnLoadType(this.quantize, I)] : null;
@@ -247,15 +264,15 @@ export class WeightReader {
       }
     }
     if (q && q[0] && q[1]) {
-      return createQuantExperts(rt, { E, H, I, gateUpType: q[0], gateUp: quantizeRows(q[0], gateUp as Float32Array, E * 2 * I, H),
-        downType: q[1], down: quantizeRows(q[1], down as Float32Array, E * H, I) });
+      return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: q[0], gateUp: quantizeRows(q[0], gateUp as Float32Array, E * 2 * I, H),
+        downType: q[1], down: quantizeRows(q[1], down as Float32Array, E * H, I) }));
     }
-    return createExperts(rt, { E, H, I, dtype, gateUp, down });
+    return this.keep(createExperts(rt, { E, H, I, dtype, gateUp, down }));
   }
 
   /** A vector (norm weights) as f32. */
   async vector(rt: Runtime, name: string): Promise<Tensor> {
     const v = (await this.read(name, 'f32')) as Float32Array;
-    return rt.tensor(v, [v.length], 'f32');
+    return this.keep(rt.tensor(v, [v.length], 'f32'));
   }
 }

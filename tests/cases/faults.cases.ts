@@ -71,6 +71,80 @@ export const faultCases = defineCases('faults', [
     },
   },
   {
+    name: 'a KV cache the device cannot hold is refused before anything is taken, with the most blocks that fit (kvCache: { numBlocks: 1e9 })',
+    async run(ctx) {
+      const g = await golden(ctx);
+      const e = ctx.engine;
+      // Slots are i32: at most (2^31 − 1) / 16 blocks of 16.
+      await refusedBeforeTaking(e, async () => e.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), kvCache: { numBlocks: 1e9 } }),
+        'loadModel: o.kvCache.numBlocks: expected at most 134217727 blocks (cache slots are i32: blocks × blockSize 16 below 2^31), got 1000000000');
+      await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, dtype: 'f32', kvCache: { numBlocks: 1e9, blockSize: 4 } }),
+        'createRandomModel: o.kvCache.numBlocks: expected at most 536870911 blocks (cache slots are i32: blocks × blockSize 4 below 2^31), got 1000000000');
+      // Within the slots, past memory: a software adapter's buffers are the host's memory, which Node and
+      // Deno can tell (WebGPU tells nothing of a GPU's: there a failed allocation is caught, next case).
+      const memory = await e.memoryBytes();
+      if (memory === null) {
+        ctx.note(`the device's memory is not known here (${e.adapter.software ? 'a software adapter in a page' : 'a GPU'}): the memory bound is checked where it is`);
+        return;
+      }
+      const perBlock = 2 * 2 * 2 * 16 * 16 * 4;   // layers × (K, V) × KV heads × block × head size × f32
+      const most = Math.floor(memory / perBlock);
+      await refusedBeforeTaking(e, async () => e.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), kvCache: { numBlocks: 134217727 } }),
+        `loadModel: o.kvCache.numBlocks: expected at most ${most} blocks (a software adapter keeps the cache in the host's memory`, `a block of 16 tokens takes ${perBlock} bytes over 2 layers), got 134217727`);
+    },
+  },
+  {
+    name: 'a GPU allocation that fails while loading is a named error, every buffer the load made is destroyed, and the engine then loads and serves the golden',
+    async run(ctx) {
+      const g = await golden(ctx);
+      const e = ctx.engine;
+      {
+        const device = e.device;
+        const create = device.createBuffer;
+        const made: { destroyed: boolean }[] = [];
+        let fail: ((d: GPUBufferDescriptor) => boolean) | null = null;
+        // The allocation `fail` picks comes back invalid, as one the device could not make (a size past
+        // maxBufferSize: a validation error where running out would be an out-of-memory one, the same
+        // scope's path); every buffer made is watched for its destroy().
+        device.createBuffer = function (d: GPUBufferDescriptor): GPUBuffer {
+          const bad = fail?.(d) ?? false;
+          if (bad) fail = null;
+          const b = create.call(device, bad ? { ...d, size: e.limits.maxBufferSize + 4096 } : d);
+          const rec = { destroyed: false };
+          const destroy = b.destroy.bind(b);
+          b.destroy = () => { rec.destroyed = true; destroy(); };
+          made.push(rec);
+          return b;
+        };
+        try {
+          // One in the weights (the fused gate|up projection, 256 KiB, the first past 200 KB), one in the
+          // cache (300 blocks of 2 KiB a part: the step buffers come after it).
+          const cachePart = BufferPool.sizeClass(300 * 2 * 16 * 16 * 4);
+          for (const [where, pick] of [['weights', (d: GPUBufferDescriptor) => d.size >= 200_000], ['cache', (d: GPUBufferDescriptor) => d.size === cachePart]] as const) {
+            e.pool.trim();   // every buffer of the load made anew, the one picked among them
+            made.length = 0;
+            fail = pick;
+            await expectThrows(async () => e.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), kvCache: { numBlocks: 300 } }),
+              'loadModel: the GPU refused an allocation or upload of the model; everything it had taken is released', 'exceeds');
+            assert(fail === null, `${where}: no allocation was picked to fail`);
+            const kept = made.filter((m) => !m.destroyed).length;
+            assert(kept === 0, `${where}: ${kept} of the ${made.length} buffers the failed load made were not destroyed`);
+            await e.sync();   // nothing of the failed load is left to surface later
+          }
+        } finally {
+          device.createBuffer = create;
+        }
+        const model = await e.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), kvCache: { numBlocks: 300 } });
+        try {
+          await greedyIsGolden(model, g, 'after two failed loads');
+        } finally {
+          model.destroy();
+        }
+        await e.sync();
+      }
+    },
+  },
+  {
     name: 'token ids are range-checked as numbers before any conversion (2^32 + 1 no longer wraps to 1)',
     async run(ctx) {
       const g = await golden(ctx);
