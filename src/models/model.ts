@@ -322,7 +322,7 @@ export class Model {
     const a = new Int32Array(src.length);
     for (let i = 0; i < src.length; i++) {
       const x = src[i];
-      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= V) fail(op, `${arg}[${i}]`, `a token id in [0, ${V})`, x);
+      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= V) fail(op, `${arg}[${i}]`, `a token id in [0, ${V})`, fmt(x));
       a[i] = x;
     }
     return a;
