@@ -55,6 +55,13 @@ export interface LoadModelOptions {
   maxTokensPerStep?: number;
   /** Sequences one step serves at most (default 64). */
   maxSeqsPerStep?: number;
+  /**
+   * Load weights holding NaN or ±Inf as they are (default false). Every tensor is scanned as it
+   * uploads, and by default one with a NaN or ±Inf as stored on the GPU (the checkpoint's own, a value
+   * past what the storage dtype holds, a quantized block's non-finite scale) is refused with its name:
+   * such a model's logits are NaN, and greedy decoding then returns token 0 forever.
+   */
+  allowNonFinite?: boolean;
 }
 
 export interface GenerateOptions {
@@ -114,7 +121,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   // any other name is a misspelling, refused rather than ignored. A Record over the options' keys: a
   // new option must be listed here to compile.
   const known: Record<keyof LoadModelOptions | 'tokenizer' | 'tokenizerConfig' | 'generationConfig' | 'name', true> = {
-    config: true, weights: true, dtype: true, kvCache: true, onProgress: true, maxTokensPerStep: true, maxSeqsPerStep: true,
+    config: true, weights: true, dtype: true, kvCache: true, onProgress: true, maxTokensPerStep: true, maxSeqsPerStep: true, allowNonFinite: true,
     tokenizer: true, tokenizerConfig: true, generationConfig: true, name: true,
   };
   checkKeys(OP, 'o', o, Object.keys(known));
@@ -130,6 +137,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
     'a SafetensorsFile or an array of them (loadSafetensors), or a GGUFFile (loadGGUF)', o.weights);
   if (o.dtype !== undefined) check(['checkpoint', 'f32', 'f16', 'bf16', 'q8', 'q4'].includes(o.dtype), OP, 'o.dtype', "'checkpoint', 'f32', 'f16', 'bf16', 'q8' or 'q4'", fmt(o.dtype));
   if (o.onProgress !== undefined) check(typeof o.onProgress === 'function', OP, 'o.onProgress', 'a function (loadedBytes, totalBytes)', o.onProgress);
+  if (o.allowNonFinite !== undefined) check(typeof o.allowNonFinite === 'boolean', OP, 'o.allowNonFinite', 'a boolean', fmt(o.allowNonFinite));
   const kvo = o.kvCache ?? {};
   check(kvo !== null && typeof kvo === 'object' && !Array.isArray(kvo), OP, 'o.kvCache', '{ numBlocks?, blockSize?, dtype? }', kvo);
   checkKeys(OP, 'o.kvCache', kvo, CACHE_OPTIONS);
@@ -149,7 +157,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
   let reader: WeightReader | null = null;
   return build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
-    () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize), dtype), () => reader?.destroyLoaded());
+    () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize, o.allowNonFinite === true), dtype), () => reader?.destroyLoaded());
 }
 
 /** The step runtime's implementation of a config's architecture. */

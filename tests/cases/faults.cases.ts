@@ -61,6 +61,7 @@ export const faultCases = defineCases('faults', [
       await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, kvCache: { numblocks: 8 } } as never),
         "loadModel: o.kvCache: expected only the options numBlocks, blockSize, dtype, got 'numblocks' (did you mean 'numBlocks'?)");
       await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, kvCache: [] as never }), 'loadModel: o.kvCache: expected { numBlocks?, blockSize?, dtype? }');
+      await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, allowNonFinite: 'yes' as never }), "loadModel: o.allowNonFinite: expected a boolean, got 'yes'");
       await refusedBeforeTaking(e, () => e.loadModel({ config: g.config, weights, maxTokensPerStep: '512' as never }), 'loadModel: o.maxTokensPerStep: expected a positive integer, got 512');
       await refusedBeforeTaking(e, () => createRandomModel(e, { config: g.config, seeed: 3 } as never),
         "createRandomModel: o: expected only the options config, dtype, seed, kvCache, maxTokensPerStep, maxSeqsPerStep, got 'seeed' (did you mean 'seed'?)");
@@ -157,6 +158,47 @@ export const faultCases = defineCases('faults', [
         await greedyIsGolden(model, g, 'after refused ids');
       } finally {
         model.destroy();
+      }
+    },
+  },
+  {
+    name: 'NaN and ±Inf weights are refused with the tensor\'s name (f32, overflowing f16, a GGUF block\'s scale); allowNonFinite loads them as they are',
+    async run(ctx) {
+      const g = await golden(ctx);
+      const e = ctx.engine;
+      const nan = await editedWeights(g, 'model.layers.1.mlp.down_proj.weight', (v) => v.setFloat32(4 * 1234, NaN, true));
+      await expectThrows(() => e.loadModel({ config: g.config, weights: nan }),
+        "loadModel: tensor 'model.layers.1.mlp.down_proj.weight': expected finite weights (or allowNonFinite: true to load them as they are), got NaN at element 1234");
+      const inf = await editedWeights(g, 'model.layers.0.self_attn.k_proj.weight', (v) => v.setFloat32(4 * 4095, -Infinity, true));
+      await expectThrows(() => e.loadModel({ config: g.config, weights: inf, dtype: 'bf16' }), "tensor 'model.layers.0.self_attn.k_proj.weight'", 'got -Infinity at element 4095');
+      // Finite in the checkpoint, past what f16 holds.
+      const big = await editedWeights(g, 'model.embed_tokens.weight', (v) => v.setFloat32(4 * 7, 1e6, true));
+      await expectThrows(() => e.loadModel({ config: g.config, weights: big, dtype: 'f16' }),
+        "loadModel: tensor 'model.embed_tokens.weight': expected values f16 holds (load with dtype 'f32' or 'bf16', or allowNonFinite: true to keep them), got 1000000 at element 7 (F32), which is Infinity as f16");
+      const bf16 = await e.loadModel({ config: g.config, weights: big, dtype: 'bf16' });
+      bf16.destroy();
+      // Opted out: loaded as they are (a NaN norm weight makes every logit NaN).
+      const normNaN = await editedWeights(g, 'model.norm.weight', (v) => v.setFloat32(0, NaN, true));
+      const model = await e.loadModel({ config: g.config, weights: normNaN, allowNonFinite: true });
+      try {
+        const logits = await model.logits([1, 2]);
+        assert(logits.every(Number.isNaN), 'allowNonFinite: the NaN norm weight did not reach the GPU (finite logits)');
+      } finally {
+        model.destroy();
+      }
+      // A quantized block whose f16 scale is NaN (the first Q8_0 tensor's first block).
+      const q8 = new Uint8Array(await ctx.fixture('goldens-quant/gguf-llama-q8-0/model.gguf'));
+      const first = [...(await loadGGUF(q8)).tensors.values()].find((t) => t.type === 'Q8_0');
+      assert(first, 'the Q8_0 golden has a Q8_0 tensor');
+      q8[first.offset + 1] = 0x7e;   // d = 0x7e00, an f16 NaN
+      await expectThrows(async () => e.loadModel({ weights: await loadGGUF(q8) }),
+        'expected finite weights (or allowNonFinite: true to load them as they are), got a Q8_0 block (elements 0..31) whose scale at byte 0 is NaN');
+      // The engine serves after every refusal.
+      const after = await e.loadModel({ config: g.config, weights: await loadSafetensors(g.weights) });
+      try {
+        await greedyIsGolden(after, g, 'after refused weights');
+      } finally {
+        after.destroy();
       }
     },
   },
