@@ -58,26 +58,44 @@ function directoryFolder(dir: string): Folder {
   const base = dir.replace(/[\\/]+$/, '') || dir;
   const path = (file: string) => `${base}/${file}`;
   const missing = (e: unknown) => (e as { code?: string }).code === 'ENOENT' || (e as { name?: string }).name === 'NotFound';
+  const code = (e: unknown) => (e as { code?: string }).code;
+  // The folder itself first, so that a file or a missing path is said as such rather than as a
+  // missing config.json (ENOTDIR) or the system's EISDIR.
+  let isDirectory: Promise<void> | null = null;
+  const directory = () => (isDirectory ??= (async () => {
+    const expected = 'a checkpoint directory (config.json and model.safetensors) or a .gguf file';
+    let st: { isDirectory?(): boolean };
+    try {
+      st = await (await nodeFs()).stat(base);
+    } catch (e) {
+      fail(OP, 'src', expected, `'${base}' (${missing(e) ? 'no such directory' : (e as Error).message})`);
+    }
+    if (st.isDirectory && !st.isDirectory()) fail(OP, 'src', expected, `'${base}' (a file${/\.safetensors$/i.test(base) ? ': loadSafetensors reads one' : ''})`);
+  })());
   return {
     where: `directory '${base}'`,
     name: basename(base),
     async text(file) {
+      await directory();
       const fs = await nodeFs();
       try {
         return new TextDecoder().decode(await fs.readFile(path(file)));
       } catch (e) {
         if (missing(e)) return null;
-        fail(OP, file, `a readable file in directory '${base}'`, (e as Error).message);
+        fail(OP, file, `a readable file in directory '${base}'`, code(e) === 'EISDIR' ? 'a directory' : (e as Error).message);
       }
     },
     async safetensors(file) {
+      await directory();
       const fs = await nodeFs();
+      let st: { isDirectory?(): boolean };
       try {
-        await fs.stat(path(file));
+        st = await fs.stat(path(file));
       } catch (e) {
         if (missing(e)) return null;
-        throw e;
+        fail(OP, file, `a readable file in directory '${base}'`, (e as Error).message);
       }
+      if (st.isDirectory?.()) fail(OP, file, `a safetensors file in directory '${base}'`, 'a directory');
       return loadSafetensors(path(file));
     },
   };

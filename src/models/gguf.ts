@@ -13,7 +13,7 @@ import { check, fail, fmt, shapeStr } from '../core/errors.js';
 import { ggmlTypeName, isQuantType, QUANT_FORMATS } from '../core/quant.js';
 import { ggufConfig } from './gguf_config.js';
 import { ggufTokenizer } from './gguf_tokenizer.js';
-import { hasFileSystem, isUrl, openFile } from './safetensors.js';
+import { hasFileSystem, isUrl, openLocalFile } from './safetensors.js';
 
 const OP = 'loadGGUF';
 
@@ -57,7 +57,12 @@ export interface GGUFFile {
    */
   tensorBytes(name: string): Promise<Uint8Array>;
   tensorInfo(name: string): GGUFTensorInfo;
-  /** Releases file handles and streams. */
+  /**
+   * Releases file handles and streams. A path's file is held open only while it is read (loadGGUF
+   * closes it after the header; tensorBytes opens it again), so a GGUFFile closed here can still be
+   * read, and loaded again; a Response's stream is cancelled and cannot. Idempotent. loadModel calls
+   * it once the weights are on the GPU.
+   */
   close?(): Promise<void>;
 }
 
@@ -98,6 +103,8 @@ interface ByteSource {
   /** Bytes [begin, end); fewer only where the file ends first. */
   read(begin: number, end: number): Promise<Uint8Array>;
   close(): Promise<void>;
+  /** Lets a handle go that the next read opens again (a path's; loadGGUF's end). */
+  release?(): Promise<void>;
 }
 
 function memorySource(bytes: Uint8Array, name: string): ByteSource {
@@ -118,35 +125,10 @@ function blobSource(blob: Blob, name: string): ByteSource {
   };
 }
 
+/** A path: its handle held only while it is read (openLocalFile). */
 async function pathSource(path: string): Promise<ByteSource> {
-  const fh = await openFile(path, OP, 'a readable GGUF file');
-  let size: number;
-  try {
-    size = (await fh.stat()).size;
-  } catch (e) {
-    await fh.close();
-    throw e;
-  }
-  let closed = false;
-  return {
-    name: path,
-    size,
-    async read(b, e) {
-      if (closed) fail('GGUFFile.tensorBytes', path, 'an open file', 'a closed one');
-      const out = new Uint8Array(Math.max(0, Math.min(e, size) - b));
-      let done = 0;
-      while (done < out.length) {
-        const { bytesRead } = await fh.read(out, done, out.length - done, b + done);
-        if (bytesRead === 0) break; // the file shrank under us; the caller reports the short read
-        done += bytesRead;
-      }
-      return done === out.length ? out : out.subarray(0, done);
-    },
-    async close() {
-      if (!closed) await fh.close();
-      closed = true;
-    },
-  };
+  const file = await openLocalFile(path, OP, 'a readable GGUF file');
+  return { name: path, size: file.size, read: (b, e) => file.read(b, e), close: () => file.close(), release: () => file.close() };
 }
 
 /** The file size a response announces (null when it does not, or when the body is re-encoded). */
@@ -756,6 +738,8 @@ export async function loadGGUF(src: GGUFSource | (Blob | string)[]): Promise<GGU
     const ropeFreqs = await readRopeFreqs(parts, tensors, cached);
     const config = ggufConfig(metadata, tensors, { ropeFreqs, name: parts[0]!.src.name });
     const tok = ggufTokenizer(metadata, { name: parts[0]!.src.name });
+    // No file stays open between here and the first tensor read.
+    await Promise.all(parts.map((p) => p.src.release?.()));
     return new GGUFFileImpl(parts, metadata, tensors, config, tok?.tokenizer, tok?.tokenizerConfig, cached);
   } catch (e) {
     await Promise.all(parts.map((p) => p.src.close()));

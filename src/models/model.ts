@@ -156,8 +156,14 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
     ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize)
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
   let reader: WeightReader | null = null;
-  return build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
-    () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize, o.allowNonFinite === true), dtype), () => reader?.destroyLoaded());
+  try {
+    return await build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
+      () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize, o.allowNonFinite === true), dtype), () => reader?.destroyLoaded());
+  } finally {
+    // File handles go once the weights are on the GPU (or the load failed); a file read again (a
+    // second loadModel of the same SafetensorsFile or GGUFFile) opens again (close() in their docs).
+    await Promise.allSettled(files.map((f) => f.close?.()));
+  }
 }
 
 /** The step runtime's implementation of a config's architecture. */

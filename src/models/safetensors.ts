@@ -41,7 +41,13 @@ export interface SafetensorsFile {
    * wider typed array); Blob and path sources read just that range.
    */
   bytes(tensor: string): Promise<Uint8Array>;
-  /** Releases a file handle (path sources); a no-op elsewhere. */
+  /**
+   * Releases the file handle of a path source; a no-op for the others. A path source holds a handle
+   * only while it is read: loadSafetensors reads the header and closes it, the first bytes() opens it
+   * again, and so does a bytes() after close() (the file must be unchanged, else that read fails).
+   * loadModel calls close() once the weights are on the GPU, so the same SafetensorsFile can be loaded
+   * again. Idempotent; reads in flight finish first.
+   */
   close?(): Promise<void>;
 }
 
@@ -192,13 +198,13 @@ async function fromBlob(blob: Blob, name: string): Promise<SafetensorsFile> {
 /** The parts of node:fs/promises used here (Node and Deno both provide them). */
 interface FileHandleLike {
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
-  stat(): Promise<{ size: number }>;
+  stat(): Promise<{ size: number; mtimeMs?: number; isDirectory?(): boolean }>;
   close(): Promise<void>;
 }
 export interface NodeFsLike {
   open(path: string, flags: string): Promise<FileHandleLike>;
   readFile(path: string): Promise<Uint8Array>;
-  stat(path: string): Promise<{ size: number }>;
+  stat(path: string): Promise<{ size: number; isDirectory?(): boolean }>;
 }
 
 /** node:fs/promises, loaded only on the path branch so a browser bundle never asks for it. */
@@ -207,15 +213,93 @@ export async function nodeFs(): Promise<NodeFsLike> {
   return (await import(/* @vite-ignore */ specifier)) as NodeFsLike;
 }
 
-/** A local file opened for reading; a file that cannot be opened is op's named error on `src`
- *  (expected `what`, with the path and the system's reason). */
-export async function openFile(path: string, op: string, what: string): Promise<FileHandleLike> {
+/** A local file read by byte ranges (openLocalFile). */
+export interface LocalFile {
+  readonly path: string;
+  /** Bytes in the file when it was opened. */
+  readonly size: number;
+  /** Bytes [begin, end); fewer only where the file ends first. */
+  read(begin: number, end: number): Promise<Uint8Array>;
+  /** Closes the handle once the reads in flight are done (idempotent); the next read opens the file again. */
+  close(): Promise<void>;
+}
+
+/**
+ * A local file for reading, holding its handle from the first read to close() and opening it again
+ * at a read after that: a loaded model keeps no file open, and its SafetensorsFile or GGUFFile can
+ * still be loaded again. A file that cannot be opened, a directory (said with `directoryNote`), or a
+ * file that changed (size or modification time) before it was opened again is op's named error on
+ * `src` (expected `what`).
+ */
+export async function openLocalFile(path: string, op: string, what: string, directoryNote = ''): Promise<LocalFile> {
   const fs = await nodeFs();
-  try {
-    return await fs.open(path, 'r');
-  } catch (e) {
-    fail(op, 'src', what, `'${path}' (${(e as Error).message})`);
-  }
+  const open = async (): Promise<{ fh: FileHandleLike; size: number; mtimeMs?: number }> => {
+    let fh: FileHandleLike;
+    try {
+      fh = await fs.open(path, 'r');
+    } catch (e) {
+      // Some systems refuse to open a directory at all; Linux opens it and fails the first read (EISDIR).
+      fail(op, 'src', what, `'${path}' (${(e as { code?: string }).code === 'EISDIR' ? `a directory${directoryNote}` : (e as Error).message})`);
+    }
+    try {
+      const st = await fh.stat();
+      if (st.isDirectory?.()) fail(op, 'src', what, `'${path}' (a directory${directoryNote})`);
+      return { fh, size: st.size, mtimeMs: st.mtimeMs };
+    } catch (e) {
+      await fh.close().catch(() => {});
+      throw e;
+    }
+  };
+  const first = await open();
+  const { size, mtimeMs } = first;
+  const reopen = async (): Promise<FileHandleLike> => {
+    const again = await open();
+    if (again.size !== size || (mtimeMs !== undefined && again.mtimeMs !== undefined && again.mtimeMs !== mtimeMs)) {
+      await again.fh.close().catch(() => {});
+      fail(op, 'src', `${what} unchanged since it was opened (${size} bytes)`, `'${path}', since changed (${again.size} bytes)`);
+    }
+    return again.fh;
+  };
+  // The handle in use and its reads in flight: close() ends it when its last read is done.
+  interface Use { fh: Promise<FileHandleLike>; reads: number; closing: boolean }
+  let use: Use | null = { fh: Promise.resolve(first.fh), reads: 0, closing: false };
+  const end = async (u: Use) => {
+    await (await u.fh.catch(() => null))?.close();
+  };
+  return {
+    path,
+    size,
+    async read(b, e) {
+      const u = use ??= { fh: reopen(), reads: 0, closing: false };
+      u.reads++;
+      try {
+        let fh: FileHandleLike;
+        try {
+          fh = await u.fh;
+        } catch (err) {
+          if (use === u) use = null;   // the next read tries again
+          throw err;
+        }
+        const out = new Uint8Array(Math.max(0, Math.min(e, size) - b));
+        let done = 0;
+        while (done < out.length) {
+          const { bytesRead } = await fh.read(out, done, out.length - done, b + done);
+          if (bytesRead === 0) break;   // the file shrank under us; the caller reports the short read
+          done += bytesRead;
+        }
+        return done === out.length ? out : out.subarray(0, done);
+      } finally {
+        if (--u.reads === 0 && u.closing) await end(u);
+      }
+    },
+    async close() {
+      const u = use;
+      use = null;
+      if (!u || u.closing) return;
+      u.closing = true;
+      if (u.reads === 0) await end(u);
+    },
+  };
 }
 
 /** True in Node and Deno, where a string names a file; false in a browser, where it is a URL. */
@@ -229,40 +313,23 @@ export function isUrl(s: string): boolean {
   return /^(https?|blob|data):/i.test(s);
 }
 
-async function readFully(fh: FileHandleLike, begin: number, end: number, name: string): Promise<Uint8Array> {
-  const out = new Uint8Array(end - begin);
-  let done = 0;
-  while (done < out.length) {
-    const { bytesRead } = await fh.read(out, done, out.length - done, begin + done);
-    if (bytesRead === 0) fail('loadSafetensors', name, `${end - begin} bytes at offset ${begin}`, `end of file after ${done}`);
-    done += bytesRead;
-  }
+async function readFully(file: LocalFile, begin: number, end: number): Promise<Uint8Array> {
+  const out = await file.read(begin, end);
+  if (out.byteLength < end - begin) fail('loadSafetensors', file.path, `${end - begin} bytes at offset ${begin}`, `end of file after ${out.byteLength}`);
   return out;
 }
 
+/** A path: the header read now, tensors when asked for; no handle held in between (openLocalFile). */
 async function fromPath(path: string): Promise<SafetensorsFile> {
-  const fh = await openFile(path, 'loadSafetensors', 'a readable safetensors file');
+  const file = await openLocalFile(path, 'loadSafetensors', 'a readable safetensors file', ': loadCheckpoint reads a checkpoint folder');
   try {
-    const size = (await fh.stat()).size;
-    const first8 = await readFully(fh, 0, Math.min(8, size), path);
+    const size = file.size;
+    const first8 = await readFully(file, 0, Math.min(8, size));
     const n = headerLength(first8, path, size);
-    const header = parseHeader(await readFully(fh, 8, 8 + n, path), path, size);
-    let closed = false;
-    return new LazySafetensors(
-      path,
-      header,
-      (b, e) => {
-        if (closed) fail('SafetensorsFile.bytes', path, 'an open file', 'a closed one');
-        return readFully(fh, b, e, path);
-      },
-      async () => {
-        if (!closed) await fh.close();
-        closed = true;
-      },
-    );
-  } catch (e) {
-    await fh.close();
-    throw e;
+    const header = parseHeader(await readFully(file, 8, 8 + n), path, size);
+    return new LazySafetensors(path, header, (b, e) => readFully(file, b, e), () => file.close());
+  } finally {
+    await file.close();
   }
 }
 

@@ -202,4 +202,37 @@ export const faultCases = defineCases('faults', [
       }
     },
   },
+  {
+    name: 'loadModel closes the files it read once the weights are on the GPU, or the load failed; a closed file loads again',
+    async run(ctx) {
+      const g = await golden(ctx);
+      const log: string[] = [];
+      const watched = (inner: SafetensorsFile): SafetensorsFile => ({
+        tensors: inner.tensors,
+        metadata: inner.metadata,
+        name: inner.name,
+        bytes: (t) => { log.push('read'); return inner.bytes(t); },
+        close: async () => { log.push('close'); },
+      });
+      const file = watched(await loadSafetensors(g.weights));
+      const closedAfterReads = (what: string) => {
+        assert(log.at(-1) === 'close' && log.filter((x) => x === 'close').length === 1, `${what}: ${log.filter((x) => x === 'close').length} closes, last ${log.at(-1)}`);
+        assert(log.indexOf('read') >= 0, `${what}: nothing read`);
+        log.length = 0;
+      };
+      const a = await ctx.engine.loadModel({ config: g.config, weights: file });
+      a.destroy();
+      closedAfterReads('first load');
+      const b = await ctx.engine.loadModel({ config: g.config, weights: file });
+      try {
+        closedAfterReads('the same file loaded again');
+        await greedyIsGolden(b, g, 'a file loaded a second time');
+      } finally {
+        b.destroy();
+      }
+      const nan = watched(await editedWeights(g, 'model.norm.weight', (v) => v.setFloat32(0, NaN, true)));
+      await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: nan }), "tensor 'model.norm.weight': expected finite weights");
+      closedAfterReads('a load that failed after reading');
+    },
+  },
 ]);

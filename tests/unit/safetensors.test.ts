@@ -101,14 +101,19 @@ describe('safetensors: encode and load', () => {
     expect(vb.buffer.byteLength).toBe(12);
   });
 
-  it('names the tensor when bytes() is asked for an unknown one, and refuses reads after close', async () => {
+  it('names the tensor when bytes() is asked for an unknown one; reads again after close, the file unchanged', async () => {
     const f = await loadSafetensors(encodeSafetensors(sample(13)));
     await expect(f.bytes('nope.weight')).rejects.toThrow(/SafetensorsFile\.bytes: tensor: expected a tensor of bytes \(5 tensors\), got 'nope\.weight'/);
     const path = join(tmp, 'closed.safetensors');
-    await writeFile(path, encodeSafetensors(sample(14)));
+    const bytes = encodeSafetensors(sample(14));
+    await writeFile(path, bytes);
     const p = await loadSafetensors(path);
+    const first = await p.bytes('a.weight');
     await p.close!();
-    await expect(p.bytes('a.weight')).rejects.toThrow(/closed/);
+    expect(await p.bytes('a.weight')).toEqual(first);
+    await p.close!();
+    await writeFile(path, bytes.subarray(0, bytes.length - 4));
+    await expect(p.bytes('a.weight')).rejects.toThrow(/loadSafetensors: src: expected a readable safetensors file unchanged since it was opened .*, got '.*closed\.safetensors', since changed/);
   });
 
   it('reads every golden checkpoint from its path, and its bytes match an independent parse', async () => {
