@@ -145,6 +145,9 @@ async function overHttp(model: Model, reqs: Req[]): Promise<{ wallS: number; out
 }
 
 async function main(): Promise<void> {
+  // dawn.node does not always hold the event loop open while a read-back is pending: without this,
+  // Node can find nothing left to run and exit in the middle of a request.
+  setInterval(() => undefined, 1000);
   const webgpu = await import('webgpu');
   Object.assign(globalThis, webgpu.globals);
   const engine: Engine = await createEngine({ gpu: webgpu.create([]), powerPreference: 'high-performance' });

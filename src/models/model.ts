@@ -1,26 +1,25 @@
-// Whole models (API.md "Whole models"): loading a checkpoint onto the GPU, and the step runtime that
-// serves sequences over the paged cache with continuous batching.
+// Whole models (API.md "Whole models"): loading a checkpoint onto the GPU, and the step that runs the
+// forward pass over the paged cache. Scheduling, requests, blocks and the prefix cache are the request
+// engine's (serve/engine.ts); generate and the OpenAI-shaped API are calls over it.
 //
-// A step: the block manager places the step's tokens (decodes first, then chunks of prompts under a
-// token budget), the host writes the step's ids, positions, slots and sampled rows in four small
-// uploads, plans attention once, and records embedding, every layer, the lm_head on each sampled
-// sequence's last row, and sampling — through a DispatchCache, so a steady-state step allocates and
-// uploads nothing else. Only token ids come back.
-//
-// generate keeps up to tuning.stepsInFlight steps in flight (three by default): a sequence's next input
-// token can be the previous step's sampled id still on the GPU (the step kernel reads it there), so
-// step k+1 is recorded and submitted while step k runs and the ids of the steps before travel back. A
-// stop token read late costs that sequence a wasted step or two; their output is dropped and its blocks
-// are freed once no step in flight uses them. A decode step that repeats one already recorded replays
-// its layers' commands (step graphs, tuning.stepGraphs).
+// A step (recordStep): the block manager places the step's tokens, the host writes the step's ids,
+// positions, slots and sampled rows in four small uploads, plans attention once, and records embedding,
+// every layer, the lm_head on each sampled sequence's last row, and sampling — through a DispatchCache,
+// so a steady-state step allocates and uploads nothing else. Only token ids come back. A step's input
+// id can be a sampled id of the previous step still on the GPU (the step kernel reads it there), so
+// the engine keeps up to tuning.stepsInFlight steps in flight. A decode step that repeats one already
+// recorded replays its layers' commands (step graphs, tuning.stepGraphs).
 import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
-import { argmax, sample } from '../ops/sample.js';
+import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { KVCacheManager } from '../serve/kv_manager.js';
+import { OpenAIServing, type TextSetup } from '../serve/openai.js';
+import { ChatTemplate, TextTokenizer } from '../serve/text.js';
+import { checkTokenIds, GREEDY, RequestEngine, type StepProcessing, type StepRecord, type StepRow, type StepRunner } from '../serve/engine.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { ropeTable } from './rope.js';
 import type { SafetensorsFile } from './safetensors.js';
@@ -51,6 +50,14 @@ export interface LoadModelOptions {
   dtype?: 'checkpoint' | WeightDType | QuantizeOnLoad;
   kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType | 'fp8_ds_mla' };
   onProgress?: (loadedBytes: number, totalBytes: number) => void;
+  /** tokenizer.json (parsed), for text in and out (a GGUF file's own by default). */
+  tokenizer?: object;
+  /** tokenizer_config.json (parsed): the chat template and special tokens (a GGUF file's own by default). */
+  tokenizerConfig?: object;
+  /** generation_config.json (parsed): end-of-sequence ids and sampling defaults. */
+  generationConfig?: object;
+  /** The model's name in the OpenAI-shaped API (`model` of its responses); default: the config's name_or_path or architecture. */
+  name?: string;
   /** Tokens one step processes at most: decodes plus prompt chunks (default 512). */
   maxTokensPerStep?: number;
   /** Sequences one step serves at most (default 64). */
@@ -77,6 +84,12 @@ export interface GenerateOptions {
   signal?: AbortSignal;
 }
 
+const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal'] as const;
+
+function isAbortSignal(x: unknown): x is AbortSignal {
+  return typeof AbortSignal !== 'undefined' && x instanceof AbortSignal;
+}
+
 /** What the last generate or logits call did, for callers that measure. */
 export interface RunStats {
   steps: number;
@@ -87,28 +100,6 @@ export interface RunStats {
   /** Host time recording steps (scheduling, uploads, encoding). */
   hostMs: number;
 }
-
-interface Seq {
-  index: number;
-  id: string;
-  prompt: Int32Array;
-  /** Prompt tokens placed in the cache so far. */
-  fed: number;
-  /** Tokens known on the host. */
-  out: number[];
-  /** Samples requested so far (known or in flight). */
-  issued: number;
-  done: boolean;
-  /** The step and row of the latest sample requested. */
-  lastStep: number;
-  lastRow: number;
-  /** The newest step whose work includes this sequence. */
-  usedBy: number;
-  admitted: boolean;
-  freed: boolean;
-}
-
-interface Req { seq: Seq; ids: number[]; sample: boolean }
 
 const OP = 'loadModel';
 /** The options of kvCache (loadModel, createRandomModel). */
@@ -155,15 +146,39 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   const numBlocks = kvo.numBlocks === undefined
     ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize)
     : checkPosInt(kvo.numBlocks, OP, 'o.kvCache.numBlocks');
+  // The tokenizer and template are checked before any GPU memory is taken too.
+  const text = textSetup(o, gguf, cfg);
   let reader: WeightReader | null = null;
   try {
-    return await build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
-      () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize, o.allowNonFinite === true), dtype), () => reader?.destroyLoaded());
+    const model = await build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
+      () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize, o.allowNonFinite === true), dtype),
+      () => reader?.destroyLoaded());
+    model.useText(text);
+    return model;
   } finally {
     // File handles go once the weights are on the GPU (or the load failed); a file read again (a
     // second loadModel of the same SafetensorsFile or GGUFFile) opens again (close() in their docs).
     await Promise.allSettled(files.map((f) => f.close?.()));
   }
+}
+
+/**
+ * The text side of a model: its tokenizer (the options', else a GGUF file's), chat template, generation
+ * config, and the name its OpenAI-shaped responses carry. A malformed tokenizer.json or template is
+ * refused here, before the weights load.
+ */
+function textSetup(o: LoadModelOptions, gguf: GGUFFile | null, cfg: ModelConfig): TextSetup & { name: string } {
+  const tokJson = o.tokenizer ?? gguf?.tokenizer;
+  const tokConfig = o.tokenizerConfig ?? gguf?.tokenizerConfig;
+  if (tokJson !== undefined) check(tokJson !== null && typeof tokJson === 'object', OP, 'o.tokenizer', 'a parsed tokenizer.json object', tokJson);
+  if (tokConfig !== undefined) check(tokConfig !== null && typeof tokConfig === 'object', OP, 'o.tokenizerConfig', 'a parsed tokenizer_config.json object', tokConfig);
+  if (o.generationConfig !== undefined) check(o.generationConfig !== null && typeof o.generationConfig === 'object', OP, 'o.generationConfig', 'a parsed generation_config.json object', o.generationConfig);
+  if (o.name !== undefined) check(typeof o.name === 'string' && o.name.length > 0, OP, 'o.name', 'a non-empty string', o.name);
+  const tokenizer = tokJson ? TextTokenizer.create(tokJson, tokConfig, o.generationConfig) : undefined;
+  const template = tokConfig ? ChatTemplate.fromConfig(tokConfig) : undefined;
+  const gname = gguf?.metadata.get('general.name');
+  const name = o.name ?? (typeof gname === 'string' && gname ? gname : cfg.architecture);
+  return { tokenizer, template, generationConfig: o.generationConfig as Record<string, unknown> | undefined, name };
 }
 
 /** The step runtime's implementation of a config's architecture. */
@@ -253,7 +268,7 @@ function defaultBlocks(rt: Runtime, cfg: ModelConfig, c: { perToken: number; per
   return Math.max(1, Math.floor(tokens / bs));
 }
 
-export class Model {
+export class Model implements StepRunner {
   readonly architecture: string;
   readonly config: ModelConfig;
   readonly weightDType: WeightDType;
@@ -264,9 +279,21 @@ export class Model {
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly cacheDType: string;
+  /** The model's name in OpenAI-shaped responses (`model`), and the id `webinfer serve` serves it under. */
+  id: string;
+  /** The checkpoint's tokenizer (tokenizer.json or a GGUF's), when it has one. */
+  tokenizer?: TextTokenizer;
+  /** OpenAI's Chat Completions over this model's request queue (serve/openai.ts). */
+  readonly chat: OpenAIServing['chat'];
+  /** OpenAI's Completions over this model's request queue. */
+  readonly completions: OpenAIServing['completions'];
+  private serving: OpenAIServing;
   /** What the last generate or logits did. */
   lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };
-  private readonly kv: KVCacheManager;
+  /** The block manager (with the prefix cache) the request engine schedules through. */
+  readonly kv: KVCacheManager;
+  /** The model's request queue: continuous batching over every caller's requests. */
+  readonly engine: RequestEngine;
   private readonly dc: DispatchCache;
   private readonly h: Tensor;
   private readonly idsIn: Tensor;
@@ -280,12 +307,15 @@ export class Model {
   private cos: Tensor | null = null;
   private sin: Tensor | null = null;
   private tablePositions = 0;
-  private stepNo = 0;
-  /** The step number at which the current call began. */
-  private runStart = 0;
-  private busy = false;
-  /** Steps in flight for the running call (tuning.stepsInFlight, read when it starts). */
+  private step = 0;
+  /** Steps in flight (tuning.stepsInFlight, read when the engine starts a run): the sampled-id ring in use. */
   private inFlight = 3;
+  /** Per-row sampling settings, logit edits and masks of the step's sampled rows (grown on demand). */
+  private rowParams: Tensor | null = null;
+  private edits: Tensor | null = null;
+  private masks: Tensor | null = null;
+  private maskRows: Tensor | null = null;
+  private lpCopy: Tensor | null = null;
   private destroyed = false;
   private nextSeq = 0;
   /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
@@ -304,7 +334,13 @@ export class Model {
     this.numBlocks = o.numBlocks;
     this.blockSize = o.blockSize;
     this.cacheDType = o.cacheDtype;
-    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize });
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true });
+    this.engine = new RequestEngine(this);
+    this.id = cfg.architecture;
+    this.serving = new OpenAIServing(this);
+    // Late-bound: useText replaces the serving object when a tokenizer comes.
+    this.chat = { completions: { create: (req: unknown) => this.serving.chat.completions.create(req) } };
+    this.completions = { create: (req: unknown) => this.serving.completions.create(req) };
     this.dc = new DispatchCache(rt);
     const T = o.maxTokens, S = o.maxSeqs;
     this.h = rt.zeros([T, cfg.hiddenSize]);
@@ -317,29 +353,46 @@ export class Model {
     this.sampled = Array.from({ length: MAX_IN_FLIGHT }, () => rt.zeros([S], 'i32'));
   }
 
-  private enter(op: string): void {
+  get vocabSize(): number { return this.config.vocabSize; }
+  get maxContext(): number { return this.config.maxPositionEmbeddings; }
+  get eosTokenIds(): readonly number[] { return this.config.eosTokenIds; }
+
+  /** Gives the model its text side (loadModel does): tokenizer, chat template, generation defaults, name. */
+  useText(t: TextSetup & { name?: string }): void {
+    this.tokenizer = t.tokenizer;
+    if (t.name) this.id = t.name;
+    this.serving = new OpenAIServing(this, t);
+  }
+  /** Tokens one sequence can hold: the cache's. */
+  get capacity(): number { return this.numBlocks * this.blockSize; }
+  get stepNo(): number { return this.step; }
+
+  assertAlive(op: string): void {
     if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
     this.rt.assertAlive(op);
-    if (this.busy) throw new WebinferError(`${op}: another logits or generate call of this model is running; await it first`);
+  }
+
+  /** tuning.stepsInFlight, checked; the engine reads it when it starts a run of steps. */
+  stepsInFlight(op: string): number {
     const k = this.rt.tuning.stepsInFlight;
     check(Number.isInteger(k) && k >= 2 && k <= MAX_IN_FLIGHT, op, 'engine.tuning.stepsInFlight', `an integer from 2 to ${MAX_IN_FLIGHT}`, k);
     this.inFlight = k;
-    this.busy = true;
+    return k;
   }
 
+  /** Runs fn between the engine's steps (the profilers and logits use the step buffers directly). */
+  private exclusive<T>(op: string, fn: () => Promise<T>): Promise<T> {
+    this.assertAlive(op);
+    return this.engine.runExclusive(async () => {
+      this.assertAlive(op);
+      this.stepsInFlight(op);
+      return fn();
+    });
+  }
+
+  /** Every id range-checked as a number before any conversion (2^32 + 1 must not wrap to 1). */
   private checkTokens(op: string, arg: string, t: unknown): Int32Array {
-    const ok = (Array.isArray(t) || t instanceof Int32Array) && (t as ArrayLike<number>).length > 0;
-    check(ok, op, arg, 'a non-empty number[] or Int32Array of token ids', t);
-    // Every id checked as the number it is before it becomes an i32: Int32Array.from wraps 2^32 + 1
-    // to 1, truncates 1.5 and converts '3'.
-    const src = t as ArrayLike<unknown>, V = this.config.vocabSize;
-    const a = new Int32Array(src.length);
-    for (let i = 0; i < src.length; i++) {
-      const x = src[i];
-      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= V) fail(op, `${arg}[${i}]`, `a token id in [0, ${V})`, fmt(x));
-      a[i] = x;
-    }
-    return a;
+    return checkTokenIds(op, arg, t, this.config.vocabSize);
   }
 
   private blocksFor(tokens: number): number {
@@ -358,31 +411,47 @@ export class Model {
     this.tablePositions = P;
   }
 
+  /** A tensor of at least `words` elements, grown (doubled) on demand. */
+  private grown(t: Tensor | null, words: number, dtype: 'u32' | 'i32' | 'f32' = 'u32'): Tensor {
+    if (t && t.numel >= words) return t;
+    t?.destroy();
+    return this.rt.zeros([Math.max(words, 2 * (t?.numel ?? 0), 64)], dtype);
+  }
+
   /**
-   * Records one step: the requests' tokens placed in the cache (the block manager's order), the forward
-   * pass, and either logits of every row (`all`) or the sampled ids of the requests that sample
-   * (written to sampled[step % inFlight]). Returns the rows the samples landed on, in request order.
+   * Records and submits one step: the rows' tokens placed in the cache (the block manager's order), the
+   * forward pass, and either logits of every row (`all`) or the sampled ids of the rows that sample
+   * (written to sampled[step % inFlight], read back). Sampling is greedy unless `proc` gives each sampled
+   * row its settings, logit edits and masks; its logprob rows' raw logits come back too.
    */
-  private recordStep(reqs: Req[], gen: GenerateOptions | null, all: Tensor | null): { T: number; R: number } {
+  recordStep(rows: StepRow[], proc: StepProcessing | null, all: Tensor | null = null): StepRecord {
     const rt = this.rt;
-    const step = this.stepNo++;
-    const m = this.kv.schedule(reqs.map((r) => ({ id: r.seq.id, numTokens: r.ids.length })));
+    const step = this.step++;
+    const m = this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
     const T = m.numTokens;
     const idsIn = new Int32Array(T), pos = new Int32Array(T), gather = new Int32Array(this.maxSeqsPerStep);
+    const sampledRow = new Array<number>(rows.length).fill(-1);
     let R = 0, maxPos = 0;
-    reqs.forEach((r, i) => {
+    rows.forEach((r, i) => {
       const [a] = m.rows[i];
-      const start = this.kv.seqLen(r.seq.id) - r.ids.length;
+      const start = this.kv.seqLen(r.id) - r.ids.length;
       for (let j = 0; j < r.ids.length; j++) { idsIn[a + j] = r.ids[j]; pos[a + j] = start + j; }
       maxPos = Math.max(maxPos, start + r.ids.length);
-      r.seq.usedBy = step;
       if (r.sample) {
         gather[R] = a + r.ids.length - 1;
-        r.seq.lastStep = step;
-        r.seq.lastRow = R++;
+        sampledRow[i] = R++;
       }
     });
     this.ensurePositions(maxPos);
+    const V = this.config.vocabSize;
+    if (proc?.params) this.rowParams = this.grown(this.rowParams, proc.params.length);
+    if (proc?.nEdits) this.edits = this.grown(this.edits, proc.nEdits * 4);
+    if (proc?.nMasks) {
+      this.masks = this.grown(this.masks, proc.nMasks * Math.ceil(V / 32));
+      this.maskRows = this.grown(this.maskRows, proc.nMasks, 'i32');
+    }
+    const nLp = proc?.logprobRows.length ?? 0;
+    if (nLp) this.lpCopy = this.grown(this.lpCopy, nLp * V, 'f32');
     // Uploads run on the queue ahead of anything still in the encoder: submit that first (the clears
     // of freshly made buffers, say), so the step's inputs land after it.
     rt.flush();
@@ -391,6 +460,12 @@ export class Model {
     q.writeBuffer(this.pos.buffer, 0, pos);
     q.writeBuffer(this.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
     if (R) q.writeBuffer(this.gather.buffer, 0, gather, 0, R);
+    if (proc?.params) q.writeBuffer(this.rowParams!.buffer, 0, proc.params as Uint32Array<ArrayBuffer>);
+    if (proc?.nEdits) q.writeBuffer(this.edits!.buffer, 0, proc.edits as Uint32Array<ArrayBuffer>, 0, proc.nEdits * 4);
+    if (proc?.nMasks) {
+      q.writeBuffer(this.masks!.buffer, 0, proc.masks as Uint32Array<ArrayBuffer>, 0, proc.nMasks * Math.ceil(V / 32));
+      q.writeBuffer(this.maskRows!.buffer, 0, proc.maskRows as Int32Array<ArrayBuffer>);
+    }
     const ctx: StepContext = {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
       meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
@@ -408,13 +483,27 @@ export class Model {
         linear(rt, x, this.arch.lmHead, { rows: T, out: all });
       } else if (R > 0) {
         linear(rt, x, this.arch.lmHead, { rows: R, gatherRows: this.gather, out: this.logitsT });
-        const temperature = gen?.temperature ?? 0;
-        if (temperature === 0) argmax(rt, this.logitsT, { rows: R, out });
-        // Draws depend on (seed, row, the call's step): the same call repeats its tokens.
-        else sample(rt, this.logitsT, { temperature, topK: gen?.topK, topP: gen?.topP, seed: gen?.seed ?? 0, step: (step - this.runStart) >>> 0 }, { rows: R, out });
+        if (!proc) {
+          argmax(rt, this.logitsT, { rows: R, out });
+        } else {
+          // Raw logits for logprobs first, then the edits and masks, then each row's own draw.
+          if (nLp) {
+            const enc = rt.commandEncoder();
+            proc.logprobRows.forEach((r, i) => enc.copyBufferToBuffer(this.logitsT.buffer, r * V * 4, this.lpCopy!.buffer, i * V * 4, V * 4));
+          }
+          if (proc.nEdits) adjustLogits(rt, this.logitsT, this.edits!, proc.nEdits);
+          if (proc.nMasks) maskLogits(rt, this.logitsT, this.masks!, this.maskRows!, proc.nMasks);
+          if (proc.params) sampleRows(rt, this.logitsT, this.rowParams!, { rows: R, out });
+          else argmax(rt, this.logitsT, { rows: R, out });
+        }
       }
     });
-    return { T, R };
+    // Submits the step and copies its ids (and logprob rows) for the host.
+    let ids: Promise<ArrayBuffer>;
+    if (R) ids = rt.readBuffer(out.buffer, 4 * R);
+    else { rt.flush(); ids = Promise.resolve(new ArrayBuffer(0)); }
+    const logits = nLp ? rt.readBuffer(this.lpCopy!.buffer, nLp * V * 4) : null;
+    return { step, T, sampledRow, ids, logits };
   }
 
   /**
@@ -442,55 +531,59 @@ export class Model {
     return x;
   }
 
-  private newSeq(index: number, prompt: Int32Array): Seq {
-    return { index, id: `s${this.nextSeq++}`, prompt, fed: 0, out: [], issued: 0, done: false, lastStep: -1, lastRow: -1, usedBy: -1, admitted: false, freed: false };
+  private seqId(): string {
+    return `x${this.nextSeq++}`;
   }
 
   /** Prefill of one fresh sequence: the logits at every position, [tokens.length × vocab] row-major. */
   async logits(tokens: number[] | Int32Array): Promise<Float32Array> {
     const op = 'Model.logits';
+    this.assertAlive(op);
     const t = this.checkTokens(op, 'tokens', tokens);
-    this.enter(op);
     const V = this.config.vocabSize;
     if (this.blocksFor(t.length) > this.numBlocks) {
-      this.busy = false;
       fail(op, 'tokens', `at most ${this.numBlocks * this.blockSize} tokens (the cache's ${this.numBlocks} blocks of ${this.blockSize})`, `${t.length} tokens`);
     }
-    const seq = this.newSeq(0, t);
-    this.kv.addSequence(seq.id);
-    const result = new Float32Array(t.length * V);
-    const t0 = performance.now();
-    let host = 0, steps = 0;
-    // One logits buffer for every step: a buffer taken and handed back each step would move the
-    // attention plans' buffers around in the pool, and their step graphs with them.
-    const chunk = this.rt.emptyTensor([Math.min(this.maxTokensPerStep, t.length), V], 'f32');
-    try {
-      for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
-        const n = Math.min(this.maxTokensPerStep, t.length - at);
-        const h0 = performance.now();
-        this.recordStep([{ seq, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
-        host += performance.now() - h0;
-        steps++;
-        const got = await chunk.toFloat32();
-        result.set(n === chunk.shape[0] ? got : got.subarray(0, n * V), at * V);
+    return this.exclusive(op, async () => {
+      const id = this.seqId();
+      this.kv.addSequence(id);
+      const result = new Float32Array(t.length * V);
+      const t0 = performance.now();
+      let host = 0, steps = 0;
+      // One logits buffer for every step: a buffer taken and handed back each step would move the
+      // attention plans' buffers around in the pool, and their step graphs with them.
+      const chunk = this.rt.emptyTensor([Math.min(this.maxTokensPerStep, t.length), V], 'f32');
+      try {
+        for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
+          const n = Math.min(this.maxTokensPerStep, t.length - at);
+          const h0 = performance.now();
+          this.recordStep([{ id, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
+          host += performance.now() - h0;
+          steps++;
+          const got = await chunk.toFloat32();
+          result.set(n === chunk.shape[0] ? got : got.subarray(0, n * V), at * V);
+        }
+      } finally {
+        chunk.destroy();
+        this.kv.freeSequence(id);
       }
-    } finally {
-      chunk.destroy();
-      this.kv.freeSequence(seq.id);
-      this.busy = false;
-    }
-    this.lastRun = { steps, tokens: t.length, generated: 0, wallMs: performance.now() - t0, hostMs: host };
-    return result;
+      this.lastRun = { steps, tokens: t.length, generated: 0, wallMs: performance.now() - t0, hostMs: host };
+      return result;
+    });
   }
 
   /**
-   * New tokens for each prompt, all prompts served together (continuous batching). Greedy unless a
-   * temperature is given; a stop token ends its sequence and is its last token.
+   * New tokens for each prompt: each prompt is a request of the model's engine, served with any other
+   * caller's (continuous batching). Greedy unless a temperature is given; a stop token ends its
+   * sequence and is its last token. With a seed, prompt i's draws are reproducible whatever else runs;
+   * without one, each call draws afresh.
    */
   async generate(prompts: (number[] | Int32Array)[], o: GenerateOptions = {}): Promise<number[][]> {
     const op = 'Model.generate';
+    this.assertAlive(op);
     check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of token arrays', prompts);
-    check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
+    check(o !== null && typeof o === 'object' && !Array.isArray(o), op, 'o', 'an options object', o);
+    checkKeys(op, 'o', o, GENERATE_OPTIONS);
     const seqPrompts = prompts.map((p, i) => this.checkTokens(op, `prompts[${i}]`, p));
     const maxNew = o.maxNewTokens === undefined ? 16 : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
     const temperature = o.temperature ?? 0;
@@ -498,117 +591,39 @@ export class Model {
     if (o.topK !== undefined) check(Number.isInteger(o.topK) && o.topK >= 0, op, 'o.topK', 'an integer >= 0 (0: all)', o.topK);
     if (o.topP !== undefined) check(typeof o.topP === 'number' && o.topP > 0 && o.topP <= 1, op, 'o.topP', 'a number in (0, 1]', o.topP);
     if (o.seed !== undefined) check(Number.isInteger(o.seed) && o.seed >= 0 && o.seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', o.seed);
-    const stops = new Set(o.stopTokens ?? this.config.eosTokenIds);
     if (o.stopTokens !== undefined) check(Array.isArray(o.stopTokens) && o.stopTokens.every(Number.isInteger), op, 'o.stopTokens', 'an array of token ids', o.stopTokens);
+    const stops = new Set(o.stopTokens ?? this.config.eosTokenIds);
     if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function (prompt, token)', o.onToken);
+    if (o.signal !== undefined) check(isAbortSignal(o.signal), op, 'o.signal', 'an AbortSignal', fmt(o.signal));
     for (const [i, p] of seqPrompts.entries()) {
-      const need = this.blocksFor(p.length + maxNew);
-      if (need > this.numBlocks) {
-        fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.numBlocks * this.blockSize} tokens)`, `${p.length} tokens`);
+      if (p.length + maxNew > this.capacity) {
+        fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.capacity} tokens)`, `${p.length} tokens`);
       }
     }
     if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
-    this.enter(op);
-    this.runStart = this.stepNo;
-    const seqs = seqPrompts.map((p, i) => this.newSeq(i, p));
-    const waiting = [...seqs];
-    const active: Seq[] = [];
-    let reserved = 0;
-    const inflight: { step: number; rows: { seq: Seq; row: number }[]; ids: Promise<ArrayBuffer> }[] = [];
-    let completedStep = -1;
-    let host = 0, steps = 0, placed = 0;
+    this.stepsInFlight(op);
+    const sampled = temperature > 0 && o.topK !== 1;
+    // No seed: a fresh one per call (SPEC §9); prompt i draws from the seed's stream i.
+    const seed = o.seed ?? crypto.getRandomValues(new Uint32Array(1))[0];
+    // The call's own abort: the caller's signal, or one prompt's failure, ends every prompt.
+    const ac = new AbortController();
+    const onAbort = () => ac.abort(o.signal!.reason ?? new DOMException('generate was aborted', 'AbortError'));
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    const c0 = { ...this.engine.counters };
     const t0 = performance.now();
-    const free = (s: Seq) => {
-      if (!s.freed && s.admitted) {
-        this.kv.freeSequence(s.id);
-        reserved -= this.blocksFor(s.prompt.length + maxNew);
-      }
-      s.freed = true;
-    };
-    const apply = async () => {
-      const f = inflight.shift()!;
-      const got = new Int32Array(await f.ids);
-      completedStep = f.step;
-      for (const { seq, row } of f.rows) {
-        if (seq.done) continue;
-        const tok = got[row];
-        seq.out.push(tok);
-        o.onToken?.(seq.index, tok);
-        if (stops.has(tok) || seq.out.length >= maxNew) seq.done = true;
-      }
-      for (const s of active) if (s.done && s.usedBy <= completedStep) free(s);
-    };
     try {
-      for (;;) {
-        if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
-        // Admit waiting prompts while every admitted sequence's whole length (prompt and new tokens)
-        // fits the cache: a sequence never waits for blocks once it runs.
-        while (waiting.length && reserved + this.blocksFor(waiting[0].prompt.length + maxNew) <= this.numBlocks) {
-          const s = waiting.shift()!;
-          this.kv.addSequence(s.id);
-          s.admitted = true;
-          reserved += this.blocksFor(s.prompt.length + maxNew);
-          active.push(s);
-        }
-        const reqs: Req[] = [];
-        let budget = this.maxTokensPerStep;
-        // Decodes first: one token each, its id on the host or still on the GPU (the step in flight).
-        for (const s of active) {
-          if (reqs.length >= this.maxSeqsPerStep || budget === 0) break;
-          if (s.done || s.fed < s.prompt.length || s.issued >= maxNew) continue;
-          const known = s.out.length === s.issued;
-          // A token still on the GPU is read from the previous step's ids only: one sampled earlier
-          // (the sequence sat out a step) waits until its step's ids are back. This scheduler never
-          // leaves a decoding sequence out (the decodes of a step always fit the next one: a step's
-          // decodes are its previous decodes and finished prompts, within its request and token
-          // counts); the check keeps the read right for one that would.
-          if (!known && s.lastStep !== this.stepNo - 1) continue;
-          reqs.push({ seq: s, ids: [known ? s.out[s.out.length - 1] : -(1 + s.lastRow)], sample: true });
-          s.issued++;
-          budget--;
-        }
-        // Then prompt chunks under the remaining budget.
-        for (const s of active) {
-          if (reqs.length >= this.maxSeqsPerStep || budget === 0) break;
-          if (s.done || s.fed >= s.prompt.length) continue;
-          const n = Math.min(budget, s.prompt.length - s.fed);
-          const last = s.fed + n === s.prompt.length;
-          reqs.push({ seq: s, ids: Array.from(s.prompt.subarray(s.fed, s.fed + n)), sample: last });
-          s.fed += n;
-          if (last) s.issued++;
-          budget -= n;
-        }
-        if (!reqs.length) {
-          if (!inflight.length) {
-            if (active.every((s) => s.done || s.freed) && !waiting.length) break;
-            throw new WebinferError(`${op}: no step could be scheduled (${waiting.length} prompts waiting for cache blocks)`);
-          }
-          await apply();
-          continue;
-        }
-        const h0 = performance.now();
-        const { T, R } = this.recordStep(reqs, { ...o, temperature }, null);
-        const step = this.stepNo - 1;
-        const rows = reqs.filter((r) => r.sample).map((r) => ({ seq: r.seq, row: r.seq.lastRow }));
-        // Submits the step and copies its ids for the host.
-        const ids = this.rt.readBuffer(this.sampled[step % this.inFlight].buffer, 4 * R);
-        host += performance.now() - h0;
-        steps++;
-        placed += T;
-        inflight.push({ step, rows, ids });
-        // inFlight steps at most: the next step's inputs are the newest step's ids.
-        if (inflight.length >= this.inFlight) await apply();
-      }
-    } catch (e) {
-      // Leave nothing behind: wait for the work in flight, then free every sequence's blocks.
-      for (const f of inflight) await f.ids.catch(() => undefined);
-      throw e;
+      const handles = seqPrompts.map((prompt, i) => this.engine.submit({
+        prompt, maxTokens: maxNew, stopTokens: stops, signal: ac.signal,
+        sampling: sampled ? { ...GREEDY, temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (seed + Math.imul(i, 0x9e3779b9)) >>> 0 } : undefined,
+        onTokens: o.onToken ? (_c, toks) => { for (const t of toks) o.onToken!(i, t); } : undefined,
+      }, op));
+      const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { if (!ac.signal.aborted) ac.abort(e); throw e; })));
+      return results.map((r) => r.tokens[0]);
     } finally {
-      for (const s of seqs) free(s);
-      this.busy = false;
-      this.lastRun = { steps, tokens: placed, generated: seqs.reduce((a, s) => a + s.out.length, 0), wallMs: performance.now() - t0, hostMs: host };
+      o.signal?.removeEventListener('abort', onAbort);
+      const c = this.engine.counters;
+      this.lastRun = { steps: c.steps - c0.steps, tokens: c.tokens - c0.tokens, generated: c.generated - c0.generated, wallMs: performance.now() - t0, hostMs: c.hostMs - c0.hostMs };
     }
-    return seqs.map((s) => s.out);
   }
 
   /**
@@ -633,24 +648,25 @@ export class Model {
     check(B <= this.maxSeqsPerStep && B <= this.maxTokensPerStep, op, 'o.batch', `at most ${Math.min(this.maxSeqsPerStep, this.maxTokensPerStep)} (the step limits)`, B);
     const need = B * this.blocksFor(C + N + warm + 4);
     check(need <= this.numBlocks, op, 'o', `batch × context within the cache's ${this.numBlocks} blocks`, `${need} blocks`);
-    this.enter(op);
-    const seqs = Array.from({ length: B }, (_, i) => this.newSeq(i, new Int32Array(1)));
+    return this.exclusive(op, async () => {
+    const seqs = Array.from({ length: B }, () => this.seqId());
     try {
-      for (const s of seqs) this.kv.addSequence(s.id);
-      this.kv.schedule(seqs.map((s) => ({ id: s.id, numTokens: C })));
+      for (const s of seqs) this.kv.addSequence(s);
+      this.kv.schedule(seqs.map((s) => ({ id: s, numTokens: C })));
       let first = true;
-      // One decode step of every sequence, fed its last greedy id (the first step a fixed id).
+      // One decode step of every sequence, fed its last greedy id (the first step a fixed id); sequence
+      // i samples into row i.
       const record = () => {
-        this.recordStep(seqs.map((s) => ({ seq: s, ids: [first ? 1 : -(1 + s.lastRow)], sample: true })), null, null);
+        const r = this.recordStep(seqs.map((s, i) => ({ id: s, ids: [first ? 1 : -(1 + i)], sample: true })), null, null);
         first = false;
+        return r.ids;
       };
       const steps = async (n: number) => {
         const inflight: Promise<ArrayBuffer>[] = [];
         let host = 0;
         for (let i = 0; i < n; i++) {
           const h0 = performance.now();
-          record();
-          inflight.push(this.rt.readBuffer(this.sampled[(this.stepNo - 1) % this.inFlight].buffer, 4 * B));
+          inflight.push(record());
           host += performance.now() - h0;
           if (inflight.length >= this.inFlight) await inflight.shift();
         }
@@ -686,9 +702,9 @@ export class Model {
       }
       return { wallMs, hostMs: host / N, gpuMs, dispatches, replayed, kernels };
     } finally {
-      for (const s of seqs) this.kv.freeSequence(s.id);
-      this.busy = false;
+      for (const s of seqs) this.kv.freeSequence(s);
     }
+    });
   }
 
   /**
@@ -699,26 +715,26 @@ export class Model {
     const op = 'Model.profilePrefill';
     const n = checkPosInt(o.tokens, op, 'o.tokens');
     check(this.blocksFor(n) <= this.numBlocks, op, 'o.tokens', `at most ${this.numBlocks * this.blockSize}`, n);
-    this.enter(op);
     const prompt = Int32Array.from({ length: n }, (_, i) => (i * 7919) % this.config.vocabSize);
     const once = async (timed: boolean, span = true) => {
-      const seq = this.newSeq(0, prompt);
-      this.kv.addSequence(seq.id);
+      const id = this.seqId();
+      this.kv.addSequence(id);
       try {
         if (timed) this.rt.beginTiming(4096, { span });
         const t0 = performance.now();
+        let ids: Promise<ArrayBuffer> | null = null;
         for (let at = 0; at < n; at += this.maxTokensPerStep) {
           const k = Math.min(this.maxTokensPerStep, n - at);
-          this.recordStep([{ seq, ids: Array.from(prompt.subarray(at, at + k)), sample: at + k === n }], null, null);
+          ids = this.recordStep([{ id, ids: Array.from(prompt.subarray(at, at + k)), sample: at + k === n }], null, null).ids;
         }
-        await this.rt.readBuffer(this.sampled[(this.stepNo - 1) % this.inFlight].buffer, 4);
+        await ids;
         const wall = performance.now() - t0;
         return timed ? await this.rt.endTiming() : wall;
       } finally {
-        this.kv.freeSequence(seq.id);
+        this.kv.freeSequence(id);
       }
     };
-    try {
+    return this.exclusive(op, async () => {
       await once(false);
       const walls = [await once(false), await once(false), await once(false)].sort((a, b) => a - b);
       const gpuMs = this.rt.features.timestampQuery ? await once(true) : null;
@@ -728,18 +744,19 @@ export class Model {
         kernels = { ...this.rt.lastTiming };
       }
       return { wallMs: walls[1], gpuMs, kernels };
-    } finally {
-      this.busy = false;
-    }
+    });
   }
 
+  /** Frees the model's GPU memory; requests still running are rejected, saying so. */
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
+    this.engine.destroy('the model was destroyed (Model.destroy) while this request ran');
     this.graphs.clear();
     this.dc.destroy();
     this.arch.destroy();
-    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin]) t?.destroy();
+    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin,
+      this.rowParams, this.edits, this.masks, this.maskRows, this.lpCopy]) t?.destroy();
   }
 }
 
