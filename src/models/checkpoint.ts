@@ -199,10 +199,11 @@ function browserCache(): boolean {
   return hasWeightCache() && !hasFileSystem();
 }
 
-/** A GGUF URL or Hub file, as loadGGUF takes it: the URL itself (read with Range requests), or when
- *  cached or reported, every part downloaded whole. */
+/** A GGUF URL or Hub file, as loadGGUF takes it: the URL itself, read a tensor at a time with Range
+ *  requests (the upload's progress is the download's), or when cached, every part downloaded whole
+ *  into the cache. */
 async function ggufFromUrl(url: string, o: CheckpointOptions, cache: boolean): Promise<string | Blob[]> {
-  if (!cache && !o.onDownload) return url;
+  if (!cache) return url;
   const blobs: Blob[] = [];
   for (const part of ggufParts(url)) {
     const file = basename(part.replace(/[?#].*$/, ''));

@@ -160,7 +160,15 @@ async function collect(stream: ReadableStream<Uint8Array>): Promise<Blob> {
  */
 export async function download(url: string, file: string, o: DownloadOptions): Promise<Blob | null> {
   const storage = o.cache ? cacheStorage() : null;
-  const cache = storage ? await storage.open(WEIGHT_CACHE) : null;
+  let cache: Cache | null = null;
+  if (storage) {
+    try {
+      cache = await storage.open(WEIGHT_CACHE);
+    } catch (e) {
+      // A private window or a storage policy can refuse the cache the page asked for by name.
+      fail(OP, file, `the browser's Cache Storage for '${WEIGHT_CACHE}'`, `${(e as Error).message} (load with { cache: false } to download without keeping)`);
+    }
+  }
   if (cache) {
     const hit = await cache.match(url);
     if (hit) {

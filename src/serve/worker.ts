@@ -98,14 +98,6 @@ export interface WorkerScope {
   addEventListener(type: 'message', listener: (ev: MessageEvent) => void): void;
 }
 
-/** The serving surface of a loaded model (serve/openai.ts). */
-interface Serving {
-  chat: { completions: { create(req: object): unknown } };
-  completions: { create(req: object): unknown };
-  readonly id?: string;
-  readonly tokenizer?: unknown;
-}
-
 export function serializeError(e: unknown): WorkerError {
   if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
     const x = e as Error & { status?: unknown; type?: unknown; param?: unknown; code?: unknown };
@@ -138,14 +130,13 @@ function vocabSize(tok: object | undefined): number {
 }
 
 function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number): WorkerModelInfo {
-  const s = model as unknown as Serving;
   const gguf = !Array.isArray(ckpt.weights);
   const tokType = (ckpt.tokenizer as { model?: { type?: unknown } } | undefined)?.model?.type;
   const template = (ckpt.tokenizerConfig as { chat_template?: unknown } | undefined)?.chat_template;
   const types = tensorTypes(ckpt);
   return {
     handle,
-    id: s.id ?? ckpt.name,
+    id: model.id,
     architecture: model.architecture,
     config: model.config,
     weightBytes: model.weightBytes,
@@ -157,10 +148,10 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
       ...(Array.isArray(ckpt.weights) ? { files: ckpt.weights.length } : {}),
       ...(types ? { tensorTypes: types } : {}),
     },
-    tokenizer: s.tokenizer
+    tokenizer: model.tokenizer
       ? { source: gguf ? 'gguf' : 'tokenizer.json', type: typeof tokType === 'string' ? tokType : 'unknown', size: vocabSize(ckpt.tokenizer) }
       : null,
-    chatTemplate: template !== undefined && template !== null && !!s.tokenizer,
+    chatTemplate: template !== undefined && template !== null && !!model.tokenizer,
     loadMs,
   };
 }
@@ -177,7 +168,7 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
   check(o !== null && typeof o === 'object', OP, 'o', '{ engine? }', o);
   const given = o.engine instanceof Engine ? o.engine : null;
   let engine: Promise<Engine> | null = given ? Promise.resolve(given) : null;
-  const models = new Map<number, { model: Model; serving: Serving }>();
+  const models = new Map<number, Model>();
   const running = new Map<number, AbortController>();
   let nextHandle = 1;
   const post = (m: FromWorker) => scope.postMessage(m);
@@ -204,19 +195,14 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
       model = await (await engine).loadModel({
         ...ckpt, ...modelOptions,
         onProgress: (loaded, total) => post({ type: 'progress', id, progress: { phase: 'upload', loaded, total } }),
-      } as LoadModelOptions);
+      });
     } catch (e) {
       // A failed engine start is not kept: the next load tries again.
       await engine.catch(() => { engine = null; });
       throw e;
     }
-    const serving = model as unknown as Serving;
-    if (typeof serving.chat?.completions?.create !== 'function' || typeof serving.completions?.create !== 'function') {
-      model.destroy();
-      throw new WebinferError(`${OP}: the loaded model: expected model.chat.completions.create and model.completions.create (serve/openai.ts), got a model without them`);
-    }
     const handle = nextHandle++;
-    models.set(handle, { model, serving });
+    models.set(handle, model);
     post({ type: 'loaded', id, info: describe(handle, model, ckpt, performance.now() - t0) });
   }
 
@@ -227,11 +213,9 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
     running.set(id, ac);
     try {
       const req = { ...request, signal: ac.signal };
-      const out = api === 'chat' ? m.serving.chat.completions.create(req) : m.serving.completions.create(req);
+      const out = api === 'chat' ? m.chat.completions.create(req) : m.completions.create(req);
       if (request.stream === true) {
-        // create gives the iterable itself (or, were it a promise of one, await unwraps it).
-        const chunks = (await out) as AsyncIterable<unknown>;
-        for await (const chunk of chunks) post({ type: 'chunk', id, chunk });
+        for await (const chunk of out as AsyncIterable<unknown>) post({ type: 'chunk', id, chunk });
         post({ type: 'result', id });
       } else {
         post({ type: 'result', id, value: await out });
@@ -258,7 +242,7 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
         const entry = models.get(m.model);
         models.delete(m.model);
         try {
-          entry?.model.destroy();
+          entry?.destroy();
           post({ type: 'result', id: m.id });
         } catch (e) {
           postError(m.id, e);

@@ -98,6 +98,23 @@ describe('loadCheckpoint from the Hub', () => {
     expect(Array.from(got)).toEqual(Array.from(files['model.safetensors']!.subarray(8 + head + info.data_offsets[0], 8 + head + info.data_offsets[1])));
   });
 
+  it('reads a GGUF file of a repository with Range requests when nothing is cached', async () => {
+    const gguf = readFileSync(join(golden, '../../goldens-quant/gguf-llama-q4-k-m/model.gguf'));
+    const ranges: string[] = [];
+    vi.stubGlobal('fetch', vi.fn(async (url: string, init?: RequestInit) => {
+      expect(url).toBe('http://hub.test/org/tiny-GGUF/resolve/v2/q/model.gguf');
+      const range = /^bytes=(\d+)-(\d+)$/.exec(new Headers(init?.headers).get('range') ?? '');
+      if (!range) return new Response(gguf);
+      ranges.push(range[0]);
+      const [b, e] = [Number(range[1]), Math.min(Number(range[2]), gguf.length - 1)];
+      return new Response(gguf.subarray(b, e + 1), { status: 206, headers: { 'content-range': `bytes ${b}-${e}/${gguf.length}` } });
+    }));
+    const ck = await loadCheckpoint('hf:org/tiny-GGUF@v2/q/model.gguf', { hubHost: 'http://hub.test', onDownload: () => { throw new Error('no whole download'); } });
+    expect((ck.config as { architectures: string[] }).architectures).toEqual(['LlamaForCausalLM']);
+    expect(ck.tokenizer).toBeDefined();
+    expect(ranges[0]).toBe('bytes=0-1048575');
+  });
+
   it('names the failure: a refused repository, an unreachable host, a download that breaks', async () => {
     vi.stubGlobal('fetch', hub([]));
     await expect(loadCheckpoint('hf:other/model', { hubHost: 'http://hub.test' })).rejects.toThrow(
