@@ -27,6 +27,9 @@ export default defineConfig({
   root: fileURLToPath(new URL('./demo', import.meta.url)),
   base: './',
   resolve: { alias: { ...(resolve?.alias as Record<string, string>), webinfer: fileURLToPath(new URL('./src/index.ts', import.meta.url)) } },
+  // The Model section's Web Worker (demo/worker.ts) is an ES module worker: the library it bundles
+  // splits into chunks (its Node-only imports stay dynamic), which the classic format cannot load.
+  worker: { format: 'es' },
   build: {
     target: 'es2022',
     outDir: fileURLToPath(new URL('./dist-demo', import.meta.url)),

@@ -1,10 +1,11 @@
 // The demo page: finds WebGPU, describes the adapter, and wires the Check, Benchmark, Playground and
 // Model sections. Every failure is shown in the page; nothing assumes subgroups or shader-f16.
-import type { Engine } from 'webinfer';
+import { clearWeightCache, hasWeightCache, weightCacheSize, type Engine } from 'webinfer';
 import { renderAdapter, start, type AdapterReport } from './adapter';
 import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type Ceilings, type DemoResults, type Suite } from './bench';
 import { runCheck, sliceNames, type CheckScope } from './check';
-import { generate, openCheckpoint, renderInfo, renderStats, runGoldens, type GenerateParams, type LoadDType, type Loaded } from './model';
+import { Conversation, type Mode, type TurnSettings } from './chat';
+import { mb, openCheckpoint, renderInfo, runGoldens, type LoadDType, type Loaded } from './model';
 import { FIELDS, OP_LABELS, renderFields, renderPlaygroundResult, runPlayground, type Op } from './playground';
 import { byId, el, errorMessage, fmt, Progress, registerGpuButton, runExclusive, setGpuReady, showError, showMessage } from './ui';
 
@@ -179,31 +180,77 @@ goldensRun.addEventListener('click', () => void runExclusive(async () => {
   }
 }));
 
-/** The checkpoint the Generate part serves (one at a time: loading another frees this one's GPU memory). */
+/** The model the chat talks to (one at a time: loading another frees this one's GPU memory). */
 let loaded: Loaded | null = null;
-/** The running generation's abort, for Stop. */
+/** The running turn's abort, for Stop. */
 let stopper: AbortController | null = null;
 let gpuReady = false;
+/** The worker that serves the chat's model, started on the first load. */
+let worker: Worker | null = null;
+const modelWorker = () => (worker ??= new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'webinfer' }));
 
 const openFolder = byId<HTMLButtonElement>('model-open-folder');
 const folderInput = byId<HTMLInputElement>('model-folder');
+const ggufInput = byId<HTMLInputElement>('model-gguf');
+const openGguf = byId<HTMLButtonElement>('model-open-gguf');
 const loadUrl = byId<HTMLButtonElement>('model-load-url');
-const genButton = byId<HTMLButtonElement>('model-generate');
+const loadHf = byId<HTMLButtonElement>('model-load-hf');
+const sendButton = byId<HTMLButtonElement>('model-send');
 const stopButton = byId<HTMLButtonElement>('model-stop');
-const chatBox = byId<HTMLInputElement>('model-chat');
+const newChat = byId<HTMLButtonElement>('model-new-chat');
+const modeSelect = byId<HTMLSelectElement>('model-mode');
 const promptBox = byId<HTMLTextAreaElement>('model-prompt');
-registerGpuButton(openFolder);
-registerGpuButton(loadUrl);
+const cacheClear = byId<HTMLButtonElement>('model-cache-clear');
+for (const b of [openFolder, openGguf, loadUrl, loadHf]) registerGpuButton(b);
 const loadProgress = new Progress(byId<HTMLProgressElement>('model-load-progress'), byId('model-load-status'));
+const conversation = new Conversation(byId('model-chat-log'));
 
-/** Generate needs a loaded model besides an idle GPU, which the shared busy lock does not know: it
+/** Send needs a loaded model besides an idle GPU, which the shared busy lock does not know: it
  *  follows the lock through the body's data-busy attribute instead. */
 function syncModelControls(): void {
   const busy = document.body.dataset.busy === 'true';
-  genButton.disabled = !gpuReady || busy || !loaded;
-  chatBox.disabled = !loaded?.template;
+  sendButton.disabled = !gpuReady || busy || !loaded;
+  newChat.disabled = busy || !loaded;
+  cacheClear.disabled = busy;
+  const chatOption = modeSelect.querySelector<HTMLOptionElement>('option[value=chat]')!;
+  chatOption.disabled = !loaded?.info.chatTemplate;
+  if (chatOption.disabled && modeSelect.value === 'chat') modeSelect.value = 'completion';
 }
 new MutationObserver(syncModelControls).observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
+
+/** What the browser keeps: the weight cache's files and bytes. */
+async function showCacheSize(): Promise<void> {
+  const out = byId('model-cache-size');
+  if (!hasWeightCache()) {
+    out.textContent = 'this browser offers no Cache Storage here (downloads are not kept)';
+    byId<HTMLInputElement>('model-cache').disabled = true;
+    return;
+  }
+  const { files, bytes: n } = await weightCacheSize();
+  out.dataset.bytes = String(n);
+  out.dataset.files = String(files);
+  out.textContent = files ? `kept: ${files} file${files > 1 ? 's' : ''}, ${mb(n)} MB` : 'kept: nothing yet';
+}
+
+cacheClear.addEventListener('click', () => void runExclusive(async () => {
+  try {
+    await clearWeightCache();
+  } catch (e) {
+    showError(byId('model-load-message'), 'Clear', e);
+  }
+  await showCacheSize();
+}));
+
+/** The prompt box's hint, by mode and by what the model has. */
+function syncHint(): void {
+  const info = loaded?.info;
+  byId('model-prompt-hint').textContent = !info ? '(load a model first)'
+    : modeSelect.value === 'chat' ? '(your message; the history goes with it through the chat template)'
+      : info.tokenizer ? '(text the model continues; each completion stands alone)'
+        : '(token ids separated by spaces: this checkpoint has no tokenizer)';
+  promptBox.placeholder = !info || info.tokenizer ? 'Enter sends, Shift+Enter starts a new line' : '1 17 93 5';
+}
+modeSelect.addEventListener('change', syncHint);
 
 function loadCheckpointInto(src: FileList | string): void {
   void runExclusive(async () => {
@@ -216,34 +263,32 @@ function loadCheckpointInto(src: FileList | string): void {
     if (loaded) {
       loaded.model.destroy();
       loaded = null;
+      conversation.clear();
     }
     try {
-      const l = await openCheckpoint(engine, src, byId<HTMLSelectElement>('model-dtype').value as LoadDType, loadProgress);
+      const l = await openCheckpoint(modelWorker(), src, {
+        dtype: byId<HTMLSelectElement>('model-dtype').value as LoadDType, hubHost: byId<HTMLInputElement>('model-hub-host').value.trim() || undefined,
+        cache: byId<HTMLInputElement>('model-cache').checked, progress: loadProgress,
+      });
       loaded = l;
       renderInfo(info, l);
-      loadProgress.finish(`loaded ${l.ckpt.name}: ${(l.totalBytes / 1e6).toFixed(1)} MB in ${(l.loadMs / 1000).toFixed(2)} s`, 'pass');
-      chatBox.checked = !!l.template;
-      byId('model-prompt-hint').textContent = l.tokenizer
-        ? `(text${l.template ? '; with the chat template it is the user message' : ''})`
-        : '(token ids separated by spaces: this checkpoint has no tokenizer)';
-      promptBox.placeholder = l.tokenizer ? 'Once upon a time' : '1 17 93 5';
+      loadProgress.finish(`loaded ${l.info.id}: ${mb(l.totalBytes)} MB in ${(l.info.loadMs / 1000).toFixed(2)} s`, 'pass');
+      modeSelect.value = l.info.chatTemplate ? 'chat' : 'completion';
     } catch (e) {
       loadProgress.finish('the checkpoint could not be loaded', 'fail');
-      byId('model-prompt-hint').textContent = '(load a model first)';
       showError(msg, 'Load', e);
     } finally {
       // A second pick of the same folder (or file) fires change again.
       folderInput.value = '';
-      byId<HTMLInputElement>('model-gguf').value = '';
+      ggufInput.value = '';
       syncModelControls();
+      syncHint();
+      await showCacheSize().catch(() => {});
     }
   });
 }
 
 openFolder.addEventListener('click', () => folderInput.click());
-const ggufInput = byId<HTMLInputElement>('model-gguf');
-const openGguf = byId<HTMLButtonElement>('model-open-gguf');
-registerGpuButton(openGguf);
 openGguf.addEventListener('click', () => ggufInput.click());
 ggufInput.addEventListener('change', () => {
   if (ggufInput.files?.length) loadCheckpointInto(ggufInput.files);
@@ -254,7 +299,7 @@ folderInput.addEventListener('change', () => {
 loadUrl.addEventListener('click', () => {
   const u = byId<HTMLInputElement>('model-url').value.trim();
   if (!u) {
-    showMessage(byId('model-load-message'), 'Enter the base URL of a checkpoint folder (config.json is fetched from <URL>/config.json).', 'warn');
+    showMessage(byId('model-load-message'), 'Enter the base URL of a checkpoint folder (config.json is fetched from <URL>/config.json) or a .gguf file\'s URL.', 'warn');
     return;
   }
   let url: string;
@@ -266,48 +311,69 @@ loadUrl.addEventListener('click', () => {
   }
   loadCheckpointInto(url);
 });
+loadHf.addEventListener('click', () => {
+  const id = byId<HTMLInputElement>('model-hf').value.trim().replace(/^hf:/, '');
+  if (!id) {
+    showMessage(byId('model-load-message'), 'Enter a Hugging Face model id: org/name (a checkpoint folder) or org/name/file.gguf.', 'warn');
+    return;
+  }
+  loadCheckpointInto(`hf:${id}`);
+});
 
-function generateParams(): GenerateParams {
+function turnSettings(): TurnSettings {
   const num = (id: string) => Number(byId<HTMLInputElement>(id).value);
   const seed = byId<HTMLInputElement>('model-seed').value.trim();
   return {
-    prompt: promptBox.value, chat: chatBox.checked && !chatBox.disabled, maxNewTokens: num('model-max-new'),
+    mode: modeSelect.value as Mode, system: byId<HTMLInputElement>('model-system').value, maxTokens: num('model-max-new'),
     temperature: num('model-temperature'), topK: num('model-topk'), topP: num('model-topp'), seed: seed === '' ? undefined : Number(seed),
+    stream: byId<HTMLInputElement>('model-stream').checked,
   };
 }
 
-genButton.addEventListener('click', () => void runExclusive(async () => {
-  const l = loaded;
-  if (!l) return;
-  const msg = byId('model-gen-message');
-  const status = byId('model-gen-status');
-  const stats = byId('model-gen-stats');
-  msg.hidden = true;
-  stats.replaceChildren();
-  delete status.dataset.state;
-  status.textContent = 'tokenizing…';
-  const p = generateParams();
-  const ac = new AbortController();
-  stopper = ac;
-  stopButton.disabled = false;
-  try {
-    const r = await generate(l, p, {
-      out: byId('model-output'), signal: ac.signal,
-      onStart: (n) => { status.textContent = `generating (prompt of ${n} tokens)…`; },
-    });
-    renderStats(stats, r, l, p.maxNewTokens);
-    status.textContent = r.aborted ? `stopped after ${r.ids.length} tokens` : 'done';
-    status.dataset.state = r.aborted ? 'stopped' : 'ready';
-  } catch (e) {
-    status.textContent = 'error';
-    status.dataset.state = 'error';
-    showError(msg, 'Generate', e);
-  } finally {
-    stopper = null;
-    stopButton.disabled = true;
-  }
-}));
+function send(): void {
+  void runExclusive(async () => {
+    const l = loaded;
+    if (!l) return;
+    const msg = byId('model-gen-message');
+    const status = byId('model-gen-status');
+    msg.hidden = true;
+    delete status.dataset.state;
+    const input = promptBox.value;
+    if (!input.trim()) {
+      showMessage(msg, 'Write a message first.', 'warn');
+      return;
+    }
+    status.textContent = 'generating…';
+    const ac = new AbortController();
+    stopper = ac;
+    stopButton.disabled = false;
+    try {
+      const r = await conversation.send(l.model, input, turnSettings(), ac.signal);
+      promptBox.value = '';
+      status.textContent = r.stopped ? 'stopped' : 'done';
+      status.dataset.state = r.stopped ? 'stopped' : 'ready';
+    } catch (e) {
+      status.textContent = 'error';
+      status.dataset.state = 'error';
+      showError(msg, 'Send', e);
+    } finally {
+      stopper = null;
+      stopButton.disabled = true;
+    }
+  });
+}
+sendButton.addEventListener('click', send);
+promptBox.addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Enter' || ev.shiftKey || ev.isComposing) return;
+  ev.preventDefault();
+  if (!sendButton.disabled) send();
+});
 stopButton.addEventListener('click', () => stopper?.abort());
+newChat.addEventListener('click', () => {
+  conversation.clear();
+  byId('model-gen-status').textContent = '';
+  byId('model-gen-message').hidden = true;
+});
 
 // ------------------------------------------------------------------------------------------- boot
 
@@ -344,6 +410,7 @@ async function boot(): Promise<void> {
   setGpuReady(true);
   gpuReady = true;
   syncModelControls();
+  await showCacheSize();
 }
 
 boot().catch((e) => {

@@ -2,11 +2,13 @@
 // adapter panel appears, Check passes every case of its slice, a quick Benchmark draws its plots, the
 // Playground checks one shape, the Model section checks the goldens and loads checkpoints (a folder
 // pick and a URL) that generate; no console error on the way. Screenshots go to .cache/screenshots/.
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Template } from '@huggingface/jinja';
 import { expect, test, type ConsoleMessage, type Page } from '@playwright/test';
 import { ORIGIN, serveRepo } from '../browser/serve';
+import { byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';
 
 test.describe.configure({ mode: 'serial' });
 
@@ -108,27 +110,14 @@ test('Playground: one dense attention shape is timed and passes its check', asyn
 const GOLDENS = join(process.cwd(), '..', 'shared', 'goldens');
 interface Golden { prompts: number[][]; greedy: number[][] }
 const golden = (name: string) => JSON.parse(readFileSync(join(GOLDENS, name, 'golden.json'), 'utf8')) as Golden;
-const words = (ids: number[]) => ids.map((i) => `w${i}`).join(' ');
-
 /**
- * A checkpoint folder as a user has one: llama-gqa's config and weights, and a tokenizer written here
- * for its 256-token vocabulary (a word level model over "w0".."w255", split on whitespace, joined by
- * spaces: encode and decode round-trip in @huggingface/tokenizers) with a chat template.
+ * A checkpoint folder as a user has one: llama-gqa's config and weights, with the byte-level tokenizer
+ * (each UTF-8 byte a token: the goldens' 256-token vocabulary) and its chat template.
  */
 function writeCheckpoint(root: string): string {
   const dir = join(root, 'tiny-llama');
   mkdirSync(dir);
-  for (const f of ['config.json', 'model.safetensors']) copyFileSync(join(GOLDENS, 'llama-gqa', f), join(dir, f));
-  const vocab = Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`w${i}`, i]));
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify({
-    version: '1.0', truncation: null, padding: null, added_tokens: [], normalizer: null,
-    pre_tokenizer: { type: 'Whitespace' }, post_processor: null, decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
-    model: { type: 'WordLevel', vocab, unk_token: 'w0' },
-  }));
-  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({
-    tokenizer_class: 'PreTrainedTokenizerFast', bos_token: 'w1', eos_token: 'w2', unk_token: 'w0',
-    chat_template: "{{ bos_token }}{% for m in messages %} w3 {{ m['content'] }} w4{% endfor %}{% if add_generation_prompt %} w5{% endif %}",
-  }));
+  for (const [name, bytes] of Object.entries(chatCheckpoint())) writeFileSync(join(dir, name), bytes);
   return dir;
 }
 
@@ -142,6 +131,20 @@ async function recordTexts(selector: string, key: string): Promise<void> {
   }, [selector, key]);
 }
 const recorded = (key: string) => page.evaluate((k) => (window as unknown as Record<string, string[]>)[k], key);
+
+/** Records every text the conversation's last answer shows from now on (its stream, as painted). */
+async function recordAnswer(key: string): Promise<void> {
+  await page.evaluate((k) => {
+    const log = document.querySelector('#model-chat-log')!;
+    const seen: string[] = [];
+    (window as unknown as Record<string, string[]>)[k] = seen;
+    new MutationObserver(() => {
+      const turns = log.querySelectorAll('.turn[data-role=assistant] .text');
+      const t = turns[turns.length - 1]?.textContent;
+      if (t && t !== seen[seen.length - 1]) seen.push(t);
+    }).observe(log, { childList: true, characterData: true, subtree: true });
+  }, key);
+}
 
 /** The Model section's load finished and passed (a failure would show its message). */
 async function expectLoaded(): Promise<void> {
@@ -160,15 +163,31 @@ async function loadFromUrl(url: string): Promise<void> {
 /** A fact of the loaded model's summary. */
 const fact = (k: string) => page.locator(`#model-info dd[data-fact="${k}"]`);
 
-async function generate(o: { prompt: string; maxNew: number; chat?: boolean }): Promise<void> {
-  await page.fill('#model-prompt', o.prompt);
+/** The conversation's turns of the model (its answers), oldest first. */
+const answers = () => page.locator('#model-chat-log .turn[data-role=assistant]');
+
+/** Sends one message (chat) or prompt (completion), greedy, and waits for its turn to end. */
+async function send(o: { text: string; maxNew: number; mode: 'chat' | 'completion'; stream?: boolean }): Promise<void> {
+  await page.selectOption('#model-mode', o.mode);
   await page.fill('#model-max-new', String(o.maxNew));
   await page.fill('#model-temperature', '0');
-  if (!(await page.locator('#model-chat').isDisabled())) await page.locator('#model-chat').setChecked(!!o.chat);
-  await page.click('#model-generate');
+  await page.locator('#model-stream').setChecked(o.stream ?? true);
+  await page.fill('#model-prompt', o.text);
+  await page.click('#model-send');
   await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', /ready|stopped|error/, { timeout: 120_000 });
   await expect(page.locator('#model-gen-message')).toBeHidden();
   await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', 'ready');
+}
+
+/** What the last answer shows and reports. */
+async function lastAnswer() {
+  const t = answers().last();
+  const num = async (k: string) => Number(await t.getAttribute(`data-${k}`));
+  return {
+    text: (await t.locator('.text').textContent()) ?? '', ids: (await t.getAttribute('data-ids')) ?? '',
+    promptTokens: await num('prompt-tokens'), cachedTokens: await num('cached-tokens'), completionTokens: await num('completion-tokens'),
+    finish: await t.getAttribute('data-finish-reason'), tps: Number(await t.locator('.tps').innerText()),
+  };
 }
 
 test('Model: the goldens run and match HF in the page', async () => {
@@ -197,11 +216,177 @@ test('Model: the goldens run and match HF in the page', async () => {
   expect(errors).toEqual([]);
 });
 
-test('Model: a local checkpoint folder loads and generates streamed text', async () => {
+/** The chat checkpoint the Hub route serves: llama-gqa's weights with the byte-level tokenizer (ids
+ *  are UTF-8 bytes, the goldens' 256-token vocabulary) and its ChatML-like chat template. */
+function chatCheckpoint(): Record<string, Buffer> {
+  return {
+    'config.json': readFileSync(join(GOLDENS, 'llama-gqa', 'config.json')),
+    'model.safetensors': readFileSync(join(GOLDENS, 'llama-gqa', 'model.safetensors')),
+    'tokenizer.json': Buffer.from(JSON.stringify(byteTokenizerJson())),
+    'tokenizer_config.json': Buffer.from(JSON.stringify(byteTokenizerConfig())),
+  };
+}
+
+/** The prompt's tokens as the worker must build them: the template rendered, each UTF-8 byte a token. */
+function chatPromptTokens(messages: { role: string; content: string }[]): number {
+  const cfg = byteTokenizerConfig() as { chat_template: string; bos_token: string; eos_token: string };
+  const text = new Template(cfg.chat_template).render({ messages, add_generation_prompt: true, bos_token: cfg.bos_token, eos_token: cfg.eos_token });
+  return Buffer.byteLength(text, 'utf8');
+}
+
+/** Serves the chat checkpoint as a Hub repository at http://localhost/hub/test-org/tiny-chat, counting requests. */
+async function routeHub(p: Page, requests: Map<string, number>): Promise<void> {
+  const files = chatCheckpoint();
+  await p.route(`${ORIGIN}/hub/**`, async (route) => {
+    const m = /^\/hub\/test-org\/tiny-chat\/resolve\/main\/(.+)$/.exec(new URL(route.request().url()).pathname);
+    const name = m?.[1] ?? '?';
+    requests.set(name, (requests.get(name) ?? 0) + 1);
+    const body = m ? files[name] : undefined;
+    await route.fulfill(body ? { status: 200, body, contentType: 'application/octet-stream' } : { status: m ? 404 : 401, body: 'Repository Not Found' });
+  });
+}
+
+const HUB = `${ORIGIN}/hub`;
+
+test('Model: a Hugging Face model id loads in the worker, with its downloads shown and kept in the browser', async () => {
+  const requests = new Map<string, number>();
+  await routeHub(page, requests);
+  await expect(page.locator('#model-send')).toBeDisabled();   // nothing loaded yet
+  await expect(page.locator('#model-cache-size')).toHaveText('kept: nothing yet');
+  await page.fill('#model-hub-host', HUB);
+  await page.fill('#model-hf', 'test-org/tiny-chat');
+  await recordTexts('#model-load-status', 'hubTexts');
+  await page.click('#model-load-hf');
+  await expectLoaded();
+  await expect(page.locator('#model-load-status')).toContainText('loaded tiny-chat: 1.4 MB');
+  const texts = await recorded('hubTexts');
+  // Downloads by file (model.safetensors in several steps, then whole), then the upload in MB.
+  expect(texts.filter((t) => /^downloading model\.safetensors: \d+\.\d MB of 1\.4 MB$/.test(t)).length).toBeGreaterThan(1);
+  expect(texts).toContain('downloading model.safetensors: 1.4 MB of 1.4 MB');
+  expect(texts).toContain('1.4 MB of 1.4 MB');
+  expect(texts.findIndex((t) => t === '1.4 MB of 1.4 MB')).toBeGreaterThan(texts.indexOf('downloading model.safetensors: 1.4 MB of 1.4 MB'));
+  await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
+  await expect(fact('tokenizer')).toHaveText('tokenizer.json (BPE, 256 tokens)');
+  await expect(fact('chat template')).toHaveText('from tokenizer_config.json');
+  await expect(fact('downloads')).toHaveText("4 files, 0 from this browser's cache");
+  await expect(fact('loaded in')).toContainText('in a Web Worker');
+  expect(Object.fromEntries(requests)).toEqual({ 'config.json': 1, 'model.safetensors': 1, 'tokenizer.json': 1, 'tokenizer_config.json': 1, 'generation_config.json': 1 });
+  await expect(page.locator('#model-mode')).toHaveValue('chat');
+  // The four files are kept (the missing generation_config.json only as a mark, no bytes).
+  await expect(page.locator('#model-cache-size')).toHaveText('kept: 4 files, 1.4 MB');
+  expect(Number(await page.locator('#model-cache-size').getAttribute('data-bytes'))).toBe(
+    Object.values(chatCheckpoint()).reduce((a, b) => a + b.length, 0));
+  expect(errors).toEqual([]);
+});
+
+test('Model: the chat runs two turns in the worker, streamed; the second reuses the first from the prefix cache', async () => {
+  await recordAnswer('chatTexts');
+  await send({ text: 'Hello', maxNew: 12, mode: 'chat' });
+  const first = await lastAnswer();
+  // The worker rendered the template (BOS-free, ChatML-like) and encoded it: one token a byte.
+  expect(first.promptTokens).toBe(chatPromptTokens([{ role: 'user', content: 'Hello' }]));
+  expect(first.cachedTokens).toBe(0);
+  expect(first.completionTokens).toBeGreaterThan(0);
+  expect(first.completionTokens).toBeLessThanOrEqual(12);
+  expect(first.tps).toBeGreaterThan(0);
+  expect(first.ids.split(' ').length).toBe(first.completionTokens);
+  // Every text the answer showed while it streamed is a beginning of the final one, and there were several.
+  const shown = await recorded('chatTexts');
+  expect(shown.length).toBeGreaterThan(2);
+  for (const t of shown) expect(first.text.startsWith(t)).toBe(true);
+  expect(shown.at(-1)).toBe(first.text);
+  // The text is the byte tokens decoded (what the ids say), every byte of it.
+  expect(first.text).toBe(Buffer.from(first.ids.split(' ').map(Number)).toString('utf8'));
+
+  await send({ text: 'How are you?', maxNew: 8, mode: 'chat' });
+  const second = await lastAnswer();
+  const history = [{ role: 'user', content: 'Hello' }, { role: 'assistant', content: first.text }, { role: 'user', content: 'How are you?' }];
+  expect(second.promptTokens).toBe(chatPromptTokens(history));
+  // The first turn's prompt blocks come from the prefix cache: whole blocks of 16 tokens.
+  expect(second.cachedTokens).toBeGreaterThan(0);
+  expect(second.cachedTokens % 16).toBe(0);
+  expect(second.cachedTokens).toBeLessThan(second.promptTokens);
+  await expect(answers()).toHaveCount(2);
+  await expect(answers().last().locator('.turn-stats')).toContainText(`${second.cachedTokens} from the prefix cache`);
+  await page.locator('#model-section').screenshot({ path: `${SHOTS}/demo-chat.png` });
+
+  // The same first message, not streamed, in a new conversation: the same answer as the streamed deltas
+  // made (greedy), and its whole prompt but the last partial block from the cache.
+  await page.click('#model-new-chat');
+  await expect(answers()).toHaveCount(0);
+  await send({ text: 'Hello', maxNew: 12, mode: 'chat', stream: false });
+  const again = await lastAnswer();
+  expect(again.text).toBe(first.text);
+  expect(again.ids).toBe(first.ids);
+  expect(again.cachedTokens).toBe(Math.floor(first.promptTokens / 16) * 16);
+  expect(errors).toEqual([]);
+});
+
+test('Model: Stop ends a running answer in the worker, keeping what came; the page stays responsive meanwhile', async () => {
+  await page.selectOption('#model-mode', 'completion');
+  await page.locator('#model-stream').setChecked(true);
+  await page.fill('#model-max-new', '400');
+  await page.fill('#model-prompt', 'Once upon a time');
+  await page.click('#model-send');
+  await expect(page.locator('#model-stop')).toBeEnabled();
+  const running = answers().last();
+  await expect.poll(async () => ((await running.locator('.text').textContent()) ?? '').length, { timeout: 60_000 }).toBeGreaterThanOrEqual(3);
+  // The main thread answers at once while the worker generates (a timer fires within a frame or two).
+  const lag = await page.evaluate(() => new Promise<number>((r) => { const t = performance.now(); setTimeout(() => r(performance.now() - t), 0); }));
+  expect(lag).toBeLessThan(100);
+  await page.click('#model-stop');
+  await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', /ready|stopped|error/, { timeout: 60_000 });
+  await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', 'stopped');
+  await expect(page.locator('#model-gen-message')).toBeHidden();
+  await expect(running).toHaveAttribute('data-state', 'stopped');
+  // Its text stays; a stream stopped before its end has no usage: the line says how far it got.
+  const text = (await running.locator('.text').textContent()) ?? '';
+  expect(text.length).toBeGreaterThanOrEqual(3);
+  await expect(running.locator('.turn-stats')).toHaveText(new RegExp(`^stopped after [\\d.]+ s, ${text.length} characters`));
+  await expect(page.locator('#model-gen-status')).toHaveText('stopped');
+  await expect(page.locator('#model-stop')).toBeDisabled();
+  await expect(page.locator('#model-send')).toBeEnabled();
+  expect(errors).toEqual([]);
+});
+
+test('Model: a second visit reads the Hub model from the browser, and Clear empties it', async () => {
+  const requests = new Map<string, number>();
+  await routeHub(page, requests);
+  await page.reload();
+  await expect(page.locator('#adapter-status')).toHaveAttribute('data-state', 'ready', { timeout: 60_000 });
+  await expect(page.locator('#model-cache-size')).toHaveText('kept: 4 files, 1.4 MB');
+  await page.fill('#model-hub-host', HUB);
+  await page.fill('#model-hf', 'test-org/tiny-chat');
+  await recordTexts('#model-load-status', 'cachedTexts');
+  await page.click('#model-load-hf');
+  await expectLoaded();
+  await expect(fact('downloads')).toHaveText("4 files, 4 from this browser's cache");
+  expect(await recorded('cachedTexts')).toContain("model.safetensors: read from this browser's cache (1.4 MB)");
+  // Nothing reached the network: not even the missing generation_config.json.
+  expect(Object.fromEntries(requests)).toEqual({});
+  await send({ text: 'Hello', maxNew: 4, mode: 'chat' });
+  await page.click('#model-cache-clear');
+  await expect(page.locator('#model-cache-size')).toHaveText('kept: nothing yet');
+  await expect(page.locator('#model-cache-size')).toHaveAttribute('data-bytes', '0');
+  expect(errors).toEqual([]);
+});
+
+test('Model: an unknown Hub model fails with the Hub\'s answer named', async () => {
+  await page.fill('#model-hub-host', HUB);
+  await page.fill('#model-hf', 'test-org/no-such-model');
+  await page.click('#model-load-hf');
+  await expect(page.locator('#model-load-status')).toHaveAttribute('data-state', 'fail', { timeout: 60_000 });
+  await expect(page.locator('#model-load-message')).toContainText(
+    `config.json: expected a public file at ${HUB}/test-org/no-such-model/resolve/main/config.json, got HTTP 401`);
+  await expect(page.locator('#model-send')).toBeDisabled();
+  errors.splice(0, errors.length, ...errors.filter((e) => !/status of 401/.test(e)));
+  expect(errors).toEqual([]);
+});
+
+test('Model: a local checkpoint folder loads in the worker and continues a golden prompt as HF does', async () => {
   const root = mkdtempSync(join(tmpdir(), 'webinfer-demo-'));
   try {
     const dir = writeCheckpoint(root);
-    await expect(page.locator('#model-generate')).toBeDisabled();   // nothing loaded yet
     await recordTexts('#model-load-status', 'loadTexts');
     await page.setInputFiles('#model-folder', dir);
     await expectLoaded();
@@ -214,68 +399,24 @@ test('Model: a local checkpoint folder loads and generates streamed text', async
     const loadTexts = await recorded('loadTexts');
     expect(loadTexts.filter((t) => /^\d+\.\d MB of 1\.4 MB$/.test(t)).length).toBeGreaterThan(1);
     expect(loadTexts).toContain('1.4 MB of 1.4 MB');
-    await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
     await expect(fact('layers')).toHaveText('2');
     await expect(fact('hidden size')).toHaveText('128');
     await expect(fact('vocabulary')).toHaveText('256');
     await expect(fact('weights on the GPU')).toContainText('(f32)');
     await expect(fact('KV cache')).toHaveText(/^\d+ blocks × 16 tokens = \d+ tokens$/);
-    await expect(fact('tokenizer')).toHaveText('tokenizer.json (WordLevel, 256 tokens)');
-    await expect(fact('chat template')).toHaveText('from tokenizer_config.json');
-    await expect(page.locator('#model-chat')).toBeEnabled();
-    await expect(page.locator('#model-chat')).toBeChecked();
+    await expect(fact('tokenizer')).toHaveText('tokenizer.json (BPE, 256 tokens)');
+    await expect(fact('downloads')).toHaveText('none (local files)');
+    await expect(page.locator('#model-chat-log')).toBeEmpty();   // a new model, a new conversation
 
-    // Greedy from golden prompt 0 written as words: the streamed text must be HF's own greedy tokens.
+    // Greedy from golden prompt 2, whose ids are ASCII bytes, written as its text: the worker's tokenizer
+    // gives the golden's ids and the model HF's own greedy tokens.
     const g = golden('llama-gqa');
-    await generate({ prompt: words(g.prompts[0]), maxNew: 8 });
-    const out = page.locator('#model-output');
-    await expect(out).toHaveAttribute('data-prompt-ids', g.prompts[0].join(' '));
-    const text = (await out.innerText()).trim();
-    expect(text).not.toBe('');
-    for (const w of text.split(/\s+/)) expect(w).toMatch(/^w(\d|[1-9]\d|1\d\d|2[0-4]\d|25[0-5])$/);
-    expect(text).toBe(words(g.greedy[0]));
-    await expect(out).toHaveAttribute('data-ids', g.greedy[0].join(' '));
-    expect(Number(await page.locator('#model-tps').innerText())).toBeGreaterThan(0);
-    await expect(page.locator('#model-gen-stats')).toContainText(/8 tokens in [\d.]+ s: [\d.]+ tokens\/s .* \d+ steps · prompt 7 tokens · greedy · reached 8 new tokens/);
-
-    // The chat template: the user message between the template's words, after BOS, ready for the reply.
-    await generate({ prompt: 'w17 w93', maxNew: 6, chat: true });
-    await expect(out).toHaveAttribute('data-prompt-ids', '1 3 17 93 4 5');
-    const reply = (await out.innerText()).trim().split(/\s+/);
-    expect(reply.length).toBeGreaterThan(0);
-    expect(reply.length).toBeLessThanOrEqual(6);
-    for (const w of reply) expect(w).toMatch(/^w\d+$/);
-    const ids = (await out.getAttribute('data-ids'))!.split(' ');
-    expect(reply).toEqual(ids.map((i) => `w${i}`));
-
-    // Streaming and Stop: a long generation shows its text while it runs (Stop still enabled), then ends
-    // where it was stopped with its tokens so far kept.
-    await page.fill('#model-prompt', words(g.prompts[0]));
-    await page.locator('#model-chat').setChecked(false);
-    await page.fill('#model-max-new', '400');
-    await recordTexts('#model-output', 'outTexts');
-    await page.click('#model-generate');
-    await expect(page.locator('#model-stop')).toBeEnabled();
-    await expect.poll(async () => (await out.innerText()).trim().split(/\s+/).filter(Boolean).length, { timeout: 60_000 }).toBeGreaterThanOrEqual(3);
-    await expect(page.locator('#model-stop')).toBeEnabled();
-    await page.click('#model-stop');
-    await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', /ready|stopped|error/, { timeout: 60_000 });
-    await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', 'stopped');
-    await expect(page.locator('#model-gen-message')).toBeHidden();
-    const stopped = (await out.innerText()).trim().split(/\s+/);
-    expect(stopped.length).toBeLessThan(400);
-    await expect(page.locator('#model-gen-status')).toHaveText(`stopped after ${stopped.length} tokens`);
-    expect(stopped.slice(0, 8).join(' ')).toBe(words(g.greedy[0]).split(' ').slice(0, stopped.length).join(' '));
-    // Every text shown on the way was a prefix of the final one, and there were several.
-    const final = stopped.join(' ');
-    const partial = [...new Set((await recorded('outTexts')).map((t) => t.trim()).filter((t) => t && t !== final))];
-    expect(partial.length).toBeGreaterThan(1);
-    for (const t of partial) expect(final.startsWith(t)).toBe(true);
-    await expect(page.locator('#model-stop')).toBeDisabled();
-    await expect(page.locator('#model-generate')).toBeEnabled();
-
-    await generate({ prompt: words(g.prompts[0]), maxNew: 8 });
-    await page.locator('#model-section').screenshot({ path: `${SHOTS}/demo-model.png` });
+    await send({ text: String.fromCharCode(...g.prompts[2]), maxNew: 8, mode: 'completion' });
+    const r = await lastAnswer();
+    expect(r.promptTokens).toBe(g.prompts[2].length);
+    expect(r.ids).toBe(g.greedy[2].join(' '));
+    expect(r.text).toBe(Buffer.from(g.greedy[2]).toString('utf8'));
+    expect(r.finish).toBe('length');
     expect(errors).toEqual([]);
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -287,8 +428,8 @@ test('Model: a GGUF file at a URL loads with its quantized blocks, its own token
   await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
   await expect(fact('checkpoint')).toContainText('GGUF, Q4_K');
   await expect(fact('tokenizer')).toContainText('from the GGUF metadata');
-  await generate({ prompt: 'The quick brown fox', maxNew: 8 });
-  expect((await page.locator('#model-output').textContent())?.length ?? 0).toBeGreaterThan(0);
+  await send({ text: 'The quick brown fox', maxNew: 8, mode: 'completion' });
+  expect((await lastAnswer()).text.length).toBeGreaterThan(0);
   expect(errors).toEqual([]);
 });
 
@@ -299,13 +440,14 @@ test('Model: a checkpoint at a URL without a tokenizer takes and prints token id
   await expect(fact('architecture')).toHaveText('Qwen3ForCausalLM');
   await expect(fact('weights on the GPU')).toContainText('(f16)');
   await expect(fact('tokenizer')).toContainText('prompts are space-separated token ids');
-  await expect(page.locator('#model-chat')).toBeDisabled();
+  await expect(page.locator('#model-mode option[value=chat]')).toBeDisabled();
+  await expect(page.locator('#model-mode')).toHaveValue('completion');
   const g = golden('qwen3-qknorm-tied');
-  await generate({ prompt: g.prompts[1].join(' '), maxNew: 8 });
-  await expect(page.locator('#model-output')).toHaveText(g.greedy[1].join(' '));
+  await send({ text: g.prompts[1].join(' '), maxNew: 8, mode: 'completion' });
+  await expect(answers().last().locator('.text')).toHaveText(g.greedy[1].join(' '));
   // A bad id is refused in the page, before anything runs.
   await page.fill('#model-prompt', '3 250 999');
-  await page.click('#model-generate');
+  await page.click('#model-send');
   await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', 'error');
   await expect(page.locator('#model-gen-message')).toContainText('"999" is not a token id in [0, 256)');
   await page.selectOption('#model-dtype', 'checkpoint');
@@ -322,7 +464,7 @@ test('without WebGPU the page says so plainly and offers no button', async ({ br
   await p.goto(`${ORIGIN}/dist-demo/index.html`);
   await expect(p.locator('#adapter-status')).toHaveAttribute('data-state', 'error');
   await expect(p.locator('#adapter')).toContainText('navigator.gpu is missing');
-  for (const id of ['#check-run', '#bench-run', '#pg-run', '#model-goldens-run', '#model-open-folder', '#model-open-gguf', '#model-load-url', '#model-generate']) {
+  for (const id of ['#check-run', '#bench-run', '#pg-run', '#model-goldens-run', '#model-open-folder', '#model-open-gguf', '#model-load-url', '#model-load-hf', '#model-send']) {
     await expect(p.locator(id)).toBeDisabled();
   }
   await p.screenshot({ path: `${SHOTS}/demo-no-webgpu.png` });
