@@ -285,7 +285,7 @@ export class RequestEngine {
   private drive(): void {
     if (this.driving) return;
     this.driving = true;
-    void this.loop().finally(() => { this.driving = false; });
+    void this.loop();
   }
 
   private async loop(): Promise<void> {
@@ -324,6 +324,10 @@ export class RequestEngine {
       const reqs = new Set<Req>([...this.waiting, ...this.running].map((c) => c.req));
       for (const r of reqs) this.fail(r, e);
       for (const x of this.exclusive.splice(0)) x.reject(e);
+    } finally {
+      // Cleared as the loop returns, not a microtask later: a request submitted by code that a
+      // completion just woke must find the loop stopped and start it again, or it would wait forever.
+      this.driving = false;
     }
   }
 

@@ -14,6 +14,16 @@ type Json = Record<string, any>;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** p, or a named failure after ms (the timer cleared either way: Deno's tests check for leaked timers). */
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, rej) => { t = setTimeout(() => rej(new Error(`${what}: no answer in ${ms / 1000} s`)), ms); })]);
+  } finally {
+    clearTimeout(t);
+  }
+}
+
 async function withText(ctx: Parameters<TestCase['run']>[0], g: GoldenModel, o: { numBlocks?: number; blockSize?: number } = {}): Promise<Model> {
   const { loadSafetensors } = await import('../../src/index');
   return ctx.engine.loadModel({
@@ -76,6 +86,12 @@ export const serveCases: TestCase[] = defineCases('serving', [
         assert(model.kv.freeBlocks === model.numBlocks, `blocks leaked: ${model.kv.freeBlocks} of ${model.numBlocks} free`);
         assert(model.engine.counters.preemptions > p0, 'the fuzz never preempted (cache too large for it)');
         assert(model.kv.stats.hits > h0, 'the fuzz never hit the prefix cache');
+        // Requests submitted the moment the one before ends (the engine may be finishing its loop then).
+        for (let i = 0; i < 8; i++) {
+          const p = prompts[i % prompts.length];
+          const res = await within(model.engine.submit({ prompt: Int32Array.from(p), maxTokens: 1 + (i % 3) }).result, 120000, `request ${i} submitted as the one before ended`);
+          equalArrays(`back-to-back request ${i}`, res.tokens[0], alone.get(p.join(','))!.slice(0, 1 + (i % 3)));
+        }
         // Still the goldens, together.
         equalArrays('greedy after the fuzz', (await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] })).flat(), g.golden.greedy.flat());
       } finally {
