@@ -15,6 +15,8 @@ import { LLAMA_3_2_1B, SMALL_LLAMA } from './model';
 
 const args = new Map(process.argv.slice(2).map((a) => { const [k, ...v] = a.replace(/^--/, '').split('='); return [k, v.join('=') || '1'] as [string, string]; }));
 const quick = args.has('quick');
+/** Which parts run (default all): rates, burst, multiturn, http. */
+const parts = new Set((args.get('parts') ?? 'rates,burst,multiturn,http').split(','));
 const out = args.get('out') ?? 'bench/results';
 const deviceName = args.get('device') ?? 'unknown device';
 
@@ -42,11 +44,12 @@ function workload(n: number, rate: number, vocab: number, seed: number, o = { pM
   });
 }
 
-interface RunStats { requests: number; wallS: number; outTokens: number; tokPerS: number; reqPerS: number; ttftP50: number; ttftP99: number; tpotP50: number; tpotP99: number; hostPct: number; steps: number; preemptions: number }
+interface RunStats { replayed?: number; recorded?: number; requests: number; wallS: number; outTokens: number; tokPerS: number; reqPerS: number; ttftP50: number; ttftP99: number; tpotP50: number; tpotP99: number; hostPct: number; steps: number; preemptions: number }
 
 /** Serves the requests as they arrive; per request: time to first token and per output token. */
 async function run(model: Model, reqs: Req[]): Promise<RunStats> {
   const c0 = { ...model.engine.counters };
+  const g0 = { ...model.graphStats };
   const t0 = performance.now();
   const ttft: number[] = [], tpot: number[] = [];
   let outTokens = 0;
@@ -71,6 +74,7 @@ async function run(model: Model, reqs: Req[]): Promise<RunStats> {
     requests: reqs.length, wallS: wall, outTokens, tokPerS: outTokens / wall, reqPerS: reqs.length / wall,
     ttftP50: pct(ttft, 0.5), ttftP99: pct(ttft, 0.99), tpotP50: pct(tpot, 0.5), tpotP99: pct(tpot, 0.99),
     hostPct: 100 * (c.hostMs - c0.hostMs) / (wall * 1000), steps, preemptions: c.preemptions - c0.preemptions,
+    replayed: model.graphStats.replayed - g0.replayed, recorded: model.graphStats.recorded - g0.recorded,
   };
 }
 
@@ -169,26 +173,26 @@ async function main(): Promise<void> {
     const vocab = model.config.vocabSize;
     try {
       await run(model, workload(4, Infinity, vocab, 1, { ...lens, pMax: lens.pMin, oMax: lens.oMin }));   // pipelines compile
-      const seq = await sequential(model, workload(quick ? 2 : 6, Infinity, vocab, 2, lens));
-      console.log(`  one at a time: ${seq.tokPerS.toFixed(1)} tok/s, TTFT p50 ${seq.ttftP50.toFixed(1)} ms, TPOT p50 ${seq.tpotP50.toFixed(2)} ms`);
+      const seq = !parts.has('rates') && !parts.has('burst') ? null : await sequential(model, workload(quick ? 2 : 6, Infinity, vocab, 2, lens));
+      if (seq) console.log(`  one at a time: ${seq.tokPerS.toFixed(1)} tok/s, TTFT p50 ${seq.ttftP50.toFixed(1)} ms, TPOT p50 ${seq.tpotP50.toFixed(2)} ms`);
       const byRate: Record<string, RunStats> = {};
-      for (const rate of rates) {
+      for (const rate of parts.has('rates') ? rates : []) {
         const s = await run(model, workload(N, rate, vocab, 3, lens));
         byRate[String(rate)] = s;
-        console.log(`  rate ${rate} req/s: ${s.tokPerS.toFixed(1)} tok/s (${(s.tokPerS / seq.tokPerS).toFixed(1)}× one at a time), TTFT p50/p99 ${s.ttftP50.toFixed(0)}/${s.ttftP99.toFixed(0)} ms, TPOT p50/p99 ${s.tpotP50.toFixed(2)}/${s.tpotP99.toFixed(2)} ms, host ${s.hostPct.toFixed(1)}%, ${s.preemptions} preemptions`);
+        console.log(`  rate ${rate} req/s: ${s.tokPerS.toFixed(1)} tok/s (${(s.tokPerS / seq!.tokPerS).toFixed(1)}× one at a time), TTFT p50/p99 ${s.ttftP50.toFixed(0)}/${s.ttftP99.toFixed(0)} ms, TPOT p50/p99 ${s.tpotP50.toFixed(2)}/${s.tpotP99.toFixed(2)} ms, host ${s.hostPct.toFixed(1)}%, ${s.preemptions} preemptions`);
       }
       // 32 requests in flight at once, equal lengths: the throughput target's own shape.
-      const burst32 = await run(model, workload(32, Infinity, vocab, 4, { pMin: 256, pMax: 256, oMin: quick ? 32 : 256, oMax: quick ? 32 : 256 }));
-      const one = await run(model, workload(1, Infinity, vocab, 5, { pMin: 256, pMax: 256, oMin: quick ? 32 : 256, oMax: quick ? 32 : 256 }));
-      console.log(`  32 in flight: ${burst32.tokPerS.toFixed(1)} tok/s vs one request ${one.tokPerS.toFixed(1)} tok/s: ${(burst32.tokPerS / one.tokPerS).toFixed(1)}× (target ≥ 10×); host ${burst32.hostPct.toFixed(1)}% of wall`);
-      const mt = await multiTurn(model, vocab, quick ? 256 : 4096);
-      console.log(`  follow-up over ${mt.historyTokens} cached tokens: first token ${mt.cachedMs.toFixed(1)} ms (${mt.uncachedMs.toFixed(1)} ms without the prefix cache); a fresh 100-token prompt ${mt.fresh100Ms.toFixed(1)} ms: ${mt.ratioToFresh.toFixed(2)}× (target ≤ 1.2×)`);
+      const burst32 = !parts.has('burst') ? null : await run(model, workload(32, Infinity, vocab, 4, { pMin: 256, pMax: 256, oMin: quick ? 32 : 256, oMax: quick ? 32 : 256 }));
+      const one = !parts.has('burst') ? null : await run(model, workload(1, Infinity, vocab, 5, { pMin: 256, pMax: 256, oMin: quick ? 32 : 256, oMax: quick ? 32 : 256 }));
+      if (burst32 && one) console.log(`  32 in flight: ${burst32.tokPerS.toFixed(1)} tok/s vs one request ${one.tokPerS.toFixed(1)} tok/s: ${(burst32.tokPerS / one.tokPerS).toFixed(1)}× (target ≥ 10×); host ${burst32.hostPct.toFixed(1)}% of wall; ${burst32.steps} steps, layers replayed ${burst32.replayed}, recorded ${burst32.recorded}`);
+      const mt = !parts.has('multiturn') ? null : await multiTurn(model, vocab, quick ? 256 : 4096);
+      if (mt) console.log(`  follow-up over ${mt.historyTokens} cached tokens: first token ${mt.cachedMs.toFixed(1)} ms (${mt.uncachedMs.toFixed(1)} ms without the prefix cache); a fresh 100-token prompt ${mt.fresh100Ms.toFixed(1)} ms: ${mt.ratioToFresh.toFixed(2)}× (target ≤ 1.2×)`);
       let http: Record<string, number> | null = null;
-      if (args.get('http') !== '0') {
+      if (args.get('http') !== '0' && parts.has('http')) {
         http = await overHttp(model, workload(quick ? 4 : 32, Infinity, vocab, 6, { pMin: 256, pMax: 256, oMin: quick ? 16 : 128, oMax: quick ? 16 : 128 }));
         console.log(`  over HTTP (openai client, streaming): ${http.tokPerS.toFixed(1)} tok/s vs ${http.inProcTokPerS.toFixed(1)} in process; ${http.overheadUsPerToken.toFixed(1)} µs a token more; TTFT p50 ${http.ttftP50.toFixed(1)} ms`);
       }
-      results.push({ model: m.label, sequential: seq, byRate, burst32, one, ratio32: burst32.tokPerS / one.tokPerS, multiTurn: mt, http, weightBytes: model.weightBytes });
+      results.push({ model: m.label, sequential: seq, byRate, burst32, one, ratio32: burst32 && one ? burst32.tokPerS / one.tokPerS : null, multiTurn: mt, http, weightBytes: model.weightBytes });
     } finally {
       model.destroy();
     }
@@ -198,13 +202,17 @@ async function main(): Promise<void> {
   writeFileSync(`${out}/serve-${slug}.json`, JSON.stringify({ device: deviceName, date: new Date().toISOString(), commit: process.env.WEBINFER_COMMIT ?? null, results }, null, 1));
   const f = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '–');
   const lines = [`# Serving benchmark — ${deviceName}`, '', `Measured ${new Date().toISOString().slice(0, 10)} at commit ${process.env.WEBINFER_COMMIT ?? '(unknown)'} with \`node .cache/device/serve.mjs\` (bench/serve.ts): ${N} requests a rate, Poisson arrivals, prompts ${lens.pMin}–${lens.pMax} tokens, outputs ${lens.oMin}–${lens.oMax} (ignore_eos), KV cache ${cache.numBlocks} blocks of ${cache.blockSize}.`, ''];
-  for (const r of results as { model: string; sequential: RunStats; byRate: Record<string, RunStats>; burst32: RunStats; one: RunStats; ratio32: number; multiTurn: Record<string, number>; http: Record<string, number> | null }[]) {
-    lines.push(`## ${r.model}`, '', '| arrivals | requests/s | output tok/s | × one at a time | TTFT p50 / p99 ms | TPOT p50 / p99 ms | host % of wall | preemptions |', '|---|---|---|---|---|---|---|---|');
-    const row = (name: string, s: RunStats) => lines.push(`| ${name} | ${f(s.reqPerS, 2)} | ${f(s.tokPerS)} | ${f(s.tokPerS / r.sequential.tokPerS, 1)} | ${f(s.ttftP50, 0)} / ${f(s.ttftP99, 0)} | ${f(s.tpotP50, 2)} / ${f(s.tpotP99, 2)} | ${f(s.hostPct)} | ${s.preemptions} |`);
-    row('one at a time', r.sequential);
-    for (const [rate, s] of Object.entries(r.byRate)) row(rate === 'Infinity' ? 'all at once' : `Poisson ${rate}/s`, s);
-    lines.push('', `- **32 requests in flight** (prompts 256, outputs ${r.burst32.outTokens / 32}): ${f(r.burst32.tokPerS)} tok/s against one request's ${f(r.one.tokPerS)}: **${f(r.ratio32)}×** (target ≥ 10×). Host: ${f(r.burst32.hostPct)}% of the wall time (target ≤ 10%).`);
-    lines.push(`- **Follow-up turn** over ${r.multiTurn.historyTokens} cached tokens (+100 new): first token in ${f(r.multiTurn.cachedMs)} ms; ${f(r.multiTurn.uncachedMs)} ms without the prefix cache; a fresh 100-token prompt ${f(r.multiTurn.fresh100Ms)} ms: **${f(r.multiTurn.ratioToFresh, 2)}×** (target ≤ 1.2×).`);
+  for (const r of results as { model: string; sequential: RunStats | null; byRate: Record<string, RunStats>; burst32: RunStats | null; one: RunStats | null; ratio32: number; multiTurn: Record<string, number> | null; http: Record<string, number> | null }[]) {
+    lines.push(`## ${r.model}`, '');
+    if (r.sequential && Object.keys(r.byRate).length) {
+      lines.push('| arrivals | requests/s | output tok/s | × one at a time | TTFT p50 / p99 ms | TPOT p50 / p99 ms | host % of wall | preemptions |', '|---|---|---|---|---|---|---|---|');
+      const row = (name: string, s: RunStats) => lines.push(`| ${name} | ${f(s.reqPerS, 2)} | ${f(s.tokPerS)} | ${f(s.tokPerS / r.sequential!.tokPerS, 1)} | ${f(s.ttftP50, 0)} / ${f(s.ttftP99, 0)} | ${f(s.tpotP50, 2)} / ${f(s.tpotP99, 2)} | ${f(s.hostPct)} | ${s.preemptions} |`);
+      row('one at a time', r.sequential);
+      for (const [rate, s] of Object.entries(r.byRate)) row(rate === 'Infinity' ? 'all at once' : `Poisson ${rate}/s`, s);
+      lines.push('');
+    }
+    if (r.burst32 && r.one) lines.push(`- **32 requests in flight** (prompts 256, outputs ${r.burst32.outTokens / 32}): ${f(r.burst32.tokPerS)} tok/s against one request's ${f(r.one.tokPerS)}: **${f(r.ratio32)}×** (target ≥ 10×). Host: ${f(r.burst32.hostPct)}% of the wall time (target ≤ 10%). ${r.burst32.steps} steps; the layers replayed at ${r.burst32.replayed} of them, recorded at ${r.burst32.recorded}.`);
+    if (r.multiTurn) lines.push(`- **Follow-up turn** over ${r.multiTurn.historyTokens} cached tokens (+100 new): first token in ${f(r.multiTurn.cachedMs)} ms; ${f(r.multiTurn.uncachedMs)} ms without the prefix cache; a fresh 100-token prompt ${f(r.multiTurn.fresh100Ms)} ms: **${f(r.multiTurn.ratioToFresh, 2)}×** (target ≤ 1.2×).`);
     if (r.http) lines.push(`- **Over HTTP** (\`webinfer serve\`'s serve(), the official \`openai\` client, 32 streaming completions): ${f(r.http.tokPerS)} tok/s against ${f(r.http.inProcTokPerS)} in process: ${f(r.http.overheadUsPerToken)} µs more per token; TTFT p50 ${f(r.http.ttftP50)} ms.`);
     lines.push('');
   }
