@@ -10,7 +10,7 @@
 // Models: the Llama-3.2-1B shape in bf16 (random weights made on the GPU) and each --gguf file.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { createEngine, createRandomModel, loadGGUF, serve, type Engine, type Model } from 'webinfer';
+import { createEngine, createRandomModel, loadGGUF, rng, serve, type Engine, type Model } from 'webinfer';
 import { LLAMA_3_2_1B, SMALL_LLAMA } from './model';
 
 const args = new Map(process.argv.slice(2).map((a) => { const [k, ...v] = a.replace(/^--/, '').split('='); return [k, v.join('=') || '1'] as [string, string]; }));
@@ -20,15 +20,6 @@ const parts = new Set((args.get('parts') ?? 'rates,burst,multiturn,http').split(
 const out = args.get('out') ?? 'bench/results';
 const deviceName = args.get('device') ?? 'unknown device';
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 

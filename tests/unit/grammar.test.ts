@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OpenAIError } from '../../src/serve/errors';
 import { compileResponseFormat, type TokenConstraint, type TokenVocabulary } from '../../src/serve/grammar';
+import { rng } from '../../src/core/random';
 
 // A byte-level vocabulary as a tokenizer decodes it: the 128 ASCII bytes as themselves, the other 128 as
 // U+FFFD (part of a UTF-8 character), then multi-character tokens that cross JSON's structure, two
@@ -23,16 +24,6 @@ const idOf = (text: string): number => {
 };
 const bit = (mask: Uint32Array, t: number): boolean => ((mask[t >>> 5] >>> (t & 31)) & 1) === 1;
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 type Schema = boolean | { [k: string]: unknown };
 
