@@ -170,10 +170,13 @@ export class BufferPool {
     return true;
   }
 
-  onSubmit(): void {
+  /** True when it trimmed (destroyed buffers, whose memory the device frees after a later submit). */
+  onSubmit(): boolean {
     for (const b of this.deferred) this.releaseNow(b);
     this.deferred = [];
-    if (this.freeBytes > this.maxFreeBytes) this.trim();
+    if (this.freeBytes <= this.maxFreeBytes) return false;
+    this.trim();
+    return true;
   }
 
   /**
