@@ -529,10 +529,8 @@ export class Runtime implements TensorHost {
    * failure (a cache too large for the memory left, before the host builds anything of its size).
    * When the device reports an error, or fn throws, undo releases what fn took (given fn's value when
    * it returned one); after a device error every buffer created meanwhile that is back in the pool is
-   * destroyed rather than handed out again (any of them may be invalid), the pool's free buffers too,
-   * their memory is the device's again before the error thrown, `describe(error, outOfMemory)`
-   * (outOfMemory: the device ran out, rather than refused a call). A region begins by handing the
-   * pool's free buffers and any destroyed before back to the device (reclaim). Scopes are one stack per device and fn awaits, so regions run one at a time per
+   * destroyed rather than handed out again (any of them may be invalid), and the error thrown is
+   * `describe(error, outOfMemory)` (outOfMemory: the device ran out, rather than refused a call). Scopes are one stack per device and fn awaits, so regions run one at a time per
    * engine; a GPU error of other work on this engine while one runs is reported to that region.
    */
   async allocating<T>(fn: (stage: () => Promise<void>) => Promise<T>, undo: (value: T | undefined) => void,
@@ -542,14 +540,6 @@ export class Runtime implements TensorHost {
     this.region = new Promise<void>((resolve) => { leave = resolve; });
     await before;
     const device = this.device;
-    try {
-      // The pool's free buffers and whatever was destroyed before (a model just destroyed) go back to
-      // the device first, so that fn's allocations find that memory.
-      await this.reclaim();
-    } catch (e) {
-      leave();
-      throw e;
-    }
     let open = false;
     const push = () => {
       device.pushErrorScope('out-of-memory');
@@ -598,26 +588,13 @@ export class Runtime implements TensorHost {
     try {
       undo(value);
     } catch { /* the cause below matters more than a failure to release after it */ }
-    if (!gpu) throw failure;
-    this.pool.discard(created);
-    if (this.dummyBuffer && created.has(this.dummyBuffer)) { this.dummyBuffer.destroy(); this.dummyBuffer = null; }
-    if (this.onesBuffer && created.has(this.onesBuffer)) { this.onesBuffer.destroy(); this.onesBuffer = null; }
-    // What fn took is the device's again before the caller hears of it (and may try a smaller cache).
-    await this.reclaim().catch(() => { /* a lost device: the error below says more */ });
-    throw new WebinferError(describe(gpu, outOfMemory));
-  }
-
-  /**
-   * Hands the pool's free buffers (those released so far: flush makes them free) and every buffer
-   * destroyed before back to the device. Dawn frees a destroyed buffer's memory only once a submit made
-   * after its destroy() has completed: on an H200, 100 GiB of destroyed buffers stayed taken, and the
-   * next allocation ran out of memory, until an empty submit went through.
-   */
-  private async reclaim(): Promise<void> {
-    this.flush();
-    this.pool.trim();
-    this.device.queue.submit([]);
-    await this.guard(this.device.queue.onSubmittedWorkDone());
+    if (gpu) {
+      this.pool.discard(created);
+      if (this.dummyBuffer && created.has(this.dummyBuffer)) { this.dummyBuffer.destroy(); this.dummyBuffer = null; }
+      if (this.onesBuffer && created.has(this.onesBuffer)) { this.onesBuffer.destroy(); this.onesBuffer = null; }
+      throw new WebinferError(describe(gpu, outOfMemory));
+    }
+    throw failure;
   }
 
   /**
@@ -956,9 +933,8 @@ export class Runtime implements TensorHost {
       for (const u of this.pendingUniforms) this.pool.release(u);
       this.pendingUniforms = [];
     }
-    // With nothing recorded and unsubmitted, released buffers are safe to hand out again. Past the
-    // pool's bound they are destroyed, and Dawn frees that memory only after a later submit (reclaim).
-    if (this.pool.onSubmit()) this.device.queue.submit([]);
+    // With nothing recorded and unsubmitted, released buffers are safe to hand out again.
+    this.pool.onSubmit();
   }
 
   /** Resolves when all submitted work is done; rethrows any asynchronous GPU or compile error. */

@@ -170,13 +170,10 @@ export class BufferPool {
     return true;
   }
 
-  /** True when it trimmed (destroyed buffers, whose memory the device frees after a later submit). */
-  onSubmit(): boolean {
+  onSubmit(): void {
     for (const b of this.deferred) this.releaseNow(b);
     this.deferred = [];
-    if (this.freeBytes <= this.maxFreeBytes) return false;
-    this.trim();
-    return true;
+    if (this.freeBytes > this.maxFreeBytes) this.trim();
   }
 
   /**

@@ -43,7 +43,6 @@ async function refusedBeforeTaking(engine: Engine, fn: () => unknown, ...fragmen
 async function failsReleasingAll(engine: Engine, load: () => Promise<unknown>, ...fragments: string[]): Promise<void> {
   const device = engine.device, create = device.createBuffer;
   const made: GPUBuffer[] = [];
-  engine.flush();
   engine.pool.trim();   // every buffer of the load made anew
   device.createBuffer = function (d: GPUBufferDescriptor): GPUBuffer {
     const b = create.call(device, d);
@@ -146,7 +145,6 @@ export const faultCases = defineCases('faults', [
           // cache (300 blocks of 2 KiB a part: the step buffers come after it).
           const cachePart = BufferPool.sizeClass(300 * 2 * 16 * 16 * 4);
           for (const [where, pick] of [['weights', (d: GPUBufferDescriptor) => d.size >= 200_000], ['cache', (d: GPUBufferDescriptor) => d.size === cachePart]] as const) {
-            e.flush();
             e.pool.trim();   // every buffer of the load made anew, the one picked among them
             made.length = 0;
             fail = pick;
