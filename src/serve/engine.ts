@@ -468,6 +468,10 @@ export class RequestEngine {
       };
     }
     const rec = m.recordStep(rows, proc);
+    // Marked handled now: a step still in flight when the model is destroyed is never awaited, and its
+    // read-back rejecting later (the device going away) must not be an unhandled rejection.
+    rec.ids.catch(() => undefined);
+    rec.logits?.catch(() => undefined);
     const out: { c: Choice; row: number }[] = [];
     who.forEach((c, i) => {
       if (!rows[i].sample) return;
