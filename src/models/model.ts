@@ -19,7 +19,7 @@ import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { KVCacheManager } from '../serve/kv_manager.js';
 import { OpenAIServing, type TextSetup } from '../serve/openai.js';
 import { ChatTemplate, TextTokenizer } from '../serve/text.js';
-import { checkTokenIds, GREEDY, RequestEngine, type StepProcessing, type StepRecord, type StepRow, type StepRunner } from '../serve/engine.js';
+import { checkTokenIds, freshSeed, GREEDY, RequestEngine, type StepProcessing, type StepRecord, type StepRow, type StepRunner } from '../serve/engine.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { ropeTable } from './rope.js';
 import type { SafetensorsFile } from './safetensors.js';
@@ -604,7 +604,7 @@ export class Model implements StepRunner {
     this.stepsInFlight(op);
     const sampled = temperature > 0 && o.topK !== 1;
     // No seed: a fresh one per call (SPEC §9); prompt i draws from the seed's stream i.
-    const seed = o.seed ?? crypto.getRandomValues(new Uint32Array(1))[0];
+    const seed = o.seed ?? freshSeed();
     // The call's own abort: the caller's signal, or one prompt's failure, ends every prompt.
     const ac = new AbortController();
     const onAbort = () => ac.abort(o.signal!.reason ?? new DOMException('generate was aborted', 'AbortError'));

@@ -174,7 +174,8 @@ export interface EngineCounters {
   preemptions: number;
 }
 
-function freshSeed(): number {
+/** A random u32: the seed of a request that names none (SPEC §9: no seed, a fresh stream). */
+export function freshSeed(): number {
   const c = (globalThis as { crypto?: Crypto }).crypto;
   if (c?.getRandomValues) return c.getRandomValues(new Uint32Array(1))[0];
   return Math.floor(Math.random() * 2 ** 32) >>> 0;

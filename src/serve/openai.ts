@@ -442,13 +442,8 @@ export class OpenAIServing {
       },
     }, kind === 'chat' ? 'chat.completions.create' : 'completions.create');
     handle = h;
-    let res: RequestResult;
-    try {
-      res = await h.result;
-    } catch (e) {
-      if (e instanceof WebinferError && !(e instanceof OpenAIError) && /the cache holds/.test(e.message)) throw new OpenAIError(e.message, { status: 413, code: 'context_length_exceeded' });
-      throw e;
-    }
+    // parse() has already held prompt + max tokens to the cache's capacity: the engine refuses nothing here.
+    const res: RequestResult = await h.result;
     const finishOf = (i: number): string => choices[i].finish ?? res.finish[i];
     const completionTokens = res.tokens.reduce((a, t) => a + t.length, 0);
     const usage = {
