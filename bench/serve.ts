@@ -37,27 +37,32 @@ function workload(n: number, rate: number, vocab: number, seed: number, o = { pM
 
 interface RunStats { replayed?: number; recorded?: number; requests: number; wallS: number; outTokens: number; tokPerS: number; reqPerS: number; ttftP50: number; ttftP99: number; tpotP50: number; tpotP99: number; hostPct: number; steps: number; preemptions: number }
 
-/** Serves the requests as they arrive; per request: time to first token and per output token. */
-async function run(model: Model, reqs: Req[]): Promise<RunStats> {
+/**
+ * Serves the requests as they arrive, or with `oneAtATime` each alone after the one before (each with
+ * its own cache salt, so none reuses another's prefix): time to first token and per output token.
+ */
+async function run(model: Model, reqs: Req[], o: { oneAtATime?: boolean } = {}): Promise<RunStats> {
   const c0 = { ...model.engine.counters };
   const g0 = { ...model.graphStats };
   const t0 = performance.now();
   const ttft: number[] = [], tpot: number[] = [];
   let outTokens = 0;
-  await Promise.all(reqs.map(async (q) => {
+  const one = async (q: Req) => {
     const wait = q.at - (performance.now() - t0);
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const s = performance.now();
     let first = 0, n = 0;
     await model.engine.submit({
-      prompt: Int32Array.from(q.prompt), maxTokens: q.out,
+      prompt: Int32Array.from(q.prompt), maxTokens: q.out, cacheSalt: o.oneAtATime ? `alone${s}` : undefined,
       onTokens: (_c, toks) => { if (!n) first = performance.now(); n += toks.length; },
     }).result;
     const e = performance.now();
     ttft.push(first - s);
     if (n > 1) tpot.push((e - first) / (n - 1));
     outTokens += n;
-  }));
+  };
+  if (o.oneAtATime) for (const q of reqs) await one({ ...q, at: 0 });
+  else await Promise.all(reqs.map(one));
   const wall = (performance.now() - t0) / 1000;
   const c = model.engine.counters;
   const steps = c.steps - c0.steps;
@@ -67,26 +72,6 @@ async function run(model: Model, reqs: Req[]): Promise<RunStats> {
     hostPct: 100 * (c.hostMs - c0.hostMs) / (wall * 1000), steps, preemptions: c.preemptions - c0.preemptions,
     replayed: model.graphStats.replayed - g0.replayed, recorded: model.graphStats.recorded - g0.recorded,
   };
-}
-
-/** Requests one after another (each alone in the engine). */
-async function sequential(model: Model, reqs: Req[]): Promise<RunStats> {
-  const t0 = performance.now();
-  const ttft: number[] = [], tpot: number[] = [];
-  let outTokens = 0;
-  const c0 = { ...model.engine.counters };
-  for (const q of reqs) {
-    const s = performance.now();
-    let first = 0, n = 0;
-    await model.engine.submit({ prompt: Int32Array.from(q.prompt), maxTokens: q.out, cacheSalt: `seq${s}`, onTokens: (_c, t) => { if (!n) first = performance.now(); n += t.length; } }).result;
-    ttft.push(first - s);
-    tpot.push((performance.now() - first) / Math.max(1, n - 1));
-    outTokens += n;
-  }
-  const wall = (performance.now() - t0) / 1000;
-  const c = model.engine.counters;
-  return { requests: reqs.length, wallS: wall, outTokens, tokPerS: outTokens / wall, reqPerS: reqs.length / wall, ttftP50: pct(ttft, 0.5), ttftP99: pct(ttft, 0.99),
-    tpotP50: pct(tpot, 0.5), tpotP99: pct(tpot, 0.99), hostPct: 100 * (c.hostMs - c0.hostMs) / (wall * 1000), steps: c.steps - c0.steps, preemptions: 0 };
 }
 
 /** Time to the first token of one request (prefix cache on unless salted). */
@@ -164,7 +149,7 @@ async function main(): Promise<void> {
     const vocab = model.config.vocabSize;
     try {
       await run(model, workload(4, Infinity, vocab, 1, { ...lens, pMax: lens.pMin, oMax: lens.oMin }));   // pipelines compile
-      const seq = !parts.has('rates') && !parts.has('burst') ? null : await sequential(model, workload(quick ? 2 : 6, Infinity, vocab, 2, lens));
+      const seq = !parts.has('rates') && !parts.has('burst') ? null : await run(model, workload(quick ? 2 : 6, Infinity, vocab, 2, lens), { oneAtATime: true });
       if (seq) console.log(`  one at a time: ${seq.tokPerS.toFixed(1)} tok/s, TTFT p50 ${seq.ttftP50.toFixed(1)} ms, TPOT p50 ${seq.tpotP50.toFixed(2)} ms`);
       const byRate: Record<string, RunStats> = {};
       for (const rate of parts.has('rates') ? rates : []) {
