@@ -21,9 +21,46 @@ export function ggmlTypeName(id: number): string {
   return `type ${id}`;
 }
 
-/** The quantized types the engine computes with (SPEC §8). */
-export type QuantType = 'Q8_0' | 'Q4_0' | 'Q4_1' | 'Q5_0' | 'Q5_1' | 'Q2_K' | 'Q3_K' | 'Q4_K' | 'Q5_K' | 'Q6_K'
+/** ggml's quantized types the engine computes with (SPEC §8). */
+export type GgmlQuantType = 'Q8_0' | 'Q4_0' | 'Q4_1' | 'Q5_0' | 'Q5_1' | 'Q2_K' | 'Q3_K' | 'Q4_K' | 'Q5_K' | 'Q6_K'
   | 'IQ4_NL' | 'IQ4_XS' | 'MXFP4';
+
+/**
+ * The group types: the HF quantized safetensors formats (MLX affine, AWQ, GPTQ, compressed-tensors,
+ * block FP8; src/models/hf_quant.ts reads them) as one family of blocks, a block being one group of G
+ * consecutive values of a row (along K) with its scale and zero. Name `<kind><bits>G<G>_<scale>`:
+ *   kind A (affine, MLX): w = s·q + b, b a float bias of the scale's dtype;
+ *        Z (integer zero, AWQ / GPTQ / compressed-tensors): w = (q − z)·s, z an unsigned integer
+ *          (a symmetric checkpoint's implicit zero 2^(bits−1) is written out);
+ *        F (FP8 E4M3, bits 8): w = e4m3(q)·s.
+ *   bits 2, 3, 4, 5, 6, 8; G 32, 64, 128; scale F16, BF16 or F32 (s, b and z as the checkpoint has them:
+ *   nothing is rounded).
+ * A block's bytes: the body, G·bits/8 bytes, value i at bits [i·bits, (i + 1)·bits) of it read as a
+ * little-endian bit string (MLX's own packing; an FP8 value is byte i), then the head: for 16-bit scales
+ * s then b or z as two u16 (an F block: s then 0), for F32 scales s as f32 then b as f32 or z as u32 (an
+ * F block: s alone). On the GPU the head moves to the plane (its 4 or 8 bytes are the split field), so
+ * bodies stay 16-byte aligned. A scale shared by a larger block of the checkpoint (FP8's 128 × 128, a
+ * per-channel or per-tensor scale) is written in every group it covers.
+ */
+export type GroupKind = 'A' | 'Z' | 'F';
+export type GroupBits = 2 | 3 | 4 | 5 | 6 | 8;
+export type GroupSize = 32 | 64 | 128;
+export type GroupScale = 'F16' | 'BF16' | 'F32';
+export type GroupQuantType = `${'A' | 'Z'}${GroupBits}G${GroupSize}_${GroupScale}` | `F8G${GroupSize}_${GroupScale}`;
+
+/** The quantized types the engine computes with (SPEC §8). */
+export type QuantType = GgmlQuantType | GroupQuantType;
+
+/** A group type's parameters (QuantFormat.group). */
+export interface GroupFormat {
+  readonly kind: GroupKind;
+  readonly bits: GroupBits;
+  readonly size: GroupSize;
+  readonly scale: GroupScale;
+  /** Bytes of a block's packed values and of its head. */
+  readonly bodyBytes: number;
+  readonly headBytes: number;
+}
 
 export interface QuantFormat {
   readonly type: QuantType;
@@ -32,11 +69,44 @@ export interface QuantFormat {
   readonly blockElems: number;
   readonly blockBytes: number;
   /** The scale field moved to the plane on the GPU: its byte offset in the block and size, or null. */
-  readonly split: { readonly offset: number; readonly bytes: 1 | 2 } | null;
+  readonly split: { readonly offset: number; readonly bytes: 1 | 2 | 4 | 8 } | null;
+  /** A group type's parameters (null for ggml's types). */
+  readonly group: GroupFormat | null;
 }
 
 const fmt = (type: QuantType, code: number, blockElems: number, blockBytes: number,
-             split: QuantFormat['split'] = null): QuantFormat => Object.freeze({ type, code, blockElems, blockBytes, split });
+             split: QuantFormat['split'] = null, group: GroupFormat | null = null): QuantFormat =>
+  Object.freeze({ type, code, blockElems, blockBytes, split, group });
+
+const GROUP_BITS: readonly GroupBits[] = [2, 3, 4, 5, 6, 8];
+const GROUP_SIZES: readonly GroupSize[] = [32, 64, 128];
+const GROUP_SCALES: readonly GroupScale[] = ['F16', 'BF16', 'F32'];
+/** Shader codes (Q_TYPE) of the group types start here; ggml's types use 1..13. */
+export const GROUP_CODE_BASE = 64;
+
+/** The name of a group type (groupType('Z', 4, 128, 'F16') = 'Z4G128_F16'). */
+export function groupType(kind: GroupKind, bits: GroupBits, size: GroupSize, scale: GroupScale): GroupQuantType {
+  return `${kind}${bits}G${size}_${scale}` as GroupQuantType;
+}
+
+function groupFormats(): Record<GroupQuantType, QuantFormat> {
+  const out = {} as Record<GroupQuantType, QuantFormat>;
+  let code = GROUP_CODE_BASE;
+  for (const kind of ['A', 'Z', 'F'] as const) {
+    for (const bits of kind === 'F' ? [8 as const] : GROUP_BITS) {
+      for (const size of GROUP_SIZES) {
+        for (const scale of GROUP_SCALES) {
+          const type = groupType(kind, bits, size, scale);
+          const bodyBytes = (size * bits) / 8;
+          const headBytes = scale !== 'F32' || kind === 'F' ? 4 : 8;
+          const g: GroupFormat = Object.freeze({ kind, bits, size, scale, bodyBytes, headBytes });
+          out[type] = fmt(type, code++, size, bodyBytes + headBytes, { offset: bodyBytes, bytes: headBytes as 4 | 8 }, g);
+        }
+      }
+    }
+  }
+  return out;
+}
 
 /** Every quantized type, by name. */
 export const QUANT_FORMATS: Readonly<Record<QuantType, QuantFormat>> = Object.freeze({
@@ -53,9 +123,28 @@ export const QUANT_FORMATS: Readonly<Record<QuantType, QuantFormat>> = Object.fr
   IQ4_NL: fmt('IQ4_NL', 11, 32, 18, { offset: 0, bytes: 2 }),   // d, qs[16]
   IQ4_XS: fmt('IQ4_XS', 12, 256, 136),                          // d, scales_h u16, scales_l[4], qs[128]
   MXFP4: fmt('MXFP4', 13, 32, 17, { offset: 0, bytes: 1 }),     // e (E8M0), qs[16]
+  ...groupFormats(),
 });
 
-export const QUANT_TYPES: readonly QuantType[] = Object.keys(QUANT_FORMATS) as QuantType[];
+/** ggml's types (the GGUF block formats). */
+export const QUANT_TYPES: readonly GgmlQuantType[] = Object.keys(QUANT_FORMATS).filter((t) => !QUANT_FORMATS[t as QuantType].group) as GgmlQuantType[];
+
+/** The group types (the HF quantized safetensors formats as the GPU holds them). */
+export const GROUP_QUANT_TYPES: readonly GroupQuantType[] = Object.keys(QUANT_FORMATS).filter((t) => QUANT_FORMATS[t as QuantType].group) as GroupQuantType[];
+
+/** What a quantized type argument may be, for error messages. */
+export const QUANT_TYPES_TEXT = `${QUANT_TYPES.join(', ')} or a group type <A|Z><2|3|4|5|6|8>G<32|64|128>_<F16|BF16|F32> / F8G<32|64|128>_<F16|BF16|F32>`;
+
+export function isGroupQuantType(t: unknown): t is GroupQuantType {
+  return isQuantType(t) && QUANT_FORMATS[t].group !== null;
+}
+
+/** FP8 E4M3 (float8_e4m3fn: no infinities, 0x7f / 0xff NaN) to its value. */
+export function e4m3ToF32(b: number): number {
+  const s = b & 0x80 ? -1 : 1, e = (b >> 3) & 15, m = b & 7;
+  if (e === 15 && m === 7) return NaN;
+  return s * (e === 0 ? m * 2 ** -9 : (1 + m / 8) * 2 ** (e - 7));
+}
 
 export function isQuantType(t: unknown): t is QuantType {
   return typeof t === 'string' && Object.prototype.hasOwnProperty.call(QUANT_FORMATS, t);

@@ -3,10 +3,24 @@
 // runs through vite). Files are named by their path under shaders/ ('attention/paged.wgsl'); a
 // program is the concatenation of a few files (shared helpers first), and compile errors are mapped
 // back to file:line.
+import { GROUP_QUANT_TYPES, QUANT_FORMATS } from './quant.js';
+
 const sources = import.meta.glob('../../shaders/**/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
 
-export const SHADER_FILES: Readonly<Record<string, string>> = Object.fromEntries(
+const FILES: Record<string, string> = Object.fromEntries(
   Object.entries(sources).map(([path, text]) => [path.replace(/^.*?shaders\//, ''), text]));
+
+/** The group types' decoder files (ops/quant/<type>.wgsl): their constants, then ops/quant/group.wgsl. */
+for (const t of GROUP_QUANT_TYPES) {
+  const f = QUANT_FORMATS[t], g = f.group!;
+  FILES[`ops/quant/${t.toLowerCase()}.wgsl`] = `// ${t} (core/quant.ts's group types): ops/quant/group.wgsl with these constants.\n`
+    + `const Q_TYPE: u32 = ${f.code}u;\nconst QK: u32 = ${g.size}u;\nconst QB: u32 = ${g.bodyBytes}u;\n`
+    + `const QG_KIND: u32 = ${'AZF'.indexOf(g.kind)}u;\nconst QG_BITS: u32 = ${g.bits}u;\n`
+    + `const QG_SCALE: u32 = ${['F16', 'BF16', 'F32'].indexOf(g.scale)}u;\nconst QG_PW: u32 = ${g.headBytes / 4}u;\n`
+    + FILES['ops/quant/group.wgsl'];
+}
+
+export const SHADER_FILES: Readonly<Record<string, string>> = FILES;
 
 const DTYPE = 'core/dtype.wgsl';
 const COMMON = 'attention/common.wgsl';
@@ -15,7 +29,8 @@ const flash = (addressing: string, reduce: 'portable' | 'subgroup') =>
 const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wgsl', `attention/${kernel}.wgsl`];
 
 /** ggml's quantized types by their file under ops/quant/ (QUANT_FORMATS' types, lower case). */
-export const QUANT_FILES: readonly string[] = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', 'mxfp4'];
+export const QUANT_FILES: readonly string[] = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', 'mxfp4',
+  ...GROUP_QUANT_TYPES.map((t) => t.toLowerCase())];
 
 /**
  * The linear-layer and expert programs (and the quantized embedding): `gemv`, `ops_moe_gemv` ... for

@@ -10,7 +10,7 @@ import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createLinear, createQuantLinear, stackLinears, type LinearWeight } from '../ops/gemm.js';
 import { createExperts, createQuantExperts, type ExpertWeights } from '../ops/moe.js';
-import { isQuantType, QUANT_FORMATS, quantRowBytes, type QuantType } from '../core/quant.js';
+import { isQuantType, QUANT_FORMATS, quantRowBytes, type GgmlQuantType, type QuantType } from '../core/quant.js';
 import { dequantizeRows } from '../reference/quant.js';
 import { quantizeRows } from './quantize.js';
 
@@ -91,7 +91,7 @@ function firstAllOnes(a: Uint32Array | Uint16Array, mask: number, from: number, 
 }
 
 /** Byte offsets of the f16 scale fields (d, and dmin or m) in a block of each type (ggml-common.h). */
-const F16_SCALES: Readonly<Record<QuantType, readonly number[]>> = {
+const F16_SCALES: Readonly<Record<GgmlQuantType, readonly number[]>> = {
   Q8_0: [0], Q4_0: [0], Q4_1: [0, 2], Q5_0: [0], Q5_1: [0, 2], Q2_K: [80, 82], Q3_K: [108], Q4_K: [0, 2],
   Q5_K: [0, 2], Q6_K: [208], IQ4_NL: [0], IQ4_XS: [0], MXFP4: [],
 };
@@ -108,7 +108,22 @@ export function firstNonFiniteBlock(type: QuantType, bytes: Uint8Array): { block
     for (let b = 0; b < n; b++) if (bytes[b * blockBytes] === 0xff) return { block: b, field: 0 };
     return null;
   }
-  for (const f of F16_SCALES[type]) {
+  const g = QUANT_FORMATS[type].group;
+  if (g) {
+    // The head's float fields (s, and A's b), and an FP8 body's NaN bytes (0x7f, 0xff).
+    const h = g.bodyBytes, wide = g.scale === 'F32';
+    const fields = g.kind === 'A' ? [h, h + (wide ? 4 : 2)] : [h];
+    // The byte holding the exponent's top bits, and the mask that is all ones for NaN / ±Inf.
+    const [hi, mask] = wide ? [3, 0x7f] : g.scale === 'F16' ? [1, 0x7c] : [1, 0x7f];
+    const lo = (o: number) => wide ? (bytes[o + 2] & 0x80) === 0x80 : g.scale === 'F16' ? true : (bytes[o] & 0x80) === 0x80;
+    for (let b = 0; b < n; b++) {
+      const o = b * blockBytes;
+      for (const f of fields) if ((bytes[o + f + hi] & mask) === mask && lo(o + f)) return { block: b, field: f };
+      if (g.kind === 'F') for (let i = 0; i < g.bodyBytes; i++) if ((bytes[o + i] & 0x7f) === 0x7f) return { block: b, field: i };
+    }
+    return null;
+  }
+  for (const f of F16_SCALES[type as GgmlQuantType]) {
     for (let b = 0, o = f + 1; b < n; b++, o += blockBytes) if ((bytes[o] & 0x7c) === 0x7c) return { block: b, field: f };
   }
   return null;
@@ -228,9 +243,15 @@ export class WeightReader {
     if (!bad) return;
     const { blockElems, blockBytes } = QUANT_FORMATS[type];
     const o = bad.block * blockBytes + bad.field;
-    const scale = type === 'MXFP4' ? 'NaN (E8M0 0xff)' : String(decodeF16(Uint16Array.of(bytes[o] | (bytes[o + 1] << 8)))[0]);
+    const g = QUANT_FORMATS[type].group;
+    const scale = type === 'MXFP4' ? 'NaN (E8M0 0xff)'
+      : g && g.kind === 'F' && bad.field < g.bodyBytes ? `NaN (E4M3 0x${bytes[o].toString(16)})`
+      : g ? String(g.scale === 'F32' ? new DataView(bytes.buffer, bytes.byteOffset).getFloat32(o, true)
+        : (g.scale === 'F16' ? decodeF16 : decodeBf16)(Uint16Array.of(bytes[o] | (bytes[o + 1] << 8)))[0])
+      : String(decodeF16(Uint16Array.of(bytes[o] | (bytes[o + 1] << 8)))[0]);
+    const what = g && bad.field < g.bodyBytes ? 'value' : 'scale';
     throw new WebinferError(`loadModel: tensor '${name}': expected finite weights (or allowNonFinite: true to load them as they are), got a ${type} block `
-      + `(elements ${bad.block * blockElems}..${(bad.block + 1) * blockElems - 1}) whose scale at byte ${bad.field} is ${scale}`
+      + `(elements ${bad.block * blockElems}..${(bad.block + 1) * blockElems - 1}) whose ${what} at byte ${bad.field} is ${scale}`
       + (madeHere ? ` (quantized on load: its values reach past what the ${type} scale holds; load with a float dtype)` : ''));
   }
 

@@ -13,7 +13,7 @@
 // Element order. A row of K values is K / blockElems consecutive blocks; within a block the order is
 // ggml's: the 32-value formats hold elements j (low nibble) and j + 16 (high nibble) in byte j; the
 // K-quants walk their quants in the interleaved orders spelled out at each decoder below.
-import { IQ4_NL_VALUES, MXFP4_VALUES, QUANT_FORMATS, isQuantType, type QuantType } from '../core/quant.js';
+import { IQ4_NL_VALUES, MXFP4_VALUES, QUANT_FORMATS, e4m3ToF32, isQuantType, type GroupFormat, type QuantType } from '../core/quant.js';
 import { bf16BitsToF32, f16BitsToF32 } from '../core/dtype.js';
 import { WebinferError, fail } from '../core/errors.js';
 
@@ -234,9 +234,37 @@ export function dequantizeBlock(type: DequantType, b: Uint8Array, o: number, out
       return;
     }
     default: {
-      const never: never = type;
-      throw new WebinferError(`dequantizeBlock: type: unknown type ${String(never)}`);
+      const g = isQuantType(type) ? QUANT_FORMATS[type].group : null;
+      if (!g) throw new WebinferError(`dequantizeBlock: type: unknown type ${String(type)}`);
+      dequantizeGroup(g, b, o, out, y);
     }
+  }
+}
+
+/**
+ * A group type's block (core/quant.ts: body of G values packed as a little-endian bit string, then the
+ * head). Each value is the format's expression in f32: A s·q + b (s·q exact for 16-bit scales: 8 + 11
+ * significant bits at most; rounded once for f32 ones, as f32 arithmetic does), Z (q − z)·s, F e4m3(q)·s.
+ */
+function dequantizeGroup(g: GroupFormat, b: Uint8Array, o: number, out: Float64Array | Float32Array, y: number): void {
+  const r = Math.fround;
+  const h = o + g.bodyBytes;
+  const u16 = (at: number) => b[at]! | (b[at + 1]! << 8);
+  const u32 = (at: number) => (u16(at) | (u16(at + 2) << 16)) >>> 0;
+  const half = g.scale === 'F16' ? f16BitsToF32 : bf16BitsToF32;
+  const wide = g.scale === 'F32';
+  const s = wide ? f32FromBits(u32(h)) : half(u16(h));
+  if (g.kind === 'F') {
+    for (let i = 0; i < g.size; i++) out[y + i] = r(e4m3ToF32(b[o + i]!) * s);
+    return;
+  }
+  const second = wide ? (g.kind === 'A' ? f32FromBits(u32(h + 4)) : u32(h + 4)) : (g.kind === 'A' ? half(u16(h + 2)) : u16(h + 2));
+  const mask = (1 << g.bits) - 1;
+  for (let i = 0; i < g.size; i++) {
+    const bit = i * g.bits, at = o + (bit >> 3);
+    // Up to 8 bits from at most two bytes (bits ≤ 8).
+    const q = ((b[at]! | ((b[at + 1] ?? 0) << 8)) >> (bit & 7)) & mask;
+    out[y + i] = g.kind === 'A' ? r(r(s * q) + second) : r((q - second) * s);
   }
 }
 

@@ -1,8 +1,8 @@
 // Seeded random blocks of ggml's quantized formats (SPEC §8), for kernel tests: every quant, scale-index
 // and high-bit field is random bits, so every code path of a decoder is exercised; only the f16 (and
 // E8M0) scale fields are drawn as numbers, so that no block holds Inf or NaN and magnitudes stay sane.
-import { QUANT_FORMATS, type QuantType } from '../core/quant.js';
-import { f32ToF16Bits } from '../core/dtype.js';
+import { QUANT_FORMATS, type GgmlQuantType, type QuantType } from '../core/quant.js';
+import { f32ToBf16Bits, f32ToF16Bits } from '../core/dtype.js';
 import { rng } from '../core/random.js';
 import { quantRowsBytes } from './quant.js';
 
@@ -17,7 +17,7 @@ export interface RandomQuantOptions {
 /** The f16 fields of each format's block: byte offset and whether a random sign is drawn (the formats
  *  whose ggml quantizer can write a negative value there); the others are positive, as ggml writes them
  *  (asymmetric formats' d and dmin are non-negative: the min is subtracted). */
-const F16_FIELDS: Readonly<Record<QuantType, readonly (readonly [offset: number, signed: boolean])[]>> = {
+const F16_FIELDS: Readonly<Record<GgmlQuantType, readonly (readonly [offset: number, signed: boolean])[]>> = {
   Q8_0: [[0, true]],
   Q4_0: [[0, true]],
   Q4_1: [[0, false], [2, true]],       // d, m (m = the block's min: either sign)
@@ -51,8 +51,32 @@ export function randomQuantRows(type: QuantType, rows: number, K: number, seed: 
   const out = new Uint8Array(n);
   for (let i = 0; i < n; i++) out[i] = (r() * 256) >>> 0;
   const f = QUANT_FORMATS[type];
-  const fields = F16_FIELDS[type];
   const lnLo = Math.log(lo), lnHi = Math.log(hi);
+  const g = f.group;
+  if (g) {
+    // Group types (core/quant.ts): random bodies (FP8's NaN bytes 0x7f / 0xff moved one down); the
+    // scale log-uniform in scaleRange (either sign for A and F, positive for Z as AWQ/GPTQ write it);
+    // A's bias uniform in ±8·scale, Z's zero any integer of its bits.
+    const dv = new DataView(out.buffer);
+    for (let o0 = 0; o0 < n; o0 += f.blockBytes) {
+      if (g.kind === 'F') for (let i = o0; i < o0 + g.bodyBytes; i++) if ((out[i]! & 0x7f) === 0x7f) out[i]! -= 1;
+      let v = Math.exp(lnLo + (lnHi - lnLo) * r());
+      if (g.kind !== 'Z' && r() < 0.5) v = -v;
+      const h = o0 + g.bodyBytes;
+      const second = g.kind === 'A' ? (r() * 2 - 1) * 8 * Math.abs(v) : g.kind === 'Z' ? Math.floor(r() * (1 << g.bits)) : 0;
+      if (g.scale === 'F32') {
+        dv.setFloat32(h, v, true);
+        if (g.kind === 'A') dv.setFloat32(h + 4, second, true);
+        else if (g.kind === 'Z') dv.setUint32(h + 4, second, true);
+      } else {
+        const enc = g.scale === 'F16' ? f32ToF16Bits : f32ToBf16Bits;
+        dv.setUint16(h, enc(v), true);
+        dv.setUint16(h + 2, g.kind === 'A' ? enc(second) : second, true);
+      }
+    }
+    return out;
+  }
+  const fields = F16_FIELDS[type as GgmlQuantType];
   for (let o0 = 0; o0 < n; o0 += f.blockBytes) {
     for (const [off, signed] of fields) {
       let v = Math.exp(lnLo + (lnHi - lnLo) * r());

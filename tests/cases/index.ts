@@ -14,6 +14,7 @@ import { opsCases } from './ops.cases';
 import { moeCases } from './moe.cases';
 import { modelCases } from './model.cases';
 import { quantCases } from './quant.cases';
+import { quantGroupCases } from './quant_group.cases';
 import { serveCases } from './serve.cases';
 import type { TestCase } from './harness';
 
@@ -24,6 +25,7 @@ export const allCases: TestCase[] = [
   ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
   ...gemmCases,
   ...quantCases,
+  ...quantGroupCases,
   ...opsCases,
   ...moeCases,
   ...modelCases,

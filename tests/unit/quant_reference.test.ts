@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../../src/core/dtype';
 import { WebinferError } from '../../src/core/errors';
-import { GGML_TYPE_IDS, QUANT_FORMATS, QUANT_TYPES, ggmlTypeName, type QuantType } from '../../src/core/quant';
+import { GGML_TYPE_IDS, QUANT_FORMATS, QUANT_TYPES, ggmlTypeName, type GgmlQuantType, type QuantType } from '../../src/core/quant';
 import { randn } from '../../src/core/random';
 import { dequantizeRows, type DequantType } from '../../src/reference/quant';
 import { randomQuantRows } from '../../src/reference/quant_random';
@@ -303,7 +303,7 @@ describe('dequantizeRows: hand-built blocks', () => {
 // random blocks, against gguf-py
 
 // randomQuantRows(type, 4, 512, 1): [hashBytes(bytes), hashF32(gguf-py's dequantize(bytes))]
-const CHECKSUMS: Record<QuantType, [number, number]> = {
+const CHECKSUMS: Record<GgmlQuantType, [number, number]> = {
   Q8_0: [295117280, 2876559680],
   Q4_0: [83025140, 1858541568],
   Q4_1: [99549908, 655308976],
