@@ -381,6 +381,35 @@ export class WeightReader {
         return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down }));
       }
     }
+    if (!packed && this.keepQuantized && isQuantType(this.info(`${prefix}0.gate_proj.weight`).dtype)) {
+      // Per-expert quantized tensors (an HF quantized checkpoint's, e.g. DeepSeek-V3's FP8 experts):
+      // their blocks stacked as createQuantExperts takes them, gate rows then up rows of each expert.
+      const names = (e: number) => ['gate_proj', 'up_proj', 'down_proj'].map((m) => `${prefix}${e}.${m}.weight`);
+      const [gt, , dt] = names(0).map((n) => this.info(n).dtype);
+      const gateUp: Uint8Array[] = [], down: Uint8Array[] = [];
+      for (let e = 0; e < E; e++) {
+        const ns = names(e);
+        ns.forEach((n, j) => {
+          const t = this.info(n).dtype;
+          if (t !== (j < 2 ? gt : dt)) {
+            throw new WebinferError(`loadModel: ${n}: expected ${j < 2 ? gt : dt} as ${names(0)[j]} (the experts of a layer share their storage), got ${t}`);
+          }
+        });
+        for (const [j, n] of ns.entries()) {
+          const data = await this.files[this.info(n).file].bytes(n);
+          this.checkBlocks(n, this.info(n).dtype as QuantType, data);
+          this.progress(data.byteLength);
+          (j < 2 ? gateUp : down).push(data);
+        }
+      }
+      const join = (parts: Uint8Array[]) => {
+        const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+        let at = 0;
+        for (const p of parts) { out.set(p, at); at += p.length; }
+        return out;
+      };
+      return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gt as QuantType, gateUp: join(gateUp), downType: dt as QuantType, down: join(down) }));
+    }
     const q = this.quantize ? [quantizeOnLoadType(this.quantize, H), quantizeOnLoadType(this.quantize, I)] : null;
     const as: WeightDType = q && q[0] && q[1] ? 'f32' : dtype;
     let gateUp: Float32Array | Uint16Array, down: Float32Array | Uint16Array;
