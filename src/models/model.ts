@@ -26,7 +26,7 @@ import type { SafetensorsFile } from './safetensors.js';
 import { validateCheckpoint, WEIGHT_DTYPES } from './schema.js';
 import type { GGUFFile } from './gguf.js';
 import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
-import { QUANT_TYPES } from '../core/quant.js';
+import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
 import type { Architecture, StepContext } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
@@ -135,7 +135,8 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, OP, 'o.maxTokensPerStep');
   const maxSeqs = o.maxSeqsPerStep === undefined ? 64 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
   // Every name and shape checked before any GPU memory is taken.
-  const resolved = validateCheckpoint(cfg, files, gguf ? [...WEIGHT_DTYPES, ...QUANT_TYPES] : WEIGHT_DTYPES);
+  // A GGUF's tensors have ggml's types; an HF quantized checkpoint's quantized modules come as group types.
+  const resolved = validateCheckpoint(cfg, files, gguf ? [...WEIGHT_DTYPES, ...QUANT_TYPES] : [...WEIGHT_DTYPES, ...GROUP_QUANT_TYPES]);
   const quantize = o.dtype === 'q8' || o.dtype === 'q4' ? o.dtype : undefined;
   const keepQuantized = o.dtype === undefined || o.dtype === 'checkpoint' || quantize !== undefined;
   const dtype = keepQuantized ? checkpointDType(resolved, gguf || quantize ? (quantize ? 'bf16' : 'f16') : undefined) : o.dtype as WeightDType;
