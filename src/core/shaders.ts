@@ -79,6 +79,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ...linearPrograms(),
   gemm_splitk: ['ops/gemm_io.wgsl', 'ops/gemm_splitk.wgsl'],
   gemm_init: [DTYPE, 'ops/gemm_init.wgsl'],
+  ops_gather_cols: ['ops/gather_cols.wgsl'],
   ops_norm: [DTYPE, 'ops/norm.wgsl'],
   ops_norm_subgroup: [DTYPE, 'ops/norm.wgsl', 'ops/norm_subgroup.wgsl'],
   ops_rope: ['ops/rope.wgsl'],

@@ -71,6 +71,11 @@
 // Fused prologues: gatherRows (row m of the input is x[gatherRows[m]]: the lm_head on each sequence's
 // last token) and act 'silu_mul' (x rows hold [gate | up]; the input is silu(gate)·up, computed on
 // load). Fused epilogue: bias, and `accumulate` (out += ...: the residual stream).
+// Permuted input columns (LinearWeight.perm, createQuantLinear's `perm`: GPTQ's desc_act checkpoints,
+// whose g_idx scatters a group's columns along K; the loader sorts the columns by group so the blocks
+// are contiguous): stored column j holds original input column perm[j], so the input is gathered first,
+// x'[m, j] = in(m, perm[j]) (shaders/ops/gather_cols.wgsl, with the row gather, the SiLU-gated product
+// and a folded RMSNorm applied there), into scratch, and the product runs on x' without a prologue.
 import { DTYPE_BYTES, DTYPE_CODE } from '../core/dtype.js';
 import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import { mmaConfigs, type Runtime } from '../core/runtime.js';
@@ -115,18 +120,57 @@ export interface LinearWeight {
   readonly dtype: LinearStorage;
   readonly parts: readonly LinearPart[];
   readonly bias: Tensor | null;
+  /** i32 [K], or null: stored column j holds original input column perm[j] (createQuantLinear's perm);
+   *  linear gathers its input by it. */
+  readonly perm: Tensor | null;
   destroy(): void;
 }
 
 class Linear implements LinearWeight {
+  /** `permTensors`: the perm tensors this weight frees (a stack's parts each brought their own). */
   constructor(readonly N: number, readonly K: number, readonly dtype: LinearStorage, readonly parts: readonly LinearPart[],
-              readonly bias: Tensor | null, private readonly owned: boolean) {}
+              readonly bias: Tensor | null, private readonly owned: boolean, readonly perm: Tensor | null = null,
+              private readonly permTensors: readonly Tensor[] = perm ? [perm] : []) {}
 
   destroy(): void {
     if (!this.owned) return;
     for (const p of this.parts) p.tensor.destroy();
     this.bias?.destroy();
+    for (const t of this.permTensors) t.destroy();
   }
+}
+
+/** The host copy of each perm tensor createQuantLinear made (stackLinears compares contents). */
+const permHost = new WeakMap<Tensor, Int32Array>();
+
+/** Checks that perm is a permutation of 0..K-1 (an Int32Array of K values). */
+function checkPerm(op: string, perm: unknown, K: number): perm is Int32Array {
+  if (perm === undefined || perm === null) return false;
+  check(perm instanceof Int32Array && perm.length === K, op, 'perm', `an Int32Array of K=${K} values`,
+    perm instanceof Int32Array ? `${perm.length} values` : perm);
+  const seen = new Uint8Array(K);
+  for (let j = 0; j < K; j++) {
+    const v = perm[j];
+    check(v >= 0 && v < K && !seen[v], op, 'perm', `a permutation of 0..${K - 1} (each input column once)`,
+      v >= 0 && v < K ? `column ${v} twice (perm[${j}])` : `perm[${j}] = ${v}`);
+    seen[v] = 1;
+  }
+  return true;
+}
+
+/** perm (checked by checkPerm) on the GPU, its host copy kept for stackLinears. */
+function uploadPerm(rt: Runtime, perm: Int32Array): Tensor {
+  const t = rt.tensor(perm, [perm.length], 'i32');
+  permHost.set(t, Int32Array.from(perm));
+  return t;
+}
+
+/** Whether two weights' perms are the same permutation (both none, one tensor, or equal contents). */
+function samePerm(a: Tensor | null, b: Tensor | null): boolean {
+  if (a === b) return true;
+  if (!a || !b) return false;
+  const ha = permHost.get(a), hb = permHost.get(b);
+  return !!ha && !!hb && ha.length === hb.length && ha.every((v, i) => v === hb[i]);
 }
 
 /** Elements per 16-byte weight load: K must be a multiple of it (every row starts 16-byte aligned).
@@ -238,6 +282,10 @@ export function stackLinears(rt: Runtime, ws: readonly LinearWeight[], bias?: Fl
     check(isQuantType(w.dtype) === quant && (quant || w.dtype === ws[0].dtype), op, `ws[${i}].dtype`,
       quant ? 'a quantized type (as ws[0])' : `'${ws[0].dtype}' (as ws[0])`, fmt(w.dtype));
     check(w.bias === null, op, `ws[${i}].bias`, 'none (pass the stacked bias)', 'a bias');
+    // One input gather serves every row of the stack: the parts must permute K alike.
+    const pw = w.perm ?? null, p0 = ws[0].perm ?? null;
+    check(samePerm(pw, p0), op, `ws[${i}].perm`, p0 ? 'the same input permutation as ws[0]' : 'none (as ws[0])',
+      pw ? (p0 ? 'a different permutation' : 'a permutation') : 'none');
   });
   const parts: LinearPart[] = [];
   let row0 = 0;
@@ -245,16 +293,19 @@ export function stackLinears(rt: Runtime, ws: readonly LinearWeight[], bias?: Fl
     for (const p of w.parts) parts.push({ tensor: p.tensor, row0: row0 + p.row0, rows: p.rows, dtype: p.dtype ?? w.dtype });
     row0 += w.N;
   }
-  return new Linear(row0, K, ws[0].dtype, parts, uploadBias(rt, op, bias, row0), true);
+  const perms = [...new Set(ws.map((w) => w.perm).filter((t): t is Tensor => !!t))];
+  return new Linear(row0, K, ws[0].dtype, parts, uploadBias(rt, op, bias, row0), true, ws[0].perm ?? null, perms);
 }
 
 /**
  * Uploads a quantized weight W [N, K] from its GGUF bytes (ggml's blocks, rows one after the other,
  * N · K / QK blocks): the blocks keep their bits on the GPU (src/ops/quant.ts says how they are laid
- * out), split by rows over buffers as createLinear does.
+ * out), split by rows over buffers as createLinear does. perm (a permutation of 0..K-1): the stored
+ * column j holds original input column perm[j] (GPTQ desc_act: the columns sorted by g_idx); linear
+ * then gathers its input by it.
  */
 export function createQuantLinear(rt: Runtime, w: { data: Uint8Array; N: number; K: number; type: QuantType;
-                                                    bias?: Float32Array; maxPartBytes?: number }): LinearWeight {
+                                                    bias?: Float32Array; maxPartBytes?: number; perm?: Int32Array }): LinearWeight {
   const op = 'createQuantLinear';
   rt.assertAlive(op);
   check(w !== null && typeof w === 'object', op, 'w', 'an object { data, N, K, type }', w);
@@ -265,12 +316,14 @@ export function createQuantLinear(rt: Runtime, w: { data: Uint8Array; N: number;
   check(data instanceof Uint8Array && data.length === N * rowBytes, op, 'data', `a Uint8Array of ${N * rowBytes} bytes (N=${N} rows × K=${K} ${type} values)`,
     data instanceof Uint8Array ? `${data.length} bytes` : data);
   if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
+  const rowsPerPart = linearRowsPerPart(rt, K, type, w.maxPartBytes, op);
+  const permuted = checkPerm(op, w.perm, K);
   const bias = uploadBias(rt, op, w.bias, N);
-  const parts = partRanges(N, linearRowsPerPart(rt, K, type, w.maxPartBytes, op)).map(({ row0, rows }) => {
+  const parts = partRanges(N, rowsPerPart).map(({ row0, rows }) => {
     const { words } = packQuantRows(type, data.subarray(row0 * rowBytes, (row0 + rows) * rowBytes), rows, K, op);
     return { row0, rows, tensor: rt.tensor(words, [words.length], 'u32') };
   });
-  return new Linear(N, K, type, parts, bias, true);
+  return new Linear(N, K, type, parts, bias, true, permuted ? uploadPerm(rt, w.perm!) : null);
 }
 
 const INIT_WG = 256;
@@ -793,7 +846,8 @@ export interface LinearOptions {
   act?: 'silu_mul';
   /** A plan from planLinear (default: planLinear's choice for these sizes). */
   plan?: LinearPlan;
-  /** RMSNorm folded into the product (the GEMV only: decode-sized steps): the input is
+  /** RMSNorm folded into the product (the GEMV only: decode-sized steps; any kernel for a weight with a
+   *  perm, whose input gather applies it): the input is
    *  x / sqrt(mean(x²) + eps) · weight, row by row, as rmsNorm computes it (weight f32 [K]). */
   norm?: { weight: Tensor; eps: number };
 }
@@ -805,6 +859,10 @@ function checkWeight(w: unknown, op: string, arg = 'w'): asserts w is LinearWeig
   check(lw !== null && typeof lw === 'object' && Array.isArray(lw.parts) && isPosInt(lw.N) && isPosInt(lw.K)
     && isLinearStorage(lw.dtype), op, arg, 'a LinearWeight (createLinear, createQuantLinear, createLinearOnDevice or linearFromParts)', w);
   for (const [i, p] of lw.parts.entries()) checkTensor(p.tensor, op, `${arg}.parts[${i}].tensor`);
+  if (lw.perm) {
+    checkTensor(lw.perm, op, `${arg}.perm`);
+    check(lw.perm.dtype === 'i32' && lw.perm.numel === lw.K, op, `${arg}.perm`, `an i32 tensor of K=${lw.K} values`, `${lw.perm.dtype} ${shapeStr(lw.perm.shape)}`);
+  }
 }
 
 /**
@@ -852,14 +910,45 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
     checkFinite(norm.eps, op, 'norm.eps');
     check(norm.eps >= 0, op, 'norm.eps', 'a number >= 0', norm.eps);
     check(!silu, op, 'norm', "no act (the norm reads x's rows as they are)", "act 'silu_mul'");
-    check(plan.kernel === 'gemv', op, 'norm', `a GEMV plan (the norm is folded into the GEMV only; planLinear picked '${plan.kernel}' for M=${M}: run rmsNorm first there)`, plan.kernel);
+    // With a perm the norm is applied by the input gather, before any kernel.
+    check(plan.kernel === 'gemv' || !!w.perm, op, 'norm', `a GEMV plan (the norm is folded into the GEMV only; planLinear picked '${plan.kernel}' for M=${M}: run rmsNorm first there)`, plan.kernel);
   }
 
   const dst = out ?? rt.emptyTensor([M, N], 'f32');
-  const flags = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0) | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0) | (norm ? F_RMS : 0);
+  const epilogue = (w.bias ? F_BIAS : 0) | (o.accumulate ? F_ACCUMULATE : 0);
+  if (w.perm) {
+    // The input gathered in stored column order (with its prologues) into scratch, then the product
+    // on it alone; the scratch goes back to the pool once recorded (the GPU runs commands in order).
+    const xg = rt.scratchTensor([M, K], 'f32');
+    gatherColumns(rt, x, w.perm, xg, { M, K, width, g, silu, norm });
+    linearProduct(rt, xg, w, plan, { M, N, K, width: K, flags: epilogue, g: undefined, norm: undefined, dst });
+    xg.destroy();
+    return dst;
+  }
+  const flags = epilogue | (g ? F_GATHER : 0) | (silu ? F_SILU_MUL : 0) | (norm ? F_RMS : 0);
+  linearProduct(rt, x, w, plan, { M, N, K, width, flags, g, norm, dst });
+  return dst;
+}
+
+const GATHER_WG = 256;
+
+/** xg[m, j] = in(m, perm[j]) for m < M (shaders/ops/gather_cols.wgsl): the input of a weight with
+ *  permuted columns, the row gather, SiLU-gated product and RMSNorm applied on the way. */
+function gatherColumns(rt: Runtime, x: Tensor, perm: Tensor, xg: Tensor,
+                       a: { M: number; K: number; width: number; g: Tensor | undefined; silu: boolean; norm: LinearOptions['norm'] }): void {
+  const kernel = rt.kernel('ops_gather_cols', 'gather_cols_main', { consts: { WG: GATHER_WG } });
+  rt.dispatch(kernel, { x, perm, gather: a.g ?? rt.dummy, nw: a.norm?.weight ?? rt.dummy, xg }, {
+    M: a.M, K: a.K, x_stride: a.width, x_rows: x.shape[0], flags: (a.g ? 1 : 0) | (a.silu ? 2 : 0) | (a.norm ? 4 : 0), eps: a.norm?.eps ?? 0,
+  }, a.M);
+}
+
+/** The product's dispatches (one a part, or split-K's pairs) once the plan and the flags are settled. */
+function linearProduct(rt: Runtime, x: Tensor, w: LinearWeight, plan: LinearPlan,
+                       a: { M: number; N: number; K: number; width: number; flags: number; g: Tensor | undefined; norm: LinearOptions['norm']; dst: Tensor }): void {
+  const { M, N, K, width, flags, g, norm, dst } = a;
   if (plan.kernel === 'gemm-mma' && plan.KS > 1) {
     linearSplitK(rt, x, w, plan, { M, N, K, width, flags, g, dst });
-    return dst;
+    return;
   }
   for (const part of w.parts) {
     const kernel = linearKernel(rt, plan, part.dtype ?? w.dtype);
@@ -871,5 +960,4 @@ export function linear(rt: Runtime, x: Tensor, w: LinearWeight, o: LinearOptions
       q_plane: planeWord(part.dtype ?? w.dtype, part.rows, K),
     }, workgroups);
   }
-  return dst;
 }
