@@ -26,6 +26,7 @@ import type { SafetensorsFile } from './safetensors.js';
 import { validateCheckpoint, WEIGHT_DTYPES } from './schema.js';
 import type { GGUFFile } from './gguf.js';
 import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
+import { hfQuantCheckpoint } from './hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
 import type { Architecture, StepContext } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
@@ -123,9 +124,12 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   if (!RUNNABLE_ARCHITECTURES.includes(cfg.architecture)) {
     throw new WebinferError(`${OP}: config.architectures: expected one of ${RUNNABLE_ARCHITECTURES.join(', ')} (the architectures the step runtime runs), got ${cfg.architecture}`);
   }
-  const files = gguf ? [ggufCheckpoint(gguf, cfg)] : (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
+  let files = gguf ? [ggufCheckpoint(gguf, cfg)] : (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
   check(files.length > 0 && files.every((f) => f && f.tensors instanceof Map && typeof f.bytes === 'function'), OP, 'o.weights',
     'a SafetensorsFile or an array of them (loadSafetensors), or a GGUFFile (loadGGUF)', o.weights);
+  // A quantized HF checkpoint (config.json's quantization_config, MLX's quantization): its modules as group types (hf_quant.ts).
+  const hfQuant = gguf ? null : await hfQuantCheckpoint(config, files);
+  if (hfQuant) files = [hfQuant];
   if (o.dtype !== undefined) check(['checkpoint', 'f32', 'f16', 'bf16', 'q8', 'q4'].includes(o.dtype), OP, 'o.dtype', "'checkpoint', 'f32', 'f16', 'bf16', 'q8' or 'q4'", fmt(o.dtype));
   if (o.onProgress !== undefined) check(typeof o.onProgress === 'function', OP, 'o.onProgress', 'a function (loadedBytes, totalBytes)', o.onProgress);
   if (o.allowNonFinite !== undefined) check(typeof o.allowNonFinite === 'boolean', OP, 'o.allowNonFinite', 'a boolean', fmt(o.allowNonFinite));
@@ -139,7 +143,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   const resolved = validateCheckpoint(cfg, files, gguf ? [...WEIGHT_DTYPES, ...QUANT_TYPES] : [...WEIGHT_DTYPES, ...GROUP_QUANT_TYPES]);
   const quantize = o.dtype === 'q8' || o.dtype === 'q4' ? o.dtype : undefined;
   const keepQuantized = o.dtype === undefined || o.dtype === 'checkpoint' || quantize !== undefined;
-  const dtype = keepQuantized ? checkpointDType(resolved, gguf || quantize ? (quantize ? 'bf16' : 'f16') : undefined) : o.dtype as WeightDType;
+  const dtype = keepQuantized ? checkpointDType(resolved, gguf || hfQuant || quantize ? (quantize ? 'bf16' : 'f16') : undefined) : o.dtype as WeightDType;
   const arch = architectureFor(rt, cfg);
   const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
   check(arch.cacheDTypes.includes(cacheDtype), OP, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));

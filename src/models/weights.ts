@@ -28,6 +28,7 @@ export function quantizeOnLoadType(q: QuantizeOnLoad, K: number): 'Q8_0' | 'Q4_K
   return K % 256 === 0 ? 'Q4_K' : K % 32 === 0 ? 'Q4_0' : null;
 }
 import { tensorByteSize, type SafetensorsFile } from './safetensors.js';
+import type { PermutedSafetensorsFile } from './hf_quant.js';
 import type { ResolvedTensor } from './schema.js';
 
 export type WeightDType = 'f32' | 'f16' | 'bf16';
@@ -179,6 +180,12 @@ export class WeightReader {
     return r;
   }
 
+  /** A quantized tensor's column order (hf_quant.ts: GPTQ's desc_act): stored column j holds input column perm[j]. */
+  private perm(name: string): Int32Array | undefined {
+    const r = this.info(name);
+    return (this.files[r.file] as Partial<PermutedSafetensorsFile>).perm?.(name);
+  }
+
   /** One tensor's values in `dtype`'s representation (f32 values, or f16/bf16 bit patterns). */
   async read(name: string, dtype: WeightDType): Promise<Float32Array | Uint16Array> {
     const r = this.info(name);
@@ -186,7 +193,14 @@ export class WeightReader {
     if (isQuantType(r.dtype)) {
       this.checkBlocks(name, r.dtype, bytes);
       const K = r.shape[r.shape.length - 1];
-      const f = Float32Array.from(dequantizeRows(r.dtype, bytes, bytes.length / quantRowBytes(r.dtype, K), K));
+      let f = Float32Array.from(dequantizeRows(r.dtype, bytes, bytes.length / quantRowBytes(r.dtype, K), K));
+      const perm = this.perm(name);
+      if (perm) {
+        // Columns back in input order.
+        const u = new Float32Array(f.length);
+        for (let o = 0; o < f.length; o += K) for (let j = 0; j < K; j++) u[o + perm[j]] = f[o + j];
+        f = u;
+      }
       this.progress(bytes.byteLength);
       const out = dtype === 'f32' ? f : dtype === 'f16' ? encodeF16(f) : encodeBf16(f);
       this.checkValues(name, out, dtype, r.dtype, f);
@@ -289,7 +303,7 @@ export class WeightReader {
           const data = await this.files[this.info(n).file].bytes(n);
           this.checkBlocks(n, type, data);
           this.progress(data.byteLength);
-          parts.push(createQuantLinear(rt, { data, N: shapes[i][0], K, type, bias: names.length === 1 ? bias : undefined }));
+          parts.push(createQuantLinear(rt, { data, N: shapes[i][0], K, type, bias: names.length === 1 ? bias : undefined, perm: this.perm(n) }));
         }
         return this.keep(parts.length === 1 ? parts[0] : stackLinears(rt, parts, bias));
       } catch (e) {
@@ -336,7 +350,8 @@ export class WeightReader {
         const data = await this.files[info.file].bytes(name);
         this.checkBlocks(name, type, data);
         this.progress(data.byteLength);
-        sizes.forEach((n, j) => out.push(createQuantLinear(rt, { data: part(data, quantRowBytes(type, K), j), N: heads * n, K, type, bias: bias && part(bias, 1, j) })));
+        const perm = this.perm(name);
+        sizes.forEach((n, j) => out.push(createQuantLinear(rt, { data: part(data, quantRowBytes(type, K), j), N: heads * n, K, type, bias: bias && part(bias, 1, j), perm })));
       } else {
         const q = this.quantize ? quantizeOnLoadType(this.quantize, K) : null;
         const values = await this.read(name, q ? 'f32' : dtype);
@@ -381,7 +396,9 @@ export class WeightReader {
         return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down }));
       }
     }
-    if (!packed && this.keepQuantized && isQuantType(this.info(`${prefix}0.gate_proj.weight`).dtype)) {
+    // (Experts whose columns are permuted, hf_quant.ts's desc_act, are dequantized below: the expert products take no perm.)
+    const permuted = () => Array.from({ length: E }, (_, e) => ['gate_proj', 'up_proj', 'down_proj'].some((m) => this.perm(`${prefix}${e}.${m}.weight`))).some(Boolean);
+    if (!packed && this.keepQuantized && isQuantType(this.info(`${prefix}0.gate_proj.weight`).dtype) && !permuted()) {
       // Per-expert quantized tensors (an HF quantized checkpoint's, e.g. DeepSeek-V3's FP8 experts):
       // their blocks stacked as createQuantExperts takes them, gate rows then up rows of each expert.
       const names = (e: number) => ['gate_proj', 'up_proj', 'down_proj'].map((m) => `${prefix}${e}.${m}.weight`);
