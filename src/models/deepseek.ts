@@ -85,7 +85,10 @@ export class DeepSeekFamily implements Architecture {
       const [qNope, qPe] = await r.splitLinear(rt, qSrc, N, [P, R], dtype);
       // kv_a_proj_with_mqa: [L + R, H] = the latent rows, then the rope key's (one "head").
       const [kvA, kPe] = await r.splitLinear(rt, `${a}kv_a_proj_with_mqa.weight`, 1, [L, R], dtype, bias ? `${a}kv_a_proj_with_mqa.bias` : undefined);
-      const kvB = rt.tensor((await r.read(`${a}kv_b_proj.weight`, dtype)) as Float32Array, r.shape(`${a}kv_b_proj.weight`), dtype);
+      // A quantized up-projection is dequantized once, in f32 (the model absorbs it into W_UK and W_UV):
+      // its exact values, not rounded again to the float weights' dtype.
+      const kvDtype = r.quantized(`${a}kv_b_proj.weight`) ? 'f32' : dtype;
+      const kvB = rt.tensor((await r.read(`${a}kv_b_proj.weight`, kvDtype)) as Float32Array, r.shape(`${a}kv_b_proj.weight`), kvDtype);
       const layer: Layer = {
         inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
         qA, qANorm, qNope, qPe, kvA, kPe,

@@ -174,6 +174,11 @@ export class WeightReader {
     return this.info(name).shape;
   }
 
+  /** True when tensor `name` is stored quantized in the checkpoint (a GGUF block type or a group type). */
+  quantized(name: string): boolean {
+    return isQuantType(this.info(name).dtype);
+  }
+
   private info(name: string): ResolvedTensor {
     const r = this.resolved.get(name);
     if (!r) throw new WebinferError(`loadModel: the checkpoint has no tensor '${name}'`);
