@@ -7,8 +7,10 @@
 // the checkpoint's own dtype (a scale shared by rows or columns is written in each group it covers:
 // 4 bytes a group, 3% of the bytes at G 128). Nothing is rounded: w = e4m3(q) · s exactly as the
 // format's dequantization gives it.
-import { WebinferError } from '../core/errors.js';
+import { WebinferError, shapeStr } from '../core/errors.js';
 import { groupType, QUANT_FORMATS, type GroupQuantType, type GroupScale, type GroupSize } from '../core/quant.js';
+import type { CheckpointTensors, PresentedWeight, QuantScheme } from './hf_quant.js';
+import type { SafetensorsTensorInfo } from './safetensors.js';
 
 /** The scale dtypes an FP8 checkpoint may store (safetensors names). */
 export const FP8_SCALE_DTYPES: Readonly<Record<string, GroupScale>> = { F32: 'F32', BF16: 'BF16', F16: 'F16' };
@@ -51,4 +53,126 @@ export function fp8ToGroups(what: string, weight: Uint8Array, scale: Uint8Array,
     }
   }
   return { type, bytes: out };
+}
+
+// ---------------------------------------------------------------------------------------------
+// the schemes (hf_quant.ts's QUANT_SCHEMES.fp8 and COMPRESSED_TENSORS_FORMATS['float-quantized'])
+
+const OP = 'loadModel';
+const isObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
+
+function fp8Part(ckpt: CheckpointTensors, name: string): SafetensorsTensorInfo {
+  const t = ckpt.tensors.get(name);
+  if (!t) throw new WebinferError(`${OP}: missing ${name}`);
+  if (t.dtype !== 'F8_E4M3') throw new WebinferError(`${OP}: ${name}: expected dtype F8_E4M3 (float8_e4m3fn), got ${t.dtype}`);
+  if (t.shape.length !== 2) throw new WebinferError(`${OP}: ${name}: expected 2 dimensions [out, in], got ${shapeStr(t.shape)}`);
+  return t;
+}
+
+function scalePart(ckpt: CheckpointTensors, name: string): SafetensorsTensorInfo & { scale: GroupScale } {
+  const t = ckpt.tensors.get(name);
+  if (!t) throw new WebinferError(`${OP}: missing ${name}`);
+  const scale = FP8_SCALE_DTYPES[t.dtype];
+  if (!scale) throw new WebinferError(`${OP}: ${name}: expected dtype ${Object.keys(FP8_SCALE_DTYPES).join(', ')}, got ${t.dtype}`);
+  return { ...t, scale };
+}
+
+/** A copy of a tensor's bytes (they may sit at any offset). */
+async function copy(ckpt: CheckpointTensors, name: string): Promise<Uint8Array> {
+  const b = await ckpt.bytes(name);
+  const c = new Uint8Array(b.byteLength);
+  c.set(b);
+  return c;
+}
+
+/** The presented module of an FP8 weight with its scale over blocks of bn × bk. */
+function presentFp8(prefix: string, ckpt: CheckpointTensors, scaleName: string, block: (N: number, K: number) => [number, number],
+                    why: string, extra: readonly string[]): PresentedWeight {
+  const wn = `${prefix}.weight`;
+  const w = fp8Part(ckpt, wn);
+  const s = scalePart(ckpt, scaleName);
+  const [N, K] = w.shape;
+  const [bn, bk] = block(N, K);
+  const want = [Math.ceil(N / bn), Math.ceil(K / bk)];
+  const got = s.shape.length === 0 ? [1, 1] : s.shape.length === 1 ? [s.shape[0], 1] : s.shape;
+  if (got.length !== 2 || got[0] !== want[0] || got[1] !== want[1]) {
+    throw new WebinferError(`${OP}: ${scaleName}: expected shape ${shapeStr(want)} (${why} of a weight [${N}, ${K}]), got ${shapeStr(s.shape)}`);
+  }
+  const G = fp8GroupSize(K, bk);
+  if (G === null) throw new WebinferError(`${OP}: ${wn}: expected an input dimension that is a multiple of 32, got ${K}`);
+  const parts = [scaleName, ...extra.filter((n) => ckpt.tensors.has(n))];
+  return {
+    type: groupType('F', 8, G, s.scale), shape: [N, K], parts,
+    async bytes() {
+      return fp8ToGroups(wn, await copy(ckpt, wn), await copy(ckpt, scaleName), s.scale, N, K, bn, bk).bytes;
+    },
+  };
+}
+
+/** Block FP8 (`quant_method: fp8`): weight_block_size [bn, bk], `<m>.weight` E4M3 and `<m>.weight_scale_inv`. */
+export function fp8Scheme(qc: Record<string, unknown>): QuantScheme {
+  const at = 'quantization_config';
+  if (qc.fmt !== undefined && qc.fmt !== 'e4m3') throw new WebinferError(`${OP}: ${at}.fmt: expected 'e4m3' (float8_e4m3fn weights), got ${JSON.stringify(qc.fmt)}`);
+  const bs = qc.weight_block_size;
+  if (!(Array.isArray(bs) && bs.length === 2 && bs.every((x) => Number.isInteger(x) && x > 0))) {
+    throw new WebinferError(`${OP}: ${at}.weight_block_size: expected [rows, columns] of a scale block (e.g. [128, 128]), got ${JSON.stringify(bs)}`);
+  }
+  const [bn, bk] = bs as [number, number];
+  if (bk % 32 !== 0) throw new WebinferError(`${OP}: ${at}.weight_block_size: expected columns a multiple of 32, got ${JSON.stringify(bs)}`);
+  if (qc.activation_scheme !== undefined && qc.activation_scheme !== 'dynamic' && qc.activation_scheme !== 'static') {
+    throw new WebinferError(`${OP}: ${at}.activation_scheme: expected 'dynamic' or 'static', got ${JSON.stringify(qc.activation_scheme)}`);
+  }
+  return {
+    name: 'fp8',
+    // Every E4M3 weight is a quantized module (modules_to_not_convert are stored in bf16).
+    modules: (ckpt) => [...ckpt.tensors].filter(([n, t]) => n.endsWith('.weight') && t.dtype.startsWith('F8_')).map(([n]) => n.slice(0, -'.weight'.length)),
+    async present(prefix, ckpt) {
+      // Activations stay f32 (SPEC §8): a static scheme's input_scale is not used.
+      return presentFp8(prefix, ckpt, `${prefix}.weight_scale_inv`, () => [bn, bk], `blocks of ${bn} × ${bk}`, [`${prefix}.input_scale`]);
+    },
+  };
+}
+
+/** compressed-tensors' float-quantized FP8: `<m>.weight` E4M3 and `<m>.weight_scale` per tensor, per
+ *  channel or per block (`block_structure`). */
+export function floatQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
+  const cg = qc.config_groups;
+  if (!isObject(cg) || !Object.keys(cg).length) throw new WebinferError(`${OP}: quantization_config.config_groups: expected an object of quantization groups, got ${JSON.stringify(cg)}`);
+  const groups = Object.entries(cg).map(([key, g]) => {
+    const at = `quantization_config.config_groups.${key}`;
+    if (!isObject(g) || !isObject(g.weights)) throw new WebinferError(`${OP}: ${at}.weights: expected an object, got ${JSON.stringify(isObject(g) ? g.weights : g)}`);
+    const w = g.weights;
+    if (w.type !== 'float') throw new WebinferError(`${OP}: ${at}.weights.type: expected 'float' (float-quantized), got ${JSON.stringify(w.type)}`);
+    if (w.num_bits !== 8) throw new WebinferError(`${OP}: ${at}.weights.num_bits: expected 8 (FP8 E4M3), got ${JSON.stringify(w.num_bits)}`);
+    const strategy = w.strategy;
+    if (strategy !== 'tensor' && strategy !== 'channel' && strategy !== 'block') {
+      throw new WebinferError(`${OP}: ${at}.weights.strategy: expected 'tensor', 'channel' or 'block', got ${JSON.stringify(strategy)}`);
+    }
+    let block: [number, number] | null = null;
+    if (strategy === 'block') {
+      const b = w.block_structure;
+      if (!(Array.isArray(b) && b.length === 2 && b.every((x) => Number.isInteger(x) && x > 0))) {
+        throw new WebinferError(`${OP}: ${at}.weights.block_structure: expected [rows, columns], got ${JSON.stringify(b)}`);
+      }
+      block = b as [number, number];
+    }
+    const targets = Array.isArray(g.targets) ? g.targets.map(String) : ['Linear'];
+    return { targets, strategy, block };
+  });
+  const groupFor = (prefix: string) => {
+    if (groups.length === 1) return groups[0];
+    const hit = groups.find((g) => g.targets.some((t) => t === 'Linear' || t === prefix || (t.startsWith('re:') && new RegExp(`^(?:${t.slice(3)})`).test(prefix))));
+    if (!hit) throw new WebinferError(`${OP}: ${prefix}: no quantization_config.config_groups entry targets it`);
+    return hit;
+  };
+  return {
+    name: 'compressed-tensors',
+    modules: (ckpt) => [...ckpt.tensors].filter(([n, t]) => n.endsWith('.weight') && t.dtype.startsWith('F8_')).map(([n]) => n.slice(0, -'.weight'.length)),
+    async present(prefix, ckpt) {
+      const g = groupFor(prefix);
+      const block = (N: number, K: number): [number, number] => g.strategy === 'tensor' ? [N, K] : g.strategy === 'channel' ? [1, K] : g.block!;
+      const why = g.strategy === 'tensor' ? 'one scale (tensor strategy)' : g.strategy === 'channel' ? 'a scale per output row (channel strategy)' : `blocks of ${g.block!.join(' × ')}`;
+      return presentFp8(prefix, ckpt, `${prefix}.weight_scale`, block, why, [`${prefix}.input_scale`, `${prefix}.weight_zero_point`]);
+    },
+  };
 }

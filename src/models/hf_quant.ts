@@ -22,6 +22,7 @@
 import { WebinferError, shapeStr } from '../core/errors.js';
 import { groupType, QUANT_FORMATS, type GroupBits, type GroupQuantType, type GroupScale, type GroupSize, type QuantType } from '../core/quant.js';
 import type { SafetensorsFile, SafetensorsTensorInfo } from './safetensors.js';
+import { floatQuantizedScheme, fp8Scheme } from './hf_fp8.js';
 
 const OP = 'loadModel';
 
@@ -68,12 +69,13 @@ export const QUANT_SCHEMES: Record<string, QuantSchemeFactory> = {
   awq: (qc) => awqScheme(qc),
   gptq: (qc) => gptqScheme(qc),
   'compressed-tensors': (qc, config) => compressedTensorsScheme(qc, config),
-  fp8: () => { throw new WebinferError(`${OP}: quantization_config.quant_method 'fp8': block FP8 checkpoints are not supported yet`); },
+  fp8: (qc) => fp8Scheme(qc),
 };
 
 /** compressed-tensors' formats by `format` (pack-quantized here; float-quantized is hf_fp8.ts's). */
 export const COMPRESSED_TENSORS_FORMATS: Record<string, QuantSchemeFactory> = {
   'pack-quantized': (qc) => packQuantizedScheme(qc),
+  'float-quantized': (qc) => floatQuantizedScheme(qc),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -479,7 +481,7 @@ function compressedTensorsScheme(qc: Record<string, unknown>, config: Record<str
   const format = qc.format;
   const factory = typeof format === 'string' && Object.prototype.hasOwnProperty.call(COMPRESSED_TENSORS_FORMATS, format) ? COMPRESSED_TENSORS_FORMATS[format] : undefined;
   if (!factory) {
-    throw new WebinferError(`${OP}: quantization_config.format (compressed-tensors): expected one of ${[...Object.keys(COMPRESSED_TENSORS_FORMATS), 'float-quantized'].join(', ')}, got ${JSON.stringify(format)}`);
+    throw new WebinferError(`${OP}: quantization_config.format (compressed-tensors): expected one of ${Object.keys(COMPRESSED_TENSORS_FORMATS).join(', ')}, got ${JSON.stringify(format)}`);
   }
   return factory(qc, config);
 }

@@ -476,8 +476,14 @@ describe('refused, naming the scheme and the field, before anything is uploaded'
     u['c.weight_shape'] = { dtype: 'I32', shape: [2], bytes: u8(Int32Array.of(16, 512)) };
     await refused(ct(4, 'group', 128, false), u, /c\.weight_packed: expected shape \[16, 64\]/);
   });
-  it('fp8 until its reader lands, and quantization_config not an object', async () => {
-    await refused({ quantization_config: { quant_method: 'fp8', weight_block_size: [128, 128] } }, {}, /fp8/);
+  it('fp8 settings it cannot read (hf_fp8.ts), and quantization_config not an object', async () => {
+    await refused({ quantization_config: { quant_method: 'fp8', fmt: 'e5m2', weight_block_size: [128, 128] } }, {}, /quantization_config\.fmt: expected 'e4m3'/);
+    await refused({ quantization_config: { quant_method: 'fp8' } }, {}, /quantization_config\.weight_block_size: expected \[rows, columns\]/);
+    const w = { dtype: 'F8_E4M3', shape: [256, 256], bytes: new Uint8Array(256 * 256) };
+    await refused({ quantization_config: { quant_method: 'fp8', weight_block_size: [128, 128] } },
+      { 'm.weight': w, 'm.weight_scale_inv': { dtype: 'F32', shape: [2, 1], bytes: new Uint8Array(8) } },
+      /m\.weight_scale_inv: expected shape \[2, 2\] \(blocks of 128 × 128 of a weight \[256, 256\]\), got \[2, 1\]/);
+    await refused({ quantization_config: { quant_method: 'fp8', weight_block_size: [128, 128] } }, { 'm.weight': w }, /missing m\.weight_scale_inv/);
     await refused({ quantization_config: 'awq' }, {}, /quantization_config: expected an object/);
   });
 });
