@@ -4,7 +4,7 @@
 // form, bad checkpoints refused before any GPU memory is taken, seeded sampling, streaming, stop
 // tokens, abort, and continuous batching under a tight token budget.
 import { deepseekGGUF } from './gguf_deepseek';
-import { encodeSafetensors, loadGGUF, loadSafetensors, quantizeOnLoadType, quantizeRows, reference, type Engine, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
+import { encodeSafetensors, loadCheckpoint, loadGGUF, loadSafetensors, quantizeOnLoadType, quantizeRows, reference, type Engine, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, defineCases, equalArrays, expectThrows, SOFTWARE_RUNTIMES, spreadOverSoftware, type CaseContext, type TestCase, withTuning } from './harness';
 
 interface Golden {
@@ -149,6 +149,84 @@ const ggufCases: TestCase[] = GGUF_GOLDENS.map((name, k) => ({
   },
 }));
 
+/**
+ * ../shared/goldens-quant's HF quantized safetensors folders (src/models/hf_quant.ts, hf_fp8.ts): MLX
+ * affine, AWQ GEMM, GPTQ, block FP8, read by loadCheckpoint from the folder's files as they ship; HF
+ * transformers on the weights dequantized from them. On software adapters the CI's five runtimes share
+ * them (item k on SOFTWARE_RUNTIMES[k mod 5]: node-lavapipe mlx-llama-4bit and fp8-deepseek-v3,
+ * node-swiftshader awq, chromium gptq (and its desc_act rewrite), firefox mlx-llama-8bit, deno fp8-qwen3).
+ */
+const HF_QUANT_GOLDENS = ['mlx-llama-4bit', 'awq-llama-4bit-g128', 'gptq-llama-4bit-g128', 'mlx-llama-8bit', 'fp8-qwen3', 'fp8-deepseek-v3'] as const;
+
+/** A goldens-quant folder through loadCheckpoint (its config.json and model.safetensors as Blobs, as a folder picker gives them). */
+async function quantFolder(ctx: CaseContext, name: string): Promise<{ g: GoldenModel; checkpoint: Awaited<ReturnType<typeof loadCheckpoint>> }> {
+  const [config, weights, golden] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`goldens-quant/${name}/${f}`)));
+  const checkpoint = await loadCheckpoint({ 'config.json': new Blob([config as BlobPart]), 'model.safetensors': new Blob([weights as BlobPart]) });
+  return { g: { name, config: JSON.parse(text(config)), weights, golden: JSON.parse(text(golden)) as Golden }, checkpoint };
+}
+
+/** HF's logits within 2e-3·max|logit| (SPEC §8), greedy identical together and alone; returns the worst error. */
+async function checkQuantGolden(model: Model, g: GoldenModel, what: string): Promise<number> {
+  assert(model.architecture === g.golden.architecture, `${what}: architecture ${model.architecture}, golden ${g.golden.architecture}`);
+  const worst = await checkLogits(model, g, what, 2e-3);
+  sameTokens(`${what} greedy, three prompts together`, await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), g.golden.greedy);
+  for (const [p, prompt] of g.golden.prompts.entries()) {
+    sameTokens(`${what} greedy, prompt ${p} alone`, await model.generate([prompt], { maxNewTokens: 8, stopTokens: [] }), [g.golden.greedy[p]]);
+  }
+  return worst;
+}
+
+/**
+ * The GPTQ golden rewritten as a desc_act checkpoint with the same values: in every module the groups
+ * relabelled in reverse (g_idx[k] = groups − 1 − ⌊k/128⌋, the rows of scales and qzeros moved with
+ * them), so the loader's sort by g_idx permutes the input columns and the GEMMs gather their input.
+ */
+function gptqDescAct(file: SafetensorsFile): SafetensorsFile {
+  const prefixes = [...file.tensors.keys()].filter((n) => n.endsWith('.g_idx')).map((n) => n.slice(0, -'.g_idx'.length));
+  const made = new Map<string, () => Promise<Uint8Array>>();
+  for (const p of prefixes) {
+    const K = file.tensors.get(`${p}.g_idx`)!.shape[0], groups = K / 128;
+    made.set(`${p}.g_idx`, async () => new Uint8Array(Int32Array.from({ length: K }, (_, k) => groups - 1 - Math.floor(k / 128)).buffer));
+    for (const t of ['scales', 'qzeros']) {
+      made.set(`${p}.${t}`, async () => {
+        const b = await file.bytes(`${p}.${t}`), row = b.length / groups, out = new Uint8Array(b.length);
+        for (let g = 0; g < groups; g++) out.set(b.subarray(g * row, (g + 1) * row), (groups - 1 - g) * row);
+        return out;
+      });
+    }
+  }
+  return { tensors: file.tensors, metadata: file.metadata, name: `${file.name} (desc_act)`, bytes: (n) => made.get(n)?.() ?? file.bytes(n) };
+}
+
+const hfQuantCases: TestCase[] = HF_QUANT_GOLDENS.map((name, k) => ({
+  name: `${name}: the folder as it ships (loadCheckpoint), quantized modules in group types; prefill logits within 2e-3·max|logit| of HF on the dequantized weights; greedy tokens identical, together and alone`
+    + (name.startsWith('gptq') ? '; the same rewritten as desc_act (g_idx relabelled: permuted input columns) gives the same' : ''),
+  async run(ctx) {
+    if (!spreadOverSoftware(ctx, HF_QUANT_GOLDENS, 'HF quantized goldens').includes(name)) {
+      ctx.note(`${name}: run by the software runtime ${SOFTWARE_RUNTIMES[k % SOFTWARE_RUNTIMES.length]} and in the GPU pass, not here (compile time)`);
+      return;
+    }
+    const { g, checkpoint } = await quantFolder(ctx, name);
+    const model = await ctx.engine.loadModel({ ...checkpoint });
+    try {
+      const worst = await checkQuantGolden(model, g, name);
+      ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical (${model.weightBytes} bytes of weights on the GPU)`);
+    } finally {
+      model.destroy();
+    }
+    if (!name.startsWith('gptq')) return;
+    const files = checkpoint.weights as SafetensorsFile[];
+    const qc = (g.config as { quantization_config: object }).quantization_config;
+    const desc = await ctx.engine.loadModel({ config: { ...g.config, quantization_config: { ...qc, desc_act: true } }, weights: files.map(gptqDescAct) });
+    try {
+      const worst = await checkQuantGolden(desc, g, `${name} as desc_act`);
+      ctx.note(`${name} as desc_act: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
+    } finally {
+      desc.destroy();
+    }
+  },
+}));
+
 /** Worst |logit − HF's| / max|logit| over every position of every prompt. */
 async function worstLogitError(model: Model, g: GoldenModel): Promise<number> {
   const V = g.config.vocab_size as number;
@@ -282,6 +360,7 @@ const deepseekGGUFCase: TestCase = {
 export const modelCases: TestCase[] = defineCases('models', [
   ...goldenCases,
   ...ggufCases,
+  ...hfQuantCases,
   deepseekGGUFCase,
   quantizeOnLoadCase,
   {
