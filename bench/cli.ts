@@ -46,6 +46,13 @@
 //   --llamacpp-deepseek=LIBDIR:GGUF[:LABEL]  the same after the deepseek suite, on a deepseek2 GGUF (make_gguf.py dsv2-lite)
 //   --suite=gguf --gguf=FILE[:LABEL],...  whole models loaded from GGUF files (quantized weights kept in their blocks),
 //                         the model suite's grid on each; --gguf-llamacpp=LIBDIR runs llama.cpp on each same file after it
+//   --suite=hfquant       issue 30: whole models from the Hub's quantized safetensors formats, loaded through loadCheckpoint
+//                         and loadModel (bench/hfquant.ts): --hfquant-make=FORMAT:SHAPE,... writes random checkpoints first
+//                         (bench/hfquant_write.ts; FORMAT mlx, awq, gptq, fp8; SHAPE llama-1b, llama-8b, dsv2-lite, tiny-llama,
+//                         tiny-ds) into --hfquant-dir (default /tmp/hfquant); --hfquant=DIR[:LABEL],... folders already there;
+//                         beside them --hfquant-gguf=FILE:SHAPE,... (Q4_K_M GGUF files) and --hfquant-random=SHAPE,... (bf16
+//                         made on the GPU; --hfquant-wait=S waits S s for a GGUF file still being made); the model suite's grid
+//                         on each, the issue's targets checked (hfquant-<device>.md/.json, rewritten after each model)
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
@@ -62,6 +69,7 @@ import { benchMoeShape, deepseekMoeShapes, moeLines, type MoeBenchRow } from './
 import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './step';
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
+import { hfqEntries, runHfQuant, writeHfQuantResults, type HfqRun } from './hfquant';
 import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
@@ -693,6 +701,26 @@ if (suites.includes('gguf')) {
   result.gguf = runs;
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `gguf-${slug}.md`), `${lines.join('\n')}`);
+}
+
+if (suites.includes('hfquant')) {
+  // Issue 30: the Hub's quantized checkpoints (written here first where asked), Q4_K_M and bf16 beside them.
+  const log = (s: string) => console.log(s);
+  const write = (runs: HfqRun[], quiet: boolean) => writeHfQuantResults({ quiet,
+    runs, outDir, slug, device: deviceName, cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`, runtime: String(result.runtime), ceilings,
+    extra: { device: deviceName, date: result.date, runtime: result.runtime, adapter: a, dawnToggles },
+    perRun: (r) => {
+      const ls = modelLines(r, 'hfquant').slice(4);
+      const load = r.source === 'random' ? 'random weights made on the GPU' : `loaded in ${fmt(r.loadSeconds ?? NaN, 1)} s from ${r.path}`
+        + `${r.writeSeconds !== undefined ? ` (${fmt((r.fileBytes ?? NaN) / 2 ** 30, 2)} GiB of files, written in ${fmt(r.writeSeconds, 1)} s)` : ''}`;
+      return [`## ${r.label}: ${r.cache} KV cache, ${fmt((r.weightBytes ?? NaN) / 2 ** 30, 2)} GiB of weights on the GPU, ${load}`, '', ...ls];
+    },
+  });
+  // --hfquant-wait=S: how long a GGUF file another process is making is waited for (bench/device/issue30.sh).
+  const runs = await runHfQuant(engine, ceilings, hfqEntries(args, log), modelGrid(), log,
+    { waitSeconds: Number(args.get('hfquant-wait') ?? 0), onRun: (rs) => write(rs, true) });
+  result.hfquant = runs;
+  write(runs, false);
 }
 
 if (suites.includes('deepseek')) {
