@@ -466,7 +466,18 @@ function gptqScheme(qc: Record<string, unknown>): QuantScheme {
           const [w, z, sc] = [await words(ckpt, qn), await words(ckpt, zn), await scaleBits(ckpt, sn, scale)];
           // Column n of qweight is the little-endian bit string of input column n's values (3 bits straddle words).
           const q = new Uint8Array(N * K);
-          for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) q[n * K + k] = bitsAt(w, n, N, k, bits, mask);
+          if (32 % bits === 0) {
+            // 2, 4, 8 bits: whole values a word, row r of qweight holding input columns r·pf ...
+            const pf = 32 / bits;
+            for (let r = 0; r < R; r++) {
+              for (let n = 0; n < N; n++) {
+                const word = w[r * N + n], o = n * K + r * pf;
+                for (let j = 0; j < pf; j++) q[o + j] = (word >>> (j * bits)) & mask;
+              }
+            }
+          } else {
+            for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) q[n * K + k] = bitsAt(w, n, N, k, bits, mask);
+          }
           return encodeZ({ bits, G, scale, N, K, q, groupOf, perm, s: (n, g) => sc[g * N + n], z: (n, g) => bitsAt(z, g * ZW, 1, n, bits, mask) + zeroOffset }).bytes;
         },
       };
