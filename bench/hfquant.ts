@@ -80,9 +80,10 @@ export function hfqEntries(args: Map<string, string>, log: (s: string) => void):
     if (!HFQ_SHAPES[shape]) throw new Error(`--hfquant-random: unknown shape ${shape}`);
     out.push({ kind: 'bf16', source: 'random', path: '', shape, label: `${SHAPE_LABEL[shape]} ${KIND_LABEL.bf16}` });
   }
-  // By shape, smallest first, and within a shape the baseline (Q4_K_M, bf16) first: a run cut short
+  // By shape, the quickest to load first (the 8B's AWQ and GPTQ transcode longest), and within a shape
+  // the baseline (Q4_K_M, bf16) first: a run cut short
   // keeps whole comparisons.
-  const order = ['tiny-llama', 'tiny-ds', 'llama-1b', 'llama-8b', 'dsv2-lite', 'other'];
+  const order = ['tiny-llama', 'tiny-ds', 'llama-1b', 'dsv2-lite', 'llama-8b', 'other'];
   const base = (e: HfqEntry) => (e.kind === 'q4_k_m' || e.kind === 'bf16' ? 0 : 1);
   return out.map((e, i) => ({ e, i })).sort((x, y) => order.indexOf(x.e.shape) - order.indexOf(y.e.shape) || base(x.e) - base(y.e) || x.i - y.i).map((x) => x.e);
 }

@@ -13,7 +13,8 @@
 #   (cd /tmp/wt && npx vite build -c vite.bench.config.ts --outDir $OLDPWD/.cache/hfq-device)
 #   mkdir -p .peer && cp ../shared/peers/llamacpp/make_gguf.py .peer/
 # Carry [".device", ".cache/hfq-device", ".peer/make_gguf.py"]; command `bash bench/device/issue30.sh`
-# (the Llama shapes), then `GGUF= MAKE=fp8:dsv2-lite RANDOM_SHAPES=dsv2-lite bash bench/device/issue30.sh`.
+# (all of it: the Llama shapes in MLX, AWQ, GPTQ and Q4_K_M, DeepSeek-V2-Lite's in FP8 and bf16; about
+# 40 GB of files in /tmp); a second call can take what a first one did not reach (MAKE=awq:llama-8b GGUF=llama-8b RANDOM_SHAPES=).
 # What comes back: gguf.log, bench.log, results/hfquant-nvidia-h200.{md,json} and -decode.svg.
 set -u
 source .device/setup.sh
@@ -23,7 +24,8 @@ R=$OUT/results
 mkdir -p $G /tmp/gguf-part $R
 T0=$(date +%s)
 GGUF=${GGUF-"llama-1b llama-8b"}
-MAKE=${MAKE-"mlx:llama-1b,awq:llama-1b,gptq:llama-1b,mlx:llama-8b,awq:llama-8b,gptq:llama-8b"}
+MAKE=${MAKE-"mlx:llama-1b,awq:llama-1b,gptq:llama-1b,mlx:llama-8b,awq:llama-8b,gptq:llama-8b,fp8:dsv2-lite"}
+RANDOM_SHAPES=${RANDOM_SHAPES-dsv2-lite}
 ( for m in $GGUF; do
     python3 .peer/make_gguf.py --model $m --types q4_k_m --out /tmp/gguf-part && mv /tmp/gguf-part/$m-q4_k_m.gguf $G/
     echo "$m rc $? $(( $(date +%s) - T0 ))s"
