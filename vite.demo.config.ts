@@ -6,8 +6,8 @@ import { resolve } from './vite.config.ts';
 // The demo page (demo/): the library, the shared test cases and the benchmark suites bundled from
 // source into dist-demo/ (a build output, gitignored). `base: './'` keeps every URL relative, so the
 // folder can be served from any path (and the Playwright suite serves it under /dist-demo/).
-/** The goldens (tiny models and what HF computes for them) beside the page, for its Model section, and a
- *  GGUF golden (a .gguf file the page can open by URL). */
+/** The goldens (tiny models and what HF computes for them) beside the page, for its Model section, and
+ *  quantized goldens the page can open by URL: a GGUF file and an MLX 4-bit folder. */
 function copyGoldens(): Plugin {
   return {
     name: 'copy-goldens',
@@ -16,8 +16,10 @@ function copyGoldens(): Plugin {
       const src = fileURLToPath(new URL('../shared/goldens', import.meta.url));
       if (!existsSync(src)) throw new Error(`the demo's Model section needs ${src} (the shared folder beside the checkout)`);
       cpSync(src, `${options.dir}/shared/goldens`, { recursive: true });
-      const gguf = fileURLToPath(new URL('../shared/goldens-quant/gguf-llama-q4-k-m', import.meta.url));
-      if (existsSync(gguf)) cpSync(gguf, `${options.dir}/shared/goldens-quant/gguf-llama-q4-k-m`, { recursive: true });
+      for (const q of ['gguf-llama-q4-k-m', 'mlx-llama-4bit']) {
+        const dir = fileURLToPath(new URL(`../shared/goldens-quant/${q}`, import.meta.url));
+        if (existsSync(dir)) cpSync(dir, `${options.dir}/shared/goldens-quant/${q}`, { recursive: true });
+      }
     },
   };
 }

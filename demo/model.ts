@@ -213,7 +213,7 @@ export function renderInfo(dl: HTMLElement, l: Loaded): void {
   const facts: [string, string][] = [
     ['checkpoint', info.checkpoint.format === 'gguf'
       ? `${info.id} (GGUF, ${types}, ${mb(l.totalBytes)} MB)`
-      : `${info.id} (${n} safetensors file${n > 1 ? 's' : ''}, ${mb(l.totalBytes)} MB)`],
+      : `${info.id} (${n} safetensors file${n > 1 ? 's' : ''}${info.checkpoint.quantization ? `, ${info.checkpoint.quantization}` : ''}, ${mb(l.totalBytes)} MB)`],
     ['architecture', info.architecture],
     ['layers', String(c.numLayers)],
     ['hidden size', String(c.hiddenSize)],

@@ -21,6 +21,7 @@ import { loadCheckpoint, type Checkpoint } from '../models/checkpoint.js';
 import type { DownloadProgress } from '../models/hub.js';
 import type { LoadModelOptions, Model } from '../models/model.js';
 import type { ModelConfig } from '../models/config.js';
+import { quantSettings } from '../models/hf_quant.js';
 
 /** A checkpoint as the page names it: a URL or 'hf:' id, GGUF File(s), or a folder's files by path. */
 export type WorkerSource = string | File[] | { [path: string]: Blob };
@@ -59,6 +60,8 @@ export interface WorkerModelInfo {
     files?: number;
     /** GGUF: its tensor types and how many of each ({ Q4_K: 113, F32: 33 }). */
     tensorTypes?: Record<string, number>;
+    /** An HF quantized checkpoint: its scheme in words ('MLX affine 4-bit, group 64'). */
+    quantization?: string;
   };
   /** The tokenizer the model serves text with: where it came from, its model type and vocabulary
    *  size (tokens of its model and added tokens), or null. */
@@ -113,6 +116,23 @@ export function serializeError(e: unknown): WorkerError {
 
 const OP = 'serveInWorker';
 
+/** An HF quantized checkpoint's scheme in words ('MLX affine 4-bit, group 64', 'block FP8 (E4M3, 128 × 128 scales)'), or undefined. */
+export function describeQuantization(config: object): string | undefined {
+  const q = quantSettings(config);
+  if (!q) return undefined;
+  const c = q.qc as Record<string, unknown>;
+  const bits = c.bits ?? c.w_bit, group = c.group_size ?? c.q_group_size;
+  const g = group === -1 ? 'per channel' : `group ${String(group)}`;
+  switch (q.method) {
+    case 'mlx': return `MLX affine ${String(bits)}-bit, ${g}`;
+    case 'awq': return `AWQ ${String(bits)}-bit, ${g}`;
+    case 'gptq': return `GPTQ ${String(bits)}-bit, ${g}${c.desc_act ? ', desc_act' : ''}`;
+    case 'fp8': return `block FP8 (E4M3, ${Array.isArray(c.weight_block_size) ? c.weight_block_size.join(' × ') : '?'} scales)`;
+    case 'compressed-tensors': return `compressed-tensors ${String(c.format ?? '')}`.trim();
+    default: return q.method;
+  }
+}
+
 function tensorTypes(ckpt: Checkpoint): Record<string, number> | undefined {
   if (Array.isArray(ckpt.weights)) return undefined;
   const out: Record<string, number> = {};
@@ -147,6 +167,7 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
       format: gguf ? 'gguf' : 'safetensors',
       ...(Array.isArray(ckpt.weights) ? { files: ckpt.weights.length } : {}),
       ...(types ? { tensorTypes: types } : {}),
+      ...(!gguf && describeQuantization(ckpt.config) ? { quantization: describeQuantization(ckpt.config) } : {}),
     },
     tokenizer: model.tokenizer
       ? { source: gguf ? 'gguf' : 'tokenizer.json', type: typeof tokType === 'string' ? tokType : 'unknown', size: vocabSize(ckpt.tokenizer) }

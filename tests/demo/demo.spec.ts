@@ -433,6 +433,17 @@ test('Model: a GGUF file at a URL loads with its quantized blocks, its own token
   expect(errors).toEqual([]);
 });
 
+test('Model: an MLX 4-bit folder at a URL loads with its packed weights as shipped, its tokenizer, and generates text', async () => {
+  // The goldens' own check (HF's logits and greedy tokens) is the goldens suite's; here, the page's path.
+  await loadFromUrl('./shared/goldens-quant/mlx-llama-4bit');
+  await expect(fact('architecture')).toHaveText('LlamaForCausalLM');
+  await expect(fact('checkpoint')).toContainText('MLX affine 4-bit, group 64');
+  await expect(fact('tokenizer')).toHaveText(/^tokenizer\.json \(BPE, \d+ tokens\)$/);
+  await send({ text: 'The quick brown fox', maxNew: 8, mode: 'completion' });
+  expect((await lastAnswer()).text.length).toBeGreaterThan(0);
+  expect(errors).toEqual([]);
+});
+
 test('Model: a checkpoint at a URL without a tokenizer takes and prints token ids', async () => {
   // f16 weights: greedy tokens stay HF's (the margins are far above f16 rounding).
   await page.selectOption('#model-dtype', 'f16');
