@@ -90,8 +90,10 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
     o[4] = qg_apply(q_bytes(c.x), hd); o[5] = qg_apply(q_bytes(c.y), hd); o[6] = qg_apply(q_bytes(c.z), hd); o[7] = qg_apply(q_bytes(c.w), hd);
     return o;
   }
-  // 2, 3, 5, 6 bits: the unit's words, then each value from the word (pair) holding it.
-  var ws: array<u32, 7>;
+  // 2, 3, 5, 6 bits: the unit's words, then each value from the word (pair) holding it. Eight words (six
+  // at most are used): this code is dead for 8 bits, but a loop written out (tuning.unrollLoops) still
+  // indexes ws[7] there, which naga (wgpu: Deno, Firefox) refuses as out of bounds.
+  var ws: array<u32, 8>;
   for (var k = 0u; k < QG_BITS; k++) { ws[k] = qw(w0 + k); }
   for (var j = 0u; j < 8u; j++) {
     var q: vec4<u32>;
