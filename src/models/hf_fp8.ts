@@ -9,7 +9,7 @@
 // format's dequantization gives it.
 import { WebinferError, shapeStr } from '../core/errors.js';
 import { groupType, QUANT_FORMATS, type GroupQuantType, type GroupScale, type GroupSize } from '../core/quant.js';
-import type { CheckpointTensors, PresentedWeight, QuantScheme } from './hf_quant.js';
+import { configGroupFor, type CheckpointTensors, type PresentedWeight, type QuantScheme } from './quant_scheme.js';
 import type { SafetensorsTensorInfo } from './safetensors.js';
 
 /** The scale dtypes an FP8 checkpoint may store (safetensors names). */
@@ -159,12 +159,7 @@ export function floatQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
     const targets = Array.isArray(g.targets) ? g.targets.map(String) : ['Linear'];
     return { targets, strategy, block };
   });
-  const groupFor = (prefix: string) => {
-    if (groups.length === 1) return groups[0];
-    const hit = groups.find((g) => g.targets.some((t) => t === 'Linear' || t === prefix || (t.startsWith('re:') && new RegExp(`^(?:${t.slice(3)})`).test(prefix))));
-    if (!hit) throw new WebinferError(`${OP}: ${prefix}: no quantization_config.config_groups entry targets it`);
-    return hit;
-  };
+  const groupFor = (prefix: string) => configGroupFor(groups, prefix);
   return {
     name: 'compressed-tensors',
     modules: (ckpt) => [...ckpt.tensors].filter(([n, t]) => n.endsWith('.weight') && t.dtype.startsWith('F8_')).map(([n]) => n.slice(0, -'.weight'.length)),

@@ -20,47 +20,14 @@
 // carries the permutation (stored column j holds input column perm[j]); the GEMM gathers its input by
 // it (createQuantLinear's perm), a float load puts the dequantized columns back in order.
 import { WebinferError, shapeStr } from '../core/errors.js';
-import { groupType, QUANT_FORMATS, type GroupBits, type GroupQuantType, type GroupScale, type GroupSize, type QuantType } from '../core/quant.js';
+import { groupType, QUANT_FORMATS, type GroupBits, type GroupQuantType, type GroupScale, type GroupSize } from '../core/quant.js';
 import type { SafetensorsFile, SafetensorsTensorInfo } from './safetensors.js';
+import { configGroupFor, type CheckpointTensors, type PresentedWeight, type QuantScheme, type QuantSchemeFactory } from './quant_scheme.js';
 import { floatQuantizedScheme, fp8Scheme } from './hf_fp8.js';
 
 const OP = 'loadModel';
 
-/** One quantized module as the engine takes it. */
-export interface PresentedWeight {
-  /** Its type ('Z4G128_F16', 'F8G128_BF16', ...: one validateCheckpoint accepts). */
-  readonly type: QuantType;
-  /** HF's [out, in]: N rows of K values. */
-  readonly shape: readonly [number, number];
-  /** The checkpoint tensors it is made of (none of them is shown to the schema check). */
-  readonly parts: readonly string[];
-  /** The engine's blocks: N rows of K values of `type` (stored column order: see perm). */
-  bytes(): Promise<Uint8Array>;
-  /** Stored column j holds input column perm[j] (GPTQ desc_act); absent where the order is the input's. */
-  readonly perm?: Int32Array;
-}
-
-/** The checkpoint's tensors over all its files, as a scheme reads them. */
-export interface CheckpointTensors {
-  readonly tensors: ReadonlyMap<string, SafetensorsTensorInfo>;
-  bytes(name: string): Promise<Uint8Array>;
-  /** Where it came from, for messages. */
-  readonly name: string;
-}
-
-/** A quantization scheme (one quant_method, or MLX's `quantization`). */
-export interface QuantScheme {
-  /** For messages: 'mlx', 'awq', 'gptq', 'compressed-tensors', 'fp8'. */
-  readonly name: string;
-  /** The prefixes of the quantized modules among the checkpoint's tensor names. */
-  modules(ckpt: CheckpointTensors): string[];
-  /** One module, checked against the settings (throws a WebinferError naming what is wrong). Small
-   *  tensors (g_idx, weight_shape) may be read here; the weight's bytes only in bytes(). */
-  present(prefix: string, ckpt: CheckpointTensors): Promise<PresentedWeight>;
-}
-
-/** Makes a scheme from config.json's quantization settings (`qc`) and the whole config. */
-export type QuantSchemeFactory = (qc: Record<string, unknown>, config: Record<string, unknown>) => QuantScheme;
+export type { CheckpointTensors, PresentedWeight, QuantScheme, QuantSchemeFactory } from './quant_scheme.js';
 
 /** The schemes by quant_method. `fp8` (and compressed-tensors' float-quantized, COMPRESSED_TENSORS_FORMATS)
  *  are src/models/hf_fp8.ts's. */
@@ -524,12 +491,7 @@ function packQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
     const targets = Array.isArray(g.targets) ? g.targets.map(String) : ['Linear'];
     return { targets, bits, symmetric: w.symmetric !== false, strategy, groupSize };
   });
-  const groupFor = (prefix: string): CtGroup => {
-    if (groups.length === 1) return groups[0];
-    const hit = groups.find((g) => g.targets.some((t) => t === 'Linear' || t === prefix || (t.startsWith('re:') && new RegExp(`^(?:${t.slice(3)})`).test(prefix))));
-    if (!hit) throw new WebinferError(`${OP}: ${prefix}: no quantization_config.config_groups entry targets it`);
-    return hit;
-  };
+  const groupFor = (prefix: string): CtGroup => configGroupFor(groups, prefix);
   return {
     name: 'compressed-tensors',
     modules: (ckpt) => [...ckpt.tensors.keys()].filter((n) => n.endsWith('.weight_packed')).map((n) => n.slice(0, -'.weight_packed'.length)),
