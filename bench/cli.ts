@@ -51,7 +51,8 @@
 //                         (bench/hfquant_write.ts; FORMAT mlx, awq, gptq, fp8; SHAPE llama-1b, llama-8b, dsv2-lite, tiny-llama,
 //                         tiny-ds) into --hfquant-dir (default /tmp/hfquant); --hfquant=DIR[:LABEL],... folders already there;
 //                         beside them --hfquant-gguf=FILE:SHAPE,... (Q4_K_M GGUF files) and --hfquant-random=SHAPE,... (bf16
-//                         made on the GPU; --hfquant-wait=S waits S s for a GGUF file still being made); the model suite's grid
+//                         made on the GPU; --hfquant-wait=S waits S s for a GGUF file still being made; --hfquant-from=JSON,...
+//                         keeps earlier calls' runs in the results written); the model suite's grid
 //                         on each, the issue's targets checked (hfquant-<device>.md/.json, rewritten after each model)
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
@@ -716,11 +717,19 @@ if (suites.includes('hfquant')) {
       return [`## ${r.label}: ${r.cache} KV cache, ${fmt((r.weightBytes ?? NaN) / 2 ** 30, 2)} GiB of weights on the GPU, ${load}`, '', ...ls];
     },
   });
+  // --hfquant-from=FILE,...: the runs of earlier calls' hfquant-<device>.json, kept ahead of this call's
+  // (which is numbered after them) in the results written.
+  const prev: HfqRun[] = (args.get('hfquant-from') ?? '').split(',').filter(Boolean)
+    .flatMap((file) => {
+      const j = JSON.parse(readFileSync(file, 'utf8')) as { hfquant: HfqRun[]; ceilings?: { readGBs: number } };
+      return j.hfquant.map((r) => ({ ...r, call: r.call ?? 1, readGBs: r.readGBs ?? j.ceilings?.readGBs }));
+    });
+  const call = Math.max(0, ...prev.map((r) => r.call ?? 1)) + 1;
   // --hfquant-wait=S: how long a GGUF file another process is making is waited for (bench/device/issue30.sh).
   const runs = await runHfQuant(engine, ceilings, hfqEntries(args, log), modelGrid(), log,
-    { waitSeconds: Number(args.get('hfquant-wait') ?? 0), onRun: (rs) => write(rs, true) });
+    { waitSeconds: Number(args.get('hfquant-wait') ?? 0), onRun: (rs) => write([...prev, ...rs], true), call });
   result.hfquant = runs;
-  write(runs, false);
+  write([...prev, ...runs], false);
 }
 
 if (suites.includes('deepseek')) {

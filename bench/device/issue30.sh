@@ -14,7 +14,8 @@
 #   mkdir -p .peer && cp ../shared/peers/llamacpp/make_gguf.py .peer/
 # Carry [".device", ".cache/hfq-device", ".peer/make_gguf.py"]; command `bash bench/device/issue30.sh`
 # (all of it: the Llama shapes in MLX, AWQ, GPTQ and Q4_K_M, DeepSeek-V2-Lite's in FP8 and bf16; about
-# 40 GB of files in /tmp); a second call can take what a first one did not reach (MAKE=awq:llama-8b GGUF=llama-8b RANDOM_SHAPES=).
+# 40 GB of files in /tmp); a second call can take what a first one did not reach (MAKE=gptq:llama-8b GGUF=llama-8b RANDOM_SHAPES=,
+# FROM=the first call's hfquant-nvidia-h200.json, carried: its runs are kept in the results this call writes).
 # What comes back: gguf.log, bench.log, results/hfquant-nvidia-h200.{md,json} and -decode.svg.
 set -u
 source .device/setup.sh
@@ -33,7 +34,7 @@ RANDOM_SHAPES=${RANDOM_SHAPES-dsv2-lite}
 GG=""
 for m in $GGUF; do GG="$GG${GG:+,}$G/$m-q4_k_m.gguf:$m"; done
 timeout ${LIMIT:-540} node $B --suite=hfquant ${MAKE:+--hfquant-make=$MAKE} ${GG:+--hfquant-gguf=$GG} ${RANDOM_SHAPES:+--hfquant-random=$RANDOM_SHAPES} \
-  --hfquant-wait=300 --hfquant-dir=/tmp/hfq --peer=none --device="NVIDIA H200" --out=$R ${BENCH_ARGS:-} > $OUT/bench.log 2>&1
+  ${FROM:+--hfquant-from=$FROM} --hfquant-wait=300 --hfquant-dir=/tmp/hfq --peer=none --device="NVIDIA H200" --out=$R ${BENCH_ARGS:-} > $OUT/bench.log 2>&1
 echo "bench rc $? $(( $(date +%s) - T0 ))s" >> $OUT/bench.log
 { df -h /tmp; free -g; nproc; } >> $OUT/bench.log 2>&1
 rm -f $R/nvidia-h200.json $R/nvidia-h200-*.svg
