@@ -55,6 +55,9 @@ export function embedding(rt: Runtime, ids: Tensor | Int32Array, table: Tensor |
     check(isPosInt(table.N), op, 'table.N', 'a positive integer', table.N);
     check(isPosInt(table.K), op, 'table.K', 'a positive integer', table.K);
     [V, H, dtype] = [table.N, table.K, table.dtype];
+    // A weight whose columns are stored permuted (GPTQ desc_act) would give its rows in stored order.
+    const perm = (table as { perm?: unknown }).perm;
+    check(perm === undefined || perm === null, op, 'table.perm', 'none (an embedding table\'s columns in order; a desc_act weight is a linear layer\'s)', 'a column permutation');
     check(table.parts.length >= 1, op, 'table.parts', 'at least one part', 'none');
     parts = [...table.parts].sort((a, b) => a.row0 - b.row0);
     let next = 0;
