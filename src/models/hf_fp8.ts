@@ -9,7 +9,7 @@
 // format's dequantization gives it.
 import { WebinferError, shapeStr } from '../core/errors.js';
 import { groupType, QUANT_FORMATS, type GroupQuantType, type GroupScale, type GroupSize } from '../core/quant.js';
-import { configGroupFor, type CheckpointTensors, type PresentedWeight, type QuantScheme } from './quant_scheme.js';
+import { configGroupFor, configGroups, ownBytes, type CheckpointTensors, type PresentedWeight, type QuantScheme } from './quant_scheme.js';
 import type { SafetensorsTensorInfo } from './safetensors.js';
 
 /** The scale dtypes an FP8 checkpoint may store (safetensors names). */
@@ -59,7 +59,6 @@ export function fp8ToGroups(what: string, weight: Uint8Array, scale: Uint8Array,
 // the schemes (hf_quant.ts's QUANT_SCHEMES.fp8 and COMPRESSED_TENSORS_FORMATS['float-quantized'])
 
 const OP = 'loadModel';
-const isObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
 
 function fp8Part(ckpt: CheckpointTensors, name: string): SafetensorsTensorInfo {
   const t = ckpt.tensors.get(name);
@@ -77,12 +76,10 @@ function scalePart(ckpt: CheckpointTensors, name: string): SafetensorsTensorInfo
   return { ...t, scale };
 }
 
-/** A copy of a tensor's bytes (they may sit at any offset). */
-async function copy(ckpt: CheckpointTensors, name: string): Promise<Uint8Array> {
-  const b = await ckpt.bytes(name);
-  const c = new Uint8Array(b.byteLength);
-  c.set(b);
-  return c;
+/** The modules of an FP8 checkpoint: every `<m>.weight` of an FP8 dtype (those left out of the
+ *  quantization are stored in bf16; an E5M2 one is refused by name when presented). */
+function fp8Modules(ckpt: CheckpointTensors): string[] {
+  return [...ckpt.tensors].filter(([n, t]) => n.endsWith('.weight') && t.dtype.startsWith('F8_')).map(([n]) => n.slice(0, -'.weight'.length));
 }
 
 /** The presented module of an FP8 weight with its scale over blocks of bn × bk. */
@@ -104,7 +101,7 @@ function presentFp8(prefix: string, ckpt: CheckpointTensors, scaleName: string, 
   return {
     type: groupType('F', 8, G, s.scale), shape: [N, K], parts,
     async bytes() {
-      return fp8ToGroups(wn, await copy(ckpt, wn), await copy(ckpt, scaleName), s.scale, N, K, bn, bk).bytes;
+      return fp8ToGroups(wn, await ownBytes(ckpt, wn), await ownBytes(ckpt, scaleName), s.scale, N, K, bn, bk).bytes;
     },
   };
 }
@@ -124,8 +121,7 @@ export function fp8Scheme(qc: Record<string, unknown>): QuantScheme {
   }
   return {
     name: 'fp8',
-    // Every E4M3 weight is a quantized module (modules_to_not_convert are stored in bf16).
-    modules: (ckpt) => [...ckpt.tensors].filter(([n, t]) => n.endsWith('.weight') && t.dtype.startsWith('F8_')).map(([n]) => n.slice(0, -'.weight'.length)),
+    modules: fp8Modules,
     async present(prefix, ckpt) {
       // Activations stay f32 (SPEC §8): a static scheme's input_scale is not used.
       return presentFp8(prefix, ckpt, `${prefix}.weight_scale_inv`, () => [bn, bk], `blocks of ${bn} × ${bk}`, [`${prefix}.input_scale`]);
@@ -136,12 +132,7 @@ export function fp8Scheme(qc: Record<string, unknown>): QuantScheme {
 /** compressed-tensors' float-quantized FP8: `<m>.weight` E4M3 and `<m>.weight_scale` per tensor, per
  *  channel or per block (`block_structure`). */
 export function floatQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
-  const cg = qc.config_groups;
-  if (!isObject(cg) || !Object.keys(cg).length) throw new WebinferError(`${OP}: quantization_config.config_groups: expected an object of quantization groups, got ${JSON.stringify(cg)}`);
-  const groups = Object.entries(cg).map(([key, g]) => {
-    const at = `quantization_config.config_groups.${key}`;
-    if (!isObject(g) || !isObject(g.weights)) throw new WebinferError(`${OP}: ${at}.weights: expected an object, got ${JSON.stringify(isObject(g) ? g.weights : g)}`);
-    const w = g.weights;
+  const groups = configGroups(qc, (_g, w, at) => {
     if (w.type !== 'float') throw new WebinferError(`${OP}: ${at}.weights.type: expected 'float' (float-quantized), got ${JSON.stringify(w.type)}`);
     if (w.num_bits !== 8) throw new WebinferError(`${OP}: ${at}.weights.num_bits: expected 8 (FP8 E4M3), got ${JSON.stringify(w.num_bits)}`);
     const strategy = w.strategy;
@@ -156,13 +147,12 @@ export function floatQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
       }
       block = b as [number, number];
     }
-    const targets = Array.isArray(g.targets) ? g.targets.map(String) : ['Linear'];
-    return { targets, strategy, block };
+    return { strategy, block };
   });
   const groupFor = (prefix: string) => configGroupFor(groups, prefix);
   return {
     name: 'compressed-tensors',
-    modules: (ckpt) => [...ckpt.tensors].filter(([n, t]) => n.endsWith('.weight') && t.dtype.startsWith('F8_')).map(([n]) => n.slice(0, -'.weight'.length)),
+    modules: fp8Modules,
     async present(prefix, ckpt) {
       const g = groupFor(prefix);
       const block = (N: number, K: number): [number, number] => g.strategy === 'tensor' ? [N, K] : g.strategy === 'channel' ? [1, K] : g.block!;

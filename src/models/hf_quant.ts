@@ -22,7 +22,7 @@
 import { WebinferError, shapeStr } from '../core/errors.js';
 import { groupType, QUANT_FORMATS, type GroupBits, type GroupQuantType, type GroupScale, type GroupSize } from '../core/quant.js';
 import type { SafetensorsFile, SafetensorsTensorInfo } from './safetensors.js';
-import { configGroupFor, type CheckpointTensors, type PresentedWeight, type QuantScheme, type QuantSchemeFactory } from './quant_scheme.js';
+import { configGroupFor, configGroups, isObject, ownBytes, type CheckpointTensors, type PresentedWeight, type QuantScheme, type QuantSchemeFactory } from './quant_scheme.js';
 import { floatQuantizedScheme, fp8Scheme } from './hf_fp8.js';
 
 const OP = 'loadModel';
@@ -54,7 +54,6 @@ export interface PermutedSafetensorsFile extends SafetensorsFile {
   perm(name: string): Int32Array | undefined;
 }
 
-const isObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
 
 /** The quantization settings of a config.json and the scheme's name, or null for a float checkpoint. */
 export function quantSettings(config: object): { method: string; qc: Record<string, unknown> } | null {
@@ -148,19 +147,14 @@ function wantShape(name: string, got: readonly number[], want: readonly number[]
   }
 }
 
-/** A copy as 32-bit words (the bytes may sit at any offset). */
+/** A copy as 32-bit words. */
 async function words(ckpt: CheckpointTensors, name: string): Promise<Uint32Array> {
-  const b = await ckpt.bytes(name);
-  const c = new Uint8Array(b.byteLength);
-  c.set(b);
-  return new Uint32Array(c.buffer);
+  return new Uint32Array((await ownBytes(ckpt, name)).buffer);
 }
 
 /** Raw scale bits, one per value: u16 (F16/BF16) or u32 (F32). */
 async function scaleBits(ckpt: CheckpointTensors, name: string, dtype: GroupScale): Promise<Uint16Array | Uint32Array> {
-  const b = await ckpt.bytes(name);
-  const c = new Uint8Array(b.byteLength);
-  c.set(b);
+  const c = await ownBytes(ckpt, name);
   return dtype === 'F32' ? new Uint32Array(c.buffer) : new Uint16Array(c.buffer);
 }
 
@@ -467,18 +461,13 @@ function compressedTensorsScheme(qc: Record<string, unknown>, config: Record<str
 interface CtGroup { targets: string[]; bits: number; symmetric: boolean; strategy: 'group' | 'channel'; groupSize: number }
 
 function packQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
-  const cg = qc.config_groups;
-  if (!isObject(cg) || !Object.keys(cg).length) throw new WebinferError(`${OP}: quantization_config.config_groups: expected an object of quantization groups, got ${JSON.stringify(cg)}`);
-  const groups: CtGroup[] = Object.entries(cg).map(([key, g]) => {
-    const at = `quantization_config.config_groups.${key}`;
-    if (!isObject(g) || !isObject(g.weights)) throw new WebinferError(`${OP}: ${at}.weights: expected an object, got ${JSON.stringify(isObject(g) ? g.weights : g)}`);
+  const groups: CtGroup[] = configGroups(qc, (g, w, at) => {
     if (g.format !== undefined && g.format !== null && g.format !== 'pack-quantized') {
       throw new WebinferError(`${OP}: ${at}.format: expected 'pack-quantized', got ${JSON.stringify(g.format)}`);
     }
     if (g.input_activations !== undefined && g.input_activations !== null) {
       throw new WebinferError(`${OP}: ${at}.input_activations: expected null (weight-only quantization: activations stay float), got ${JSON.stringify(g.input_activations)}`);
     }
-    const w = g.weights;
     if ((w.type ?? 'int') !== 'int') throw new WebinferError(`${OP}: ${at}.weights.type: expected 'int' (pack-quantized), got ${JSON.stringify(w.type)}`);
     const bits = num(w, 'num_bits', `${at}.weights`, BITS);
     const strategy = w.strategy;
@@ -488,8 +477,7 @@ function packQuantizedScheme(qc: Record<string, unknown>): QuantScheme {
       if (!(typeof w.group_size === 'number' && Number.isInteger(w.group_size) && w.group_size > 0)) throw new WebinferError(`${OP}: ${at}.weights.group_size: expected a positive integer, got ${JSON.stringify(w.group_size)}`);
       groupSize = w.group_size;
     }
-    const targets = Array.isArray(g.targets) ? g.targets.map(String) : ['Linear'];
-    return { targets, bits, symmetric: w.symmetric !== false, strategy, groupSize };
+    return { bits, symmetric: w.symmetric !== false, strategy, groupSize };
   });
   const groupFor = (prefix: string): CtGroup => configGroupFor(groups, prefix);
   return {

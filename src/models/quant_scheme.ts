@@ -50,3 +50,29 @@ export function configGroupFor<T extends { targets: string[] }>(groups: readonly
   if (!hit) throw new WebinferError(`loadModel: ${prefix}: no quantization_config.config_groups entry targets it`);
   return hit;
 }
+
+export const isObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
+
+/** A copy of a checkpoint tensor's bytes in a buffer of its own (the bytes may sit at any offset, where
+ *  no wider typed array can view them). */
+export async function ownBytes(ckpt: CheckpointTensors, name: string): Promise<Uint8Array> {
+  const b = await ckpt.bytes(name);
+  const c = new Uint8Array(b.byteLength);
+  c.set(b);
+  return c;
+}
+
+/**
+ * compressed-tensors' `config_groups`, each read by `parse` (given the group, its `weights` and where it
+ * is, for messages) and given its `targets` (default ['Linear']). A missing or empty config_groups, or
+ * a group without a `weights` object, is a named error.
+ */
+export function configGroups<T>(qc: Record<string, unknown>, parse: (g: Record<string, unknown>, w: Record<string, unknown>, at: string) => T): (T & { targets: string[] })[] {
+  const cg = qc.config_groups;
+  if (!isObject(cg) || !Object.keys(cg).length) throw new WebinferError(`loadModel: quantization_config.config_groups: expected an object of quantization groups, got ${JSON.stringify(cg)}`);
+  return Object.entries(cg).map(([key, g]) => {
+    const at = `quantization_config.config_groups.${key}`;
+    if (!isObject(g) || !isObject(g.weights)) throw new WebinferError(`loadModel: ${at}.weights: expected an object, got ${JSON.stringify(isObject(g) ? g.weights : g)}`);
+    return { ...parse(g, g.weights, at), targets: Array.isArray(g.targets) ? g.targets.map(String) : ['Linear'] };
+  });
+}
