@@ -130,6 +130,15 @@ export function firstNonFiniteBlock(type: QuantType, bytes: Uint8Array): { block
   return null;
 }
 
+const sumLength = (parts: readonly { length: number }[]) => parts.reduce((a, p) => a + p.length, 0);
+
+/** `parts` one after the other in `out` (of their summed length). */
+function joined<T extends Uint8Array | Uint16Array | Float32Array>(parts: readonly (Uint8Array | Uint16Array | Float32Array)[], out: T): T {
+  let at = 0;
+  for (const p of parts) { out.set(p as never, at); at += p.length; }
+  return out;
+}
+
 export class WeightReader {
   readonly totalBytes: number;
   private loaded = 0;
@@ -274,6 +283,16 @@ export class WeightReader {
       + (madeHere ? ` (quantized on load: its values reach past what the ${type} scale holds; load with a float dtype)` : ''));
   }
 
+  /** A quantized tensor's blocks as the checkpoint holds them (GGUF's, or a group type's as hf_quant.ts
+   *  presents them), checked for non-finite scales and counted as read. */
+  private async blocks(name: string): Promise<Uint8Array> {
+    const r = this.info(name);
+    const data = await this.files[r.file].bytes(name);
+    this.checkBlocks(name, r.dtype as QuantType, data);
+    this.progress(data.byteLength);
+    return data;
+  }
+
   private progress(bytes: number): void {
     this.loaded += bytes;
     this.onProgress?.(this.loaded, this.totalBytes);
@@ -283,11 +302,8 @@ export class WeightReader {
   async concat(names: readonly string[], dtype: WeightDType): Promise<Float32Array | Uint16Array> {
     const parts = [];
     for (const n of names) parts.push(await this.read(n, dtype));
-    const len = parts.reduce((a, p) => a + p.length, 0);
-    const out = dtype === 'f32' ? new Float32Array(len) : new Uint16Array(len);
-    let at = 0;
-    for (const p of parts) { out.set(p as never, at); at += p.length; }
-    return out;
+    const len = sumLength(parts);
+    return joined(parts, dtype === 'f32' ? new Float32Array(len) : new Uint16Array(len));
   }
 
   /** A linear layer from one or several [rows, K] tensors stacked by rows, with their biases (f32). */
@@ -305,9 +321,7 @@ export class WeightReader {
       try {
         for (const [i, n] of names.entries()) {
           const type = this.info(n).dtype as QuantType;   // every one of them: checked above
-          const data = await this.files[this.info(n).file].bytes(n);
-          this.checkBlocks(n, type, data);
-          this.progress(data.byteLength);
+          const data = await this.blocks(n);
           parts.push(createQuantLinear(rt, { data, N: shapes[i][0], K, type, bias: names.length === 1 ? bias : undefined, perm: this.perm(n) }));
         }
         return this.keep(parts.length === 1 ? parts[0] : stackLinears(rt, parts, bias));
@@ -352,9 +366,7 @@ export class WeightReader {
     try {
       if (this.keepQuantized && isQuantType(info.dtype)) {
         const type = info.dtype;
-        const data = await this.files[info.file].bytes(name);
-        this.checkBlocks(name, type, data);
-        this.progress(data.byteLength);
+        const data = await this.blocks(name);
         const perm = this.perm(name);
         sizes.forEach((n, j) => out.push(createQuantLinear(rt, { data: part(data, quantRowBytes(type, K), j), N: heads * n, K, type, bias: bias && part(bias, 1, j), perm })));
       } else {
@@ -393,11 +405,8 @@ export class WeightReader {
           throw new WebinferError(`loadModel: ${prefix}gate_up_proj (${gu.dtype}) and down_proj (${dn.dtype}): experts mix quantized and float weights; `
             + "load with dtype 'f32', 'f16' or 'bf16' to dequantize them");
         }
-        const gateUp = await this.files[gu.file].bytes(`${prefix}gate_up_proj`);
-        const down = await this.files[dn.file].bytes(`${prefix}down_proj`);
-        this.checkBlocks(`${prefix}gate_up_proj`, gu.dtype, gateUp);
-        this.checkBlocks(`${prefix}down_proj`, dn.dtype, down);
-        this.progress(gateUp.byteLength + down.byteLength);
+        const gateUp = await this.blocks(`${prefix}gate_up_proj`);
+        const down = await this.blocks(`${prefix}down_proj`);
         return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down }));
       }
     }
@@ -417,20 +426,10 @@ export class WeightReader {
             throw new WebinferError(`loadModel: ${n}: expected ${j < 2 ? gt : dt} as ${names(0)[j]} (the experts of a layer share their storage), got ${t}`);
           }
         });
-        for (const [j, n] of ns.entries()) {
-          const data = await this.files[this.info(n).file].bytes(n);
-          this.checkBlocks(n, this.info(n).dtype as QuantType, data);
-          this.progress(data.byteLength);
-          (j < 2 ? gateUp : down).push(data);
-        }
+        for (const [j, n] of ns.entries()) (j < 2 ? gateUp : down).push(await this.blocks(n));
       }
-      const join = (parts: Uint8Array[]) => {
-        const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
-        let at = 0;
-        for (const p of parts) { out.set(p, at); at += p.length; }
-        return out;
-      };
-      return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gt as QuantType, gateUp: join(gateUp), downType: dt as QuantType, down: join(down) }));
+      return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gt as QuantType, gateUp: joined(gateUp, new Uint8Array(sumLength(gateUp))),
+        downType: dt as QuantType, down: joined(down, new Uint8Array(sumLength(down))) }));
     }
     const q = this.quantize ? [quantizeOnLoadType(this.quantize, H), quantizeOnLoadType(this.quantize, I)] : null;
     const as: WeightDType = q && q[0] && q[1] ? 'f32' : dtype;
