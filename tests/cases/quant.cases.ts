@@ -10,7 +10,11 @@ import { assert, assertClose, assertWithinPlain, defineCases, expectThrows, rand
 /** The shapes a type is checked at: K two or more blocks, N odd. */
 const shapeFor = (t: QuantType) => (QUANT_FORMATS[t].blockElems === 256 ? { N: 37, K: 512 } : { N: 37, K: 96 });
 
-async function checkQuant(engine: Engine, type: QuantType, M: number, seed: number,
+/** maxPartBytes that gives each buffer `rows` whole rows of K values of `type` (with room for the pool's rounding). */
+export const partBytes = (type: QuantType, rows: number, K: number) => rows * Math.ceil((K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes / 4) * 4 + 64;
+
+/** A quantized GEMV/GEMM against the float64 reference of its dequantized weights (quant_group.cases.ts too). */
+export async function checkQuant(engine: Engine, type: QuantType, M: number, seed: number,
                           o: { plan?: Partial<ops.PlanLinearOptions>; bias?: boolean; maxPartBytes?: number; N?: number; K?: number; tol?: 'f32' | 'f16' } = {}): Promise<void> {
   const s = shapeFor(type);
   const N = o.N ?? s.N, K = o.K ?? s.K;
@@ -28,6 +32,28 @@ async function checkQuant(engine: Engine, type: QuantType, M: number, seed: numb
     // The matrices take the weights rounded to f16: the reference takes them so too.
     if (o.tol === 'f16') assertClose(label, got, reference.linearRef(xv, roundToDType(Float32Array.from(wv), 'f16'), M, N, K, { bias }), 'f16');
     else assertWithinPlain(label, got, ref, () => reference.linearRef(xv, wv, M, N, K, { bias, precision: 'f32' }));
+  } finally {
+    w.destroy();
+  }
+}
+
+/**
+ * The embedding gather from a quantized table of 50 rows of 256 random values of `type` (split over
+ * buffers when maxPartBytes is given): gathered rows equal the dequantized table's, ids out of range give
+ * zero rows on the GPU (quant_group.cases.ts too).
+ */
+export async function checkQuantEmbedding(engine: Engine, type: QuantType, seed: number, maxPartBytes?: number): Promise<void> {
+  const V = 50, H = 256;
+  const bytes = reference.randomQuantRows(type, V, H, seed);
+  const table = reference.dequantizeRows(type, bytes, V, H);
+  const w = ops.createQuantLinear(engine, { data: bytes, N: V, K: H, type, maxPartBytes });
+  try {
+    const ids = [0, 49, 17, 3, 17, 33, 34];
+    const got = await ops.embedding(engine, Int32Array.from(ids), w).toFloat32();
+    assertClose(`embedding ${type} (${w.parts.length} parts)`, got, reference.embeddingRef(ids, table, V, H), 'f32');
+    const oob = await ops.embedding(engine, engine.tensor(Int32Array.from([60, -1, 2]), [3], 'i32'), w).toFloat32();
+    assert(oob.subarray(0, 2 * H).every((v) => v === 0), `embedding ${type}: ids out of range gave non-zero rows`);
+    assertClose(`embedding ${type} row 2`, oob.subarray(2 * H), table.subarray(2 * H, 3 * H), 'f32');
   } finally {
     w.destroy();
   }
@@ -56,9 +82,8 @@ export const quantCases = defineCases('quant', [
       for (const type of spreadOverSoftware(ctx, QUANT_TYPES, 'quantized FMA GEMM')) await checkQuant(engine, type, 70, 300 + QUANT_TYPES.indexOf(type), { plan: { kernel: 'gemm' } });
       for (const [i, type] of spreadOverSoftware(ctx, ['Q4_0', 'Q6_K', 'MXFP4'] as const, 'quantized weights in parts').entries()) {
         const { K } = shapeFor(type);
-        const row = (K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
-        await checkQuant(engine, type, 3, 350 + i, { maxPartBytes: 11 * Math.ceil(row / 4) * 4 + 64, plan: { kernel: 'gemv' } });
-        await checkQuant(engine, type, 70, 360 + i, { maxPartBytes: 11 * Math.ceil(row / 4) * 4 + 64, plan: { kernel: 'gemm' } });
+        await checkQuant(engine, type, 3, 350 + i, { maxPartBytes: partBytes(type, 11, K), plan: { kernel: 'gemv' } });
+        await checkQuant(engine, type, 70, 360 + i, { maxPartBytes: partBytes(type, 11, K), plan: { kernel: 'gemm' } });
       }
     },
   },
@@ -126,20 +151,7 @@ export const quantCases = defineCases('quant', [
       const all = ['Q8_0', 'Q4_K', 'Q6_K', 'IQ4_XS', 'MXFP4'] as const;
       for (const type of spreadOverSoftware(ctx, all, 'quantized embedding')) {
         const i = all.indexOf(type);
-        const V = 50, H = 256;
-        const bytes = reference.randomQuantRows(type, V, H, 600 + i);
-        const table = reference.dequantizeRows(type, bytes, V, H);
-        const row = (H / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes;
-        const w = ops.createQuantLinear(engine, { data: bytes, N: V, K: H, type, maxPartBytes: i % 2 ? 17 * Math.ceil(row / 4) * 4 + 64 : undefined });
-        const ids = [0, 49, 17, 3, 17, 33];
-        const got = await ops.embedding(engine, Int32Array.from(ids), w).toFloat32();
-        const want = new Float64Array(ids.length * H);
-        ids.forEach((id, r) => want.set(table.subarray(id * H, (id + 1) * H), r * H));
-        assertClose(`embedding ${type} (${w.parts.length} parts)`, got, want, 'f32');
-        const oob = await ops.embedding(engine, engine.tensor(Int32Array.from([60, -1, 2]), [3], 'i32'), w).toFloat32();
-        assert(oob.subarray(0, 2 * H).every((v) => v === 0), `embedding ${type}: ids out of range gave non-zero rows`);
-        assertClose(`embedding ${type} row 2`, oob.subarray(2 * H), table.subarray(2 * H, 3 * H), 'f32');
-        w.destroy();
+        await checkQuantEmbedding(engine, type, 600 + i, i % 2 ? partBytes(type, 17, 256) : undefined);
       }
     },
   },

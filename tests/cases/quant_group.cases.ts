@@ -9,23 +9,12 @@
 // same shapes (N 37, K 256; M 1, 5 and 70): a runtime compiles its two types' GEMV and GEMM once and the
 // later cases reuse them (the shared engine keeps its pipelines); experts and tables add one type each.
 import { ops, reference, roundToDType, QUANT_FORMATS, type Engine, type QuantType } from '../../src/index';
+import { checkQuant, checkQuantEmbedding, partBytes } from './quant.cases';
 import { assert, assertClose, assertWithinPlain, defineCases, expectThrows, randn, rng, spreadOverSoftware, type CaseContext } from './harness';
 
-async function checkGroup(engine: Engine, type: QuantType, M: number, seed: number, kernel: 'gemv' | 'gemm' | 'gemm-mma', N = 37, K = 256,
-                          decodeTiles = false): Promise<void> {
-  const bytes = reference.randomQuantRows(type, N, K, seed);
-  const wv = reference.dequantizeRows(type, bytes, N, K);
-  const xv = randn(M * K, seed + 1);
-  const w = ops.createQuantLinear(engine, { data: bytes, N, K, type });
-  try {
-    const plan = ops.planLinear(engine, { M, N, K, dtype: type, kernel, decodeTiles });
-    const got = await ops.linear(engine, engine.tensor(xv, [M, K]), w, { plan }).toFloat32();
-    const label = `linear ${type} M${M} N${N} K${K} ${plan.kernel}${decodeTiles ? ' decode tiles' : ''}`;
-    if (kernel === 'gemm-mma') assertClose(label, got, reference.linearRef(xv, roundToDType(Float32Array.from(wv), 'f16'), M, N, K), 'f16');
-    else assertWithinPlain(label, got, reference.linearRef(xv, wv, M, N, K), () => reference.linearRef(xv, wv, M, N, K, { precision: 'f32' }));
-  } finally {
-    w.destroy();
-  }
+/** One group type's linear layer (N 37, K 256, every case the same shapes: their pipelines are shared). */
+function checkGroup(engine: Engine, type: QuantType, M: number, seed: number, kernel: 'gemv' | 'gemm' | 'gemm-mma', decodeTiles = false): Promise<void> {
+  return checkQuant(engine, type, M, seed, { N: 37, K: 256, plan: { kernel, decodeTiles }, tol: kernel === 'gemm-mma' ? 'f16' : undefined });
 }
 
 /** A seeded random permutation of 0..K-1 (Fisher-Yates). */
@@ -116,7 +105,6 @@ function permWeight(engine: Engine, type: QuantType, N: number, K: number, perm:
 }
 
 /** Bytes of `rows` rows of K values of `type`, as maxPartBytes counts them (word-padded, with slack). */
-const partBytes = (type: QuantType, rows: number, K: number) => rows * Math.ceil((K / QUANT_FORMATS[type].blockElems) * QUANT_FORMATS[type].blockBytes / 4) * 4 + 64;
 
 function mmaWhy(ctx: CaseContext, what: string): string | null {
   const why = ops.linearMmaUnavailable(ctx.engine, 'A4G64_BF16');
@@ -243,7 +231,7 @@ export const quantGroupCases = defineCases('quant', [
         const i = SAMPLE.indexOf(type);
         try {
           await checkGroup(engine, type, 70, 900 + 10 * i, 'gemm-mma');
-          await checkGroup(engine, type, 16, 901 + 10 * i, 'gemm-mma', 37, 256, true);
+          await checkGroup(engine, type, 16, 901 + 10 * i, 'gemm-mma', true);
           const perm = gptqPerm(256, QUANT_FORMATS[type].blockElems, 902 + 10 * i);
           const b = permWeight(engine, type, 37, 256, perm, 903 + 10 * i);
           try {
@@ -309,22 +297,7 @@ export const quantGroupCases = defineCases('quant', [
       const tables = ['Z4G128_F16', 'A4G64_BF16', 'F8G64_BF16', 'A3G32_F16', 'Z8G32_BF16'] as const;
       for (const type of spreadOverSoftware(ctx, tables, 'group-type embedding')) {
         const i = tables.indexOf(type);
-        const V = 50, H = 256;
-        const bytes = reference.randomQuantRows(type, V, H, 1200 + i);
-        const table = reference.dequantizeRows(type, bytes, V, H);
-        for (const maxPartBytes of [undefined, partBytes(type, 17, H)]) {
-          const w = ops.createQuantLinear(engine, { data: bytes, N: V, K: H, type, maxPartBytes });
-          try {
-            const ids = [0, 49, 17, 3, 17, 33, 34];
-            const got = await ops.embedding(engine, Int32Array.from(ids), w).toFloat32();
-            assertClose(`embedding ${type} (${w.parts.length} parts)`, got, reference.embeddingRef(ids, table, V, H), 'f32');
-            const oob = await ops.embedding(engine, engine.tensor(Int32Array.from([60, -1, 2]), [3], 'i32'), w).toFloat32();
-            assert(oob.subarray(0, 2 * H).every((v) => v === 0), `embedding ${type}: ids out of range gave non-zero rows`);
-            assertClose(`embedding ${type} row 2`, oob.subarray(2 * H), table.subarray(2 * H, 3 * H), 'f32');
-          } finally {
-            w.destroy();
-          }
-        }
+        for (const maxPartBytes of [undefined, partBytes(type, 17, 256)]) await checkQuantEmbedding(engine, type, 1200 + i, maxPartBytes);
       }
     },
   },
