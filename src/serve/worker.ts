@@ -154,6 +154,7 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
   const tokType = (ckpt.tokenizer as { model?: { type?: unknown } } | undefined)?.model?.type;
   const template = (ckpt.tokenizerConfig as { chat_template?: unknown } | undefined)?.chat_template;
   const types = tensorTypes(ckpt);
+  const quantization = gguf ? undefined : describeQuantization(ckpt.config);
   return {
     handle,
     id: model.id,
@@ -167,7 +168,7 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
       format: gguf ? 'gguf' : 'safetensors',
       ...(Array.isArray(ckpt.weights) ? { files: ckpt.weights.length } : {}),
       ...(types ? { tensorTypes: types } : {}),
-      ...(!gguf && describeQuantization(ckpt.config) ? { quantization: describeQuantization(ckpt.config) } : {}),
+      ...(quantization ? { quantization } : {}),
     },
     tokenizer: model.tokenizer
       ? { source: gguf ? 'gguf' : 'tokenizer.json', type: typeof tokType === 'string' ? tokType : 'unknown', size: vocabSize(ckpt.tokenizer) }
