@@ -28,7 +28,7 @@ const flash = (addressing: string, reduce: 'portable' | 'subgroup') =>
   [DTYPE, COMMON, `attention/${addressing}.wgsl`, 'attention/flash_core.wgsl', 'attention/flash_scores.wgsl', `attention/reduce_${reduce}.wgsl`];
 const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wgsl', `attention/${kernel}.wgsl`];
 
-/** ggml's quantized types by their file under ops/quant/ (QUANT_FORMATS' types, lower case). */
+/** Every quantized type by its decoder file under ops/quant/ (QUANT_FORMATS' types, lower case): ggml's, then the group types'. */
 export const QUANT_FILES: readonly string[] = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', 'mxfp4',
   ...GROUP_QUANT_TYPES.map((t) => t.toLowerCase())];
 
