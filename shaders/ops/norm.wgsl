@@ -11,10 +11,16 @@
 // latency-bound, so one round trip to memory per row matters more than anything else; x is read once.
 // Rows longer than T·NPT go in chunks (read twice). The row sum is a tree in workgroup memory here (rms_norm);
 // norm_subgroup.wgsl adds the subgroup entry point (rms_norm_sg).
+//
+// layer_norm: LayerNorm as torch computes it, y = (x - mean) / sqrt(var + eps) · w (+ b), the variance
+// biased (over n) and taken about the mean in a second pass (not E[x²] - mean², which cancels), the
+// bias (HAS_BIAS, dtype BD) f32, f16 or bf16 like the weight. Same rows, layouts and launch shape.
 
 override WD: u32 = 0u;            // weight dtype: 0 f32, 1 f16, 2 bf16
 override T: u32 = 32u;            // threads per row
 override IN_PLACE: bool = false;
+override HAS_BIAS: bool = false;
+override BD: u32 = 0u;            // bias dtype (layer_norm)
 const WG: u32 = 256u;              // threads per workgroup (specialized)
 const NPT: u32 = 4u;              // elements per thread per chunk (specialized)
 
@@ -28,6 +34,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@group(0) @binding(4) var<storage, read> bias: array<u32>;
 
 var<workgroup> red: array<f32, WG>;
 
@@ -108,4 +116,59 @@ fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   let r = row_of(wid, nwg, lid);
   let p = sum_squares(r);
   write_row(r, p, row_sum_tree(p.ss, lid));
+}
+
+fn bias_at(j: u32) -> f32 {
+  if (!HAS_BIAS) { return 0.0; }
+  return unpack_elem(bias[word_of(j, BD)], (j & 1u) == 1u, BD);
+}
+
+/** Sum of (x - mean)² over this thread's elements of chunk xs (those past the row's end left out). */
+fn centered_squares(r: Row, j0: u32, xs: array<f32, NPT>, mean: f32) -> f32 {
+  var s = 0.0;
+  for (var c = 0u; c < NPT; c++) {
+    let d = xs[c] - mean;
+    if (j0 + r.lane + c * T < params.n) { s += d * d; }
+  }
+  return s;
+}
+
+fn store_layer(r: Row, j0: u32, xs: array<f32, NPT>, mean: f32, inv: f32) {
+  let o = params.o_off + r.m * params.o_ts + r.h * params.o_hs;
+  for (var c = 0u; c < NPT; c++) {
+    let j = j0 + r.lane + c * T;
+    if (j < params.n) {
+      let y = (xs[c] - mean) * inv * weight_at(j) + bias_at(j);
+      if (IN_PLACE) { x[r.xb + j] = y; } else { out[o + j] = y; }
+    }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+  let r = row_of(wid, nwg, lid);
+  let one = params.n <= T * NPT;
+  var xs: array<f32, NPT>;
+  var s = 0.0;
+  for (var j0 = 0u; j0 < params.n; j0 += T * NPT) {
+    xs = load_chunk(r, j0);
+    for (var c = 0u; c < NPT; c++) { s += xs[c]; }
+  }
+  let mean = row_sum_tree(s, lid) / f32(params.n);
+  workgroupBarrier();   // every thread has read the sum before red is written again
+  var v = 0.0;
+  if (one) {
+    v = centered_squares(r, 0u, xs, mean);
+  } else {
+    for (var j0 = 0u; j0 < params.n; j0 += T * NPT) { v += centered_squares(r, j0, load_chunk(r, j0), mean); }
+  }
+  let variance = row_sum_tree(v, lid) / f32(params.n);
+  if (!r.live) { return; }
+  let inv = inverseSqrt(variance + params.eps);
+  if (one) {
+    store_layer(r, 0u, xs, mean, inv);
+    return;
+  }
+  for (var j0 = 0u; j0 < params.n; j0 += T * NPT) { store_layer(r, j0, load_chunk(r, j0), mean, inv); }
 }

@@ -1,6 +1,7 @@
-// Elementwise f32 ops of a decoder layer: the residual add and the SiLU-gated MLP product
+// Elementwise f32 ops of a transformer layer: the residual add, the gated MLP product (SiLU, GELU,
+// GELU-tanh, gpt-oss's clamped SwiGLU) and the pointwise activations (GELU, relu, tanh, soft cap)
 // (shaders/ops/elementwise.wgsl).
-import { check, fmt, isPosInt, numel, shapeStr } from '../core/errors.js';
+import { check, checkFinite, checkKeys, fmt, isPosInt, numel, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import { rowsOption } from './norm.js';
@@ -52,17 +53,47 @@ export function add(rt: Runtime, a: Tensor, b: Tensor, o: ElementwiseOptions = {
   return out;
 }
 
+/** The gate activations of gatedAct. */
+export const GATED_ACTS = ['silu', 'gelu', 'gelu_tanh', 'swiglu_oai'] as const;
+export type GatedAct = (typeof GATED_ACTS)[number];
+
+export interface GatedActOptions extends ElementwiseOptions {
+  /** How a row holds gate and up: 'halves' (the default) [gate | up], 'interleaved' g0, u0, g1, u1, ... */
+  layout?: 'halves' | 'interleaved';
+  /** swiglu_oai: the sigmoid's slope (default 1.702) and the clamp (default 7). */
+  alpha?: number;
+  limit?: number;
+}
+
 /**
- * The SiLU-gated product of a gated MLP: gu [M, 2I] holding [gate | up] per row (the fused gate/up
- * projection) -> [rows, I] = silu(gate) · up, silu(g) = g / (1 + e^-g).
+ * The gated product of a gated MLP: gu [M, 2I] holding gate and up per row (the fused gate/up
+ * projection) -> [rows, I] = act(gate) · up. act: 'silu' g·sigmoid(g); 'gelu' exact (erf) GELU;
+ * 'gelu_tanh' GELU's tanh approximation (Gemma's gelu_pytorch_tanh); 'swiglu_oai' gpt-oss's
+ * (clamp(up, ±limit) + 1) · g · sigmoid(alpha·g) with g = min(gate, limit).
  */
+export function gatedAct(rt: Runtime, gu: Tensor, I: number, kind: GatedAct, o: GatedActOptions = {}): Tensor {
+  return gatedProduct(rt, 'gatedAct', gu, I, kind, o);
+}
+
+/** silu(gate) · up over [gate | up] rows: gatedAct's 'silu'. */
 export function siluMul(rt: Runtime, gu: Tensor, I: number, o: ElementwiseOptions = {}): Tensor {
-  const op = 'siluMul';
+  return gatedProduct(rt, 'siluMul', gu, I, 'silu', o);
+}
+
+function gatedProduct(rt: Runtime, op: string, gu: Tensor, I: number, kind: GatedAct, o: GatedActOptions): Tensor {
   rt.assertAlive(op);
   check(typeof o === 'object' && o !== null, op, 'o', 'an options object', o);
+  checkKeys(op, 'o', o, ['rows', 'out', 'layout', 'alpha', 'limit']);
+  check((GATED_ACTS as readonly string[]).includes(kind), op, 'kind', GATED_ACTS.map((k) => `'${k}'`).join(', '), fmt(kind));
   checkF32(gu, op, 'gu');
   check(isPosInt(I), op, 'I', 'a positive integer', I);
   check(gu.shape.length === 2 && gu.shape[1] === 2 * I, op, 'gu', `shape [M, 2·I=${2 * I}]`, shapeStr(gu.shape));
+  const layout = o.layout ?? 'halves';
+  check(layout === 'halves' || layout === 'interleaved', op, 'o.layout', "'halves' or 'interleaved'", fmt(layout));
+  const alpha = o.alpha === undefined ? 1.702 : checkFinite(o.alpha, op, 'o.alpha');
+  const limit = o.limit === undefined ? 7 : checkFinite(o.limit, op, 'o.limit');
+  if (kind !== 'swiglu_oai') check(o.alpha === undefined && o.limit === undefined, op, 'o.alpha', `no alpha or limit (they belong to 'swiglu_oai', not '${kind}')`, o.alpha ?? o.limit);
+  check(limit > 0, op, 'o.limit', 'a number > 0', limit);
   const rows = rowsOption(o.rows, gu.shape[0], op);
   let out: Tensor;
   if (o.out !== undefined) {
@@ -72,7 +103,55 @@ export function siluMul(rt: Runtime, gu: Tensor, I: number, o: ElementwiseOption
   } else {
     out = rt.emptyTensor([rows, I], 'f32');
   }
-  const k = rt.kernel('ops_elementwise', 'silu_mul_main');
-  rt.dispatch(k, { gu, act: out }, { rows, I, gu_stride: 2 * I }, Math.ceil((rows * I) / WG));
+  const k = rt.kernel('ops_elementwise', 'silu_mul_main', { overrides: { GATE: GATED_ACTS.indexOf(kind), INTERLEAVED: layout === 'interleaved' } });
+  rt.dispatch(k, { gu, act: out }, { rows, I, gu_stride: 2 * I, alpha, limit }, Math.ceil((rows * I) / WG));
+  return out;
+}
+
+/** The pointwise functions of activate. */
+export const ACTIVATIONS = ['none', 'gelu', 'gelu_tanh', 'relu', 'tanh', 'softcap'] as const;
+export type Activation = (typeof ACTIVATIONS)[number];
+
+export interface ActivateOptions extends ElementwiseOptions {
+  /** 'softcap': the cap c of c·tanh(x/c) (required, > 0). */
+  cap?: number;
+  /** Multiplies the result (default 1): Gemma's embedding scale with 'none'. */
+  scale?: number;
+}
+
+/**
+ * out = f(x) · scale over the first `rows` rows of an f32 tensor; in place when out is x. f: 'none'
+ * (x), 'gelu' (exact, erf), 'gelu_tanh', 'relu', 'tanh', 'softcap' (cap·tanh(x/cap): Gemma 2's final
+ * logits).
+ */
+export function activate(rt: Runtime, x: Tensor, kind: Activation, o: ActivateOptions = {}): Tensor {
+  const op = 'activate';
+  rt.assertAlive(op);
+  check(typeof o === 'object' && o !== null, op, 'o', 'an options object', o);
+  checkKeys(op, 'o', o, ['rows', 'out', 'cap', 'scale']);
+  check((ACTIVATIONS as readonly string[]).includes(kind), op, 'kind', ACTIVATIONS.map((k) => `'${k}'`).join(', '), fmt(kind));
+  checkF32(x, op, 'x');
+  let cap = 1;
+  if (kind === 'softcap') {
+    check(o.cap !== undefined, op, 'o.cap', "a cap > 0 for 'softcap'", 'none');
+    cap = checkFinite(o.cap, op, 'o.cap');
+    check(cap > 0, op, 'o.cap', 'a number > 0', cap);
+  } else {
+    check(o.cap === undefined, op, 'o.cap', `no cap (it belongs to 'softcap', not '${kind}')`, o.cap);
+  }
+  const scale = o.scale === undefined ? 1 : checkFinite(o.scale, op, 'o.scale');
+  const rows = rowsOption(o.rows, x.shape[0], op);
+  const n = rows * numel(x.shape.slice(1));
+  let out: Tensor;
+  if (o.out !== undefined) {
+    checkOut(o.out, n, `rows=${rows} of ${shapeStr(x.shape)}`, op);
+    out = o.out;
+  } else {
+    out = rt.emptyTensor([rows, ...x.shape.slice(1)], 'f32');
+  }
+  const inPlace = out.buffer === x.buffer;
+  const k = rt.kernel('ops_elementwise', 'act_main', { overrides: { ACT: ACTIVATIONS.indexOf(kind), IN_PLACE: inPlace } });
+  // wgsl_reflect lists add_main's y among act_main's resources too: a placeholder fills it.
+  rt.dispatch(k, { x, y: rt.ones, out: inPlace ? rt.dummy : out }, { n, cap, scale }, Math.ceil(n / WG));
   return out;
 }

@@ -1,4 +1,4 @@
-// RMSNorm (SPEC §7) over dense rows or strided views, and the strided-row views RoPE shares: validation,
+// RMSNorm (SPEC §7) and LayerNorm over dense rows or strided views, and the strided-row views RoPE shares: validation,
 // then shaders/ops/norm.wgsl (tree reduction) or its subgroup entry point (norm_subgroup.wgsl).
 import { check, checkFinite, fmt, isPosInt, numel, shapeStr } from '../core/errors.js';
 import { DTYPE_CODE } from '../core/dtype.js';
@@ -111,18 +111,9 @@ export function normPlan(rt: Runtime, n: number): { T: number; WG: number; NPT: 
   return { T, WG: Math.max(256, T), NPT: Math.min(MAX_NPT, Math.ceil(n / T)) };
 }
 
-/**
- * RMSNorm, y = x / sqrt(mean(x²) + eps) · w, over rows of length n = weight length (f32, f16 or bf16
- * weight). x is a dense f32 tensor [R, ...] whose trailing elements hold heads·n per token (a hidden
- * state [R, H], or q as [R, Hq, D] for a per-head norm), or a strided view. Returns the output tensor.
- */
-export function rmsNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, eps: number, o: RmsNormOptions = {}): Tensor {
-  const op = 'rmsNorm';
-  rt.assertAlive(op);
-  check(typeof o === 'object' && o !== null, op, 'o', 'an options object', o);
-  checkTensor(weight, op, 'weight');
-  check(['f32', 'f16', 'bf16'].includes(weight.dtype), op, 'weight.dtype', "'f32', 'f16' or 'bf16'", fmt(weight.dtype));
-  const n = weight.numel;
+/** The row layouts of a norm over rows of n (x, the output, in place or not), validated. */
+function normLayouts(rt: Runtime, op: string, x: Tensor | StridedRows, n: number, eps: number, o: { rows?: number; out?: Tensor | StridedRows }):
+    { xl: RowLayout; ol: RowLayout; rows: number; result: Tensor; inPlace: boolean } {
   checkFinite(eps, op, 'eps');
   check(eps >= 0, op, 'eps', 'a number >= 0', eps);
   let xl: RowLayout;
@@ -140,8 +131,6 @@ export function rmsNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, ep
     rows = rowsOption(o.rows, x.shape[0], op);
     xl = { tensor: x, offset: 0, ts: per, heads: per / n, hs: n };
   }
-  const variant = reductionVariant(rt, o.variant, op);
-
   // Output layout; in place when it is x's own.
   let ol: RowLayout;
   let result: Tensor;
@@ -167,12 +156,67 @@ export function rmsNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, ep
       `offset ${ol.offset}, tokenStride ${ol.ts}, headStride ${ol.hs} over x's buffer (x: offset ${xl.offset}, tokenStride ${xl.ts}, headStride ${xl.hs})`);
   }
 
+  return { xl, ol, rows, result, inPlace };
+}
+
+/**
+ * RMSNorm, y = x / sqrt(mean(x²) + eps) · w, over rows of length n = weight length (f32, f16 or bf16
+ * weight). x is a dense f32 tensor [R, ...] whose trailing elements hold heads·n per token (a hidden
+ * state [R, H], or q as [R, Hq, D] for a per-head norm), or a strided view. Returns the output tensor.
+ */
+export function rmsNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, eps: number, o: RmsNormOptions = {}): Tensor {
+  const op = 'rmsNorm';
+  rt.assertAlive(op);
+  check(typeof o === 'object' && o !== null, op, 'o', 'an options object', o);
+  checkTensor(weight, op, 'weight');
+  check(['f32', 'f16', 'bf16'].includes(weight.dtype), op, 'weight.dtype', "'f32', 'f16' or 'bf16'", fmt(weight.dtype));
+  const n = weight.numel;
+  const { xl, ol, rows, result, inPlace } = normLayouts(rt, op, x, n, eps, o);
+  const variant = reductionVariant(rt, o.variant, op);
+
   const { T, WG, NPT } = normPlan(rt, n);
   const spec = { overrides: { WD: DTYPE_CODE[weight.dtype], T, IN_PLACE: inPlace }, consts: { WG, NPT } };
   const k = variant === 'subgroup'
     ? rt.kernel('ops_norm_subgroup', 'rms_norm_sg', { ...spec, enables: ['subgroups'] })
     : rt.kernel('ops_norm', 'rms_norm', spec);
   rt.dispatch(k, { x: xl.tensor, w: weight, out: inPlace ? rt.dummy : ol.tensor }, {
+    rows, heads: xl.heads, n, eps,
+    x_off: xl.offset, x_ts: xl.ts, x_hs: xl.hs, o_off: ol.offset, o_ts: ol.ts, o_hs: ol.hs,
+  }, Math.ceil((rows * xl.heads) / (WG / T)));
+  return result;
+}
+
+export interface LayerNormOptions {
+  /** Tokens used (default: the first dimension of x's tensor). */
+  rows?: number;
+  /** Where y goes, as rmsNorm's `out` (x itself: in place). */
+  out?: Tensor | StridedRows;
+}
+
+/**
+ * LayerNorm as torch.nn.LayerNorm computes it: y = (x - mean) / sqrt(var + eps) · w + b over rows of
+ * length n = weight length, the variance biased; bias null: none (ModernBERT's norms). Weight and bias
+ * f32, f16 or bf16; x and the output as rmsNorm's. Returns the output tensor.
+ */
+export function layerNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, bias: Tensor | null, eps: number, o: LayerNormOptions = {}): Tensor {
+  const op = 'layerNorm';
+  rt.assertAlive(op);
+  check(typeof o === 'object' && o !== null, op, 'o', 'an options object', o);
+  checkTensor(weight, op, 'weight');
+  check(['f32', 'f16', 'bf16'].includes(weight.dtype), op, 'weight.dtype', "'f32', 'f16' or 'bf16'", fmt(weight.dtype));
+  const n = weight.numel;
+  if (bias !== null) {
+    checkTensor(bias, op, 'bias');
+    check(['f32', 'f16', 'bf16'].includes(bias.dtype), op, 'bias.dtype', "'f32', 'f16' or 'bf16'", fmt(bias.dtype));
+    check(bias.numel === n, op, 'bias', `${n} elements (the weight's)`, shapeStr(bias.shape));
+  }
+  const { xl, ol, rows, result, inPlace } = normLayouts(rt, op, x, n, eps, o);
+  const { T, WG, NPT } = normPlan(rt, n);
+  const k = rt.kernel('ops_norm', 'layer_norm', {
+    overrides: { WD: DTYPE_CODE[weight.dtype], BD: DTYPE_CODE[(bias ?? weight).dtype], HAS_BIAS: bias !== null, T, IN_PLACE: inPlace },
+    consts: { WG, NPT },
+  });
+  rt.dispatch(k, { x: xl.tensor, w: weight, bias: bias ?? weight, out: inPlace ? rt.dummy : ol.tensor }, {
     rows, heads: xl.heads, n, eps,
     x_off: xl.offset, x_ts: xl.ts, x_hs: xl.hs, o_off: ol.offset, o_ts: ol.ts, o_hs: ol.hs,
   }, Math.ceil((rows * xl.heads) / (WG / T)));

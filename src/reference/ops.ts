@@ -65,6 +65,29 @@ export function rmsNormRef(x: ArrayLike<number>, weight: ArrayLike<number>, eps:
   return out;
 }
 
+/** LayerNorm over the rows of a view: (x - mean) / sqrt(var + eps) · w + b (biased variance; bias optional). */
+export function layerNormRef(x: ArrayLike<number>, weight: ArrayLike<number>, bias: ArrayLike<number> | null, eps: number, view: RowsRef): Float64Array {
+  const n = view.n;
+  checkInt(n, 'n', 1);
+  if (weight.length !== n) throw new Error(`weight: expected ${n} elements, got ${weight.length}`);
+  if (bias && bias.length !== n) throw new Error(`bias: expected ${n} elements, got ${bias.length}`);
+  const L = layout(view, n, x.length, 'x');
+  const out = new Float64Array(L.rows * L.heads * n);
+  for (let m = 0; m < L.rows; m++) {
+    for (let h = 0; h < L.heads; h++) {
+      const b = L.offset + m * L.ts + h * L.hs;
+      let mean = 0;
+      for (let j = 0; j < n; j++) mean += x[b + j]!;
+      mean /= n;
+      let v = 0;
+      for (let j = 0; j < n; j++) v += (x[b + j]! - mean) ** 2;
+      const inv = 1 / Math.sqrt(v / n + eps);
+      for (let j = 0; j < n; j++) out[(m * L.heads + h) * n + j] = (x[b + j]! - mean) * inv * weight[j]! + (bias ? bias[j]! : 0);
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // RoPE
 
@@ -148,6 +171,82 @@ export function siluMulRef(gu: ArrayLike<number>, M: number, I: number): Float64
     for (let j = 0; j < I; j++) out[m * I + j] = siluRef(gu[m * 2 * I + j]!) * gu[m * 2 * I + I + j]!;
   }
   return out;
+}
+
+/** erf(x) in float64: its Maclaurin series below 3, the continued fraction of erfc above. */
+export function erfRef(x: number): number {
+  const a = Math.abs(x);
+  if (a < 3) {
+    // erf(x) = 2/√π · Σ (-1)^n x^(2n+1) / (n! (2n+1))
+    let term = a, sum = a;
+    for (let n = 1; n < 200; n++) {
+      term *= -a * a / n;
+      const add = term / (2 * n + 1);
+      sum += add;
+      if (Math.abs(add) < 1e-17 * Math.abs(sum)) break;
+    }
+    return Math.sign(x) * (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  // erfc(a) = e^-a² / √π · 1 / (a + 1/2 / (a + 1 / (a + 3/2 / (a + 2 / ...))))
+  let f = a;
+  for (let k = 60; k >= 1; k--) f = a + (k / 2) / f;
+  const erfc = Math.exp(-a * a) / Math.sqrt(Math.PI) / f;
+  return Math.sign(x) * (1 - erfc);
+}
+
+/** Exact GELU, x/2 · (1 + erf(x/√2)). */
+export function geluRef(x: number): number {
+  return 0.5 * x * (1 + erfRef(x / Math.SQRT2));
+}
+
+/** GELU's tanh form (torch's approximate='tanh'). */
+export function geluTanhRef(x: number): number {
+  return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x)));
+}
+
+/** gatedAct: gu [M, 2I] holding gate and up per row ([gate | up] or interleaved) -> [M, I] = act(gate) · up. */
+export function gatedActRef(gu: ArrayLike<number>, M: number, I: number, kind: 'silu' | 'gelu' | 'gelu_tanh' | 'swiglu_oai',
+                            o: { layout?: 'halves' | 'interleaved'; alpha?: number; limit?: number } = {}): Float64Array {
+  checkInt(M, 'M', 0);
+  checkInt(I, 'I', 1);
+  if (gu.length < M * 2 * I) throw new Error(`gu: expected at least ${M * 2 * I} elements ([${M}, ${2 * I}]), got ${gu.length}`);
+  const alpha = o.alpha ?? 1.702, limit = o.limit ?? 7;
+  const act = (g: number, u: number): number => {
+    switch (kind) {
+      case 'silu': return siluRef(g) * u;
+      case 'gelu': return geluRef(g) * u;
+      case 'gelu_tanh': return geluTanhRef(g) * u;
+      case 'swiglu_oai': {
+        const gc = Math.min(g, limit), uc = Math.min(Math.max(u, -limit), limit);
+        return (uc + 1) * gc / (1 + Math.exp(-alpha * gc));
+      }
+    }
+  };
+  const out = new Float64Array(M * I);
+  for (let m = 0; m < M; m++) {
+    const b = m * 2 * I;
+    for (let j = 0; j < I; j++) {
+      out[m * I + j] = o.layout === 'interleaved' ? act(gu[b + 2 * j]!, gu[b + 2 * j + 1]!) : act(gu[b + j]!, gu[b + I + j]!);
+    }
+  }
+  return out;
+}
+
+/** activate: f(x) · scale elementwise. */
+export function activateRef(x: ArrayLike<number>, kind: 'none' | 'gelu' | 'gelu_tanh' | 'relu' | 'tanh' | 'softcap',
+                            o: { cap?: number; scale?: number } = {}): Float64Array {
+  const scale = o.scale ?? 1, cap = o.cap ?? 1;
+  const f = (v: number): number => {
+    switch (kind) {
+      case 'none': return v;
+      case 'gelu': return geluRef(v);
+      case 'gelu_tanh': return geluTanhRef(v);
+      case 'relu': return Math.max(v, 0);
+      case 'tanh': return Math.tanh(v);
+      case 'softcap': return cap * Math.tanh(v / cap);
+    }
+  };
+  return Float64Array.from(x, (v) => f(v) * scale);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -47,6 +47,22 @@ export function spreadOverSoftware<T>(ctx: CaseContext, items: readonly T[], wha
   return mine;
 }
 
+/** The software runtimes a whole-model golden of issue 31's layer types runs on: Node, a browser and Deno. */
+export const GOLDEN_RUNTIMES = ['node-lavapipe', 'chromium', 'deno'] as const;
+
+/**
+ * Whether a whole-model golden runs here: on a GPU always, on a software adapter in GOLDEN_RUNTIMES
+ * (one Node, one browser and one Deno runtime: compiling a model's pipelines costs most of a case on
+ * a software adapter, and the other two runtimes run the same WGSL through the same compilers).
+ * Where it does not, the note says where it runs.
+ */
+export function goldenRunsHere(ctx: CaseContext, what = 'this golden'): boolean {
+  if (!ctx.engine.adapter.software || (GOLDEN_RUNTIMES as readonly string[]).includes(ctx.runtime)) return true;
+  if (!(SOFTWARE_RUNTIMES as readonly string[]).includes(ctx.runtime)) return true;
+  ctx.note(`${what}: runs in ${GOLDEN_RUNTIMES.join(', ')} and on GPUs, not in ${ctx.runtime}`);
+  return false;
+}
+
 /** Why the written-out (unrolled) kernels are not compiled on SwiftShader. */
 export const UNROLL_SKIP = 'SwiftShader takes minutes and many GB to compile the kernels with their loops written out (the form wgpu gets over a GPU; bench/probes/swiftshader-unroll.mjs): every kernel runs that way in the Deno suite, and MLA\'s tile forced on lavapipe';
 

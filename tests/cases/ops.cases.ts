@@ -5,7 +5,7 @@
 // inverse-CDF draw, determinism, frequencies against the filtered probabilities), with every unused
 // row pre-filled with a sentinel that must survive, and every validation error.
 import { ops, reference, roundToDType, type Engine, type Tensor } from '../../src/index';
-import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, rng } from './harness';
+import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, rng, spreadOverSoftware, type CaseContext } from './harness';
 
 const SENTINEL = 777.25;
 
@@ -154,6 +154,46 @@ const rmsNormCases = [
         await expectThrows(() => ops.rmsNorm(engine, x, w, 1e-6, { variant: 'subgroup' }), 'rmsNorm: o.variant: expected \'auto\' or \'portable\' (the adapter has no subgroups)');
       }
       await expectThrows(() => ops.rmsNorm(engine, x, 3 as never, 1e-6), 'rmsNorm: weight: expected a Tensor, got 3');
+    },
+  },
+];
+
+// ------------------------------------------------------------------------------------- LayerNorm
+
+const layerNormCases = [
+  {
+    name: 'layerNorm: dense rows (one chunk and chunked), f32/bf16 weight and bias, no bias, strided in place, offset mean, validation',
+    async run({ engine }: { engine: Engine }) {
+      // A row of 1000 runs in chunks (T·16 < n on a 256-thread workgroup? no: T grows to 64, NPT 16), a
+      // row of 40 is one chunk of a few threads; values sit on an offset of 50 so a variance taken as
+      // E[x²] - mean² would lose digits.
+      for (const [n, R, rows, wd, withBias, seed] of [[40, 5, 4, 'f32', true, 11], [1000, 3, 3, 'bf16', true, 12], [96, 4, 2, 'f32', false, 13]] as const) {
+        const x = randn(R * n, seed, 2).map((v) => v + 50);
+        const w = roundToDType(randn(n, seed + 1, 1), wd);
+        const b = withBias ? roundToDType(randn(n, seed + 2, 1), wd) : null;
+        const out = engine.tensor(filled(R * n), [R, n]);
+        ops.layerNorm(engine, engine.tensor(x, [R, n]), engine.tensor(w, [n], wd), b ? engine.tensor(b, [n], wd) : null, 1e-5, { rows, out });
+        const got = await out.toFloat32();
+        assertClose(`layerNorm n=${n} ${wd}${b ? '' : ' no bias'}`, got.subarray(0, rows * n), reference.layerNormRef(x, w, b, 1e-5, { rows, n }), 'f32');
+        for (let i = rows * n; i < R * n; i++) assert(got[i] === SENTINEL, `layerNorm n=${n}: unused row element ${i} was written (${got[i]})`);
+      }
+      // In place over a strided view (the middle 32 of rows of 48), everything else untouched.
+      const [n, T, ts, off] = [32, 3, 48, 8];
+      const base = randn(T * ts, 21, 1);
+      const w = randn(n, 22, 1), b = randn(n, 23, 1);
+      const t = engine.tensor(base, [T, ts]);
+      const v = { tensor: t, offset: off, tokenStride: ts };
+      ops.layerNorm(engine, v, engine.tensor(w, [n]), engine.tensor(b, [n]), 1e-12, { out: v });
+      const got = await t.toFloat32();
+      const geo = { rows: T, heads: 1, offset: off, ts, hs: n };
+      assertClose('layerNorm in place', got, scatter(base, reference.layerNormRef(base, w, b, 1e-12, { rows: T, n, offset: off, tokenStride: ts }), geo, n), 'f32');
+      assertUntouched('layerNorm in place', got, base, viewIndices(geo, 0, n));
+
+      const x = engine.tensor(randn(2 * n, 1), [2, n]);
+      await expectThrows(() => ops.layerNorm(engine, x, engine.tensor(w, [n]), engine.tensor(randn(n - 1, 1), [n - 1]), 1e-5), `layerNorm: bias: expected ${n} elements (the weight's), got [${n - 1}]`);
+      await expectThrows(() => ops.layerNorm(engine, x, engine.tensor(randn(n - 1, 1), [n - 1]), null, 1e-5), `layerNorm: x: expected shape [R, ...] with a multiple of n=${n - 1}`);
+      await expectThrows(() => ops.layerNorm(engine, x, engine.tensor(w, [n]), null, -1), 'layerNorm: eps: expected a number >= 0, got -1');
+      await expectThrows(() => ops.layerNorm(engine, x, engine.tensor(w, [n]), 5 as never, 1e-5), 'layerNorm: bias: expected a Tensor, got 5');
     },
   },
 ];
@@ -334,6 +374,53 @@ const elementwiseCases = [
       await expectThrows(() => ops.add(engine, t, engine.tensor(randn(M * 2 * I, 1), [2 * I, M])), 'add: b: expected shape [6, 90] (that of a), got [90, 6]');
       await expectThrows(() => ops.add(engine, t, engine.tensor(randn(M * 2 * I, 1), [M, 2 * I], 'bf16')), "add: b.dtype: expected 'f32', got 'bf16'");
       await expectThrows(() => ops.add(engine, t, t, { rows: 0 }), 'add: o.rows: expected a positive integer <= 6, got 0');
+    },
+  },
+];
+
+// The gated products and activations of issue 31's models: each kind is its own pipeline, so the
+// software runtimes share them out (spreadOverSoftware); a GPU runs them all.
+const GATED: readonly ['silu' | 'gelu' | 'gelu_tanh' | 'swiglu_oai', 'halves' | 'interleaved'][] = [
+  ['gelu', 'halves'], ['gelu_tanh', 'halves'], ['swiglu_oai', 'interleaved'], ['silu', 'interleaved'], ['swiglu_oai', 'halves'],
+];
+const ACTS: readonly ['none' | 'gelu' | 'gelu_tanh' | 'relu' | 'tanh' | 'softcap', { cap?: number; scale?: number }][] = [
+  ['gelu', {}], ['softcap', { cap: 3 }], ['none', { scale: 11.3137 }], ['gelu_tanh', { scale: 0.5 }], ['tanh', {}], ['relu', {}],
+];
+
+const activationCases = [
+  {
+    name: 'gatedAct and activate: every kind against float64 (extremes, both layouts, in place, rows < tensor rows), validation',
+    async run(ctx: CaseContext) {
+      const { engine } = ctx;
+      const [M, I, rows] = [5, 37, 4];
+      const gu = randn(M * 2 * I, 71, 3);
+      // Past the clamps, large and tiny magnitudes, both signs, on gate and up positions of both layouts.
+      for (const [j, g] of [[0, 100], [1, -100], [2, 8.5], [3, -9], [4, 1e-30], [5, -30], [40, 7.5], [41, -7.5], [80, 40], [81, -40]] as const) gu[j] = g;
+      for (const [kind, layout] of spreadOverSoftware(ctx, GATED, 'gatedAct kinds', ([k, l]) => `${k}/${l}`)) {
+        const out = engine.tensor(filled(M * I), [M, I]);
+        ops.gatedAct(engine, engine.tensor(gu, [M, 2 * I]), I, kind, { rows, out, layout });
+        const got = await out.toFloat32();
+        assertClose(`gatedAct ${kind} ${layout}`, got.subarray(0, rows * I), reference.gatedActRef(gu, rows, I, kind, { layout }), 'f32');
+        for (let i = rows * I; i < M * I; i++) assert(got[i] === SENTINEL, `gatedAct ${kind}: unused row element ${i} was written (${got[i]})`);
+      }
+      const x = randn(M * I, 72, 4);
+      for (const [j, v] of [[0, 90], [1, -90], [2, 1e-20], [3, -12], [4, 12]] as const) x[j] = v;
+      for (const [kind, opts] of spreadOverSoftware(ctx, ACTS, 'activate kinds', ([k]) => k)) {
+        const t = engine.tensor(x, [M, I]);
+        ops.activate(engine, t, kind, { ...opts, out: t, rows });   // in place over the first rows
+        const got = await t.toFloat32();
+        assertClose(`activate ${kind}`, got.subarray(0, rows * I), reference.activateRef(x.subarray(0, rows * I), kind, opts), 'f32');
+        for (let i = rows * I; i < M * I; i++) assert(Object.is(got[i], x[i]), `activate ${kind}: element ${i} past the rows changed`);
+      }
+      const t = engine.tensor(gu, [M, 2 * I]);
+      await expectThrows(() => ops.gatedAct(engine, t, I, 'swish' as never), "gatedAct: kind: expected 'silu', 'gelu', 'gelu_tanh', 'swiglu_oai', got 'swish'");
+      await expectThrows(() => ops.gatedAct(engine, t, I, 'gelu', { limit: 7 }), "gatedAct: o.alpha: expected no alpha or limit (they belong to 'swiglu_oai', not 'gelu')");
+      await expectThrows(() => ops.gatedAct(engine, t, I, 'silu', { layout: 'zip' as never }), "gatedAct: o.layout: expected 'halves' or 'interleaved', got 'zip'");
+      await expectThrows(() => ops.gatedAct(engine, t, I, 'silu', { act: 1 } as never), 'gatedAct: o');
+      await expectThrows(() => ops.activate(engine, t, 'softcap'), "activate: o.cap: expected a cap > 0 for 'softcap', got none");
+      await expectThrows(() => ops.activate(engine, t, 'softcap', { cap: -1 }), 'activate: o.cap: expected a number > 0, got -1');
+      await expectThrows(() => ops.activate(engine, t, 'relu', { cap: 2 }), "activate: o.cap: expected no cap (it belongs to 'softcap', not 'relu')");
+      await expectThrows(() => ops.activate(engine, t, 'relu', { out: engine.tensor(randn(4, 1), [4]) }), 'activate: o.out: expected at least 370 elements');
     },
   },
 ];
@@ -543,4 +630,4 @@ const sampleCases = [
   },
 ];
 
-export const opsCases = defineCases('ops', [...rmsNormCases, ...ropeCases, ...elementwiseCases, ...embeddingCases, ...sampleCases]);
+export const opsCases = defineCases('ops', [...rmsNormCases, ...layerNormCases, ...ropeCases, ...elementwiseCases, ...activationCases, ...embeddingCases, ...sampleCases]);
