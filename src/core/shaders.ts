@@ -84,6 +84,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_norm_subgroup: [DTYPE, 'ops/norm.wgsl', 'ops/norm_subgroup.wgsl'],
   ops_rope: ['ops/rope.wgsl'],
   ops_elementwise: ['ops/elementwise.wgsl'],
+  ops_audio: ['ops/audio.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
   ops_sample: ['core/order.wgsl', 'ops/sample.wgsl'],
   ops_logits: ['ops/logits.wgsl'],
