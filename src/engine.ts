@@ -9,6 +9,7 @@ import { mergeAttnStates as mergeOp } from './attention/merge.js';
 import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './attention/mla.js';
 import { createPagedKVCache as createPagedKVCacheOp, reshapeAndCache as reshapeAndCacheOp, type PagedKVCache, type PagedKVCacheOptions } from './attention/paged_cache.js';
 import { loadModel as loadModelOp, type LoadModelOptions, type Model } from './models/model.js';
+import { createAttentionLayer as createAttentionLayerOp, type AttentionLayer, type AttentionLayerOptions } from './attention/layer.js';
 import { pagedAttention as pagedOp, planAttention as planAttentionOp, type AttentionMetadata, type AttentionPlan, type PlanAttentionOptions } from './attention/paged.js';
 
 /**
@@ -58,6 +59,15 @@ export class Engine extends Runtime {
    */
   planAttention(meta: AttentionMetadata, o: PlanAttentionOptions): AttentionPlan {
     return planAttentionOp(this, meta, o);
+  }
+
+  /**
+   * vLLM's attention layer: a paged cache of its own (or, with kvSharingTarget, an earlier layer's,
+   * read and never written), options fixed, and forward(query, key, value, meta, slots) writing then
+   * attending; 'decoder' (causal) or 'encoder_decoder' (cross-attention over keys/values written once).
+   */
+  createAttentionLayer(o: AttentionLayerOptions): AttentionLayer {
+    return createAttentionLayerOp(this, o);
   }
 
   /**

@@ -15,6 +15,8 @@ export { rng, randn, randInt } from './core/random.js';
 export { PagedKVCache } from './attention/paged_cache.js';
 export type { PagedKVCacheOptions } from './attention/paged_cache.js';
 export { AttentionPlan } from './attention/paged.js';
+export { AttentionLayer, ATTENTION_LAYER_TYPES } from './attention/layer.js';
+export type { AttentionLayerOptions, AttentionLayerType } from './attention/layer.js';
 export type { AttentionMetadata, PlanAttentionOptions } from './attention/paged.js';
 export { KVCacheManager } from './serve/kv_manager.js';
 export type { SequenceId, StepRequest, StepMetadata } from './serve/kv_manager.js';

@@ -16,13 +16,14 @@ import { modelCases } from './model.cases';
 import { quantCases } from './quant.cases';
 import { quantGroupCases } from './quant_group.cases';
 import { serveCases } from './serve.cases';
+import { layerApiCases } from './layer_api.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
 export * as webinfer from '../../src/index';
 
 export const allCases: TestCase[] = [
-  ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases,
+  ...engineCases, ...tensorCases, ...validationCases, ...sdpaNaiveCases, ...sdpaFlashCases, ...mergeCases, ...pagedCases, ...mlaCases, ...planCases, ...layerApiCases,
   ...gemmCases,
   ...quantCases,
   ...quantGroupCases,
