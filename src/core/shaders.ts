@@ -85,6 +85,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_rope: ['ops/rope.wgsl'],
   ops_elementwise: ['ops/elementwise.wgsl'],
   ops_audio: ['ops/audio.wgsl'],
+  ops_conv: ['ops/conv.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
   ops_sample: ['core/order.wgsl', 'ops/sample.wgsl'],
   ops_logits: ['ops/logits.wgsl'],

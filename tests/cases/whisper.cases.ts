@@ -4,17 +4,45 @@
 // max|value|); the decoder's prefill logits (SPEC §7: 1e-3 × the row's max|logit|) and greedy tokens;
 // requests batched equal to each alone; cross-attention over per-request encoder caches against the
 // float64 reference in a mixed batch; and no GPU buffer created by a second transcription.
-import { reference } from '../../src/index';
+import { loadSafetensors, reference } from '../../src/index';
 import { melFilterBank, MelFrontEnd, parseMelConfig } from '../../src/ops/audio';
-import { assert, defineCases, type CaseContext, type TestCase } from './harness';
+import { loadWhisperModel, type WhisperModel } from '../../src/models/whisper';
+import { assert, assertClose, defineCases, equalArrays, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
-/** Where whole-model goldens run (harness.ts' goldenRunsHere, once it lands): a GPU, or the three runtimes. */
-function goldenHere(ctx: CaseContext): boolean {
-  if (!ctx.engine.adapter.software || ['node-lavapipe', 'chromium', 'deno'].includes(ctx.runtime)) return true;
-  ctx.note('Whisper goldens run on a GPU and on node-lavapipe, chromium and deno');
-  return false;
+interface ModelGolden {
+  input_features: number[][][]; encoder_last_hidden_state: number[][][]; decoder_input_ids: number[][];
+  prefill_logits: number[][][]; greedy: number[][]; step_logits: number[][][];
+}
+
+const DIR = 'goldens-layers/whisper-tiny-random';
+let tiny: Promise<{ config: Record<string, unknown>; gen: object; weights: Uint8Array; g: ModelGolden }> | null = null;
+function tinyGolden(ctx: CaseContext) {
+  tiny ??= (async () => ({
+    config: JSON.parse(text(await ctx.fixture(`${DIR}/config.json`))),
+    gen: JSON.parse(text(await ctx.fixture(`${DIR}/generation_config.json`))),
+    weights: await ctx.fixture(`${DIR}/model.safetensors`),
+    g: JSON.parse(text(await ctx.fixture(`${DIR}/golden.json`))) as ModelGolden,
+  }))();
+  return tiny;
+}
+
+/** The tiny model loaded for one case (destroyed by the caller), with its golden. */
+async function tinyModel(ctx: CaseContext, o: { maxSeqsPerStep?: number } = {}): Promise<{ model: WhisperModel; g: ModelGolden }> {
+  const t = await tinyGolden(ctx);
+  const model = await loadWhisperModel(ctx.engine, { config: t.config, weights: await loadSafetensors(t.weights), generationConfig: t.gen, ...o });
+  return { model, g: t.g };
+}
+
+/** Runs fn over the tiny model, destroying it after. */
+async function withTiny(ctx: CaseContext, fn: (m: WhisperModel, g: ModelGolden) => Promise<void>, o: { maxSeqsPerStep?: number } = {}): Promise<void> {
+  const { model, g } = await tinyModel(ctx, o);
+  try {
+    await fn(model, g);
+  } finally {
+    model.destroy();
+  }
 }
 
 interface FrontGolden { mel_filters: number[][]; waveforms: number[][]; input_features: number[][][]; frames: number; n_mels: number }
@@ -82,6 +110,109 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
       }
     },
   },
+  {
+    name: 'encoder states of both golden inputs within 1e-3 × max|value| of HF\'s',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'the Whisper goldens')) return;
+      await withTiny(ctx, async (model, g) => {
+        let worst = 0;
+        for (let c = 0; c < 2; c++) {
+          const got = await model.encoderStates(flat(g.input_features[c]));
+          worst = Math.max(worst, within(`encoder states of case ${c}`, got, flat(g.encoder_last_hidden_state[c]), 1e-3));
+        }
+        ctx.note(`encoder: worst |err| ${worst.toExponential(2)} × max|value|`);
+      });
+    },
+  },
+  {
+    name: 'decoder prefill logits (SPEC §7) and step logits of a full recompute; greedy tokens identical; both requests batched equal each alone',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'the Whisper goldens')) return;
+      await withTiny(ctx, async (model, g) => {
+        const V = model.cfg.vocab;
+        let worst = 0;
+        const row = (what: string, got: Float32Array, ref: number[]) => { worst = Math.max(worst, within(what, got, Float32Array.from(ref), 1e-3)); };
+        for (let c = 0; c < 2; c++) {
+          const ids = g.decoder_input_ids[c], feats = flat(g.input_features[c]);
+          const lg = await model.logits(ids, { encoderInput: feats });
+          assert(lg.length === ids.length * V, `logits of case ${c}: ${lg.length} values`);
+          for (let t = 0; t < ids.length; t++) row(`case ${c} position ${t}`, lg.subarray(t * V, (t + 1) * V), g.prefill_logits[c][t]);
+          // The golden's greedy loop recomputes from scratch: the logits of start + greedy[..s] at its last row.
+          const all = await model.logits([...ids, ...g.greedy[c].slice(0, -1)], { encoderInput: feats });
+          for (let s = 0; s < g.greedy[c].length; s++) {
+            const t = ids.length - 1 + s;
+            row(`case ${c} step ${s}`, all.subarray(t * V, (t + 1) * V), g.step_logits[c][s]);
+          }
+        }
+        ctx.note(`decoder logits: worst |err| ${worst.toExponential(2)} × max|logit|`);
+        const inputs = [0, 1].map((c) => flat(g.input_features[c]));
+        const alone = [];
+        for (let c = 0; c < 2; c++) {
+          const [out] = await model.generate([g.decoder_input_ids[c]], { encoderInputs: [inputs[c]], maxNewTokens: 8, stopTokens: [] });
+          equalArrays(`greedy tokens of case ${c}`, out, g.greedy[c]);
+          alone.push(out);
+        }
+        const both = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 8, stopTokens: [] });
+        for (let c = 0; c < 2; c++) equalArrays(`case ${c} batched with the other`, both[c], alone[c]);
+      });
+    },
+  },
+  {
+    name: 'cross-attention over per-request encoder caches (own blocks, scattered) in a mixed batch (one prefilling, one decoding) against float64',
+    async run(ctx) {
+      const e = ctx.engine;
+      const H = 4, D = 16, bs = 16, Te = 37, numBlocks = 8;
+      const cache = e.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: H, headSize: D });
+      // Request A's encoder keys/values in blocks 5, 1, 6; B's in 0, 7, 3 (what a request's admission takes).
+      const blocks = [[5, 1, 6], [0, 7, 3]];
+      const k = randn(2 * Te * H * D, 31), v = randn(2 * Te * H * D, 32);
+      const slots = new Int32Array(2 * Te);
+      for (let r = 0; r < 2; r++) for (let t = 0; t < Te; t++) slots[r * Te + t] = blocks[r][Math.floor(t / bs)] * bs + (t % bs);
+      const kt = e.tensor(k, [2 * Te, H, D]), vt = e.tensor(v, [2 * Te, H, D]);
+      e.reshapeAndCache(kt, vt, cache, slots);
+      // A prefills 5 decoder tokens, B decodes its 1; both see all Te encoder frames.
+      const T = 6;
+      const q = randn(T * H * D, 33);
+      const meta = { queryStartLoc: new Int32Array([0, 5, 6]), seqLens: new Int32Array([Te, Te]), blockTable: new Int32Array(blocks.flat()), maxBlocksPerSeq: 3 };
+      const qt = e.tensor(q, [T, H, D]);
+      const plan = e.planAttention(meta, { cache, numHeads: H, scale: D ** -0.5, causal: false });
+      const out = plan.run(qt, cache);
+      const got = await out.toFloat32();
+      const kc = reference.reshapeAndCacheRef(k, v, slots, new Float64Array(numBlocks * H * bs * D), new Float64Array(numBlocks * H * bs * D),
+        { T: 2 * Te, Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs });
+      const ref = reference.pagedAttentionRef(q, kc.keyCache, kc.valueCache, { T, Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs }, meta, { causal: false, scale: D ** -0.5 });
+      assertClose('cross-attention', got, ref.out, 'f32');
+      plan.destroy();
+      for (const t of [kt, vt, qt, out]) t.destroy();
+      cache.destroy();
+    },
+  },
+  {
+    name: 'no GPU buffer created by a second transcription (2.5 s: two windows) or a second batched generate',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'the Whisper goldens')) return;
+      const { g } = await frontGolden(ctx);
+      await withTiny(ctx, async (model, mg) => {
+        const e = ctx.engine;
+        const pcm = new Float32Array(40000);
+        pcm.set(Float32Array.from(g.waveforms[0]));
+        pcm.set(Float32Array.from(g.waveforms[1]).subarray(0, 8000), 32000);
+        const first = await model.transcribe(pcm);
+        await e.sync();
+        const before = e.counters.createBuffer;
+        const second = await model.transcribe(pcm);
+        await e.sync();
+        assert(e.counters.createBuffer === before, `a second transcription created ${e.counters.createBuffer - before} GPU buffers`);
+        equalArrays('tokens of the second transcription', second.tokens, first.tokens);
+        const inputs = [0, 1].map((c) => flat(mg.input_features[c]));
+        await model.generate(mg.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 6 });
+        await e.sync();
+        const mid = e.counters.createBuffer;
+        await model.generate(mg.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 6 });
+        await e.sync();
+        assert(e.counters.createBuffer === mid, `a second generate created ${e.counters.createBuffer - mid} GPU buffers`);
+        ctx.note(`transcription of 2 windows: ${first.tokens.length} tokens; ${before} buffers created in all before the second`);
+      });
+    },
+  },
 ]);
-
-void reference; void goldenHere;
