@@ -9,6 +9,9 @@ const FLAG_MASK_BOOL: u32 = 32u;
 const FLAG_MASK_ADD: u32 = 64u;
 // Paged kernels over a cache split across buffers: this dispatch reads one part (kv_scale words 2-4).
 const FLAG_SPLIT: u32 = 128u;
+// With FLAG_WINDOW: the window limits the keys after the row too (|i_abs - j| < window), a bidirectional
+// encoder's local attention.
+const FLAG_WINDOW_BOTH: u32 = 256u;
 
 // Scores of invisible keys. Finite on purpose: WGSL lets implementations assume no infinities, so a
 // masked score is a sentinel below any real one, and "visible" means above VISIBLE_MIN.

@@ -95,10 +95,12 @@ fn flash_tile(job: Job, lanes: Lanes) {
     r_h[i] = g * G + rr % G;
   }
 
-  // Keys any row of the tile can see: causal skips tiles above the diagonal, a window those before it.
+  // Keys any row of the tile can see: causal skips tiles above the diagonal, a window those before it
+  // (and, two-sided, those after it).
   let last = min(row0 + BR, job.rows) - 1u;
   var k_end = job.k_hi;
   if ((f & FLAG_CAUSAL) != 0u) { k_end = min(k_end, u32(clamp(i32(last / G) + shift + 1, 0, i32(job.Lk)))); }
+  if ((f & FLAG_WINDOW_BOTH) != 0u) { k_end = min(k_end, u32(clamp(i32(last / G) + shift + i32(params.window), 0, i32(job.Lk)))); }
   var k_begin = job.k_lo;
   if ((f & FLAG_WINDOW) != 0u) {
     k_begin = max(k_begin, u32(clamp(i32(row0 / G) + shift - i32(params.window) + 1, 0, i32(job.Lk))));

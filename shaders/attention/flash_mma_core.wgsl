@@ -215,6 +215,7 @@ fn flash_tile(job: Job, lanes: Lanes) {
   let last = min(job.row0 + BR, job.rows) - 1u;
   var k_end = job.k_hi;
   if ((f & FLAG_CAUSAL) != 0u) { k_end = min(k_end, u32(clamp(i32(last / G) + shift + 1, 0, i32(job.Lk)))); }
+  if ((f & FLAG_WINDOW_BOTH) != 0u) { k_end = min(k_end, u32(clamp(i32(last / G) + shift + i32(params.window), 0, i32(job.Lk)))); }
   var k_begin = job.k_lo;
   if ((f & FLAG_WINDOW) != 0u) {
     k_begin = max(k_begin, u32(clamp(i32(job.row0 / G) + shift - i32(params.window) + 1, 0, i32(job.Lk))));

@@ -89,6 +89,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
       var visible = j2 < k_hi;
       if (visible && (f & FLAG_SPLIT) != 0u && cache_row(s, g, j2) < 0) { visible = false; }
       if ((f & FLAG_WINDOW) != 0u && pos - i32(j2) >= i32(params.window)) { visible = false; }
+      if ((f & FLAG_WINDOW_BOTH) != 0u && i32(j2) - pos >= i32(params.window)) { visible = false; }
       if (j2 < k_lo + PMAX) { s_s[gg * PMAX + j2 - k_lo] = select(MASKED, max(x * LOG2E, -1.0e38), visible); }
     }
     workgroupBarrier();

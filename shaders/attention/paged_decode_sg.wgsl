@@ -203,6 +203,7 @@ fn decode_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         if ((f & (FLAG_WINDOW | FLAG_ALIBI)) != 0u) { j = u32(max(key_of(vb + kgrp + KG * u, nv, k_lo, k_hi), 0)); }
         var visible = ok[u];
         if ((f & FLAG_WINDOW) != 0u && pos - i32(j) >= i32(params.window)) { visible = false; }
+        if ((f & FLAG_WINDOW_BOTH) != 0u && i32(j) - pos >= i32(params.window)) { visible = false; }
         for (var gg = 0u; gg < GH; gg++) {
           var x = sc[u * GH + gg] * params.scale;
           if ((f & FLAG_SOFTCAP) != 0u) { x = params.softcap * tanh(x / params.softcap); }

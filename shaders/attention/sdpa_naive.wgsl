@@ -61,6 +61,7 @@ fn scores_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   var visible = true;
   if ((f & FLAG_CAUSAL) != 0u && i32(j) > i_abs) { visible = false; }
   if ((f & FLAG_WINDOW) != 0u && i_abs - i32(j) >= i32(params.window)) { visible = false; }
+  if ((f & FLAG_WINDOW_BOTH) != 0u && i32(j) - i_abs >= i32(params.window)) { visible = false; }
   var mask_add = 0.0;
   if ((f & (FLAG_MASK_BOOL | FLAG_MASK_ADD)) != 0u) {
     let mw = mask[b * params.ms_b + h * params.ms_h + i * params.ms_i + j * params.ms_j];

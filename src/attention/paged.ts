@@ -6,7 +6,7 @@ import { WebinferError, check, checkPosInt, fail, fmt, isPosInt, shapeStr } from
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import type { AttentionOptions } from '../core/types.js';
-import { validateAttnOptions, type AttnOptionValues } from './common.js';
+import { validateAttnOptions, type AttnOptionValues, type WindowSidesOption } from './common.js';
 import { flashUnsupported } from './flash.js';
 import { checkCache, type PagedKVCache } from './paged_cache.js';
 import { PagedAttentionPlan, type DeviceMeta, type HostMeta, type KVGeometry, type KVSource } from './plan.js';
@@ -94,7 +94,7 @@ function decodeAllowed(g: KVGeometry): boolean {
   return g.dtype !== 'fp8_ds_mla' && g.kStride === g.D && g.vStride === g.Dv;
 }
 
-export interface PlanAttentionOptions extends AttentionOptions {
+export interface PlanAttentionOptions extends AttentionOptions, WindowSidesOption {
   /** Gives the geometry every run's cache must share. */
   cache: PagedKVCache;
   /** Query heads (a multiple of the cache's kv heads). */
@@ -153,7 +153,7 @@ export class AttentionPlan {
 }
 
 export function pagedAttention(engine: Runtime, op: string, query: Tensor, cache: PagedKVCache, meta: AttentionMetadata,
-                               opts: AttentionOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+                               opts: AttentionOptions & WindowSidesOption, withLse: boolean): { out: Tensor; lse: Tensor | null } {
   engine.assertAlive(op);
   checkTensor(query, op, 'query');
   checkCache(cache, op);

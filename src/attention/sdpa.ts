@@ -4,15 +4,15 @@ import { check, fail, fmt, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 import type { SdpaOptions } from '../core/types.js';
-import { validateAttnOptions, type SdpaProblem } from './common.js';
+import { validateAttnOptions, type SdpaProblem, type WindowSidesOption } from './common.js';
 import { encodeSdpaNaive } from './sdpa_naive.js';
 import { encodeSdpaFlash, encodeSdpaFlashMma, flashMmaFor, flashTileFor, flashUnsupported, flashVariantFor, planFlash } from './flash.js';
 
 const FLOAT_STORAGE = ['f32', 'f16', 'bf16'];
-const OPTION_KEYS = new Set(['causal', 'scale', 'softcap', 'slidingWindow', 'alibiSlopes', 'sinks', 'mask', 'backend']);
+const OPTION_KEYS = new Set(['causal', 'scale', 'softcap', 'slidingWindow', 'windowBothSides', 'alibiSlopes', 'sinks', 'mask', 'backend']);
 
 /** Validates q/k/v and options; returns the normalized problem. Throws before any GPU work. */
-export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions): SdpaProblem {
+export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions & WindowSidesOption): SdpaProblem {
   checkTensor(q, op, 'q');
   checkTensor(k, op, 'k');
   checkTensor(v, op, 'v');
@@ -33,7 +33,7 @@ export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: 
   check(k.dtype === q.dtype, op, 'k.dtype', `'${q.dtype}' (the dtype of q)`, fmt(k.dtype));
   check(v.dtype === q.dtype, op, 'v.dtype', `'${q.dtype}' (the dtype of q)`, fmt(v.dtype));
 
-  const { scale, causal, softcap, window, alibi, sinks } = validateAttnOptions(op, opts, D, Hq);
+  const { scale, causal, softcap, window, windowBothSides, alibi, sinks } = validateAttnOptions(op, opts, D, Hq);
   let mask: Tensor | null = null;
   let maskKind: SdpaProblem['maskKind'] = null;
   let maskStrides: [number, number, number, number] = [0, 0, 0, 0];
@@ -52,10 +52,10 @@ export function validateSdpa(op: string, q: Tensor, k: Tensor, v: Tensor, opts: 
   if (opts.backend !== undefined) {
     check(['auto', 'flash', 'naive'].includes(opts.backend), op, 'opts.backend', "'auto', 'flash' or 'naive'", fmt(opts.backend));
   }
-  return { B, Hq, Hkv, Lq, Lk, D, Dv, scale, causal, softcap, window, alibi, sinks, mask, maskKind, maskStrides };
+  return { B, Hq, Hkv, Lq, Lk, D, Dv, scale, causal, softcap, window, windowBothSides, alibi, sinks, mask, maskKind, maskStrides };
 }
 
-export function sdpa(engine: Runtime, op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions, withLse: boolean): { out: Tensor; lse: Tensor | null } {
+export function sdpa(engine: Runtime, op: string, q: Tensor, k: Tensor, v: Tensor, opts: SdpaOptions & WindowSidesOption, withLse: boolean): { out: Tensor; lse: Tensor | null } {
   engine.assertAlive(op);
   const p = validateSdpa(op, q, k, v, opts ?? {});
   const backend = opts?.backend ?? 'auto';

@@ -13,6 +13,10 @@
 
 export type { AttnOptionsRef, PagedMetaRef } from './util.js';
 import type { AttnOptionsRef, PagedMetaRef } from './util.js';
+
+/** The window limits the keys after the row too (|i_abs - j| < slidingWindow; attention/common.ts
+ *  WindowSidesOption): a bidirectional encoder's local attention. */
+export interface WindowSidesRef { windowBothSides?: boolean }
 import { attendRow, checkHeads, checkInt, checkLen, checkPagedMeta, rounding, scoreOpts } from './util.js';
 
 
@@ -82,15 +86,15 @@ export function broadcastStrides(shape: readonly number[], target: readonly numb
  * SPEC §2. q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv] -> out [B,Hq,Lq,Dv], lse [B,Hq,Lq].
  * Score pipeline per (row i, key j): scale*dot -> softcap -> + ALiBi slope[h]*(j - i_abs) -> mask.
  * Visibility: causal j <= i_abs (bottom-right, i_abs = i + Lk - Lq); window i_abs - j < W (only the
- * past side is limited: without causal, keys after i_abs stay visible, as the SPEC's formula says);
- * a bool mask entry of 0 excludes the key.
+ * past side is limited: without causal, keys after i_abs stay visible, as the SPEC's formula says;
+ * windowBothSides also drops j - i_abs >= W); a bool mask entry of 0 excludes the key.
  */
 export function sdpaRef(
   q: ArrayLike<number>,
   k: ArrayLike<number>,
   v: ArrayLike<number>,
   dims: SdpaDims,
-  opts: AttnOptionsRef & { mask?: MaskRef } = {},
+  opts: AttnOptionsRef & WindowSidesRef & { mask?: MaskRef } = {},
 ): AttnResultRef {
   const { B, Hq, Hkv, Lq, Lk, D, Dv } = dims;
   checkInt(B, 'B', 0);
@@ -134,6 +138,7 @@ export function sdpaRef(
         for (let j = 0; j < Lk; j++) {
           if (so.causal && j > iAbs) continue;
           if (so.window > 0 && iAbs - j >= so.window) continue;
+          if (so.window > 0 && opts.windowBothSides && j - iAbs >= so.window) continue;
           let mv = 0;
           if (mask !== undefined) {
             mv = mask.data[mRow + j * ms[3]!]!;
@@ -208,7 +213,7 @@ export function reshapeAndCacheRef(
  * SPEC §3. query [T,Hq,D] -> out [T,Hq,Dv], lse [Hq,T]. Sequence i: qLen = qsl[i+1]-qsl[i],
  * context = seqLens[i]-qLen; its query r sits at pos = context+r and sees cached positions
  * j <= pos (causal is the default here; an explicit `causal: false` lets it see all seqLens[i]
- * tokens), limited by the window (pos - j < W). ALiBi adds slope[h]*(j - pos). Position j lives at
+ * tokens), limited by the window (pos - j < W; with windowBothSides also j - pos < W). ALiBi adds slope[h]*(j - pos). Position j lives at
  * slot blockTable[i][j // bs]*bs + j % bs. Rows not covered by queryStartLoc (padding) stay NaN.
  */
 export function pagedAttentionRef(
@@ -217,7 +222,7 @@ export function pagedAttentionRef(
   valueCache: ArrayLike<number>,
   dims: PagedDims & { T: number },
   meta: PagedMetaRef,
-  opts: AttnOptionsRef = {},
+  opts: AttnOptionsRef & WindowSidesRef = {},
 ): AttnResultRef {
   const { T, Hq, Hkv, D, Dv, numBlocks, blockSize: bs } = dims;
   checkInt(T, 'T', 0);
@@ -249,7 +254,7 @@ export function pagedAttentionRef(
     for (let r = 0; r < qLen; r++) {
       const t = q0 + r;
       const pos = context + r;
-      const jEnd = so.causal ? pos : sl - 1;
+      const jEnd = Math.min(so.causal ? pos : sl - 1, so.window > 0 && opts.windowBothSides ? pos + so.window - 1 : Infinity);
       const jStart = so.window > 0 ? Math.max(0, pos - so.window + 1) : 0;
       for (let h = 0; h < Hq; h++) {
         const g = Math.floor(h / group);
