@@ -1,0 +1,261 @@
+// Encoder-only models (src/models/encoder.ts) against what HF transformers computes
+// (../shared/goldens-layers: bert-padded-batch, modernbert-local-global): the last hidden state of every
+// input within 1e-3·max|value|, mean-pooled, CLS and BERT's pooler outputs, each input alone equal to
+// the batch; ModernBERT's local layers through the two-sided window of the attention kernels, checked
+// on its own against the float64 reference; embed and embeddings.create (OpenAI's shape) and their
+// errors.
+import { loadSafetensors, reference, type Engine } from '../../src/index';
+import { loadEncoderModel, type EncoderModel } from '../../src/models/encoder';
+import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+interface EncoderGolden {
+  architecture: string;
+  inputs: number[][];
+  last_hidden_state: number[][][];
+  mean_pooled: number[][];
+  cls: number[][];
+  pooler_output?: number[][];
+  attended_span?: { input: number; per_layer: [number, number][][] };
+}
+
+interface Folder { config: Record<string, unknown>; weights: Uint8Array; golden: EncoderGolden }
+
+const folders = new Map<string, Promise<Folder>>();
+
+function folder(ctx: CaseContext, name: string): Promise<Folder> {
+  let f = folders.get(name);
+  if (!f) {
+    f = (async () => ({
+      config: JSON.parse(text(await ctx.fixture(`goldens-layers/${name}/config.json`))),
+      weights: await ctx.fixture(`goldens-layers/${name}/model.safetensors`),
+      golden: JSON.parse(text(await ctx.fixture(`goldens-layers/${name}/golden.json`))) as EncoderGolden,
+    }))();
+    folders.set(name, f);
+  }
+  return f;
+}
+
+async function load(engine: Engine, f: Folder, extra: Record<string, unknown> = {}): Promise<EncoderModel> {
+  return loadEncoderModel(engine, { config: f.config, weights: await loadSafetensors(f.weights), ...extra });
+}
+
+/** got within tol·max|want| of want, element by element; returns the worst error relative to that max. */
+function within(what: string, got: ArrayLike<number>, want: ArrayLike<number>, tol: number): number {
+  assert(got.length === want.length, `${what}: ${got.length} values, expected ${want.length}`);
+  let max = 0;
+  for (let i = 0; i < want.length; i++) max = Math.max(max, Math.abs(want[i]));
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) {
+    const err = Math.abs(got[i] - want[i]);
+    if (!(err <= tol * max)) throw new Error(`${what}[${i}]: got ${got[i]}, expected ${want[i]} (|err| ${err.toExponential(2)} > ${tol} × max ${max.toFixed(3)})`);
+    worst = Math.max(worst, err / max);
+  }
+  return worst;
+}
+
+/** The golden's checks shared by both folders: states, pooled vectors, each input alone. */
+async function checkGolden(ctx: CaseContext, name: string, f: Folder, model: EncoderModel): Promise<void> {
+  const g = f.golden;
+  assert(model.architecture === g.architecture, `architecture ${model.architecture}, golden ${g.architecture}`);
+  const states = await model.encode(g.inputs);
+  let worst = 0;
+  for (const [i, s] of states.entries()) worst = Math.max(worst, within(`${name} last_hidden_state of input ${i}`, s, g.last_hidden_state[i].flat(), 1e-3));
+  for (const [i, x] of g.inputs.entries()) {
+    const [alone] = await model.encode([Int32Array.from(x)]);
+    within(`${name} input ${i} alone against the batch`, alone, states[i], 1e-5);
+  }
+  const mean = await model.embed(g.inputs, { pooling: 'mean' });
+  const cls = await model.embed(g.inputs, { pooling: 'cls' });
+  for (const [i] of g.inputs.entries()) {
+    worst = Math.max(worst, within(`${name} mean_pooled ${i}`, mean[i], g.mean_pooled[i], 1e-3), within(`${name} cls ${i}`, cls[i], g.cls[i], 1e-3));
+  }
+  const unit = await model.embed(g.inputs, { normalize: true });
+  for (const [i, v] of unit.entries()) {
+    let n = 0;
+    for (const x of mean[i]) n += x * x;
+    within(`${name} normalized mean ${i}`, v, Array.from(mean[i], (x) => x / Math.sqrt(n)), 1e-6);
+  }
+  if (g.pooler_output) {
+    const pooled = await model.embed(g.inputs, { pooling: 'pooler' });
+    for (const [i, v] of pooled.entries()) worst = Math.max(worst, within(`${name} pooler_output ${i}`, v, g.pooler_output[i], 1e-3));
+  }
+  ctx.note(`${name}: worst error ${worst.toExponential(2)} of max|value| (states, mean, cls${g.pooler_output ? ', pooler' : ''}); each input alone equal to the batch`);
+}
+
+/** A small WordPiece tokenizer.json over the BERT golden's 256 ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, w4 ... w255. */
+function wordPiece(): object {
+  const vocab: Record<string, number> = { '[PAD]': 0, '[UNK]': 1, '[CLS]': 2, '[SEP]': 3 };
+  for (let i = 4; i < 256; i++) vocab[`w${i}`] = i;
+  const added = ['[PAD]', '[UNK]', '[CLS]', '[SEP]'].map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+  return {
+    version: '1.0', truncation: null, padding: null, added_tokens: added, normalizer: null,
+    pre_tokenizer: { type: 'Whitespace' },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }],
+      pair: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }, { SpecialToken: { id: '[SEP]', type_id: 1 } }],
+      special_tokens: { '[CLS]': { id: '[CLS]', ids: [2], tokens: ['[CLS]'] }, '[SEP]': { id: '[SEP]', ids: [3], tokens: ['[SEP]'] } },
+    },
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab },
+  };
+}
+
+const base64F32 = (s: string): Float32Array => {
+  const b = Uint8Array.from(atob(s), (ch) => ch.charCodeAt(0));
+  const dv = new DataView(b.buffer);
+  return Float32Array.from({ length: b.length / 4 }, (_, i) => dv.getFloat32(4 * i, true));
+};
+
+export const encoderCases: TestCase[] = defineCases('encoder', [
+  {
+    // The kernels' two-sided window (ModernBERT's local layers) on the model's geometry (4 heads of 32,
+    // f32), so the golden cases reuse its pipelines: inputs of several lengths as one paged batch with no
+    // causal mask, one of a single token (the decode kernel), one with cached context (the window
+    // centred on i_abs), against the float64 reference.
+    name: 'two-sided sliding window (|i_abs - j| < W) in paged attention without a causal mask, flash and decode kernels, against the float64 reference',
+    async run({ engine }) {
+      const [H, D, bs, W] = [4, 32, 16, 5];
+      const seqs = [{ ctx: 0, q: 11 }, { ctx: 0, q: 1 }, { ctx: 0, q: 27 }, { ctx: 6, q: 9 }];
+      const S = seqs.length;
+      const seqLens = Int32Array.from(seqs, (s) => s.ctx + s.q);
+      const maxB = Math.max(...Array.from(seqLens, (l) => Math.ceil(l / bs)));
+      const numBlocks = Array.from(seqLens, (l) => Math.ceil(l / bs)).reduce((a, b) => a + b, 0) + 1;
+      const blockTable = new Int32Array(S * maxB);
+      const qsl = new Int32Array(S + 1);
+      const slots: number[] = [], qRows: number[] = [];
+      for (let s = 0, b = numBlocks - 1; s < S; s++) {
+        for (let n = 0; n < Math.ceil(seqLens[s] / bs); n++) blockTable[s * maxB + n] = b--;   // blocks handed out backwards
+        for (let p = 0; p < seqLens[s]; p++) slots.push(blockTable[s * maxB + Math.floor(p / bs)] * bs + (p % bs));
+        qsl[s + 1] = qsl[s] + seqs[s].q;
+      }
+      const Tk = slots.length, T = qsl[S];
+      const k = randn(Tk * H * D, 71), v = randn(Tk * H * D, 72), q = randn(T * H * D, 73, 2);
+      for (let s = 0, t = 0; s < S; s++) for (let p = 0; p < seqLens[s]; p++, t++) if (p >= seqs[s].ctx) qRows.push(t);
+      const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: H, headSize: D, dtype: 'f32' });
+      const kt = engine.tensor(k, [Tk, H, D]), vt = engine.tensor(v, [Tk, H, D]), qt = engine.tensor(q, [T, H, D]);
+      engine.reshapeAndCache(kt, vt, cache, Int32Array.from(slots));
+      const meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
+      const plan = engine.planAttention(meta, { cache, numHeads: H, causal: false, slidingWindow: W, windowBothSides: true });
+      const got = await plan.runWithLse(qt, cache);
+      const out = await got.out.toFloat32(), lse = await got.lse.toFloat32();
+      const ref0 = reference.reshapeAndCacheRef(k, v, Int32Array.from(slots), new Float64Array(numBlocks * H * bs * D), new Float64Array(numBlocks * H * bs * D),
+        { Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs, T: Tk });
+      const dims = { Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs, T };
+      const ref = reference.pagedAttentionRef(q, ref0.keyCache, ref0.valueCache, dims, meta, { causal: false, slidingWindow: W, windowBothSides: true });
+      assertClose('two-sided window out', out, ref.out, 'f32');
+      assertClose('two-sided window lse', lse, ref.lse, 'f32');
+      // The window did cut: the one-sided and unwindowed references differ from it.
+      const wide = reference.pagedAttentionRef(q, ref0.keyCache, ref0.valueCache, dims, meta, { causal: false, slidingWindow: W });
+      let apart = 0;
+      for (let i = 0; i < out.length; i++) apart = Math.max(apart, Math.abs(wide.out[i] - ref.out[i]));
+      assert(apart > 0.05, `the two-sided window changed nothing against the one-sided one (${apart})`);
+      plan.destroy();
+      for (const x of [kt, vt, qt, got.out, got.lse]) x.destroy();
+      cache.destroy();
+    },
+  },
+  {
+    name: 'windowBothSides without slidingWindow, or not a boolean, is refused',
+    async run({ engine }) {
+      const cache = engine.createPagedKVCache({ numBlocks: 1, blockSize: 16, numKvHeads: 1, headSize: 32, dtype: 'f32' });
+      const meta = { queryStartLoc: Int32Array.of(0, 3), seqLens: Int32Array.of(3), blockTable: Int32Array.of(0), maxBlocksPerSeq: 1 };
+      await expectThrows(() => engine.planAttention(meta, { cache, numHeads: 1, causal: false, windowBothSides: true }), 'windowBothSides', 'slidingWindow');
+      await expectThrows(() => engine.planAttention(meta, { cache, numHeads: 1, slidingWindow: 4, windowBothSides: 1 as unknown as boolean }), 'windowBothSides', 'a boolean');
+      cache.destroy();
+    },
+  },
+  ...(['bert-padded-batch', 'modernbert-local-global'] as const).map((name): TestCase => ({
+    name: `${name}: last hidden states within 1e-3·max|value| of HF${name.startsWith('bert') ? ', mean, CLS and pooler outputs' : ' (local layers: |i - j| <= 4), mean and CLS'}; each input alone equal to the batch`,
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, name)) return;
+      const f = await folder(ctx, name);
+      const span = f.golden.attended_span;
+      if (span) {
+        // The config's layer types and local_attention read as HF's attention saw them.
+        const L = f.golden.inputs[span.input].length;
+        const types = f.config.layer_types as string[], half = (f.config.local_attention as number) / 2;
+        span.per_layer.forEach((rows, l) => rows.forEach(([a, b], i) => {
+          const want = types[l] === 'full_attention' ? [0, L - 1] : [Math.max(0, i - half), Math.min(L - 1, i + half)];
+          assert(a === want[0] && b === want[1], `attended_span layer ${l} row ${i}: HF [${a}, ${b}], the window gives [${want}]`);
+        }));
+      }
+      const model = await load(ctx.engine, f);
+      try {
+        await checkGolden(ctx, name, f, model);
+      } finally {
+        model.destroy();
+      }
+    },
+  })),
+  {
+    name: 'embed and embeddings.create: text through the tokenizer, OpenAI\'s response shape (float and base64), dimensions, usage; every bad request refused',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'embeddings over the BERT golden')) return;
+      const f = await folder(ctx, 'bert-padded-batch');
+      const model = await load(ctx.engine, f, { tokenizer: wordPiece(), name: 'tiny-bert' });
+      try {
+        assert(model.tokenizer !== undefined && model.id === 'tiny-bert', 'the tokenizer and name are kept');
+        const words = 'w17 w93 w5', ids = [2, 17, 93, 5, 3];
+        const [fromText] = await model.embed([words], { normalize: true });
+        const [fromIds] = await model.embed([ids], { normalize: true });
+        within('text and its ids embed the same', fromText, fromIds, 0);
+        const r = await model.embeddings.create({ input: [words, 'w20 w21'] });
+        assert(r.object === 'list' && r.model === 'tiny-bert' && r.data.length === 2, `response ${JSON.stringify(r).slice(0, 200)}`);
+        assert(r.usage.prompt_tokens === 9 && r.usage.total_tokens === 9, `usage ${JSON.stringify(r.usage)}`);
+        r.data.forEach((d, i) => assert(d.object === 'embedding' && d.index === i && Array.isArray(d.embedding) && d.embedding.length === 128, `data[${i}]`));
+        within('embeddings.create float = embed(normalize)', r.data[0].embedding as number[], fromIds, 1e-6);
+        const b = await model.embeddings.create({ input: ids, encoding_format: 'base64' });
+        within('base64 decodes to the float vector', base64F32(b.data[0].embedding as string), fromIds, 0);
+        const short = await model.embeddings.create({ input: [ids, [2, 250, 3]], dimensions: 16, model: 'tiny-bert' });
+        const e = short.data[0].embedding as number[];
+        let n = 0;
+        for (const x of e) n += x * x;
+        assert(e.length === 16 && Math.abs(n - 1) < 1e-5, `dimensions 16: ${e.length} values of norm² ${n}`);
+        within('dimensions: the first values, normalized again', e, Array.from(fromIds.slice(0, 16), (x) => x / Math.hypot(...fromIds.slice(0, 16))), 1e-5);
+        for (const [req, ...frag] of [
+          [{ input: [] }, 'input'], [{ input: '' }, 'non-empty'], [{ input: [2, 300] }, 'input[1]', '[0, 256)'],
+          [{ input: ids, encoding_format: 'f16' }, 'encoding_format'], [{ input: ids, dimensions: 129 }, 'dimensions'],
+          [{ input: ids, temperature: 1 }, 'temperature'], [{ input: [1, 'a'] }, 'input'], [{ input: Array(65).fill(4) }, '64'],
+        ] as [Record<string, unknown>, ...string[]][]) {
+          await expectThrows(() => model.embeddings.create(req as never), ...frag);
+        }
+        await expectThrows(() => model.embed(['w4'], { pooling: 'max' as never }), 'pooling');
+        await expectThrows(() => model.encode([[2, 256]]), 'inputs[0][1]', '[0, 256)');
+        await expectThrows(() => model.encode([[]]), 'inputs[0]', 'non-empty');
+        await expectThrows(() => model.logits(), 'encoder-only');
+        await expectThrows(() => model.generate(), 'encoder-only');
+        await expectThrows(() => model.chat.completions.create({}), 'encoder-only');
+        assert((await model.encode([])).length === 0, 'no inputs, no states');
+      } finally {
+        model.destroy();
+      }
+      const noTok = await load(ctx.engine, f);
+      try {
+        await expectThrows(() => noTok.embed(['w4']), 'tokenizer');
+        await expectThrows(() => noTok.embeddings.create({ input: 'w4' }), 'tokenizer');
+      } finally {
+        noTok.destroy();
+      }
+      await expectThrows(async () => (await load(ctx.engine, (await folder(ctx, 'modernbert-local-global')))).embed([[1, 2]], { pooling: 'pooler' }), 'pooler');
+    },
+  },
+  {
+    name: 'loading an encoder refuses generation options, quantized dtypes and checkpoints that miss a tensor, before any GPU memory is taken',
+    async run(ctx) {
+      const f = await folder(ctx, 'bert-padded-batch');
+      const w = await loadSafetensors(f.weights);
+      for (const [extra, ...frag] of [
+        [{ kvCache: { numBlocks: 4 } }, 'kvCache', 'no KV cache'], [{ maxSeqsPerStep: 4 }, 'maxSeqsPerStep'],
+        [{ generationConfig: {} }, 'generationConfig'], [{ dtype: 'q8' }, 'dtype'], [{ bogus: 1 }, 'bogus'],
+      ] as [Record<string, unknown>, ...string[]][]) {
+        await expectThrows(() => loadEncoderModel(ctx.engine, { config: f.config, weights: w, ...extra }), ...frag);
+      }
+      await expectThrows(() => loadEncoderModel(ctx.engine, { config: { ...f.config, num_hidden_layers: 3 }, weights: w }), 'missing encoder.layer.2');
+      await expectThrows(() => loadEncoderModel(ctx.engine, { config: { ...f.config, hidden_act: 'swish' }, weights: w }), 'hidden_act');
+      await expectThrows(() => loadEncoderModel(ctx.engine, { config: { ...f.config, architectures: ['BertForMaskedLM'] }, weights: w }), 'architectures');
+    },
+  },
+]);
