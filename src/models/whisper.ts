@@ -27,7 +27,7 @@ import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../o
 import { layerNorm } from '../ops/norm.js';
 import { add } from '../ops/elementwise.js';
 import { embedding } from '../ops/embedding.js';
-import { argmax, sample } from '../ops/sample.js';
+import { adjustLogits, argmax, EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS, sampleRows } from '../ops/sample.js';
 import { channelsFirst, conv1d, geluRows, timeFirst } from '../ops/conv.js';
 import { MelFrontEnd, parseMelConfig, type MelConfig } from '../ops/audio.js';
 import { TextTokenizer } from '../serve/text.js';
@@ -168,6 +168,13 @@ interface Request {
   crossBlocks: number[];
   maxNew: number;
   done: boolean;
+  /** Sampling (temperature 0: greedy), stop tokens, the caller's callbacks. */
+  temperature: number; topK: number; topP: number; seed: number;
+  stops: ReadonlySet<number>;
+  onToken?: (prompt: number, token: number) => void;
+  signal?: AbortSignal;
+  /** Settles the request's promise (once). */
+  finish(err?: unknown): void;
 }
 
 export interface WhisperGenerateOptions {
@@ -243,6 +250,9 @@ export class WhisperModel {
   private crossBlocks!: BlockPool;
   private genConfig: Record<string, unknown>;
   private destroyed = false;
+  /** generation_config's suppress_tokens and begin_suppress_tokens (ids inside the vocabulary). */
+  private readonly suppressTokens: number[];
+  private readonly beginSuppressTokens: number[];
 
   constructor(private readonly rt: Runtime, cfg: WhisperConfig, mel: MelConfig, o: { blockSize: number; maxSeqs: number; genConfig: Record<string, unknown> }) {
     this.cfg = cfg;
@@ -253,6 +263,9 @@ export class WhisperModel {
     this.maxSeqs = o.maxSeqs;
     this.encBatch = Math.min(o.maxSeqs, 8);
     this.genConfig = o.genConfig;
+    const ids = (x: unknown) => (Array.isArray(x) ? x.filter((t): t is number => Number.isInteger(t) && t >= 0 && t < cfg.vocab) : []);
+    this.suppressTokens = ids(o.genConfig.suppress_tokens);
+    this.beginSuppressTokens = ids(o.genConfig.begin_suppress_tokens);
   }
 
   /** GPU bytes of every weight as stored. */
@@ -451,10 +464,9 @@ export class WhisperModel {
     }
   }
 
-  /** Runs the encoder over requests just admitted and writes each one's cross keys/values into its blocks. */
+  /** Runs the encoder over requests just admitted and writes each one's cross keys/values into its blocks (taken by the caller). */
   private admit(reqs: Request[]): void {
     const rt = this.rt, c = this.cfg, d = c.d, Te = this.encoderFrames, bs = this.blockSize;
-    const nb = Math.ceil(Te / bs);
     for (let i0 = 0; i0 < reqs.length; i0 += this.encBatch) {
       const group = reqs.slice(i0, i0 + this.encBatch);
       const B = group.length;
@@ -465,7 +477,6 @@ export class WhisperModel {
       ft.destroy();
       const slots = new Int32Array(B * Te);
       group.forEach((r, b) => {
-        r.crossBlocks = this.crossBlocks.take(nb);
         for (let t = 0; t < Te; t++) slots[b * Te + t] = r.crossBlocks[Math.floor(t / bs)] * bs + (t % bs);
       });
       const slotT = rt.tensor(slots, [B * Te], 'i32');
@@ -570,8 +581,13 @@ export class WhisperModel {
     checkKeys(op, 'o', o, ['encoderInput']);
     const prompt = this.checkPrompt(op, 'tokens', tokens);
     check(o.encoderInput !== undefined, op, 'o.encoderInput', 'the log-mel features the decoder attends to', undefined);
-    const r: Request = { index: 0, prompt, features: this.checkFeatures(op, 'o.encoderInput', o.encoderInput), out: [], len: 0, selfBlocks: [], crossBlocks: [], maxNew: 0, done: false };
+    const r: Request = {
+      index: 0, prompt, features: this.checkFeatures(op, 'o.encoderInput', o.encoderInput), out: [], len: 0, selfBlocks: [], crossBlocks: [], maxNew: 0, done: false,
+      temperature: 0, topK: 0, topP: 1, seed: 0, stops: new Set(), finish: () => {},
+    };
     try {
+      r.selfBlocks = this.selfBlocks.take(Math.ceil(prompt.length / this.blockSize));
+      r.crossBlocks = this.crossBlocks.take(Math.ceil(this.encoderFrames / this.blockSize));
       this.admit([r]);
       const lg = this.step([r], [prompt], true);
       try {
@@ -585,8 +601,9 @@ export class WhisperModel {
   }
 
   /**
-   * New tokens for each start sequence over its own encoder input, all served together: requests join
-   * the running batch as slots free up (at most maxSeqsPerStep at once), each ending at a stop token,
+   * New tokens for each start sequence over its own encoder input. Every request of every call joins one
+   * queue: they are served together (at most maxSeqsPerStep at once, joining the running batch as others
+   * end: concurrent calls, transcriptions included, share steps), each ending at a stop token,
    * maxNewTokens, or max_target_positions.
    */
   async generate(prompts: (number[] | Int32Array)[], o: WhisperGenerateOptions = {}): Promise<number[][]> {
@@ -600,60 +617,156 @@ export class WhisperModel {
     const maxNew = o.maxNewTokens === undefined ? this.cfg.maxTarget : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
     const temperature = o.temperature ?? 0;
     check(typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0, op, 'o.temperature', 'a finite number >= 0', temperature);
-    const stops = new Set(o.stopTokens ?? this.cfg.eos);
+    const topK = o.topK ?? 0, topP = o.topP ?? 1, seed = o.seed ?? 0;
+    check(Number.isInteger(topK) && topK >= 0, op, 'o.topK', 'an integer >= 0', topK);
+    check(typeof topP === 'number' && topP > 0 && topP <= 1, op, 'o.topP', 'a number in (0, 1]', topP);
+    check(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', seed);
+    if (o.stopTokens !== undefined) check(Array.isArray(o.stopTokens) && o.stopTokens.every((t) => Number.isInteger(t)), op, 'o.stopTokens', 'an array of token ids', o.stopTokens);
     if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function', o.onToken);
-    const reqs: Request[] = prompts.map((p, i) => ({
-      index: i, prompt: this.checkPrompt(op, `prompts[${i}]`, p), features: this.checkFeatures(op, `o.encoderInputs[${i}]`, inputs[i]),
-      out: [], len: 0, selfBlocks: [], crossBlocks: [], maxNew, done: false,
-    }));
+    if (o.signal !== undefined) check(typeof AbortSignal !== 'undefined' && o.signal instanceof AbortSignal, op, 'o.signal', 'an AbortSignal', o.signal);
+    const stops = new Set(o.stopTokens ?? this.cfg.eos);
+    const checked = prompts.map((p, i) => ({ prompt: this.checkPrompt(op, `prompts[${i}]`, p), features: this.checkFeatures(op, `o.encoderInputs[${i}]`, inputs[i]) }));
+    const promises: Promise<number[]>[] = [];
+    const reqs: Request[] = [];
+    for (const [i, c] of checked.entries()) {
+      let finish!: (err?: unknown) => void;
+      const r: Request = {
+        index: i, ...c, out: [], len: 0, selfBlocks: [], crossBlocks: [], done: false,
+        maxNew: Math.min(maxNew, this.cfg.maxTarget - c.prompt.length),
+        temperature, topK, topP, seed, stops, onToken: o.onToken, signal: o.signal, finish: (e) => finish(e),
+      };
+      promises.push(new Promise<number[]>((resolve, reject) => {
+        let settled = false;
+        finish = (e) => {
+          if (settled) return;
+          settled = true;
+          if (e === undefined) resolve(r.out); else reject(e);
+        };
+      }));
+      reqs.push(r);
+    }
     for (const r of reqs) {
-      r.maxNew = Math.min(maxNew, this.cfg.maxTarget - r.prompt.length);
-      if (r.maxNew <= 0) r.done = true;
+      if (r.maxNew <= 0) r.finish();
+      else this.pending.push(r);
     }
-    const pending = reqs.filter((r) => !r.done);
-    const active: Request[] = [];
-    let stepNo = 0;
-    try {
-      while (pending.length || active.length) {
-        if (o.signal?.aborted) throw new WebinferError(`${op}: aborted`);
-        const nbSelf = Math.ceil(this.cfg.maxTarget / this.blockSize), nbCross = Math.ceil(this.encoderFrames / this.blockSize);
-        const admitted: Request[] = [];
-        while (pending.length && active.length + admitted.length < this.maxSeqs
-          && this.crossBlocks.available >= (admitted.length + 1) * nbCross && this.selfBlocks.available >= (active.length + admitted.length + 1) * nbSelf) {
-          admitted.push(pending.shift()!);
+    this.pump();
+    return Promise.all(promises);
+  }
+
+  private pending: Request[] = [];
+  private active: Request[] = [];
+  private pumping = false;
+
+  /** Runs steps while requests wait or run (one loop per model, whatever the number of callers). */
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    void (async () => {
+      try {
+        while (this.pending.length || this.active.length) await this.stepOnce();
+      } catch (e) {
+        for (const r of [...this.active.splice(0), ...this.pending.splice(0)]) {
+          this.release(r);
+          r.finish(e);
         }
-        if (admitted.length) this.admit(admitted);
-        active.push(...admitted);
-        if (!active.length) throw new WebinferError(`${op}: the caches hold no request (too few blocks)`);
-        const feeds = active.map((r) => (r.len === 0 ? r.prompt : [r.out[r.out.length - 1]]));
-        const logits = this.step(active, feeds, false);
-        const ids = temperature === 0 ? argmax(this.rt, logits)
-          : sample(this.rt, logits, { temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (o.seed ?? 0) >>> 0, step: stepNo });
-        logits.destroy();
-        let got: Int32Array;
-        try {
-          got = (await ids.toArray()) as Int32Array;
-        } finally {
-          ids.destroy();
-        }
-        stepNo++;
-        for (const [s, r] of [...active.entries()]) {
-          const t = got[s];
-          r.out.push(t);
-          o.onToken?.(r.index, t);
-          if (stops.has(t) || r.out.length >= r.maxNew) r.done = true;
-        }
-        for (let s = active.length - 1; s >= 0; s--) {
-          if (active[s].done) {
-            this.release(active[s]);
-            active.splice(s, 1);
-          }
-        }
+      } finally {
+        this.pumping = false;
       }
-    } finally {
-      for (const r of [...active, ...pending]) this.release(r);
+    })();
+  }
+
+  /** One step of the shared batch: drop aborted requests, admit waiting ones, decode, hand out tokens. */
+  private async stepOnce(): Promise<void> {
+    const op = 'WhisperModel.generate';
+    this.alive(op);
+    const bs = this.blockSize, nbCross = Math.ceil(this.encoderFrames / bs);
+    for (const list of [this.pending, this.active]) {
+      for (let i = list.length - 1; i >= 0; i--) {
+        const r = list[i];
+        if (!r.signal?.aborted) continue;
+        list.splice(i, 1);
+        this.release(r);
+        r.finish(new WebinferError(`${op}: aborted`));
+      }
     }
-    return reqs.map((r) => r.out);
+    // Admission takes a request's cross blocks and every self block it can need, so a step never runs out.
+    const admitted: Request[] = [];
+    while (this.pending.length && this.active.length + admitted.length < this.maxSeqs) {
+      const r = this.pending[0];
+      const need = Math.ceil((r.prompt.length + r.maxNew) / bs);
+      if (this.crossBlocks.available < nbCross || this.selfBlocks.available < need) {
+        if (!this.active.length && !admitted.length) {
+          this.pending.shift();
+          r.finish(new WebinferError(`${op}: the KV caches hold too few blocks for one request (${need} self and ${nbCross} cross blocks of ${bs}; raise kvCache.numBlocks)`));
+          continue;
+        }
+        break;
+      }
+      this.pending.shift();
+      r.selfBlocks = this.selfBlocks.take(need);
+      r.crossBlocks = this.crossBlocks.take(nbCross);
+      admitted.push(r);
+    }
+    if (admitted.length) this.admit(admitted);
+    this.active.push(...admitted);
+    const active = this.active;
+    if (!active.length) return;
+    const feeds = active.map((r) => (r.len === 0 ? r.prompt : [r.out[r.out.length - 1]]));
+    const logits = this.step(active, feeds, false);
+    this.suppress(logits, active);
+    let ids: Tensor;
+    if (active.every((r) => r.temperature === 0)) {
+      ids = argmax(this.rt, logits);
+    } else {
+      const words = new Uint32Array(active.length * ROW_PARAM_WORDS);
+      active.forEach((r, s) => packRowSampling(words, s, { temperature: r.temperature, topK: r.topK, topP: r.topP, minP: 0, seed: r.seed, step: r.out.length, stream: r.index }));
+      const params = this.rt.tensor(words, [words.length], 'u32');
+      ids = sampleRows(this.rt, logits, params);
+      params.destroy();
+    }
+    logits.destroy();
+    let got: Int32Array;
+    try {
+      got = (await ids.toArray()) as Int32Array;
+    } finally {
+      ids.destroy();
+    }
+    const list = [...active];
+    for (const [s, r] of list.entries()) {
+      const t = got[s];
+      r.out.push(t);
+      if (r.stops.has(t) || r.out.length >= r.maxNew) r.done = true;
+      try {
+        r.onToken?.(r.index, t);
+      } catch (e) {
+        r.done = true;
+        r.finish(e);
+      }
+    }
+    for (let s = active.length - 1; s >= 0; s--) {
+      const r = active[s];
+      if (!r.done) continue;
+      active.splice(s, 1);
+      this.release(r);
+      r.finish();
+    }
+  }
+
+  /** generation_config's suppress_tokens at every step, begin_suppress_tokens at a request's first (−inf). */
+  private suppress(logits: Tensor, reqs: Request[]): void {
+    const all = this.suppressTokens, first = this.beginSuppressTokens;
+    if (!all.length && !first.length) return;
+    const edits: number[] = [];
+    const neg = new Float32Array([-Infinity]);
+    const negBits = new Uint32Array(neg.buffer)[0];
+    const one = new Uint32Array(new Float32Array([1]).buffer)[0];
+    reqs.forEach((r, s) => {
+      for (const t of r.out.length === 0 ? [...all, ...first] : all) edits.push(s, t, one, negBits);
+    });
+    if (!edits.length) return;
+    const e = this.rt.tensor(Uint32Array.from(edits), [edits.length], 'u32');
+    adjustLogits(this.rt, logits, e, edits.length / EDIT_WORDS);
+    e.destroy();
   }
 
   // ------------------------------------------------------------------------------------------ transcription

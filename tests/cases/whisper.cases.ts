@@ -28,15 +28,17 @@ function tinyGolden(ctx: CaseContext) {
   return tiny;
 }
 
-/** The tiny model loaded for one case (destroyed by the caller), with its golden. */
-async function tinyModel(ctx: CaseContext, o: { maxSeqsPerStep?: number } = {}): Promise<{ model: WhisperModel; g: ModelGolden }> {
+type TinyOptions = { maxSeqsPerStep?: number; generationConfig?: object };
+
+/** The tiny model loaded for one case (destroyed by the caller), with its golden; o.generationConfig adds to the folder's. */
+async function tinyModel(ctx: CaseContext, o: TinyOptions = {}): Promise<{ model: WhisperModel; g: ModelGolden }> {
   const t = await tinyGolden(ctx);
-  const model = await loadWhisperModel(ctx.engine, { config: t.config, weights: await loadSafetensors(t.weights), generationConfig: t.gen, ...o });
+  const model = await loadWhisperModel(ctx.engine, { config: t.config, weights: await loadSafetensors(t.weights), ...o, generationConfig: { ...t.gen, ...o.generationConfig } });
   return { model, g: t.g };
 }
 
 /** Runs fn over the tiny model, destroying it after. */
-async function withTiny(ctx: CaseContext, fn: (m: WhisperModel, g: ModelGolden) => Promise<void>, o: { maxSeqsPerStep?: number } = {}): Promise<void> {
+async function withTiny(ctx: CaseContext, fn: (m: WhisperModel, g: ModelGolden) => Promise<void>, o: TinyOptions = {}): Promise<void> {
   const { model, g } = await tinyModel(ctx, o);
   try {
     await fn(model, g);
@@ -154,6 +156,17 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         }
         const both = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 8, stopTokens: [] });
         for (let c = 0; c < 2; c++) equalArrays(`case ${c} batched with the other`, both[c], alone[c]);
+        // Two calls share the model's steps: case 1 arrives after case 0's first token, so it prefills
+        // (and its cross keys/values are written) in the same steps as case 0 decodes.
+        let late: Promise<number[][]> | null = null;
+        const early = model.generate([g.decoder_input_ids[0]], {
+          encoderInputs: [inputs[0]], maxNewTokens: 8, stopTokens: [],
+          onToken: () => { late ??= model.generate([g.decoder_input_ids[1]], { encoderInputs: [inputs[1]], maxNewTokens: 8, stopTokens: [] }); },
+        });
+        const [e0] = await early;
+        const [l1] = await late!;
+        equalArrays('case 0 with case 1 joining mid-way', e0, alone[0]);
+        equalArrays('case 1 joining case 0 mid-way', l1, alone[1]);
       });
     },
   },
@@ -188,7 +201,7 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
     },
   },
   {
-    name: 'no GPU buffer created by a second transcription (2.5 s: two windows) or a second batched generate',
+    name: 'transcription from PCM: start sequence from generation_config, HF\'s greedy tokens; no GPU buffer created by a second transcription (2.5 s: two windows) or a second batched generate; suppressed tokens',
     async run(ctx) {
       if (!goldenRunsHere(ctx, 'the Whisper goldens')) return;
       const { g } = await frontGolden(ctx);
@@ -197,6 +210,11 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         const pcm = new Float32Array(40000);
         pcm.set(Float32Array.from(g.waveforms[0]));
         pcm.set(Float32Array.from(g.waveforms[1]).subarray(0, 8000), 32000);
+        // The golden's start sequence [380, 300, 310, 320] as <|startoftranscript|> <|en|> <|transcribe|> <|notimestamps|>
+        // (this generation config's maps), so the transcription of waveform 0 begins with HF's greedy tokens.
+        equalArrays('start sequence', model.startSequence({ language: 'en', task: 'transcribe' }), mg.decoder_input_ids[0]);
+        const one = await model.transcribe(Float32Array.from(g.waveforms[0]), { language: 'en', task: 'transcribe' });
+        equalArrays('transcription of waveform 0 (first 8 tokens)', one.tokens.slice(0, 8), mg.greedy[0]);
         const first = await model.transcribe(pcm);
         await e.sync();
         const before = e.counters.createBuffer;
@@ -212,7 +230,12 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         await e.sync();
         assert(e.counters.createBuffer === mid, `a second generate created ${e.counters.createBuffer - mid} GPU buffers`);
         ctx.note(`transcription of 2 windows: ${first.tokens.length} tokens; ${before} buffers created in all before the second`);
-      });
+      }, { generationConfig: { lang_to_id: { '<|en|>': 300 }, task_to_id: { transcribe: 310 }, no_timestamps_token_id: 320 } });
+      // generation_config's suppress_tokens never come out; begin_suppress_tokens not first.
+      await withTiny(ctx, async (model, mg) => {
+        const [out] = await model.generate([mg.decoder_input_ids[0]], { encoderInputs: [flat(mg.input_features[0])], maxNewTokens: 8, stopTokens: [] });
+        assert(!out.includes(367) && out[0] !== 257, `suppressed tokens 367 (every step) and 257 (first step) came out: ${out}`);
+      }, { generationConfig: { suppress_tokens: [367], begin_suppress_tokens: [257] } });
     },
   },
 ]);
