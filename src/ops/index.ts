@@ -8,3 +8,5 @@ export * from './embedding.js';
 export * from './sample.js';
 export * from './moe.js';
 export * from './quant.js';
+export * from './audio.js';
+export * from './conv.js';

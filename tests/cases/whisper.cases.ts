@@ -4,9 +4,10 @@
 // max|value|); the decoder's prefill logits (SPEC §7: 1e-3 × the row's max|logit|) and greedy tokens;
 // requests batched equal to each alone; cross-attention over per-request encoder caches against the
 // float64 reference in a mixed batch; and no GPU buffer created by a second transcription.
-import { loadSafetensors, reference } from '../../src/index';
-import { melFilterBank, MelFrontEnd, parseMelConfig } from '../../src/ops/audio';
-import { loadWhisperModel, type WhisperModel } from '../../src/models/whisper';
+// Everything through the package's exports (engine.loadModel, ops.*): the Deno and browser suites run the
+// built library, whose classes a direct import of src/models or src/ops would duplicate.
+import { loadSafetensors, ops, reference } from '../../src/index';
+import type { WhisperModel } from '../../src/models/whisper';
 import { assert, assertClose, defineCases, equalArrays, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -33,7 +34,7 @@ type TinyOptions = { maxSeqsPerStep?: number; generationConfig?: object };
 /** The tiny model loaded for one case (destroyed by the caller), with its golden; o.generationConfig adds to the folder's. */
 async function tinyModel(ctx: CaseContext, o: TinyOptions = {}): Promise<{ model: WhisperModel; g: ModelGolden }> {
   const t = await tinyGolden(ctx);
-  const model = await loadWhisperModel(ctx.engine, { config: t.config, weights: await loadSafetensors(t.weights), ...o, generationConfig: { ...t.gen, ...o.generationConfig } });
+  const model = await ctx.engine.loadModel({ config: t.config, weights: await loadSafetensors(t.weights), ...o, generationConfig: { ...t.gen, ...o.generationConfig } }) as unknown as WhisperModel;
   return { model, g: t.g };
 }
 
@@ -79,8 +80,8 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
     name: 'mel filter bank (Slaney scale and norm) equals the extractor\'s within f32 rounding',
     async run(ctx) {
       const { pre, g } = await frontGolden(ctx);
-      const c = parseMelConfig(pre);
-      const f = melFilterBank(c.nFft / 2 + 1, c.nMels, c.samplingRate);
+      const c = ops.parseMelConfig(pre);
+      const f = ops.melFilterBank(c.nFft / 2 + 1, c.nMels, c.samplingRate);
       const ref = g.mel_filters.flat();
       assert(f.length === ref.length, `filters: ${f.length} values, expected ${ref.length}`);
       for (let i = 0; i < ref.length; i++) {
@@ -93,7 +94,7 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
     name: 'log-mel front end on the GPU: both waveforms within 1e-3 × max of WhisperFeatureExtractor\'s',
     async run(ctx) {
       const { pre, g } = await frontGolden(ctx);
-      const fe = new MelFrontEnd(ctx.engine, parseMelConfig(pre));
+      const fe = new ops.MelFrontEnd(ctx.engine, ops.parseMelConfig(pre));
       try {
         // Both waveforms in one dispatch (two windows), the second shorter than a window (zero-padded).
         const pcm = new Float32Array(2 * fe.cfg.chunkSamples);
