@@ -133,15 +133,18 @@ export interface EmbedOptions {
   normalize?: boolean;
 }
 
-/** OpenAI's embeddings request (webinfer adds `pooling`, as embed's; default 'mean'). */
-export interface EmbeddingsRequest {
+/** OpenAI's embeddings request (webinfer adds `pooling`, as embed's; default 'mean'). A type rather than
+ *  an interface: a server passes it as a Record<string, unknown> (ServableModel). */
+export type EmbeddingsRequest = {
   input: string | string[] | number[] | number[][];
   model?: string;
   encoding_format?: 'float' | 'base64';
   dimensions?: number;
   user?: string;
   pooling?: 'mean' | 'cls';
-}
+  /** webinfer's: aborts the request (a server's client that went away). */
+  signal?: AbortSignal;
+};
 
 export interface EmbeddingsResponse {
   object: 'list';
@@ -151,7 +154,7 @@ export interface EmbeddingsResponse {
 }
 
 const EMBED_KEYS = ['pooling', 'normalize'];
-const REQUEST_KEYS = ['input', 'model', 'encoding_format', 'dimensions', 'user', 'pooling'];
+const REQUEST_KEYS = ['input', 'model', 'encoding_format', 'dimensions', 'user', 'pooling', 'signal'];
 
 function noGeneration(arch: string, what: string): never {
   throw new WebinferError(`${what}: an encoder-only model (${arch}) has no language-model head and generates nothing; use encode, embed or embeddings.create`);
@@ -318,8 +321,17 @@ export class EncoderModel {
     const H = this.hiddenSize;
     const dims = req.dimensions;
     if (dims !== undefined && dims !== null && !(Number.isInteger(dims) && dims >= 1 && dims <= H)) throw badRequest('dimensions', `an integer in [1, ${H}] (the model's hidden size)`, dims, op);
+    const signal = req.signal;
+    if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) throw badRequest('signal', 'an AbortSignal', signal, op);
     const inputs = this.requestInputs(op, req.input);
+    const cancelled = () => {
+      if (!signal?.aborted) return;
+      const r: unknown = signal.reason;
+      throw r instanceof Error ? r : new OpenAIError(`${op}: the request was cancelled`, { status: 499, type: 'cancelled', code: 'cancelled' });
+    };
+    cancelled();
     const vecs = await this.pool(op, inputs, pooling, true);
+    cancelled();
     let tokens = 0;
     for (const x of inputs) tokens += x.length;
     const data = vecs.map((v, index) => {

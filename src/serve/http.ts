@@ -6,11 +6,13 @@
 import { check, fmt, WebinferError } from '../core/errors.js';
 import { OpenAIError } from './errors.js';
 
-/** What serve() needs of a model: its id and the two create calls (every loaded Model has them). */
+/** What serve() needs of a model: its id and the two create calls (every loaded Model has them), and
+ *  embeddings.create for POST /v1/embeddings (an encoder-only model's; a decoder's refuses). */
 export interface ServableModel {
   readonly id: string;
   readonly chat: { readonly completions: { create(req: Record<string, unknown>): unknown } };
   readonly completions: { create(req: Record<string, unknown>): unknown };
+  readonly embeddings?: { create(req: Record<string, unknown>): unknown };
 }
 
 export interface ServeOptions {
@@ -131,6 +133,7 @@ const ROUTES: Record<string, 'GET' | 'POST'> = {
   '/v1/models': 'GET',
   '/v1/chat/completions': 'POST',
   '/v1/completions': 'POST',
+  '/v1/embeddings': 'POST',
 };
 
 function isAsyncIterable(x: unknown): x is AsyncIterable<unknown> {
@@ -247,6 +250,18 @@ class Handler {
       return errorReply(new OpenAIError(`${where}: stream: expected a boolean, got ${fmt(req.stream)}`, { status: 400, param: 'stream' }));
     }
     const stream = req.stream === true;
+    if (path === '/v1/embeddings') {
+      if (!this.model.embeddings) {
+        return errorReply(new OpenAIError(`${where}: the model '${this.model.id}' serves no embeddings (an encoder-only model does: BertModel, ModernBertModel)`, { status: 400, param: 'model', code: 'model_not_supported' }));
+      }
+      if (stream) return errorReply(new OpenAIError(`${where}: stream: expected false or none (embeddings come whole), got true`, { status: 400, param: 'stream' }));
+      const { stream: _s, ...rest } = req;
+      try {
+        return json(200, await this.model.embeddings.create({ ...rest, signal }));
+      } catch (e) {
+        return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
+      }
+    }
     const api = path === '/v1/chat/completions' ? this.model.chat.completions : this.model.completions;
     let result: unknown;
     try {
@@ -529,8 +544,8 @@ async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostnam
 
 /**
  * Serves `model` over HTTP with OpenAI's routes: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models (and /v1/models/<id>), GET /health. Node (node:http) and Deno (Deno.serve); a
- * browser has no server to offer and gets a named error.
+ * POST /v1/embeddings (an encoder-only model's), GET /v1/models (and /v1/models/<id>), GET /health.
+ * Node (node:http) and Deno (Deno.serve); a browser has no server to offer and gets a named error.
  */
 export async function serve(model: ServableModel, opts: ServeOptions = {}): Promise<Server> {
   check(model !== null && typeof model === 'object', OP, 'model', 'a loaded Model', model);

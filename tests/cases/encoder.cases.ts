@@ -87,7 +87,7 @@ async function checkGolden(ctx: CaseContext, name: string, f: Folder, model: Enc
 }
 
 /** A small WordPiece tokenizer.json over the BERT golden's 256 ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, w4 ... w255. */
-function wordPiece(): object {
+export function wordPiece(): object {
   const vocab: Record<string, number> = { '[PAD]': 0, '[UNK]': 1, '[CLS]': 2, '[SEP]': 3 };
   for (let i = 4; i < 256; i++) vocab[`w${i}`] = i;
   const added = ['[PAD]', '[UNK]', '[CLS]', '[SEP]'].map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));

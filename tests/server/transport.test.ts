@@ -84,11 +84,11 @@ describe('webinfer serve: the HTTP transport (test double)', () => {
     expect(pre.headers.get('access-control-allow-methods')).toContain('POST');
     expect(pre.headers.get('access-control-allow-headers')).toBe('authorization, content-type, x-stainless-os');
 
-    const unknown = await post(`${url}/v1/embeddings`, {});
+    const unknown = await post(`${url}/v1/images/generations`, {});
     expect(unknown.status).toBe(404);
     const uj = await unknown.json() as { error: { message: string } };
     shape(uj);
-    expect(uj.error.message).toContain('/v1/embeddings');
+    expect(uj.error.message).toContain('/v1/images/generations');
     const wrong = await fetch(`${url}/v1/completions`);
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get('allow')).toContain('POST');
