@@ -58,16 +58,18 @@ export interface EncoderLoadOptions {
   kvCache?: unknown;
   maxSeqsPerStep?: unknown;
   generationConfig?: unknown;
+  preprocessorConfig?: unknown;
 }
 
 const OP = 'loadModel';
 const BLOCK = 16;
 const KNOWN = ['config', 'weights', 'dtype', 'onProgress', 'tokenizer', 'tokenizerConfig', 'name', 'maxTokensPerStep', 'allowNonFinite',
-  'kvCache', 'maxSeqsPerStep', 'generationConfig'];
+  'kvCache', 'maxSeqsPerStep', 'generationConfig', 'preprocessorConfig'];
 const NOT_FOR_ENCODERS: Readonly<Record<string, string>> = {
   kvCache: 'an encoder-only model keeps no KV cache (each call attends within its inputs)',
   maxSeqsPerStep: 'an encoder-only model serves no request queue (maxTokensPerStep bounds a forward pass)',
-  generationConfig: 'an encoder-only model generates nothing',
+  generationConfig: 'an encoder-only model generates nothing (from loadCheckpoint: the folder\'s generation_config.json; leave it out)',
+  preprocessorConfig: 'a feature extractor belongs to a speech model',
 };
 
 /** Loads an encoder-only checkpoint (BertModel, ModernBertModel): checked before any GPU memory is taken. */
