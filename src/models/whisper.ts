@@ -261,7 +261,12 @@ export class WhisperModel {
     this.featureSize = cfg.nMels * 2 * cfg.maxSource;
     this.blockSize = o.blockSize;
     this.maxSeqs = o.maxSeqs;
-    this.encBatch = Math.min(o.maxSeqs, 8);
+    // Encoder inputs batched up to 8 at a time, fewer where the largest activation of a batch (the conv
+    // stems' im2col rows, q|k|v, the MLP's hidden rows) would not fit one storage binding.
+    const Te = cfg.maxSource;
+    const perItem = 4 * Math.max(2 * Te * 3 * cfg.nMels, Te * 3 * cfg.d, Te * cfg.encFfn);
+    const bind = Math.min(rt.limits.maxStorageBufferBindingSize, rt.limits.maxBufferSize);
+    this.encBatch = Math.max(1, Math.min(o.maxSeqs, 8, Math.floor(bind / perItem)));
     this.genConfig = o.genConfig;
     const ids = (x: unknown) => (Array.isArray(x) ? x.filter((t): t is number => Number.isInteger(t) && t >= 0 && t < cfg.vocab) : []);
     this.suppressTokens = ids(o.genConfig.suppress_tokens);

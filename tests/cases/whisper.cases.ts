@@ -8,7 +8,7 @@
 // built library, whose classes a direct import of src/models or src/ops would duplicate.
 import { loadSafetensors, ops, reference } from '../../src/index';
 import type { WhisperModel } from '../../src/models/whisper';
-import { assert, assertClose, defineCases, equalArrays, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
+import { assert, assertClose, defineCases, equalArrays, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -172,6 +172,32 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
     },
   },
   {
+    name: 'refusals: checkpoints that do not match the config, features and tokens of the wrong size, unknown languages',
+    async run(ctx) {
+      const t = await tinyGolden(ctx);
+      const file = await loadSafetensors(t.weights);
+      const without = (drop: string) => ({ ...file, tensors: new Map([...file.tensors].filter(([n]) => n !== drop)), bytes: (n: string) => file.bytes(n) });
+      await expectThrows(() => ctx.engine.loadModel({ config: t.config, weights: without('model.decoder.layers.1.encoder_attn.v_proj.bias') }),
+        'missing model.decoder.layers.1.encoder_attn.v_proj.bias');
+      await expectThrows(() => ctx.engine.loadModel({ config: { ...t.config, num_mel_bins: 128 }, weights: file }), 'wrong shape model.encoder.conv1.weight');
+      await expectThrows(() => ctx.engine.loadModel({ config: { ...t.config, d_model: 60 }, weights: file }), 'config.encoder_attention_heads');
+      const { model, g } = await tinyModel(ctx);
+      try {
+        const feats = flat(g.input_features[0]);
+        await expectThrows(() => model.logits([380], { encoderInput: feats.subarray(1) }), 'o.encoderInput', '16000 values');
+        await expectThrows(() => model.logits([380, 384], { encoderInput: feats }), 'tokens[1]', '[0, 384)');
+        await expectThrows(() => model.logits(new Array(33).fill(380), { encoderInput: feats }), 'max_target_positions=32');
+        await expectThrows(() => model.generate([[380]], {}), 'o.encoderInputs');
+        await expectThrows(() => model.generate([[380]], { encoderInputs: [feats], temperature: -1 }), 'o.temperature');
+        await expectThrows(() => model.transcribe(new Float32Array(100), { language: 'en' }), 'o.language');
+        await expectThrows(() => model.transcribe(new Float32Array(100), { task: 'summarize' as 'transcribe' }), 'o.task');
+      } finally {
+        model.destroy();
+      }
+      await expectThrows(() => model.logits([380], { encoderInput: flat(g.input_features[0]) }), 'destroyed');
+    },
+  },
+  {
     name: 'cross-attention over per-request encoder caches (own blocks, scattered) in a mixed batch (one prefilling, one decoding) against float64',
     async run(ctx) {
       const e = ctx.engine;
@@ -216,6 +242,12 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         equalArrays('start sequence', model.startSequence({ language: 'en', task: 'transcribe' }), mg.decoder_input_ids[0]);
         const one = await model.transcribe(Float32Array.from(g.waveforms[0]), { language: 'en', task: 'transcribe' });
         equalArrays('transcription of waveform 0 (first 8 tokens)', one.tokens.slice(0, 8), mg.greedy[0]);
+        // Timestamps: no <|notimestamps|>; ids from it + 1 on are times (0.02 s a step from each window's start),
+        // pairs of them bracket segments.
+        const ts = await model.transcribe(pcm, { timestamps: true });
+        assert(Array.isArray(ts.segments), 'segments with timestamps: true');
+        for (const sg of ts.segments!) assert(sg.start <= sg.end + 1e-9 && sg.end <= 2 * 2 + 1e-9 && sg.text === '', `segment ${JSON.stringify(sg)}`);
+        equalArrays('segment tokens', ts.segments!.flatMap((sg) => sg.tokens), ts.tokens.filter((t) => t < 321));
         const first = await model.transcribe(pcm);
         await e.sync();
         const before = e.counters.createBuffer;
