@@ -91,7 +91,7 @@ fn gemm_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       let o = prow[m] * params.N;
       for (var j = 0u; j < 4u; j++) {
         let n = n0 + tx * 4u + j;
-        if (n < params.N) { out[o + n] = acc[i][j]; }
+        if (n < params.N) { out[o + n] = acc[i][j] + moe_bias(el, n); }
       }
     }
   }

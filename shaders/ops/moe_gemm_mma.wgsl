@@ -1,7 +1,7 @@
 // The grouped expert products (moe_io.wgsl) on the subgroup-matrix GEMM (gemm_mma.wgsl): a workgroup
 // takes one tile of the sorted pair list (up to BM pairs of one expert, moe_sort.wgsl) times BN rows of
 // that expert's weights; tile row r is pair prow[r]: its input row (the token's hidden state, or the
-// SiLU-gated [gate | up] row) in, its output row out. The tile's rows are scattered, so every result
+// gated [gate | up] row) in, its output row out (plus the expert's bias where it has one). The tile's rows are scattered, so every result
 // goes through workgroup memory (gemm_mma_main's epilogue).
 
 var<workgroup> prow: array<u32, BM>;
@@ -19,7 +19,7 @@ fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
   return w[row * (params.K / EPV) + c];
 }
 fn mma_store(r: u32, n: u32, v: f32) {
-  if (r < tile_rows) { out[prow[r] * params.N + n] = v; }
+  if (r < tile_rows) { out[prow[r] * params.N + n] = v + moe_bias(el, n); }
 }
 
 // Workgroup lin's tile: the pair-list tiles fastest, then BN-column blocks; every result through the

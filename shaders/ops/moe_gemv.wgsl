@@ -72,7 +72,7 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       let v = red[li];
       let o = pair_at(tile.y + m) * params.N;
       for (var r = 0u; r < 4u; r++) {
-        if (n0 + r < params.N) { out[o + n0 + r] = v[r]; }
+        if (n0 + r < params.N) { out[o + n0 + r] = v[r] + moe_bias(el, n0 + r); }
       }
     }
   }

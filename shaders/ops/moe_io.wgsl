@@ -3,8 +3,11 @@
 // the expert's weight words it reads serve every row of the tile. For tile row r (pair p = sorted[r]):
 //   out[p, n] = Σ_k in(p, k) · W_e[n, k],   n < N
 // with W_e expert e's [N, K] slice of a part ([experts, N, K], experts e0 .. e1-1), and in(p, ·) row
-// in_row0 + p / in_div of x: the hidden state of pair p's token (gate|up: in_div = topK), or, with silu
-// set, silu(first K) · (next K) of pair p's [gate | up] row (down: in_div = 1).
+// in_row0 + p / in_div of x: the hidden state of pair p's token (gate|up: in_div = topK), or, with act
+// set, act(first K) · (next K) of pair p's [gate | up] row (down: in_div = 1): act 1 silu(g)·u, act 2
+// gpt-oss's swiglu_oai (clamp(u, ±limit) + 1) · g·sigmoid(alpha·g) with g = min(gate, limit).
+// With has_bias, out[p, n] also adds bias[e·N + n] (the expert's bias: gpt-oss's gate_up_proj_bias
+// [E, 2I] for gate|up, down_proj_bias [E, H] for down), e the part's global expert index.
 // Weights are read as 16-byte words (EPV elements: 4 f32 or 8 f16/bf16; K a multiple of EPV); x as vec4.
 // Quantized experts (ops/quant.wgsl, one type's decoder; Q_TYPE 0 for 16/32-bit ones) keep their blocks:
 // a part holds its experts' rows one after the other, expert e's row n being row (e − e0)·N + n of
@@ -22,12 +25,15 @@ struct Params {
   in_div: u32,
   in_row0: u32,
   in_stride: u32,   // vec4s per x row
-  silu: u32,
+  act: u32,         // 0: x as it is; 1: silu(gate)·up; 2: swiglu_oai
   o_ts: u32,
   o_te: u32,
   o_tr: u32,
   o_sorted: u32,
   q_plane: u32,     // quantized experts: the word where the part's scale plane starts (ops/quant.wgsl)
+  has_bias: u32,
+  alpha: f32,       // swiglu_oai's sigmoid slope
+  limit: f32,       // swiglu_oai's clamp
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -35,6 +41,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> lists: array<u32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
 
 var<workgroup> tile_e: u32;
 var<workgroup> tile_r0: u32;
@@ -75,11 +82,28 @@ fn silu4(g: vec4<f32>) -> vec4<f32> {
   return g * select(z / (1.0 + z), 1.0 / (1.0 + z), g >= vec4<f32>(0.0));
 }
 
+/** gpt-oss's gated product: (clamp(u, ±limit) + 1) · g · sigmoid(alpha·g), g = min(gate, limit). */
+fn swiglu_oai4(gate: vec4<f32>, up: vec4<f32>) -> vec4<f32> {
+  let g = min(gate, vec4<f32>(params.limit));
+  let u = clamp(up, vec4<f32>(-params.limit), vec4<f32>(params.limit));
+  let a = params.alpha * g;
+  let z = exp(-abs(a));
+  let sig = select(z / (1.0 + z), 1.0 / (1.0 + z), a >= vec4<f32>(0.0));
+  return (u + 1.0) * (g * sig);
+}
+
 /** Elements 4·c4 .. 4·c4+3 of input row `row`. */
 fn x_load4(row: u32, c4: u32) -> vec4<f32> {
   let base = row * params.in_stride + c4;
-  if (params.silu != 0u) { return silu4(x[base]) * x[base + params.K / 4u]; }
+  if (params.act == 1u) { return silu4(x[base]) * x[base + params.K / 4u]; }
+  if (params.act == 2u) { return swiglu_oai4(x[base], x[base + params.K / 4u]); }
   return x[base];
+}
+
+/** The bias of output n of the part's expert el (0 without biases). */
+fn moe_bias(el: u32, n: u32) -> f32 {
+  if (params.has_bias == 0u) { return 0.0; }
+  return bias[(params.e0 + el) * params.N + n];
 }
 
 

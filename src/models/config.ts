@@ -16,10 +16,12 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM',
   'DeepseekV3ForCausalLM',
+  'Gemma2ForCausalLM',
+  'GptOssForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -28,12 +30,14 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   Qwen3ForCausalLM: 'qwen3',
   DeepseekV2ForCausalLM: 'deepseek_v2',
   DeepseekV3ForCausalLM: 'deepseek_v3',
+  Gemma2ForCausalLM: 'gemma2',
+  GptOssForCausalLM: 'gpt_oss',
 };
 
 export interface LayerConfig {
   /** Keys visible to query i: i - j < slidingWindow (SPEC §2, as transformers' mask); null: all. */
   slidingWindow: number | null;
-  /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); else dense. */
+  /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); gpt-oss: every layer; else dense. */
   moe: boolean;
 }
 
@@ -65,6 +69,14 @@ export interface MoeConfig {
   routedScalingFactor: number;
   /** V3: the router carries `e_score_correction_bias` [numRoutedExperts]. */
   eScoreCorrectionBias: boolean;
+  /**
+   * gpt-oss's experts (GptOssExperts): the router (`mlp.router`, weight and bias) picks the topK
+   * experts by logit, weights = softmax over those K; the routed experts carry biases (gate_up_proj_bias,
+   * down_proj_bias), gate and up interleaved in gate_up_proj [E, H, 2I] (input-major), and the
+   * activation is swiglu_oai: g = min(gate, limit), u = clamp(up, ±limit), (u + 1)·g·sigmoid(alpha·g).
+   * null for DeepSeek.
+   */
+  gptOss: { swigluLimit: number; swigluAlpha: number } | null;
 }
 
 export interface ModelConfig {
@@ -87,14 +99,27 @@ export interface ModelConfig {
   mlpBias: boolean;
   /** Qwen3: RMSNorm over each head of q and k (q_norm, k_norm [headDim]) before RoPE. */
   qkNorm: boolean;
-  hiddenAct: 'silu';
+  /** The dense MLP's activation: silu, or Gemma2's gelu_pytorch_tanh (act(gate)·up either way). */
+  hiddenAct: 'silu' | 'gelu_tanh';
+  /**
+   * Gemma2: scores s -> cap·tanh(s/cap) before the mask and softmax (attn_logit_softcapping), logits
+   * -> cap·tanh(logits/cap) (final_logit_softcapping); null: none.
+   */
+  attnSoftcap: number | null;
+  finalLogitSoftcap: number | null;
+  /** Gemma2: the embedding is multiplied by sqrt(hidden_size) (rounded to f32 as HF's normalizer); null: not scaled. */
+  embedScale: number | null;
+  /** Gemma2's four norms a layer (post-attention and post-MLP on the sublayer outputs), RMSNorm as x·(1 + w). */
+  sandwichNorms: boolean;
+  /** gpt-oss: a learned sink logit per query head (`self_attn.sinks` [numHeads]). */
+  sinks: boolean;
   layers: readonly LayerConfig[];
   maxPositionEmbeddings: number;
   bosTokenId: number | null;
   eosTokenIds: number[];
   padTokenId: number | null;
   rope: RopeConfig;
-  /** The softmax scale: headDim^-0.5; DeepSeek qk_head_dim^-0.5, V3 times YaRN's mscale². */
+  /** The softmax scale: headDim^-0.5; DeepSeek qk_head_dim^-0.5, V3 times YaRN's mscale²; Gemma2 query_pre_attn_scalar^-0.5. */
   attentionScale: number;
   mla: MlaConfig | null;
   moe: MoeConfig | null;
@@ -171,6 +196,8 @@ function architectureOf(j: Json): Architecture {
     qwen3: 'Qwen3ForCausalLM',
     deepseek_v2: 'DeepseekV2ForCausalLM',
     deepseek_v3: 'DeepseekV3ForCausalLM',
+    gemma2: 'Gemma2ForCausalLM',
+    gpt_oss: 'GptOssForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -190,6 +217,8 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   qwen3: { maxPositionEmbeddings: 32768, bos: null, eos: null },
   deepseek_v2: { maxPositionEmbeddings: 2048, bos: 1, eos: 2 },
   deepseek_v3: { maxPositionEmbeddings: 4096, bos: 0, eos: 1 },
+  gemma2: { maxPositionEmbeddings: 8192, bos: 2, eos: 1 },
+  gpt_oss: { maxPositionEmbeddings: 131072, bos: null, eos: null },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -344,18 +373,62 @@ function parseMoe(j: Json, family: 'deepseek_v2' | 'deepseek_v3', numLayers: num
       normTopkProb,
       routedScalingFactor,
       eScoreCorrectionBias: v3,
+      gptOss: null,
     },
+  };
+}
+
+/** Gemma2 and gpt-oss: which layers slide (layer_types, default sliding on even layers as both config classes). */
+function alternatingWindows(j: Json, numLayers: number, defaultWindow: number): (number | null)[] {
+  const window = posInt(j, 'sliding_window', defaultWindow);
+  let types: unknown = j.layer_types;
+  if (types === undefined || types === null) types = Array.from({ length: numLayers }, (_, i) => ((i + 1) % 2 ? 'sliding_attention' : 'full_attention'));
+  chk(
+    Array.isArray(types) && types.length === numLayers && types.every((t) => t === 'full_attention' || t === 'sliding_attention'),
+    'layer_types',
+    `${numLayers} entries, each 'full_attention' or 'sliding_attention'`,
+    types,
+  );
+  return (types as string[]).map((t) => (t === 'sliding_attention' ? window : null));
+}
+
+/** A soft-capping value: a positive number, or null / absent-with-null-default for none. */
+function softcap(j: Json, key: string, def: number | null): number | null {
+  const v = j[key] === undefined ? def : j[key];
+  if (v === null) return null;
+  chk(typeof v === 'number' && Number.isFinite(v), key, 'a number or null', v);
+  return (v as number) > 0 ? (v as number) : null;
+}
+
+/** gpt-oss's routed experts (GptOssMLP: every layer), as MoeConfig. */
+function gptOssMoe(j: Json, intermediateSize: number): MoeConfig {
+  const numRoutedExperts = posInt(j, 'num_local_experts', 128);
+  const numExpertsPerTok = posInt(j, 'num_experts_per_tok', 4);
+  chk(numExpertsPerTok <= numRoutedExperts, 'num_experts_per_tok', `at most num_local_experts (${numRoutedExperts})`, numExpertsPerTok);
+  return {
+    numRoutedExperts, numExpertsPerTok, numSharedExperts: 0, moeIntermediateSize: intermediateSize, firstKDenseReplace: 0, moeLayerFreq: 1,
+    // Top-k by logit, then a softmax over the k chosen: the same ids and weights as a softmax over all
+    // experts renormalized over the chosen ones.
+    topkMethod: 'greedy', scoringFunc: 'softmax', nGroup: null, topkGroup: null, normTopkProb: true, routedScalingFactor: 1,
+    eScoreCorrectionBias: false,
+    // GptOssExperts: alpha is a constant of the module, the limit a config key.
+    gptOss: { swigluLimit: posNum(j, 'swiglu_limit', 7.0), swigluAlpha: 1.702 },
   };
 }
 
 /** Normalizes a parsed config.json of a supported architecture; throws naming the key on anything invalid. */
 export function parseConfig(json: object): ModelConfig {
   chk(isObj(json), 'config', 'a parsed config.json object', json);
-  const j = json as Json;
+  let j = json as Json;
   const architecture = architectureOf(j);
   const family = FAMILY[architecture];
   const deepseek = family === 'deepseek_v2' || family === 'deepseek_v3';
+  const gemma2 = family === 'gemma2', gptOss = family === 'gpt_oss';
   const d = DEFAULTS[family];
+  // GptOssConfig's RoPE when the config names none: the released checkpoints' YaRN.
+  if (gptOss && !isObj(j.rope_scaling) && !isObj(j.rope_parameters)) {
+    j = { ...j, rope_parameters: { rope_type: 'yarn', factor: 32.0, beta_fast: 32.0, beta_slow: 1.0, truncate: false, original_max_position_embeddings: 4096, rope_theta: j.rope_theta ?? 150000 } };
+  }
 
   const vocabSize = posInt(j, 'vocab_size');
   const hiddenSize = posInt(j, 'hidden_size');
@@ -364,11 +437,20 @@ export function parseConfig(json: object): ModelConfig {
   const numHeads = posInt(j, 'num_attention_heads');
   const numKvHeads = j.num_key_value_heads === undefined || j.num_key_value_heads === null ? numHeads : posInt(j, 'num_key_value_heads');
   if (!deepseek) chk(numHeads % numKvHeads === 0, 'num_key_value_heads', `a divisor of num_attention_heads (${numHeads})`, numKvHeads);
-  const hiddenAct = j.hidden_act ?? 'silu';
-  chk(hiddenAct === 'silu', 'hidden_act', "'silu'", hiddenAct);
+  let hiddenAct: 'silu' | 'gelu_tanh' = 'silu';
+  if (gemma2) {
+    // Gemma2MLP applies ACT2FN[hidden_activation].
+    const act = j.hidden_activation ?? 'gelu_pytorch_tanh';
+    chk(act === 'gelu_pytorch_tanh', 'hidden_activation', "'gelu_pytorch_tanh'", act);
+    hiddenAct = 'gelu_tanh';
+  } else if (!gptOss) {
+    // (gpt-oss's experts use their own activation whatever hidden_act says.)
+    const act = j.hidden_act ?? 'silu';
+    chk(act === 'silu', 'hidden_act', "'silu'", act);
+  }
   const maxPositionEmbeddings = posInt(j, 'max_position_embeddings', d.maxPositionEmbeddings);
-  const rmsEps = posNum(j, 'rms_norm_eps', 1e-6);
-  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', false);
+  const rmsEps = posNum(j, 'rms_norm_eps', gptOss ? 1e-5 : 1e-6);
+  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma2);
 
   let mla: MlaConfig | null = null;
   let headDim: number;
@@ -387,8 +469,8 @@ export function parseConfig(json: object): ModelConfig {
     headDim = qkRopeHeadDim; // both DeepSeek configs overwrite head_dim with it
   } else if (j.head_dim !== undefined && j.head_dim !== null) {
     headDim = posInt(j, 'head_dim');
-  } else if (family === 'qwen3' && j.head_dim === undefined) {
-    headDim = 128; // Qwen3Config's own default, not hidden/heads
+  } else if ((family === 'qwen3' || gemma2 || gptOss) && j.head_dim === undefined) {
+    headDim = gemma2 ? 256 : gptOss ? 64 : 128; // the config classes' own defaults, not hidden/heads
   } else {
     chk(hiddenSize % numHeads === 0, 'hidden_size', `a multiple of num_attention_heads (${numHeads}) when head_dim is not given`, hiddenSize);
     headDim = hiddenSize / numHeads;
@@ -398,6 +480,7 @@ export function parseConfig(json: object): ModelConfig {
   const rope = parseRope(j, family, headDim, maxPositionEmbeddings);
 
   let attentionScale = Math.pow(headDim, -0.5);
+  if (gemma2) attentionScale = Math.pow(posNum(j, 'query_pre_attn_scalar', 256), -0.5);
   if (mla) {
     attentionScale = Math.pow(mla.qkHeadDim, -0.5);
     // DeepseekV3Attention (not V2) folds YaRN's mscale² into the softmax scale for any scaled rope.
@@ -408,7 +491,7 @@ export function parseConfig(json: object): ModelConfig {
     }
   }
 
-  const attnBiasFlag = bool(j, 'attention_bias', false);
+  const attnBiasFlag = bool(j, 'attention_bias', gptOss);
   const attentionBias =
     family === 'qwen2'
       ? { qkv: true, o: false }
@@ -422,11 +505,16 @@ export function parseConfig(json: object): ModelConfig {
     const w = posIntOrNull(j, 'sliding_window', 4096);
     windows = Array.from({ length: numLayers }, () => w);
   } else if (family === 'qwen2' || family === 'qwen3') windows = qwenWindows(j, numLayers);
+  else if (gemma2 || gptOss) windows = alternatingWindows(j, numLayers, gemma2 ? 4096 : 128);
   else windows = Array.from({ length: numLayers }, () => null);
 
   let moe: MoeConfig | null = null;
   let moeLayers: boolean[] = Array.from({ length: numLayers }, () => false);
   if (family === 'deepseek_v2' || family === 'deepseek_v3') ({ moe, layers: moeLayers } = parseMoe(j, family, numLayers));
+  if (gptOss) {
+    moe = gptOssMoe(j, intermediateSize);
+    moeLayers = moeLayers.map(() => true);
+  }
 
   const eos = j.eos_token_id === undefined ? d.eos : j.eos_token_id;
   const eosTokenIds: number[] = [];
@@ -454,7 +542,12 @@ export function parseConfig(json: object): ModelConfig {
     attentionBias,
     mlpBias,
     qkNorm: family === 'qwen3',
-    hiddenAct: 'silu',
+    hiddenAct,
+    attnSoftcap: gemma2 ? softcap(j, 'attn_logit_softcapping', 50.0) : null,
+    finalLogitSoftcap: gemma2 ? softcap(j, 'final_logit_softcapping', 30.0) : null,
+    embedScale: gemma2 ? Math.fround(Math.sqrt(hiddenSize)) : null,
+    sandwichNorms: gemma2,
+    sinks: gptOss,
     layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]! })),
     maxPositionEmbeddings,
     bosTokenId: tokenId(j, 'bos_token_id', d.bos),

@@ -27,7 +27,9 @@ type Flag =
   | 'noQLora'
   | 'shared'
   | 'sharedBias'
-  | 'eScoreBias';
+  | 'eScoreBias'
+  | 'sandwich'
+  | 'sinks';
 /** [name template, shape in symbols (products/sums of config dims, see `dims`), when]. */
 type Template = readonly [string, readonly string[], Flag?];
 
@@ -48,6 +50,7 @@ const GQA_ATTENTION: readonly Template[] = [
   ['self_attn.o_proj.bias', ['H'], 'oBias'],
   ['self_attn.q_norm.weight', ['D'], 'qkNorm'],
   ['self_attn.k_norm.weight', ['D'], 'qkNorm'],
+  ['self_attn.sinks', ['Hq'], 'sinks'],
 ];
 
 const MLA_ATTENTION: readonly Template[] = [
@@ -67,6 +70,9 @@ const MLA_ATTENTION: readonly Template[] = [
 const NORMS: readonly Template[] = [
   ['input_layernorm.weight', ['H']],
   ['post_attention_layernorm.weight', ['H']],
+  // Gemma2's norms of the MLP's input and output (post_attention_layernorm: of the attention's output).
+  ['pre_feedforward_layernorm.weight', ['H'], 'sandwich'],
+  ['post_feedforward_layernorm.weight', ['H'], 'sandwich'],
 ];
 
 const DENSE_MLP: readonly Template[] = [
@@ -98,6 +104,19 @@ const EXPERT_PER_MODULE: readonly Template[] = [
 const EXPERT_PACKED: readonly Template[] = [
   ['mlp.experts.gate_up_proj', ['E', '2*MI', 'H']],
   ['mlp.experts.down_proj', ['E', 'H', 'MI']],
+];
+
+/**
+ * gpt-oss (GptOssMLP): a router with a bias and packed experts with biases, gate_up_proj [E, H, 2·I]
+ * input-major with gate and up interleaved (columns 0, 2, ...: gate), down_proj [E, I, H].
+ */
+const GPT_OSS_MOE: readonly Template[] = [
+  ['mlp.router.weight', ['E', 'H']],
+  ['mlp.router.bias', ['E']],
+  ['mlp.experts.gate_up_proj', ['E', 'H', '2*MI']],
+  ['mlp.experts.gate_up_proj_bias', ['E', '2*MI']],
+  ['mlp.experts.down_proj', ['E', 'MI', 'H']],
+  ['mlp.experts.down_proj_bias', ['E', 'H']],
 ];
 
 export interface SchemaEntry {
@@ -191,6 +210,8 @@ function flags(cfg: ModelConfig): Record<Flag, boolean> {
     shared: moe !== null && moe.numSharedExperts > 0,
     sharedBias: moe !== null && moe.numSharedExperts > 0 && cfg.mlpBias,
     eScoreBias: moe !== null && moe.eScoreCorrectionBias,
+    sandwich: cfg.sandwichNorms,
+    sinks: cfg.sinks,
   };
 }
 
@@ -215,6 +236,10 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
     expand(NORMS, p, required);
     if (!cfg.layers[i]!.moe) {
       expand(DENSE_MLP, p, required);
+      continue;
+    }
+    if (cfg.moe!.gptOss) {
+      expand(GPT_OSS_MOE, p, required);
       continue;
     }
     expand(MOE_ROUTER_AND_SHARED, p, required);

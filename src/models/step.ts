@@ -26,6 +26,11 @@ export interface Architecture {
   readonly cfg: ModelConfig;
   readonly embed: LinearWeight;
   readonly lmHead: LinearWeight;
+  /**
+   * Soft-capping of the logits the lm_head gives (Gemma2's final_logit_softcapping): logits ->
+   * cap·tanh(logits/cap) before they are returned or sampled from; absent or null: none.
+   */
+  readonly logitSoftcap?: number | null;
   /** The cache dtypes this architecture's layers can keep (the first: for f32 weights; the second: otherwise). */
   readonly cacheDTypes: readonly string[];
   load(r: WeightReader, dtype: WeightDType): Promise<void>;

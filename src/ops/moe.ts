@@ -1,4 +1,4 @@
-// Mixture-of-experts on the GPU (SPEC §7; DeepSeek V2/V3 as HF transformers computes them): the router's
+// Mixture-of-experts on the GPU (SPEC §7; DeepSeek V2/V3 and gpt-oss as HF transformers computes them): the router's
 // top-k choice (route) and the routed experts (moe), with nothing read back to the host. The float64
 // twins are reference.routeRef and reference.moeRef; src/reference/moe.ts states the math, including
 // how V2 and V3 differ.
@@ -7,6 +7,8 @@
 //   comparisons per thread), ids listed by decreasing choice, ties to the lower expert index.
 //
 // moe: out[t] (+)= Σ_j weights[t, j] · down_e(silu(gate_e(x[t])) · up_e(x[t])), e = ids[t, j], as
+//   (gpt-oss: act 'swiglu_oai' in place of silu(gate)·up, and the experts' biases added to gate|up and
+//   to down's output where the experts carry them),
 //   grouped products over the tokens routed to each expert:
 //   1. sort (moe_sort.wgsl, one workgroup): counts per expert, a scan, and a scatter of the (token,
 //      slot) pairs into per-expert ranges, plus the list of tiles (up to BM pairs of one expert each).
@@ -79,10 +81,16 @@ export interface ExpertWeights {
   /** down's storage: dtype, or another quantized type (GGUF mixes keep down at more bits). */
   readonly downDtype: ExpertStorage;
   readonly parts: readonly ExpertPart[];
+  /** gpt-oss's expert biases, f32 [E, 2I] (gate then up, as the rows) and [E, H]; absent or null: none. */
+  readonly gateUpBias?: Tensor | null;
+  readonly downBias?: Tensor | null;
   destroy(): void;
 }
 
 class Experts implements ExpertWeights {
+  gateUpBias: Tensor | null = null;
+  downBias: Tensor | null = null;
+
   constructor(readonly E: number, readonly H: number, readonly I: number, readonly dtype: ExpertStorage,
               readonly parts: readonly ExpertPart[], private readonly owned: boolean, readonly downDtype: ExpertStorage = dtype) {}
 
@@ -92,7 +100,31 @@ class Experts implements ExpertWeights {
       p.gateUp.destroy();
       p.down.destroy();
     }
+    this.gateUpBias?.destroy();
+    this.downBias?.destroy();
   }
+}
+
+interface ExpertBiases { gateUpBias?: Float32Array; downBias?: Float32Array }
+
+/** Checks gpt-oss's expert biases: f32 [E·2I] and [E·H] values, both or neither. */
+function checkBiases(op: string, E: number, H: number, I: number, w: ExpertBiases): void {
+  check((w.gateUpBias === undefined) === (w.downBias === undefined), op, w.gateUpBias ? 'downBias' : 'gateUpBias',
+    'given with the other bias (both or neither)', 'absent');
+  if (w.gateUpBias === undefined) return;
+  for (const [name, data, n] of [['gateUpBias', w.gateUpBias, E * 2 * I], ['downBias', w.downBias!, E * H]] as const) {
+    check(data instanceof Float32Array && data.length === n, op, name, `a Float32Array of ${name === 'gateUpBias' ? 'E·2I' : 'E·H'} = ${n} values`,
+      data instanceof Float32Array ? `${data.length} values` : data);
+  }
+}
+
+/** Uploads checked biases (checkBiases) onto `x`. */
+function attachBiases(rt: Runtime, x: Experts, w: ExpertBiases): Experts {
+  const { E, H, I } = x;
+  if (w.gateUpBias === undefined) return x;
+  x.gateUpBias = rt.tensor(w.gateUpBias, [E, 2 * I], 'f32');
+  x.downBias = rt.tensor(w.downBias!, [E, H], 'f32');
+  return x;
 }
 
 /** Bytes of weights the experts keep on the GPU, and those of `n` experts (a step's reads). */
@@ -140,7 +172,8 @@ function partRanges(E: number, perPart: number): { e0: number; n: number }[] {
  * are rounded to a 16-bit dtype (nearest even); a Uint16Array holds raw f16/bf16 bits.
  */
 export function createExperts(rt: Runtime, w: { E: number; H: number; I: number; dtype: ExpertDType; gateUp: Float32Array | Uint16Array;
-                                                down: Float32Array | Uint16Array; maxPartBytes?: number }): ExpertWeights {
+                                                down: Float32Array | Uint16Array; maxPartBytes?: number;
+                                                gateUpBias?: Float32Array; downBias?: Float32Array }): ExpertWeights {
   const op = 'createExperts';
   rt.assertAlive(op);
   check(w !== null && typeof w === 'object', op, 'w', 'an object { E, H, I, dtype, gateUp, down }', w);
@@ -153,12 +186,27 @@ export function createExperts(rt: Runtime, w: { E: number; H: number; I: number;
   }
   if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
   const gu = 2 * I * H, dn = H * I;
+  checkBiases(op, E, H, I, w);
   const parts = partRanges(E, expertsPerPart(rt, H, I, dtype, w.maxPartBytes, op)).map(({ e0, n }) => ({
     e0, experts: n,
     gateUp: rt.tensor(w.gateUp.subarray(e0 * gu, (e0 + n) * gu), [n, 2 * I, H], dtype),
     down: rt.tensor(w.down.subarray(e0 * dn, (e0 + n) * dn), [n, H, I], dtype),
   }));
-  return new Experts(E, H, I, dtype, parts, true);
+  return attachBiases(rt, new Experts(E, H, I, dtype, parts, true), w);
+}
+
+/**
+ * gpt-oss's expert biases (f32 [E·2I]: gate then up, as the rows; [E·H]) added to experts made by
+ * createExperts or createQuantExperts (a loader's, e.g. WeightReader.experts) that have none yet;
+ * returns the same experts, which then own the biases.
+ */
+export function withExpertBiases(rt: Runtime, experts: ExpertWeights, b: { gateUpBias: Float32Array; downBias: Float32Array }): ExpertWeights {
+  const op = 'withExpertBiases';
+  rt.assertAlive(op);
+  check(experts instanceof Experts && !experts.gateUpBias, op, 'experts', 'experts from createExperts or createQuantExperts without biases', experts);
+  check(b !== null && typeof b === 'object', op, 'b', 'an object { gateUpBias, downBias }', b);
+  checkBiases(op, experts.E, experts.H, experts.I, b);
+  return attachBiases(rt, experts, b);
 }
 
 /**
@@ -167,7 +215,8 @@ export function createExperts(rt: Runtime, w: { E: number; H: number; I: number;
  * ffn_up_exps interleaved by expert), down those of E·H rows of I values of downType (ffn_down_exps).
  */
 export function createQuantExperts(rt: Runtime, w: { E: number; H: number; I: number; gateUpType: QuantType; gateUp: Uint8Array;
-                                                     downType: QuantType; down: Uint8Array; maxPartBytes?: number }): ExpertWeights {
+                                                     downType: QuantType; down: Uint8Array; maxPartBytes?: number;
+                                                     gateUpBias?: Float32Array; downBias?: Float32Array }): ExpertWeights {
   const op = 'createQuantExperts';
   rt.assertAlive(op);
   check(w !== null && typeof w === 'object', op, 'w', 'an object { E, H, I, gateUpType, gateUp, downType, down }', w);
@@ -186,6 +235,7 @@ export function createQuantExperts(rt: Runtime, w: { E: number; H: number; I: nu
       data instanceof Uint8Array ? `${data.length} bytes` : data);
   }
   if (w.maxPartBytes !== undefined) check(isPosInt(w.maxPartBytes), op, 'maxPartBytes', 'a positive integer', w.maxPartBytes);
+  checkBiases(op, E, H, I, w);
   const perPart = expertsPerPart(rt, H, I, w.gateUpType, w.maxPartBytes, op, w.downType);
   const parts: ExpertPart[] = [];
   try {
@@ -199,7 +249,7 @@ export function createQuantExperts(rt: Runtime, w: { E: number; H: number; I: nu
     for (const p of parts) { p.gateUp.destroy(); p.down.destroy(); }
     throw e;
   }
-  return new Experts(E, H, I, w.gateUpType, parts, true, w.downType);
+  return attachBiases(rt, new Experts(E, H, I, w.gateUpType, parts, true, w.downType), w);
 }
 
 /**
@@ -275,20 +325,25 @@ function checkExperts(w: unknown, op: string): asserts w is ExpertWeights {
     checkTensor(p.gateUp, op, `experts.parts[${i}].gateUp`);
     checkTensor(p.down, op, `experts.parts[${i}].down`);
   }
+  for (const [name, t, n] of [['gateUpBias', x.gateUpBias, x.E * 2 * x.I], ['downBias', x.downBias, x.E * x.H]] as const) {
+    if (t === undefined || t === null) continue;
+    checkTensor(t, op, `experts.${name}`);
+    check(t.dtype === 'f32' && t.numel === n, op, `experts.${name}`, `an f32 tensor of ${n} values`, `${t.dtype} ${shapeStr(t.shape)}`);
+  }
 }
 
 // ------------------------------------------------------------------------------------------ routing
 
 const SCORINGS = ['softmax', 'sigmoid'];
 const METHODS = ['greedy', 'group_limited_greedy', 'noaux_tc'];
-const FAMILIES = ['deepseek_v2', 'deepseek_v3'];
+const FAMILIES = ['deepseek_v2', 'deepseek_v3', 'gpt_oss'];
 
 function checkRouting(op: string, r: unknown, E: number): asserts r is MoeRouting {
   check(r !== null && typeof r === 'object', op, 'r', 'a MoeRouting { scoring, method, topK, nGroup, topkGroup, normTopkProb, routedScalingFactor, family }', r);
   const m = r as MoeRouting;
   check(SCORINGS.includes(m.scoring), op, 'r.scoring', "'softmax' or 'sigmoid'", fmt(m.scoring));
   check(METHODS.includes(m.method), op, 'r.method', "'greedy', 'group_limited_greedy' or 'noaux_tc'", fmt(m.method));
-  check(FAMILIES.includes(m.family), op, 'r.family', "'deepseek_v2' or 'deepseek_v3'", fmt(m.family));
+  check(FAMILIES.includes(m.family), op, 'r.family', "'deepseek_v2', 'deepseek_v3' or 'gpt_oss'", fmt(m.family));
   check(isPosInt(m.topK) && m.topK <= E, op, 'r.topK', `a positive integer up to E=${E}`, m.topK);
   check(typeof m.normTopkProb === 'boolean', op, 'r.normTopkProb', 'a boolean', m.normTopkProb);
   checkFinite(m.routedScalingFactor, op, 'r.routedScalingFactor');
@@ -343,7 +398,7 @@ export function route(rt: Runtime, logits: Tensor, r: MoeRouting, o: { rows: num
   const EMAX = Math.max(64, pow2ceil(E));
   const kernel = rt.kernel('ops_moe_route', 'route_main', { consts: { EMAX, WG: Math.min(256, EMAX) } });
   const groupMode = r.method === 'greedy' ? 0 : r.method === 'group_limited_greedy' ? 1 : 2;
-  const flags = (r.scoring === 'sigmoid' ? 1 : 0) | (o.bias ? 2 : 0) | (r.family === 'deepseek_v3' && r.normTopkProb ? 4 : 0);
+  const flags = (r.scoring === 'sigmoid' ? 1 : 0) | (o.bias ? 2 : 0) | ((r.family === 'deepseek_v3' && r.normTopkProb) || r.family === 'gpt_oss' ? 4 : 0);
   rt.dispatch(kernel, { logits, bias: o.bias ?? rt.dummy, ids, weights }, {
     rows, E, top_k: K, n_group: groupMode ? r.nGroup! : 1, topk_group: groupMode ? r.topkGroup! : 1, group_mode: groupMode, flags,
     scale: r.routedScalingFactor,
@@ -432,10 +487,17 @@ export interface MoeOptions {
   plan?: MoePlan;
   /** Cap on each workspace buffer (default MOE_WORKSPACE_BYTES and the device's largest binding). */
   maxWorkspaceBytes?: number;
+  /** The gated product between gate|up and down: 'silu' (the default) silu(gate)·up; 'swiglu_oai' gpt-oss's
+   *  (clamp(up, ±limit) + 1) · g · sigmoid(alpha·g), g = min(gate, limit) (alpha 1.702, limit 7 by default). */
+  act?: 'silu' | 'swiglu_oai';
+  alpha?: number;
+  limit?: number;
 }
 
 /**
  * out[t] (+)= Σ_j weights[t, j] · down_e(silu(gate_e(x[t])) · up_e(x[t])), e = ids[t, j], for t < rows
+ * (o.act 'swiglu_oai': gpt-oss's gated product in place of silu(gate)·up; experts with biases add them
+ * to gate|up before it and to down's output)
  * (reference.moeRef); x f32 [>= rows, H]; routing.ids i32 [>= rows, topK] (an id outside [0, E) adds
  * nothing), routing.weights f32 [>= rows, topK] (route() gives both). Recorded on the GPU; returns out.
  */
@@ -457,6 +519,12 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
   check(weights.dtype === 'f32' && weights.shape.length === 2 && weights.shape[1] === topK, op, 'routing.weights',
     `an f32 tensor [rows, topK=${topK}]`, `${weights.dtype} ${shapeStr(weights.shape)}`);
   check(o !== null && typeof o === 'object', op, 'o', 'an options object { rows, out, accumulate? }', o);
+  const act = o.act ?? 'silu';
+  check(act === 'silu' || act === 'swiglu_oai', op, 'o.act', "'silu' or 'swiglu_oai'", fmt(act));
+  if (act !== 'swiglu_oai') check(o.alpha === undefined && o.limit === undefined, op, 'o.alpha', "no alpha or limit (they belong to act 'swiglu_oai')", o.alpha ?? o.limit);
+  const alpha = o.alpha === undefined ? 1.702 : checkFinite(o.alpha, op, 'o.alpha');
+  const limit = o.limit === undefined ? 7 : checkFinite(o.limit, op, 'o.limit');
+  check(limit > 0, op, 'o.limit', 'a number > 0', limit);
   const avail = Math.min(x.shape[0], ids.shape[0], weights.shape[0]);
   check(isPosInt(o.rows) && o.rows <= avail, op, 'o.rows', `a positive integer up to ${avail} (the rows of x, ids and weights)`, o.rows);
   const rows = o.rows;
@@ -509,16 +577,18 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
     const o_ts = E + 1, o_te = 2 * E + 2, o_tr = o_te + P, o_sorted = o_tr + P;
     rt.dispatch(sortK, { ids, lists }, { P, E, BM, p0: t0 * topK, o_ts, o_te, o_tr, o_sorted }, 1);
     const stage = (k: typeof k1, which: 'gateUp' | 'down', src: Tensor | GPUBuffer, dst: GPUBuffer) => {
+      const bias = which === 'gateUp' ? experts.gateUpBias : experts.downBias;
       const N = which === 'gateUp' ? 2 * I : H;
       const K = which === 'gateUp' ? H : I;
       const KT = plan.kernel === 'gemv' ? (which === 'gateUp' ? plan.KT1 : plan.KT2) : 0;
       const st = which === 'gateUp' ? experts.dtype : experts.downDtype;
       for (const part of experts.parts) {
         const tiles = Math.min(P, Math.floor((P + Math.min(part.experts, P) * (BM - 1)) / BM));
-        rt.dispatch(k, { w: part[which], x: src, lists, out: dst }, {
+        rt.dispatch(k, { w: part[which], x: src, lists, out: dst, bias: bias ?? rt.dummy }, {
           N, K, e0: part.e0, e1: part.e0 + part.experts, tiles,
           in_div: which === 'gateUp' ? topK : 1, in_row0: which === 'gateUp' ? t0 : 0, in_stride: (which === 'gateUp' ? H : 2 * I) / 4,
-          silu: which === 'gateUp' ? 0 : 1, o_ts, o_te, o_tr, o_sorted, q_plane: isQuantType(st) ? quantPlaneWord(st, part.experts * N, K) : 0,
+          act: which === 'gateUp' ? 0 : act === 'silu' ? 1 : 2, o_ts, o_te, o_tr, o_sorted, q_plane: isQuantType(st) ? quantPlaneWord(st, part.experts * N, K) : 0,
+          has_bias: bias ? 1 : 0, alpha, limit,
         }, tiles * columnBlocks(N, KT));
       }
     };

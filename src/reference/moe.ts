@@ -15,6 +15,8 @@
 //   weights = score[ids] (unbiased), then by family:
 //             deepseek_v2: weights · routedScalingFactor (transformers' V2 never reads norm_topk_prob)
 //             deepseek_v3: weights / (Σ weights + 1e-20) when normTopkProb, then · routedScalingFactor
+//             gpt_oss:     weights / Σ weights (GptOssTopKRouter: top-k by logit, then a softmax over
+//                          the k chosen: the same numbers), then · routedScalingFactor (1)
 // Order and ties: ids are listed by decreasing (masked) choice, equal choices by increasing expert index,
 // and groups likewise; NaN ranks below everything, -0 equals +0. transformers calls torch.topk with
 // sorted=False, whose order (and choice among exact ties) is unspecified: only the set of ids and each
@@ -23,12 +25,14 @@
 // Experts (transformers' DeepseekV2Experts / DeepseekV3NaiveMoe, packed layout): for expert e,
 // gateUp[e] is [2I, H] (gate rows first, then up), down[e] is [H, I];
 //   out[t] = init[t] + Σ_j weights[t, j] · down_e · (silu(gate_e · x[t]) ⊙ (up_e · x[t])),  e = ids[t, j]
-// with silu(g) = g / (1 + exp(-g)); an id outside [0, E) contributes nothing.
+// with silu(g) = g / (1 + exp(-g)); an id outside [0, E) contributes nothing. gpt-oss (GptOssExperts):
+// gate and up get the expert's gate_up bias first, silu(g)·u becomes (clamp(u, ±limit) + 1)·g·sigmoid(alpha·g)
+// with g = min(gate, limit), and down's output gets the expert's down bias before the weighting.
 import { checkInt, checkMinLen } from './util.js';
 
 export type MoeScoring = 'softmax' | 'sigmoid';
 export type MoeTopkMethod = 'greedy' | 'group_limited_greedy' | 'noaux_tc';
-export type MoeFamily = 'deepseek_v2' | 'deepseek_v3';
+export type MoeFamily = 'deepseek_v2' | 'deepseek_v3' | 'gpt_oss';
 
 /** A MoE router's configuration (from config.json: scoring_func, topk_method, num_experts_per_tok,
  *  n_group, topk_group, norm_topk_prob, routed_scaling_factor, and the model's family). */
@@ -43,7 +47,7 @@ export interface MoeRouting {
   /** Normalize the chosen weights to sum to 1 (deepseek_v3 only: transformers' V2 ignores it). */
   normTopkProb: boolean;
   routedScalingFactor: number;
-  /** Which transformers model's weight rule applies (see the top of this file). */
+  /** Which transformers model's weight rule applies (see the top of this file; gpt_oss always normalizes). */
   family: MoeFamily;
 }
 
@@ -66,7 +70,7 @@ function topIndices(v: ArrayLike<number>, k: number): number[] {
 export function checkRoutingRef(r: MoeRouting, E: number): void {
   if (r.scoring !== 'softmax' && r.scoring !== 'sigmoid') throw new Error(`scoring: expected 'softmax' or 'sigmoid', got ${r.scoring}`);
   if (!['greedy', 'group_limited_greedy', 'noaux_tc'].includes(r.method)) throw new Error(`method: expected 'greedy', 'group_limited_greedy' or 'noaux_tc', got ${r.method}`);
-  if (r.family !== 'deepseek_v2' && r.family !== 'deepseek_v3') throw new Error(`family: expected 'deepseek_v2' or 'deepseek_v3', got ${r.family}`);
+  if (!['deepseek_v2', 'deepseek_v3', 'gpt_oss'].includes(r.family)) throw new Error(`family: expected 'deepseek_v2', 'deepseek_v3' or 'gpt_oss', got ${r.family}`);
   checkInt(r.topK, 'topK', 1);
   if (r.topK > E) throw new Error(`topK: expected at most E=${E}, got ${r.topK}`);
   if (r.method !== 'greedy') {
@@ -120,7 +124,8 @@ export function routeRef(logits: ArrayLike<number>, rows: number, E: number, r: 
     const chosen = topIndices(choice, K);
     let sum = 0;
     for (const e of chosen) sum += score[e];
-    const norm = r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
+    // gpt-oss: a softmax over the chosen logits, the chosen scores renormalized (no epsilon).
+    const norm = r.family === 'gpt_oss' ? 1 / sum : r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
     chosen.forEach((e, j) => {
       ids[t * K + j] = e;
       weights[t * K + j] = score[e] * norm * r.routedScalingFactor;
@@ -138,6 +143,13 @@ export interface MoeRefOptions {
   topK: number;
   /** The output's previous contents ([>= rows, H]): the result is added to them (the residual stream). */
   accumulateInto?: ArrayLike<number> | null;
+  /** gpt-oss: 'swiglu_oai' (clamp(u, ±limit) + 1)·g·sigmoid(alpha·g), g = min(gate, limit), in place of silu(g)·u. */
+  act?: 'silu' | 'swiglu_oai';
+  alpha?: number;
+  limit?: number;
+  /** gpt-oss's expert biases: [E, 2I] added to gate|up (gate then up), [E, H] to down's output. */
+  gateUpBias?: ArrayLike<number> | null;
+  downBias?: ArrayLike<number> | null;
   /** 'f32': every product and sum rounded to f32 as a plain f32 implementation computes them (the
    *  error such an implementation makes, for tolerances of badly conditioned sums). Default 'f64'. */
   precision?: 'f64' | 'f32';
@@ -164,6 +176,9 @@ export function moeRef(x: ArrayLike<number>, ids: ArrayLike<number>, weights: Ar
   const out = new Float64Array(rows * H);
   const h = new Float64Array(I);
   const r = o.precision === 'f32' ? Math.fround : (v: number) => v;
+  const oai = o.act === 'swiglu_oai', alpha = o.alpha ?? 1.702, limit = o.limit ?? 7;
+  if (o.gateUpBias) checkMinLen(o.gateUpBias, E * 2 * I, 'gateUpBias');
+  if (o.downBias) checkMinLen(o.downBias, E * H, 'downBias');
   for (let t = 0; t < rows; t++) {
     const acc = out.subarray(t * H, (t + 1) * H);
     for (let j = 0; j < topK; j++) {
@@ -177,12 +192,22 @@ export function moeRef(x: ArrayLike<number>, ids: ArrayLike<number>, weights: Ar
           g = r(g + r(gateUp[gu + n * H + k] * x[t * H + k]));
           u = r(u + r(gateUp[gu + (I + n) * H + k] * x[t * H + k]));
         }
-        h[n] = r(r(g / r(1 + r(Math.exp(-g)))) * u);
+        if (o.gateUpBias) {
+          g = r(g + o.gateUpBias[e * 2 * I + n]);
+          u = r(u + o.gateUpBias[e * 2 * I + I + n]);
+        }
+        if (oai) {
+          const gc = Math.min(g, limit), uc = Math.min(Math.max(u, -limit), limit);
+          h[n] = r(r(uc + 1) * r(gc * r(1 / r(1 + r(Math.exp(-r(alpha * gc)))))));
+        } else {
+          h[n] = r(r(g / r(1 + r(Math.exp(-g)))) * u);
+        }
       }
       const d = e * H * I;
       for (let c = 0; c < H; c++) {
         let s = 0;
         for (let n = 0; n < I; n++) s = r(s + r(down[d + c * I + n] * h[n]));
+        if (o.downBias) s = r(s + o.downBias[e * H + c]);
         acc[c] = r(acc[c] + r(wt * s));
       }
     }

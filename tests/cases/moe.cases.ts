@@ -4,7 +4,8 @@
 // weights over rows 1, 3, 9 (and 70: more pairs than a tile), E 4, 8, 16, topK 1, 2, 6, on both product
 // kernels, accumulating into the residual stream, rows past `rows` untouched, experts split over
 // several buffers, experts nobody chose, every token on one expert, invalid ids, workspace chunks,
-// GPU-made experts, route → moe without the host, no buffers created in the steady state, and every
+// GPU-made experts, route → moe without the host, no buffers created in the steady state, gpt-oss's
+// routing (softmax over the chosen) and experts (swiglu_oai, expert biases; float and MXFP4), and every
 // validation error. Weights the reference sees are the rounded ones the GPU holds; the kernels compute
 // in f32, so f32 tolerances apply to every weight dtype.
 import { ops, reference, roundToDType, QUANT_FORMATS, type Engine, type QuantType, type Tensor } from '../../src/index';
@@ -89,6 +90,8 @@ interface MoeProblem {
   /** Quantized experts (createQuantExperts): random valid blocks of these types; the reference takes
    *  their dequantized values (rounded to f16 on the subgroup-matrix GEMM, as the kernel takes them). */
   quant?: { gateUp: QuantType; down: QuantType };
+  /** gpt-oss's experts: act 'swiglu_oai' with this alpha and limit, and random expert biases. */
+  oai?: { alpha: number; limit: number };
 }
 
 /** Runs ops.moe once and checks it against moeRef; rows of out past `rows` must keep their sentinel. */
@@ -109,20 +112,22 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
   const r = rng(seed + 4);
   const wv = Float32Array.from({ length: total * topK }, () => 0.1 + r());
   const prior = p.accumulate ? randn(total * H, seed + 5) : new Float32Array(total * H).fill(SENTINEL);
+  const biases = p.oai ? { gateUpBias: randn(E * 2 * I, seed + 6, 0.5), downBias: randn(E * H, seed + 7, 0.5) } : {};
   const experts = q
-    ? ops.createQuantExperts(engine, { E, H, I, gateUpType: q.gateUp, gateUp: guBytes!, downType: q.down, down: dnBytes!, maxPartBytes: p.maxPartBytes })
-    : ops.createExperts(engine, { E, H, I, dtype, gateUp, down, maxPartBytes: p.maxPartBytes });
+    ? ops.createQuantExperts(engine, { E, H, I, gateUpType: q.gateUp, gateUp: guBytes!, downType: q.down, down: dnBytes!, maxPartBytes: p.maxPartBytes, ...biases })
+    : ops.createExperts(engine, { E, H, I, dtype, gateUp, down, maxPartBytes: p.maxPartBytes, ...biases });
   if (p.parts !== undefined) assert(experts.parts.length === p.parts, `expected ${p.parts} parts, got ${experts.parts.length}`);
   const out = engine.tensor(prior, [total, H]);
   const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype: experts.dtype, downDtype: experts.downDtype, kernel: p.kernel, tile: p.tile }) : undefined;
   const routing = { ids: engine.tensor(ids, [total, topK], 'i32'), weights: engine.tensor(wv, [total, topK]) };
   const res = ops.moe(engine, engine.tensor(xv, [total, H]), routing, experts, {
-    rows, out, accumulate: p.accumulate, plan, maxWorkspaceBytes: p.maxWorkspaceBytes,
+    rows, out, accumulate: p.accumulate, plan, maxWorkspaceBytes: p.maxWorkspaceBytes, ...(p.oai ? { act: 'swiglu_oai', ...p.oai } as const : {}),
   });
   assert(res === out, 'moe returns out');
   const got = await out.toFloat32();
-  const ref = reference.moeRef(xv, ids, wv, gateUp, down, { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined });
-  const label = `moe ${q ? `${q.gateUp}|${q.down}` : dtype} rows ${rows} E ${E} topK ${topK} ${plan?.kernel ?? 'auto'}${p.accumulate ? ' accumulate' : ''}`;
+  const oai = p.oai ? { act: 'swiglu_oai', ...p.oai, ...biases } as const : {};
+  const ref = reference.moeRef(xv, ids, wv, gateUp, down, { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined, ...oai });
+  const label = `moe ${q ? `${q.gateUp}|${q.down}` : dtype} rows ${rows} E ${E} topK ${topK} ${plan?.kernel ?? 'auto'}${p.accumulate ? ' accumulate' : ''}${p.oai ? ' swiglu_oai' : ''}`;
   if (q && p.kernel === 'gemm-mma') {
     // The matrices take the weights rounded to f16 (pack2x16float, whose rounding WGSL leaves to the
     // implementation): SPEC §6's f16 row, as the quantized linear layers on the matrices.
@@ -131,7 +136,7 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
     // Random blocks give sums far larger than their results (formats with a min above all): within
     // twice the error a plain f32 implementation makes, as the quantized linear layers are checked.
     assertWithinPlain(label, got.subarray(0, rows * H), ref, () => reference.moeRef(xv, ids, wv, gateUp, down,
-      { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined, precision: 'f32' }));
+      { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined, precision: 'f32', ...oai }));
   } else {
     assertClose(label, got.subarray(0, rows * H), ref, 'f32');
   }
@@ -331,6 +336,20 @@ export const moeCases = defineCases('moe', [
     },
   },
   {
+    name: "gpt-oss: route family 'gpt_oss' (top-k by logit, softmax over the chosen); experts with swiglu_oai (limit 1.5: both clamps hit) and expert biases on both kernels, f32, bf16 and MXFP4",
+    async run({ engine }) {
+      const oss: Routing = { family: 'gpt_oss', scoring: 'softmax', method: 'greedy', topK: 2, nGroup: null, topkGroup: null, normTopkProb: true, routedScalingFactor: 1 };
+      await checkRoute(engine, 'gpt_oss E8', { rows: 5, E: 8, r: oss, seed: 450 });
+      await checkRoute(engine, 'gpt_oss E32 top4', { rows: 3, E: 32, r: { ...oss, topK: 4 }, seed: 451 });
+      const oai = { alpha: 1.702, limit: 1.5 };
+      for (const kernel of KERNELS) {
+        await checkMoe(engine, { rows: 3, E: 4, topK: 2, H: 64, I: 40, dtype: 'f32', kernel, seed: 460, oai, accumulate: true });
+        await checkMoe(engine, { rows: 9, E: 8, topK: 2, H: 64, I: 40, dtype: 'bf16', kernel, seed: 461, oai });
+        await checkMoe(engine, { rows: 3, E: 4, topK: 2, H: 64, I: 64, dtype: 'f32', kernel, seed: 462, oai, quant: { gateUp: 'MXFP4', down: 'MXFP4' } });
+      }
+    },
+  },
+  {
     name: 'route → moe on the GPU (no host round trip) equals routeRef → moeRef; GPU-made experts hold the documented values',
     async run({ engine }) {
       const [rows, E, H, I] = [3, 16, 64, 40];
@@ -421,7 +440,7 @@ export const moeCases = defineCases('moe', [
       await expectThrows(() => ops.route(engine, logits, v2({ topK: 9 }), { rows: 3 }), 'route: r.topK: expected a positive integer up to E=8, got 9');
       await expectThrows(() => ops.route(engine, logits, v2({ scoring: 'relu' as never }), { rows: 3 }), "route: r.scoring: expected 'softmax' or 'sigmoid', got 'relu'");
       await expectThrows(() => ops.route(engine, logits, v2({ method: 'topk' as never }), { rows: 3 }), "route: r.method: expected 'greedy', 'group_limited_greedy' or 'noaux_tc', got 'topk'");
-      await expectThrows(() => ops.route(engine, logits, v2({ family: 'mixtral' as never }), { rows: 3 }), "route: r.family: expected 'deepseek_v2' or 'deepseek_v3', got 'mixtral'");
+      await expectThrows(() => ops.route(engine, logits, v2({ family: 'mixtral' as never }), { rows: 3 }), "route: r.family: expected 'deepseek_v2', 'deepseek_v3' or 'gpt_oss', got 'mixtral'");
       await expectThrows(() => ops.route(engine, logits, v3({ nGroup: 3 }), { rows: 3 }), 'route: r.nGroup: expected a divisor of E=8');
       await expectThrows(() => ops.route(engine, logits, v3({ nGroup: 8, topkGroup: 2 }), { rows: 3 }), 'route: r.nGroup: expected at most E/2=4');
       await expectThrows(() => ops.route(engine, logits, v3({ topkGroup: 5 }), { rows: 3 }), 'route: r.topkGroup: expected a positive integer up to nGroup=4, got 5');
@@ -442,6 +461,10 @@ export const moeCases = defineCases('moe', [
       await expectThrows(() => ops.createExperts(engine, { E, H, I, dtype: 'bf16', gateUp: new Float32Array(E * 2 * I * H), down: new Float32Array(E * H * I), maxPartBytes: 100 }),
         "createExperts: maxPartBytes: expected room for one expert's gate|up of 10240 bytes");
       await expectThrows(() => ops.createExpertsOnDevice(engine, { E, H, I, dtype: 'fp8' as never }), "createExpertsOnDevice: dtype: expected 'f32', 'f16' or 'bf16', got 'fp8'");
+      await expectThrows(() => ops.createExperts(engine, { E, H, I, dtype: 'f32', gateUp: new Float32Array(E * 2 * I * H), down: new Float32Array(E * H * I), gateUpBias: new Float32Array(E * 2 * I) }),
+        'createExperts: downBias: expected given with the other bias (both or neither), got absent');
+      await expectThrows(() => ops.createExperts(engine, { E, H, I, dtype: 'f32', gateUp: new Float32Array(E * 2 * I * H), down: new Float32Array(E * H * I),
+        gateUpBias: new Float32Array(E * 2 * I), downBias: new Float32Array(E * I) }), `createExperts: downBias: expected a Float32Array of E·H = ${E * H} values, got ${E * I} values`);
 
       const experts = ops.createExperts(engine, { E, H, I, dtype: 'bf16', gateUp: randn(E * 2 * I * H, 901, 0.1), down: randn(E * H * I, 902, 0.1) });
       const x = engine.tensor(randn(3 * H, 903), [3, H]);
@@ -456,6 +479,11 @@ export const moeCases = defineCases('moe', [
       await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out: x }), 'moe: o.out: expected a buffer of its own (not that of x, ids or weights), got a shared buffer');
       await expectThrows(() => ops.moe(engine, x, routed, { E } as never, { rows: 3, out }), 'moe: experts: expected an ExpertWeights');
       await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out, maxWorkspaceBytes: 100 }), "moe: o.maxWorkspaceBytes: expected room for one token's workspace (640 bytes), got 100");
+      await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out, act: 'gelu' as never }), "moe: o.act: expected 'silu' or 'swiglu_oai', got 'gelu'");
+      await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out, limit: 7 }), "moe: o.alpha: expected no alpha or limit (they belong to act 'swiglu_oai'), got 7");
+      await expectThrows(() => ops.moe(engine, x, routed, experts, { rows: 3, out, act: 'swiglu_oai', limit: 0 }), 'moe: o.limit: expected a number > 0, got 0');
+      await expectThrows(() => ops.withExpertBiases(engine, experts, { gateUpBias: new Float32Array(3), downBias: new Float32Array(E * H) }),
+        `withExpertBiases: gateUpBias: expected a Float32Array of E·2I = ${E * 2 * I} values, got 3 values`);
       await expectThrows(() => ops.planMoe(engine, { rows: 3, topK: 2, E, H, I, dtype: 'bf16', kernel: 'fast' as never }), "planMoe: kernel: expected 'auto', 'gemv', 'gemm' or 'gemm-mma', got 'fast'");
       const noMma = ops.linearMmaUnavailable(engine, 'bf16');
       if (noMma) {

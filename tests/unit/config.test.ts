@@ -88,6 +88,7 @@ describe('parseConfig: the goldens', () => {
       normTopkProb: false,
       routedScalingFactor: 1,
       eScoreCorrectionBias: false,
+      gptOss: null,
     });
     expect(c.layers.map((l) => l.moe)).toEqual([false, true]);
     expect(c.rope).toMatchObject({ type: 'default', rotaryDim: 16, interleaved: true });
@@ -144,7 +145,7 @@ describe('parseConfig: the goldens', () => {
     expect(parseConfig(v3)).toEqual(parseConfig(golden('deepseek-v3-yarn-moe')));
   });
 
-  it('supports exactly the six architectures', () => {
+  it('supports exactly the eight architectures', () => {
     expect([...SUPPORTED_ARCHITECTURES]).toEqual([
       'LlamaForCausalLM',
       'MistralForCausalLM',
@@ -152,7 +153,62 @@ describe('parseConfig: the goldens', () => {
       'Qwen3ForCausalLM',
       'DeepseekV2ForCausalLM',
       'DeepseekV3ForCausalLM',
+      'Gemma2ForCausalLM',
+      'GptOssForCausalLM',
     ]);
+  });
+});
+
+const layerGoldens = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-layers');
+const layerGolden = (name: string): Json => JSON.parse(readFileSync(join(layerGoldens, name, 'config.json'), 'utf8')) as Json;
+
+describe('parseConfig: the layer-type goldens (Gemma2, gpt-oss)', () => {
+  it('normalizes gemma2-softcap-window (soft-capping, query_pre_attn_scalar, alternating windows, scaled embedding, GELU-tanh)', () => {
+    const c = parseConfig(layerGolden('gemma2-softcap-window'));
+    expect(c).toMatchObject({
+      architecture: 'Gemma2ForCausalLM', family: 'gemma2', vocabSize: 256, hiddenSize: 128, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 32,
+      intermediateSize: 256, rmsEps: 1e-6, tieWordEmbeddings: true, attentionBias: { qkv: false, o: false }, mlpBias: false, qkNorm: false,
+      hiddenAct: 'gelu_tanh', attnSoftcap: 3, finalLogitSoftcap: 8, embedScale: Math.fround(Math.sqrt(128)), sandwichNorms: true, sinks: false,
+      bosTokenId: 2, eosTokenIds: [1], padTokenId: 0, mla: null, moe: null,
+      layers: [{ slidingWindow: 8, moe: false }, { slidingWindow: null, moe: false }],
+    });
+    expect(c.attentionScale).toBe(Math.pow(8, -0.5));
+    expect(c.rope).toMatchObject({ type: 'default', theta: 10000, rotaryDim: 32, interleaved: false });
+  });
+
+  it('normalizes gptoss-sinks-window-moe (biases, sinks, YaRN without truncation, MoE on every layer)', () => {
+    const c = parseConfig(layerGolden('gptoss-sinks-window-moe'));
+    expect(c).toMatchObject({
+      architecture: 'GptOssForCausalLM', family: 'gpt_oss', hiddenSize: 128, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 32,
+      rmsEps: 1e-6, tieWordEmbeddings: false, attentionBias: { qkv: true, o: true }, sinks: true, sandwichNorms: false,
+      attnSoftcap: null, finalLogitSoftcap: null, embedScale: null, bosTokenId: null, eosTokenIds: [],
+      layers: [{ slidingWindow: 8, moe: true }, { slidingWindow: null, moe: true }],
+    });
+    expect(c.moe).toEqual({
+      numRoutedExperts: 4, numExpertsPerTok: 2, numSharedExperts: 0, moeIntermediateSize: 128, firstKDenseReplace: 0, moeLayerFreq: 1,
+      topkMethod: 'greedy', scoringFunc: 'softmax', nGroup: null, topkGroup: null, normTopkProb: true, routedScalingFactor: 1,
+      eScoreCorrectionBias: false, gptOss: { swigluLimit: 7, swigluAlpha: 1.702 },
+    });
+    expect(c.attentionScale).toBe(Math.pow(32, -0.5));
+    expect(c.rope).toMatchObject({ type: 'yarn', theta: 150000, factor: 32, originalMaxPositionEmbeddings: 4096, betaFast: 32, betaSlow: 1, truncate: false, interleaved: false });
+  });
+
+  it("takes the config classes' defaults: Gemma2 (caps 50 and 30, scalar 256, window 4096, head_dim 256), gpt-oss (YaRN, 128 experts top 4, eps 1e-5, biases)", () => {
+    const base = { vocab_size: 64, hidden_size: 64, intermediate_size: 64, num_hidden_layers: 3, num_attention_heads: 4 };
+    const g = parseConfig({ architectures: ['Gemma2ForCausalLM'], ...base });
+    expect(g).toMatchObject({ attnSoftcap: 50, finalLogitSoftcap: 30, headDim: 256, tieWordEmbeddings: true, bosTokenId: 2, eosTokenIds: [1],
+      layers: [{ slidingWindow: 4096 }, { slidingWindow: null }, { slidingWindow: 4096 }] });
+    expect(g.attentionScale).toBe(1 / 16);
+    expect(parseConfig({ architectures: ['Gemma2ForCausalLM'], ...base, attn_logit_softcapping: null, final_logit_softcapping: null }))
+      .toMatchObject({ attnSoftcap: null, finalLogitSoftcap: null });
+    expect(() => parseConfig({ architectures: ['Gemma2ForCausalLM'], ...base, hidden_activation: 'relu' })).toThrow("parseConfig: hidden_activation: expected 'gelu_pytorch_tanh', got 'relu'");
+    const o = parseConfig({ model_type: 'gpt_oss', ...base });
+    expect(o).toMatchObject({ architecture: 'GptOssForCausalLM', headDim: 64, rmsEps: 1e-5, attentionBias: { qkv: true, o: true },
+      layers: [{ slidingWindow: 128, moe: true }, { slidingWindow: null, moe: true }, { slidingWindow: 128, moe: true }] });
+    expect(o.moe).toMatchObject({ numRoutedExperts: 128, numExpertsPerTok: 4, gptOss: { swigluLimit: 7 } });
+    expect(o.rope).toMatchObject({ type: 'yarn', factor: 32, originalMaxPositionEmbeddings: 4096, truncate: false, theta: 150000 });
+    expect(() => parseConfig({ model_type: 'gpt_oss', ...base, num_experts_per_tok: 200 })).toThrow('parseConfig: num_experts_per_tok: expected at most num_local_experts (128), got 200');
+    expect(() => parseConfig({ model_type: 'gpt_oss', ...base, layer_types: ['full_attention'] })).toThrow('parseConfig: layer_types: expected 3 entries');
   });
 });
 
