@@ -6,6 +6,7 @@
 // errors.
 import { loadSafetensors, reference, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/models/encoder';
+import { loadT5Model, type T5Model } from '../../src/models/t5';
 import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -110,6 +111,30 @@ const base64F32 = (s: string): Float32Array => {
   const dv = new DataView(b.buffer);
   return Float32Array.from({ length: b.length / 4 }, (_, i) => dv.getFloat32(4 * i, true));
 };
+
+interface T5Golden {
+  encoder_input_ids: number[][];
+  encoder_last_hidden_state: number[][][];
+  decoder_input_ids: number[][];
+  prefill_logits: number[][][];
+  greedy: number[][];
+}
+
+/**
+ * T5 through engine.loadModel once model.ts hands T5ForConditionalGeneration to loadT5Model; until then
+ * loadT5Model directly, where the runner shares the library's modules (Node), and null elsewhere (a
+ * bundled copy would bring its own Tensor class).
+ */
+async function loadT5(ctx: CaseContext, config: object, weights: Uint8Array): Promise<T5Model | null> {
+  const w = await loadSafetensors(weights);
+  try {
+    return await ctx.engine.loadModel({ config, weights: w }) as unknown as T5Model;
+  } catch (e) {
+    if (!/architectures/.test(String(e))) throw e;
+    if (!ctx.runtime.startsWith('node')) return null;
+    return loadT5Model(ctx.engine, { config, weights: w });
+  }
+}
 
 export const encoderCases: TestCase[] = defineCases('encoder', [
   {
@@ -242,6 +267,35 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
         noTok.destroy();
       }
       await expectThrows(async () => (await load(ctx.engine, (await folder(ctx, 'modernbert-local-global')))).embed([[1, 2]], { pooling: 'pooler' }), 'pooler');
+    },
+  },
+  {
+    name: 't5-relbias: encoder states and prefill logits within 1e-3·max of HF (relative position bias, cross-attention, scaled tied head); greedy tokens identical',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 't5-relbias')) return;
+      const name = 'goldens-layers/t5-relbias';
+      const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
+      const golden = JSON.parse(text(g)) as T5Golden;
+      const model = await loadT5(ctx, JSON.parse(text(config)), weights);
+      if (!model) {
+        ctx.note('t5-relbias: runs here once engine.loadModel dispatches T5ForConditionalGeneration');
+        return;
+      }
+      try {
+        let worst = 0;
+        for (const [c, ids] of golden.encoder_input_ids.entries()) {
+          worst = Math.max(worst, within(`t5 encoder states ${c}`, await model.encoderStates(ids), golden.encoder_last_hidden_state[c].flat(), 1e-3));
+          const dec = golden.decoder_input_ids[c];
+          const logits = await model.logits(dec, { encoderInput: ids });
+          const V = golden.prefill_logits[c][0].length;
+          golden.prefill_logits[c].forEach((row, t) => { worst = Math.max(worst, within(`t5 case ${c} prefill logits at ${t}`, logits.subarray(t * V, (t + 1) * V), row, 1e-3)); });
+        }
+        const greedy = await model.generate(golden.decoder_input_ids, { encoderInputs: golden.encoder_input_ids, maxNewTokens: 8, stopTokens: [] });
+        greedy.forEach((got, c) => assert(got.join() === golden.greedy[c].join(), `t5 greedy case ${c}: ${got}, HF ${golden.greedy[c]}`));
+        ctx.note(`t5-relbias: worst error ${worst.toExponential(2)} of max|value| (encoder states, prefill logits); greedy tokens identical`);
+      } finally {
+        model.destroy();
+      }
     },
   },
   {

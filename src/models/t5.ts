@@ -1,0 +1,422 @@
+// T5ForConditionalGeneration (original T5 and flan-T5 style), as transformers computes it: encoder and
+// decoder of pre-norm blocks (T5LayerNorm: RMS without mean or bias), attention without q·k scaling and
+// with a learned relative position bias (buckets of j - i, bidirectional in the encoder, causal in the
+// decoder; owned by each stack's first layer, shared by the others), cross-attention without bias over
+// the encoder's output, a ReLU MLP (or gated GELU-tanh for flan-T5's 'gated-gelu'), the decoder output
+// scaled by d_model^-0.5 before a tied head (scale_decoder_outputs).
+//
+// What runs: one input at a time, every step recomputed from the start (no cache): the relative bias is
+// an additive mask of each head in the dense SDPA kernels, and each head's q, k, v and o are linear
+// layers of their own (the projections' rows, the output's columns), so no transpose is needed between
+// the linear layers' [tokens, features] rows and SDPA's [heads, tokens, head size]. Correct for any T5;
+// slow for long outputs (each new token recomputes the decoder over all before it).
+import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import type { Tensor } from '../core/tensor.js';
+import { sdpa } from '../attention/sdpa.js';
+import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
+import { embedding } from '../ops/embedding.js';
+import { activate, gatedAct } from '../ops/elementwise.js';
+import { rmsNorm } from '../ops/norm.js';
+import { checkTokenIds } from '../serve/engine.js';
+import { TextTokenizer } from '../serve/text.js';
+import { isGGUFFile } from './gguf_weights.js';
+import type { GGUFFile } from './gguf.js';
+import type { SafetensorsFile } from './safetensors.js';
+import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
+import { configBool, configInt, configNumber, resolveEncoderTensors } from './encoder_arch.js';
+
+const OP = 'loadModel';
+
+export interface T5Config {
+  vocabSize: number; dModel: number; dKv: number; numHeads: number; dFf: number;
+  encLayers: number; decLayers: number; buckets: number; maxDistance: number; eps: number;
+  gated: boolean; act: 'relu' | 'gelu_tanh';
+  /** lm_head is shared.weight. */
+  tied: boolean;
+  /** The decoder output times d_model^-0.5 before the head. */
+  scaleOutputs: boolean;
+  decoderStart: number;
+  eos: number | null;
+}
+
+export function parseT5Config(c: Record<string, unknown>): T5Config {
+  const ff = c.feed_forward_proj ?? 'relu';
+  check(ff === 'relu' || ff === 'gated-gelu', OP, 'config.feed_forward_proj', "'relu' or 'gated-gelu'", fmt(ff));
+  const tied = configBool(c, 'tie_word_embeddings', true);
+  const eos = c.eos_token_id;
+  check(eos === undefined || eos === null || (Number.isInteger(eos) && (eos as number) >= 0), OP, 'config.eos_token_id', 'a token id', fmt(eos));
+  const encLayers = configInt(c, 'num_layers');
+  const start = c.decoder_start_token_id ?? c.pad_token_id ?? 0;
+  check(Number.isInteger(start) && (start as number) >= 0, OP, 'config.decoder_start_token_id', 'a token id', fmt(start));
+  return {
+    vocabSize: configInt(c, 'vocab_size'), dModel: configInt(c, 'd_model'), dKv: configInt(c, 'd_kv'), numHeads: configInt(c, 'num_heads'),
+    dFf: configInt(c, 'd_ff'), encLayers, decLayers: configInt(c, 'num_decoder_layers', encLayers),
+    buckets: configInt(c, 'relative_attention_num_buckets', 32), maxDistance: configInt(c, 'relative_attention_max_distance', 128),
+    eps: configNumber(c, 'layer_norm_epsilon', 1e-6), gated: ff === 'gated-gelu', act: ff === 'gated-gelu' ? 'gelu_tanh' : 'relu',
+    tied, scaleOutputs: configBool(c, 'scale_decoder_outputs', tied), decoderStart: start as number, eos: (eos ?? null) as number | null,
+  };
+}
+
+/** transformers' _relative_position_bucket of rel = j - i, with its float32 arithmetic. */
+export function relativeBucket(rel: number, bidirectional: boolean, numBuckets: number, maxDistance: number): number {
+  const f = Math.fround;
+  let bucket = 0, n = numBuckets, r: number;
+  if (bidirectional) {
+    n = Math.floor(n / 2);
+    if (rel > 0) bucket += n;
+    r = Math.abs(rel);
+  } else {
+    r = -Math.min(rel, 0);
+  }
+  const maxExact = Math.floor(n / 2);
+  if (r < maxExact) return bucket + r;
+  const large = maxExact + Math.trunc(f(f(f(Math.log(f(r / maxExact))) / f(Math.log(maxDistance / maxExact))) * (n - maxExact)));
+  return bucket + Math.min(large, n - 1);
+}
+
+/** One attention's per-head weights: q, k, v rows of head h, and the output's columns of head h. */
+interface HeadAttention { q: LinearWeight[]; k: LinearWeight[]; v: LinearWeight[]; o: LinearWeight[] }
+interface Block { norms: Tensor[]; self: HeadAttention; cross: HeadAttention | null; wi: LinearWeight; wo: LinearWeight }
+
+/** loadModel's options as T5 reads them (model.ts LoadModelOptions: the same object). */
+export interface T5LoadOptions {
+  config?: object;
+  weights: SafetensorsFile | readonly SafetensorsFile[] | GGUFFile;
+  dtype?: string;
+  onProgress?: (loadedBytes: number, totalBytes: number) => void;
+  tokenizer?: object;
+  tokenizerConfig?: object;
+  generationConfig?: object;
+  name?: string;
+  allowNonFinite?: boolean;
+  kvCache?: unknown;
+  maxTokensPerStep?: unknown;
+  maxSeqsPerStep?: unknown;
+  preprocessorConfig?: unknown;
+}
+
+export async function loadT5Model(rt: Runtime, o: T5LoadOptions): Promise<T5Model> {
+  rt.assertAlive(OP);
+  check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, tokenizer?, ... }', o);
+  checkKeys(OP, 'o', o, ['config', 'weights', 'dtype', 'onProgress', 'tokenizer', 'tokenizerConfig', 'generationConfig', 'name', 'allowNonFinite',
+    'kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig']);
+  for (const k of ['kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig'] as const) {
+    if (o[k] !== undefined) fail(OP, `o.${k}`, 'none (T5 here runs one request at a time, recomputed each step, without a KV cache)', o[k]);
+  }
+  if (isGGUFFile(o.weights)) fail(OP, 'o.weights', 'safetensors files (T5 is not read from GGUF)', 'a GGUFFile');
+  const c = o.config as Record<string, unknown>;
+  check(c !== null && typeof c === 'object' && Array.isArray(c.architectures) && c.architectures[0] === 'T5ForConditionalGeneration', OP, 'config.architectures',
+    "['T5ForConditionalGeneration']", fmt(c?.architectures));
+  const cfg = parseT5Config(c);
+  const files = (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
+  check(files.length > 0 && files.every((f) => f && f.tensors instanceof Map && typeof f.bytes === 'function'), OP, 'o.weights', 'a SafetensorsFile or an array of them', o.weights);
+  const dt = o.dtype ?? 'checkpoint';
+  check(['checkpoint', 'f32', 'f16', 'bf16'].includes(dt), OP, 'o.dtype', "'checkpoint', 'f32', 'f16' or 'bf16'", fmt(o.dtype));
+  if (o.name !== undefined) check(typeof o.name === 'string' && o.name.length > 0, OP, 'o.name', 'a non-empty string', o.name);
+  const tokenizer = o.tokenizer ? TextTokenizer.create(o.tokenizer, o.tokenizerConfig, o.generationConfig as object | undefined) : undefined;
+  const model = new T5Model(rt, cfg, o.name ?? 'T5ForConditionalGeneration', tokenizer);
+  const resolved = resolveEncoderTensors('T5ForConditionalGeneration', model.schema(), '', files);
+  const dtype: WeightDType = dt === 'checkpoint' ? checkpointDType(resolved) : dt as WeightDType;
+  const reader = new WeightReader(files, resolved, o.onProgress, false, undefined, o.allowNonFinite === true);
+  try {
+    await rt.allocating(() => model.load(reader, dtype), () => { model.destroy(); reader.destroyLoaded(); },
+      (e, oom) => `${OP}: ${oom ? 'the GPU ran out of memory for' : 'the GPU refused an allocation or upload of'} the T5 weights; everything taken is released (${e.message})`);
+  } finally {
+    await Promise.allSettled(files.map((f) => f.close?.()));
+  }
+  return model;
+}
+
+export class T5Model {
+  readonly architecture = 'T5ForConditionalGeneration';
+  weightBytes = 0;
+  readonly id: string;
+  readonly tokenizer?: TextTokenizer;
+  private shared!: LinearWeight;
+  private head!: LinearWeight;
+  private encBias!: Float32Array;
+  private decBias!: Float32Array;
+  private encFinal!: Tensor;
+  private decFinal!: Tensor;
+  private readonly enc: Block[] = [];
+  private readonly dec: Block[] = [];
+  private readonly owned: { destroy(): void }[] = [];
+  private destroyed = false;
+
+  constructor(private readonly rt: Runtime, readonly cfg: T5Config, name: string, tokenizer?: TextTokenizer) {
+    this.id = name;
+    this.tokenizer = tokenizer;
+  }
+
+  /** The checkpoint's tensors (transformers' names). */
+  schema(): { required: Map<string, number[]>; optional: Map<string, number[]>; ignored(n: string): boolean } {
+    const c = this.cfg, d = c.dModel, inner = c.numHeads * c.dKv;
+    const req = new Map<string, number[]>([['shared.weight', [c.vocabSize, d]], ['encoder.final_layer_norm.weight', [d]], ['decoder.final_layer_norm.weight', [d]]]);
+    if (!c.tied) req.set('lm_head.weight', [c.vocabSize, d]);
+    const attn = (p: string, bias: boolean) => {
+      for (const n of ['q', 'k', 'v']) req.set(`${p}.${n}.weight`, [inner, d]);
+      req.set(`${p}.o.weight`, [d, inner]);
+      if (bias) req.set(`${p}.relative_attention_bias.weight`, [c.buckets, c.numHeads]);
+    };
+    const ff = (p: string) => {
+      if (c.gated) { req.set(`${p}.DenseReluDense.wi_0.weight`, [c.dFf, d]); req.set(`${p}.DenseReluDense.wi_1.weight`, [c.dFf, d]); } else req.set(`${p}.DenseReluDense.wi.weight`, [c.dFf, d]);
+      req.set(`${p}.DenseReluDense.wo.weight`, [d, c.dFf]);
+      req.set(`${p}.layer_norm.weight`, [d]);
+    };
+    for (let i = 0; i < c.encLayers; i++) {
+      const p = `encoder.block.${i}.layer.`;
+      attn(`${p}0.SelfAttention`, i === 0);
+      req.set(`${p}0.layer_norm.weight`, [d]);
+      ff(`${p}1`);
+    }
+    for (let i = 0; i < c.decLayers; i++) {
+      const p = `decoder.block.${i}.layer.`;
+      attn(`${p}0.SelfAttention`, i === 0);
+      req.set(`${p}0.layer_norm.weight`, [d]);
+      attn(`${p}1.EncDecAttention`, false);
+      req.set(`${p}1.layer_norm.weight`, [d]);
+      ff(`${p}2`);
+    }
+    // Tied copies of shared.weight some checkpoints carry, and the untied head of a tied model.
+    const ignored = (n: string) => n === 'encoder.embed_tokens.weight' || n === 'decoder.embed_tokens.weight' || (c.tied && n === 'lm_head.weight');
+    return { required: req, optional: new Map(), ignored };
+  }
+
+  async load(r: WeightReader, dtype: WeightDType): Promise<void> {
+    const c = this.cfg, rt = this.rt, d = c.dModel, D = c.dKv, H = c.numHeads;
+    const keep = <T extends { destroy(): void }>(x: T): T => { this.owned.push(x); return x; };
+    this.shared = await r.linear(rt, ['shared.weight'], dtype);
+    this.head = c.tied ? this.shared : await r.linear(rt, ['lm_head.weight'], dtype);
+    const heads = async (p: string): Promise<HeadAttention> => {
+      const rows = async (n: string) => {
+        const w = (await r.read(`${p}.${n}.weight`, 'f32')) as Float32Array;
+        return Array.from({ length: H }, (_, h) => keep(createLinear(rt, { data: w.slice(h * D * d, (h + 1) * D * d), N: D, K: d, dtype })));
+      };
+      const o = (await r.read(`${p}.o.weight`, 'f32')) as Float32Array;
+      const oh = Array.from({ length: H }, (_, h) => {
+        const cols = new Float32Array(d * D);
+        for (let i = 0; i < d; i++) cols.set(o.subarray(i * H * D + h * D, i * H * D + (h + 1) * D), i * D);
+        return keep(createLinear(rt, { data: cols, N: d, K: D, dtype }));
+      });
+      return { q: await rows('q'), k: await rows('k'), v: await rows('v'), o: oh };
+    };
+    const ff = async (p: string) => ({
+      wi: c.gated ? await r.linear(rt, [`${p}.DenseReluDense.wi_0.weight`, `${p}.DenseReluDense.wi_1.weight`], dtype) : await r.linear(rt, [`${p}.DenseReluDense.wi.weight`], dtype),
+      wo: await r.linear(rt, [`${p}.DenseReluDense.wo.weight`], dtype),
+    });
+    for (let i = 0; i < c.encLayers; i++) {
+      const p = `encoder.block.${i}.layer.`;
+      this.enc.push({ norms: [await r.vector(rt, `${p}0.layer_norm.weight`), await r.vector(rt, `${p}1.layer_norm.weight`)], self: await heads(`${p}0.SelfAttention`), cross: null, ...await ff(`${p}1`) });
+    }
+    for (let i = 0; i < c.decLayers; i++) {
+      const p = `decoder.block.${i}.layer.`;
+      this.dec.push({
+        norms: [await r.vector(rt, `${p}0.layer_norm.weight`), await r.vector(rt, `${p}1.layer_norm.weight`), await r.vector(rt, `${p}2.layer_norm.weight`)],
+        self: await heads(`${p}0.SelfAttention`), cross: await heads(`${p}1.EncDecAttention`), ...await ff(`${p}2`),
+      });
+    }
+    this.encFinal = await r.vector(rt, 'encoder.final_layer_norm.weight');
+    this.decFinal = await r.vector(rt, 'decoder.final_layer_norm.weight');
+    this.encBias = (await r.read('encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight', 'f32')) as Float32Array;
+    this.decBias = (await r.read('decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight', 'f32')) as Float32Array;
+    let n = linearWeightBytes(this.shared) + (this.head !== this.shared ? linearWeightBytes(this.head) : 0) + this.encFinal.byteLength + this.decFinal.byteLength;
+    for (const w of this.owned) n += linearWeightBytes(w as LinearWeight);
+    for (const b of [...this.enc, ...this.dec]) n += linearWeightBytes(b.wi) + linearWeightBytes(b.wo) + b.norms.reduce((a, t) => a + t.byteLength, 0);
+    this.weightBytes = n + this.encBias.byteLength + this.decBias.byteLength;
+  }
+
+  // ------------------------------------------------------------------------------------------ API
+
+  /** The encoder's last hidden state of input ids, [len × d_model]. */
+  async encoderStates(encoderInput: readonly number[] | Int32Array | Float32Array): Promise<Float32Array> {
+    const ids = this.ids('encoderStates', 'encoderInput', encoderInput);
+    const temps: Tensor[] = [];
+    try {
+      return await this.runEncoder(ids, temps).toFloat32();
+    } finally {
+      for (const t of temps) t.destroy();
+    }
+  }
+
+  /** Decoder logits at every position of `tokens` given the encoder input ids, [len × vocab]. */
+  async logits(tokens: readonly number[] | Int32Array, o: { encoderInput?: readonly number[] | Int32Array | Float32Array } = {}): Promise<Float32Array> {
+    const op = 'logits';
+    check(o !== null && typeof o === 'object', op, 'o', '{ encoderInput }', o);
+    checkKeys(op, 'o', o, ['encoderInput']);
+    const dec = this.ids(op, 'tokens', tokens);
+    if (o.encoderInput === undefined) fail(op, 'o.encoderInput', "the encoder's input ids (T5 is an encoder-decoder model)", 'none');
+    const enc = this.ids(op, 'o.encoderInput', o.encoderInput);
+    const temps: Tensor[] = [];
+    try {
+      const e = this.runEncoder(enc, temps);
+      return await this.decode(dec, e, enc.length, temps).toFloat32();
+    } finally {
+      for (const t of temps) t.destroy();
+    }
+  }
+
+  /**
+   * Greedy continuations of each decoder prompt (default [decoder_start_token_id]) given its encoder
+   * input: the argmax of the last position's logits, every step recomputed (no cache).
+   */
+  async generate(prompts: readonly (readonly number[] | Int32Array)[], o: { encoderInputs?: readonly (readonly number[] | Int32Array | Float32Array)[];
+    maxNewTokens?: number; stopTokens?: number[]; temperature?: number } = {}): Promise<number[][]> {
+    const op = 'generate';
+    check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of decoder prompts', prompts);
+    check(o !== null && typeof o === 'object', op, 'o', '{ encoderInputs, maxNewTokens?, stopTokens? }', o);
+    checkKeys(op, 'o', o, ['encoderInputs', 'maxNewTokens', 'stopTokens', 'temperature']);
+    if (o.temperature !== undefined) check(o.temperature === 0, op, 'o.temperature', '0 (T5 decodes greedily here)', o.temperature);
+    check(Array.isArray(o.encoderInputs) && o.encoderInputs.length === prompts.length, op, 'o.encoderInputs', `${prompts.length} encoder inputs (one per prompt)`, o.encoderInputs);
+    const max = o.maxNewTokens === undefined ? 16 : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
+    const stops = o.stopTokens ?? (this.cfg.eos === null ? [] : [this.cfg.eos]);
+    check(Array.isArray(stops) && stops.every((t) => Number.isInteger(t)), op, 'o.stopTokens', 'an array of token ids', stops);
+    const ps = prompts.map((p, i) => this.ids(op, `prompts[${i}]`, p));
+    const es = o.encoderInputs.map((e, i) => this.ids(op, `o.encoderInputs[${i}]`, e));
+    const out: number[][] = [];
+    for (const [i, p] of ps.entries()) {
+      const seq = Array.from(p), got: number[] = [];
+      const temps: Tensor[] = [];
+      try {
+        const enc = this.runEncoder(es[i], temps);
+        while (got.length < max) {
+          const step: Tensor[] = [];
+          try {
+            const logits = await this.decode(Int32Array.from(seq), enc, es[i].length, step, true).toFloat32();
+            let t = 0;
+            for (let v = 1; v < logits.length; v++) if (logits[v] > logits[t]) t = v;   // the first of equal maxima, as torch's argmax
+            got.push(t);
+            seq.push(t);
+            if (stops.includes(t)) break;
+          } finally {
+            for (const t of step) t.destroy();
+          }
+        }
+      } finally {
+        for (const t of temps) t.destroy();
+      }
+      out.push(got);
+    }
+    return out;
+  }
+
+  /** Refused: T5 is not an encoder-only model (encoderStates gives its encoder's output). */
+  encode(): Promise<never> {
+    return Promise.reject(new WebinferError('encode: T5 is an encoder-decoder model: use encoderStates(ids), logits or generate'));
+  }
+
+  /** The encoder stack over one input, [len, d_model] (its tensors go to temps). */
+  private runEncoder(ids: Int32Array, temps: Tensor[]): Tensor {
+    const c = this.cfg, rt = this.rt, L = ids.length;
+    const t = (x: Tensor) => { temps.push(x); return x; };
+    const h = t(embedding(rt, ids, this.shared));
+    const x = t(rt.emptyTensor([L, c.dModel], 'f32'));
+    const masks = this.biasMasks(this.encBias, L, L, true, temps);
+    for (const b of this.enc) {
+      rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
+      this.attend(x, x, b.self, masks, false, h, temps);
+      rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
+      this.ff(x, b, h, temps);
+    }
+    return rmsNorm(rt, h, this.encFinal, c.eps, { out: x });
+  }
+
+  /** Refused: T5 is not an encoder-only model. */
+  embed(): Promise<never> {
+    return Promise.reject(new WebinferError('embed: T5 is an encoder-decoder model: use encoderStates, logits or generate'));
+  }
+
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    for (const w of this.owned) w.destroy();
+    for (const b of [...this.enc, ...this.dec]) {
+      b.wi.destroy();
+      b.wo.destroy();
+      for (const n of b.norms) n.destroy();
+    }
+    if (this.head !== this.shared) this.head?.destroy();
+    this.shared?.destroy();
+    this.encFinal?.destroy();
+    this.decFinal?.destroy();
+  }
+
+  // -------------------------------------------------------------------------------------- forward
+
+  private ids(op: string, arg: string, x: unknown): Int32Array {
+    if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
+    this.rt.assertAlive(op);
+    return checkTokenIds(op, arg, x instanceof Float32Array ? Array.from(x) : x, this.cfg.vocabSize);
+  }
+
+  /** Each head's relative position bias as an additive mask [1, 1, Lq, Lk] (the decoder's causal too). */
+  private biasMasks(table: Float32Array, Lq: number, Lk: number, bidirectional: boolean, temps: Tensor[]): Tensor[] {
+    const c = this.cfg, H = c.numHeads;
+    const bucketOf = new Map<number, number>();
+    return Array.from({ length: H }, (_, h) => {
+      const m = new Float32Array(Lq * Lk);
+      for (let i = 0; i < Lq; i++) {
+        for (let j = 0; j < Lk; j++) {
+          const rel = j - i;
+          let b = bucketOf.get(rel);
+          if (b === undefined) bucketOf.set(rel, b = relativeBucket(rel, bidirectional, c.buckets, c.maxDistance));
+          m[i * Lk + j] = !bidirectional && j > i ? -Infinity : table[b * H + h];
+        }
+      }
+      const t = this.rt.tensor(m, [1, 1, Lq, Lk], 'f32');
+      temps.push(t);
+      return t;
+    });
+  }
+
+  /** h += Σ_heads o_h(attention(q_h(xq), k_h(xkv), v_h(xkv))), masks: each head's additive bias (or none). */
+  private attend(xq: Tensor, xkv: Tensor, a: HeadAttention, masks: Tensor[] | null, causal: boolean, h: Tensor, temps: Tensor[]): void {
+    const rt = this.rt, D = this.cfg.dKv, Lq = xq.shape[0], Lk = xkv.shape[0];
+    for (let hh = 0; hh < this.cfg.numHeads; hh++) {
+      const q = linear(rt, xq, a.q[hh]), k = linear(rt, xkv, a.k[hh]), v = linear(rt, xkv, a.v[hh]);
+      temps.push(q, k, v);
+      const o = sdpa(rt, 'T5 attention', q.view([1, 1, Lq, D]), k.view([1, 1, Lk, D]), v.view([1, 1, Lk, D]),
+        { scale: 1, causal, ...(masks ? { mask: masks[hh] } : {}) }, false).out;
+      temps.push(o);
+      linear(rt, o.view([Lq, D]), a.o[hh], { out: h, accumulate: true });
+    }
+  }
+
+  private ff(x: Tensor, b: Block, h: Tensor, temps: Tensor[]): void {
+    const rt = this.rt, c = this.cfg;
+    const mid = linear(rt, x, b.wi);
+    temps.push(mid);
+    let act = mid;
+    if (c.gated) {
+      act = gatedAct(rt, mid, c.dFf, 'gelu_tanh');
+      temps.push(act);
+    } else {
+      activate(rt, mid, 'relu', { out: mid });
+    }
+    linear(rt, act, b.wo, { out: h, accumulate: true });
+  }
+
+  /** The decoder over `tokens` and the encoder output: logits [len, vocab] (lastOnly: of the last row, [1, vocab]). */
+  private decode(tokens: Int32Array, enc: Tensor, encLen: number, temps: Tensor[], lastOnly = false): Tensor {
+    const c = this.cfg, rt = this.rt, L = tokens.length;
+    const t = (x: Tensor) => { temps.push(x); return x; };
+    const h = t(embedding(rt, tokens, this.shared));
+    const x = t(rt.emptyTensor([L, c.dModel], 'f32'));
+    const masks = this.biasMasks(this.decBias, L, L, false, temps);
+    const e = enc.view([encLen, c.dModel]);
+    for (const b of this.dec) {
+      rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
+      this.attend(x, x, b.self, masks, false, h, temps);
+      rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
+      this.attend(x, e, b.cross!, null, false, h, temps);
+      rmsNorm(rt, h, b.norms[2], c.eps, { out: x });
+      this.ff(x, b, h, temps);
+    }
+    rmsNorm(rt, h, this.decFinal, c.eps, { out: x });
+    if (c.scaleOutputs) activate(rt, x, 'none', { out: x, scale: Math.fround(c.dModel ** -0.5) });
+    if (!lastOnly) return t(linear(rt, x, this.head));
+    const last = t(rt.tensor(Int32Array.of(L - 1), [1], 'i32'));
+    return t(linear(rt, x, this.head, { gatherRows: last, rows: 1 }));
+  }
+}
+
