@@ -195,7 +195,7 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     },
   },
   ...(['bert-padded-batch', 'modernbert-local-global'] as const).map((name): TestCase => ({
-    name: `${name}: last hidden states within 1e-3·max|value| of HF${name.startsWith('bert') ? ', mean, CLS and pooler outputs' : ' (local layers: |i - j| <= 4), mean and CLS'}; each input alone equal to the batch`,
+    name: `${name}: last hidden states within 1e-3·max|value| of HF${name.startsWith('bert') ? ', mean, CLS and pooler outputs (f16 weights: 1e-2)' : ' (local layers: |i - j| <= 4), mean and CLS'}; each input alone equal to the batch`,
     async run(ctx) {
       if (!goldenRunsHere(ctx, name)) return;
       const f = await folder(ctx, name);
@@ -214,6 +214,18 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
         await checkGolden(ctx, name, f, model);
       } finally {
         model.destroy();
+      }
+      if (name.startsWith('bert')) {
+        // 16-bit weights on the GPU (activations and the scratch K/V stay f32): within f16's rounding.
+        const half = await load(ctx.engine, f, { dtype: 'f16' });
+        try {
+          assert(half.weightBytes < 0.6 * (await folder(ctx, name)).weights.length, `f16 weights take ${half.weightBytes} bytes`);
+          let worst = 0;
+          for (const [i, s] of (await half.encode(f.golden.inputs)).entries()) worst = Math.max(worst, within(`${name} f16 weights: input ${i}`, s, f.golden.last_hidden_state[i].flat(), 1e-2));
+          ctx.note(`${name} with f16 weights: worst error ${worst.toExponential(2)} of max|value|`);
+        } finally {
+          half.destroy();
+        }
       }
     },
   })),
