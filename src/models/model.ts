@@ -15,6 +15,7 @@ import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js'
 import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
+import { activate } from '../ops/elementwise.js';
 import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { KVCacheManager } from '../serve/kv_manager.js';
 import { OpenAIServing, type TextSetup } from '../serve/openai.js';
@@ -31,14 +32,19 @@ import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
 import type { Architecture, StepContext } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
+import { isEncoderConfig, loadEncoderModel } from './encoder.js';
+import { loadWhisperModel } from './whisper.js';
 import { DeepSeekFamily } from './deepseek.js';
+import { Gemma2Family } from './gemma2.js';
+import { GptOssFamily } from './gpt_oss.js';
+import { loadT5Model } from './t5.js';
 
 /** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
 const MAX_IN_FLIGHT = 4;
 
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
-  'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM']);
+  'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -57,6 +63,8 @@ export interface LoadModelOptions {
   tokenizerConfig?: object;
   /** generation_config.json (parsed): end-of-sequence ids and sampling defaults. */
   generationConfig?: object;
+  /** preprocessor_config.json (parsed): a speech model's feature extractor (Whisper; loadCheckpoint reads it). */
+  preprocessorConfig?: object;
   /** The model's name in the OpenAI-shaped API (`model` of its responses); default: the config's name_or_path or architecture. */
   name?: string;
   /** Tokens one step processes at most: decodes plus prompt chunks (default 512). */
@@ -114,9 +122,16 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   // new option must be listed here to compile.
   const known: Record<keyof LoadModelOptions | 'tokenizer' | 'tokenizerConfig' | 'generationConfig' | 'name', true> = {
     config: true, weights: true, dtype: true, kvCache: true, onProgress: true, maxTokensPerStep: true, maxSeqsPerStep: true, allowNonFinite: true,
-    tokenizer: true, tokenizerConfig: true, generationConfig: true, name: true,
+    tokenizer: true, tokenizerConfig: true, generationConfig: true, preprocessorConfig: true, name: true,
   };
   checkKeys(OP, 'o', o, Object.keys(known));
+  // Encoder-only and encoder-decoder models have their own loaders and model objects (API.md
+  // "Encoders, encoder-decoders, speech"); they answer the decoder's calls with a clear error.
+  const archs = (o.config as { architectures?: unknown } | undefined)?.architectures;
+  if (isEncoderConfig(o.config)) return loadEncoderModel(rt, o) as Promise<unknown> as Promise<Model>;
+  if (Array.isArray(archs) && archs[0] === 'WhisperForConditionalGeneration') return loadWhisperModel(rt, o) as Promise<unknown> as Promise<Model>;
+  if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5Model(rt, o) as Promise<unknown> as Promise<Model>;
+  if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
   const gguf = isGGUFFile(o.weights) ? o.weights : null;
   const config = o.config ?? gguf?.config;
   check(config !== null && typeof config === 'object', OP, 'o.config', "a parsed config.json object (optional with GGUF weights)", config);
@@ -188,7 +203,10 @@ function textSetup(o: LoadModelOptions, gguf: GGUFFile | null, cfg: ModelConfig)
 
 /** The step runtime's implementation of a config's architecture. */
 function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
-  return cfg.mla ? new DeepSeekFamily(rt, cfg) : new LlamaFamily(rt, cfg);
+  if (cfg.mla) return new DeepSeekFamily(rt, cfg);
+  if (cfg.family === 'gemma2') return new Gemma2Family(rt, cfg);
+  if (cfg.family === 'gpt_oss') return new GptOssFamily(rt, cfg);
+  return new LlamaFamily(rt, cfg);
 }
 
 /**
@@ -292,6 +310,9 @@ export class Model implements StepRunner {
   readonly chat: OpenAIServing['chat'];
   /** OpenAI's Completions over this model's request queue. */
   readonly completions: OpenAIServing['completions'];
+  /** API.md's encoder calls: a decoder-only model refuses them (loadModel returns an encoder model for
+   *  BertModel / ModernBertModel checkpoints). */
+  readonly embeddings = { create: (_req: unknown): Promise<never> => Promise.reject(this.notEncoder('embeddings.create')) };
   private serving: OpenAIServing;
   /** What the last generate or logits did. */
   lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };
@@ -484,10 +505,14 @@ export class Model implements StepRunner {
       rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: this.idsIn, prev, ids_out: this.ids }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
       embedding(rt, this.ids, this.arch.embed, { rows: T, out: this.h });
       const x = key === null ? this.arch.forward(ctx) : this.layers(key, ctx);
+      const cap = this.arch.logitSoftcap;
       if (all) {
         linear(rt, x, this.arch.lmHead, { rows: T, out: all });
+        if (cap) activate(rt, all, 'softcap', { cap, rows: T, out: all });
       } else if (R > 0) {
         linear(rt, x, this.arch.lmHead, { rows: R, gatherRows: this.gather, out: this.logitsT });
+        // Gemma 2's final_logit_softcapping: cap·tanh(logits/cap), before logprobs and sampling see them.
+        if (cap) activate(rt, this.logitsT, 'softcap', { cap, rows: R, out: this.logitsT });
         if (!proc) {
           argmax(rt, this.logitsT, { rows: R, out });
         } else {
@@ -753,6 +778,20 @@ export class Model implements StepRunner {
   }
 
   /** Frees the model's GPU memory; requests still running are rejected, saying so. */
+  /** API.md's encoder call: refused by a decoder-only model. */
+  encode(_inputs: unknown): Promise<Float32Array[]> {
+    return Promise.reject(this.notEncoder('encode'));
+  }
+
+  /** API.md's encoder call: refused by a decoder-only model. */
+  embed(_inputs: unknown, _o?: unknown): Promise<Float32Array[]> {
+    return Promise.reject(this.notEncoder('embed'));
+  }
+
+  private notEncoder(op: string): WebinferError {
+    return new WebinferError(`${op}: model: expected an encoder-only model (BertModel, ModernBertModel), got ${this.architecture}, a decoder (use logits, generate or chat.completions)`);
+  }
+
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;

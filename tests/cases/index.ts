@@ -17,6 +17,9 @@ import { quantCases } from './quant.cases';
 import { quantGroupCases } from './quant_group.cases';
 import { serveCases } from './serve.cases';
 import { layerApiCases } from './layer_api.cases';
+import { whisperCases } from './whisper.cases';
+import { decoderCases } from './decoders.cases';
+import { encoderCases } from './encoder.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -32,4 +35,7 @@ export const allCases: TestCase[] = [
   ...modelCases,
   ...faultCases,
   ...serveCases,
+  ...whisperCases,
+  ...decoderCases,
+  ...encoderCases,
 ];
