@@ -6,7 +6,7 @@
 // errors.
 import { loadSafetensors, reference, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/models/encoder';
-import { loadT5Model, type T5Model } from '../../src/models/t5';
+import type { T5Model } from '../../src/models/t5';
 import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -118,22 +118,6 @@ interface T5Golden {
   decoder_input_ids: number[][];
   prefill_logits: number[][][];
   greedy: number[][];
-}
-
-/**
- * T5 through engine.loadModel once model.ts hands T5ForConditionalGeneration to loadT5Model; until then
- * loadT5Model directly, where the runner shares the library's modules (Node), and null elsewhere (a
- * bundled copy would bring its own Tensor class).
- */
-async function loadT5(ctx: CaseContext, config: object, weights: Uint8Array): Promise<T5Model | null> {
-  const w = await loadSafetensors(weights);
-  try {
-    return await ctx.engine.loadModel({ config, weights: w }) as unknown as T5Model;
-  } catch (e) {
-    if (!/architectures/.test(String(e))) throw e;
-    if (!ctx.runtime.startsWith('node')) return null;
-    return loadT5Model(ctx.engine, { config, weights: w });
-  }
 }
 
 export const encoderCases: TestCase[] = defineCases('encoder', [
@@ -288,11 +272,7 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
       const name = 'goldens-layers/t5-relbias';
       const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
       const golden = JSON.parse(text(g)) as T5Golden;
-      const model = await loadT5(ctx, JSON.parse(text(config)), weights);
-      if (!model) {
-        ctx.note('t5-relbias: runs here once engine.loadModel dispatches T5ForConditionalGeneration');
-        return;
-      }
+      const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights) }) as unknown as T5Model;
       try {
         let worst = 0;
         for (const [c, ids] of golden.encoder_input_ids.entries()) {
