@@ -19,7 +19,7 @@
 // takes (activations, metadata, plans) comes from the engine's buffer pool and goes back to it, so a
 // second call of the same shapes creates no buffer (engine.counters.createBuffer; tests/cases/whisper).
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
-import type { Runtime } from '../core/runtime.js';
+import { DispatchCache, type Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
 import { planAttention } from '../attention/paged.js';
@@ -501,6 +501,16 @@ export class WhisperModel {
    * their self K/V, returns the logits of every row (allRows) or of each request's last row.
    */
   private step(reqs: Request[], feeds: number[][], allRows: boolean): Tensor {
+    // Through the model's DispatchCache: each dispatch position keeps its uniform buffer (rewritten
+    // only when its values change) and takes its bind groups from the runtime's cache, so a decode
+    // step allocates no uniform buffers and creates no bind groups once steps repeat.
+    this.dc ??= new DispatchCache(this.rt);
+    return this.rt.recording(this.dc, () => this.recordStep(reqs, feeds, allRows));
+  }
+
+  private dc: DispatchCache | null = null;
+
+  private recordStep(reqs: Request[], feeds: number[][], allRows: boolean): Tensor {
     const rt = this.rt, c = this.cfg, d = c.d, bs = this.blockSize, H = c.decHeads, hd = d / H;
     const S = reqs.length;
     const T = feeds.reduce((a, f) => a + f.length, 0);
@@ -864,6 +874,7 @@ export class WhisperModel {
     for (const n of norms) if (n) ts.push(n.w, n.b);
     for (const t of ts) t?.destroy();
     this.fe?.destroy();
+    this.dc?.destroy();
     this.encCache?.destroy();
     for (const c of [...this.selfCaches, ...this.crossCaches]) c.destroy();
   }
