@@ -169,6 +169,27 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     },
   },
   {
+    // Dense SDPA's two kernels with the same window, Lq < Lk (i_abs = i + Lk - Lq): head size 16 as T5's
+    // attention compiles it, so the flash pipeline is shared.
+    name: 'two-sided sliding window in dense SDPA (flash and naive), Lq < Lk, against the float64 reference',
+    async run({ engine }) {
+      const [B, H, Lq, Lk, D, W] = [2, 2, 9, 13, 16, 3];
+      const q = randn(B * H * Lq * D, 81, 2), k = randn(B * H * Lk * D, 82), v = randn(B * H * Lk * D, 83);
+      const qt = engine.tensor(q, [B, H, Lq, D]), kt = engine.tensor(k, [B, H, Lk, D]), vt = engine.tensor(v, [B, H, Lk, D]);
+      const ref = reference.sdpaRef(q, k, v, { B, Hq: H, Hkv: H, Lq, Lk, D, Dv: D }, { slidingWindow: W, windowBothSides: true });
+      const oneSided = reference.sdpaRef(q, k, v, { B, Hq: H, Hkv: H, Lq, Lk, D, Dv: D }, { slidingWindow: W });
+      assert(ref.out.some((x, i) => Math.abs(x - oneSided.out[i]) > 0.05), 'the two-sided window changed nothing against the one-sided one');
+      for (const backend of ['flash', 'naive'] as const) {
+        const r = engine.sdpaWithLse(qt, kt, vt, { slidingWindow: W, windowBothSides: true, backend } as never);
+        assertClose(`dense ${backend} two-sided window out`, await r.out.toFloat32(), ref.out, 'f32');
+        assertClose(`dense ${backend} two-sided window lse`, await r.lse.toFloat32(), ref.lse, 'f32');
+        r.out.destroy();
+        r.lse.destroy();
+      }
+      for (const x of [qt, kt, vt]) x.destroy();
+    },
+  },
+  {
     name: 'windowBothSides without slidingWindow, or not a boolean, is refused',
     async run({ engine }) {
       const cache = engine.createPagedKVCache({ numBlocks: 1, blockSize: 16, numKvHeads: 1, headSize: 32, dtype: 'f32' });
