@@ -76,7 +76,7 @@ export interface MoeConfig {
    * activation is swiglu_oai: g = min(gate, limit), u = clamp(up, ±limit), (u + 1)·g·sigmoid(alpha·g).
    * null for DeepSeek.
    */
-  gptOss: { swigluLimit: number; swigluAlpha: number } | null;
+  gptOss: { swigluLimit: number; swigluAlpha: number; /** quantization_config.quant_method 'mxfp4': the experts ship as MXFP4 blocks (hf_mxfp4.ts). */ mxfp4: boolean } | null;
 }
 
 export interface ModelConfig {
@@ -412,7 +412,7 @@ function gptOssMoe(j: Json, intermediateSize: number): MoeConfig {
     topkMethod: 'greedy', scoringFunc: 'softmax', nGroup: null, topkGroup: null, normTopkProb: true, routedScalingFactor: 1,
     eScoreCorrectionBias: false,
     // GptOssExperts: alpha is a constant of the module, the limit a config key.
-    gptOss: { swigluLimit: posNum(j, 'swiglu_limit', 7.0), swigluAlpha: 1.702 },
+    gptOss: { swigluLimit: posNum(j, 'swiglu_limit', 7.0), swigluAlpha: 1.702, mxfp4: isObj(j.quantization_config) && j.quantization_config.quant_method === 'mxfp4' },
   };
 }
 

@@ -24,19 +24,21 @@ import { groupType, QUANT_FORMATS, type GroupBits, type GroupQuantType, type Gro
 import type { SafetensorsFile, SafetensorsTensorInfo } from './safetensors.js';
 import { configGroupFor, configGroups, isObject, ownBytes, type CheckpointTensors, type PresentedWeight, type QuantScheme, type QuantSchemeFactory } from './quant_scheme.js';
 import { floatQuantizedScheme, fp8Scheme } from './hf_fp8.js';
+import { mxfp4Scheme } from './hf_mxfp4.js';
 
 const OP = 'loadModel';
 
 export type { CheckpointTensors, PresentedWeight, QuantScheme, QuantSchemeFactory } from './quant_scheme.js';
 
 /** The schemes by quant_method. `fp8` (and compressed-tensors' float-quantized, COMPRESSED_TENSORS_FORMATS)
- *  are src/models/hf_fp8.ts's. */
+ *  are src/models/hf_fp8.ts's; `mxfp4` (gpt-oss's experts) src/models/hf_mxfp4.ts's. */
 export const QUANT_SCHEMES: Record<string, QuantSchemeFactory> = {
   mlx: (qc) => mlxScheme(qc),
   awq: (qc) => awqScheme(qc),
   gptq: (qc) => gptqScheme(qc),
   'compressed-tensors': (qc, config) => compressedTensorsScheme(qc, config),
   fp8: (qc) => fp8Scheme(qc),
+  mxfp4: (qc) => mxfp4Scheme(qc),
 };
 
 /** compressed-tensors' formats by `format` (pack-quantized here; float-quantized is hf_fp8.ts's). */
@@ -72,7 +74,8 @@ export function quantSettings(config: object): { method: string; qc: Record<stri
 
 /**
  * The checkpoint as the engine reads it, where config.json says it is quantized (else null): one
- * virtual file over all of `files`, each quantized module presented as `<prefix>.weight` in a group
+ * virtual file over all of `files`, each quantized module presented as `<prefix>.weight` (or the name the
+ * scheme gives: hf_mxfp4.ts's experts) in a group
  * type. Throws a WebinferError naming the scheme and what is wrong (an unsupported scheme or setting,
  * a missing or misshapen part), before anything is uploaded.
  */
@@ -100,7 +103,8 @@ export async function hfQuantCheckpoint(config: object, files: readonly Safetens
   const problems: string[] = [];
   for (const prefix of scheme.modules(ckpt)) {
     try {
-      modules.set(`${prefix}.weight`, await scheme.present(prefix, ckpt));
+      const m = await scheme.present(prefix, ckpt);
+      modules.set(m.name ?? `${prefix}.weight`, m);
     } catch (e) {
       if (!(e instanceof WebinferError)) throw e;
       problems.push(e.message.replace(/^loadModel: /, ''));

@@ -10,8 +10,10 @@ import type { SafetensorsTensorInfo } from './safetensors.js';
 export interface PresentedWeight {
   /** Its type ('Z4G128_F16', 'F8G128_BF16', ...: one validateCheckpoint accepts). */
   readonly type: QuantType;
-  /** HF's [out, in]: N rows of K values. */
-  readonly shape: readonly [number, number];
+  /** HF's [out, in]: N rows of K values (or [E, N, K]: a MoE layer's experts, hf_mxfp4.ts). */
+  readonly shape: readonly [number, number] | readonly [number, number, number];
+  /** The presented tensor's name (default `<prefix>.weight`). */
+  readonly name?: string;
   /** The checkpoint tensors it is made of (none of them is shown to the schema check). */
   readonly parts: readonly string[];
   /** The engine's blocks: N rows of K values of `type` (stored column order: see perm). */

@@ -29,7 +29,9 @@ type Flag =
   | 'sharedBias'
   | 'eScoreBias'
   | 'sandwich'
-  | 'sinks';
+  | 'sinks'
+  | 'ossFloat'
+  | 'ossMxfp4';
 /** [name template, shape in symbols (products/sums of config dims, see `dims`), when]. */
 type Template = readonly [string, readonly string[], Flag?];
 
@@ -108,14 +110,18 @@ const EXPERT_PACKED: readonly Template[] = [
 
 /**
  * gpt-oss (GptOssMLP): a router with a bias and packed experts with biases, gate_up_proj [E, H, 2·I]
- * input-major with gate and up interleaved (columns 0, 2, ...: gate), down_proj [E, I, H].
+ * input-major with gate and up interleaved (columns 0, 2, ...: gate), down_proj [E, I, H]; an MXFP4
+ * checkpoint's experts as hf_mxfp4.ts presents them: rows of blocks, [E, 2·I, H] (gate rows, then up
+ * rows) and [E, H, I].
  */
 const GPT_OSS_MOE: readonly Template[] = [
   ['mlp.router.weight', ['E', 'H']],
   ['mlp.router.bias', ['E']],
-  ['mlp.experts.gate_up_proj', ['E', 'H', '2*MI']],
+  ['mlp.experts.gate_up_proj', ['E', 'H', '2*MI'], 'ossFloat'],
+  ['mlp.experts.gate_up_proj', ['E', '2*MI', 'H'], 'ossMxfp4'],
   ['mlp.experts.gate_up_proj_bias', ['E', '2*MI']],
-  ['mlp.experts.down_proj', ['E', 'MI', 'H']],
+  ['mlp.experts.down_proj', ['E', 'MI', 'H'], 'ossFloat'],
+  ['mlp.experts.down_proj', ['E', 'H', 'MI'], 'ossMxfp4'],
   ['mlp.experts.down_proj_bias', ['E', 'H']],
 ];
 
@@ -212,6 +218,8 @@ function flags(cfg: ModelConfig): Record<Flag, boolean> {
     eScoreBias: moe !== null && moe.eScoreCorrectionBias,
     sandwich: cfg.sandwichNorms,
     sinks: cfg.sinks,
+    ossFloat: moe?.gptOss?.mxfp4 === false,
+    ossMxfp4: moe?.gptOss?.mxfp4 === true,
   };
 }
 

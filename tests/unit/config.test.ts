@@ -187,7 +187,7 @@ describe('parseConfig: the layer-type goldens (Gemma2, gpt-oss)', () => {
     expect(c.moe).toEqual({
       numRoutedExperts: 4, numExpertsPerTok: 2, numSharedExperts: 0, moeIntermediateSize: 128, firstKDenseReplace: 0, moeLayerFreq: 1,
       topkMethod: 'greedy', scoringFunc: 'softmax', nGroup: null, topkGroup: null, normTopkProb: true, routedScalingFactor: 1,
-      eScoreCorrectionBias: false, gptOss: { swigluLimit: 7, swigluAlpha: 1.702 },
+      eScoreCorrectionBias: false, gptOss: { swigluLimit: 7, swigluAlpha: 1.702, mxfp4: false },
     });
     expect(c.attentionScale).toBe(Math.pow(32, -0.5));
     expect(c.rope).toMatchObject({ type: 'yarn', theta: 150000, factor: 32, originalMaxPositionEmbeddings: 4096, betaFast: 32, betaSlow: 1, truncate: false, interleaved: false });

@@ -402,7 +402,7 @@ describe('refused, naming the scheme and the field, before anything is uploaded'
   const cts = () => ctModule('c', 16, 256, 4, 128, false, null, 'BF16', 4).tensors;
 
   it('an unknown quant_method', () => refused({ quantization_config: { quant_method: 'bitsandbytes' } }, {},
-    /quantization_config\.quant_method: expected one of mlx, awq, gptq, compressed-tensors, fp8, got 'bitsandbytes'/));
+    /quantization_config\.quant_method: expected one of mlx, awq, gptq, compressed-tensors, fp8, mxfp4, got 'bitsandbytes'/));
   it('MLX: unsupported bits / group / mode', async () => {
     await refused({ quantization: { group_size: 64, bits: 7 } }, mlx(), /quantization\.bits: expected one of 2, 3, 4, 5, 6, 8, got 7/);
     await refused({ quantization: { group_size: 16, bits: 4 } }, mlx(), /quantization\.group_size: expected one of 32, 64, 128, got 16/);
