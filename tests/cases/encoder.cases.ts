@@ -4,7 +4,7 @@
 // the batch; ModernBERT's local layers through the two-sided window of the attention kernels, checked
 // on its own against the float64 reference; embed and embeddings.create (OpenAI's shape) and their
 // errors.
-import { loadSafetensors, reference, type Engine } from '../../src/index';
+import { encodeSafetensors, loadSafetensors, reference, type EncodableTensor, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/models/encoder';
 import type { T5Model } from '../../src/models/t5';
 import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
@@ -308,6 +308,28 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
         ctx.note(`t5-relbias: worst error ${worst.toExponential(2)} of max|value| (encoder states, prefill logits); greedy tokens identical`);
       } finally {
         model.destroy();
+      }
+      // The same weights as an untied checkpoint (lm_head.weight, a copy of shared.weight) that still
+      // scales its decoder output: the head is read from lm_head, and the logits are the golden's.
+      const file = await loadSafetensors(weights);
+      const tensors: Record<string, EncodableTensor> = {};
+      for (const [n, info] of file.tensors) {
+        const b = await file.bytes(n);
+        tensors[n] = { dtype: 'F32', shape: info.shape, data: new Float32Array(b.slice().buffer) };
+      }
+      tensors['lm_head.weight'] = { ...tensors['shared.weight'] };
+      const untied = await ctx.engine.loadModel({ config: { ...JSON.parse(text(config)), tie_word_embeddings: false, scale_decoder_outputs: true },
+        weights: await loadSafetensors(encodeSafetensors(tensors)) }) as unknown as T5Model;
+      try {
+        const ids = golden.encoder_input_ids[1], dec = golden.decoder_input_ids[1];
+        const logits = await untied.logits(dec, { encoderInput: ids });
+        const V = golden.prefill_logits[1][0].length;
+        golden.prefill_logits[1].forEach((row, t) => within(`untied t5 prefill logits at ${t}`, logits.subarray(t * V, (t + 1) * V), row, 1e-3));
+        await expectThrows(() => untied.logits(dec), 'encoderInput');
+        await expectThrows(() => untied.logits(dec, { encoderInput: [5, 300] }), 'encoderInput[1]', '[0, 256)');
+        await expectThrows(() => untied.embed(), 'encoder-decoder');
+      } finally {
+        untied.destroy();
       }
     },
   },
