@@ -127,7 +127,10 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     // causal mask, one of a single token (the decode kernel), one with cached context (the window
     // centred on i_abs), against the float64 reference.
     name: 'two-sided sliding window (|i_abs - j| < W) in paged attention without a causal mask, flash and decode kernels, against the float64 reference',
-    async run({ engine }) {
+    async run(ctx) {
+      // With the encoder goldens, whose pipelines it shares (Chromium's SwiftShader takes the subgroup kernels).
+      if (!goldenRunsHere(ctx, 'the two-sided window cases')) return;
+      const engine = ctx.engine;
       const [H, D, bs, W] = [4, 32, 16, 5];
       const seqs = [{ ctx: 0, q: 11 }, { ctx: 0, q: 1 }, { ctx: 0, q: 27 }, { ctx: 6, q: 9 }];
       const S = seqs.length;
@@ -172,7 +175,9 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     // Dense SDPA's two kernels with the same window, Lq < Lk (i_abs = i + Lk - Lq): head size 16 as T5's
     // attention compiles it, so the flash pipeline is shared.
     name: 'two-sided sliding window in dense SDPA (flash and naive), Lq < Lk, against the float64 reference',
-    async run({ engine }) {
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'the two-sided window cases')) return;
+      const engine = ctx.engine;
       const [B, H, Lq, Lk, D, W] = [2, 2, 9, 13, 16, 3];
       const q = randn(B * H * Lq * D, 81, 2), k = randn(B * H * Lk * D, 82), v = randn(B * H * Lk * D, 83);
       const qt = engine.tensor(q, [B, H, Lq, D]), kt = engine.tensor(k, [B, H, Lk, D]), vt = engine.tensor(v, [B, H, Lk, D]);
