@@ -33,7 +33,9 @@ type Flag =
   | 'ossFloat'
   | 'ossMxfp4';
 /** [name template, shape in symbols (products/sums of config dims, see `dims`), when]. */
-type Template = readonly [string, readonly string[], Flag?];
+/** [name template, shape in symbols, when, the dtypes it takes where not the caller's list]. */
+type Dtypes = readonly string[];
+type Template = readonly [string, readonly string[], Flag?, Dtypes?];
 
 const GLOBAL: readonly Template[] = [
   ['model.embed_tokens.weight', ['V', 'H']],
@@ -118,16 +120,18 @@ const GPT_OSS_MOE: readonly Template[] = [
   ['mlp.router.weight', ['E', 'H']],
   ['mlp.router.bias', ['E']],
   ['mlp.experts.gate_up_proj', ['E', 'H', '2*MI'], 'ossFloat'],
-  ['mlp.experts.gate_up_proj', ['E', '2*MI', 'H'], 'ossMxfp4'],
+  ['mlp.experts.gate_up_proj', ['E', '2*MI', 'H'], 'ossMxfp4', ['MXFP4']],
   ['mlp.experts.gate_up_proj_bias', ['E', '2*MI']],
   ['mlp.experts.down_proj', ['E', 'MI', 'H'], 'ossFloat'],
-  ['mlp.experts.down_proj', ['E', 'H', 'MI'], 'ossMxfp4'],
+  ['mlp.experts.down_proj', ['E', 'H', 'MI'], 'ossMxfp4', ['MXFP4']],
   ['mlp.experts.down_proj_bias', ['E', 'H']],
 ];
 
 export interface SchemaEntry {
   name: string;
   shape: number[];
+  /** The dtypes this tensor takes, where not the checkpoint's list (gpt-oss's MXFP4 experts: MXFP4 only). */
+  dtypes?: readonly string[];
 }
 
 /** The routed experts of one MoE layer: exactly one layout must be present, completely. */
@@ -228,8 +232,8 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
   const d = dims(cfg);
   const on = flags(cfg);
   const expand = (list: readonly Template[], prefix: string, out: SchemaEntry[], expert = '') => {
-    for (const [name, shape, flag = 'always'] of list) {
-      if (on[flag]) out.push({ name: prefix + name.replace('{e}', expert), shape: shape.map((s) => evalDim(s, d)) });
+    for (const [name, shape, flag = 'always', types] of list) {
+      if (on[flag]) out.push({ name: prefix + name.replace('{e}', expert), shape: shape.map((s) => evalDim(s, d)), ...(types ? { dtypes: types } : {}) });
     }
   };
   const required: SchemaEntry[] = [];
@@ -310,8 +314,8 @@ export function validateCheckpoint(
     }
     if (t.shape.length !== e.shape.length || t.shape.some((s, k) => s !== e.shape[k])) {
       problems.push(`wrong shape ${e.name}: expected ${shapeStr(e.shape)}, got ${shapeStr(t.shape)} (${inFile(t.file)})`);
-    } else if (!dtypes.includes(t.dtype)) {
-      problems.push(`wrong dtype ${e.name}: expected one of ${dtypes.join(', ')}, got ${t.dtype} (${inFile(t.file)})`);
+    } else if (!(e.dtypes ?? dtypes).includes(t.dtype)) {
+      problems.push(`wrong dtype ${e.name}: expected one of ${(e.dtypes ?? dtypes).join(', ')}, got ${t.dtype} (${inFile(t.file)})`);
     }
     resolved.set(e.name, t);
   };

@@ -229,3 +229,36 @@ describe('checkpoint schema: broken checkpoints get one error naming every probl
     expect(msg).toContain(`\n  ... and ${total - 20} more`);
   });
 });
+
+describe('checkpoint schema: Gemma2 and gpt-oss (../shared/goldens-layers)', () => {
+  const layers = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-layers');
+  const cfgOfLayer = (g: string, extra: Json = {}) => parseConfig({ ...(JSON.parse(readFileSync(join(layers, g, 'config.json'), 'utf8')) as Json), ...extra });
+
+  it("accepts both goldens' checkpoints as they are (Gemma2's four norms, gpt-oss's sinks, router and packed experts with biases)", async () => {
+    for (const g of ['gemma2-softcap-window', 'gptoss-sinks-window-moe']) {
+      const file = await loadSafetensors(join(layers, g, 'model.safetensors'));
+      expect(validateCheckpoint(cfgOfLayer(g), [file]).size).toBe(file.tensors.size);
+    }
+  });
+
+  it('names a missing sink, a missing post-feedforward norm, and MXFP4 experts that are not MXFP4', async () => {
+    const oss = await loadSafetensors(join(layers, 'gptoss-sinks-window-moe', 'model.safetensors'));
+    const t = new Map(oss.tensors);
+    t.delete('model.layers.1.self_attn.sinks');
+    expect(() => validateCheckpoint(cfgOfLayer('gptoss-sinks-window-moe'), [{ tensors: t }])).toThrow('missing model.layers.1.self_attn.sinks [4]');
+    const gem = await loadSafetensors(join(layers, 'gemma2-softcap-window', 'model.safetensors'));
+    const u = new Map(gem.tensors);
+    u.delete('model.layers.0.post_feedforward_layernorm.weight');
+    expect(() => validateCheckpoint(cfgOfLayer('gemma2-softcap-window'), [{ tensors: u }])).toThrow('missing model.layers.0.post_feedforward_layernorm.weight [128]');
+    // quant_method mxfp4: the experts as hf_mxfp4.ts presents them, [E, 2I, H] and [E, H, I] of MXFP4, and nothing else.
+    const mx = cfgOfLayer('gptoss-sinks-window-moe', { quantization_config: { quant_method: 'mxfp4' } });
+    const v = new Map(oss.tensors);
+    for (const l of [0, 1]) {
+      v.set(`model.layers.${l}.mlp.experts.gate_up_proj`, { dtype: 'MXFP4', shape: [4, 256, 128] } as never);
+      v.set(`model.layers.${l}.mlp.experts.down_proj`, { dtype: 'MXFP4', shape: [4, 128, 128] } as never);
+    }
+    expect(validateCheckpoint(mx, [{ tensors: v }]).get('model.layers.1.mlp.experts.down_proj')?.dtype).toBe('MXFP4');
+    v.set('model.layers.1.mlp.experts.down_proj', { dtype: 'F32', shape: [4, 128, 128] } as never);
+    expect(() => validateCheckpoint(mx, [{ tensors: v }], ['F32', 'MXFP4'])).toThrow('wrong dtype model.layers.1.mlp.experts.down_proj: expected one of MXFP4, got F32');
+  });
+});
