@@ -27,6 +27,8 @@ import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 import { configBool, configInt, configNumber, resolveEncoderTensors } from './encoder_arch.js';
 
 const OP = 'loadModel';
+/** The decoder's rows run in multiples of this (see T5Model.decode). */
+const DEC_ROWS = 16;
 
 export interface T5Config {
   vocabSize: number; dModel: number; dKv: number; numHeads: number; dFf: number;
@@ -250,7 +252,7 @@ export class T5Model {
     const temps: Tensor[] = [];
     try {
       const e = this.runEncoder(enc, temps);
-      return await this.decode(dec, e, enc.length, temps).toFloat32();
+      return (await this.decode(dec, e, enc.length, temps).toFloat32()).slice(0, dec.length * this.cfg.vocabSize);
     } finally {
       for (const t of temps) t.destroy();
     }
@@ -396,11 +398,18 @@ export class T5Model {
     linear(rt, act, b.wo, { out: h, accumulate: true });
   }
 
-  /** The decoder over `tokens` and the encoder output: logits [len, vocab] (lastOnly: of the last row, [1, vocab]). */
+  /**
+   * The decoder over `tokens` and the encoder output: logits of its rows, [>= len, vocab] (lastOnly: of
+   * the last token, [1, vocab]). The rows run padded to a multiple of DEC_ROWS (pad id 0 after the
+   * tokens): the decoder is causal, so no padded row reaches a real one, and a growing sequence keeps
+   * its products' row count (and their pipelines) from step to step.
+   */
   private decode(tokens: Int32Array, enc: Tensor, encLen: number, temps: Tensor[], lastOnly = false): Tensor {
-    const c = this.cfg, rt = this.rt, L = tokens.length;
+    const c = this.cfg, rt = this.rt, n = tokens.length, L = Math.ceil(n / DEC_ROWS) * DEC_ROWS;
     const t = (x: Tensor) => { temps.push(x); return x; };
-    const h = t(embedding(rt, tokens, this.shared));
+    const padded = new Int32Array(L);
+    padded.set(tokens);
+    const h = t(embedding(rt, padded, this.shared));
     const x = t(rt.emptyTensor([L, c.dModel], 'f32'));
     const masks = this.biasMasks(this.decBias, L, L, false, temps);
     const e = enc.view([encLen, c.dModel]);
@@ -415,7 +424,7 @@ export class T5Model {
     rmsNorm(rt, h, this.decFinal, c.eps, { out: x });
     if (c.scaleOutputs) activate(rt, x, 'none', { out: x, scale: Math.fround(c.dModel ** -0.5) });
     if (!lastOnly) return t(linear(rt, x, this.head));
-    const last = t(rt.tensor(Int32Array.of(L - 1), [1], 'i32'));
+    const last = t(rt.tensor(Int32Array.of(n - 1), [1], 'i32'));
     return t(linear(rt, x, this.head, { gatherRows: last, rows: 1 }));
   }
 }
