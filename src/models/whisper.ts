@@ -19,10 +19,10 @@
 // takes (activations, metadata, plans) comes from the engine's buffer pool and goes back to it, so a
 // second call of the same shapes creates no buffer (engine.counters.createBuffer; tests/cases/whisper).
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
-import { DispatchCache, type Runtime } from '../core/runtime.js';
+import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
-import { planAttention } from '../attention/paged.js';
+import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
 import { layerNorm } from '../ops/norm.js';
 import { add } from '../ops/elementwise.js';
@@ -137,6 +137,15 @@ interface DecLayer {
   ln1: Norm; qkv: LinearWeight; o: LinearWeight;
   ln2: Norm; cq: LinearWeight; co: LinearWeight; ckv: LinearWeight;
   ln3: Norm; fc1: LinearWeight; fc2: LinearWeight;
+}
+
+/** A decoder step's buffers (models keep them: a step graph binds them). */
+interface StepActs {
+  rows: number; seqs: number;
+  h: Tensor; x: Tensor; qkv: Tensor; attn: Tensor; q: Tensor; f: Tensor; g: Tensor;
+  ids: Tensor; pos: Tensor; slots: Tensor; last: Tensor; logits: Tensor;
+  /** The sampled ids, each row's sampling parameters, the suppressed tokens' edits. */
+  tokens: Tensor; params: Tensor; edits: Tensor;
 }
 
 /** Free lists of cache blocks: a request takes blocks as it grows and gives them back when it ends. */
@@ -498,19 +507,17 @@ export class WhisperModel {
 
   /**
    * One decoder step over `feeds[i]` new tokens of reqs[i] (their prefills or one token each): writes
-   * their self K/V, returns the logits of every row (allRows) or of each request's last row.
+   * their self K/V, returns the logits of every row (allRows: a tensor the caller destroys) or of each
+   * request's last row (the model's own logits buffer, valid until the next step).
+   *
+   * As the decoder-only models' steps (models/model.ts): the step's inputs go into buffers the model
+   * keeps (grown to the largest step seen, never per call) in four small writes before the recording;
+   * the recording runs through the model's DispatchCache (uniforms rewritten only when they change,
+   * cached bind groups); and the layers of a step whose recording would equal an earlier one's (its
+   * tokens, its attention plans' kernels, bind groups and grids: the pool hands the plans the same
+   * buffers step after step) are replayed from the captured commands (StepGraph) instead of recorded.
    */
-  private step(reqs: Request[], feeds: number[][], allRows: boolean): Tensor {
-    // Through the model's DispatchCache: each dispatch position keeps its uniform buffer (rewritten
-    // only when its values change) and takes its bind groups from the runtime's cache, so a decode
-    // step allocates no uniform buffers and creates no bind groups once steps repeat.
-    this.dc ??= new DispatchCache(this.rt);
-    return this.rt.recording(this.dc, () => this.recordStep(reqs, feeds, allRows));
-  }
-
-  private dc: DispatchCache | null = null;
-
-  private recordStep(reqs: Request[], feeds: number[][], allRows: boolean): Tensor {
+  private step(reqs: Request[], feeds: number[][], allRows: boolean): { logits?: Tensor; tokens?: Tensor } {
     const rt = this.rt, c = this.cfg, d = c.d, bs = this.blockSize, H = c.decHeads, hd = d / H;
     const S = reqs.length;
     const T = feeds.reduce((a, f) => a + f.length, 0);
@@ -536,42 +543,120 @@ export class WhisperModel {
       selfBT.set(r.selfBlocks, s * mbSelf);
       crossBT.set(r.crossBlocks, s * mbCross);
     });
-    const idsT = rt.tensor(ids, [T], 'i32'), posT = rt.tensor(pos, [T], 'i32'), slotT = rt.tensor(slots, [T], 'i32');
-    const selfPlan = planAttention(rt, { queryStartLoc: qsl, seqLens: selfLens, blockTable: selfBT, maxBlocksPerSeq: mbSelf },
+    const a = this.stepActs(T, S);
+    // The uploads run on the queue ahead of what the encoder still holds: submit that first.
+    rt.flush();
+    const queue = rt.device.queue;
+    queue.writeBuffer(a.ids.buffer, 0, ids);
+    queue.writeBuffer(a.pos.buffer, 0, pos);
+    queue.writeBuffer(a.slots.buffer, 0, slots);
+    queue.writeBuffer(a.last.buffer, 0, last);
+    // Sampling: the next token of each request's last row, with its suppressed tokens, on the GPU.
+    const edits = allRows ? null : this.suppressEdits(reqs);
+    if (edits) queue.writeBuffer(a.edits.buffer, 0, edits as Uint32Array<ArrayBuffer>);
+    const greedy = reqs.every((r) => r.temperature === 0);
+    if (!allRows && !greedy) {
+      const words = new Uint32Array(S * ROW_PARAM_WORDS);
+      reqs.forEach((r, i) => packRowSampling(words, i, { temperature: r.temperature, topK: r.topK, topP: r.topP, minP: 0, seed: r.seed, step: r.out.length, stream: r.index }));
+      queue.writeBuffer(a.params.buffer, 0, words);
+    }
+    const old = [this.selfPlan, this.crossPlan];
+    this.selfPlan = planAttention(rt, { queryStartLoc: qsl, seqLens: selfLens, blockTable: selfBT, maxBlocksPerSeq: mbSelf },
       { cache: this.selfCaches[0], numHeads: H, scale: hd ** -0.5, causal: true });
-    const crossPlan = planAttention(rt, { queryStartLoc: qsl, seqLens: crossLens, blockTable: crossBT, maxBlocksPerSeq: mbCross },
+    this.crossPlan = planAttention(rt, { queryStartLoc: qsl, seqLens: crossLens, blockTable: crossBT, maxBlocksPerSeq: mbCross },
       { cache: this.crossCaches[0], numHeads: H, scale: hd ** -0.5, causal: false });
-    const h = embedding(rt, idsT, this.embed);
-    const pe = embedding(rt, posT, this.decPos);
-    add(rt, h, pe, { out: h });
-    const x = rt.emptyTensor([T, d], 'f32'), qkv = rt.emptyTensor([T, 3 * d], 'f32'), attn = rt.emptyTensor([T, d], 'f32');
-    const q = rt.emptyTensor([T, d], 'f32');
-    const f = rt.emptyTensor([T, c.decFfn], 'f32'), g = rt.emptyTensor([T, c.decFfn], 'f32');
+    // Prepared now (not inside a capture, where their first allocations would taint it) and named.
+    const key = rt.tuning.stepGraphs
+      ? `${T}|${this.selfPlan.plan.signature(T, 'f32', 'f32', 3 * d, false)}|${this.crossPlan.plan.signature(T, 'f32', 'f32', d, false)}#${JSON.stringify(rt.tuning)}`
+      : null;
+    // The last step's plans go back to the pool after this step's took theirs: the pool then hands the
+    // next step the buffers this one's predecessor had, so steps alternate between two sets of plan
+    // buffers and their graphs repeat (releasing first let the free lists' order rotate them through
+    // a dozen sets, more than the graphs kept).
+    for (const p of old) p?.destroy();
+    this.dc ??= new DispatchCache(rt);
+    return rt.recording(this.dc, () => {
+      const h = a.h.view([T, d]), x = a.x.view([T, d]), pe = a.q.view([T, d]);
+      embedding(rt, a.ids, this.embed, { rows: T, out: h });
+      embedding(rt, a.pos, this.decPos, { rows: T, out: pe });
+      add(rt, h, pe, { out: h });
+      const hit = key === null ? undefined : this.graphs.get(key);
+      if (hit) this.graphs.delete(key!);
+      if (hit && rt.replay(hit)) {
+        this.graphs.set(key!, hit);
+        this.graphStats.replayed++;
+      } else {
+        const { graph } = rt.capture(() => this.layers(T, a));
+        this.graphStats.recorded++;
+        if (key !== null && !graph.taint) {
+          this.graphs.set(key, graph);
+          if (this.graphs.size > 16) this.graphs.delete(this.graphs.keys().next().value!);
+        }
+      }
+      layerNorm(rt, h, this.decLn.w, this.decLn.b, EPS, { out: x });
+      if (allRows) return { logits: linear(rt, x, this.embed) };
+      const logits = linear(rt, x, this.embed, { rows: S, gatherRows: a.last, out: a.logits.view([S, c.vocab]) });
+      if (edits) adjustLogits(rt, logits, a.edits, edits.length / EDIT_WORDS);
+      const tokens = a.tokens.view([S]);
+      if (greedy) argmax(rt, logits, { out: tokens });
+      else sampleRows(rt, logits, a.params, { out: tokens });
+      return { tokens };
+    });
+  }
+
+  /** The decoder layers over the step's T rows (a.h holds the embeddings): what a StepGraph captures. */
+  private layers(T: number, a: StepActs): void {
+    const rt = this.rt, c = this.cfg, d = c.d, H = c.decHeads, hd = d / H;
+    const h = a.h.view([T, d]), x = a.x.view([T, d]), qkv = a.qkv.view([T, 3 * d]), attn = a.attn.view([T, H, hd]);
+    const q = a.q.view([T, H, hd]), f = a.f.view([T, c.decFfn]), g = a.g.view([T, c.decFfn]);
+    const attnRows = a.attn.view([T, d]), qRows = a.q.view([T, d]), slots = a.slots.view([T]);
     this.decLayers.forEach((L, l) => {
       layerNorm(rt, h, L.ln1.w, L.ln1.b, EPS, { out: x });
       linear(rt, x, L.qkv, { out: qkv });
-      encodeCacheWrite(rt, T, { tensor: qkv, offset: d, stride: 3 * d }, { tensor: qkv, offset: 2 * d, stride: 3 * d }, this.selfCaches[l], slotT);
-      selfPlan.run(qkv, this.selfCaches[l], { out: attn.view([T, H, hd]), qRowStride: 3 * d });
-      linear(rt, attn, L.o, { out: h, accumulate: true });
+      encodeCacheWrite(rt, T, { tensor: qkv, offset: d, stride: 3 * d }, { tensor: qkv, offset: 2 * d, stride: 3 * d }, this.selfCaches[l], slots);
+      this.selfPlan!.run(qkv, this.selfCaches[l], { out: attn, qRowStride: 3 * d });
+      linear(rt, attnRows, L.o, { out: h, accumulate: true });
       layerNorm(rt, h, L.ln2.w, L.ln2.b, EPS, { out: x });
-      linear(rt, x, L.cq, { out: q });
-      crossPlan.run(q.view([T, H, hd]), this.crossCaches[l], { out: attn.view([T, H, hd]) });
-      linear(rt, attn, L.co, { out: h, accumulate: true });
+      linear(rt, x, L.cq, { out: qRows });
+      this.crossPlan!.run(q, this.crossCaches[l], { out: attn });
+      linear(rt, attnRows, L.co, { out: h, accumulate: true });
       this.mlp(h, x, f, g, L.ln3, L, T);
     });
-    layerNorm(rt, h, this.decLn.w, this.decLn.b, EPS, { out: x });
-    let logits: Tensor;
-    if (allRows) {
-      logits = linear(rt, x, this.embed);
-    } else {
-      const lastT = rt.tensor(last, [S], 'i32');
-      logits = linear(rt, x, this.embed, { gatherRows: lastT });
-      lastT.destroy();
-    }
-    selfPlan.destroy();
-    crossPlan.destroy();
-    for (const t of [idsT, posT, slotT, h, pe, x, qkv, attn, q, f, g]) t.destroy();
-    return logits;
+  }
+
+  /** Decoder steps whose layers were recorded, and replayed from an earlier step's commands. */
+  readonly graphStats = { recorded: 0, replayed: 0 };
+  private dc: DispatchCache | null = null;
+  private selfPlan: AttentionPlan | null = null;
+  private crossPlan: AttentionPlan | null = null;
+  private graphs = new Map<string, StepGraph>();
+  private acts: StepActs | null = null;
+
+  /** The step's buffers, for at least T rows and S sequences: kept, grown (to a power of two, at most
+   *  maxSeqsPerStep × max_target_positions rows) only when a step needs more. */
+  private stepActs(T: number, S: number): StepActs {
+    const c = this.cfg, rt = this.rt;
+    if (this.acts && this.acts.rows >= T && this.acts.seqs >= S) return this.acts;
+    const rows = Math.max(T, Math.min(this.maxSeqs * c.maxTarget, 2 ** Math.ceil(Math.log2(Math.max(T, 16)))));
+    const seqs = Math.max(S, this.maxSeqs);
+    this.dropActs();
+    this.acts = {
+      rows, seqs,
+      h: rt.zeros([rows, c.d]), x: rt.zeros([rows, c.d]), qkv: rt.zeros([rows, 3 * c.d]), attn: rt.zeros([rows, c.d]), q: rt.zeros([rows, c.d]),
+      f: rt.zeros([rows, c.decFfn]), g: rt.zeros([rows, c.decFfn]),
+      ids: rt.zeros([rows], 'i32'), pos: rt.zeros([rows], 'i32'), slots: rt.zeros([rows], 'i32'), last: rt.zeros([seqs], 'i32'),
+      logits: rt.zeros([seqs, c.vocab]), tokens: rt.zeros([seqs], 'i32'), params: rt.zeros([seqs * ROW_PARAM_WORDS], 'u32'),
+      edits: rt.zeros([Math.max(1, seqs * (this.suppressTokens.length + this.beginSuppressTokens.length) * EDIT_WORDS)], 'u32'),
+    };
+    return this.acts;
+  }
+
+  private dropActs(): void {
+    if (!this.acts) return;
+    for (const [k, t] of Object.entries(this.acts)) if (k !== 'rows' && k !== 'seqs') (t as Tensor).destroy();
+    this.acts = null;
+    // Graphs bound the old buffers.
+    this.graphs.clear();
   }
 
   private release(r: Request): void {
@@ -604,7 +689,7 @@ export class WhisperModel {
       r.selfBlocks = this.selfBlocks.take(Math.ceil(prompt.length / this.blockSize));
       r.crossBlocks = this.crossBlocks.take(Math.ceil(this.encoderFrames / this.blockSize));
       this.admit([r]);
-      const lg = this.step([r], [prompt], true);
+      const lg = this.step([r], [prompt], true).logits!;
       try {
         return Float32Array.from(await lg.toFloat32());
       } finally {
@@ -727,25 +812,8 @@ export class WhisperModel {
     const active = this.active;
     if (!active.length) return;
     const feeds = active.map((r) => (r.len === 0 ? r.prompt : [r.out[r.out.length - 1]]));
-    const logits = this.step(active, feeds, false);
-    this.suppress(logits, active);
-    let ids: Tensor;
-    if (active.every((r) => r.temperature === 0)) {
-      ids = argmax(this.rt, logits);
-    } else {
-      const words = new Uint32Array(active.length * ROW_PARAM_WORDS);
-      active.forEach((r, s) => packRowSampling(words, s, { temperature: r.temperature, topK: r.topK, topP: r.topP, minP: 0, seed: r.seed, step: r.out.length, stream: r.index }));
-      const params = this.rt.tensor(words, [words.length], 'u32');
-      ids = sampleRows(this.rt, logits, params);
-      params.destroy();
-    }
-    logits.destroy();
-    let got: Int32Array;
-    try {
-      got = (await ids.toArray()) as Int32Array;
-    } finally {
-      ids.destroy();
-    }
+    const { tokens } = this.step(active, feeds, false);
+    const got = (await tokens!.toArray()) as Int32Array;
     const list = [...active];
     for (const [s, r] of list.entries()) {
       const t = got[s];
@@ -767,21 +835,18 @@ export class WhisperModel {
     }
   }
 
-  /** generation_config's suppress_tokens at every step, begin_suppress_tokens at a request's first (−inf). */
-  private suppress(logits: Tensor, reqs: Request[]): void {
+  /** generation_config's suppress_tokens at every step and begin_suppress_tokens at a request's first, as
+   *  adjustLogits' edits (−inf added), for the rows of `reqs`; null when there are none. */
+  private suppressEdits(reqs: Request[]): Uint32Array<ArrayBuffer> | null {
     const all = this.suppressTokens, first = this.beginSuppressTokens;
-    if (!all.length && !first.length) return;
+    if (!all.length && !first.length) return null;
     const edits: number[] = [];
-    const neg = new Float32Array([-Infinity]);
-    const negBits = new Uint32Array(neg.buffer)[0];
+    const negBits = new Uint32Array(new Float32Array([-Infinity]).buffer)[0];
     const one = new Uint32Array(new Float32Array([1]).buffer)[0];
     reqs.forEach((r, s) => {
       for (const t of r.out.length === 0 ? [...all, ...first] : all) edits.push(s, t, one, negBits);
     });
-    if (!edits.length) return;
-    const e = this.rt.tensor(Uint32Array.from(edits), [edits.length], 'u32');
-    adjustLogits(this.rt, logits, e, edits.length / EDIT_WORDS);
-    e.destroy();
+    return edits.length ? Uint32Array.from(edits) : null;
   }
 
   // ------------------------------------------------------------------------------------------ transcription
@@ -875,6 +940,9 @@ export class WhisperModel {
     for (const t of ts) t?.destroy();
     this.fe?.destroy();
     this.dc?.destroy();
+    this.selfPlan?.destroy();
+    this.crossPlan?.destroy();
+    this.dropActs();
     this.encCache?.destroy();
     for (const c of [...this.selfCaches, ...this.crossCaches]) c.destroy();
   }

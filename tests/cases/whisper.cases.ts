@@ -262,7 +262,9 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         await model.generate(mg.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 6 });
         await e.sync();
         assert(e.counters.createBuffer === mid, `a second generate created ${e.counters.createBuffer - mid} GPU buffers`);
-        ctx.note(`transcription of 2 windows: ${first.tokens.length} tokens; ${before} buffers created in all before the second`);
+        // Decode steps of one shape replay their layers' commands (step graphs), as the decoder-only models' do.
+        if (e.tuning.stepGraphs) assert(model.graphStats.replayed > 0, `no decoder step replayed (${JSON.stringify(model.graphStats)})`);
+        ctx.note(`transcription of 2 windows: ${first.tokens.length} tokens; ${before} buffers created in all before the second; decoder steps ${JSON.stringify(model.graphStats)}`);
       }, { generationConfig: { lang_to_id: { '<|en|>': 300 }, task_to_id: { transcribe: 310 }, no_timestamps_token_id: 320 } });
       // generation_config's suppress_tokens never come out; begin_suppress_tokens not first.
       await withTiny(ctx, async (model, mg) => {
