@@ -13,6 +13,9 @@ export default defineConfig({
   workers: 1,
   fullyParallel: false,
   timeout: 180_000,
+  // Its own folder: Playwright empties its outputDir when it starts, and the demo suite (which may run at
+  // the same time, scripts/test-all.mjs) keeps its failure artefacts in test-results/demo.
+  outputDir: 'test-results/chromium',
   reporter: [['list'], ['json', { outputFile: '.cache/results/chromium.json' }]],
   use: {
     headless: true,
