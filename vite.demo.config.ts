@@ -7,7 +7,8 @@ import { resolve } from './vite.config.ts';
 // source into dist-demo/ (a build output, gitignored). `base: './'` keeps every URL relative, so the
 // folder can be served from any path (and the Playwright suite serves it under /dist-demo/).
 /** The goldens (tiny models and what HF computes for them) beside the page, for its Model section, and
- *  quantized goldens the page can open by URL: a GGUF file and an MLX 4-bit folder. */
+ *  quantized goldens the page can open by URL: a GGUF file and an MLX 4-bit folder; an encoder and a
+ *  speech model of goldens-layers. */
 function copyGoldens(): Plugin {
   return {
     name: 'copy-goldens',
@@ -19,6 +20,11 @@ function copyGoldens(): Plugin {
       for (const q of ['gguf-llama-q4-k-m', 'mlx-llama-4bit']) {
         const dir = fileURLToPath(new URL(`../shared/goldens-quant/${q}`, import.meta.url));
         if (existsSync(dir)) cpSync(dir, `${options.dir}/shared/goldens-quant/${q}`, { recursive: true });
+      }
+      // An encoder and a speech model for the Embeddings and Transcription panels.
+      for (const q of ['bert-padded-batch', 'whisper-tiny-random']) {
+        const dir = fileURLToPath(new URL(`../shared/goldens-layers/${q}`, import.meta.url));
+        if (existsSync(dir)) cpSync(dir, `${options.dir}/shared/goldens-layers/${q}`, { recursive: true });
       }
     },
   };

@@ -75,7 +75,7 @@ export class Conversation {
   async send(model: WorkerModel, input: string, s: TurnSettings, signal: AbortSignal): Promise<TurnResult> {
     const info = model.info;
     const chat = s.mode === 'chat';
-    const prompt = chat || info.tokenizer ? input : parseIds(input, info.config.vocabSize);
+    const prompt = chat || info.tokenizer ? input : parseIds(input, info.vocabSize);
     const sampling: Json = { max_tokens: s.maxTokens, temperature: s.temperature, top_p: s.topP };
     if (s.topK > 0) sampling.top_k = s.topK;
     if (s.seed !== undefined) sampling.seed = s.seed;

@@ -6,6 +6,7 @@ import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type 
 import { runCheck, sliceNames, type CheckScope } from './check';
 import { Conversation, type Mode, type TurnSettings } from './chat';
 import { mb, openCheckpoint, renderInfo, runGoldens, type LoadDType, type Loaded } from './model';
+import { audioFileToPcm, embedLines, record, renderSimilarity, renderTranscript } from './speech';
 import { FIELDS, OP_LABELS, renderFields, renderPlaygroundResult, runPlayground, type Op } from './playground';
 import { byId, el, errorMessage, fmt, Progress, registerGpuButton, runExclusive, setGpuReady, showError, showMessage } from './ui';
 
@@ -207,9 +208,23 @@ const conversation = new Conversation(byId('model-chat-log'));
 
 /** Send needs a loaded model besides an idle GPU, which the shared busy lock does not know: it
  *  follows the lock through the body's data-busy attribute instead. */
+const embedRun = byId<HTMLButtonElement>('model-embed-run');
+const audioOpen = byId<HTMLButtonElement>('model-audio-open');
+const audioInput = byId<HTMLInputElement>('model-audio');
+const recordButton = byId<HTMLButtonElement>('model-record');
+/** Ends a recording in progress (the Record button, pressed again). */
+let stopRecording: (() => void) | null = null;
+
 function syncModelControls(): void {
   const busy = document.body.dataset.busy === 'true';
-  sendButton.disabled = !gpuReady || busy || !loaded;
+  const kind = loaded?.info.kind;
+  byId('model-chat').hidden = !!kind && kind !== 'decoder';
+  byId('model-embed').hidden = kind !== 'encoder';
+  byId('model-speech').hidden = kind !== 'speech';
+  embedRun.disabled = !gpuReady || busy || kind !== 'encoder';
+  audioOpen.disabled = !gpuReady || busy || kind !== 'speech';
+  recordButton.disabled = !gpuReady || kind !== 'speech' || (busy && !stopRecording);
+  sendButton.disabled = !gpuReady || busy || !loaded || kind !== 'decoder';
   newChat.disabled = busy || !loaded;
   cacheClear.disabled = busy;
   const chatOption = modeSelect.querySelector<HTMLOptionElement>('option[value=chat]')!;
@@ -252,6 +267,89 @@ function syncHint(): void {
 }
 modeSelect.addEventListener('change', syncHint);
 
+// -------------------------------------------------------------- embeddings and transcription
+
+embedRun.addEventListener('click', () => void runExclusive(async () => {
+  if (!loaded) return;
+  const msg = byId('model-embed-message'), status = byId('model-embed-status');
+  msg.hidden = true;
+  status.textContent = 'embedding…';
+  try {
+    const r = await embedLines(loaded.model, byId<HTMLTextAreaElement>('model-embed-input').value,
+      { pooling: byId<HTMLSelectElement>('model-embed-pooling').value as 'mean' | 'cls' });
+    renderSimilarity(byId<HTMLTableElement>('model-embed-table'), r);
+    status.textContent = `${r.vectors.length} embeddings in ${r.ms.toFixed(0)} ms`;
+  } catch (e) {
+    status.textContent = '';
+    showError(msg, 'Embed', e);
+  }
+}));
+
+/** Transcribes samples in the worker with the panel's options and shows the result. */
+async function transcribeInto(pcm: Float32Array): Promise<void> {
+  if (!loaded) return;
+  const status = byId('model-speech-status');
+  const language = byId<HTMLInputElement>('model-language').value.trim();
+  status.textContent = `transcribing ${(pcm.length / 16000).toFixed(2)} s of audio…`;
+  const t0 = performance.now();
+  const task = byId<HTMLSelectElement>('model-task').value as '' | 'transcribe' | 'translate';
+  const t = await loaded.model.transcribe(pcm, {
+    ...(language ? { language } : {}), ...(task ? { task } : {}),
+    timestamps: byId<HTMLInputElement>('model-timestamps').checked,
+  });
+  const ms = performance.now() - t0;
+  renderTranscript(byId('model-transcript'), t, pcm.length / 16000, ms);
+  status.textContent = `done in ${(ms / 1000).toFixed(2)} s`;
+}
+
+audioOpen.addEventListener('click', () => audioInput.click());
+audioInput.addEventListener('change', () => {
+  const file = audioInput.files?.[0];
+  if (!file) return;
+  void runExclusive(async () => {
+    const msg = byId('model-speech-message');
+    msg.hidden = true;
+    try {
+      await transcribeInto(await audioFileToPcm(file));
+    } catch (e) {
+      byId('model-speech-status').textContent = '';
+      showError(msg, 'Transcribe', e);
+    } finally {
+      audioInput.value = '';
+    }
+  });
+});
+
+recordButton.addEventListener('click', () => {
+  if (stopRecording) {
+    stopRecording();
+    return;
+  }
+  void runExclusive(async () => {
+    const msg = byId('model-speech-message');
+    msg.hidden = true;
+    let stop!: () => void;
+    const stopped = new Promise<void>((r) => { stop = r; });
+    stopRecording = stop;
+    recordButton.textContent = 'Stop recording';
+    byId('model-speech-status').textContent = 'recording… (press Stop recording to transcribe)';
+    syncModelControls();
+    try {
+      const pcm = await record(stopped);
+      stopRecording = null;
+      recordButton.textContent = 'Record';
+      await transcribeInto(pcm);
+    } catch (e) {
+      byId('model-speech-status').textContent = '';
+      showError(msg, 'Record', e);
+    } finally {
+      stopRecording = null;
+      recordButton.textContent = 'Record';
+      syncModelControls();
+    }
+  });
+});
+
 function loadCheckpointInto(src: FileList | string): void {
   void runExclusive(async () => {
     if (!engine) return;
@@ -274,6 +372,9 @@ function loadCheckpointInto(src: FileList | string): void {
       renderInfo(info, l);
       loadProgress.finish(`loaded ${l.info.id}: ${mb(l.totalBytes)} MB in ${(l.info.loadMs / 1000).toFixed(2)} s`, 'pass');
       modeSelect.value = l.info.chatTemplate ? 'chat' : 'completion';
+      byId('model-embed-hint').textContent = l.info.tokenizer ? '(text)' : '(token ids separated by spaces: this checkpoint has no tokenizer)';
+      byId('model-embed-table').hidden = true;
+      byId('model-transcript').hidden = true;
     } catch (e) {
       loadProgress.finish('the checkpoint could not be loaded', 'fail');
       showError(msg, 'Load', e);

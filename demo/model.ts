@@ -215,17 +215,25 @@ export function renderInfo(dl: HTMLElement, l: Loaded): void {
       ? `${info.id} (GGUF, ${types}, ${mb(l.totalBytes)} MB)`
       : `${info.id} (${n} safetensors file${n > 1 ? 's' : ''}${info.checkpoint.quantization ? `, ${info.checkpoint.quantization}` : ''}, ${mb(l.totalBytes)} MB)`],
     ['architecture', info.architecture],
-    ['layers', String(c.numLayers)],
-    ['hidden size', String(c.hiddenSize)],
-    ['heads', `${c.numHeads} query, ${c.numKvHeads} key/value, head size ${c.headDim}`],
-    ['vocabulary', String(c.vocabSize)],
-    ['weights on the GPU', `${mb(info.weightBytes)} MB${info.checkpoint.format === 'safetensors' && !/^q/.test(l.dtype) ? ` (${info.weightDType})` : ''}`],
-    ['KV cache', `${info.numBlocks} blocks × ${info.blockSize} tokens = ${info.numBlocks * info.blockSize} tokens`],
+    ...(c ? [
+      ['layers', String(c.numLayers)],
+      ['hidden size', String(c.hiddenSize)],
+      ['heads', `${c.numHeads} query, ${c.numKvHeads} key/value, head size ${c.headDim}`],
+      ['vocabulary', String(c.vocabSize)],
+    ] as [string, string][] : [
+      ['kind', info.kind === 'encoder' ? 'encoder-only: embeddings (no cache, no generation)' : 'speech recognition: log-mel front end, encoder, decoder with cross-attention'],
+      ['hidden size', String(info.hiddenSize)],
+      ['vocabulary', String(info.vocabSize)],
+    ] as [string, string][]),
+    ['weights on the GPU', `${mb(info.weightBytes)} MB${info.weightDType && info.checkpoint.format === 'safetensors' && !/^q/.test(l.dtype) ? ` (${info.weightDType})` : ''}`],
+    ...(info.numBlocks !== null && info.blockSize !== null ? [['KV cache', `${info.numBlocks} blocks × ${info.blockSize} tokens = ${info.numBlocks * info.blockSize} tokens`]] as [string, string][] : []),
     ['tokenizer', tok
       ? `${tok.source === 'gguf' ? 'from the GGUF metadata' : 'tokenizer.json'} (${tok.type}${tok.size ? `, ${tok.size} tokens` : ''})`
-      : 'none: prompts are space-separated token ids (completions only)'],
-    ['chat template', info.chatTemplate ? `from ${info.checkpoint.format === 'gguf' ? 'the GGUF metadata' : 'tokenizer_config.json'}` : 'none: completions only'],
-    ['stop tokens', c.eosTokenIds.length ? c.eosTokenIds.join(', ') : 'none'],
+      : `none: ${c ? 'prompts are space-separated token ids (completions only)' : info.kind === 'encoder' ? 'inputs are space-separated token ids' : 'transcripts are token ids'}`],
+    ...(c ? [
+      ['chat template', info.chatTemplate ? `from ${info.checkpoint.format === 'gguf' ? 'the GGUF metadata' : 'tokenizer_config.json'}` : 'none: completions only'],
+      ['stop tokens', c.eosTokenIds.length ? c.eosTokenIds.join(', ') : 'none'],
+    ] as [string, string][] : []),
     ['downloads', l.downloads.files ? `${l.downloads.files} file${l.downloads.files > 1 ? 's' : ''}, ${l.downloads.cached} from this browser's cache` : 'none (local files)'],
     ['loaded in', `${(info.loadMs / 1000).toFixed(2)} s, in a Web Worker`],
   ];

@@ -49,6 +49,8 @@ export type { TokenDecoder, EncodeOptions as TextEncodeOptions, DecodeOptions as
 export { toolCallFormat, parseToolCalls, toolCallId } from './serve/tools.js';
 export type { ToolCall, ToolCallFormat, ParsedToolCalls } from './serve/tools.js';
 export { serve } from './serve/http.js';
+export { decodeWav, resample, audioToPcm, encodeWav } from './serve/audio_file.js';
+export type { DecodedAudio } from './serve/audio_file.js';
 export type { ServeOptions, Server, ServableModel } from './serve/http.js';
 export { clearWeightCache, weightCacheSize, hasWeightCache, parseHubId, WEIGHT_CACHE, DEFAULT_HUB_HOST } from './models/hub.js';
 export type { DownloadProgress, HubId } from './models/hub.js';

@@ -19,6 +19,7 @@ import { activate } from '../ops/elementwise.js';
 import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { KVCacheManager } from '../serve/kv_manager.js';
 import { OpenAIServing, type TextSetup } from '../serve/openai.js';
+import { OpenAIError } from '../serve/errors.js';
 import { ChatTemplate, TextTokenizer } from '../serve/text.js';
 import { checkTokenIds, freshSeed, GREEDY, RequestEngine, type StepProcessing, type StepRecord, type StepRow, type StepRunner } from '../serve/engine.js';
 import { parseConfig, type ModelConfig } from './config.js';
@@ -312,7 +313,10 @@ export class Model implements StepRunner {
   readonly completions: OpenAIServing['completions'];
   /** API.md's encoder calls: a decoder-only model refuses them (loadModel returns an encoder model for
    *  BertModel / ModernBertModel checkpoints). */
-  readonly embeddings = { create: (_req: unknown): Promise<never> => Promise.reject(this.notEncoder('embeddings.create')) };
+  readonly embeddings = {
+    create: (_req: unknown): Promise<never> => Promise.reject(new OpenAIError(`embeddings.create: the model '${this.id}' (${this.architecture}) serves no embeddings (an encoder-only model does: BertModel, ModernBertModel)`,
+      { status: 400, param: 'model', code: 'model_not_supported' })),
+  };
   private serving: OpenAIServing;
   /** What the last generate or logits did. */
   lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };

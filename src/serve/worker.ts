@@ -11,6 +11,8 @@
 //   load   { id, source, options }                  progress { id, progress }  (downloads, then the upload)
 //                                                   loaded   { id, info }
 //   create { id, model, api, request }              chunk    { id, chunk }      (stream: true, one per chunk)
+//     api: 'chat' | 'completions' (a decoder), 'embeddings' (an encoder: OpenAI's request), 'transcriptions'
+//     (a speech model: { pcm: Float32Array of 16 kHz mono samples, language?, task?, timestamps? })
 //                                                   result   { id, value }      (the object; a stream's end: undefined)
 //   abort  { id }      (a running create)           error    { id, error }      (name, message, OpenAI's fields)
 //   unload { id, model }                            result   { id }
@@ -22,6 +24,7 @@ import type { DownloadProgress } from '../models/hub.js';
 import type { LoadModelOptions, Model } from '../models/model.js';
 import type { ModelConfig } from '../models/config.js';
 import { quantSettings } from '../models/hf_quant.js';
+import { OpenAIError } from './errors.js';
 
 /** A checkpoint as the page names it: a URL or 'hf:' id, GGUF File(s), or a folder's files by path. */
 export type WorkerSource = string | File[] | { [path: string]: Blob };
@@ -42,6 +45,9 @@ export type LoadProgress =
   | ({ phase: 'download' } & DownloadProgress)
   | { phase: 'upload'; loaded: number; total: number };
 
+/** The calls a page makes of a worker's model. */
+export type WorkerApi = 'chat' | 'completions' | 'embeddings' | 'transcriptions';
+
 /** What the page learns about a loaded model. */
 export interface WorkerModelInfo {
   /** The worker's handle of the model (requests name it). */
@@ -49,11 +55,18 @@ export interface WorkerModelInfo {
   /** The checkpoint's name (model.id). */
   id: string;
   architecture: string;
-  config: ModelConfig;
+  /** What the model serves: 'decoder' (chat, completions), 'encoder' (embeddings), 'speech' (transcriptions). */
+  kind: 'decoder' | 'encoder' | 'speech';
+  /** A decoder's parsed config (null for encoders and speech models). */
+  config: ModelConfig | null;
   weightBytes: number;
-  weightDType: string;
-  numBlocks: number;
-  blockSize: number;
+  weightDType: string | null;
+  /** A decoder's KV cache (null for the others). */
+  numBlocks: number | null;
+  blockSize: number | null;
+  /** The model's width and vocabulary (every kind). */
+  hiddenSize: number;
+  vocabSize: number;
   checkpoint: {
     format: 'safetensors' | 'gguf';
     /** The safetensors files (a GGUF file's parts are not counted). */
@@ -84,7 +97,7 @@ export interface WorkerError {
 
 export type ToWorker =
   | { type: 'load'; id: number; source: WorkerSource; options: WorkerLoadOptions }
-  | { type: 'create'; id: number; model: number; api: 'chat' | 'completions'; request: Record<string, unknown> }
+  | { type: 'create'; id: number; model: number; api: WorkerApi; request: Record<string, unknown> }
   | { type: 'abort'; id: number }
   | { type: 'unload'; id: number; model: number };
 
@@ -149,7 +162,27 @@ function vocabSize(tok: object | undefined): number {
   return ids.size;
 }
 
+/** The parts of an encoder's or a speech model's object the worker reads (they are not a decoder's Model). */
+interface OtherModel {
+  id?: string;
+  architecture: string;
+  weightBytes: number;
+  tokenizer?: unknown;
+  embeddings?: { create(req: Record<string, unknown>): Promise<unknown> };
+  transcribe?(pcm: Float32Array, o: Record<string, unknown>): Promise<unknown>;
+}
+
+function kindOf(model: Model): WorkerModelInfo['kind'] {
+  const m = model as unknown as OtherModel;
+  if (typeof m.transcribe === 'function') return 'speech';
+  return model instanceof Object && 'kv' in model ? 'decoder' : 'encoder';
+}
+
 function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number): WorkerModelInfo {
+  const kind = kindOf(model);
+  const other = model as unknown as OtherModel;
+  // An encoder's or speech model's sizes as config.json gives them (BERT's hidden_size, Whisper's d_model).
+  const raw = ckpt.config as Record<string, unknown>;
   const gguf = !Array.isArray(ckpt.weights);
   const tokType = (ckpt.tokenizer as { model?: { type?: unknown } } | undefined)?.model?.type;
   const template = (ckpt.tokenizerConfig as { chat_template?: unknown } | undefined)?.chat_template;
@@ -157,13 +190,16 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
   const quantization = gguf ? undefined : describeQuantization(ckpt.config);
   return {
     handle,
-    id: model.id,
+    id: model.id ?? other.id ?? ckpt.name,
     architecture: model.architecture,
-    config: model.config,
+    kind,
+    config: kind === 'decoder' ? model.config : null,
     weightBytes: model.weightBytes,
-    weightDType: model.weightDType,
-    numBlocks: model.numBlocks,
-    blockSize: model.blockSize,
+    weightDType: kind === 'decoder' ? model.weightDType : null,
+    numBlocks: kind === 'decoder' ? model.numBlocks : null,
+    blockSize: kind === 'decoder' ? model.blockSize : null,
+    hiddenSize: kind === 'decoder' ? model.config.hiddenSize : Number(raw.hidden_size ?? raw.d_model ?? 0),
+    vocabSize: kind === 'decoder' ? model.config.vocabSize : Number(raw.vocab_size ?? 0),
     checkpoint: {
       format: gguf ? 'gguf' : 'safetensors',
       ...(Array.isArray(ckpt.weights) ? { files: ckpt.weights.length } : {}),
@@ -173,7 +209,7 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
     tokenizer: model.tokenizer
       ? { source: gguf ? 'gguf' : 'tokenizer.json', type: typeof tokType === 'string' ? tokType : 'unknown', size: vocabSize(ckpt.tokenizer) }
       : null,
-    chatTemplate: template !== undefined && template !== null && !!model.tokenizer,
+    chatTemplate: kind === 'decoder' && template !== undefined && template !== null && !!model.tokenizer,
     loadMs,
   };
 }
@@ -228,13 +264,25 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
     post({ type: 'loaded', id, info: describe(handle, model, ckpt, performance.now() - t0) });
   }
 
-  async function create(id: number, handle: number, api: 'chat' | 'completions', request: Record<string, unknown>): Promise<void> {
+  async function create(id: number, handle: number, api: WorkerApi, request: Record<string, unknown>): Promise<void> {
     const m = models.get(handle);
     if (!m) throw new WebinferError(`${OP}: create: expected a loaded model, got model ${handle}, which was unloaded (or never loaded)`);
     const ac = new AbortController();
     running.set(id, ac);
     try {
       const req = { ...request, signal: ac.signal };
+      if (api === 'embeddings' || api === 'transcriptions') {
+        const o = m as unknown as OtherModel;
+        if (api === 'embeddings') {
+          if (kindOf(m) !== 'encoder' || !o.embeddings) throw new OpenAIError(`embeddings.create: the model '${m.id}' (${m.architecture}) serves no embeddings (an encoder-only model does)`, { status: 400, param: 'model', code: 'model_not_supported' });
+          post({ type: 'result', id, value: await o.embeddings.create(req) });
+        } else {
+          if (typeof o.transcribe !== 'function') throw new OpenAIError(`transcribe: the model '${m.id}' (${m.architecture}) transcribes no audio (a speech model does: WhisperForConditionalGeneration)`, { status: 400, param: 'model', code: 'model_not_supported' });
+          const { pcm, ...opts } = req as Record<string, unknown>;
+          post({ type: 'result', id, value: await o.transcribe(pcm as Float32Array, opts) });
+        }
+        return;
+      }
       const out = api === 'chat' ? m.chat.completions.create(req) : m.completions.create(req);
       if (request.stream === true) {
         for await (const chunk of out as AsyncIterable<unknown>) post({ type: 'chunk', id, chunk });

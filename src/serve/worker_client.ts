@@ -7,7 +7,7 @@
 import { WebinferError } from '../core/errors.js';
 import type { CheckpointSource } from '../models/checkpoint.js';
 import { badRequest, OpenAIError, type OpenAIErrorType } from './errors.js';
-import type { FromWorker, LoadProgress, ToWorker, WorkerError, WorkerLoadOptions, WorkerModelInfo, WorkerSource } from './worker.js';
+import type { FromWorker, LoadProgress, ToWorker, WorkerApi, WorkerError, WorkerLoadOptions, WorkerModelInfo, WorkerSource } from './worker.js';
 
 /** A Worker, or any port with its messaging (a MessagePort, for tests and shared workers). */
 export interface WorkerLike {
@@ -177,6 +177,18 @@ export class WorkerModel {
     },
   };
 
+  /** An encoder's OpenAI Embeddings call (the in-process model.embeddings.create). */
+  readonly embeddings = {
+    create: (req: Req): Promise<Record<string, unknown>> => this.create('embeddings', req) as Promise<Record<string, unknown>>,
+  };
+
+  /** A speech model's transcription of 16 kHz mono PCM (the in-process model.transcribe). */
+  transcribe(pcm: Float32Array, o: { language?: string; task?: 'transcribe' | 'translate'; timestamps?: boolean; signal?: AbortSignal } = {}):
+      Promise<{ text: string; tokens: number[]; segments?: { start: number; end: number; text: string; tokens: number[] }[] }> {
+    if (!(pcm instanceof Float32Array)) return Promise.reject(new WebinferError(`transcribe: pcm: expected a Float32Array of 16 kHz mono samples, got ${typeof pcm}`));
+    return this.create('transcriptions', { ...o, pcm }) as Promise<never>;
+  }
+
   private constructor(conn: Connection, info: WorkerModelInfo) {
     this.conn = conn;
     this.info = info;
@@ -216,8 +228,8 @@ export class WorkerModel {
     });
   }
 
-  private create(api: 'chat' | 'completions', req: Req): Promise<Record<string, unknown>> | AsyncIterable<Record<string, unknown>> {
-    const op = api === 'chat' ? 'chat.completions.create' : 'completions.create';
+  private create(api: WorkerApi, req: Req): Promise<Record<string, unknown>> | AsyncIterable<Record<string, unknown>> {
+    const op = { chat: 'chat.completions.create', completions: 'completions.create', embeddings: 'embeddings.create', transcriptions: 'transcribe' }[api];
     const stream = req?.stream === true;
     // Bad calls fail the way the request would: a rejected promise, or a stream that throws when read.
     const refuse = (e: Error) => (stream ? failingStream(e) : Promise.reject(e));

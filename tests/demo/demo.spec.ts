@@ -9,6 +9,7 @@ import { Template } from '@huggingface/jinja';
 import { expect, test, type ConsoleMessage, type Page } from '@playwright/test';
 import { ORIGIN, serveRepo } from '../browser/serve';
 import { byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';
+import { encodeWav } from '../../src/serve/audio_file';
 
 test.describe.configure({ mode: 'serial' });
 
@@ -19,7 +20,7 @@ const errors: string[] = [];
 /** A checkpoint at a URL is looked for file by file: the optional tokenizer and generation files of a
  *  folder without them answer 404, which Chromium logs as a failed resource. Nothing else may. */
 function optionalMissing(m: ConsoleMessage): boolean {
-  return /status of 404/.test(m.text()) && /\/(tokenizer|tokenizer_config|generation_config)\.json$/.test(m.location().url);
+  return /status of 404/.test(m.text()) && /\/(tokenizer|tokenizer_config|generation_config|preprocessor_config)\.json$/.test(m.location().url);
 }
 
 test.beforeAll(async ({ browser }) => {
@@ -462,6 +463,56 @@ test('Model: a checkpoint at a URL without a tokenizer takes and prints token id
   await expect(page.locator('#model-gen-status')).toHaveAttribute('data-state', 'error');
   await expect(page.locator('#model-gen-message')).toContainText('"999" is not a token id in [0, 256)');
   await page.selectOption('#model-dtype', 'checkpoint');
+  expect(errors).toEqual([]);
+});
+
+test('Model: an encoder at a URL embeds lines in the worker (cosine table as HF\'s pooled states give it); Whisper transcribes a WAV file', async () => {
+  const LAYERS = join(GOLDENS, '../goldens-layers');
+  const bert = JSON.parse(readFileSync(join(LAYERS, 'bert-padded-batch/golden.json'), 'utf8')) as { inputs: number[][]; mean_pooled: number[][]; cls: number[][] };
+  await loadFromUrl('./shared/goldens-layers/bert-padded-batch');
+  await expect(fact('architecture')).toHaveText('BertModel');
+  await expect(fact('kind')).toContainText('encoder-only');
+  await expect(page.locator('#model-chat')).toBeHidden();
+  await expect(page.locator('#model-embed')).toBeVisible();
+  await expect(page.locator('#model-embed-hint')).toContainText('token ids');
+  // Three inputs of the golden, mean and cls pooling: every cosine as HF's pooled vectors give it.
+  const cos = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i], 0) / Math.hypot(...a) / Math.hypot(...b);
+  await page.fill('#model-embed-input', bert.inputs.map((t) => t.join(' ')).join('\n'));
+  for (const [pooling, want] of [['mean', bert.mean_pooled], ['cls', bert.cls]] as const) {
+    await page.selectOption('#model-embed-pooling', pooling);
+    await page.click('#model-embed-run');
+    await expect(page.locator('#model-embed-status')).toContainText('3 embeddings', { timeout: 180_000 });
+    const cells = await page.locator('#model-embed-table td[data-cos]').evaluateAll((tds) => tds.map((td) => Number((td as HTMLElement).dataset.cos)));
+    expect(cells.length).toBe(9);
+    cells.forEach((c, k) => expect(Math.abs(c - cos(want[Math.floor(k / 3)], want[k % 3]))).toBeLessThan(1e-4));
+  }
+  await page.screenshot({ path: `${SHOTS}/model-embeddings.png`, fullPage: true });
+
+  // Whisper: the front-end golden's first waveform as a 32-bit float WAV, picked as a file.
+  const fe = JSON.parse(readFileSync(join(LAYERS, 'whisper-frontend/golden.json'), 'utf8')) as { waveforms: number[][] };
+  await loadFromUrl('./shared/goldens-layers/whisper-tiny-random');
+  await expect(fact('architecture')).toHaveText('WhisperForConditionalGeneration');
+  await expect(page.locator('#model-speech')).toBeVisible();
+  const wav = Buffer.from(encodeWav(Float32Array.from(fe.waveforms[0]), 16000, 32));
+  const tokensOf = async () => (await page.locator('#model-transcript').getAttribute('data-tokens'))!.split(' ').map(Number);
+  await page.setInputFiles('#model-audio', { name: 'clip.wav', mimeType: 'audio/wav', buffer: wav });
+  await expect(page.locator('#model-speech-status')).toContainText('done in', { timeout: 240_000 });
+  await expect(page.locator('#model-transcript')).toContainText('2.00 s of audio transcribed');
+  await expect(page.locator('#model-transcript')).toContainText('(no tokenizer: token ids)');
+  const first = await tokensOf();
+  expect(first.length).toBeGreaterThan(0);
+  expect(first.every((t) => Number.isInteger(t) && t >= 0 && t < 384)).toBe(true);
+  // The same clip at 48 kHz: decoded and resampled to 16 kHz in the page, then transcribed.
+  const up = Float32Array.from({ length: fe.waveforms[0].length * 3 }, (_, i) => {
+    const x = i / 3, j = Math.floor(x), f = x - j;
+    const w = fe.waveforms[0];
+    return (w[j] ?? 0) * (1 - f) + (w[j + 1] ?? 0) * f;
+  });
+  await page.locator('#model-transcript').evaluate((e) => { (e as HTMLElement).dataset.tokens = 'stale'; });
+  await page.setInputFiles('#model-audio', { name: 'clip48k.wav', mimeType: 'audio/wav', buffer: Buffer.from(encodeWav(up, 48000, 32)) });
+  await expect(page.locator('#model-transcript')).not.toHaveAttribute('data-tokens', 'stale', { timeout: 120_000 });
+  expect((await tokensOf()).length).toBeGreaterThan(0);
+  await page.screenshot({ path: `${SHOTS}/model-transcription.png`, fullPage: true });
   expect(errors).toEqual([]);
 });
 

@@ -53,7 +53,9 @@ describe('serveInWorker ↔ WorkerModel over a MessageChannel', () => {
     expect(model.architecture).toBe('LlamaForCausalLM');
     expect(model.info.tokenizer).toEqual({ source: 'tokenizer.json', type: 'BPE', size: 256 });
     expect(model.info.chatTemplate).toBe(true);
-    expect(model.info.config.vocabSize).toBe(256);
+    expect(model.info.kind).toBe('decoder');
+    expect(model.info.config?.vocabSize).toBe(256);
+    expect(model.info.vocabSize).toBe(256);
     expect(model.info.weightBytes).toBeGreaterThan(1_300_000);
   });
 
