@@ -32,10 +32,23 @@ async function withText(ctx: Parameters<TestCase['run']>[0], g: GoldenModel, o: 
   });
 }
 
+/**
+ * The serving cases test the request engine's and the API's JavaScript over kernels the model cases
+ * check on every runtime; the two Node runtimes run the same JavaScript, so Node runs them on
+ * node-lavapipe (4 s) and not on node-swiftshader, where SwiftShader's slow execution made them 69 s
+ * of the CI. Chromium, Firefox and Deno run them too, and a GPU runs them all.
+ */
+function servedElsewhere(ctx: Parameters<TestCase['run']>[0], what: string): boolean {
+  if (ctx.runtime !== 'node-swiftshader') return false;
+  ctx.note(`serving › ${what}: runs in Node on node-lavapipe (the same JavaScript; chromium, firefox and deno run it too), not on SwiftShader`);
+  return true;
+}
+
 export const serveCases: TestCase[] = defineCases('serving', [
   {
     name: 'request engine fuzz: random arrivals, cancellations and stop tokens over a cache that forces preemption and eviction; each request gets its tokens alone, no block leaked',
     async run(ctx) {
+      if (servedElsewhere(ctx, 'request engine fuzz')) return;
       const g = await golden(ctx, 'llama-gqa');
       const model = await ctx.engine.loadModel({ config: g.config, weights: await (await import('../../src/index')).loadSafetensors(g.weights), kvCache: { numBlocks: 16, blockSize: 4 } });
       try {
@@ -102,6 +115,7 @@ export const serveCases: TestCase[] = defineCases('serving', [
   {
     name: 'OpenAI API: completions give HF\'s greedy tokens concurrently; streamed deltas equal the final text; prefix cache hits report cached tokens; stop strings; seeded sampling independent of the batch; logprobs; json_schema; errors',
     async run(ctx) {
+      if (servedElsewhere(ctx, 'OpenAI API')) return;
       const g = await golden(ctx, 'llama-gqa');
       const model = await withText(ctx, g);
       try {
@@ -190,6 +204,7 @@ export const serveCases: TestCase[] = defineCases('serving', [
   {
     name: 'faults: callbacks that throw or reject end only their own request, aborts free their blocks, destroy rejects saying so; the model still serves the goldens exactly',
     async run(ctx) {
+      if (servedElsewhere(ctx, 'faults')) return;
       const g = await golden(ctx, 'qwen3-qknorm-tied');
       const model = await load(ctx.engine, g);
       const r = rng(7);
