@@ -139,6 +139,9 @@ interface DecLayer {
   ln3: Norm; fc1: LinearWeight; fc2: LinearWeight;
 }
 
+/** The encoder's activations for `items` inputs. */
+interface EncActs { items: number; h: Tensor; x: Tensor; qkv: Tensor; attn: Tensor; f: Tensor; g: Tensor; out: Tensor }
+
 /** A decoder step's buffers (models keep them: a step graph binds them). */
 interface StepActs {
   rows: number; seqs: number;
@@ -420,12 +423,16 @@ export class WhisperModel {
   private encode(features: Tensor, B: number): Tensor {
     const rt = this.rt, c = this.cfg, d = c.d, Te = this.encoderFrames, bs = this.blockSize;
     const H = c.encHeads, hd = d / H, T = B * Te;
-    const y1 = conv1d(rt, channelsFirst(features, B, c.nMels, 2 * Te), this.conv1, { kernel: 3, pad: 1 });
-    const y2 = conv1d(rt, timeFirst(y1, B, d, 2 * Te), this.conv2, { kernel: 3, pad: 1, stride: 2, gelu: true });
-    y1.destroy();
-    const h = rt.emptyTensor([T, d], 'f32');
-    geluRows(rt, timeFirst(y2, B, d, Te), { out: h, addend: this.encPos });
-    y2.destroy();
+    const e = this.encActs(B);
+    const h = e.h.view([T, d]), x = e.x.view([T, d]), qkv = e.qkv.view([T, 3 * d]), attn = e.attn.view([T, d]);
+    const f = e.f.view([T, c.encFfn]), g = e.g.view([T, c.encFfn]), out = e.out.view([T, d]);
+    // The stem's outputs in buffers free until the layers: conv1's [2T, d] in the MLP's f (ffn >= 2d, as
+    // every Whisper has; else a scratch tensor), conv2's [T, d] in attn.
+    const y1 = c.encFfn >= 2 * d ? e.f.view([2 * T, d]) : rt.scratchTensor([2 * T, d], 'f32');
+    conv1d(rt, channelsFirst(features, B, c.nMels, 2 * Te), this.conv1, { kernel: 3, pad: 1, out: y1 });
+    conv1d(rt, timeFirst(y1, B, d, 2 * Te), this.conv2, { kernel: 3, pad: 1, stride: 2, gelu: true, out: attn });
+    if (y1.buffer !== e.f.buffer) y1.destroy();
+    geluRows(rt, timeFirst(attn, B, d, Te), { out: h, addend: this.encPos });
     // Item b's tokens in blocks b·nb .. (b+1)·nb − 1 of the scratch cache.
     const nb = Math.ceil(Te / bs);
     const qsl = new Int32Array(B + 1), seqLens = new Int32Array(B).fill(Te), bt = new Int32Array(B * nb), slots = new Int32Array(T);
@@ -437,9 +444,6 @@ export class WhisperModel {
     const slotT = rt.tensor(slots, [T], 'i32');
     const plan = planAttention(rt, { queryStartLoc: qsl, seqLens, blockTable: bt, maxBlocksPerSeq: nb },
       { cache: this.encCache, numHeads: H, scale: hd ** -0.5, causal: false });
-    const x = rt.emptyTensor([T, d], 'f32'), qkv = rt.emptyTensor([T, 3 * d], 'f32'), attn = rt.emptyTensor([T, d], 'f32');
-    const f = rt.emptyTensor([T, c.encFfn], 'f32'), g = rt.emptyTensor([T, c.encFfn], 'f32');
-    const out = rt.emptyTensor([T, d], 'f32');
     for (const L of this.encLayers) {
       layerNorm(rt, h, L.ln1.w, L.ln1.b, EPS, { out: x });
       linear(rt, x, L.qkv, { out: qkv });
@@ -450,8 +454,33 @@ export class WhisperModel {
     }
     layerNorm(rt, h, this.encLn.w, this.encLn.b, EPS, { out });
     plan.destroy();
-    for (const t of [slotT, x, qkv, attn, f, g, h]) t.destroy();
+    slotT.destroy();
     return out;
+  }
+
+  /**
+   * The encoder's activations for B inputs, kept (grown to the largest batch, at most encBatch): made
+   * afresh for every batch, hundreds of MB of them (Whisper-small at 8 inputs: 550 MB) would go back to
+   * the pool at once, past what it keeps free, and the pool would destroy them all for the next batch to
+   * make again.
+   */
+  private encActs(B: number): EncActs {
+    if (this.enc && this.enc.items >= B) return this.enc;
+    this.dropEnc();
+    const rt = this.rt, c = this.cfg, T = B * this.encoderFrames, d = c.d;
+    this.enc = {
+      items: B, h: rt.zeros([T, d]), x: rt.zeros([T, d]), qkv: rt.zeros([T, 3 * d]), attn: rt.zeros([T, d]),
+      f: rt.zeros([T, c.encFfn]), g: rt.zeros([T, c.encFfn]), out: rt.zeros([T, d]),
+    };
+    return this.enc;
+  }
+
+  private enc: EncActs | null = null;
+
+  private dropEnc(): void {
+    if (!this.enc) return;
+    for (const [k, t] of Object.entries(this.enc)) if (k !== 'items') (t as Tensor).destroy();
+    this.enc = null;
   }
 
   /** h += fc2(gelu(fc1(LN(h)))). */
@@ -471,11 +500,7 @@ export class WhisperModel {
     const t = this.rt.tensor(f, [1, this.cfg.nMels, 2 * this.encoderFrames], 'f32');
     const out = this.encode(t, 1);
     t.destroy();
-    try {
-      return Float32Array.from(await out.toFloat32());
-    } finally {
-      out.destroy();
-    }
+    return Float32Array.from(await out.toFloat32());
   }
 
   /** Runs the encoder over requests just admitted and writes each one's cross keys/values into its blocks (taken by the caller). */
@@ -494,12 +519,13 @@ export class WhisperModel {
         for (let t = 0; t < Te; t++) slots[b * Te + t] = r.crossBlocks[Math.floor(t / bs)] * bs + (t % bs);
       });
       const slotT = rt.tensor(slots, [B * Te], 'i32');
-      const kv = rt.emptyTensor([B * Te, 2 * d], 'f32');
+      // Each layer's cross k|v rows in the encoder's q|k|v buffer, free after the encoder.
+      const kv = this.enc!.qkv.view([B * Te, 2 * d]);
       this.decLayers.forEach((L, l) => {
         linear(rt, enc, L.ckv, { out: kv });
         encodeCacheWrite(rt, B * Te, { tensor: kv, offset: 0, stride: 2 * d }, { tensor: kv, offset: d, stride: 2 * d }, this.crossCaches[l], slotT);
       });
-      for (const t of [kv, slotT, enc]) t.destroy();
+      slotT.destroy();
     }
   }
 
@@ -640,6 +666,7 @@ export class WhisperModel {
     const rows = Math.max(T, Math.min(this.maxSeqs * c.maxTarget, 2 ** Math.ceil(Math.log2(Math.max(T, 16)))));
     const seqs = Math.max(S, this.maxSeqs);
     this.dropActs();
+    this.dropEnc();
     this.acts = {
       rows, seqs,
       h: rt.zeros([rows, c.d]), x: rt.zeros([rows, c.d]), qkv: rt.zeros([rows, 3 * c.d]), attn: rt.zeros([rows, c.d]), q: rt.zeros([rows, c.d]),
@@ -943,6 +970,7 @@ export class WhisperModel {
     this.selfPlan?.destroy();
     this.crossPlan?.destroy();
     this.dropActs();
+    this.dropEnc();
     this.encCache?.destroy();
     for (const c of [...this.selfCaches, ...this.crossCaches]) c.destroy();
   }
