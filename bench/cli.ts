@@ -54,6 +54,12 @@
 //                         made on the GPU; --hfquant-wait=S waits S s for a GGUF file still being made; --hfquant-from=JSON,...
 //                         keeps earlier calls' runs in the results written); the model suite's grid
 //                         on each, the issue's targets checked (hfquant-<device>.md/.json, rewritten after each model)
+//   --suite=layers        issue 31 (bench/layers.ts): BERT-base's shape (encode, 128-token inputs, batch 1 and 32: sentences/s,
+//                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
+//                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
+//                         (MXFP4 and bf16 experts: tokens/s, read-roofline share); random weights (safetensors written in memory
+//                         for BERT and Whisper); --layers-parts=bert,whisper,gptoss --layers-gptoss=mxfp4,bf16 --commit=SHA
+//                         (named in the results) --layers-quick tiny shapes; layers-<device>.md/.json, rewritten after each part
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
 //                         otherwise hides shader-f16 on NVIDIA; harmless elsewhere)
@@ -71,6 +77,7 @@ import { benchMlaStep, benchStep, type MlaStepRow, type StepBenchRow } from './s
 import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBench } from './model';
 import { plotResults, type ResultsFile } from './plot';
 import { hfqEntries, runHfQuant, writeHfQuantResults, type HfqRun } from './hfquant';
+import { runLayers } from './layers';
 import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
@@ -730,6 +737,16 @@ if (suites.includes('hfquant')) {
     { waitSeconds: Number(args.get('hfquant-wait') ?? 0), onRun: (rs) => write([...prev, ...rs], true), call });
   result.hfquant = runs;
   write([...prev, ...runs], false);
+}
+
+if (suites.includes('layers')) {
+  // Issue 31: BERT, Whisper and gpt-oss shapes with random weights (bench/layers.ts).
+  result.layers = await runLayers(engine, ceilings, {
+    quick: quick || args.has('layers-quick'), parts: (args.get('layers-parts') ?? 'bert,whisper,gptoss').split(','),
+    gptossExperts: (args.get('layers-gptoss') ?? 'mxfp4,bf16').split(',').filter(Boolean),
+    outDir, slug, device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`, runtime: String(result.runtime),
+    extra: { device: deviceName, date: result.date, runtime: result.runtime, adapter: a, features: engine.features, dawnToggles }, log: (s) => console.log(s),
+  });
 }
 
 if (suites.includes('deepseek')) {
