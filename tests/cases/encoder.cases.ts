@@ -226,8 +226,12 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
       } finally {
         model.destroy();
       }
-      if (name.startsWith('bert')) {
-        // 16-bit weights on the GPU (activations and the scratch K/V stay f32): within f16's rounding.
+      // 16-bit weights on the GPU (activations and the scratch K/V stay f32): within f16's rounding. Their
+      // products are pipelines of their own: on GPUs, and of the software runtimes in Deno (the quickest to
+      // compile them).
+      if (name.startsWith('bert') && ctx.engine.adapter.software && ctx.runtime !== 'deno') {
+        ctx.note(`${name} with f16 weights: runs on GPUs and in deno`);
+      } else if (name.startsWith('bert')) {
         const half = await load(ctx.engine, f, { dtype: 'f16' });
         try {
           assert(half.weightBytes < 0.6 * (await folder(ctx, name)).weights.length, `f16 weights take ${half.weightBytes} bytes`);
