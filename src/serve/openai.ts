@@ -12,13 +12,16 @@
 // and the reply is parsed in the template's format (Hermes / Qwen <tool_call>, Llama 3 JSON); with
 // tools a stream holds the text back until the reply is complete, since a call cannot be told from
 // content before then. `response_format` json_schema / json_object constrains sampling with a token
-// mask per step (serve/grammar.ts).
+// mask per step (serve/grammar.ts). gpt-oss's harmony output (a template writing <|channel|> headers,
+// serve/harmony.ts): `content` is the final channel's text, the analysis channel's `reasoning_content`;
+// a stream holds the text back until the reply is complete, as with tools.
 import { WebinferError } from '../core/errors.js';
 import { compileResponseFormat, type TokenVocabulary } from './grammar.js';
 import { badRequest, OpenAIError } from './errors.js';
 import { checkTokenIds, type FinishReason, type RequestEngine, type RequestResult, type Sampling, type TokenLogprob, type TokenConstraint } from './engine.js';
 import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from './text.js';
 import { parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
+import { harmonyTokens, isHarmonyTemplate, parseHarmony, type HarmonyTokens } from './harmony.js';
 
 /** What the serving surface needs of a model. */
 export interface ServedModel {
@@ -68,6 +71,8 @@ interface Parsed {
   signal?: AbortSignal;
   constraint?: () => TokenConstraint;
   toolFormat: ToolCallFormat | null;
+  /** gpt-oss's harmony output (serve/harmony.ts): content is the final channel, the analysis channel reasoning_content. */
+  harmony: HarmonyTokens | null;
   echo: boolean;
 }
 
@@ -216,6 +221,7 @@ export class OpenAIServing {
     // The prompt.
     let prompt: number[];
     let toolFormat: ToolCallFormat | null = null;
+    let harmony: HarmonyTokens | null = null;
     if (kind === 'chat') {
       if (!Array.isArray(r.messages) || r.messages.length === 0) throw badRequest('messages', 'a non-empty array of { role, content }', r.messages);
       const messages = r.messages.map((msg, i) => {
@@ -262,6 +268,7 @@ export class OpenAIServing {
       }
       prompt = this.tok.encode(text, { addSpecialTokens: false });
       if (tools) toolFormat = toolCallFormat(this.template.source(true));
+      if (isHarmonyTemplate(this.template.source(!!tools))) harmony = harmonyTokens((t) => this.tok!.tokenToId(t));
     } else {
       const p = r.prompt;
       if (typeof p === 'string') {
@@ -354,7 +361,7 @@ export class OpenAIServing {
       throw new OpenAIError('response_format: constrained output ends with an end-of-sequence token, and this model names none (eos_token_id); add stop_token_ids', { param: 'response_format' });
     }
     return {
-      prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, echo, constraint,
+      prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, harmony, echo, constraint,
       returnTokenIds: bool(r, 'return_token_ids') ?? false,
       signal: r.signal as AbortSignal | undefined,
       sampling: {
@@ -384,7 +391,8 @@ export class OpenAIServing {
     const created = Math.floor(Date.now() / 1000);
     const model = this.m.id;
     const tok = this.tok;
-    const holdAll = p.toolFormat !== null;
+    // Tool calls and harmony's channels are told apart only once the output is whole: its text is held.
+    const holdAll = p.toolFormat !== null || p.harmony !== null;
     const choices: ChoiceText[] = Array.from({ length: p.n }, () => ({
       dec: tok ? new StreamDecoder(tok, { prefixIds: p.prompt.slice(-4) }) : null,
       stop: new StopMatcher(p.stops), text: '', held: '', ids: [], lps: [], finish: null, ended: false,
@@ -455,17 +463,21 @@ export class OpenAIServing {
       c.text += tail;
       let calls: ToolCall[] = [];
       let content: string | null = c.text;
-      if (p.toolFormat) {
+      let reasoning: string | null = null;
+      if (p.harmony && tok) {
+        ({ content, reasoning } = parseHarmony(c.ids, p.harmony, (ids) => tok.decode(ids, { skipSpecialTokens: true })));
+      } else if (p.toolFormat) {
         const parsed = parseToolCalls(c.text, p.toolFormat);
         calls = parsed.toolCalls;
         content = calls.length ? parsed.content : c.text;
       }
-      return { tail, calls, content, finish: calls.length ? 'tool_calls' : finishOf(i) };
+      return { tail, calls, content, reasoning, finish: calls.length ? 'tool_calls' : finishOf(i) };
     });
     if (out) {
       finals.forEach((f, i) => {
         const c = choices[i];
         if (holdAll) {
+          if (f.reasoning) out.push(chunkOf(i, null, null, null, { reasoning_content: f.reasoning }));
           if (f.content) out.push(chunkOf(i, f.content, null, null));
           if (f.calls.length) out.push(chunkOf(i, null, null, null, { tool_calls: f.calls.map((tc, k) => ({ index: k, ...tc })) }));
         } else if (f.tail) {
@@ -485,6 +497,7 @@ export class OpenAIServing {
         const extra: Json = p.returnTokenIds ? { token_ids: c.ids } : {};
         if (kind === 'chat') {
           const message: Json = { role: 'assistant', content: f.content, refusal: null };
+          if (f.reasoning !== null) message.reasoning_content = f.reasoning;
           if (f.calls.length) message.tool_calls = f.calls;
           return { index: i, message, logprobs: p.logprobs !== null ? { content: this.chatLogprobs(c.lps) } : null, finish_reason: f.finish, ...extra };
         }
