@@ -4,7 +4,7 @@
 // the batch; ModernBERT's local layers through the two-sided window of the attention kernels, checked
 // on its own against the float64 reference; embed and embeddings.create (OpenAI's shape) and their
 // errors.
-import { encodeSafetensors, loadSafetensors, reference, type EncodableTensor, type Engine } from '../../src/index';
+import { encodeSafetensors, loadSafetensors, reference, roundToDType, type EncodableTensor, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/models/encoder';
 import type { T5Model } from '../../src/models/t5';
 import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
@@ -126,8 +126,9 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     // The kernels' two-sided window (ModernBERT's local layers) on the model's geometry (4 heads of 32,
     // f32), so the golden cases reuse its pipelines: inputs of several lengths as one paged batch with no
     // causal mask, one of a single token (the decode kernel), one with cached context (the window
-    // centred on i_abs), against the float64 reference.
-    name: 'two-sided sliding window (|i_abs - j| < W) in paged attention without a causal mask, flash and decode kernels, against the float64 reference',
+    // centred on i_abs), against the float64 reference. On a GPU also f16 queries over an f16 cache: the
+    // subgroup-matrix tile where the adapter has one.
+    name: 'two-sided sliding window (|i_abs - j| < W) in paged attention without a causal mask, flash and decode kernels (GPU: f16 on the matrix tile), against the float64 reference',
     async run(ctx) {
       // With the encoder goldens, whose pipelines it shares (Chromium's SwiftShader takes the subgroup kernels).
       if (!goldenRunsHere(ctx, 'the two-sided window cases')) return;
@@ -140,36 +141,37 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
       const numBlocks = Array.from(seqLens, (l) => Math.ceil(l / bs)).reduce((a, b) => a + b, 0) + 1;
       const blockTable = new Int32Array(S * maxB);
       const qsl = new Int32Array(S + 1);
-      const slots: number[] = [], qRows: number[] = [];
+      const slots: number[] = [];
       for (let s = 0, b = numBlocks - 1; s < S; s++) {
         for (let n = 0; n < Math.ceil(seqLens[s] / bs); n++) blockTable[s * maxB + n] = b--;   // blocks handed out backwards
         for (let p = 0; p < seqLens[s]; p++) slots.push(blockTable[s * maxB + Math.floor(p / bs)] * bs + (p % bs));
         qsl[s + 1] = qsl[s] + seqs[s].q;
       }
       const Tk = slots.length, T = qsl[S];
-      const k = randn(Tk * H * D, 71), v = randn(Tk * H * D, 72), q = randn(T * H * D, 73, 2);
-      for (let s = 0, t = 0; s < S; s++) for (let p = 0; p < seqLens[s]; p++, t++) if (p >= seqs[s].ctx) qRows.push(t);
-      const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: H, headSize: D, dtype: 'f32' });
-      const kt = engine.tensor(k, [Tk, H, D]), vt = engine.tensor(v, [Tk, H, D]), qt = engine.tensor(q, [T, H, D]);
-      engine.reshapeAndCache(kt, vt, cache, Int32Array.from(slots));
-      const meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
-      const plan = engine.planAttention(meta, { cache, numHeads: H, causal: false, slidingWindow: W, windowBothSides: true });
-      const got = await plan.runWithLse(qt, cache);
-      const out = await got.out.toFloat32(), lse = await got.lse.toFloat32();
-      const ref0 = reference.reshapeAndCacheRef(k, v, Int32Array.from(slots), new Float64Array(numBlocks * H * bs * D), new Float64Array(numBlocks * H * bs * D),
-        { Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs, T: Tk });
-      const dims = { Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs, T };
-      const ref = reference.pagedAttentionRef(q, ref0.keyCache, ref0.valueCache, dims, meta, { causal: false, slidingWindow: W, windowBothSides: true });
-      assertClose('two-sided window out', out, ref.out, 'f32');
-      assertClose('two-sided window lse', lse, ref.lse, 'f32');
-      // The window did cut: the one-sided and unwindowed references differ from it.
-      const wide = reference.pagedAttentionRef(q, ref0.keyCache, ref0.valueCache, dims, meta, { causal: false, slidingWindow: W });
-      let apart = 0;
-      for (let i = 0; i < out.length; i++) apart = Math.max(apart, Math.abs(wide.out[i] - ref.out[i]));
-      assert(apart > 0.05, `the two-sided window changed nothing against the one-sided one (${apart})`);
-      plan.destroy();
-      for (const x of [kt, vt, qt, got.out, got.lse]) x.destroy();
-      cache.destroy();
+      for (const dt of engine.adapter.software ? ['f32'] as const : ['f32', 'f16'] as const) {
+        const k = roundToDType(randn(Tk * H * D, 71), dt), v = roundToDType(randn(Tk * H * D, 72), dt), q = roundToDType(randn(T * H * D, 73, 2), dt);
+        const cache = engine.createPagedKVCache({ numBlocks, blockSize: bs, numKvHeads: H, headSize: D, dtype: dt });
+        const kt = engine.tensor(k, [Tk, H, D], dt), vt = engine.tensor(v, [Tk, H, D], dt), qt = engine.tensor(q, [T, H, D], dt);
+        engine.reshapeAndCache(kt, vt, cache, Int32Array.from(slots));
+        const meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
+        const plan = engine.planAttention(meta, { cache, numHeads: H, causal: false, slidingWindow: W, windowBothSides: true });
+        const got = await plan.runWithLse(qt, cache);
+        const out = await got.out.toFloat32(), lse = await got.lse.toFloat32();
+        const ref0 = reference.reshapeAndCacheRef(k, v, Int32Array.from(slots), new Float64Array(numBlocks * H * bs * D), new Float64Array(numBlocks * H * bs * D),
+          { Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs, T: Tk });
+        const dims = { Hq: H, Hkv: H, D, Dv: D, numBlocks, blockSize: bs, T };
+        const ref = reference.pagedAttentionRef(q, ref0.keyCache, ref0.valueCache, dims, meta, { causal: false, slidingWindow: W, windowBothSides: true });
+        assertClose(`two-sided window out (${dt})`, out, ref.out, dt);
+        assertClose(`two-sided window lse (${dt})`, lse, ref.lse, 'f32');
+        // The window did cut: the one-sided and unwindowed references differ from it.
+        const wide = reference.pagedAttentionRef(q, ref0.keyCache, ref0.valueCache, dims, meta, { causal: false, slidingWindow: W });
+        let apart = 0;
+        for (let i = 0; i < out.length; i++) apart = Math.max(apart, Math.abs(wide.out[i] - ref.out[i]));
+        assert(apart > 0.05, `the two-sided window changed nothing against the one-sided one (${apart})`);
+        plan.destroy();
+        for (const x of [kt, vt, qt, got.out, got.lse]) x.destroy();
+        cache.destroy();
+      }
     },
   },
   {
