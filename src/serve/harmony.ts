@@ -37,19 +37,30 @@ export interface HarmonyMessage {
   body: number[];
 }
 
-/** The messages of a harmony output (generated ids), in order; text outside any message is dropped. */
-export function harmonyMessages(ids: readonly number[], t: HarmonyTokens, decode: (ids: number[]) => string): HarmonyMessage[] {
+/**
+ * The messages of a harmony output (generated ids), in order; text outside any message is dropped.
+ * `prompt`: the prompt's ids, whose last message may still be open where the output begins (HF's
+ * template ends with `<|start|>assistant`, a header; llama.cpp's with `...<|channel|>final<|message|>`, a
+ * body): the output continues it. Only generated ids are in the bodies returned.
+ */
+export function harmonyMessages(ids: readonly number[], t: HarmonyTokens, decode: (ids: number[]) => string, prompt: readonly number[] = []): HarmonyMessage[] {
   const out: HarmonyMessage[] = [];
   let header: number[] = [];
   let body: number[] | null = null;
   let channel: string | null = null;
-  for (const id of ids) {
+  // From the prompt's last <|start|> on: what is open when the output begins.
+  const from = prompt.lastIndexOf(t.start);
+  const tail = from < 0 ? [] : prompt.slice(from);
+  const all = [...tail, ...ids];
+  for (let i = 0; i < all.length; i++) {
+    const id = all[i];
+    const generated = i >= tail.length;
     if (body !== null) {
       if (t.ends.has(id)) {
-        out.push({ channel, body });
+        if (generated) out.push({ channel, body });
         body = null;
         header = [];
-      } else body.push(id);
+      } else if (generated) body.push(id);
       continue;
     }
     if (id === t.start) header = [];
@@ -67,9 +78,11 @@ export function harmonyMessages(ids: readonly number[], t: HarmonyTokens, decode
  * A harmony output as a chat completion's message: `content` the final channel's text (null when the
  * output has none, e.g. it ended while reasoning), `reasoning` the analysis channel's (null when none).
  * Output with no harmony message at all (a model that did not follow the format) is all content.
+ * `prompt`: as harmonyMessages'.
  */
-export function parseHarmony(ids: readonly number[], t: HarmonyTokens, decode: (ids: number[]) => string): { content: string | null; reasoning: string | null } {
-  const msgs = harmonyMessages(ids, t, decode);
+export function parseHarmony(ids: readonly number[], t: HarmonyTokens, decode: (ids: number[]) => string,
+                             prompt: readonly number[] = []): { content: string | null; reasoning: string | null } {
+  const msgs = harmonyMessages(ids, t, decode, prompt);
   if (!msgs.length) {
     const plain = ids.filter((x) => !t.ends.has(x));
     return { content: plain.length ? decode(plain) : null, reasoning: null };

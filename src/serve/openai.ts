@@ -465,7 +465,7 @@ export class OpenAIServing {
       let content: string | null = c.text;
       let reasoning: string | null = null;
       if (p.harmony && tok) {
-        ({ content, reasoning } = parseHarmony(c.ids, p.harmony, (ids) => tok.decode(ids, { skipSpecialTokens: true })));
+        ({ content, reasoning } = parseHarmony(c.ids, p.harmony, (ids) => tok.decode(ids, { skipSpecialTokens: true }), p.prompt));
       } else if (p.toolFormat) {
         const parsed = parseToolCalls(c.text, p.toolFormat);
         calls = parsed.toolCalls;

@@ -45,6 +45,16 @@ describe('harmony (gpt-oss) output', () => {
     expect(parseHarmony(ids, T, dec)).toEqual({ content: null, reasoning: 'Need weather.' });
   });
 
+  it("continues the prompt's open message: a header (HF's `<|start|>assistant`) or a body (llama.cpp's `...final<|message|>`)", () => {
+    const hf = enc('<|start|>user<|message|>Hi<|end|><|start|>assistant');
+    expect(parseHarmony(enc('<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>Yes.<|return|>'), T, dec, hf))
+      .toEqual({ content: 'Yes.', reasoning: 'Hm.' });
+    const forced = enc('<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>');
+    expect(parseHarmony(enc('Straight answer.<|return|>'), T, dec, forced)).toEqual({ content: 'Straight answer.', reasoning: null });
+    // A prompt whose last message is closed contributes nothing.
+    expect(parseHarmony(enc('<|channel|>final<|message|>Ok.<|return|>'), T, dec, enc('<|start|>user<|message|>Hi<|end|>'))).toEqual({ content: 'Ok.', reasoning: null });
+  });
+
   it('an output cut off while reasoning has reasoning and no content; one that never used the format is all content', () => {
     expect(parseHarmony(enc('<|channel|>analysis<|message|>Thinking about'), T, dec)).toEqual({ content: null, reasoning: 'Thinking about' });
     expect(parseHarmony(enc('Just text.<|return|>'), T, dec)).toEqual({ content: 'Just text.', reasoning: null });
