@@ -15,9 +15,12 @@
 // causal false over seqLens = encoder frames. A step batches requests at any point (prefills of their
 // start sequences beside decodes); requests beyond maxSeqsPerStep wait for a slot (continuous batching).
 //
-// GPU memory: weights, the caches and the front end's tables are made at load; everything else a call
-// takes (activations, metadata, plans) comes from the engine's buffer pool and goes back to it, so a
-// second call of the same shapes creates no buffer (engine.counters.createBuffer; tests/cases/whisper).
+// GPU memory: weights, the caches and the front end's tables are made at load; the encoder's and the
+// decoder step's activations are kept by the model, grown to the largest batch seen (never per call);
+// the rest a call takes (features, metadata, plans) comes from the engine's buffer pool and goes back to
+// it, so a second call of the same shapes creates no buffer (engine.counters.createBuffer; tests/cases/
+// whisper). Decoder steps run as the decoder-only models' do: inputs written before the recording,
+// a DispatchCache, and the layers replayed from captured commands when a step repeats (see step()).
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
