@@ -18,7 +18,8 @@ import type { DType } from '../core/dtype.js';
 import { createPagedKVCache, encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinearOnDevice, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
-import { createExperts, createExpertsOnDevice, expertWeightBytes, moe, route, withExpertBiases, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
+import { createExperts, createExpertsOnDevice, createQuantExperts, expertWeightBytes, moe, route, withExpertBiases, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
+import { QUANT_FORMATS } from '../core/quant.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
@@ -64,6 +65,30 @@ export function gptOssGateUpBias(src: Float32Array, E: number, I: number): Float
     out[e * 2 * I + I + n] = src[e * 2 * I + 2 * n + 1];
   }
   return out;
+}
+
+/** Random MXFP4 blocks: rows of K values, codes uniform (xorshift32 from `seed`), every E8M0 scale `e`. */
+function randomMxfp4Rows(rows: number, K: number, seed: number, e: number): Uint8Array {
+  const bb = QUANT_FORMATS.MXFP4.blockBytes, n = rows * (K / 32);
+  const out = new Uint8Array(n * bb);
+  const words = new Uint32Array(out.buffer, 0, out.length >>> 2);
+  let x = seed | 1;
+  for (let i = 0; i < words.length; i++) {
+    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    words[i] = x;
+  }
+  for (let b = 0; b < n; b++) out[b * bb] = e;
+  return out;
+}
+
+/**
+ * gpt-oss's experts as random MXFP4 blocks for benchmarks of a real shape: uniform codes (standard
+ * deviation 2.9 in E2M1 units) under a scale of 2^-7 (E8M0 120) give weights of standard deviation
+ * 0.023, and zero biases.
+ */
+export function randomMxfp4Experts(rt: Runtime, E: number, H: number, I: number, seed: number): ExpertWeights {
+  const gateUp = randomMxfp4Rows(E * 2 * I, H, seed, 120), down = randomMxfp4Rows(E * H, I, (seed ^ 0x9e3779b9) >>> 0, 120);
+  return createQuantExperts(rt, { E, H, I, gateUpType: 'MXFP4', gateUp, downType: 'MXFP4', down, gateUpBias: new Float32Array(E * 2 * I), downBias: new Float32Array(E * H) });
 }
 
 export class GptOssFamily implements Architecture {
@@ -122,7 +147,11 @@ export class GptOssFamily implements Architecture {
     this.lmHeadW = c.tieWordEmbeddings ? this.embedW : await r.linear(rt, ['lm_head.weight'], dtype);
   }
 
-  /** Random weights made on the GPU (benchmarks): linear weights and experts of standard deviation std, norms ones, sinks zero. */
+  /**
+   * Random weights made on the GPU (benchmarks): linear weights and experts of standard deviation std,
+   * norms ones, sinks zero. A config with quantization_config mxfp4 gets MXFP4 experts as the released
+   * checkpoints keep them (randomMxfp4Experts: made on the host, every block's scale 2^-7, biases zero).
+   */
   initRandom(dtype: WeightDType, seed: number, std = 0.02): void {
     const c = this.cfg, rt = this.rt, m = c.moe!;
     let n = seed;
@@ -138,7 +167,9 @@ export class GptOssFamily implements Architecture {
       this.layers.push({
         inNorm: ones(H), postNorm: ones(H), qkv: lin(qw + kvw, H), o: lin(H, qw), sinks: new Float32Array(c.numHeads),
         router: lin(m.numRoutedExperts, H, 'f32'),
-        experts: createExpertsOnDevice(rt, { E: m.numRoutedExperts, H, I: m.moeIntermediateSize, dtype, seed: (n++) >>> 0, std }),
+        experts: m.gptOss?.mxfp4
+          ? randomMxfp4Experts(rt, m.numRoutedExperts, H, m.moeIntermediateSize, (n++) >>> 0)
+          : createExpertsOnDevice(rt, { E: m.numRoutedExperts, H, I: m.moeIntermediateSize, dtype, seed: (n++) >>> 0, std }),
       });
     }
     this.normW = ones(H);

@@ -6,9 +6,10 @@
 // tokens identical, the three prompts together identical to each alone. gpt-oss again with its experts
 // quantized to MXFP4 in HF's layout (`*_blocks` / `*_scales`, quantization_config mxfp4, as the released
 // checkpoints ship): the model on those blocks equals the f32 model on their dequantized values within
-// SPEC §8's 2e-3·max|logit|, and stays near HF's float logits (see MXFP4_HF_BOUND). Each runs where
+// SPEC §8's 2e-3·max|logit|, and stays near HF's float logits (see MXFP4_HF_BOUND); the benchmarks'
+// random model of that config keeps MXFP4 experts too. Each runs where
 // goldenRunsHere says (Node, a browser and Deno on software adapters; every GPU).
-import { encodeSafetensors, loadSafetensors, type EncodableTensor, type Model } from '../../src/index';
+import { createRandomModel, encodeSafetensors, loadSafetensors, type EncodableTensor, type Model } from '../../src/index';
 import { assert, defineCases, equalArrays, goldenRunsHere, type CaseContext, type TestCase } from './harness';
 
 interface Golden {
@@ -240,6 +241,21 @@ const mxfp4Case: TestCase = {
       ctx.note(`gpt-oss MXFP4: worst logit error ${worstDeq.toExponential(2)} of max|logit| against the dequantized f32 model, ${worstHf.toFixed(3)} against HF's float experts`);
     } finally {
       model.destroy();
+    }
+    // The benchmarks' random model of an MXFP4 config keeps MXFP4 experts too (the same pipelines).
+    const rnd = await createRandomModel(ctx.engine, { config: q.config, dtype: 'f32', seed: 5 });
+    try {
+      const c = g.config, E = c.num_local_experts as number, H = c.hidden_size as number, I = c.intermediate_size as number, L = c.num_hidden_layers as number;
+      const f32 = await createRandomModel(ctx.engine, { config: g.config, dtype: 'f32', seed: 5 });
+      const floatBytes = f32.weightBytes;
+      f32.destroy();
+      const experts = L * E * 3 * H * I;
+      assert(floatBytes - rnd.weightBytes === experts * 4 - (experts / 32) * 17 - L * E * (2 * I + H) * 4,
+        `random MXFP4 model: ${rnd.weightBytes} bytes of weights, the float one ${floatBytes}: expected MXFP4 experts (with zero biases)`);
+      const logits = await rnd.logits([1, 2, 3]);
+      assert(logits.every(Number.isFinite), 'random MXFP4 model: non-finite logits');
+    } finally {
+      rnd.destroy();
     }
   },
 };
