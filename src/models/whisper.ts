@@ -232,12 +232,16 @@ export interface WhisperLoadOptions {
   /** preprocessor_config.json (parsed): the feature extractor's settings (default: Whisper's, with
    *  windows of the encoder's frames). */
   preprocessorConfig?: object;
+  /** The model's id in the OpenAI-shaped API. */
+  name?: string;
 }
 
 const GEN_OPTIONS = ['encoderInputs', 'maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal'];
 
 export class WhisperModel {
   readonly architecture = ARCH;
+  /** The model's name in the OpenAI-shaped API (loadModel's `name`, else the config's name_or_path, else the architecture). */
+  id: string = ARCH;
   readonly cfg: WhisperConfig;
   readonly melConfig: MelConfig;
   tokenizer?: TextTokenizer;
@@ -1014,6 +1018,9 @@ export async function loadWhisperModel(rt: Runtime, o: WhisperLoadOptions): Prom
   if (Number.isInteger(gen.decoder_start_token_id)) model.cfg.decoderStart = gen.decoder_start_token_id as number;
   const genEos = [gen.eos_token_id].flat().filter((x): x is number => Number.isInteger(x));
   if (genEos.length) model.cfg.eos = [...new Set([...model.cfg.eos, ...genEos])];
+  if (o.name !== undefined) check(typeof o.name === 'string' && o.name.length > 0, OP, 'o.name', 'a non-empty string', o.name);
+  const nameOrPath = (o.config as Record<string, unknown>)._name_or_path;
+  model.id = o.name ?? (typeof nameOrPath === 'string' && nameOrPath ? nameOrPath : ARCH);
   const made: { destroy(): void }[] = [];
   const reader = new WeightReader(files, resolved, o.onProgress, false, undefined, !!o.allowNonFinite);
   try {
