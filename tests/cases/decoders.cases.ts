@@ -214,6 +214,7 @@ const mxfp4Case: TestCase = {
       deq.destroy();
     }
     const model = await ctx.engine.loadModel({ config: q.config, weights: await loadSafetensors(q.mxfp4) });
+    const mxfp4Bytes = model.weightBytes;
     try {
       // The experts stay MXFP4 on the GPU: 17 bytes a block of 32 where f32 takes 128.
       const c = g.config, experts = (c.num_hidden_layers as number) * (c.num_local_experts as number) * 3 * (c.hidden_size as number) * (c.intermediate_size as number);
@@ -245,13 +246,11 @@ const mxfp4Case: TestCase = {
     // The benchmarks' random model of an MXFP4 config keeps MXFP4 experts too (the same pipelines).
     const rnd = await createRandomModel(ctx.engine, { config: q.config, dtype: 'f32', seed: 5 });
     try {
-      const c = g.config, E = c.num_local_experts as number, H = c.hidden_size as number, I = c.intermediate_size as number, L = c.num_hidden_layers as number;
-      const f32 = await createRandomModel(ctx.engine, { config: g.config, dtype: 'f32', seed: 5 });
-      const floatBytes = f32.weightBytes;
-      f32.destroy();
-      const experts = L * E * 3 * H * I;
-      assert(floatBytes - rnd.weightBytes === experts * 4 - (experts / 32) * 17 - L * E * (2 * I + H) * 4,
-        `random MXFP4 model: ${rnd.weightBytes} bytes of weights, the float one ${floatBytes}: expected MXFP4 experts (with zero biases)`);
+      // The loaded MXFP4 model's bytes, less the q/k/v/o biases random models do not have.
+      const c = g.config, L = c.num_hidden_layers as number, D = c.head_dim as number;
+      const attnBiases = L * (((c.num_attention_heads as number) + 2 * (c.num_key_value_heads as number)) * D + (c.hidden_size as number)) * 4;
+      assert(rnd.weightBytes === mxfp4Bytes - attnBiases,
+        `random MXFP4 model: ${rnd.weightBytes} bytes of weights, expected the loaded MXFP4 model's ${mxfp4Bytes} less its attention biases' ${attnBiases} (MXFP4 experts with biases)`);
       const logits = await rnd.logits([1, 2, 3]);
       assert(logits.every(Number.isFinite), 'random MXFP4 model: non-finite logits');
     } finally {
