@@ -5,14 +5,22 @@
 // only moves bytes and reports a client that went away (which cancels its request).
 import { check, fmt, WebinferError } from '../core/errors.js';
 import { OpenAIError } from './errors.js';
+import { audioToPcm } from './audio_file.js';
+import { multipartBoundary, parseMultipart, type FormPart } from './multipart.js';
 
 /** What serve() needs of a model: its id and the two create calls (every loaded Model has them), and
  *  embeddings.create for POST /v1/embeddings (an encoder-only model's; a decoder's refuses). */
 export interface ServableModel {
   readonly id: string;
-  readonly chat: { readonly completions: { create(req: Record<string, unknown>): unknown } };
-  readonly completions: { create(req: Record<string, unknown>): unknown };
+  /** A generating model's (every decoder); a model without them answers those routes with 400. */
+  readonly chat?: { readonly completions: { create(req: Record<string, unknown>): unknown } };
+  readonly completions?: { create(req: Record<string, unknown>): unknown };
   readonly embeddings?: { create(req: Record<string, unknown>): unknown };
+  /** A speech model's (Whisper): POST /v1/audio/transcriptions and /v1/audio/translations. */
+  transcribe?(pcm: Float32Array, o: { language?: string; task?: 'transcribe' | 'translate'; timestamps?: boolean; signal?: AbortSignal }):
+    Promise<{ text: string; tokens: number[]; segments?: { start: number; end: number; text: string; tokens: number[] }[] }>;
+  /** The rate transcribe takes PCM at (Whisper: 16000). */
+  readonly melConfig?: { samplingRate: number };
 }
 
 export interface ServeOptions {
@@ -134,7 +142,21 @@ const ROUTES: Record<string, 'GET' | 'POST'> = {
   '/v1/chat/completions': 'POST',
   '/v1/completions': 'POST',
   '/v1/embeddings': 'POST',
+  '/v1/audio/transcriptions': 'POST',
+  '/v1/audio/translations': 'POST',
 };
+
+/** OpenAI's limit on an uploaded audio file, the audio routes' body limit unless maxBodyBytes says otherwise. */
+const AUDIO_BODY_BYTES = 25 * 1024 * 1024;
+const AUDIO_FORMATS = ['json', 'text', 'verbose_json', 'srt', 'vtt'];
+const AUDIO_FIELDS = ['file', 'model', 'language', 'response_format', 'temperature', 'timestamp_granularities[]', 'timestamp_granularities', 'stream', 'prompt'];
+
+/** Seconds as SRT's 00:00:01,500 or WebVTT's 00:00:01.500. */
+function clock(t: number, sep: ',' | '.'): string {
+  const ms = Math.round(t * 1000);
+  const p = (n: number, w = 2) => String(n).padStart(w, '0');
+  return `${p(Math.floor(ms / 3600000))}:${p(Math.floor(ms / 60000) % 60)}:${p(Math.floor(ms / 1000) % 60)}${sep}${p(ms % 1000, 3)}`;
+}
 
 function isAsyncIterable(x: unknown): x is AsyncIterable<unknown> {
   return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof (x as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === 'function';
@@ -147,7 +169,7 @@ class Handler {
   closing = false;
   private readonly created = Math.floor(Date.now() / 1000);
 
-  constructor(private readonly model: ServableModel, private readonly o: Required<Pick<ServeOptions, 'maxQueue' | 'maxBodyBytes'>> & ServeOptions) {}
+  constructor(private readonly model: ServableModel, private readonly o: Required<Pick<ServeOptions, 'maxQueue' | 'maxBodyBytes'>> & ServeOptions & { audioBodyBytes?: number }) {}
 
   begin(): Exchange {
     const ex = new Exchange();
@@ -210,6 +232,12 @@ class Handler {
     return this.create(inc, path, ex);
   }
 
+  /** The routes this model answers, for refusals. */
+  private serves(): string {
+    const m = this.model;
+    return [m.chat && 'chat completions', m.completions && 'completions', m.embeddings && 'embeddings', m.transcribe && 'audio transcriptions'].filter(Boolean).join(', ') || 'nothing';
+  }
+
   private notFound(id: unknown): OpenAIError {
     return new OpenAIError(`The model ${fmt(id)} does not exist: this server serves '${this.model.id}'`, { status: 404, type: 'invalid_request_error', param: 'model', code: 'model_not_found' });
   }
@@ -226,12 +254,15 @@ class Handler {
     ex.release = () => this.queued--;
     inc.watch();
 
-    const bytes = await inc.read(this.o.maxBodyBytes);
+    const audio = path.startsWith('/v1/audio/');
+    const limit = audio && this.o.audioBodyBytes ? this.o.audioBodyBytes : this.o.maxBodyBytes;
+    const bytes = await inc.read(limit);
     if (signal.aborted) return errorReply(signal.reason);
     if (bytes === null) {
       // The rest of the body is not read: the connection cannot carry another request after this one.
-      return errorReply(new OpenAIError(`${where}: body: expected at most ${this.o.maxBodyBytes} bytes, got more`, { status: 413, code: 'request_too_large' }), { connection: 'close' });
+      return errorReply(new OpenAIError(`${where}: body: expected at most ${limit} bytes, got more`, { status: 413, code: 'request_too_large' }), { connection: 'close' });
     }
+    if (audio) return this.audio(inc, path, bytes, signal);
     let body: unknown;
     try {
       body = JSON.parse(new TextDecoder().decode(bytes));
@@ -262,7 +293,10 @@ class Handler {
         return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
       }
     }
-    const api = path === '/v1/chat/completions' ? this.model.chat.completions : this.model.completions;
+    const api = path === '/v1/chat/completions' ? this.model.chat?.completions : this.model.completions;
+    if (!api) {
+      return errorReply(new OpenAIError(`${where}: the model '${this.model.id}' generates no text from a prompt (it serves ${this.serves()})`, { status: 400, param: 'model', code: 'model_not_supported' }));
+    }
     let result: unknown;
     try {
       result = await api.create({ ...req, signal });
@@ -284,6 +318,85 @@ class Handler {
       return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
     }
     return { status: 200, headers: { ...CORS, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }, events: this.frames(it, first, ex) };
+  }
+
+  /**
+   * POST /v1/audio/transcriptions and /v1/audio/translations: OpenAI's multipart form (file, model,
+   * language, response_format json | text | verbose_json | srt | vtt, temperature 0) over the model's
+   * transcribe; the file a WAV (audio_file.ts), resampled to the model's rate.
+   */
+  private async audio(inc: Incoming, path: string, body: Uint8Array, signal: AbortSignal): Promise<Reply> {
+    const where = `POST ${path}`;
+    const bad = (param: string, m: string, code: string | null = null) => errorReply(new OpenAIError(`${where}: ${param}: ${m}`, { status: 400, param, code }));
+    const boundary = multipartBoundary(inc.header('content-type'));
+    if (boundary === null) return bad('body', `expected multipart/form-data (a file and fields, as OpenAI's clients send), got ${fmt(inc.header('content-type') ?? 'no content type')}`, 'invalid_content_type');
+    let parts: FormPart[];
+    try {
+      parts = parseMultipart(body, boundary);
+    } catch (e) {
+      return bad('body', (e as Error).message.replace(/^parseMultipart: body: /, ''));
+    }
+    const text = (name: string) => {
+      const p = parts.find((x) => x.name === name);
+      return p ? new TextDecoder().decode(p.bytes) : undefined;
+    };
+    for (const p of parts) if (!AUDIO_FIELDS.includes(p.name)) return bad(p.name, `one of the fields ${AUDIO_FIELDS.join(', ')}, not an unknown field`, 'unknown_parameter');
+    const model = text('model');
+    if (model === undefined) return bad('model', `expected the model's id ('${this.model.id}'), got none`, 'missing_model');
+    if (model !== this.model.id) return errorReply(this.notFound(model));
+    if (typeof this.model.transcribe !== 'function') {
+      return errorReply(new OpenAIError(`${where}: the model '${this.model.id}' transcribes no audio (a speech model does: WhisperForConditionalGeneration)`, { status: 400, param: 'model', code: 'model_not_supported' }));
+    }
+    const file = parts.find((p) => p.name === 'file');
+    if (!file) return bad('file', 'expected an audio file part, got none');
+    const format = text('response_format') ?? 'json';
+    if (!AUDIO_FORMATS.includes(format)) return bad('response_format', `expected one of ${AUDIO_FORMATS.join(', ')}, got ${fmt(format)}`);
+    const temperature = text('temperature');
+    if (temperature !== undefined && Number(temperature) !== 0) return bad('temperature', `expected 0 (transcription here is greedy), got ${fmt(temperature)}`);
+    const stream = text('stream');
+    if (stream !== undefined && stream !== 'false') return bad('stream', `expected false or none (the transcript comes whole), got ${fmt(stream)}`);
+    if (text('prompt')) return bad('prompt', 'expected none (prompting with previous text is not supported), got a prompt');
+    for (const g of parts.filter((p) => p.name.startsWith('timestamp_granularities'))) {
+      const v = new TextDecoder().decode(g.bytes);
+      if (v !== 'segment') return bad('timestamp_granularities[]', `expected 'segment' (word timestamps are not supported), got ${fmt(v)}`);
+    }
+    const language = text('language');
+    const task = path.endsWith('/translations') ? 'translate' : 'transcribe';
+    if (task === 'translate' && language !== undefined) return bad('language', 'expected none for translations (the output is English), got a language');
+    let pcm: Float32Array;
+    try {
+      pcm = audioToPcm(file.bytes, this.model.melConfig?.samplingRate ?? 16000, file.filename ?? 'file');
+    } catch (e) {
+      return bad('file', (e as Error).message.replace(/^decodeWav: /, ''), 'invalid_file_format');
+    }
+    const timestamps = format === 'verbose_json' || format === 'srt' || format === 'vtt';
+    let r: Awaited<ReturnType<NonNullable<ServableModel['transcribe']>>>;
+    try {
+      r = await this.model.transcribe(pcm, { ...(language !== undefined ? { language } : {}), task, timestamps, signal });
+    } catch (e) {
+      if (e instanceof OpenAIError || asOpenAIError(e)) return errorReply(e);
+      // The model's argument errors (an unknown language) are the request's.
+      return errorReply(signal.aborted ? (this.closing ? shuttingDown() : signal.reason) : e instanceof WebinferError ? new OpenAIError(`${where}: ${e.message}`, { status: 400 }) : e);
+    }
+    const segments = r.segments ?? [];
+    switch (format) {
+      case 'text':
+        return { status: 200, headers: { ...CORS, 'content-type': 'text/plain; charset=utf-8' }, body: r.text };
+      case 'srt':
+      case 'vtt': {
+        const sep = format === 'srt' ? ',' : '.';
+        const cues = segments.map((g, i) => `${format === 'srt' ? `${i + 1}\n` : ''}${clock(g.start, sep)} --> ${clock(g.end, sep)}\n${g.text.trim()}\n`);
+        const out = (format === 'vtt' ? 'WEBVTT\n\n' : '') + cues.join('\n');
+        return { status: 200, headers: { ...CORS, 'content-type': `${format === 'srt' ? 'application/x-subrip' : 'text/vtt'}; charset=utf-8` }, body: out };
+      }
+      case 'verbose_json':
+        return json(200, {
+          task, language: language ?? null, duration: pcm.length / (this.model.melConfig?.samplingRate ?? 16000), text: r.text,
+          segments: segments.map((g, id) => ({ id, start: g.start, end: g.end, text: g.text, tokens: g.tokens, temperature: 0 })),
+        });
+      default:
+        return json(200, { text: r.text });
+    }
   }
 
   /** The SSE frames of a stream: each chunk, then `[DONE]`; an error after the start is one error event. */
@@ -544,14 +657,16 @@ async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostnam
 
 /**
  * Serves `model` over HTTP with OpenAI's routes: POST /v1/chat/completions, POST /v1/completions,
- * POST /v1/embeddings (an encoder-only model's), GET /v1/models (and /v1/models/<id>), GET /health.
+ * POST /v1/embeddings (an encoder-only model's), POST /v1/audio/transcriptions and /v1/audio/translations
+ * (a speech model's, multipart WAV uploads), GET /v1/models (and /v1/models/<id>), GET /health.
  * Node (node:http) and Deno (Deno.serve); a browser has no server to offer and gets a named error.
  */
 export async function serve(model: ServableModel, opts: ServeOptions = {}): Promise<Server> {
   check(model !== null && typeof model === 'object', OP, 'model', 'a loaded Model', model);
   check(typeof model.id === 'string' && model.id.length > 0, OP, 'model.id', 'a non-empty string', model.id);
-  check(typeof model.chat?.completions?.create === 'function' && typeof model.completions?.create === 'function', OP, 'model',
-    'a model with chat.completions.create and completions.create', model);
+  const serves = typeof model.chat?.completions?.create === 'function' || typeof model.completions?.create === 'function'
+    || typeof model.embeddings?.create === 'function' || typeof model.transcribe === 'function';
+  check(serves, OP, 'model', 'a model with chat.completions.create and completions.create (a decoder), embeddings.create (an encoder) or transcribe (a speech model)', model);
   check(opts !== null && typeof opts === 'object', OP, 'opts', '{ port?, hostname?, signal?, maxQueue?, apiKey?, maxBodyBytes?, log? }', opts);
   const known = ['port', 'hostname', 'signal', 'maxQueue', 'apiKey', 'maxBodyBytes', 'log'];
   for (const k of Object.keys(opts)) check(known.includes(k), OP, `opts.${k}`, `one of the options ${known.join(', ')}`, `an unknown option '${k}'`);
@@ -571,7 +686,8 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
     check(!signal.aborted, OP, 'opts.signal', 'a signal not yet aborted', 'an aborted one');
   }
 
-  const handler = new Handler(model, { ...opts, maxQueue, maxBodyBytes });
+  // Audio uploads may reach OpenAI's 25 MiB unless the caller set a body limit of their own.
+  const handler = new Handler(model, { ...opts, maxQueue, maxBodyBytes, audioBodyBytes: opts.maxBodyBytes ?? AUDIO_BODY_BYTES });
   const deno = (globalThis as { Deno?: DenoLike }).Deno;
   let bound: Bound;
   if (deno && typeof deno.serve === 'function') {
