@@ -5,7 +5,7 @@
 // plus addend[t·cols + j] when flags & 2 (the same for every b). act (flags & 1): exact GELU, x/2 · erfc(−x/√2), applied as the
 // value is read (the previous layer's activation, fused), so KW 1 with stride 1 and no padding is a
 // pointwise GELU (and add) over any strided [B, t, c] input. The same pipeline serves all of them.
-// erfc: Numerical Recipes' Chebyshev fit (fractional error below 1.2e-7), as WGSL has no erf.
+// gelu is activation.wgsl's (prepended to this program).
 
 const WG: u32 = 256u;
 
@@ -18,19 +18,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> addend: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-fn erfc_pos(z: f32) -> f32 {
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-  return t * exp(-z * z + p);
-}
-
-fn gelu(v: f32) -> f32 {
-  let z = v * 0.70710678118654752;
-  let c = erfc_pos(abs(z));
-  return 0.5 * v * select(c, 2.0 - c, z > 0.0);
-}
 
 @compute @workgroup_size(WG)
 fn im2col_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

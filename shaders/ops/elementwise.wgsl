@@ -10,8 +10,7 @@
 //                  g = min(gate, limit).
 //   act_main:      out = f(x) · scale over n elements (IN_PLACE: back into x), f by ACT: 0 none,
 //                  1 exact GELU, 2 GELU's tanh form, 3 relu, 4 tanh, 5 soft cap, cap · tanh(x / cap).
-// Sigmoid and tanh are formed from e^-|v| so they never meet an infinity; erfc is Numerical Recipes'
-// Chebyshev fit (fractional error below 1.2e-7 everywhere), as WGSL has no erf.
+// The activations themselves are activation.wgsl's (prepended to this program).
 
 override IN_PLACE: bool = false;
 override SAME: bool = false;
@@ -43,37 +42,6 @@ struct SiluParams { rows: u32, I: u32, gu_stride: u32, alpha: f32, limit: f32 }
 @group(0) @binding(4) var<uniform> silu_params: SiluParams;
 @group(0) @binding(5) var<storage, read> gu: array<f32>;
 @group(0) @binding(6) var<storage, read_write> act: array<f32>;
-
-fn sigmoid(v: f32) -> f32 {
-  let e = exp(-abs(v));
-  return select(e / (1.0 + e), 1.0 / (1.0 + e), v >= 0.0);
-}
-
-fn silu(g: f32) -> f32 { return g * sigmoid(g); }
-
-fn tanh_stable(v: f32) -> f32 {
-  let e = exp(-2.0 * abs(v));
-  return sign(v) * (1.0 - e) / (1.0 + e);
-}
-
-/** erfc(z) for z >= 0. */
-fn erfc_pos(z: f32) -> f32 {
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
-        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-  return t * exp(-z * z + p);
-}
-
-fn gelu(v: f32) -> f32 {
-  // v/2 · erfc(-v/√2): erfc of a negative argument is 2 - erfc of its magnitude.
-  let z = v * 0.70710678118654752;
-  let c = erfc_pos(abs(z));
-  return 0.5 * v * select(c, 2.0 - c, z > 0.0);
-}
-
-fn gelu_tanh(v: f32) -> f32 {
-  return 0.5 * v * (1.0 + tanh_stable(0.79788456080286536 * (v + 0.044715 * v * v * v)));
-}
 
 fn gated(g: f32, u: f32) -> f32 {
   switch (GATE) {
