@@ -14,8 +14,8 @@
 // released checkpoints ship them (hf_mxfp4.ts) arrive already as rows of [E, 2I, H] and [E, H, I] blocks.
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import type { DType } from '../core/dtype.js';
-import { createPagedKVCache, encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
+import { encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
+import { createGqaCaches, gqaCacheBytes } from './llama.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinearOnDevice, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
 import { createExperts, createExpertsOnDevice, createQuantExperts, expertWeightBytes, moe, route, withExpertBiases, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
@@ -198,15 +198,11 @@ export class GptOssFamily implements Architecture {
   }
 
   cacheBytes(dtype: string): { perToken: number; perBufferRow: number } {
-    const bytes = { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[dtype as 'f32'] ?? 4;
-    const row = this.cfg.numKvHeads * this.cfg.headDim * bytes;
-    return { perToken: 2 * row, perBufferRow: row };
+    return gqaCacheBytes(this.cfg, dtype);
   }
 
   createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void {
-    for (let l = 0; l < this.cfg.numLayers; l++) {
-      this.caches.push(createPagedKVCache(this.rt, { numBlocks: o.numBlocks, blockSize: o.blockSize, numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim, dtype: o.dtype as DType }));
-    }
+    this.caches.push(...createGqaCaches(this.rt, this.cfg, o));
   }
 
   allocate(maxTokens: number): void {

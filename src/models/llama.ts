@@ -30,6 +30,22 @@ interface LayerWeights {
   gateUp: LinearWeight; down: LinearWeight;
 }
 
+/** Bytes one token takes in a layer's K and V caches (separate buffers) of Hkv heads of headDim (Llama, Gemma 2, gpt-oss). */
+export function gqaCacheBytes(cfg: ModelConfig, dtype: string): { perToken: number; perBufferRow: number } {
+  const bytes = { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[dtype as 'f32'] ?? 4;
+  const row = cfg.numKvHeads * cfg.headDim * bytes;
+  return { perToken: 2 * row, perBufferRow: row };
+}
+
+/** One paged K/V cache per layer, of the config's kv heads and head size. */
+export function createGqaCaches(rt: Runtime, cfg: ModelConfig, o: { numBlocks: number; blockSize: number; dtype: string }): PagedKVCache[] {
+  const out: PagedKVCache[] = [];
+  for (let l = 0; l < cfg.numLayers; l++) {
+    out.push(createPagedKVCache(rt, { numBlocks: o.numBlocks, blockSize: o.blockSize, numKvHeads: cfg.numKvHeads, headSize: cfg.headDim, dtype: o.dtype as DType }));
+  }
+  return out;
+}
+
 export class LlamaFamily implements Architecture {
   readonly caches: PagedKVCache[] = [];
   readonly cacheDTypes = ['f32', 'f16', 'bf16', 'fp8e4m3'] as const;
@@ -117,15 +133,11 @@ export class LlamaFamily implements Architecture {
   }
 
   cacheBytes(dtype: string): { perToken: number; perBufferRow: number } {
-    const bytes = { f32: 4, f16: 2, bf16: 2, fp8e4m3: 1 }[dtype as 'f32'] ?? 4;
-    const row = this.cfg.numKvHeads * this.cfg.headDim * bytes;   // K and V are separate buffers
-    return { perToken: 2 * row, perBufferRow: row };
+    return gqaCacheBytes(this.cfg, dtype);
   }
 
   createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void {
-    for (let l = 0; l < this.cfg.numLayers; l++) {
-      this.caches.push(createPagedKVCache(this.rt, { numBlocks: o.numBlocks, blockSize: o.blockSize, numKvHeads: this.cfg.numKvHeads, headSize: this.cfg.headDim, dtype: o.dtype as DType }));
-    }
+    this.caches.push(...createGqaCaches(this.rt, this.cfg, o));
   }
 
   /** Activations for steps of up to maxTokens tokens, kept for the model's life. */
