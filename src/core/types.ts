@@ -6,6 +6,8 @@ export interface AttentionOptions {
   scale?: number;
   softcap?: number;
   slidingWindow?: number;
+  /** With slidingWindow: keys on both sides, |i_abs − j| < slidingWindow (an encoder's local layers, ModernBERT's). */
+  windowBothSides?: boolean;
   /** One per query head. */
   alibiSlopes?: Float32Array | number[];
   /** Learned sink logits, one per query head. */
