@@ -21,17 +21,18 @@ export interface GoldenModel { name: string; config: Record<string, unknown>; we
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const cache = new Map<string, Promise<GoldenModel>>();
 
-/** A golden's config, checkpoint bytes and HF outputs (read once per runtime). */
-export function golden(ctx: CaseContext, name: string): Promise<GoldenModel> {
-  let g = cache.get(name);
+/** A golden's config, checkpoint bytes and HF outputs (read once per runtime), from ../shared/goldens or goldens-layers. */
+export function golden(ctx: CaseContext, name: string, folder: 'goldens' | 'goldens-layers' = 'goldens'): Promise<GoldenModel> {
+  const dir = `${folder}/${name}`;
+  let g = cache.get(dir);
   if (!g) {
     g = (async () => ({
       name,
-      config: JSON.parse(text(await ctx.fixture(`goldens/${name}/config.json`))),
-      weights: await ctx.fixture(`goldens/${name}/model.safetensors`),
-      golden: JSON.parse(text(await ctx.fixture(`goldens/${name}/golden.json`))) as Golden,
+      config: JSON.parse(text(await ctx.fixture(`${dir}/config.json`))),
+      weights: await ctx.fixture(`${dir}/model.safetensors`),
+      golden: JSON.parse(text(await ctx.fixture(`${dir}/golden.json`))) as Golden,
     }))();
-    cache.set(name, g);
+    cache.set(dir, g);
   }
   return g;
 }
@@ -41,7 +42,7 @@ export async function load(engine: Engine, g: GoldenModel, o: { dtype?: 'f32' | 
 }
 
 /** Every position of every prompt within tol (SPEC §7: 1e-3; §8, quantized weights: 2e-3) × max|logit| of HF's. */
-async function checkLogits(model: Model, g: GoldenModel, tag: string, tol = 1e-3): Promise<number> {
+export async function checkLogits(model: Model, g: GoldenModel, tag: string, tol = 1e-3): Promise<number> {
   const V = g.config.vocab_size as number;
   let worst = 0;
   for (const [p, prompt] of g.golden.prompts.entries()) {
@@ -66,6 +67,14 @@ async function checkLogits(model: Model, g: GoldenModel, tag: string, tol = 1e-3
 function sameTokens(what: string, got: number[][], want: number[][]): void {
   assert(got.length === want.length, `${what}: ${got.length} sequences, expected ${want.length}`);
   got.forEach((g, i) => equalArrays(`${what}: prompt ${i}`, g, want[i]));
+}
+
+/** HF's 8 greedy tokens of the golden's prompts, served together and each alone. */
+export async function checkGreedy(model: Model, g: GoldenModel, tag: string): Promise<void> {
+  sameTokens(`${tag} greedy, three prompts together`, await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), g.golden.greedy);
+  for (const [p, prompt] of g.golden.prompts.entries()) {
+    sameTokens(`${tag} greedy, prompt ${p} alone`, await model.generate([prompt], { maxNewTokens: 8, stopTokens: [] }), [g.golden.greedy[p]]);
+  }
 }
 
 /**
@@ -102,11 +111,7 @@ const goldenCases: TestCase[] = GOLDENS.map((name) => ({
     try {
       assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
       const worst = await checkLogits(model, g, name);
-      const together = await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-      sameTokens(`${name} greedy, three prompts together`, together, g.golden.greedy);
-      for (const [p, prompt] of g.golden.prompts.entries()) {
-        sameTokens(`${name} greedy, prompt ${p} alone`, await model.generate([prompt], { maxNewTokens: 8, stopTokens: [] }), [g.golden.greedy[p]]);
-      }
+      await checkGreedy(model, g, name);
       ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
     } finally {
       model.destroy();
@@ -137,11 +142,7 @@ const ggufCases: TestCase[] = GGUF_GOLDENS.map((name, k) => ({
     try {
       assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
       const worst = await checkLogits(model, g, name, 2e-3);
-      const together = await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-      sameTokens(`${name} greedy, three prompts together`, together, g.golden.greedy);
-      for (const [p, prompt] of g.golden.prompts.entries()) {
-        sameTokens(`${name} greedy, prompt ${p} alone`, await model.generate([prompt], { maxNewTokens: 8, stopTokens: [] }), [g.golden.greedy[p]]);
-      }
+      await checkGreedy(model, g, name);
       ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical (${model.weightBytes} bytes of weights on the GPU)`);
     } finally {
       model.destroy();
@@ -169,10 +170,7 @@ async function quantFolder(ctx: CaseContext, name: string): Promise<{ g: GoldenM
 async function checkQuantGolden(model: Model, g: GoldenModel, what: string): Promise<number> {
   assert(model.architecture === g.golden.architecture, `${what}: architecture ${model.architecture}, golden ${g.golden.architecture}`);
   const worst = await checkLogits(model, g, what, 2e-3);
-  sameTokens(`${what} greedy, three prompts together`, await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] }), g.golden.greedy);
-  for (const [p, prompt] of g.golden.prompts.entries()) {
-    sameTokens(`${what} greedy, prompt ${p} alone`, await model.generate([prompt], { maxNewTokens: 8, stopTokens: [] }), [g.golden.greedy[p]]);
-  }
+  await checkGreedy(model, g, what);
   return worst;
 }
 

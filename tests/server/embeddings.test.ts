@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { statusOf } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, loadSafetensors, serve, type Engine, type Server } from '../../src/index';
@@ -19,15 +20,6 @@ const gpu = create([]);
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const GOLDEN = join(root, '../shared/goldens-layers/bert-padded-batch');
 const ID = 'tiny-bert';
-
-async function statusOf(p: Promise<unknown>): Promise<number | string> {
-  try {
-    await p;
-    return 'no error';
-  } catch (e) {
-    return e instanceof OpenAI.APIError ? (e.status ?? 'no status') : `not an APIError: ${e}`;
-  }
-}
 
 describe('webinfer serve: POST /v1/embeddings, the BERT golden through the openai client (Node)', () => {
   let engine: Engine;

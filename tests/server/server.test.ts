@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { statusOf } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
@@ -53,15 +54,6 @@ async function greedyIds(client: OpenAI, prompt: number[], stream: boolean): Pro
     if (chunk.usage) cached = chunk.usage.prompt_tokens_details?.cached_tokens ?? -1;
   }
   return { ids, cached };
-}
-
-async function statusOf(p: Promise<unknown>): Promise<number | string> {
-  try {
-    await p;
-    return 'no error';
-  } catch (e) {
-    return e instanceof OpenAI.APIError ? (e.status ?? 'no status') : `not an APIError: ${e}`;
-  }
 }
 
 describe('webinfer serve: the llama-gqa golden through the openai client (Node)', () => {

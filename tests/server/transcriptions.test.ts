@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI, { toFile } from 'openai';
+import { statusOf } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, encodeWav, loadSafetensors, serve, type Engine, type Server } from '../../src/index';
@@ -33,15 +34,6 @@ function whisperTokenizer(): object {
     decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
     model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab },
   };
-}
-
-async function statusOf(p: Promise<unknown>): Promise<number | string> {
-  try {
-    await p;
-    return 'no error';
-  } catch (e) {
-    return e instanceof OpenAI.APIError ? (e.status ?? 'no status') : `not an APIError: ${e}`;
-  }
 }
 
 describe('webinfer serve: POST /v1/audio/transcriptions, the Whisper golden through the openai client (Node)', () => {
