@@ -15,13 +15,12 @@
 // read a product's output, so they do not fold into the product's prologue).
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
-import { createGqaCaches, gqaCacheBytes } from './llama.js';
+import type { PagedKVCache } from '../attention/paged_cache.js';
+import { createGqaCaches, gqaAttention, gqaCacheBytes } from './llama.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { activate, add, gatedAct } from '../ops/elementwise.js';
 import { createLinearOnDevice, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
 import { rmsNorm } from '../ops/norm.js';
-import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
 import type { Architecture, StepContext } from './step.js';
 import type { WeightDType, WeightReader } from './weights.js';
@@ -156,25 +155,14 @@ export class Gemma2Family implements Architecture {
   forward(s: StepContext): Tensor {
     const c = this.cfg, rt = this.rt, a = this.acts!;
     const { T, h } = s;
-    const Hq = c.numHeads, Hkv = c.numKvHeads, D = c.headDim, eps = c.rmsEps, I = c.intermediateSize;
-    const W = (Hq + 2 * Hkv) * D;
+    const eps = c.rmsEps, I = c.intermediateSize;
     const y = a.y.shape[0] === h.shape[0] ? a.y : a.y.view([h.shape[0], c.hiddenSize]);
     if (c.embedScale !== null) activate(rt, h, 'none', { rows: T, out: h, scale: c.embedScale });
-    const qHeads = { tensor: a.qkv, tokenStride: W, heads: Hq, headStride: D };
-    const kHeads = { tensor: a.qkv, offset: Hq * D, tokenStride: W, heads: Hkv, headStride: D };
     for (let l = 0; l < c.numLayers; l++) {
       const L = this.layers[l];
       rmsNorm(rt, h, L.inNorm, eps, { rows: T, out: a.x });
       linear(rt, a.x, L.qkv, { rows: T, out: a.qkv });
-      const rows = { tensor: a.qkv, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
-      const tables = { positions: s.positions, cos: s.cos, sin: s.sin, interleaved: false };
-      if (rt.tuning.fuseRopeCache && ropeCacheWriteFits(rows, tables, this.caches[l])) {
-        encodeRopeCacheWrite(rt, T, rows, tables, this.caches[l], s.slots);
-      } else {
-        rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing: 'half' });
-        encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
-      }
-      this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.qkv.view([T, W]), this.caches[l], { out: a.attn.view([T, Hq, D]), qRowStride: W });
+      gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans.get(c.layers[l].slidingWindow ?? 0)!);
       linear(rt, a.attn, L.o, { rows: T, out: y });
       rmsNorm(rt, y, L.postAttnNorm, eps, { rows: T, out: y });
       add(rt, h, y, { rows: T, out: h });

@@ -14,14 +14,13 @@
 // released checkpoints ship them (hf_mxfp4.ts) arrive already as rows of [E, 2I, H] and [E, H, I] blocks.
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWriteFits, type PagedKVCache } from '../attention/paged_cache.js';
-import { createGqaCaches, gqaCacheBytes } from './llama.js';
+import type { PagedKVCache } from '../attention/paged_cache.js';
+import { createGqaCaches, gqaAttention, gqaCacheBytes } from './llama.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinearOnDevice, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
 import { createExperts, createExpertsOnDevice, createQuantExperts, expertWeightBytes, moe, route, withExpertBiases, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
 import { QUANT_FORMATS } from '../core/quant.js';
 import { rmsNorm } from '../ops/norm.js';
-import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
 import type { Architecture, StepContext } from './step.js';
 import type { WeightDType, WeightReader } from './weights.js';
@@ -237,23 +236,12 @@ export class GptOssFamily implements Architecture {
   forward(s: StepContext): Tensor {
     const c = this.cfg, rt = this.rt, a = this.acts!, m = c.moe!.gptOss!;
     const { T, h } = s;
-    const Hq = c.numHeads, Hkv = c.numKvHeads, D = c.headDim, eps = c.rmsEps;
-    const W = (Hq + 2 * Hkv) * D;
-    const qHeads = { tensor: a.qkv, tokenStride: W, heads: Hq, headStride: D };
-    const kHeads = { tensor: a.qkv, offset: Hq * D, tokenStride: W, heads: Hkv, headStride: D };
+    const eps = c.rmsEps;
     for (let l = 0; l < c.numLayers; l++) {
       const L = this.layers[l];
       rmsNorm(rt, h, L.inNorm, eps, { rows: T, out: a.x });
       linear(rt, a.x, L.qkv, { rows: T, out: a.qkv });
-      const rows = { tensor: a.qkv, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
-      const tables = { positions: s.positions, cos: s.cos, sin: s.sin, interleaved: false };
-      if (rt.tuning.fuseRopeCache && ropeCacheWriteFits(rows, tables, this.caches[l])) {
-        encodeRopeCacheWrite(rt, T, rows, tables, this.caches[l], s.slots);
-      } else {
-        rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing: 'half' });
-        encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
-      }
-      this.plans[l].run(a.qkv.view([T, W]), this.caches[l], { out: a.attn.view([T, Hq, D]), qRowStride: W });
+      gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans[l]);
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
       rmsNorm(rt, h, L.postNorm, eps, { rows: T, out: a.x });
       linear(rt, a.x, L.router, { rows: T, out: a.logits });

@@ -46,6 +46,27 @@ export function createGqaCaches(rt: Runtime, cfg: ModelConfig, o: { numBlocks: n
   return out;
 }
 
+/**
+ * A GQA layer's attention from its fused q|k|v rows [T, (Hq + 2·Hkv)·D]: RoPE on q and k, k and v into
+ * the layer's cache (one pass where tuning.fuseRopeCache and the shapes allow: rope_cache.wgsl), then q
+ * attends over the cache by the step's plan into attn [T, Hq·D] (Llama, Gemma 2, gpt-oss).
+ */
+export function gqaAttention(rt: Runtime, s: StepContext, c: ModelConfig, qkv: Tensor, attn: Tensor, cache: PagedKVCache, plan: AttentionPlan): void {
+  const T = s.T, Hq = c.numHeads, Hkv = c.numKvHeads, D = c.headDim;
+  const W = (Hq + 2 * Hkv) * D;
+  const rows = { tensor: qkv, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
+  const tables = { positions: s.positions, cos: s.cos, sin: s.sin, interleaved: c.rope.interleaved };
+  if (rt.tuning.fuseRopeCache && ropeCacheWriteFits(rows, tables, cache)) {
+    encodeRopeCacheWrite(rt, T, rows, tables, cache, s.slots);
+  } else {
+    const qHeads = { tensor: qkv, tokenStride: W, heads: Hq, headStride: D };
+    const kHeads = { tensor: qkv, offset: Hq * D, tokenStride: W, heads: Hkv, headStride: D };
+    rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing: c.rope.interleaved ? 'interleaved' : 'half' });
+    encodeCacheWrite(rt, T, { tensor: qkv, offset: Hq * D, stride: W }, { tensor: qkv, offset: (Hq + Hkv) * D, stride: W }, cache, s.slots);
+  }
+  plan.run(qkv.view([T, W]), cache, { out: attn.view([T, Hq, D]), qRowStride: W });
+}
+
 export class LlamaFamily implements Architecture {
   readonly caches: PagedKVCache[] = [];
   readonly cacheDTypes = ['f32', 'f16', 'bf16', 'fp8e4m3'] as const;
@@ -179,7 +200,6 @@ export class LlamaFamily implements Architecture {
     const W = (Hq + 2 * Hkv) * D;
     const qHeads = { tensor: a.qkv, tokenStride: W, heads: Hq, headStride: D };
     const kHeads = { tensor: a.qkv, offset: Hq * D, tokenStride: W, heads: Hkv, headStride: D };
-    const pairing = c.rope.interleaved ? 'interleaved' : 'half';
     for (let l = 0; l < c.numLayers; l++) {
       const L = this.layers[l];
       this.normed(h, L.inNorm, L.qkv, T, { out: a.qkv });
@@ -187,15 +207,7 @@ export class LlamaFamily implements Architecture {
         rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
         rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
       }
-      const rows = { tensor: a.qkv, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
-      const tables = { positions: s.positions, cos: s.cos, sin: s.sin, interleaved: pairing === 'interleaved' };
-      if (rt.tuning.fuseRopeCache && ropeCacheWriteFits(rows, tables, this.caches[l])) {
-        encodeRopeCacheWrite(rt, T, rows, tables, this.caches[l], s.slots);
-      } else {
-        rope(rt, [qHeads, kHeads], s.positions, s.cos, s.sin, { rows: T, pairing });
-        encodeCacheWrite(rt, T, { tensor: a.qkv, offset: Hq * D, stride: W }, { tensor: a.qkv, offset: (Hq + Hkv) * D, stride: W }, this.caches[l], s.slots);
-      }
-      this.plans.get(c.layers[l].slidingWindow ?? 0)!.run(a.qkv.view([T, W]), this.caches[l], { out: a.attn.view([T, Hq, D]), qRowStride: W });
+      gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans.get(c.layers[l].slidingWindow ?? 0)!);
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
       this.normed(h, L.postNorm, L.gateUp, T, { out: a.gu });
       linear(rt, a.gu, L.down, { rows: T, out: h, accumulate: true, act: 'silu_mul' });

@@ -3,6 +3,7 @@
 import { check, checkFinite, fmt, isPosInt, numel, shapeStr } from '../core/errors.js';
 import { DTYPE_CODE } from '../core/dtype.js';
 import type { Runtime } from '../core/runtime.js';
+import type { Kernel } from '../core/pipeline.js';
 import { checkTensor, type Tensor } from '../core/tensor.js';
 
 /**
@@ -159,6 +160,16 @@ function normLayouts(rt: Runtime, op: string, x: Tensor | StridedRows, n: number
   return { xl, ol, rows, result, inPlace };
 }
 
+/** Runs a norm kernel over its validated rows: `rowsPerGroup` (heads of) rows to a workgroup. */
+function dispatchNorm(rt: Runtime, k: Kernel, res: Record<string, Tensor>, l: { xl: RowLayout; ol: RowLayout; rows: number; inPlace: boolean },
+                      n: number, eps: number, rowsPerGroup: number): void {
+  const { xl, ol, rows, inPlace } = l;
+  rt.dispatch(k, { ...res, out: inPlace ? rt.dummy : ol.tensor }, {
+    rows, heads: xl.heads, n, eps,
+    x_off: xl.offset, x_ts: xl.ts, x_hs: xl.hs, o_off: ol.offset, o_ts: ol.ts, o_hs: ol.hs,
+  }, Math.ceil((rows * xl.heads) / rowsPerGroup));
+}
+
 /**
  * RMSNorm, y = x / sqrt(mean(x²) + eps) · w, over rows of length n = weight length (f32, f16 or bf16
  * weight). x is a dense f32 tensor [R, ...] whose trailing elements hold heads·n per token (a hidden
@@ -179,10 +190,7 @@ export function rmsNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, ep
   const k = variant === 'subgroup'
     ? rt.kernel('ops_norm_subgroup', 'rms_norm_sg', { ...spec, enables: ['subgroups'] })
     : rt.kernel('ops_norm', 'rms_norm', spec);
-  rt.dispatch(k, { x: xl.tensor, w: weight, out: inPlace ? rt.dummy : ol.tensor }, {
-    rows, heads: xl.heads, n, eps,
-    x_off: xl.offset, x_ts: xl.ts, x_hs: xl.hs, o_off: ol.offset, o_ts: ol.ts, o_hs: ol.hs,
-  }, Math.ceil((rows * xl.heads) / (WG / T)));
+  dispatchNorm(rt, k, { x: xl.tensor, w: weight }, { xl, ol, rows, inPlace }, n, eps, WG / T);
   return result;
 }
 
@@ -216,9 +224,6 @@ export function layerNorm(rt: Runtime, x: Tensor | StridedRows, weight: Tensor, 
     overrides: { WD: DTYPE_CODE[weight.dtype], BD: DTYPE_CODE[(bias ?? weight).dtype], HAS_BIAS: bias !== null, T, IN_PLACE: inPlace },
     consts: { WG, NPT },
   });
-  rt.dispatch(k, { x: xl.tensor, w: weight, bias: bias ?? weight, out: inPlace ? rt.dummy : ol.tensor }, {
-    rows, heads: xl.heads, n, eps,
-    x_off: xl.offset, x_ts: xl.ts, x_hs: xl.hs, o_off: ol.offset, o_ts: ol.ts, o_hs: ol.hs,
-  }, Math.ceil((rows * xl.heads) / (WG / T)));
+  dispatchNorm(rt, k, { x: xl.tensor, w: weight, bias: bias ?? weight }, { xl, ol, rows, inPlace }, n, eps, WG / T);
   return result;
 }

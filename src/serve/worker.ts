@@ -21,7 +21,7 @@ import type { EngineOptions } from '../core/types.js';
 import { check, WebinferError } from '../core/errors.js';
 import { loadCheckpoint, type Checkpoint } from '../models/checkpoint.js';
 import type { DownloadProgress } from '../models/hub.js';
-import type { LoadModelOptions, Model } from '../models/model.js';
+import { Model, type LoadModelOptions } from '../models/model.js';
 import type { ModelConfig } from '../models/config.js';
 import { quantSettings } from '../models/hf_quant.js';
 import { OpenAIError } from './errors.js';
@@ -173,9 +173,8 @@ interface OtherModel {
 }
 
 function kindOf(model: Model): WorkerModelInfo['kind'] {
-  const m = model as unknown as OtherModel;
-  if (typeof m.transcribe === 'function') return 'speech';
-  return model instanceof Object && 'kv' in model ? 'decoder' : 'encoder';
+  if (model instanceof Model) return 'decoder';
+  return typeof (model as unknown as OtherModel).transcribe === 'function' ? 'speech' : 'encoder';
 }
 
 function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number): WorkerModelInfo {
