@@ -230,6 +230,14 @@ export class RequestEngine {
     if (o.signal?.aborted) return refused(o.signal.reason ?? new DOMException('the request was aborted', 'AbortError'));
     const sampling = o.sampling ?? GREEDY;
     const needsHost = !!o.constraint || sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0 || sampling.repetitionPenalty !== 1;
+    // Each choice's constraint is made before anything is queued: a factory that throws refuses this
+    // request alone, with nothing half-added.
+    let constraints: (TokenConstraint | null)[];
+    try {
+      constraints = Array.from({ length: n }, () => (o.constraint ? o.constraint() : null));
+    } catch (e) {
+      return refused(e);
+    }
     let req!: Req;
     const result = new Promise<RequestResult>((resolve, reject) => {
       const prompt = Array.from(o.prompt);
@@ -239,7 +247,7 @@ export class RequestEngine {
       for (let i = 0; i < n; i++) {
         const c: Choice = {
           req, index: i, id: `r${this.nextId++}`, input: prompt, fed: 0, out: [], issued: 0, state: 'waiting', lastStep: -1, lastRow: -1,
-          seed, constraint: o.constraint ? o.constraint() : null, counts: needsHost ? new Map() : null, finish: null, arrival,
+          seed, constraint: constraints[i], counts: needsHost ? new Map() : null, finish: null, arrival,
         };
         req.choices.push(c);
         this.waiting.push(c);
@@ -439,6 +447,7 @@ export class RequestEngine {
     // Sampled rows' settings, edits and masks, in the order the step samples them (request order).
     const sampled = who.filter((_, i) => rows[i].sample);
     let proc: StepProcessing | null = null;
+    const failed = new Map<Req, unknown>();
     const special = sampled.some((c) => c.req.sampling !== GREEDY || c.req.o.logprobs != null || c.constraint);
     if (special) {
       const R = sampled.length;
@@ -460,7 +469,15 @@ export class RequestEngine {
       masked.forEach((r, i) => {
         const view = this.maskWords.subarray(i * W, (i + 1) * W);
         view.fill(0);
-        sampled[r].constraint!.fillMask(view);
+        // A constraint that throws (a schema the vocabulary cannot spell, a grammar over its budget) is
+        // its request's failure, not the step's: the row samples unmasked, and the request ends with the
+        // error once the step is recorded (its blocks must outlive the recording).
+        try {
+          sampled[r].constraint!.fillMask(view);
+        } catch (e) {
+          view.fill(0xffffffff);
+          failed.set(sampled[r].req, e);
+        }
       });
       proc = {
         params: this.paramWords.subarray(0, R * ROW_PARAM_WORDS), edits: this.editWords, nEdits: edits.length,
@@ -484,6 +501,7 @@ export class RequestEngine {
     this.counters.steps++;
     this.counters.tokens += rec.T;
     this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [] });
+    for (const [req, e] of failed) this.fail(req, e);
   }
 
   /**
@@ -521,9 +539,17 @@ export class RequestEngine {
         const k = f.lpRows.indexOf(c);
         logprob = logprobOf(lp.subarray(k * V, (k + 1) * V), tok, c.req.o.logprobs);
       }
+      if (c.constraint) {
+        // The request's own code: a throw ends this request, never the others in the step.
+        try {
+          c.constraint.accept(tok);
+        } catch (e) {
+          this.fail(c.req, e);
+          continue;
+        }
+      }
       c.out.push(tok);
       if (c.counts) c.counts.set(tok, (c.counts.get(tok) ?? 0) + 1);
-      if (c.constraint) c.constraint.accept(tok);
       if (c.state === 'running') this.m.kv.appendTokens(c.id, [tok]);
       this.counters.generated++;
       let e = events.get(c.req);

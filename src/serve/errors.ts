@@ -1,7 +1,7 @@
 // Errors of the serving surface in OpenAI's shape: { error: { message, type, param, code } } with the
 // HTTP status a server answers. The in-process API throws them too, so a program sees the same error
 // whether it calls model.chat.completions.create or POSTs to `webinfer serve`.
-import { WebinferError } from '../core/errors.js';
+import { fmt, preview, WebinferError } from '../core/errors.js';
 
 export type OpenAIErrorType = 'invalid_request_error' | 'not_found_error' | 'server_error' | 'overloaded_error' | 'cancelled';
 
@@ -30,6 +30,11 @@ export class OpenAIError extends WebinferError {
 
 /** A request's bad field: 400, with the field named as OpenAI's `param`. */
 export function badRequest(param: string, expected: string, got: unknown, op = 'create'): OpenAIError {
-  const shown = typeof got === 'string' ? `'${got}'` : (() => { try { return JSON.stringify(got) ?? String(got); } catch { return String(got); } })();
+  // A bounded quote: a client's value may be megabytes long or nested without end.
+  const shown = typeof got === 'string' ? fmt(got) : got === undefined ? 'undefined' : preview(got);
   return new OpenAIError(`${op}: ${param}: expected ${expected}, got ${shown}`, { status: 400, param });
 }
+
+/** How deeply a request may nest (objects and arrays): deeper is refused before anything walks it, so
+ *  no check, template or schema compiler recurses as deep as a client likes. */
+export const MAX_REQUEST_DEPTH = 64;

@@ -38,7 +38,7 @@
 // Tokens whose decoded text holds U+FFFD (a byte-fallback token: part of a UTF-8 character) are ordinary
 // characters here, so the model may emit them inside JSON strings, where any bytes decode to valid JSON.
 // A non-ASCII character in an enum or a property name must come from tokens that decode to it whole.
-import { check, isPosInt } from '../core/errors.js';
+import { check, fmt, isPosInt, jsonDepth, preview } from '../core/errors.js';
 import { OpenAIError } from './errors.js';
 
 export interface TokenVocabulary {
@@ -64,6 +64,47 @@ const MAX_WS = 32;
 const MASK_CACHE_BYTES = 8 << 20;
 /** Compiled formats remembered per vocabulary. */
 const FORMATS_PER_VOCAB = 16;
+
+// Bounds on one format's work, so that no request's schema holds the server (OpenAI's own limits on
+// structured outputs are of the same order: 1,000 enum values, 120,000 characters of names and values,
+// 5,000 properties). Past any of them the format is refused with a 400 before a step runs.
+/** Grammar nodes one schema compiles to at most. */
+export const MAX_SCHEMA_NODES = 8192;
+/** enum and const values in one schema, all together. */
+export const MAX_ENUM_VALUES = 1000;
+/** Characters of property names and enum/const values (as JSON), all together. */
+export const MAX_LITERAL_CHARS = 120_000;
+/** Objects and arrays nested in a response_format at most. */
+export const MAX_FORMAT_DEPTH = 64;
+/** Milliseconds to compile a format and make its first mask; past it, a 400. */
+export const COMPILE_BUDGET_MS = 2000;
+/** Milliseconds for any later mask (the engine asks for one a step); past it, the request ends with a 400. */
+export const MASK_BUDGET_MS = 1000;
+
+/** The time the matcher's work in progress must end by (Infinity: none), and how it is polled. */
+let deadline = Infinity;
+let ticks = 0;
+let budgetFor = '';
+
+/** Runs fn with a time budget; the matcher throws an OpenAIError (400, response_format) once it is spent. */
+function withBudget<T>(ms: number, what: string, fn: () => T): T {
+  const outer = deadline, outerWhat = budgetFor;
+  deadline = performance.now() + ms;
+  budgetFor = what;
+  try {
+    return fn();
+  } finally {
+    deadline = outer;
+    budgetFor = outerWhat;
+  }
+}
+
+function overBudget(): never {
+  const what = budgetFor;
+  deadline = Infinity;
+  throw new OpenAIError(`create: response_format: expected a format whose ${what}, got one that took longer (simplify the schema: fewer alternatives, enum values or nested unions)`,
+    { status: 400, param: 'response_format', code: 'response_format_too_complex' });
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Grammar nodes and the matcher
@@ -248,6 +289,10 @@ function pushAll(alts: GNode[], parent: Frame, up: Stack | null, out: Stack[]): 
 
 /** The configurations after code unit c (sets `accepted`). */
 function step(stacks: readonly Stack[], c: number): Stack[] {
+  if ((ticks += stacks.length) >= 4096) {
+    ticks = 0;
+    if (performance.now() > deadline) overBudget();
+  }
   accepted = false;
   const out: Stack[] = [];
   for (const st of stacks) {
@@ -419,12 +464,7 @@ const WHY: Record<string, string> = {
 const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
 function shown(x: unknown): string {
-  if (typeof x === 'string') return `'${x}'`;
-  try {
-    return JSON.stringify(x) ?? String(x);
-  } catch {
-    return String(x);
-  }
+  return typeof x === 'string' ? fmt(x) : preview(x);
 }
 
 function bad(path: string, expected: string, got: unknown, why = ''): never {
@@ -439,10 +479,14 @@ class Builder {
   private readonly lits = new Map<string, LitNode>();
   private anyAlts: GNode[] | null = null;
   private anyObj: ObjNode | null = null;
+  private enumValues = 0;
+  private literalChars = 0;
 
-  constructor(private readonly root: unknown, private readonly rootPath: string) {}
+  /** `missing(text)`: the first character of text no token of the vocabulary holds, or null. */
+  constructor(private readonly root: unknown, private readonly rootPath: string, private readonly missing: (text: string) => string | null = () => null) {}
 
   private add<T extends GNode>(node: Omit<T, 'id' | 'init'>): T {
+    if (this.nodes.length >= MAX_SCHEMA_NODES) bad(this.rootPath, `a schema of at most ${MAX_SCHEMA_NODES} parts (types, values, properties)`, 'a larger one');
     const full = node as T;
     full.id = this.nodes.length;
     full.init = new Frame(full, 0, 0, 0);
@@ -450,9 +494,16 @@ class Builder {
     return full;
   }
 
-  lit(text: string): LitNode {
+  /** A literal; `path` names where the schema asks for it (enum values and property names are counted). */
+  lit(text: string, path?: string): LitNode {
+    if (path !== undefined) {
+      this.literalChars += text.length;
+      if (this.literalChars > MAX_LITERAL_CHARS) bad(path, `at most ${MAX_LITERAL_CHARS} characters of property names and enum values in a schema`, 'more');
+    }
     let node = this.lits.get(text);
     if (!node) {
+      const gap = this.missing(text);
+      if (gap !== null) bad(path ?? this.rootPath, "text the model's vocabulary can spell", text.length > 40 ? `${text.slice(0, 40)}…` : text, `no token holds ${JSON.stringify(gap)}, so the value could never be generated`);
       const codes: number[] = [];
       for (let i = 0; i < text.length; i++) codes.push(text.charCodeAt(i));
       node = this.add<LitNode>({ kind: 'lit', productive: true, text, codes });
@@ -574,12 +625,14 @@ class Builder {
       const values = schema.const !== undefined ? [schema.const] : schema.enum;
       const where = schema.const !== undefined ? `${path}.const` : `${path}.enum`;
       if (!Array.isArray(values) || values.length === 0) bad(where, 'a non-empty array of values', values);
+      this.enumValues += values.length;
+      if (this.enumValues > MAX_ENUM_VALUES) bad(where, `at most ${MAX_ENUM_VALUES} enum and const values in a schema`, `${this.enumValues} so far`);
       const typeOf = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'number') : typeof v);
       const fits = (v: unknown) => declared.length === 0 || declared.includes(typeOf(v)) || (typeOf(v) === 'integer' && declared.includes('number'));
       for (const v of values) {
         if (!['null', 'boolean', 'number', 'integer', 'string', 'array', 'object'].includes(typeOf(v)) || (typeof v === 'number' && !Number.isFinite(v))) bad(where, 'JSON values', v);
         if (!fits(v)) continue;
-        const node = this.lit(JSON.stringify(v));
+        const node = this.lit(JSON.stringify(v), where);
         if (!alts.includes(node)) alts.push(node);
       }
       if (alts.length === 0) bad(where, `a value of type ${declared.join(' or ')}`, values);
@@ -635,7 +688,7 @@ class Builder {
     }
     // Named properties only: additional ones are allowed at most, so leaving them out is always valid.
     return this.obj(names.map((name) => ({
-      key: this.lit(JSON.stringify(name)),
+      key: this.lit(JSON.stringify(name), `${path}.properties.${name.length > 40 ? `${name.slice(0, 40)}…` : name}`),
       value: this.compile(props[name], `${path}.properties.${name}`),
       required: (required as string[]).includes(name),
     })), null);
@@ -695,6 +748,8 @@ class Builder {
 
 interface VocabCache {
   trie: Trie;
+  /** Bit c set: some token's text holds UTF-16 code unit c. */
+  units: Uint8Array;
   formats: Map<string, CompiledFormat>;
   /** Shares of string, number and literal frames, for every format. */
   shares: Lru<Share>;
@@ -802,7 +857,7 @@ class JsonConstraint implements TokenConstraint {
       for (const t of vocab.eosIds) mask[t >>> 5] |= 1 << (t & 31);
       return;
     }
-    const m = this.format.mask(this.key, this.stacks, this.acc);
+    const m = withBudget(MASK_BUDGET_MS, `every mask ends within ${MASK_BUDGET_MS} ms`, () => this.format.mask(this.key, this.stacks, this.acc));
     mask.set(m);
     check(m.some((w) => w !== 0), 'TokenConstraint.fillMask', 'vocabulary', `a token that continues the JSON after ${shown(this.text.slice(-40))}`, 'none (the vocabulary cannot spell what the schema needs next)');
   }
@@ -859,6 +914,8 @@ export async function compileResponseFormat(format: unknown, vocab: TokenVocabul
   }
   if (format.type !== 'json_object' && format.type !== 'json_schema') bad(`${rf}.type`, "'text', 'json_object' or 'json_schema'", format.type);
   checkVocab(vocab);
+  const deep = jsonDepth(format, MAX_FORMAT_DEPTH);
+  if (deep.depth > MAX_FORMAT_DEPTH) bad(`${rf}.${deep.path}`, `a format nested at most ${MAX_FORMAT_DEPTH} deep`, 'one nested deeper');
   let text: string;
   try {
     text = JSON.stringify(format);
@@ -867,13 +924,24 @@ export async function compileResponseFormat(format: unknown, vocab: TokenVocabul
   }
   let cache = perVocab.get(vocab);
   if (!cache) {
-    cache = { trie: buildTrie(vocab), formats: new Map(), shares: new Lru(masksFor(Math.ceil(vocab.size / 32))) };
+    const units = new Uint8Array(65536);
+    for (let id = 0; id < vocab.size; id++) {
+      if (vocab.eosIds.includes(id)) continue;
+      const t = vocab.tokenText(id);
+      if (typeof t === 'string') for (let i = 0; i < t.length; i++) units[t.charCodeAt(i)] = 1;
+    }
+    cache = { trie: buildTrie(vocab), units, formats: new Map(), shares: new Lru(masksFor(Math.ceil(vocab.size / 32))) };
     perVocab.set(vocab, cache);
   }
+  const units = cache.units;
+  const missing = (t: string): string | null => {
+    for (let i = 0; i < t.length; i++) if (!units[t.charCodeAt(i)]) return t.codePointAt(i) !== undefined ? String.fromCodePoint(t.codePointAt(i)!) : t[i];
+    return null;
+  };
   let compiled = cache.formats.get(text);
   if (compiled) {
     cache.formats.delete(text);
-  } else {
+  } else compiled = withBudget(COMPILE_BUDGET_MS, `compilation and first mask end within ${COMPILE_BUDGET_MS} ms`, () => {
     let roots: GNode[];
     let builder: Builder;
     if (format.type === 'json_object') {
@@ -891,12 +959,20 @@ export async function compileResponseFormat(format: unknown, vocab: TokenVocabul
       if (js.description !== undefined && typeof js.description !== 'string') bad(`${jp}.description`, 'a string', js.description);
       if (js.strict !== undefined && js.strict !== null && typeof js.strict !== 'boolean') bad(`${jp}.strict`, 'a boolean', js.strict);
       if (!isObject(js.schema)) bad(`${jp}.schema`, 'a JSON schema object', js.schema);
-      builder = new Builder(js.schema, `${jp}.schema`);
+      builder = new Builder(js.schema, `${jp}.schema`, missing);
       roots = builder.compile(js.schema, `${jp}.schema`);
       builder.finish(roots, `${jp}.schema`);
     }
-    compiled = new CompiledFormat(vocab, cache, roots);
-  }
+    const made = new CompiledFormat(vocab, cache!, roots);
+    // The first mask now, within the budget: a format too costly to mask is refused before it is queued.
+    try {
+      made.constraint().fillMask(new Uint32Array(made.words));
+    } catch (e) {
+      if (e instanceof OpenAIError) throw e;
+      bad(rf, "a format the model's vocabulary can begin", 'one no token starts', (e as Error).message);
+    }
+    return made;
+  });
   cache.formats.set(text, compiled);
   while (cache.formats.size > FORMATS_PER_VOCAB) cache.formats.delete(cache.formats.keys().next().value!);
   const c = compiled;

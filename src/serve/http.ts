@@ -3,8 +3,8 @@
 // (model.chat.completions.create, model.completions.create), so a request over HTTP and a call in
 // process give the same objects and the same errors. Both runtimes share one handler; each transport
 // only moves bytes and reports a client that went away (which cancels its request).
-import { check, fmt, WebinferError } from '../core/errors.js';
-import { OpenAIError } from './errors.js';
+import { check, fmt, jsonDepth, WebinferError } from '../core/errors.js';
+import { MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
 import { audioToPcm } from './audio_file.js';
 import { multipartBoundary, parseMultipart, type FormPart } from './multipart.js';
 
@@ -39,6 +39,25 @@ export interface ServeOptions {
   /** Called with one line per request once it has ended (method, path, status, seconds, and whether its
    *  client went away or the server closed first), for a server's log. */
   log?: (line: string) => void;
+  /**
+   * Cross-origin access for web pages: an origin ('http://localhost:5173') or '*' (any page). Off by
+   * default: a page the user happens to visit must not be able to use a model served on their machine.
+   */
+  cors?: string;
+  /**
+   * Host header values taken (names or addresses, without the port). By default a server bound to a
+   * loopback address takes only loopback names (localhost, 127.0.0.1, [::1]), so that a page that
+   * rebinds its own domain to 127.0.0.1 cannot reach it; a server bound elsewhere takes any. ['*']: any.
+   */
+  allowedHosts?: string[];
+  /** Milliseconds a client has to send its whole body once its headers came (default 30 s); then 408. */
+  bodyTimeoutMs?: number;
+  /**
+   * Milliseconds a stream may wait for its client to take what was sent (the connection's buffers
+   * full) before it is ended and its request cancelled (default 30 s): a client that stops reading does
+   * not hold its place in the queue.
+   */
+  streamStallMs?: number;
 }
 
 export interface Server {
@@ -60,8 +79,9 @@ interface Incoming {
   /** The path without its query. */
   path: string;
   header(name: string): string | null;
-  /** The whole body, or null when it passes `limit` bytes. */
-  read(limit: number): Promise<Uint8Array | null>;
+  /** The whole body; null when it passes `limit` bytes (the rest drained, within bounds); 'timeout'
+   *  when it did not all come within `timeoutMs`. */
+  read(limit: number, timeoutMs: number): Promise<Uint8Array | null | 'timeout'>;
   /** From now until the reply is made, a client that goes away aborts the exchange (called only by
    *  requests that wait on the model: Deno warns once about reading a request's signal). */
   watch(): void;
@@ -101,6 +121,36 @@ class Exchange {
 }
 
 const disconnected = (): OpenAIError => new OpenAIError('the client closed the connection', { status: 499, type: 'cancelled', code: 'client_disconnected' });
+const stalled = (ms: number): OpenAIError => new OpenAIError(`the client took nothing of the stream for ${ms} ms (streamStallMs): the stream was ended`, { status: 408, type: 'cancelled', code: 'client_stalled' });
+const bodyTimedOut = (ms: number): OpenAIError => new OpenAIError(`body: expected the whole body within ${ms} ms of the headers (bodyTimeoutMs), got less`, { status: 408, code: 'request_timeout' });
+
+/** A client's text in a message: at most 120 characters, control characters escaped. */
+function quoted(s: string): string {
+  const cut = s.length > 120 ? `${s.slice(0, 120)}… (${s.length} characters)` : s;
+  return JSON.stringify(cut);
+}
+
+/** A path without its trailing slashes, in one pass (a regex anchored at the end retries from every
+ *  slash: quadratic on a path of 15,000 of them). */
+function trimSlashes(path: string): string {
+  let end = path.length;
+  while (end > 1 && path.charCodeAt(end - 1) === 47) end--;
+  return path.slice(0, end);
+}
+
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1', '[::1]'];
+const isLoopback = (host: string): boolean => LOOPBACK_NAMES.includes(host.toLowerCase()) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host.toLowerCase().endsWith('.localhost');
+
+/** The host of a Host header, without its port. */
+function hostOf(header: string): string {
+  const h = header.trim();
+  if (h.startsWith('[')) {
+    const close = h.indexOf(']');
+    return close < 0 ? h : h.slice(0, close + 1);
+  }
+  const colon = h.lastIndexOf(':');
+  return colon < 0 || h.indexOf(':') !== colon ? h : h.slice(0, colon);
+}
 const shuttingDown = (): OpenAIError => new OpenAIError('the server is shutting down', { status: 503, type: 'overloaded_error', code: 'server_shutting_down' });
 
 /** An error thrown by create in OpenAI's shape. Duck-typed as well as by class, so that an OpenAIError
@@ -124,8 +174,7 @@ function errorBody(e: unknown): { status: number; json: { error: { message: stri
   return { status: 500, json: { error: { message, type: 'server_error', param: null, code: null } } };
 }
 
-const CORS: Headers_ = { 'access-control-allow-origin': '*' };
-const JSON_TYPE: Headers_ = { ...CORS, 'content-type': 'application/json' };
+const JSON_TYPE: Headers_ = { 'content-type': 'application/json' };
 
 function json(status: number, value: unknown, extra: Headers_ = {}): Reply {
   return { status, headers: { ...JSON_TYPE, ...extra }, body: JSON.stringify(value) };
@@ -162,14 +211,30 @@ function isAsyncIterable(x: unknown): x is AsyncIterable<unknown> {
   return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof (x as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === 'function';
 }
 
+type HandlerOptions = Required<Pick<ServeOptions, 'maxQueue' | 'maxBodyBytes' | 'bodyTimeoutMs' | 'streamStallMs'>> & ServeOptions & {
+  audioBodyBytes?: number;
+  /** The address the server listens on (a loopback one restricts Host headers by default). */
+  hostname: string;
+};
+
 class Handler {
-  /** Completion requests counted against maxQueue. */
+  /** Completion requests counted against maxQueue: those whose bodies have arrived. */
   private queued = 0;
   readonly exchanges = new Set<Exchange>();
   closing = false;
   private readonly created = Math.floor(Date.now() / 1000);
+  /** Host header values taken (null: any). */
+  private readonly hosts: Set<string> | null;
 
-  constructor(private readonly model: ServableModel, private readonly o: Required<Pick<ServeOptions, 'maxQueue' | 'maxBodyBytes'>> & ServeOptions & { audioBodyBytes?: number }) {}
+  constructor(private readonly model: ServableModel, readonly o: HandlerOptions) {
+    const allowed = o.allowedHosts ?? (isLoopback(o.hostname) ? LOOPBACK_NAMES : ['*']);
+    this.hosts = allowed.includes('*') ? null : new Set(allowed.map((h) => h.toLowerCase()));
+  }
+
+  /** The CORS headers of every reply (none unless the server was started with cors). */
+  cors(): Headers_ {
+    return this.o.cors === undefined ? {} : { 'access-control-allow-origin': this.o.cors, ...(this.o.cors === '*' ? {} : { vary: 'Origin' }) };
+  }
 
   begin(): Exchange {
     const ex = new Exchange();
@@ -190,7 +255,8 @@ class Handler {
     } catch (e) {
       reply = errorReply(e);
     }
-    ex.summary = `${inc.method} ${inc.path} ${reply.status}${'events' in reply ? ' (stream)' : ''}`;
+    Object.assign(reply.headers, this.cors());
+    ex.summary = `${inc.method.slice(0, 16)} ${inc.path.length > 200 ? `${inc.path.slice(0, 200)}…` : inc.path} ${reply.status}${'events' in reply ? ' (stream)' : ''}`;
     return reply;
   }
 
@@ -204,18 +270,32 @@ class Handler {
   }
 
   private async route(inc: Incoming, ex: Exchange): Promise<Reply> {
-    const path = inc.path.length > 1 ? inc.path.replace(/\/+$/, '') : inc.path;
+    if (this.hosts) {
+      // A page served from another name that resolves here (DNS rebinding) sends its own name as Host.
+      const host = hostOf(inc.header('host') ?? '');
+      if (!this.hosts.has(host.toLowerCase())) {
+        return errorReply(new OpenAIError(`Host: expected one of ${[...this.hosts].join(', ')} (this server listens on ${this.o.hostname}; allowedHosts takes more), got ${quoted(host)}`,
+          { status: 403, code: 'host_not_allowed', param: null }));
+      }
+    }
+    const path = trimSlashes(inc.path);
+    const shownPath = quoted(inc.path);
     const modelPath = path.startsWith('/v1/models/') ? path : null;
-    const method = modelPath ? 'GET' : ROUTES[path];
+    const method = modelPath ? 'GET' : Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
     if (!method) {
-      return json(404, { error: { message: `Invalid URL (${inc.method} ${inc.path}): this server answers ${Object.keys(ROUTES).map((p) => `${ROUTES[p]} ${p}`).join(', ')}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
+      return json(404, { error: { message: `Invalid URL (${inc.method.slice(0, 16)} ${shownPath}): this server answers ${Object.keys(ROUTES).map((p) => `${ROUTES[p]} ${p}`).join(', ')}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } });
     }
     if (inc.method === 'OPTIONS') {
+      if (this.o.cors === undefined) {
+        return json(405, { error: { message: `OPTIONS ${shownPath}: cross-origin requests are off on this server (start it with --cors ORIGIN, or serve()'s cors option, to let pages call it)`, type: 'invalid_request_error', param: null, code: 'cors_disabled' } }, { allow: `${method}${method === 'GET' ? ', HEAD' : ''}` });
+      }
       // A page's preflight: the headers it asks for (Authorization, the client's own) are allowed.
-      return { status: 204, headers: { ...CORS, 'access-control-allow-methods': `${method}, OPTIONS`, 'access-control-allow-headers': inc.header('access-control-request-headers') ?? 'authorization, content-type', 'access-control-max-age': '86400' }, body: '' };
+      const asked = inc.header('access-control-request-headers') ?? 'authorization, content-type';
+      return { status: 204, headers: { 'access-control-allow-methods': `${method}, OPTIONS`, 'access-control-allow-headers': asked.slice(0, 1024), 'access-control-max-age': '86400' }, body: '' };
     }
-    if (inc.method !== method) {
-      return json(405, { error: { message: `${inc.method} ${path}: method: expected ${method}, got ${inc.method}`, type: 'invalid_request_error', param: null, code: 'method_not_allowed' } }, { allow: `${method}, OPTIONS` });
+    // HEAD is GET without the body (the transports send no body for it).
+    if (inc.method !== method && !(inc.method === 'HEAD' && method === 'GET')) {
+      return json(405, { error: { message: `${quoted(inc.method.slice(0, 16))} ${shownPath}: method: expected ${method}${method === 'GET' ? ' or HEAD' : ''}, got ${quoted(inc.method.slice(0, 16))}`, type: 'invalid_request_error', param: null, code: 'method_not_allowed' } }, { allow: `${method}${method === 'GET' ? ', HEAD' : ''}${this.o.cors === undefined ? '' : ', OPTIONS'}` });
     }
     if (this.closing) return errorReply(shuttingDown());
     if (path === '/health') return json(200, { status: 'ok' });
@@ -226,7 +306,12 @@ class Handler {
     const card = { id: this.model.id, object: 'model', created: this.created, owned_by: 'webinfer' };
     if (path === '/v1/models') return json(200, { object: 'list', data: [card] });
     if (modelPath) {
-      const id = decodeURIComponent(modelPath.slice('/v1/models/'.length));
+      let id: string;
+      try {
+        id = decodeURIComponent(modelPath.slice('/v1/models/'.length));
+      } catch {
+        return errorReply(new OpenAIError(`GET ${shownPath}: model id: expected a percent-encoded id (UTF-8), got a malformed escape`, { status: 400, param: 'model', code: 'invalid_url' }));
+      }
       return id === this.model.id ? json(200, card) : errorReply(this.notFound(id));
     }
     return this.create(inc, path, ex);
@@ -246,31 +331,40 @@ class Handler {
     const where = `POST ${path}`;
     // The request's own signal: aborted when its client goes away or the server closes.
     const signal = ex.ctl.signal;
+    inc.watch();
+
+    // The body first, within its size and time: a client still sending holds no place in the queue.
+    const audio = path.startsWith('/v1/audio/');
+    const limit = audio && this.o.audioBodyBytes ? this.o.audioBodyBytes : this.o.maxBodyBytes;
+    const bytes = await inc.read(limit, this.o.bodyTimeoutMs);
+    if (signal.aborted) return errorReply(signal.reason);
+    if (bytes === 'timeout') return errorReply(bodyTimedOut(this.o.bodyTimeoutMs), { connection: 'close' });
+    if (bytes === null) {
+      // The rest of the body was drained (within bounds) before this reply, so the client reads the 413
+      // instead of a reset; the connection carries no other request after it.
+      return errorReply(new OpenAIError(`${where}: body: expected at most ${limit} bytes, got more`, { status: 413, code: 'request_too_large' }), { connection: 'close' });
+    }
     if (this.queued >= this.o.maxQueue) {
       return errorReply(new OpenAIError(`${where}: the server has ${this.queued} requests waiting or running, its limit (maxQueue ${this.o.maxQueue}); retry later`,
         { status: 503, code: 'queue_full' }));
     }
     this.queued++;
     ex.release = () => this.queued--;
-    inc.watch();
-
-    const audio = path.startsWith('/v1/audio/');
-    const limit = audio && this.o.audioBodyBytes ? this.o.audioBodyBytes : this.o.maxBodyBytes;
-    const bytes = await inc.read(limit);
-    if (signal.aborted) return errorReply(signal.reason);
-    if (bytes === null) {
-      // The rest of the body is not read: the connection cannot carry another request after this one.
-      return errorReply(new OpenAIError(`${where}: body: expected at most ${limit} bytes, got more`, { status: 413, code: 'request_too_large' }), { connection: 'close' });
-    }
     if (audio) return this.audio(inc, path, bytes, signal);
     let body: unknown;
     try {
       body = JSON.parse(new TextDecoder().decode(bytes));
     } catch (e) {
-      return errorReply(new OpenAIError(`${where}: body: expected JSON, got invalid JSON (${(e as Error).message})`, { status: 400, code: 'invalid_json' }));
+      return errorReply(new OpenAIError(`${where}: body: expected JSON, got invalid JSON (${(e as Error).message.slice(0, 200)})`, { status: 400, code: 'invalid_json' }));
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       return errorReply(new OpenAIError(`${where}: body: expected a JSON object, got ${Array.isArray(body) ? 'an array' : fmt(body)}`, { status: 400, code: 'invalid_json' }));
+    }
+    // Nothing below walks a value deeper than this (JSON.parse itself does not recurse).
+    const deep = jsonDepth(body, MAX_REQUEST_DEPTH);
+    if (deep.depth > MAX_REQUEST_DEPTH) {
+      return errorReply(new OpenAIError(`${where}: ${deep.path}: expected a request nested at most ${MAX_REQUEST_DEPTH} deep (objects and arrays), got one nested deeper`,
+        { status: 400, param: deep.path.split(/[.[]/)[0] || null, code: 'too_deep' }));
     }
     const req = body as Record<string, unknown>;
     if (typeof req.model !== 'string') {
@@ -317,7 +411,7 @@ class Handler {
     } catch (e) {
       return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
     }
-    return { status: 200, headers: { ...CORS, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }, events: this.frames(it, first, ex) };
+    return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }, events: this.frames(it, first, ex) };
   }
 
   /**
@@ -381,13 +475,13 @@ class Handler {
     const segments = r.segments ?? [];
     switch (format) {
       case 'text':
-        return { status: 200, headers: { ...CORS, 'content-type': 'text/plain; charset=utf-8' }, body: r.text };
+        return { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: r.text };
       case 'srt':
       case 'vtt': {
         const sep = format === 'srt' ? ',' : '.';
         const cues = segments.map((g, i) => `${format === 'srt' ? `${i + 1}\n` : ''}${clock(g.start, sep)} --> ${clock(g.end, sep)}\n${g.text.trim()}\n`);
         const out = (format === 'vtt' ? 'WEBVTT\n\n' : '') + cues.join('\n');
-        return { status: 200, headers: { ...CORS, 'content-type': `${format === 'srt' ? 'application/x-subrip' : 'text/vtt'}; charset=utf-8` }, body: out };
+        return { status: 200, headers: { 'content-type': `${format === 'srt' ? 'application/x-subrip' : 'text/vtt'}; charset=utf-8` }, body: out };
       }
       case 'verbose_json':
         return json(200, {
@@ -430,6 +524,8 @@ interface NodeIncoming {
   method?: string;
   url?: string;
   headers: Record<string, string | string[] | undefined>;
+  readonly complete: boolean;
+  readonly socket: { on(event: 'end', f: () => void): unknown; off(event: 'end', f: () => void): unknown } | null;
   on(event: 'data', f: (chunk: Uint8Array) => void): unknown;
   on(event: 'end' | 'close', f: () => void): unknown;
   on(event: 'error', f: (e: Error) => void): unknown;
@@ -441,6 +537,10 @@ interface NodeResponse {
   write(chunk: string): boolean;
   end(chunk?: string): unknown;
   flushHeaders(): void;
+  /** Sends `HTTP/1.1 102 Processing` (an interim response every HTTP/1.1 client reads past). */
+  writeProcessing(): void;
+  readonly headersSent: boolean;
+  destroy(): void;
   on(event: 'close' | 'drain', f: () => void): unknown;
   off(event: 'close' | 'drain', f: () => void): unknown;
   readonly writableFinished: boolean;
@@ -449,12 +549,14 @@ interface NodeResponse {
 interface NodeHttpServer {
   listen(port: number, hostname: string): unknown;
   once(event: 'listening', f: () => void): unknown;
-  once(event: 'error', f: (e: Error) => void): unknown;
+  once(event: 'error', f: (e: Error & { code?: string }) => void): unknown;
   off(event: 'listening' | 'error', f: (...a: never[]) => void): unknown;
   address(): { port: number } | string | null;
   close(cb?: (e?: Error) => void): unknown;
   closeAllConnections(): void;
   closeIdleConnections(): void;
+  /** node:http's own: keep a connection whose client half-closed (sent FIN) until its reply is out. */
+  httpAllowHalfOpen?: boolean;
 }
 interface NodeHttp {
   createServer(handler: (req: NodeIncoming, res: NodeResponse) => void): NodeHttpServer;
@@ -468,33 +570,65 @@ interface DenoLike {
         handler: (req: Request) => Response | Promise<Response>): DenoHttpServer;
 }
 
-function nodeRead(req: NodeIncoming, limit: number): Promise<Uint8Array | null> {
+/** Bytes past the body limit read and dropped so that the client, still sending, reads its 413 instead
+ *  of a reset connection; a larger body gets the 413 at once. */
+const DRAIN_BYTES = 64 * MiB;
+/** Milliseconds between the bytes that tell a half-closed client from a gone one. */
+const PROBE_MS = 250;
+
+/** A listen failure's argument: a host that does not resolve or is not this machine's, else the port. */
+function listenError(e: Error & { code?: string }, hostname: string, port: number): WebinferError {
+  const hostCodes = ['ENOTFOUND', 'EADDRNOTAVAIL', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL', 'EINVAL', 'EAFNOSUPPORT'];
+  const code = e.code ?? (/AddrNotAvailable|lookup|resolve|name or service|invalid/i.test(e.message) ? 'EADDRNOTAVAIL' : '');
+  if (hostCodes.includes(code)) return new WebinferError(`${OP}: hostname: expected an address of this machine or a name that resolves to one, got '${hostname}' (${e.message})`);
+  return new WebinferError(`${OP}: port: expected a port free to listen on at ${hostname}, got ${port} (${e.message})`);
+}
+
+function nodeRead(req: NodeIncoming, limit: number, timeoutMs: number): Promise<Uint8Array | null | 'timeout'> {
   const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) return Promise.resolve(null);
   return new Promise((resolve) => {
+    let settled = false;
+    const done = (v: Uint8Array | null | 'timeout'): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(v);
+    };
+    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    // Past the cap: stop keeping bytes and let the rest drain (up to DRAIN_BYTES more, within the same
+    // time) before the 413 goes out, so a client still writing reads it.
+    const overflow = (): void => {
+      req.removeAllListeners('data');
+      req.removeAllListeners('end');
+      let dropped = 0;
+      req.on('data', (c) => {
+        dropped += c.byteLength;
+        if (dropped > DRAIN_BYTES) done(null);
+      });
+      req.on('end', () => done(null));
+      req.resume();
+    };
+    if (Number.isFinite(declared) && declared > limit) {
+      if (declared > limit + DRAIN_BYTES) { done(null); req.resume(); return; }
+      overflow();
+      return;
+    }
     const parts: Uint8Array[] = [];
     let n = 0;
     req.on('data', (c) => {
       n += c.byteLength;
-      if (n > limit) {
-        // Past the cap: stop keeping bytes, let the rest drain while the 413 goes out.
-        req.removeAllListeners('data');
-        req.removeAllListeners('end');
-        req.resume();
-        resolve(null);
-        return;
-      }
+      if (n > limit) { parts.length = 0; overflow(); return; }
       parts.push(c);
     });
     req.on('end', () => {
       const out = new Uint8Array(n);
       let at = 0;
       for (const p of parts) { out.set(p, at); at += p.byteLength; }
-      resolve(out);
+      done(out);
     });
     // A client gone before its body ended: its exchange is aborted already (the response's 'close').
-    req.on('error', () => resolve(new Uint8Array(0)));
-    req.on('close', () => resolve(new Uint8Array(0)));
+    req.on('error', () => done(new Uint8Array(0)));
+    req.on('close', () => { if (!req.complete) done(new Uint8Array(0)); });
   });
 }
 
@@ -503,6 +637,7 @@ function nodeRead(req: NodeIncoming, limit: number): Promise<Uint8Array | null> 
 interface Bound { port: number; stop(): Promise<void>; drop(): void }
 
 async function serveNode(handler: Handler, http: NodeHttp, port: number, hostname: string): Promise<Bound> {
+  const stallMs = handler.o.streamStallMs;
   const server = http.createServer((req, res) => {
     const ex = handler.begin();
     // 'close' comes when the response has gone out or the connection dropped: only the second cancels.
@@ -510,13 +645,31 @@ async function serveNode(handler: Handler, http: NodeHttp, port: number, hostnam
       if (!res.writableFinished) ex.abort(disconnected());
       resolve();
     }));
+    // A client that half-closes (FIN) after its request may still read the reply, or may be gone: the
+    // two look alike until something is written. So from then on a byte goes out every PROBE_MS (an
+    // interim 102 before the reply, an SSE comment in a stream): a gone client answers with a reset,
+    // which closes the response and cancels its request; a half-closed one reads past them.
+    let stream = false;
+    let probe: ReturnType<typeof setInterval> | null = null;
+    const onEnd = (): void => {
+      probe ??= setInterval(() => {
+        if (res.destroyed || res.writableFinished) return;
+        try {
+          if (!res.headersSent) res.writeProcessing();
+          else if (stream) res.write(': \n\n');
+        } catch { /* the close that follows cancels the request */ }
+      }, PROBE_MS);
+    };
+    req.socket?.on('end', onEnd);
+    void closed.then(() => { req.socket?.off('end', onEnd); if (probe !== null) clearInterval(probe); });
     const url = req.url ?? '/';
     const q = url.indexOf('?');
+    const method = req.method ?? 'GET';
     const inc: Incoming = {
-      method: req.method ?? 'GET',
+      method,
       path: q < 0 ? url : url.slice(0, q),
       header: (name) => { const v = req.headers[name]; return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v; },
-      read: (limit) => nodeRead(req, limit),
+      read: (limit, timeoutMs) => nodeRead(req, limit, timeoutMs),
       watch: () => {},
     };
     void (async () => {
@@ -527,11 +680,18 @@ async function serveNode(handler: Handler, http: NodeHttp, port: number, hostnam
           return;
         }
         res.writeHead(reply.status, reply.headers);
-        if ('body' in reply) { res.end(reply.body); return; }
+        if ('body' in reply) { res.end(method === 'HEAD' ? undefined : reply.body); return; }
         res.flushHeaders();
+        stream = true;
         for await (const frame of reply.events) {
           if (res.destroyed) break;
-          if (!res.write(frame)) await drained(res);
+          if (!res.write(frame) && !(await drained(res, stallMs))) {
+            // The client took nothing for stallMs with the connection's buffers full: its request ends
+            // and its place in the queue frees.
+            ex.abort(stalled(stallMs));
+            res.destroy();
+            break;
+          }
         }
         if (!res.destroyed) res.end();
       } catch (e) {
@@ -545,10 +705,12 @@ async function serveNode(handler: Handler, http: NodeHttp, port: number, hostnam
       }
     })();
   });
+  // A client that sent its request and half-closed (FIN) still gets the reply.
+  server.httpAllowHalfOpen = true;
   await new Promise<void>((resolve, reject) => {
-    const onError = (e: Error): void => {
+    const onError = (e: Error & { code?: string }): void => {
       server.off('listening', onListening);
-      reject(new WebinferError(`${OP}: port: expected a port free to listen on at ${hostname}, got ${port} (${e.message})`));
+      reject(listenError(e, hostname, port));
     };
     const onListening = (): void => { server.off('error', onError); resolve(); };
     server.once('error', onError);
@@ -565,39 +727,59 @@ async function serveNode(handler: Handler, http: NodeHttp, port: number, hostnam
   };
 }
 
-function drained(res: NodeResponse): Promise<void> {
+/** Resolves true once the response can take more, false after `ms` without that (or once it closed: true). */
+function drained(res: NodeResponse, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const go = (): void => { res.off('drain', go); res.off('close', go); resolve(); };
-    res.on('drain', go);
-    res.on('close', go);
+    const go = (ok: boolean): void => { clearTimeout(timer); res.off('drain', onDrain); res.off('close', onDrain); resolve(ok); };
+    const onDrain = (): void => go(true);
+    const timer = setTimeout(() => go(false), ms);
+    res.on('drain', onDrain);
+    res.on('close', onDrain);
   });
 }
 
-async function denoRead(req: Request, limit: number): Promise<Uint8Array | null> {
+async function denoRead(req: Request, limit: number, timeoutMs: number): Promise<Uint8Array | null | 'timeout'> {
   const declared = Number(req.headers.get('content-length'));
-  if (Number.isFinite(declared) && declared > limit) return null;
   if (!req.body) return new Uint8Array(0);
   const reader = req.body.getReader();
-  const parts: Uint8Array[] = [];
-  let n = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    n += value.byteLength;
-    if (n > limit) {
-      await reader.cancel().catch(() => {});
-      return null;
+  let timedOut = false;
+  const timer = setTimeout(() => { timedOut = true; void reader.cancel().catch(() => {}); }, timeoutMs);
+  try {
+    // Past the cap the rest is read and dropped (up to DRAIN_BYTES), so the client reads its 413.
+    let over = Number.isFinite(declared) && declared > limit;
+    if (over && declared > limit + DRAIN_BYTES) { await reader.cancel().catch(() => {}); return null; }
+    const parts: Uint8Array[] = [];
+    let n = 0;
+    for (;;) {
+      let r: ReadableStreamReadResult<Uint8Array>;
+      try {
+        r = await reader.read();
+      } catch {
+        return timedOut ? 'timeout' : new Uint8Array(0);
+      }
+      if (r.done) break;
+      n += r.value.byteLength;
+      if (over || n > limit) {
+        if (!over) { over = true; parts.length = 0; n = r.value.byteLength; }
+        if (n > DRAIN_BYTES) { await reader.cancel().catch(() => {}); return null; }
+        continue;
+      }
+      parts.push(r.value);
     }
-    parts.push(value);
+    if (timedOut) return 'timeout';
+    if (over) return null;
+    const out = new Uint8Array(n);
+    let at = 0;
+    for (const p of parts) { out.set(p, at); at += p.byteLength; }
+    return out;
+  } finally {
+    clearTimeout(timer);
   }
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.byteLength; }
-  return out;
 }
 
 async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostname: string): Promise<Bound> {
   const encoder = new TextEncoder();
+  const stallMs = handler.o.streamStallMs;
   let onListen!: (addr: { port: number }) => void;
   const listening = new Promise<{ port: number }>((r) => (onListen = r));
   let server: DenoHttpServer;
@@ -614,7 +796,7 @@ async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostnam
         method: req.method,
         path: url.pathname,
         header: (name) => req.headers.get(name),
-        read: (limit) => denoRead(req, limit),
+        read: (limit, timeoutMs) => denoRead(req, limit, timeoutMs),
         watch: () => {
           watched = true;
           req.signal.addEventListener('abort', onAbort);
@@ -629,24 +811,41 @@ async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostnam
       }
       if ('body' in reply) {
         ex.finish();
-        return new Response(reply.status === 204 ? null : reply.body, { status: reply.status, headers: reply.headers });
+        return new Response(reply.status === 204 || req.method === 'HEAD' ? null : reply.body, { status: reply.status, headers: reply.headers });
       }
       const events = reply.events;
+      // Deno pulls a frame when the connection can take one: a pull that does not come for stallMs
+      // while frames wait means the client stopped reading.
+      let watchdog: ReturnType<typeof setTimeout> | null = null;
+      let ended = false;
+      const end = async (): Promise<void> => {
+        if (ended) return;
+        ended = true;
+        if (watchdog !== null) clearTimeout(watchdog);
+        await events.return();
+        ex.finish();
+      };
       const body = new ReadableStream<Uint8Array>({
         async pull(c) {
+          if (watchdog !== null) clearTimeout(watchdog);
           const r = await events.next();
-          if (r.done) { c.close(); ex.finish(); } else c.enqueue(encoder.encode(r.value));
+          if (r.done) { c.close(); await end(); return; }
+          c.enqueue(encoder.encode(r.value));
+          watchdog = setTimeout(() => {
+            ex.abort(stalled(stallMs));
+            try { c.error(stalled(stallMs)); } catch { /* already closed */ }
+            void end();
+          }, stallMs);
         },
         async cancel() {
           ex.abort(disconnected());
-          await events.return();
-          ex.finish();
+          await end();
         },
-      });
+      }, { highWaterMark: 0 });
       return new Response(body, { status: reply.status, headers: reply.headers });
     });
   } catch (e) {
-    throw new WebinferError(`${OP}: port: expected a port free to listen on at ${hostname}, got ${port} (${(e as Error).message})`);
+    throw listenError(e as Error & { code?: string }, hostname, port);
   }
   const addr = await listening;
   // shutdown() closes idle connections itself and waits for the responses in flight.
@@ -667,8 +866,8 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   const serves = typeof model.chat?.completions?.create === 'function' || typeof model.completions?.create === 'function'
     || typeof model.embeddings?.create === 'function' || typeof model.transcribe === 'function';
   check(serves, OP, 'model', 'a model with chat.completions.create and completions.create (a decoder), embeddings.create (an encoder) or transcribe (a speech model)', model);
-  check(opts !== null && typeof opts === 'object', OP, 'opts', '{ port?, hostname?, signal?, maxQueue?, apiKey?, maxBodyBytes?, log? }', opts);
-  const known = ['port', 'hostname', 'signal', 'maxQueue', 'apiKey', 'maxBodyBytes', 'log'];
+  check(opts !== null && typeof opts === 'object', OP, 'opts', '{ port?, hostname?, signal?, maxQueue?, apiKey?, maxBodyBytes?, log?, cors?, allowedHosts?, bodyTimeoutMs?, streamStallMs? }', opts);
+  const known = ['port', 'hostname', 'signal', 'maxQueue', 'apiKey', 'maxBodyBytes', 'log', 'cors', 'allowedHosts', 'bodyTimeoutMs', 'streamStallMs'];
   for (const k of Object.keys(opts)) check(known.includes(k), OP, `opts.${k}`, `one of the options ${known.join(', ')}`, `an unknown option '${k}'`);
   const port = opts.port ?? 8000;
   check(Number.isInteger(port) && port >= 0 && port <= 65535, OP, 'opts.port', 'an integer from 0 to 65535 (0: any free port)', port);
@@ -680,6 +879,21 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   check(Number.isInteger(maxBodyBytes) && maxBodyBytes > 0, OP, 'opts.maxBodyBytes', 'a positive integer', maxBodyBytes);
   if (opts.apiKey !== undefined) check(typeof opts.apiKey === 'string' && opts.apiKey.length > 0, OP, 'opts.apiKey', 'a non-empty string', opts.apiKey);
   if (opts.log !== undefined) check(typeof opts.log === 'function', OP, 'opts.log', 'a function', opts.log);
+  if (opts.cors !== undefined) {
+    check(typeof opts.cors === 'string' && (opts.cors === '*' || /^[a-z][a-z0-9+.-]*:\/\/[^\s/]+$/i.test(opts.cors)), OP, 'opts.cors',
+      "an origin ('http://localhost:5173': scheme, host and port, no path) or '*' (any page)", opts.cors);
+  }
+  if (opts.allowedHosts !== undefined) {
+    check(Array.isArray(opts.allowedHosts) && opts.allowedHosts.length > 0 && opts.allowedHosts.every((h) => typeof h === 'string' && h.length > 0 && !/[\s/]/.test(h)),
+      OP, 'opts.allowedHosts', "a non-empty array of host names or addresses without ports ('example.com', '10.0.0.5'), or ['*']", opts.allowedHosts);
+  }
+  const bodyTimeoutMs = opts.bodyTimeoutMs ?? 30_000;
+  check(Number.isInteger(bodyTimeoutMs) && bodyTimeoutMs > 0, OP, 'opts.bodyTimeoutMs', 'a positive integer (milliseconds)', bodyTimeoutMs);
+  const streamStallMs = opts.streamStallMs ?? 30_000;
+  check(Number.isInteger(streamStallMs) && streamStallMs > 0, OP, 'opts.streamStallMs', 'a positive integer (milliseconds)', streamStallMs);
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(hostname)) {
+    check(hostname.split('.').every((o) => Number(o) <= 255), OP, 'opts.hostname', 'an IPv4 address of four numbers from 0 to 255', hostname);
+  }
   const signal = opts.signal;
   if (signal !== undefined) {
     check(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal, OP, 'opts.signal', 'an AbortSignal', signal);
@@ -687,7 +901,7 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   }
 
   // Audio uploads may reach OpenAI's 25 MiB unless the caller set a body limit of their own.
-  const handler = new Handler(model, { ...opts, maxQueue, maxBodyBytes, audioBodyBytes: opts.maxBodyBytes ?? AUDIO_BODY_BYTES });
+  const handler = new Handler(model, { ...opts, hostname, maxQueue, maxBodyBytes, bodyTimeoutMs, streamStallMs, audioBodyBytes: opts.maxBodyBytes ?? AUDIO_BODY_BYTES });
   const deno = (globalThis as { Deno?: DenoLike }).Deno;
   let bound: Bound;
   if (deno && typeof deno.serve === 'function') {

@@ -15,9 +15,9 @@
 // mask per step (serve/grammar.ts). gpt-oss's harmony output (a template writing <|channel|> headers,
 // serve/harmony.ts): `content` is the final channel's text, the analysis channel's `reasoning_content`;
 // a stream holds the text back until the reply is complete, as with tools.
-import { WebinferError } from '../core/errors.js';
+import { fmt, jsonDepth, preview, WebinferError } from '../core/errors.js';
 import { compileResponseFormat, type TokenVocabulary } from './grammar.js';
-import { badRequest, OpenAIError } from './errors.js';
+import { badRequest, MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
 import { checkTokenIds, type FinishReason, type RequestEngine, type RequestResult, type Sampling, type TokenLogprob, type TokenConstraint } from './engine.js';
 import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from './text.js';
 import { parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
@@ -56,6 +56,46 @@ const UNSUPPORTED: Record<string, string> = {
 };
 
 type Json = Record<string, unknown>;
+
+/** Tools one request may offer (OpenAI's limit). */
+const MAX_TOOLS = 128;
+/** Prompts longer than this (UTF-16 units) are tokenized prefix by prefix, the event loop free between
+ *  them, and refused as soon as a prefix is past the context: a 15 MiB prompt costs one prefix. */
+const PROBE_CHARS = 1 << 16;
+
+/** UTF-8 bytes of a string, counted without encoding it. */
+function utf8Bytes(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { n += 4; i++; }
+    else n += 3;
+  }
+  return n;
+}
+
+const nextTick = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
+
+/**
+ * A constraint whose failures are its request's: whatever its code throws (a schema the vocabulary
+ * cannot spell, a mask over its time budget) becomes a 400 on response_format, which the engine ends
+ * that request with, never the others sharing its steps.
+ */
+function requestConstraint(make: () => TokenConstraint): () => TokenConstraint {
+  const own = (e: unknown): OpenAIError => (e instanceof OpenAIError ? e
+    : new OpenAIError(`response_format: the constraint failed while decoding: ${e instanceof Error ? e.message : String(e)}`, { status: 400, param: 'response_format', code: 'constraint_failed' }));
+  return () => {
+    let c: TokenConstraint;
+    try { c = make(); } catch (e) { throw own(e); }
+    return {
+      fillMask(mask) { try { c.fillMask(mask); } catch (e) { throw own(e); } },
+      accept(token) { try { return c.accept(token); } catch (e) { throw own(e); } },
+      get done() { return c.done; },
+    };
+  };
+}
 
 interface Parsed {
   prompt: number[];
@@ -197,13 +237,19 @@ export class OpenAIServing {
   private async parse(kind: 'chat' | 'completions', req: unknown): Promise<Parsed> {
     if (!isObj(req)) throw badRequest('request', 'an object', req);
     const r = req as Json;
+    const { signal: _signal, ...fields } = r;
+    const deep = jsonDepth(fields, MAX_REQUEST_DEPTH);
+    if (deep.depth > MAX_REQUEST_DEPTH) {
+      throw new OpenAIError(`${deep.path || 'request'}: expected a request nested at most ${MAX_REQUEST_DEPTH} deep (objects and arrays), got one nested deeper`, { param: deep.path.split(/[.[]/)[0] || null, code: 'too_deep' });
+    }
     const allowed = kind === 'chat' ? CHAT_FIELDS : COMPLETION_FIELDS;
     for (const k of Object.keys(r)) {
       if (allowed.includes(k)) continue;
-      if (UNSUPPORTED[k]) throw new OpenAIError(`${k}: webinfer does not support ${UNSUPPORTED[k]}`, { param: k, code: 'unsupported_parameter' });
-      throw new OpenAIError(`${k}: unknown field (the ${kind === 'chat' ? 'Chat Completions' : 'Completions'} fields are ${allowed.join(', ')})`, { param: k, code: 'unknown_parameter' });
+      if (Object.hasOwn(UNSUPPORTED, k)) throw new OpenAIError(`${k}: webinfer does not support ${UNSUPPORTED[k]}`, { param: k, code: 'unsupported_parameter' });
+      throw new OpenAIError(`${k.length > 64 ? fmt(k.slice(0, 64)) : k}: unknown field (the ${kind === 'chat' ? 'Chat Completions' : 'Completions'} fields are ${allowed.join(', ')})`, { param: k.slice(0, 64), code: 'unknown_parameter' });
     }
     if (r.model !== undefined && r.model !== null && typeof r.model !== 'string') throw badRequest('model', 'a string', r.model);
+    if (r.user !== undefined && r.user !== null && typeof r.user !== 'string') throw badRequest('user', 'a string (an id of the end user)', r.user);
     if (r.signal !== undefined && !(typeof AbortSignal !== 'undefined' && r.signal instanceof AbortSignal)) throw badRequest('signal', 'an AbortSignal', String(r.signal));
     const stream = bool(r, 'stream') ?? false;
     if (r.stream_options !== undefined && r.stream_options !== null) {
@@ -218,6 +264,7 @@ export class OpenAIServing {
       if (r.suffix !== undefined && r.suffix !== null) throw new OpenAIError('suffix: insertion (a suffix after the completion) is not supported', { param: 'suffix' });
     }
     const echo = kind === 'completions' && (bool(r, 'echo') ?? false);
+    const limit = Math.min(this.m.capacity, this.m.maxContext);
     // The prompt.
     let prompt: number[];
     let toolFormat: ToolCallFormat | null = null;
@@ -232,7 +279,7 @@ export class OpenAIServing {
           // Parts: text only.
           content = content.map((part, j) => {
             if (!isObj(part) || part.type !== 'text' || typeof part.text !== 'string') {
-              throw new OpenAIError(`messages[${i}].content[${j}]: only { type: 'text', text } parts are supported (this model reads text), got ${JSON.stringify(part)?.slice(0, 80)}`, { param: `messages[${i}].content` });
+              throw new OpenAIError(`messages[${i}].content[${j}]: only { type: 'text', text } parts are supported (this model reads text), got ${preview(part, 80)}`, { param: `messages[${i}].content` });
             }
             return part.text;
           }).join('');
@@ -246,8 +293,13 @@ export class OpenAIServing {
       let tools: unknown[] | undefined;
       if (r.tools !== undefined && r.tools !== null) {
         if (!Array.isArray(r.tools)) throw badRequest('tools', 'an array of { type: "function", function: { name, parameters } }', r.tools);
+        if (r.tools.length > MAX_TOOLS) throw badRequest('tools', `at most ${MAX_TOOLS} tools`, `${r.tools.length} tools`);
         r.tools.forEach((t, i) => {
           if (!isObj(t) || t.type !== 'function' || !isObj(t.function) || typeof t.function.name !== 'string') throw badRequest(`tools[${i}]`, '{ type: "function", function: { name, description?, parameters? } }', t);
+          const f = t.function;
+          if (!/^[A-Za-z0-9_-]{1,64}$/.test(f.name as string)) throw badRequest(`tools[${i}].function.name`, 'letters, digits, _ or -, at most 64', f.name);
+          if (f.description !== undefined && f.description !== null && typeof f.description !== 'string') throw badRequest(`tools[${i}].function.description`, 'a string', f.description);
+          if (f.parameters !== undefined && f.parameters !== null && !isObj(f.parameters)) throw badRequest(`tools[${i}].function.parameters`, 'a JSON schema object', f.parameters);
         });
         tools = r.tools.length ? r.tools : undefined;
       }
@@ -260,20 +312,33 @@ export class OpenAIServing {
       const kwargs = r.chat_template_kwargs ?? {};
       if (!isObj(kwargs)) throw badRequest('chat_template_kwargs', 'an object of template variables', kwargs);
       const addGen = bool(r, 'add_generation_prompt') ?? true;
+      // The messages' text alone may already be past the context: refused before the template runs.
+      let contentBytes = 0;
+      for (const m of messages) if (typeof m.content === 'string') contentBytes += utf8Bytes(m.content);
+      this.checkBytes(contentBytes, limit, 'messages');
       let text: string;
       try {
         text = this.template.render(messages, { ...kwargs, addGenerationPrompt: addGen, tools });
       } catch (e) {
         throw new OpenAIError(`messages: the chat template could not render them: ${(e as Error).message}`, { param: 'messages' });
       }
-      prompt = this.tok.encode(text, { addSpecialTokens: false });
+      if (tools) {
+        // A template that never mentions the tools would drop them without a word: refused instead.
+        let without: string | null = null;
+        try { without = this.template.render(messages, { ...kwargs, addGenerationPrompt: addGen }); } catch { /* it needs tools: it renders them */ }
+        if (without === text) {
+          throw new OpenAIError("tools: this model's chat template does not render tools, so the model would never see them; send the request without tools (or describe them in a message)",
+            { param: 'tools', code: 'tools_not_supported' });
+        }
+      }
+      prompt = await this.encodeBounded(text, false, limit, 'messages');
       if (tools) toolFormat = toolCallFormat(this.template.source(true));
       if (isHarmonyTemplate(this.template.source(!!tools))) harmony = harmonyTokens((t) => this.tok!.tokenToId(t));
     } else {
       const p = r.prompt;
       if (typeof p === 'string') {
         if (!this.tok) throw new OpenAIError('prompt: this model was loaded without a tokenizer; give the prompt as token ids', { param: 'prompt', code: 'no_tokenizer' });
-        prompt = this.tok.encode(p);
+        prompt = await this.encodeBounded(p, true, limit, 'prompt');
       } else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'number')) {
         try {
           prompt = Array.from(checkTokenIds('completions.create', 'prompt', p, this.m.vocabSize));
@@ -286,7 +351,6 @@ export class OpenAIServing {
     }
     if (prompt.length === 0) throw badRequest(kind === 'chat' ? 'messages' : 'prompt', 'at least one token', '0 tokens');
     // Lengths: the prompt must leave room for one token.
-    const limit = Math.min(this.m.capacity, this.m.maxContext);
     if (prompt.length + 1 > limit) {
       throw new OpenAIError(`${kind === 'chat' ? 'messages' : 'prompt'}: the prompt has ${prompt.length} tokens; this model serves at most ${limit - 1} prompt tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,
         { status: 413, param: kind === 'chat' ? 'messages' : 'prompt', code: 'context_length_exceeded' });
@@ -355,7 +419,7 @@ export class OpenAIServing {
     let constraint: (() => TokenConstraint) | undefined;
     if (r.response_format !== undefined && r.response_format !== null) {
       const f = await compileResponseFormat(r.response_format, this.vocabulary());
-      if (f) constraint = f;
+      if (f) constraint = requestConstraint(f);
     }
     if (constraint && (!stopIds.size)) {
       throw new OpenAIError('response_format: constrained output ends with an end-of-sequence token, and this model names none (eos_token_id); add stop_token_ids', { param: 'response_format' });
@@ -369,6 +433,39 @@ export class OpenAIServing {
         presencePenalty: presence, frequencyPenalty: frequency, repetitionPenalty: repetition, logitBias,
       },
     };
+  }
+
+  /** Refuses (413) a text of more UTF-8 bytes than `limit` tokens can hold, before it is tokenized. */
+  private checkBytes(bytes: number, limit: number, param: string): void {
+    const per = this.tok!.maxTokenBytes;
+    if (bytes > limit * per) {
+      throw new OpenAIError(`${param}: the prompt has ${bytes} bytes of text, more than ${limit - 1} tokens can hold (this tokenizer's longest token covers at most ${per} bytes); `
+        + `this model serves at most ${limit - 1} prompt tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,
+        { status: 413, param, code: 'context_length_exceeded' });
+    }
+  }
+
+  /**
+   * Token ids of `text`, bounded before the work: a text of more bytes than the context can hold is
+   * refused untokenized; a long one is tokenized prefix by prefix (each 4× the last, the event loop
+   * free between them) and refused once a prefix is past the context, so no prompt costs much more
+   * tokenizing than the context it may fill.
+   */
+  private async encodeBounded(text: string, addSpecialTokens: boolean, limit: number, param: string): Promise<number[]> {
+    const tok = this.tok!;
+    this.checkBytes(utf8Bytes(text), limit, param);
+    // A prefix reads at most one piece fewer or more than the text up to the same place.
+    const slack = Math.ceil(tok.maxTokenBytes / 3) + 2;
+    for (let n = PROBE_CHARS; n < text.length; n *= 4) {
+      await nextTick();
+      const got = tok.encode(text.slice(0, n), { addSpecialTokens }).length;
+      if (got - slack > limit) {
+        throw new OpenAIError(`${param}: the prompt has more than ${got - slack} tokens in its first ${n} characters (of ${text.length}); this model serves at most ${limit - 1} prompt tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,
+          { status: 413, param, code: 'context_length_exceeded' });
+      }
+    }
+    if (text.length > PROBE_CHARS) await nextTick();
+    return tok.encode(text, { addSpecialTokens });
   }
 
   /** The grammar library's view of the vocabulary, made once per model (it caches on it). */

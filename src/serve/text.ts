@@ -183,6 +183,21 @@ export class TextTokenizer implements TokenDecoder {
     });
   }
 
+  private maxBytes = 0;
+  /**
+   * UTF-8 bytes of text one token covers at most: 3 per UTF-16 unit of the longest vocabulary entry
+   * (a byte-level entry's character is one byte, a SentencePiece one's at most 3). A text of more than
+   * n × this bytes is more than n tokens (unless a normalizer deletes text), known before tokenizing it.
+   */
+  get maxTokenBytes(): number {
+    if (this.maxBytes === 0) {
+      let longest = 1;
+      for (const t of this.tokens) if (t !== undefined && t.length > longest) longest = t.length;
+      this.maxBytes = 3 * longest;
+    }
+    return this.maxBytes;
+  }
+
   /** The token's text in the vocabulary (e.g. 'Ġthe', '▁the', '<0x0A>'), or undefined. */
   idToToken(id: number): string | undefined {
     return isId(id) ? this.tokens[id] : undefined;

@@ -71,14 +71,22 @@ describe('webinfer serve: the HTTP transport (test double)', () => {
     expect(url).toBe(`http://127.0.0.1:${server!.port}`);
     expect((await fetch(`${url}/health`)).status).toBe(200);
     const models = await fetch(`${url}/v1/models`);
-    expect(models.headers.get('access-control-allow-origin')).toBe('*');
+    // Cross-origin access is off unless asked for (a page the user visits must not reach a local model).
+    expect(models.headers.get('access-control-allow-origin')).toBe(null);
     const list = await models.json() as { object: string; data: { id: string; object: string }[] };
     expect(list.object).toBe('list');
     expect(list.data.map((m) => [m.id, m.object])).toEqual([['double', 'model']]);
     expect((await (await fetch(`${url}/v1/models/double`)).json() as { id: string }).id).toBe('double');
     expect((await fetch(`${url}/v1/models/other`)).status).toBe(404);
 
-    const pre = await fetch(`${url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://page.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, x-stainless-os' } });
+    const preflight = (u: string) => fetch(`${u}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://page.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, x-stainless-os' } });
+    const off = await preflight(url);
+    expect(off.status).toBe(405);
+    expect((await off.json() as { error: { code: string } }).error.code).toBe('cors_disabled');
+    const withCors = await serve(double, { port: 0, cors: '*' });
+    const pre = await preflight(withCors.url);
+    expect((await fetch(`${withCors.url}/v1/models`)).headers.get('access-control-allow-origin')).toBe('*');
+    await withCors.close();
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-origin')).toBe('*');
     expect(pre.headers.get('access-control-allow-methods')).toContain('POST');

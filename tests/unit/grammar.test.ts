@@ -311,15 +311,58 @@ describe('compileResponseFormat', () => {
   });
 
   it('names a vocabulary that cannot spell what comes next, and a mask of the wrong size', async () => {
+    // A character no token holds: refused when the format is compiled, with the value's place.
     const small: TokenVocabulary = { size: 4, tokenText: (id) => ['"', 'a', 'b', ''][id], eosIds: [3] };
-    const c = (await compileResponseFormat(format({ const: 'x' }), small))!();
+    const refused = await compileResponseFormat(format({ const: 'x' }), small).then(() => null, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAIError);
+    expect((refused as OpenAIError).message).toBe(`create: response_format.json_schema.schema.const: expected text the model's vocabulary can spell, got '"x"' (no token holds "x", so the value could never be generated)`);
+    expect((refused as OpenAIError).param).toBe('response_format');
+    // Every character is held, but no token starts the value: refused when compiled too.
+    const noStart: TokenVocabulary = { size: 3, tokenText: (id) => ['x"', '"y', ''][id], eosIds: [2] };
+    await expect(compileResponseFormat(format({ const: 'x' }), noStart)).rejects.toThrow("expected a format the model's vocabulary can begin");
+    // Every character is held and the value starts, but no token continues it: the mask says so.
+    const stuck: TokenVocabulary = { size: 4, tokenText: (id) => ['"', 'x', 'y"x', ''][id], eosIds: [3] };
+    const c = (await compileResponseFormat(format({ const: 'xy' }), stuck))!();
     const mask = new Uint32Array(1);
     c.fillMask(mask);
     expect(mask[0]).toBe(1);
     expect(c.accept(0)).toBe(true);
-    expect(() => c.fillMask(mask)).toThrow(`TokenConstraint.fillMask: vocabulary: expected a token that continues the JSON after '"', got none`);
+    c.fillMask(mask);
+    expect(mask[0]).toBe(2);
+    expect(c.accept(1)).toBe(true);
+    expect(() => c.fillMask(mask)).toThrow(`TokenConstraint.fillMask: vocabulary: expected a token that continues the JSON after '"x', got none`);
     expect(() => c.fillMask(new Uint32Array(2))).toThrow('TokenConstraint.fillMask: mask: expected a Uint32Array of 1 words (ceil(4 / 32)), got Uint32Array(2)');
     await expect(compileResponseFormat({ type: 'json_object' }, { size: 4, tokenText: () => 'a', eosIds: [4] })).rejects.toThrow(
       'compileResponseFormat: vocab.eosIds: expected a non-empty array of token ids below 4, got [4]');
+  });
+
+  it('bounds a format before it runs: enum values, nesting, nodes, literal text; each refused fast with a 400 naming why', async () => {
+    const refuse = async (f: unknown, message: string) => {
+      const t0 = performance.now();
+      const err = await compileResponseFormat(f, vocab).then(() => null, (e: unknown) => e);
+      const ms = performance.now() - t0;
+      expect(err, message).toBeInstanceOf(OpenAIError);
+      expect((err as OpenAIError).message).toContain(message);
+      expect([(err as OpenAIError).status, (err as OpenAIError).param]).toEqual([400, 'response_format']);
+      // The refusal costs little whatever the size (the hostile review saw 16 s for a 10k enum).
+      expect(ms, message).toBeLessThan(1500);
+      // And the message quotes a bounded part of the format, not the whole.
+      expect((err as OpenAIError).message.length, message).toBeLessThan(800);
+    };
+    const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i.toString(36)}`);
+    for (const n of [10_000, 30_000, 100_000]) await refuse(format({ enum: words(n) }), `at most 1000 enum and const values in a schema`);
+    // Values spread over many properties count together.
+    const props = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`p${i}`, { enum: words(30) }]));
+    await refuse(format({ type: 'object', properties: props }), 'at most 1000 enum and const values');
+    // Nesting: 1,000 and 3,000 levels of properties are refused for their depth (not a stack overflow,
+    // not another reason); 20 levels compile.
+    const nest = (d: number): Schema => (d === 0 ? { type: 'string' } : { type: 'object', properties: { a: nest(d - 1) } });
+    for (const d of [1000, 3000]) await refuse(format(nest(d)), 'expected a format nested at most 64 deep');
+    await expect(compileResponseFormat(format(nest(20)), vocab)).resolves.toBeTypeOf('function');
+    // Long property names and values count their characters.
+    const long = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`${'k'.repeat(1000)}${i}`, { type: 'string' }]));
+    await refuse(format({ type: 'object', properties: long }), 'at most 120000 characters of property names and enum values');
+    // Many parts: 9,000 distinct string types in one anyOf.
+    await refuse(format({ anyOf: Array.from({ length: 9000 }, (_, i) => ({ type: 'string', maxLength: i + 1 })) }), 'a schema of at most 8192 parts');
   });
 });
