@@ -12,14 +12,23 @@ Loads the checkpoint on the GPU and serves it over HTTP with OpenAI's API:
 POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health.
 
 Options:
-  --port N         port to listen on (default 8000; 0 takes any free port)
-  --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
-  --dtype D        weights on the GPU: checkpoint (default), f32, f16, bf16, q8, q4
-  --max-queue N    requests waiting or running at most, past it 503 (default 256)
-  --kv-blocks N    blocks of the KV cache (default: the model's own choice)
-  --name ID        the model id clients send (default: the folder's or file's name)
-  --api-key KEY    ask clients for "Authorization: Bearer KEY" (default: no key)
-  -h, --help       this text
+  --port N          port to listen on (default 8000; 0 takes any free port)
+  --host ADDR       address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 for every
+                    interface: then set --api-key)
+  --dtype D         weights on the GPU: checkpoint (default), f32, f16, bf16, q8, q4
+  --max-queue N     requests waiting or running at most, past it 503 (default 256)
+  --kv-blocks N     blocks of the KV cache (default: the model's own choice)
+  --name ID         the model id clients send (default: the folder's or file's name, without its path)
+  --api-key KEY     ask clients for "Authorization: Bearer KEY" (default: no key)
+  --cors ORIGIN     let web pages of ORIGIN (e.g. http://localhost:5173, or * for any) call the server
+                    (default: off, so a page you visit cannot use your model)
+  --allowed-hosts H names a client may reach the server by, comma-separated (default: loopback names
+                    when bound to loopback, any otherwise)
+  --body-timeout S  seconds a client has to send its request body (default 30)
+  --stream-stall S  seconds a stream waits for a client that stopped reading before ending it (default 30)
+  --no-warmup       listen at once, without first running the common request shapes (their GPU
+                    pipelines then compile on the first requests, which wait for them)
+  -h, --help        this text
 
 In Node the GPU comes from the 'webgpu' package (dawn.node); Deno has its own.
 `;
@@ -44,6 +53,11 @@ export interface ServeArgs {
   kvBlocks?: number;
   name?: string;
   apiKey?: string;
+  cors?: string;
+  allowedHosts?: string[];
+  bodyTimeoutMs?: number;
+  streamStallMs?: number;
+  warmup: boolean;
 }
 
 const shown = (s: string | undefined): string => (s === undefined ? 'none' : `'${s}'`);
@@ -56,11 +70,12 @@ function integer(flag: string, v: string, min: number, max: number, what: string
 
 /** The arguments after `serve`; 'help' for -h/--help. Throws UsageError. */
 export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
-  const flags = ['--port', '--host', '--dtype', '--max-queue', '--kv-blocks', '--name', '--api-key'];
+  const flags = ['--port', '--host', '--dtype', '--max-queue', '--kv-blocks', '--name', '--api-key', '--cors', '--allowed-hosts', '--body-timeout', '--stream-stall'];
   const out: Partial<ServeArgs> = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '-h' || a === '--help') return 'help';
+    if (a === '--no-warmup' || a === '--warmup') { out.warmup = a === '--warmup'; continue; }
     if (!a.startsWith('-') || a === '-') {
       if (out.source !== undefined) throw new UsageError('<checkpoint>', 'one checkpoint folder or .gguf file', `a second one, ${shown(a)}`);
       out.source = a;
@@ -68,7 +83,7 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
     }
     const eq = a.indexOf('=');
     const flag = eq < 0 ? a : a.slice(0, eq);
-    if (!flags.includes(flag)) throw new UsageError(flag, `one of the options ${flags.join(', ')}, --help`, 'an unknown option');
+    if (!flags.includes(flag)) throw new UsageError(flag.slice(0, 64), `one of the options ${flags.join(', ')}, --no-warmup, --help`, 'an unknown option');
     let v: string | undefined;
     if (eq >= 0) v = a.slice(eq + 1);
     else {
@@ -80,7 +95,24 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
     if (v === undefined || v === '') throw new UsageError(flag, 'a value', 'none');
     switch (flag) {
       case '--port': out.port = integer(flag, v, 0, 65535, 'an integer from 0 to 65535 (0: any free port)'); break;
-      case '--host': out.host = v; break;
+      case '--host':
+        if (/^\d+\.\d+\.\d+\.\d+$/.test(v) ? !v.split('.').every((o) => Number(o) <= 255) : !/^(\[?[0-9a-fA-F:.]+\]?|[A-Za-z0-9.-]+)$/.test(v)) {
+          throw new UsageError(flag, 'an address (127.0.0.1, 0.0.0.0, ::) or a host name', shown(v));
+        }
+        out.host = v.replace(/^\[(.*)\]$/, '$1');
+        break;
+      case '--cors':
+        if (v !== '*' && !/^[a-z][a-z0-9+.-]*:\/\/[^\s/]+$/i.test(v)) throw new UsageError(flag, "an origin (scheme://host[:port], e.g. http://localhost:5173) or '*'", shown(v));
+        out.cors = v;
+        break;
+      case '--allowed-hosts': {
+        const hosts = v.split(',').map((h) => h.trim()).filter(Boolean);
+        if (!hosts.length || hosts.some((h) => /[\s/]/.test(h))) throw new UsageError(flag, "host names or addresses without ports, comma-separated (or '*')", shown(v));
+        out.allowedHosts = hosts;
+        break;
+      }
+      case '--body-timeout': out.bodyTimeoutMs = integer(flag, v, 1, 86400, 'a whole number of seconds from 1 to 86400') * 1000; break;
+      case '--stream-stall': out.streamStallMs = integer(flag, v, 1, 86400, 'a whole number of seconds from 1 to 86400') * 1000; break;
       case '--dtype':
         if (!(DTYPES as readonly string[]).includes(v)) throw new UsageError(flag, `one of ${DTYPES.join(', ')}`, shown(v));
         out.dtype = v as ServeArgs['dtype'];
@@ -92,7 +124,7 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
     }
   }
   if (out.source === undefined) throw new UsageError('<checkpoint>', 'a checkpoint folder or a .gguf file', 'none');
-  return { port: 8000, host: '127.0.0.1', ...out } as ServeArgs;
+  return { port: 8000, host: '127.0.0.1', warmup: true, ...out } as ServeArgs;
 }
 
 // ---------------------------------------------------------------------------------- the runtime
@@ -171,6 +203,12 @@ function host(): Host {
 
 const mb = (n: number): string => (n / 1e6).toFixed(1);
 
+/** The last part of a path or URL (a trailing slash dropped): 'model.gguf', 'Llama-3.2-1B'. */
+export function sourceName(source: string): string {
+  const parts = source.replace(/[?#].*$/, '').split(/[\\/]/).filter(Boolean);
+  return parts[parts.length - 1] ?? source;
+}
+
 /**
  * Runs `webinfer serve` with the arguments after `serve`; resolves with the exit code once the server has
  * stopped (0 after SIGINT/SIGTERM, 1 when loading or listening failed, 2 for a bad command line).
@@ -201,7 +239,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     const o: LoadModelOptions = { ...ckpt, onProgress: progress(h, ckpt.name) };
     if (args.dtype) o.dtype = args.dtype;
     if (args.kvBlocks) o.kvCache = { numBlocks: args.kvBlocks };
-    if (args.name) o.name = args.name;
+    // The id clients send: the name given, else the file's or folder's own name, never its path (a
+    // path tells every client where the user keeps their files).
+    o.name = args.name ?? sourceName(args.source);
     const t0 = Date.now();
     model = await engine.loadModel(o);
     err(`loaded ${ckpt.name} in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${mb(model.weightBytes)} MB of weights on the GPU\n`);
@@ -228,6 +268,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     server = await serve(model, {
       port: args.port, hostname: args.host, signal: stop.signal, log: (line) => err(`${line}\n`),
       ...(args.maxQueue ? { maxQueue: args.maxQueue } : {}), ...(args.apiKey ? { apiKey: args.apiKey } : {}),
+      ...(args.cors ? { cors: args.cors } : {}), ...(args.allowedHosts ? { allowedHosts: args.allowedHosts } : {}),
+      ...(args.bodyTimeoutMs ? { bodyTimeoutMs: args.bodyTimeoutMs } : {}), ...(args.streamStallMs ? { streamStallMs: args.streamStallMs } : {}),
     });
   } catch (e) {
     err(`${e instanceof Error ? e.message : String(e)}\n`);

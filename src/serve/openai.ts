@@ -57,6 +57,8 @@ const UNSUPPORTED: Record<string, string> = {
 
 type Json = Record<string, unknown>;
 
+/** Characters of one stop string at most: the output held back for a stop match is as long as it. */
+const MAX_STOP_CHARS = 1024;
 /** Tools one request may offer (OpenAI's limit). */
 const MAX_TOOLS = 128;
 /** Prompts longer than this (UTF-16 units) are tokenized prefix by prefix, the event loop free between
@@ -390,7 +392,9 @@ export class OpenAIServing {
     let stops: string[] = [];
     if (r.stop !== undefined && r.stop !== null) {
       const s = typeof r.stop === 'string' ? [r.stop] : r.stop;
-      if (!Array.isArray(s) || s.length > 16 || !s.every((x) => typeof x === 'string' && x.length > 0)) throw badRequest('stop', 'a non-empty string or up to 16 of them', r.stop);
+      if (!Array.isArray(s) || s.length > 16 || !s.every((x) => typeof x === 'string' && x.length > 0 && x.length <= MAX_STOP_CHARS)) {
+        throw badRequest('stop', `a non-empty string of at most ${MAX_STOP_CHARS} characters, or up to 16 of them`, r.stop);
+      }
       if (!this.tok) throw new OpenAIError('stop: stop strings need a tokenizer; use stop_token_ids', { param: 'stop' });
       stops = s as string[];
     }

@@ -6,6 +6,7 @@
 // (callbacks that throw or reject, aborts, destroy) after which the model still serves the goldens.
 import { rng } from '../../src/core/random';
 import { OpenAIError, type Model } from '../../src/index';
+import type { TokenConstraint } from '../../src/serve/engine';
 import { assert, defineCases, equalArrays, expectThrows, type TestCase } from './harness';
 import { golden, load, type GoldenModel } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
@@ -202,21 +203,42 @@ export const serveCases: TestCase[] = defineCases('serving', [
     },
   },
   {
-    name: 'faults: callbacks that throw or reject end only their own request, aborts free their blocks, destroy rejects saying so; the model still serves the goldens exactly',
+    name: 'faults: callbacks and constraints that throw or reject end only their own request, aborts free their blocks, destroy rejects saying so; the model still serves the goldens exactly',
     async run(ctx) {
       if (servedElsewhere(ctx, 'faults')) return;
       const g = await golden(ctx, 'qwen3-qknorm-tied');
       const model = await load(ctx.engine, g);
       const r = rng(7);
       try {
-        const kinds = ['throw', 'reject', 'abort', 'ok'] as const;
-        const runs = Array.from({ length: 12 }, (_, i) => {
-          const kind = kinds[Math.floor(r() * kinds.length)];
+        // A constraint is the request's own code too (a schema the vocabulary cannot spell made its
+        // mask throw inside the step loop, and every request in flight got the error): one that throws
+        // in its mask, its accept or its factory ends its own request only.
+        const kinds = ['throw', 'reject', 'abort', 'mask', 'accept', 'factory', 'ok', 'ok'] as const;
+        const V = model.vocabSize;
+        const faulty = (kind: string, i: number): TokenConstraint => {
+          let masks = 0;
+          return {
+            fillMask(mask) {
+              if (kind === 'mask' && ++masks >= 2) throw new Error(`constraint ${i}: its mask threw`);
+              mask.fill(0xffffffff);
+              if (V % 32) mask[mask.length - 1] = (1 << (V % 32)) - 1;
+            },
+            accept() {
+              if (kind === 'accept' && ++masks >= 2) throw new Error(`constraint ${i}: accept threw`);
+              return true;
+            },
+            done: false,
+          };
+        };
+        const runs = Array.from({ length: 16 }, (_, i) => {
+          const kind = i < kinds.length ? kinds[i] : kinds[Math.floor(r() * kinds.length)];
           const p = g.golden.prompts[i % 3];
           const ac = new AbortController();
           let n = 0;
+          const constrained = kind === 'mask' || kind === 'accept' || kind === 'factory';
           const h = model.engine.submit({
             prompt: Int32Array.from(p), maxTokens: 8, signal: ac.signal,
+            ...(constrained ? { constraint: () => { if (kind === 'factory') throw new Error(`constraint ${i}: its factory threw`); return faulty(kind, i); } } : {}),
             onTokens: (): void | Promise<void> => {
               if (++n < 2) return;
               if (kind === 'throw') throw new Error(`callback ${i} threw`);

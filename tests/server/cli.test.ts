@@ -4,15 +4,21 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseServeArgs, USAGE } from '../../src/serve/cli';
+import { parseServeArgs, sourceName, USAGE } from '../../src/serve/cli';
 
 const bin = join(dirname(fileURLToPath(import.meta.url)), '../../bin/webinfer.mjs');
 
 describe('webinfer serve: the command line', () => {
   it('parses the checkpoint and every option, in both --flag value and --flag=value forms', () => {
-    expect(parseServeArgs(['/m/llama'])).toEqual({ source: '/m/llama', port: 8000, host: '127.0.0.1' });
-    expect(parseServeArgs(['--port', '0', 'x.gguf', '--host=0.0.0.0', '--dtype', 'q4', '--max-queue=8', '--kv-blocks', '64', '--name', 'tiny', '--api-key', 'k']))
-      .toEqual({ source: 'x.gguf', port: 0, host: '0.0.0.0', dtype: 'q4', maxQueue: 8, kvBlocks: 64, name: 'tiny', apiKey: 'k' });
+    expect(parseServeArgs(['/m/llama'])).toEqual({ source: '/m/llama', port: 8000, host: '127.0.0.1', warmup: true });
+    expect(parseServeArgs(['--port', '0', 'x.gguf', '--host=0.0.0.0', '--dtype', 'q4', '--max-queue=8', '--kv-blocks', '64', '--name', 'tiny', '--api-key', 'k',
+      '--cors', 'http://localhost:5173', '--allowed-hosts=a.test,10.0.0.5', '--body-timeout', '5', '--stream-stall=7', '--no-warmup']))
+      .toEqual({ source: 'x.gguf', port: 0, host: '0.0.0.0', dtype: 'q4', maxQueue: 8, kvBlocks: 64, name: 'tiny', apiKey: 'k',
+        cors: 'http://localhost:5173', allowedHosts: ['a.test', '10.0.0.5'], bodyTimeoutMs: 5000, streamStallMs: 7000, warmup: false });
+    expect((parseServeArgs(['m', '--host', '[::1]']) as { host: string }).host).toBe('::1');
+    // The model id defaults to the file's or folder's name, never the path as typed.
+    expect([sourceName('/home/me/models/tiny-q4_k_m.gguf'), sourceName('./Llama-3.2-1B/'), sourceName('hf:org/repo'), sourceName('C:\\m\\x.gguf')])
+      .toEqual(['tiny-q4_k_m.gguf', 'Llama-3.2-1B', 'repo', 'x.gguf']);
     expect(parseServeArgs(['m', '--help'])).toBe('help');
     expect(USAGE).toContain('--kv-blocks');
   });
@@ -28,7 +34,12 @@ describe('webinfer serve: the command line', () => {
       [['m', '--dtype', 'int4'], "webinfer serve: --dtype: expected one of checkpoint, f32, f16, bf16, q8, q4, got 'int4'"],
       [['m', '--max-queue', '0'], "webinfer serve: --max-queue: expected a positive integer, got '0'"],
       [['m', '--kv-blocks=1.5'], "webinfer serve: --kv-blocks: expected a positive integer, got '1.5'"],
-      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --name, --api-key, --help, got an unknown option'],
+      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --name, --api-key, --cors, --allowed-hosts, --body-timeout, --stream-stall, --no-warmup, --help, got an unknown option'],
+      // A bad address is the host's problem, not the port's.
+      [['m', '--host', '256.1.1.1'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got '256.1.1.1'"],
+      [['m', '--host', 'a b'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got 'a b'"],
+      [['m', '--cors', 'localhost:5173/x'], "webinfer serve: --cors: expected an origin (scheme://host[:port], e.g. http://localhost:5173) or '*', got 'localhost:5173/x'"],
+      [['m', '--body-timeout', '0'], "webinfer serve: --body-timeout: expected a whole number of seconds from 1 to 86400, got '0'"],
     ];
     for (const [argv, message] of cases) expect(() => parseServeArgs(argv), argv.join(' ')).toThrow(message);
   });
