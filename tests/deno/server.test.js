@@ -29,6 +29,11 @@ function double() {
     if (!req.stream) return what === 'hang' ? aborted() : Promise.resolve({ object, echo: what });
     return (async function* () {
       yield { object: `${object}.chunk`, i: 0 };
+      // 'flood': 64 KiB chunks until the request is aborted (a client that stops reading fills its buffers).
+      for (let i = 1; what === 'flood' && !req.signal.aborted; i++) {
+        yield { object: `${object}.chunk`, i, big: 'x'.repeat(65536) };
+        await new Promise((r) => setTimeout(r, 0));
+      }
       if (what === 'hang') await aborted();
       if (what === 'fail') throw new Error('failed after the first chunk');
       yield { object: `${object}.chunk`, i: 1 };
@@ -144,6 +149,95 @@ async function statusOf(p) {
   }
 }
 
+/** Sends `request` on a fresh connection, optionally half-closing after it; reads until the server closes. */
+async function raw(port, request, { halfClose = false, ms = 10000 } = {}) {
+  const conn = await Deno.connect({ hostname: '127.0.0.1', port });
+  const enc = typeof request === 'string' ? new TextEncoder().encode(request) : request;
+  let error;
+  const timer = setTimeout(() => { try { conn.close(); } catch { /* closed */ } }, ms);
+  const chunks = [];
+  try {
+    for (let at = 0; at < enc.length;) at += await conn.write(enc.subarray(at));
+    if (halfClose) await conn.closeWrite();
+    const buf = new Uint8Array(65536);
+    for (;;) {
+      const n = await conn.read(buf);
+      if (n === null) break;
+      chunks.push(buf.slice(0, n));
+    }
+  } catch (e) {
+    error = e.name;
+  } finally {
+    clearTimeout(timer);
+    try { conn.close(); } catch { /* closed */ }
+  }
+  const text = new TextDecoder('latin1').decode(new Uint8Array(chunks.flatMap((c) => [...c])));
+  const finals = text.split(/(?=HTTP\/1\.1 \d{3})/).filter((r) => !/^HTTP\/1\.1 1\d\d/.test(r));
+  const last = finals[0] ?? '';
+  const split = last.indexOf('\r\n\r\n');
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(last)?.[1] ?? 0), head: split < 0 ? last : last.slice(0, split), body: split < 0 ? '' : last.slice(split + 4), error };
+}
+
+Deno.test({
+  name: 'webinfer serve (Deno.serve) against a hostile client: partial bodies outside the queue (408), unread streams ended, deep JSON 400, bounded errors, HEAD, half-close, 413 read back, Host checks, CORS off',
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const d = double();
+    const server = await serve(d, { port: 0, maxQueue: 2, bodyTimeoutMs: 400, streamStallMs: 300, maxBodyBytes: 1 << 20 });
+    const url = server.url;
+    const port = server.port;
+    const body = (prompt, extra = {}) => JSON.stringify({ model: 'double', prompt, ...extra });
+    const req = (b, headers = '') => `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${new TextEncoder().encode(b).length}\r\n${headers}\r\n${b}`;
+    try {
+      // Partial bodies: no queue slot while they dribble, 408 after the body timeout.
+      const partial = Array.from({ length: 4 }, () => raw(port, 'POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"model":', { ms: 2000 }));
+      await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 3; i++) eq((await post(`${url}/v1/completions`, body(`ok${i}`))).status, 200, `request ${i} beside stalled bodies`);
+      eq((await Promise.all(partial)).map((g) => g.status), [408, 408, 408, 408], 'stalled bodies');
+      // Deep JSON and big values: bounded 400s; a malformed escape: 400; CORS off by default.
+      const deep = await post(`${url}/v1/completions`, `{"model":"double","prompt":"x","stop":${'['.repeat(100000)}${']'.repeat(100000)}}`);
+      eq(deep.status, 400, '100k-deep array');
+      eq((await deep.json()).error.code, 'too_deep', '100k-deep array code');
+      const big = await post(`${url}/v1/completions`, { model: 'm'.repeat(900000), prompt: 'x' });
+      eq(big.status, 404, '900 kB model id');
+      assert((await big.text()).length < 2000, 'a 900 kB id is quoted, not echoed');
+      eq((await fetch(`${url}/v1/models/%E0%A4%A`)).status, 400, 'malformed escape');
+      const models = await fetch(`${url}/v1/models`);
+      eq(models.headers.get('access-control-allow-origin'), null, 'no CORS header by default');
+      await models.body?.cancel();
+      // HEAD, Host.
+      const head = await fetch(`${url}/health`, { method: 'HEAD' });
+      eq([head.status, await head.text()], [200, ''], 'HEAD /health');
+      eq((await raw(port, `GET /health HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n`)).status, 403, 'a rebinding Host');
+      // Half-close: the reply still comes.
+      const half = await raw(port, req(body('half'), 'Connection: close\r\n'), { halfClose: true });
+      eq([half.status, half.error], [200, undefined], 'a half-closed client');
+      // A body past the cap is read back as 413.
+      const over = await raw(port, req(body('x'.repeat(3 << 20)), 'Connection: close\r\n'), { ms: 3000 });
+      eq([over.status, over.error], [413, undefined], 'a body past the cap');
+      // A stream whose client never reads is ended after streamStallMs, its request cancelled.
+      const idle = await Deno.connect({ hostname: '127.0.0.1', port });
+      await idle.write(new TextEncoder().encode(req(body('flood', { stream: true }))));
+      await until(() => d.aborted.includes('flood'), 'the unread stream to be ended');
+      idle.close();
+      // A stream whose client goes away is cancelled.
+      const conn = await Deno.connect({ hostname: '127.0.0.1', port });
+      const flood = new TextEncoder().encode(req(body('hang', { stream: true })));
+      await conn.write(flood);
+      await until(() => d.started.includes('hang'), 'the unread stream to start');
+      conn.close();
+      await until(() => d.aborted.includes('hang'), 'the closed stream to be cancelled');
+      // Listen errors name the host.
+      let msg = '';
+      try { await serve(d, { port: 0, hostname: 'no-such-host.invalid' }); } catch (e) { msg = e.message; }
+      assert(msg.includes("serve: hostname: expected an address of this machine or a name that resolves to one, got 'no-such-host.invalid'"), `listen error: ${msg}`);
+    } finally {
+      await server.close();
+    }
+  },
+});
+
 Deno.test({
   name: "webinfer serve (deno run dist/serve.js): the llama-gqa golden through the openai client: concurrent streamed and whole completions give HF's greedy tokens, cached prefix, cancel mid-stream, errors, SIGINT stops",
   sanitizeOps: false,
@@ -200,6 +294,17 @@ Deno.test({
       eq(await statusOf(client.completions.create({ model: 'gpt-4o', prompt: [1, 2] })), 404, 'unknown model');
       eq(await statusOf(client.completions.create({ model: ID, prompt: [1, 2], temperature: -1 })), 400, 'bad parameter');
       eq(await statusOf(client.completions.create({ model: ID, prompt: Array.from({ length: 600 }, (_, i) => i % 256) })), 413, 'over-long prompt');
+      // Hostile requests (issue 40): each is its own 4xx, and requests beside them keep HF's tokens.
+      const beside = golden.prompts.map((prompt) => greedyIds(client, prompt, false));
+      const schema = { type: 'object', properties: { city: { enum: ['日本語🙂'] } }, required: ['city'] };
+      eq(await statusOf(client.chat.completions.create({ model: ID, messages: [{ role: 'user', content: 'x' }], max_tokens: 8, response_format: { type: 'json_schema', json_schema: { name: 'c', schema } } })), 400, 'an unspellable enum');
+      const t0 = performance.now();
+      eq(await statusOf(client.completions.create({ model: ID, prompt: 'the quick brown fox '.repeat(786432), max_tokens: 1 })), 413, 'a 15 MiB prompt');
+      assert(performance.now() - t0 < 10000, `a 15 MiB prompt took ${performance.now() - t0} ms to refuse`);
+      const proto = await fetch(`${url}/v1/completions`, { method: 'POST', body: `{"model":"${ID}","prompt":[1,2],"__proto__":{"x":1}}` });
+      eq([proto.status, (await proto.json()).error.code], [400, 'unknown_parameter'], '__proto__ field');
+      eq(await statusOf(client.completions.create({ model: ID, prompt: [1, 2], max_tokens: 1, user: 5 })), 400, 'user: 5');
+      for (const [i, r] of (await Promise.all(beside)).entries()) eq(r.ids, golden.greedy[i], `prompt ${i} beside the hostile requests`);
 
       child.kill('SIGINT');
       eq((await status).code, 0, `exit code after SIGINT (stderr:\n${err})`);
