@@ -462,14 +462,24 @@ export class OpenAIServing {
     const slack = Math.ceil(tok.maxTokenBytes / 3) + 2;
     for (let n = PROBE_CHARS; n < text.length; n *= 4) {
       await nextTick();
-      const got = tok.encode(text.slice(0, n), { addSpecialTokens }).length;
+      let got: number;
+      try {
+        got = tok.encode(text.slice(0, n), { addSpecialTokens }).length;
+      } catch {
+        break; // a cut that splits what the tokenizer needs whole: the whole text decides below
+      }
       if (got - slack > limit) {
         throw new OpenAIError(`${param}: the prompt has more than ${got - slack} tokens in its first ${n} characters (of ${text.length}); this model serves at most ${limit - 1} prompt tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,
           { status: 413, param, code: 'context_length_exceeded' });
       }
     }
     if (text.length > PROBE_CHARS) await nextTick();
-    return tok.encode(text, { addSpecialTokens });
+    try {
+      return tok.encode(text, { addSpecialTokens });
+    } catch (e) {
+      // The tokenizer's failure on this text is this request's, not the server's.
+      throw new OpenAIError(`${param}: the tokenizer could not encode the text: ${e instanceof Error ? e.message.slice(0, 200) : String(e).slice(0, 200)}`, { param, code: 'tokenizer_error' });
+    }
   }
 
   /** The grammar library's view of the vocabulary, made once per model (it caches on it). */
