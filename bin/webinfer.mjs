@@ -18,6 +18,22 @@ if (command !== 'serve') {
   process.stderr.write(`webinfer: command: expected one of serve, got '${command}'\n\n${USAGE}`);
   process.exit(2);
 }
+// Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid or not set" when the variable names no
+// usable folder (a container, a CI job, `su`): give the process a private one so they stay quiet.
+{
+  const { existsSync, mkdirSync, statSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const dir = process.env.XDG_RUNTIME_DIR;
+  let ok = false;
+  try { ok = !!dir && statSync(dir).isDirectory(); } catch { ok = false; }
+  if (!ok) {
+    const mine = `${tmpdir()}/webinfer-runtime-${process.getuid?.() ?? 'user'}`;
+    try {
+      if (!existsSync(mine)) mkdirSync(mine, { mode: 0o700 });
+      process.env.XDG_RUNTIME_DIR = mine;
+    } catch { /* the drivers' notice is harmless */ }
+  }
+}
 let cli;
 try {
   cli = await import('../dist/serve.js');

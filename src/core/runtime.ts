@@ -40,6 +40,34 @@ export interface AdapterSummary {
 const SOFTWARE_NAMES = /swiftshader|llvmpipe|lavapipe|software|microsoft basic render/i;
 
 /**
+ * What to install or set for an adapter, for the platform this runs on: a machine without a GPU can
+ * still run WebGPU on the CPU through a software Vulkan driver (slowly, but everything works).
+ */
+export function noAdapterHint(): string {
+  const g = globalThis as { process?: { versions?: { node?: string }; platform?: string; env?: Record<string, string | undefined> }; Deno?: { build: { os: string } }; navigator?: { userAgent?: string } };
+  const deno = g.Deno;
+  const node = g.process?.versions?.node !== undefined && !deno;
+  const os = deno ? deno.build.os : node ? g.process!.platform : null;
+  if (os === null) {
+    const ua = g.navigator?.userAgent ?? '';
+    return /Firefox/.test(ua)
+      ? 'In Firefox, WebGPU needs version 141 or later on Windows (other platforms: about:config, dom.webgpu.enabled); check about:support for "WebGPU".'
+      : 'In Chrome or Edge, check chrome://gpu for "WebGPU: Hardware accelerated"; without a GPU, start the browser with --enable-unsafe-swiftshader (Chrome 134+) or a software Vulkan driver.';
+  }
+  const env = node ? g.process!.env ?? {} : {};
+  const set = env.VK_ICD_FILENAMES ?? env.VK_DRIVER_FILES;
+  if (os === 'linux') {
+    return (set ? `VK_ICD_FILENAMES is set to ${set}: check that this driver file exists and loads (vulkaninfo --summary). ` : '')
+      + "Install a GPU driver with Vulkan, or run on the CPU with Mesa's lavapipe: on Debian or Ubuntu `apt-get install mesa-vulkan-drivers`, then "
+      + `${node ? "run with VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json (Dawn in Node takes Mesa 24 or later: on Debian 12 take the package from bookworm-backports; or Chromium's SwiftShader, VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json after apt-get install chromium)" : 'Deno finds it by itself'}. `
+      + '`webinfer serve` and `npm start` try these software drivers on their own.';
+  }
+  if (os === 'darwin') return 'On macOS, WebGPU runs on Metal: a Mac from 2016 or later with macOS 13+ has an adapter; in a VM or over SSH without a GPU session there is none.';
+  if (os === 'windows' || os === 'win32') return "On Windows, WebGPU runs on Direct3D 12 (or Vulkan): update the GPU driver; without a GPU, Windows' WARP adapter needs the D3D12 runtime of Windows 10 or later.";
+  return "Install a GPU driver with Vulkan, or a software Vulkan driver (Mesa's lavapipe) and point VK_ICD_FILENAMES at its ICD file.";
+}
+
+/**
  * The device an engine runs on: navigator.gpu's (browser, Deno), the given GPU's (Node: `create([])`
  * from 'webgpu'), or the given device. Requests the adapter's own limits and optional features.
  */
@@ -56,7 +84,7 @@ export async function acquireDevice(opts: EngineOptions): Promise<{ device: GPUD
         + "`create([])` from the 'webgpu' package in Node), got none: this runtime has no WebGPU");
     }
     const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
-    if (!adapter) throw new WebinferError('createEngine: no WebGPU adapter is available (requestAdapter returned null)');
+    if (!adapter) throw new WebinferError(`createEngine: no WebGPU adapter is available (requestAdapter returned null). ${noAdapterHint()}`);
     gpuRef = gpu;
     adapterRef = adapter;
     info = adapter.info;

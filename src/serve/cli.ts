@@ -137,6 +137,20 @@ interface Host {
   onSignal(f: (name: string) => void): void;
   exit(code: number): never;
   gpu(): Promise<GPU>;
+  /**
+   * With no adapter from the system's drivers: runs this same command again with a software Vulkan
+   * driver (Mesa's lavapipe, else Chromium's SwiftShader), since the Vulkan loader reads
+   * VK_ICD_FILENAMES once per process. Resolves with that run's exit code, or null when there is no
+   * driver to try (or one was tried already).
+   */
+  rerunOnSoftware?(say: (line: string) => void): Promise<number | null>;
+}
+
+/** Software Vulkan drivers to try, best first: Mesa 25 lavapipe as .ci/install.sh unpacks it in a
+ *  checkout, then Chromium's SwiftShader. (A system lavapipe in /usr/share/vulkan/icd.d is one the
+ *  loader has already offered: Dawn takes Mesa 24 and later, and refuses Debian 12's Mesa 22.) */
+function softwareDrivers(packageRoot: string, exists: (p: string) => boolean): string[] {
+  return [`${packageRoot}/.cache/lavapipe25/lvp_icd.json`, '/usr/lib/chromium/vk_swiftshader_icd.json'].filter(exists);
 }
 
 interface DenoHost {
@@ -185,6 +199,28 @@ function host(): Host {
       proc.on('SIGTERM', () => f('SIGTERM'));
     },
     exit: (c) => proc.exit(c),
+    async rerunOnSoftware(say) {
+      const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process!.env;
+      if (env.VK_ICD_FILENAMES || env.VK_DRIVER_FILES || env.WEBINFER_SOFTWARE_ADAPTER) return null;
+      const fs = 'node:fs', cp = 'node:child_process';
+      const { existsSync } = (await import(/* @vite-ignore */ fs)) as { existsSync(p: string): boolean };
+      const { spawn } = (await import(/* @vite-ignore */ cp)) as { spawn(cmd: string, args: string[], o: object): { on(e: 'exit', f: (code: number | null) => void): void; kill(sig: string): void } };
+      // dist/serve.js's folder's parent (written without `new URL('..', import.meta.url)`, which the
+      // bundler would take for an asset to inline).
+      const here = decodeURIComponent(String(import.meta.url).replace(/^file:\/\//, ''));
+      const root = here.split('/').slice(0, -2).join('/');
+      const drivers = softwareDrivers(root, existsSync);
+      if (!drivers.length) return null;
+      const driver = drivers[0]!;
+      say(`no adapter from the system's Vulkan drivers: running on the CPU with the software driver ${driver} (slow; set VK_ICD_FILENAMES to choose another)\n`);
+      const p = (globalThis as { process?: { execPath: string; argv: string[]; on(sig: string, f: () => void): void } }).process!;
+      // In a process group of its own, so that each signal reaches it once: this process passes on the
+      // terminal's Ctrl-C and any SIGINT or SIGTERM sent to it.
+      const child = spawn(p.execPath, p.argv.slice(1), { stdio: 'inherit', detached: true, env: { ...env, VK_ICD_FILENAMES: driver, WEBINFER_SOFTWARE_ADAPTER: driver } });
+      p.on('SIGTERM', () => child.kill('SIGTERM'));
+      p.on('SIGINT', () => child.kill('SIGINT'));
+      return new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+    },
     async gpu() {
       // dawn.node: not a dependency of the library (a page never needs it), loaded only here.
       const specifier = 'webgpu';
@@ -232,7 +268,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   let engine: Engine | undefined;
   let model: Model | undefined;
   try {
-    engine = await createEngine({ gpu: await h.gpu(), powerPreference: 'high-performance' });
+    try {
+      engine = await createEngine({ gpu: await h.gpu(), powerPreference: 'high-performance' });
+    } catch (e) {
+      if (!(e instanceof WebinferError && /no WebGPU adapter/.test(e.message)) || !h.rerunOnSoftware) throw e;
+      const code = await h.rerunOnSoftware(err);
+      if (code === null) throw e;
+      return code;
+    }
     const a = engine.adapter;
     err(`adapter: ${[a.vendor, a.architecture, a.description].filter(Boolean).join(' / ') || 'unknown'}${a.software ? ' (software: slow)' : ''}\n`);
     const ckpt = await loadCheckpoint(args.source);

@@ -1,6 +1,6 @@
 // The command line of `webinfer serve`: its arguments (each bad one named with what was expected and
 // what came) and bin/webinfer.mjs's dispatch. CPU only; the command serving a model is server.test.ts.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -58,4 +58,39 @@ describe('webinfer serve: the command line', () => {
     expect(bad.stderr).toContain("webinfer serve: --dtype: expected one of checkpoint, f32, f16, bf16, q8, q4, got 'int4'");
     expect(bad.status).toBe(2);
   });
+
+  it('with no adapter named and no GPU, `webinfer serve` finds a software driver and says which, or fails saying what to install (Node)', async () => {
+    // As a new user runs it: no VK_ICD_FILENAMES, no XDG_RUNTIME_DIR. Needs dist/serve.js (npm run build).
+    const env = { ...process.env };
+    delete env.VK_ICD_FILENAMES;
+    delete env.VK_DRIVER_FILES;
+    delete env.XDG_RUNTIME_DIR;
+    delete env.WEBINFER_SOFTWARE_ADAPTER;
+    const golden = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens/llama-gqa');
+    const child = spawn(process.execPath, [bin, 'serve', golden, '--port', '0', '--no-warmup'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    let code: number | null | undefined;
+    void exited.then((c) => (code = c));
+    for (let t = 0; t < 1200 && code === undefined && !/serving 'llama-gqa' on/.test(out); t++) await new Promise((r) => setTimeout(r, 100));
+    if (code === undefined) {
+      // It serves: on this machine's GPU, or on a software driver it names.
+      expect(out).toMatch(/serving 'llama-gqa' on http:\/\/127\.0\.0\.1:\d+/);
+      expect(err).toMatch(/adapter: /);
+      if (/software: slow/.test(err) && !/VK_ICD_FILENAMES/.test(JSON.stringify(process.env.VK_ICD_FILENAMES ?? ''))) {
+        expect(err).toMatch(/running on the CPU with the software driver \S+|adapter: .*software/);
+      }
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+    } else {
+      expect(code).toBe(1);
+      expect(err).toContain('no WebGPU adapter is available');
+      expect(err).toContain('apt-get install mesa-vulkan-drivers');
+    }
+    // Mesa's notice about XDG_RUNTIME_DIR is ours to silence.
+    expect(err).not.toContain('XDG_RUNTIME_DIR is invalid');
+  }, 150_000);
 });
