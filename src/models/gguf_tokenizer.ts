@@ -5,9 +5,13 @@
 //   `tokenizer.ggml.pre` as llama.cpp's llama-vocab.cpp chooses it, written in the form the models'
 //   own tokenizer.json files use (a Sequence of isolating Splits, then ByteLevel without its regex).
 //   CONTROL tokens become special added tokens, USER_DEFINED ones plain added tokens, as they were.
-// - `llama`: SentencePiece BPE (tokens, scores, token types, <0xXX> byte tokens), built the way
-//   transformers' convert_slow_tokenizer.py LlamaConverter builds it: merges ranked by the merged
-//   piece's score, byte fallback, a normalizer that prepends '▁' and turns spaces into '▁'.
+// - `llama`: SentencePiece BPE (tokens, scores, token types, <0xXX> byte tokens), in the shape
+//   transformers' LlamaTokenizer gives it today: byte fallback, no normalizer, a Metaspace
+//   pre-tokenizer (spaces to '▁', one '▁' before the text unless it starts with a space, none after
+//   a special token), the file's merges where it has them, else merges ranked by the merged piece's
+//   score and then its id. No GGUF says whether its tokenizer.json was 'legacy' (a normalizer that
+//   prepends '▁' to every segment, as llama.cpp does); the current shape is the one transformers 5's
+//   LlamaTokenizer builds (legacy=False), and the legacy one turns n leading spaces into n + 1 '▁'.
 //
 // add_bos/add_eos (from the metadata, else llama.cpp's default for the vocabulary) become a
 // TemplateProcessing post-processor, so `encode(text)` adds BOS exactly when llama.cpp would.
@@ -215,6 +219,16 @@ function templateProcessing(tokens: string[], bos: number | undefined, eos: numb
   };
 }
 
+/** `tokenizer.ggml.merges` as pairs. */
+function fileMerges(m: Keys): [string, string][] {
+  return m.strings('tokenizer.ggml.merges').map((s) => {
+    // llama.cpp splits at the first space after the first character.
+    const at = s.indexOf(' ', 1);
+    check(at > 0, OP, m.where('tokenizer.ggml.merges'), "entries 'left right'", s);
+    return [s.slice(0, at), s.slice(at + 1)];
+  });
+}
+
 /** Byte-level BPE (tokenizer.ggml.model 'gpt2'). */
 function gpt2Tokenizer(m: Keys, tokens: string[], types: (id: number) => number, post: object | null, pre: PreTokenizer): object {
   const vocab: Record<string, number> = {};
@@ -226,12 +240,7 @@ function gpt2Tokenizer(m: Keys, tokens: string[], types: (id: number) => number,
     if (type === TokenType.CONTROL || type === TokenType.USER_DEFINED) addedTokens.push(added(id, t, type === TokenType.CONTROL));
     else vocab[t] = id;
   });
-  const merges = m.strings('tokenizer.ggml.merges').map((s) => {
-    // llama.cpp splits at the first space after the first character.
-    const at = s.indexOf(' ', 1);
-    check(at > 0, OP, m.where('tokenizer.ggml.merges'), "entries 'left right'", s);
-    return [s.slice(0, at), s.slice(at + 1)];
-  });
+  const merges = fileMerges(m);
   return {
     version: '1.0',
     truncation: null,
@@ -262,44 +271,38 @@ function gpt2Tokenizer(m: Keys, tokens: string[], types: (id: number) => number,
   };
 }
 
-/** Python's len(): code points. */
-const codePoints = (s: string) => Array.from(s).length;
-
 /**
- * Merges of a SentencePiece BPE vocabulary, as transformers' generate_merges derives them: every
- * split of a piece into two pieces of the vocabulary, ranked by the piece's score (highest first),
- * then by the lengths of the left and right parts (longest first), then by the parts' ids.
+ * Merges of a SentencePiece BPE vocabulary that has none written: every split of a piece into two
+ * pieces of the vocabulary, ranked by the piece's score (highest first), then by its id (lowest
+ * first), then by the length of the left part (shortest first). transformers derives them either by
+ * score (convert_slow_tokenizer's LlamaConverter, the tokenizer.json files of the Hub) or by id
+ * (transformers 5's SentencePieceExtractor, id then left length); a SentencePiece model numbers its
+ * pieces in score order, so the two agree there, and where a file's scores say nothing (llama.cpp's
+ * converter writes -1000 for every token of a model it read from tokenizer.json) the id decides.
+ * Where a string occurs twice, the later id is the one it maps to, as in a Python dict and llama.cpp.
  */
 export function spmMerges(tokens: readonly string[], scores: readonly number[]): [string, string][] {
   const ids = new Map<string, number>();
-  tokens.forEach((t, i) => {
-    if (!ids.has(t)) ids.set(t, i);
-  });
-  const all: { l: string; r: string; score: number; ll: number; rl: number }[] = [];
-  tokens.forEach((piece, i) => {
+  tokens.forEach((t, i) => ids.set(t, i));
+  const all: { l: string; r: string; score: number; id: number; ll: number }[] = [];
+  for (const [piece, id] of ids) {
     const cps = Array.from(piece);
-    const local: { l: string; r: string; li: number; ri: number }[] = [];
     for (let k = 1; k < cps.length; k++) {
       const l = cps.slice(0, k).join('');
       const r = cps.slice(k).join('');
-      const li = ids.get(l);
-      const ri = ids.get(r);
-      if (li !== undefined && ri !== undefined) local.push({ l, r, li, ri });
+      if (ids.has(l) && ids.has(r)) all.push({ l, r, score: scores[id]!, id, ll: k });
     }
-    local.sort((a, b) => a.li - b.li || a.ri - b.ri);
-    for (const x of local) all.push({ l: x.l, r: x.r, score: scores[i]!, ll: codePoints(x.l), rl: codePoints(x.r) });
-  });
-  // Array.prototype.sort is stable, as Python's sorted(reverse=True) is for equal keys.
-  all.sort((a, b) => b.score - a.score || b.ll - a.ll || b.rl - a.rl);
+  }
+  all.sort((a, b) => b.score - a.score || a.id - b.id || a.ll - b.ll);
   return all.map((x) => [x.l, x.r]);
 }
 
-/** SentencePiece BPE (tokenizer.ggml.model 'llama') as transformers' LlamaConverter builds it. */
-function spmTokenizer(m: Keys, tokens: string[], types: (id: number) => number, post: object | null, unk: number): object {
+/** SentencePiece BPE (tokenizer.ggml.model 'llama') in the shape transformers' LlamaTokenizer has. */
+function spmTokenizer(m: Keys, tokens: string[], types: (id: number) => number, post: object | null, unk: number | undefined): object {
   const scores = m.numbers('tokenizer.ggml.scores', tokens.length) ?? tokens.map(() => 0);
   const vocab: Record<string, number> = {};
   tokens.forEach((t, i) => {
-    if (!(t in vocab)) vocab[t] = i;
+    vocab[t] = i;
   });
   const addedTokens: AddedToken[] = [];
   tokens.forEach((t, id) => {
@@ -307,20 +310,17 @@ function spmTokenizer(m: Keys, tokens: string[], types: (id: number) => number, 
     if (type === TokenType.CONTROL || type === TokenType.UNKNOWN) addedTokens.push(added(id, t, true));
     else if (type === TokenType.USER_DEFINED) addedTokens.push(added(id, t, false));
   });
+  // llama.cpp's llm_tokenizer_spm merges by score alone; a file converted from a tokenizer.json may
+  // carry that file's own merges, which are then the ones HF applies.
+  const merges = m.get('tokenizer.ggml.merges') === undefined ? spmMerges(tokens, scores) : fileMerges(m);
   const addPrefix = m.bool('tokenizer.ggml.add_space_prefix') ?? true;
   return {
     version: '1.0',
     truncation: null,
     padding: null,
     added_tokens: addedTokens,
-    normalizer: {
-      type: 'Sequence',
-      normalizers: [
-        ...(addPrefix ? [{ type: 'Prepend', prepend: '▁' }] : []),
-        { type: 'Replace', pattern: { String: ' ' }, content: '▁' },
-      ],
-    },
-    pre_tokenizer: null,
+    normalizer: null,
+    pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: addPrefix ? 'first' : 'never', split: false },
     post_processor: post,
     decoder: {
       type: 'Sequence',
@@ -334,14 +334,14 @@ function spmTokenizer(m: Keys, tokens: string[], types: (id: number) => number, 
     model: {
       type: 'BPE',
       dropout: null,
-      unk_token: tokens[unk] ?? null,
+      unk_token: unk === undefined ? null : tokens[unk]!,
       continuing_subword_prefix: null,
       end_of_word_suffix: null,
       fuse_unk: true,
       byte_fallback: true,
       ignore_merges: false,
       vocab,
-      merges: spmMerges(tokens, scores),
+      merges,
     },
   };
 }
@@ -385,7 +385,7 @@ export function ggufTokenizer(metadata: Meta, o: { name?: string } = {}): GGUFTo
   const specials = new Set([bos, eos, pad, id('eot_token_id'), id('eom_token_id')]);
   const typeOf = (i: number) => tokenTypes?.[i] ?? (i === unk ? TokenType.UNKNOWN : specials.has(i) ? TokenType.CONTROL : TokenType.NORMAL);
   let tokenizer: object | undefined;
-  if (spm) tokenizer = spmTokenizer(m, tokens, typeOf, post, unk!);
+  if (spm) tokenizer = spmTokenizer(m, tokens, typeOf, post, unk);
   else if (pre) tokenizer = gpt2Tokenizer(m, tokens, typeOf, post, pre);
 
   const text = (i: number | undefined) => (i === undefined ? null : tokens[i]!);

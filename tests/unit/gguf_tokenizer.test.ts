@@ -29,6 +29,29 @@ const TEXTS = [
   '',
 ];
 
+/** Strings where GGUF-built SentencePiece tokenizers left HF's ids, and their neighbours. */
+const HARD_TEXTS = [
+  'The quick brown fox.',
+  'naïve café — 東京 😀',
+  '  spaces\tand\nlines  ',
+  'x=1; y = x**2 // ok',
+  ' leading space',
+  '    four leading spaces',
+  'trailing spaces   ',
+  'repeated     spaces  between   words',
+  ' ',
+  '   ',
+  '\t',
+  '\n',
+  'tabs\t\tand\n\nnewlines\r\n',
+  'emoji 😀🦙 👍🏽 😶‍🌫️',
+  '東京タワー 你好世界 안녕하세요',
+  'digits 0 12 345 6789 3.14159 1,000,000',
+  'punctuation!?.,;:()[]{}<>-_=+*/\\|@#$%^&~`\'"',
+  'x',
+  '',
+];
+
 describe('ggufTokenizer: the goldens encode and decode as their HF tokenizer.json', () => {
   it.each(GGUF_GOLDENS)('%s', async (folder) => {
     const g = await loadGGUF(join(goldensQuant, folder, 'model.gguf'));
@@ -42,7 +65,7 @@ describe('ggufTokenizer: the goldens encode and decode as their HF tokenizer.jso
     expect([...mine.get_added_tokens_decoder().keys()]).toEqual([...ref.get_added_tokens_decoder().keys()]);
 
     const special = [...ref.get_added_tokens_decoder().values()].map((t) => t.content);
-    const texts = [...TEXTS, `${special[0]}Hello${special[1]} world${special.at(-1)}\n`, special.join(' ')];
+    const texts = [...TEXTS, ...HARD_TEXTS, `${special[0]}Hello${special[1]} world${special.at(-1)}\n`, special.join(' ')];
     for (const text of texts) {
       const a = mine.encode(text, { add_special_tokens: false }).ids;
       const b = ref.encode(text, { add_special_tokens: false }).ids;
@@ -86,7 +109,7 @@ describe('ggufTokenizer: pre-tokenizers as llama.cpp chooses them', async () => 
   it.each(GGUF_PRE_TOKENIZERS)('%s compiles and round-trips every text', (pre) => {
     const t = ggufTokenizer(gpt2Meta(g.metadata, pre))!;
     const tok = new Tokenizer(t.tokenizer!, t.tokenizerConfig);
-    for (const text of TEXTS) {
+    for (const text of [...TEXTS, ...HARD_TEXTS]) {
       const ids = tok.encode(text, { add_special_tokens: false }).ids;
       if (ids.length) expect(tok.decode(ids, { clean_up_tokenization_spaces: false }), `${pre} ${JSON.stringify(text)}`).toBe(text);
     }
@@ -121,66 +144,137 @@ describe('ggufTokenizer: pre-tokenizers as llama.cpp chooses them', async () => 
 });
 
 // ---------------------------------------------------------------------------------------------
-// SentencePiece ('llama') vocabularies
+// SentencePiece ('llama') vocabularies, against the tokenizer.json HF builds for the same vocabulary
 
 const BYTE_TOKENS = Array.from({ length: 256 }, (_, i) => `<0x${i.toString(16).toUpperCase().padStart(2, '0')}>`);
+const SPECIALS = ['<unk>', '<s>', '</s>'];
+const FIRST_PIECE = SPECIALS.length + BYTE_TOKENS.length;
 
-/** A small SentencePiece BPE vocabulary trained on `corpus` (pieces reachable by merges; scores = -rank). */
-function trainSpm(corpus: string, merges: number): { tokens: string[]; scores: number[]; types: number[] } {
-  const words = corpus.split(/\s+/).filter(Boolean).map((w) => Array.from(`▁${w}`));
-  const pieces: string[] = [];
-  for (let m = 0; m < merges; m++) {
+/**
+ * Chunks of a line as SentencePiece sees them: spaces become '▁', a piece starts at a '▁', and a run
+ * of '▁' before a word leaves its last one to the word.
+ */
+const chunks = (line: string) => `▁${line.replace(/ /g, '▁')}`.match(/▁+(?=▁[^▁])|▁?[^▁]+|▁+/g) ?? [];
+
+/**
+ * A SentencePiece BPE vocabulary trained on `corpus` as SentencePiece lays one out: <unk> <s> </s>,
+ * the 256 byte pieces, the merged pieces in merge order, then the characters, most frequent first;
+ * scores 0 for the first 259 and minus the rank after. Returns the merges the training made too.
+ */
+function trainSpm(corpus: string, n: number, charsFirst = false): { tokens: string[]; scores: number[]; types: number[]; merges: [string, string][] } {
+  const words = corpus.split('\n').flatMap(chunks).map((w) => Array.from(w));
+  const merges: [string, string][] = [];
+  for (let m = 0; m < n; m++) {
     const counts = new Map<string, number>();
     for (const w of words) for (let i = 0; i + 1 < w.length; i++) {
       const k = `${w[i]}\u0000${w[i + 1]}`;
       counts.set(k, (counts.get(k) ?? 0) + 1);
     }
     let best = '';
-    let n = 0;
-    for (const [k, c] of counts) if (c > n) [best, n] = [k, c];
-    if (!n) break;
+    let most = 1;
+    for (const [k, c] of counts) if (c > most) [best, most] = [k, c];
+    if (!best) break;
     const [l, r] = best.split('\u0000') as [string, string];
-    pieces.push(l + r);
+    merges.push([l, r]);
     for (const w of words) for (let i = 0; i + 1 < w.length; i++) if (w[i] === l && w[i + 1] === r) w.splice(i, 2, l + r);
   }
-  const chars = [...new Set(Array.from(corpus.replace(/\s+/g, '▁')))].sort();
-  const tokens = ['<unk>', '<s>', '</s>', ...BYTE_TOKENS, ...pieces, ...chars.filter((c) => !pieces.includes(c))];
-  const types = tokens.map((t, i) => (i === 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1));
-  const scores = tokens.map((_, i) => (i < 259 ? 0 : -i));
-  return { tokens, scores, types };
+  const pieces = [...new Set(merges.map(([l, r]) => l + r))];
+  const freq = new Map<string, number>();
+  for (const c of Array.from(corpus.split('\n').flatMap(chunks).join(''))) freq.set(c, (freq.get(c) ?? 0) + 1);
+  const chars = [...freq.keys()].filter((c) => !pieces.includes(c)).sort((a, b) => freq.get(b)! - freq.get(a)! || (a < b ? -1 : 1));
+  // charsFirst: the layout of a tokenizers-trained tokenizer.json (the alphabet, then each merge's piece).
+  const tokens = [...SPECIALS, ...BYTE_TOKENS, ...(charsFirst ? [...chars.sort(), ...pieces] : [...pieces, ...chars])];
+  const types = tokens.map((_, i) => (i === 0 ? 2 : i < 3 ? 3 : i < FIRST_PIECE ? 6 : 1));
+  const scores = tokens.map((_, i) => (i < FIRST_PIECE ? 0 : -(i - FIRST_PIECE)));
+  return { tokens, scores, types, merges };
 }
 
-/** llama.cpp's SPM tokenizer: merge the best-scoring adjacent pair (leftmost on ties), bytes for the rest. */
-function referenceSpm(text: string, tokens: string[], scores: number[]): number[] {
-  const ids = new Map(tokens.map((t, i) => [t, i]));
-  const syms = Array.from(`▁${text.replace(/ /g, '▁')}`);
-  for (;;) {
-    let best = -1;
-    let bestScore = -Infinity;
-    for (let i = 0; i + 1 < syms.length; i++) {
-      const id = ids.get(syms[i]! + syms[i + 1]!);
-      if (id !== undefined && id >= 259 && scores[id]! > bestScore) [best, bestScore] = [i, scores[id]!];
+/**
+ * transformers' generate_merges, transcribed: every split of each piece into two pieces of the
+ * vocabulary; with scores (convert_slow_tokenizer, the Hub's files) ranked by score, then longer
+ * left and right parts; without (transformers 5's SentencePieceExtractor) by id, then shorter parts.
+ */
+function hfGenerateMerges(tokens: readonly string[], scores?: readonly number[]): [string, string][] {
+  const vocab = new Map(tokens.map((t, i) => [t, i]));
+  const all: [string, string, number][] = [];
+  tokens.forEach((piece, i) => {
+    const cps = Array.from(piece);
+    const local: [string, string, number][] = [];
+    for (let k = 1; k < cps.length; k++) {
+      const l = cps.slice(0, k).join('');
+      const r = cps.slice(k).join('');
+      if (vocab.has(l) && vocab.has(r)) local.push([l, r, scores ? scores[i]! : i]);
     }
-    if (best < 0) break;
-    syms.splice(best, 2, syms[best]! + syms[best + 1]!);
-  }
-  return syms.flatMap((s) => {
-    const id = ids.get(s);
-    if (id !== undefined && id >= 259) return [id];
-    return [...new TextEncoder().encode(s)].map((b) => 3 + b);
+    local.sort((a, b) => vocab.get(a[0])! - vocab.get(b[0])! || vocab.get(a[1])! - vocab.get(b[1])!);
+    all.push(...local);
   });
+  const len = (s: string) => Array.from(s).length;
+  const cmp = (a: [string, string, number], b: [string, string, number]) => a[2] - b[2] || len(a[0]) - len(b[0]) || len(a[1]) - len(b[1]);
+  // Python's sorted(reverse=True) keeps equal keys in their order, as a reversed comparator does.
+  all.sort(scores ? (a, b) => cmp(b, a) : cmp);
+  return all.map(([l, r]) => [l, r]);
 }
 
-const CORPUS = 'hello world the quick brown fox jumps over the lazy dog hello there world of words wonderful worlds ' +
-  'the theory of everything there is nothing here hello hello help helpful';
+type Prepend = 'first' | 'never' | 'legacy';
 
-function spmMeta(extra: [string, unknown][] = []): Map<string, unknown> {
-  const { tokens, scores, types } = trainSpm(CORPUS, 60);
+/** The tokenizer.json transformers' LlamaTokenizer(Fast) writes for a vocabulary and its merges. */
+function hfLlamaJson(tokens: readonly string[], merges: [string, string][], prepend: Prepend): object {
+  const special = SPECIALS.map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: special,
+    // Legacy: a normalizer that prepends '▁' to every text between special tokens.
+    normalizer: prepend === 'legacy' ? { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: '▁' }, { type: 'Replace', pattern: { String: ' ' }, content: '▁' }] } : null,
+    pre_tokenizer: prepend === 'legacy' ? null : { type: 'Metaspace', replacement: '▁', prepend_scheme: prepend, split: false },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '<s>', type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
+      special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] } },
+    },
+    decoder: {
+      type: 'Sequence',
+      decoders: [
+        { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+        { type: 'ByteFallback' },
+        { type: 'Fuse' },
+        ...(prepend === 'never' ? [] : [{ type: 'Strip', content: ' ', start: 1, stop: 0 }]),
+      ],
+    },
+    model: {
+      type: 'BPE', dropout: null, unk_token: '<unk>', continuing_subword_prefix: null, end_of_word_suffix: null,
+      fuse_unk: true, byte_fallback: true, ignore_merges: false, vocab: Object.fromEntries(tokens.map((t, i) => [t, i])), merges,
+    },
+  };
+}
+
+const HF_CONFIG = { bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', add_bos_token: true, add_eos_token: false, clean_up_tokenization_spaces: false };
+
+const CORPUS = [
+  'The quick brown fox jumps over the lazy dog.',
+  'the theory of everything: there is nothing here, hello hello help helpful',
+  'x = 1; y = x ** 2  # ok; z = y // 3',
+  'def f(x):',
+  '    return x + 1',
+  '        return [1, 2, 3]',
+  'naïve café, déjà vu; 東京 東京都 京都',
+  'numbers 10 100 1000 2024 3.14',
+  '  two leading spaces   and runs   of spaces',
+  'Hello World! Hello there, world of words and wonderful worlds.',
+].join('\n');
+
+const SPM = trainSpm(CORPUS, 300);
+/** The same training laid out as a tokenizers-trained tokenizer.json lays it out. */
+const HF_LAYOUT = trainSpm(CORPUS, 300, true);
+
+function spmMeta(extra: [string, unknown][] = [], scores: readonly number[] = SPM.scores, vocab = SPM): Map<string, unknown> {
   return new Map<string, unknown>([
     ['tokenizer.ggml.model', 'llama'],
-    ['tokenizer.ggml.tokens', tokens],
+    ['tokenizer.ggml.tokens', vocab.tokens],
     ['tokenizer.ggml.scores', scores],
-    ['tokenizer.ggml.token_type', types],
+    ['tokenizer.ggml.token_type', vocab.types],
     ['tokenizer.ggml.bos_token_id', 1],
     ['tokenizer.ggml.eos_token_id', 2],
     ['tokenizer.ggml.unknown_token_id', 0],
@@ -188,66 +282,132 @@ function spmMeta(extra: [string, unknown][] = []): Map<string, unknown> {
   ]);
 }
 
-describe('ggufTokenizer: SentencePiece (llama) vocabularies', () => {
-  const meta = spmMeta();
-  const tokens = meta.get('tokenizer.ggml.tokens') as string[];
-  const scores = meta.get('tokenizer.ggml.scores') as number[];
+const build = (meta: Map<string, unknown>) => {
   const t = ggufTokenizer(meta)!;
-  const tok = new Tokenizer(t.tokenizer!, t.tokenizerConfig);
+  return new Tokenizer(t.tokenizer!, t.tokenizerConfig);
+};
 
-  it('encodes as llama.cpp does, with byte fallback, and decodes back', () => {
-    const texts = ['hello world', 'the theory of everything', 'helpful wonderful worlds', 'hello  there', 'zebra qxj', 'héllo wörld 🦙', '12 + 34 = 46', 'tabs\tand\nnewlines\n', ' leading space'];
-    for (const text of texts) {
-      const ids = tok.encode(text, { add_special_tokens: false }).ids;
-      expect(ids, JSON.stringify(text)).toEqual(referenceSpm(text, tokens, scores));
-      expect(tok.decode(ids), JSON.stringify(text)).toBe(text);
+/** Every text, alone, after a special token, and with BOS: the same ids and the same decoding. */
+function expectSameAsHf(mine: Tokenizer, ref: Tokenizer, label: string) {
+  const texts = [...HARD_TEXTS, ...TEXTS, ...CORPUS.split('\n'), CORPUS, '<s>hello</s> world', 'a</s>  b<unk>'];
+  for (const text of texts) {
+    const what = `${label} ${JSON.stringify(text)}`;
+    const a = mine.encode(text, { add_special_tokens: false });
+    const b = ref.encode(text, { add_special_tokens: false });
+    expect(a.tokens, what).toEqual(b.tokens);
+    expect(a.ids, what).toEqual(b.ids);
+    expect(mine.encode(text).ids, what).toEqual(ref.encode(text).ids);
+    if (!a.ids.length) continue;
+    expect(mine.decode(a.ids), what).toBe(ref.decode(b.ids));
+    expect(mine.decode(mine.encode(text).ids, { skip_special_tokens: true }), what).toBe(ref.decode(ref.encode(text).ids, { skip_special_tokens: true }));
+  }
+}
+
+describe('ggufTokenizer: SentencePiece (llama) vocabularies encode as the tokenizer.json HF builds', () => {
+  const ref = new Tokenizer(hfLlamaJson(SPM.tokens, hfGenerateMerges(SPM.tokens), 'first'), HF_CONFIG);
+
+  it('the vocabulary is rich: merged pieces with ▁ runs, CJK and digits, and byte fallback for the rest', () => {
+    expect(SPM.tokens.length).toBeGreaterThan(350);
+    for (const p of ['▁▁', '▁▁▁▁', '▁the', '▁東京', '▁1']) expect(SPM.tokens, p).toContain(p);
+    expect(ref.encode('😀', { add_special_tokens: false }).tokens).toEqual(['▁', '<0xF0>', '<0x9F>', '<0x98>', '<0x80>']);
+    // transformers' two orders of derived merges tokenize this corpus alike (its scores follow its ids).
+    const byScore = new Tokenizer(hfLlamaJson(SPM.tokens, hfGenerateMerges(SPM.tokens, SPM.scores), 'first'), HF_CONFIG);
+    for (const text of [...HARD_TEXTS, ...CORPUS.split('\n')]) expect(byScore.encode(text).ids, text).toEqual(ref.encode(text).ids);
+  });
+
+  it('scores from a SentencePiece model (merges derived)', () => {
+    expectSameAsHf(build(spmMeta()), ref, 'scores');
+  });
+
+  it("scores llama.cpp's converter writes from a tokenizer.json (-1000 for every token): the ids rank the merges", () => {
+    expectSameAsHf(build(spmMeta([], SPM.tokens.map(() => -1000))), ref, '-1000');
+  });
+
+  it("merges written in the file are the ones applied (a tokenizer.json's own, not the vocabulary's derived)", () => {
+    const trained = new Tokenizer(hfLlamaJson(SPM.tokens, SPM.merges, 'first'), HF_CONFIG);
+    const meta = spmMeta([['tokenizer.ggml.merges', SPM.merges.map(([l, r]) => `${l} ${r}`)]], SPM.tokens.map(() => 0));
+    expectSameAsHf(build(meta), trained, 'merges');
+  });
+
+  it('a tokenizers-trained vocabulary (alphabet first) converted by llama.cpp (-1000 scores), with and without its merges', () => {
+    const minus1000 = HF_LAYOUT.tokens.map(() => -1000);
+    const derived = new Tokenizer(hfLlamaJson(HF_LAYOUT.tokens, hfGenerateMerges(HF_LAYOUT.tokens), 'first'), HF_CONFIG);
+    expectSameAsHf(build(spmMeta([], minus1000, HF_LAYOUT)), derived, 'alphabet first, derived');
+    const trained = new Tokenizer(hfLlamaJson(HF_LAYOUT.tokens, HF_LAYOUT.merges, 'first'), HF_CONFIG);
+    const withMerges = spmMeta([['tokenizer.ggml.merges', HF_LAYOUT.merges.map(([l, r]) => `${l} ${r}`)]], minus1000, HF_LAYOUT);
+    expectSameAsHf(build(withMerges), trained, 'alphabet first, merges');
+  });
+
+  it('without add_space_prefix no ▁ is prepended and decoding strips nothing', () => {
+    const never = new Tokenizer(hfLlamaJson(SPM.tokens, hfGenerateMerges(SPM.tokens), 'never'), HF_CONFIG);
+    const mine = build(spmMeta([['tokenizer.ggml.add_space_prefix', false]]));
+    expectSameAsHf(mine, never, 'no prefix');
+    expect(mine.encode('hello world', { add_special_tokens: false }).tokens[0]).not.toMatch(/^▁/);
+  });
+
+  it('leading spaces and special tokens: one ▁ before the text only, as HF (not the legacy normalizer, not llama.cpp)', () => {
+    const mine = build(spmMeta());
+    const tokens = (s: string) => mine.encode(s, { add_special_tokens: false }).tokens;
+    expect(tokens('  spaces').join('')).toBe('▁▁spaces');
+    expect(tokens('hello').join('')).toBe('▁hello');
+    expect(tokens('<s>hello').slice(1).join('')).toBe('hello');
+    const legacy = new Tokenizer(hfLlamaJson(SPM.tokens, hfGenerateMerges(SPM.tokens), 'legacy'), HF_CONFIG);
+    expect(legacy.encode('  spaces', { add_special_tokens: false }).tokens.join('')).toBe('▁▁▁spaces');
+  });
+
+  it('decodes back: ▁ to spaces, byte pieces fused into UTF-8, the one prepended space stripped', () => {
+    const mine = build(spmMeta());
+    for (const text of [...HARD_TEXTS, ...TEXTS]) {
+      const ids = mine.encode(text, { add_special_tokens: false }).ids;
+      if (!ids.length) continue;
+      // A leading space becomes the ▁ HF would have prepended, and decoding strips it.
+      expect(mine.decode(ids), JSON.stringify(text)).toBe(text.startsWith(' ') ? text.slice(1) : text);
     }
-    expect(tok.encode('hello world', { add_special_tokens: false }).tokens).toEqual(['▁hello', '▁world']);
-    expect(tok.encode('é', { add_special_tokens: false }).tokens).toEqual(['▁', '<0xC3>', '<0xA9>']);
+    expect(mine.encode('ß', { add_special_tokens: false }).tokens).toEqual(['▁', '<0xC3>', '<0x9F>']);
+    expect(mine.decode(mine.encode('naïve café — 東京 😀').ids, { skip_special_tokens: true })).toBe('naïve café — 東京 😀');
   });
 
   it('adds BOS by default (llama.cpp SPM), special tokens stay whole, the config names them', () => {
+    const tok = build(spmMeta());
     const ids = tok.encode('hello world').ids;
     expect(ids[0]).toBe(1);
     expect(ids.slice(1)).toEqual(tok.encode('hello world', { add_special_tokens: false }).ids);
-    expect(tok.encode('<s>hello</s>', { add_special_tokens: false }).ids).toEqual([1, ...referenceSpm('hello', tokens, scores), 2]);
+    expect(tok.encode('<s>hello</s>', { add_special_tokens: false }).ids).toEqual([1, ...ref.encode('<s>hello', { add_special_tokens: false }).ids.slice(1), 2]);
     expect(tok.decode(ids, { skip_special_tokens: true })).toBe('hello world');
-    expect(t.tokenizerConfig).toEqual({
+    expect(ggufTokenizer(spmMeta())!.tokenizerConfig).toEqual({
       bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', pad_token: null, add_bos_token: true, add_eos_token: false, clean_up_tokenization_spaces: false,
     });
-    const eos = ggufTokenizer(spmMeta([['tokenizer.ggml.add_bos_token', false], ['tokenizer.ggml.add_eos_token', true]]))!;
-    expect(new Tokenizer(eos.tokenizer!, eos.tokenizerConfig).encode('hello').ids).toEqual([...referenceSpm('hello', tokens, scores), 2]);
+    const eos = build(spmMeta([['tokenizer.ggml.add_bos_token', false], ['tokenizer.ggml.add_eos_token', true]]));
+    expect(eos.encode('hello').ids).toEqual([...ref.encode('hello', { add_special_tokens: false }).ids, 2]);
   });
 
   it('without token types, the special ids are the control tokens', () => {
     const m = spmMeta();
     m.delete('tokenizer.ggml.token_type');
     const nt = ggufTokenizer(m)!;
-    const added = (nt.tokenizer as { added_tokens: { id: number; special: boolean }[] }).added_tokens;
-    expect(added.map((a) => [a.id, a.special])).toEqual([[0, true], [1, true], [2, true]]);
-    const tk = new Tokenizer(nt.tokenizer!, nt.tokenizerConfig);
-    expect(tk.encode('<s>hello world').ids).toEqual(tok.encode('<s>hello world').ids);
+    const addedTokens = (nt.tokenizer as { added_tokens: { id: number; special: boolean }[] }).added_tokens;
+    expect(addedTokens.map((a) => [a.id, a.special])).toEqual([[0, true], [1, true], [2, true]]);
+    expect(new Tokenizer(nt.tokenizer!, nt.tokenizerConfig).encode('<s>hello world').ids).toEqual(build(spmMeta()).encode('<s>hello world').ids);
   });
 
-  it('without add_space_prefix no ▁ is prepended', () => {
-    const np = ggufTokenizer(spmMeta([['tokenizer.ggml.add_space_prefix', false]]))!;
-    const tk = new Tokenizer(np.tokenizer!, np.tokenizerConfig);
-    expect(tk.encode('hello world', { add_special_tokens: false }).tokens[0]).not.toBe('▁hello');
-    expect(tk.decode(tk.encode('hello world', { add_special_tokens: false }).ids)).toBe('hello world');
-  });
-
-  it('derives merges as transformers does: by score, then longer left and right parts, then ids', () => {
-    // ▁ab splits as ▁+ab and ▁a+b: equal score, the longer left part first.
+  it('derives merges by score, then the piece id, then the shorter left part', () => {
+    // ▁ab splits as ▁+ab and ▁a+b: the same piece, the shorter left part first.
     const toks = ['▁', 'a', 'b', 'ab', '▁a', '▁ab', 'c', 'bc', 'abc'];
     const sc = [0, 0, 0, -1, -2, -3, 0, -4, -5];
-    expect(spmMerges(toks, sc)).toEqual([
-      ['a', 'b'],
-      ['▁', 'a'],
-      ['▁a', 'b'],
-      ['▁', 'ab'],
-      ['b', 'c'],
-      ['ab', 'c'],
-      ['a', 'bc'],
-    ]);
+    const expected: [string, string][] = [['a', 'b'], ['▁', 'a'], ['▁', 'ab'], ['▁a', 'b'], ['b', 'c'], ['a', 'bc'], ['ab', 'c']];
+    expect(spmMerges(toks, sc)).toEqual(expected);
+    // Equal scores: the id decides, as transformers 5 ranks them.
+    expect(spmMerges(toks, toks.map(() => -1000))).toEqual(hfGenerateMerges(toks));
+  });
+
+  it('equal scores: an earlier piece is merged before a longer left part (ranked by length, "quick" lost "ui")', () => {
+    const tokens = [...SPECIALS, ...BYTE_TOKENS, '▁', 'q', 'u', 'i', 'c', 'k', '▁q', 'ui', '▁qu', 'ck', '▁quick'];
+    const types = tokens.map((_, i) => (i === 0 ? 2 : i < 3 ? 3 : i < FIRST_PIECE ? 6 : 1));
+    const meta = spmMeta([['tokenizer.ggml.tokens', tokens], ['tokenizer.ggml.token_type', types]], tokens.map(() => -1000));
+    const ref = new Tokenizer(hfLlamaJson(tokens, hfGenerateMerges(tokens), 'first'), HF_CONFIG);
+    for (const text of ['qui', 'quick', 'quick quick', ' qu']) {
+      expect(build(meta).encode(text).ids, text).toEqual(ref.encode(text).ids);
+    }
+    expect(build(meta).encode('qui', { add_special_tokens: false }).tokens).toEqual(['▁q', 'ui']);
   });
 });
