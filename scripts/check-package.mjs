@@ -9,7 +9,7 @@
 // Prints one line per check and `N passed, N failed` last; exits non-zero on any failure.
 // Run after `npm run build` (scripts/test-all.mjs builds first).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -71,6 +71,25 @@ if (!existsSync(join(root, 'dist/webinfer.js')) || !existsSync(join(root, 'dist/
     ]) scratchProject(name, compilerOptions, tarball);
     denoProject(tarball);
   }
+  freshClonePack();
+}
+
+/** `npm pack` in a fresh clone (no dist/): prepack builds, so the tarball holds the library, its types,
+ *  the CLI and its bin. The clone borrows this checkout's node_modules (the same lockfile). */
+function freshClonePack() {
+  const clone = join(work, 'clone');
+  const git = sh('git', ['clone', '--quiet', '--no-hardlinks', root, clone], work);
+  if (!git.ok) { report('fresh clone: git clone', git); return; }
+  symlinkSync(join(root, 'node_modules'), join(clone, 'node_modules'), 'dir');
+  const dest = join(work, 'clone-pack');
+  mkdirSync(dest, { recursive: true });
+  const pack = sh('npm', ['pack', '--pack-destination', dest, '--json'], clone);
+  let files = [];
+  try { files = JSON.parse(pack.out.slice(pack.out.indexOf('['))).flatMap((p) => p.files.map((f) => f.path)); } catch { /* reported below */ }
+  const need = ['dist/webinfer.js', 'dist/serve.js', 'dist/types/index.d.ts', 'bin/webinfer.mjs', 'README.md'];
+  const missing = need.filter((f) => !files.includes(f));
+  report(`fresh clone: npm pack builds first, and the tarball holds ${need.join(', ')}`,
+    { ok: pack.ok && missing.length === 0, out: `${missing.length ? `missing: ${missing.join(', ')}\n` : ''}${pack.out.slice(-2000)}` });
 }
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
@@ -117,4 +136,15 @@ function scratchProject(name, compilerOptions, tarball) {
   if (!tsc.ok) return;
   const icd = [LAVAPIPE25, SWIFTSHADER].find(existsSync);
   report(`${name}: node runs the compiled program`, sh(process.execPath, ['out/main.js'], dir, icd ? { VK_ICD_FILENAMES: icd } : {}));
+  if (name !== 'nodenext') return;
+  // The README's example as a user copies it into their project: HF's greedy tokens of the golden.
+  mkdirSync(join(dir, 'examples'), { recursive: true });
+  for (const f of ['hf-folder.mjs', '_engine.mjs']) copyFileSync(join(root, 'examples', f), join(dir, 'examples', f));
+  const golden = join(root, '../shared/goldens/llama-gqa');
+  if (!existsSync(golden)) { report(`${name}: examples/hf-folder.mjs on the llama-gqa golden`, { ok: false, out: `${golden} is missing (the shared folder beside the checkout)` }); return; }
+  const g = JSON.parse(readFileSync(join(golden, 'golden.json'), 'utf8'));
+  const ex = sh(process.execPath, ['examples/hf-folder.mjs', golden, g.prompts[0].join(',')], dir, icd ? { VK_ICD_FILENAMES: icd } : {});
+  const want = `prompt ${JSON.stringify(g.prompts[0])} -> ${JSON.stringify(g.greedy[0].slice(0, 8))}`;
+  report(`${name}: examples/hf-folder.mjs from the installed package gives HF's greedy tokens of the llama-gqa golden`,
+    { ok: ex.ok && ex.out.includes(want), out: `${ex.out}\nexpected a line: ${want}` });
 }

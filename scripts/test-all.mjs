@@ -4,6 +4,7 @@
 //   unit             vitest, pure CPU (converters, float64 reference)
 //   node-swiftshader vitest GPU cases through dawn.node on SwiftShader (no shader-f16, subgroups of 4)
 //   node-lavapipe    the same on Mesa 25 lavapipe (shader-f16, subgroups of 8), when .ci/install.sh fetched it
+//   examples         the README's examples/*.mjs run as users run them against the goldens, the page one in Chromium
 //   server           `webinfer serve` in Node: the HTTP transport against a double of the API, then a golden
 //                    model served (in process and by the CLI) and driven by the official openai client
 //   chromium         Playwright, the cases in a Chromium page on SwiftShader, against dist/webinfer.js
@@ -140,6 +141,18 @@ const suites = [
     },
   },
   {
+    name: 'examples',
+    async run(out) {
+      // The README's examples as users run them (node examples/<name>.mjs <model>), the page one in Chromium.
+      const icd = existsSync(LAVAPIPE25) ? LAVAPIPE25 : SWIFTSHADER;
+      if (!existsSync(icd)) return { passed: 0, failed: 1, why: `${SWIFTSHADER} missing: run .ci/install.sh` };
+      const file = join(results, 'examples.json');
+      await run(out, bin('vitest'), ['run', '-c', 'tests/examples/vitest.config.ts', '--reporter=default', '--reporter=json', `--outputFile.json=${file}`],
+        { VK_ICD_FILENAMES: icd, WEBINFER_RUNTIME: icd === LAVAPIPE25 ? 'node-lavapipe' : 'node-swiftshader' });
+      return vitestCounts(file);
+    },
+  },
+  {
     name: 'chromium',
     async run(out) {
       await run(out, bin('playwright'), ['test']);
@@ -188,7 +201,7 @@ const suites = [
 // The order suites start in when run side by side: the two long SwiftShader suites first, one on each
 // core, then the rest as cores come free (last run on two cores: node-swiftshader 1056 s, chromium
 // 800 s, firefox 288 s, demo 210 s, deno 85 s, node-lavapipe 63-152 s, the others under a minute).
-const START_ORDER = ['node-swiftshader', 'chromium', 'typecheck', 'unit', 'node-lavapipe', 'server', 'firefox', 'demo', 'deno', 'package'];
+const START_ORDER = ['node-swiftshader', 'chromium', 'typecheck', 'unit', 'node-lavapipe', 'server', 'examples', 'firefox', 'demo', 'deno', 'package'];
 
 if (!args.includes('--no-build')) {
   const b = await run({ write: (d) => process.stdout.write(d) }, 'npm', ['run', '--silent', 'build']);
