@@ -83,9 +83,11 @@ function freshClonePack() {
   symlinkSync(join(root, 'node_modules'), join(clone, 'node_modules'), 'dir');
   const dest = join(work, 'clone-pack');
   mkdirSync(dest, { recursive: true });
-  const pack = sh('npm', ['pack', '--pack-destination', dest, '--json'], clone);
+  const r = spawnSync('npm', ['pack', '--pack-destination', dest, '--json', '--foreground-scripts=false'], { cwd: clone, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  const pack = { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
   let files = [];
-  try { files = JSON.parse(pack.out.slice(pack.out.indexOf('['))).flatMap((p) => p.files.map((f) => f.path)); } catch { /* reported below */ }
+  // stdout: the prepack script's lines, then the JSON list.
+  try { files = JSON.parse(r.stdout.slice(r.stdout.search(/^\[/m))).flatMap((p) => p.files.map((f) => f.path)); } catch { /* reported below */ }
   const need = ['dist/webinfer.js', 'dist/serve.js', 'dist/types/index.d.ts', 'bin/webinfer.mjs', 'README.md'];
   const missing = need.filter((f) => !files.includes(f));
   report(`fresh clone: npm pack builds first, and the tarball holds ${need.join(', ')}`,
