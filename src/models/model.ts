@@ -129,8 +129,18 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   // Encoder-only and encoder-decoder models have their own loaders and model objects (API.md
   // "Encoders, encoder-decoders, speech"); they answer the decoder's calls with a clear error.
   const archs = (o.config as { architectures?: unknown } | undefined)?.architectures;
+  // Whisper's file handles go once the weights are on the GPU (or the load failed), as the encoders'
+  // and T5's do in their loaders: they were left to the garbage collector (Node's DEP0137 warning).
+  const closing = async (load: Promise<unknown>): Promise<Model> => {
+    try {
+      return await load as Model;
+    } finally {
+      const fs = (Array.isArray(o.weights) ? o.weights : [o.weights]) as { close?: () => Promise<void> }[];
+      await Promise.allSettled(fs.map((f) => f?.close?.()));
+    }
+  };
   if (isEncoderConfig(o.config)) return loadEncoderModel(rt, o) as Promise<unknown> as Promise<Model>;
-  if (Array.isArray(archs) && archs[0] === 'WhisperForConditionalGeneration') return loadWhisperModel(rt, o) as Promise<unknown> as Promise<Model>;
+  if (Array.isArray(archs) && archs[0] === 'WhisperForConditionalGeneration') return closing(loadWhisperModel(rt, o));
   if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5Model(rt, o) as Promise<unknown> as Promise<Model>;
   if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
   const gguf = isGGUFFile(o.weights) ? o.weights : null;
