@@ -17,6 +17,8 @@ export default defineConfig({
     emptyOutDir: false,
     sourcemap: true,
     minify: false,
+    // No PLUGIN_TIMINGS report: a slow machine's plugin times are not the user's business.
+    rolldownOptions: { checks: { bundlerTimings: false } },
     lib: { entry: 'src/index.ts', formats: ['es'], fileName: () => 'webinfer.js' },
   },
 });

@@ -13,6 +13,8 @@ export default defineConfig({
     emptyOutDir: false,
     sourcemap: true,
     minify: false,
+    // No PLUGIN_TIMINGS report: a slow machine's plugin times are not the user's business.
+    rolldownOptions: { checks: { bundlerTimings: false } },
     lib: { entry: 'src/serve/cli.ts', formats: ['es'], fileName: () => 'serve.js' },
     rollupOptions: { external: ['./webinfer.js'] },
   },
