@@ -1,6 +1,11 @@
 // Compute pipelines built from the WGSL itself: wgsl_reflect reads each entry point's bindings and the
 // layout of its uniform struct, so no binding table or uniform offset is kept by hand. Pipelines are
 // cached by (shader, entry point, override constants).
+//
+// get() compiles synchronously (a step is recorded synchronously), and the JS event loop waits for the
+// driver meanwhile: minutes of a first request on a software adapter. prepare() and a trace
+// (deferCompiles, then compileDeferred) compile with createComputePipelineAsync instead, for a warm-up
+// (src/serve/warmup.ts) to have every pipeline before requests come, with the event loop running.
 import { WgslReflect, ResourceType, type VariableInfo, type FunctionInfo } from 'wgsl_reflect';
 import { WebinferError } from './errors.js';
 import { unrollConstLoops } from './unroll.js';
@@ -59,6 +64,27 @@ export interface KernelSpec {
   readonly enables?: readonly string[];
   /** Write constant-trip loops out (src/core/unroll.ts) for this kernel whatever the runtime's setting. */
   readonly unroll?: boolean;
+}
+
+/** A kernel as get() and prepare() take it. */
+export interface KernelRequest {
+  readonly shader: string;
+  readonly entry: string;
+  readonly spec?: KernelSpec;
+}
+
+/** A kernel resolved up to its pipeline. */
+interface Described {
+  readonly key: string;
+  readonly kernel: Omit<Kernel, 'pipeline'>;
+  readonly parsed: ParsedShader;
+  readonly constants: Record<string, number>;
+}
+
+/** Resolves on a later turn of the event loop, after its timers and I/O (setImmediate in Node). */
+function nextTurn(): Promise<void> {
+  const g = globalThis as { setImmediate?: (f: () => void) => void };
+  return new Promise((resolve) => (g.setImmediate ? g.setImmediate(resolve) : setTimeout(resolve, 0)));
 }
 
 function constLiteral(v: number | boolean, type: string | undefined): string {
@@ -158,6 +184,13 @@ export class PipelineCache {
    *  caches can key on the layout object. */
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
   private checks = new Set<Promise<void>>();
+  /** The trace's kernels (deferCompiles), holding stand-in pipelines until compileDeferred. */
+  private deferred: Map<string, { kernel: Kernel; d: Described }> | null = null;
+  private readonly standIns = new Map<string, GPUComputePipeline>();
+  private readonly layoutIds = new Map<GPUBindGroupLayout, number>();
+  private standInModule: GPUShaderModule | null = null;
+  /** Every kernel get() handed out, as asked for (requests()). */
+  private readonly asked: KernelRequest[] = [];
 
   constructor(
     private readonly device: GPUDevice,
@@ -177,6 +210,7 @@ export class PipelineCache {
     for (const k of [...this.parsed.keys()]) if (k.startsWith(`${name}|`)) this.parsed.delete(k);
     for (const k of [...this.kernels.keys()]) if (k.startsWith(`${name}|`)) this.kernels.delete(k);
     for (const k of [...this.fastKeys.keys()]) if (k.startsWith(`${name}|`)) this.fastKeys.delete(k);
+    if (this.deferred) for (const k of [...this.deferred.keys()]) if (k.startsWith(`${name}|`)) this.deferred.delete(k);
   }
 
   private parse(program: string, consts: Readonly<Record<string, number | boolean | string>>, enables: readonly string[],
@@ -233,17 +267,40 @@ export class PipelineCache {
     if (spec.enables) fast += `|${spec.enables.join(',')}`;
     const seen = this.fastKeys.get(fast);
     if (seen) return seen;
-    const constants = spec.overrides ?? {};
-    const consts = spec.consts ?? {};
-    const enables = spec.enables ?? [];
-    const ckeys = Object.keys(constants).sort();
-    const key = `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(consts)}|${enables.join(',')}${unroll ? '|unrolled' : ''}`;
-    const hit = this.kernels.get(key);
+    const hit = this.kernels.get(this.keyOf(shader, entry, spec));
     if (hit) {
       this.fastKeys.set(fast, hit);
       return hit;
     }
+    const d = this.describe(shader, entry, spec);
+    let kernel: Kernel;
+    if (this.deferred) {
+      kernel = { ...d.kernel, pipeline: this.standIn(d.kernel.groups) };
+      this.deferred.set(d.key, { kernel, d });
+    } else {
+      kernel = { ...d.kernel, pipeline: this.compileSync(d) };
+    }
+    this.kernels.set(d.key, kernel);
+    this.fastKeys.set(fast, kernel);
+    this.asked.push({ shader, entry, spec: { ...spec, unroll } });
+    return kernel;
+  }
 
+  /** The canonical cache key, which equal specs share. */
+  private keyOf(shader: string, entry: string, spec: KernelSpec): string {
+    const constants = spec.overrides ?? {};
+    const ckeys = Object.keys(constants).sort();
+    return `${shader}|${entry}|${ckeys.map((k) => `${k}=${Number(constants[k])}`).join(',')}|${JSON.stringify(spec.consts ?? {})}|${(spec.enables ?? []).join(',')}${this.unrolls(spec) ? '|unrolled' : ''}`;
+  }
+
+  /** Everything of a kernel but its pipeline: parsed, reflected and checked, nothing compiled. */
+  private describe(shader: string, entry: string, spec: KernelSpec): Described {
+    const unroll = this.unrolls(spec);
+    const constants = spec.overrides ?? {};
+    const consts = spec.consts ?? {};
+    const enables = spec.enables ?? [];
+    const ckeys = Object.keys(constants).sort();
+    const key = this.keyOf(shader, entry, spec);
     const p = this.parse(shader, consts, enables, unroll);
     const fn: FunctionInfo | undefined = p.reflect.entry.compute.find((f) => f.name === entry);
     if (!fn) throw new WebinferError(`${shader}: no compute entry point '${entry}'`);
@@ -263,32 +320,172 @@ export class PipelineCache {
     const maxGroup = bindings.reduce((m, b) => Math.max(m, b.group), -1);
     const groups: GPUBindGroupLayout[] = [];
     for (let g = 0; g <= maxGroup; g++) groups.push(this.groupLayout(bindings.filter((b) => b.group === g)));
+    const kernel = { shader, entry, key, groups, bindings, uniform };
+    return { key, kernel, parsed: p, constants: Object.fromEntries(ckeys.map((k) => [k, Number(constants[k])])) };
+  }
 
+  /** The pipeline's descriptor, its shader module created on first use (inside the caller's error scope). */
+  private descriptor(d: Described): GPUComputePipelineDescriptor {
+    const p = d.parsed;
+    if (!p.module) p.module = this.device.createShaderModule({ label: d.kernel.shader, code: p.source });
+    return {
+      label: `${d.kernel.shader}:${d.kernel.entry}`,
+      layout: this.device.createPipelineLayout({ bindGroupLayouts: d.kernel.groups }),
+      compute: { module: p.module, entryPoint: d.kernel.entry, constants: d.constants },
+    };
+  }
+
+  /** The compile failure of a kernel as users read it: the WGSL messages mapped to their files. */
+  private async failure(d: Described, message: string): Promise<WebinferError> {
+    let detail = '';
+    try {
+      if (d.parsed.module) detail = formatCompilationMessages(d.kernel.shader, (await d.parsed.module.getCompilationInfo()).messages, d.parsed.lineMap);
+    } catch { /* the device may be gone; the message still says enough */ }
+    return new WebinferError(`pipeline ${d.kernel.shader}:${d.kernel.entry} failed to compile${detail ? `:\n${detail}` : ''}\n${message}`);
+  }
+
+  /** Compiles on the calling thread (the JS event loop waits for the driver); errors reach onError. */
+  private compileSync(d: Described): GPUComputePipeline {
     this.device.pushErrorScope('validation');
-    if (!p.module) p.module = this.device.createShaderModule({ label: shader, code: p.source });
-    const module = p.module;
-    const pipeline = this.device.createComputePipeline({
-      label: `${shader}:${entry}`,
-      layout: this.device.createPipelineLayout({ bindGroupLayouts: groups }),
-      compute: { module, entryPoint: entry, constants: Object.fromEntries(ckeys.map((k) => [k, Number(constants[k])])) },
-    });
+    const pipeline = this.device.createComputePipeline(this.descriptor(d));
     this.compiled++;
     const checked = this.device.popErrorScope().then(async (err) => {
-      if (!err) return;
-      let detail = '';
-      try {
-        detail = formatCompilationMessages(shader, (await module.getCompilationInfo()).messages, p.lineMap);
-      } catch { /* the device may be gone; the scope's message still says enough */ }
-      this.onError(new WebinferError(
-        `pipeline ${shader}:${entry} failed to compile${detail ? `:\n${detail}` : ''}\n${err.message}`));
+      if (err) this.onError(await this.failure(d, err.message));
     }, () => { /* device lost: reported by the engine */ });
     this.checks.add(checked);
     void checked.finally(() => this.checks.delete(checked));
+    return pipeline;
+  }
 
-    const kernel: Kernel = { shader, entry, key, pipeline, groups, bindings, uniform };
-    this.kernels.set(key, kernel);
-    this.fastKeys.set(fast, kernel);
-    return kernel;
+  /**
+   * Compiles with createComputePipelineAsync: the driver's compile runs off the JS thread where the
+   * runtime does so (dawn.node: Dawn's worker pool). Parsing the WGSL into its module (the first kernel
+   * of a module) stays on the calling thread, so the kernels start one per turn of the event loop,
+   * each compiling while the next starts. Failures have the same message as a synchronous compile's.
+   */
+  private async compileAll(list: readonly Described[], done: (d: Described, pipeline: GPUComputePipeline) => void,
+                           failed?: (d: Described, e: Error) => void): Promise<PromiseSettledResult<void>[]> {
+    const running: Promise<void>[] = [];
+    for (const d of list) {
+      if (running.length) await nextTurn();
+      this.device.pushErrorScope('validation');
+      let desc: GPUComputePipelineDescriptor;
+      try {
+        desc = this.descriptor(d);
+      } finally {
+        // A module that fails to parse is an error here and again as the pipeline's rejection: one report.
+        void this.device.popErrorScope().catch(() => undefined);
+      }
+      running.push(this.device.createComputePipelineAsync(desc).then((pipeline) => {
+        this.compiled++;
+        done(d, pipeline);
+      }, async (e: unknown) => {
+        const err = await this.failure(d, (e as Error)?.message ?? String(e));
+        failed?.(d, err);
+        throw err;
+      }));
+    }
+    return Promise.allSettled(running);
+  }
+
+  /** Whether the device can compile asynchronously (every current runtime; a test double may not). */
+  get canCompileAsync(): boolean {
+    return typeof (this.device as Partial<GPUDevice>).createComputePipelineAsync === 'function';
+  }
+
+  /**
+   * Compiles the kernels not cached yet, all at once, with createComputePipelineAsync, so the JS event
+   * loop keeps running meanwhile; a later get() of the same (shader, entry, spec) finds them. `spec.unroll`
+   * as get()'s (requests() hands back what a run needed, to prepare a later one). Resolves with how many
+   * it compiled; rejects with the first failure's WGSL messages (the others still land in the cache).
+   */
+  async prepare(kernels: readonly KernelRequest[]): Promise<number> {
+    const todo = new Map<string, Described>();
+    for (const r of kernels) {
+      const key = this.keyOf(r.shader, r.entry, r.spec ?? {});
+      if (!this.kernels.has(key) && !todo.has(key)) todo.set(key, this.describe(r.shader, r.entry, r.spec ?? {}));
+    }
+    const results = await this.compileAll([...todo.values()], (d, pipeline) => {
+      // A get() meanwhile compiled it synchronously: keep the object call sites already hold.
+      if (!this.kernels.has(d.key)) this.kernels.set(d.key, { ...d.kernel, pipeline });
+    });
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return todo.size;
+  }
+
+  /**
+   * Starts a trace: until compileDeferred(), a kernel get() has not compiled is handed out at once with
+   * a stand-in pipeline (an empty entry point over the same bind group layouts: dispatching it computes
+   * nothing, so what the traced work writes is garbage), and noted. A warm-up runs its requests under a
+   * trace to learn which kernels they need without waiting for any compile.
+   */
+  deferCompiles(): void {
+    this.deferred ??= new Map();
+  }
+
+  /** Whether a trace (deferCompiles) is running. */
+  get deferring(): boolean {
+    return this.deferred !== null;
+  }
+
+  /** Kernels the running trace handed out with stand-ins: what compileDeferred() will compile. */
+  get pendingCompiles(): number {
+    return this.deferred?.size ?? 0;
+  }
+
+  /**
+   * Ends the trace: compiles every kernel handed out with a stand-in, all at once with
+   * createComputePipelineAsync, and puts each real pipeline in its kernel object (recorded step graphs
+   * hold those objects and dispatch what they hold). Resolves with how many it compiled. A kernel that
+   * fails to compile leaves the cache (its next get() compiles, and fails, synchronously) and its error
+   * goes to onError as well, so a step that already holds its stand-in fails at the engine's next sync.
+   */
+  async compileDeferred(): Promise<number> {
+    const deferred = this.deferred;
+    this.deferred = null;
+    if (!deferred) return 0;
+    const kernels = new Map([...deferred.values()].map(({ kernel, d }) => [d, kernel]));
+    const results = await this.compileAll([...kernels.keys()], (d, pipeline) => {
+      (kernels.get(d) as { pipeline: GPUComputePipeline }).pipeline = pipeline;
+    }, (d, e) => {
+      this.forget(d.key);
+      this.onError(e);
+    });
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return deferred.size;
+  }
+
+  /** The kernels get() has handed out, in order, as prepare() takes them. */
+  requests(): KernelRequest[] {
+    return this.asked.map((r) => ({ shader: r.shader, entry: r.entry, spec: r.spec }));
+  }
+
+  private forget(key: string): void {
+    this.kernels.delete(key);
+    for (const [k, v] of this.fastKeys) if (v.key === key) this.fastKeys.delete(k);
+  }
+
+  /** One empty pipeline per set of bind group layouts: what a traced dispatch binds to. */
+  private standIn(groups: readonly GPUBindGroupLayout[]): GPUComputePipeline {
+    let ids = '';
+    for (const g of groups) {
+      let id = this.layoutIds.get(g);
+      if (id === undefined) this.layoutIds.set(g, id = this.layoutIds.size);
+      ids += `${id},`;
+    }
+    let p = this.standIns.get(ids);
+    if (!p) {
+      this.standInModule ??= this.device.createShaderModule({ label: 'webinfer stand-in', code: '@compute @workgroup_size(1) fn main() {}' });
+      p = this.device.createComputePipeline({
+        label: 'webinfer stand-in (a trace: computes nothing)',
+        layout: this.device.createPipelineLayout({ bindGroupLayouts: [...groups] }),
+        compute: { module: this.standInModule, entryPoint: 'main' },
+      });
+      this.standIns.set(ids, p);
+    }
+    return p;
   }
 
   private groupLayout(bindings: readonly BindingInfo[]): GPUBindGroupLayout {

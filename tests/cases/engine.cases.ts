@@ -85,6 +85,49 @@ export const engineCases = defineCases('engine', [
     },
   },
   {
+    name: 'asynchronous compiles: prepare() fills the cache get() reads; a trace\'s stand-ins become the real pipelines; a broken shader rejects with its line',
+    async run({ newEngine }) {
+      const e = await newEngine();
+      try {
+        e.pipelines.register('twice.wgsl', [
+          '@group(0) @binding(0) var<storage, read_write> buf: array<f32>;',
+          'override K: f32 = 2.0;',
+          '@compute @workgroup_size(1)',
+          'fn main(@builtin(global_invocation_id) g: vec3<u32>) { buf[g.x] = buf[g.x] * K; }',
+        ].join('\n'));
+        const n = e.pipelines.compiled;
+        assert(await e.pipelines.prepare([{ shader: 'twice.wgsl', entry: 'main' }, { shader: 'twice.wgsl', entry: 'main' }]) === 1, 'one distinct kernel compiled');
+        const k = e.kernel('twice.wgsl', 'main');
+        assert(e.pipelines.compiled === n + 1 && await e.pipelines.prepare([{ shader: 'twice.wgsl', entry: 'main' }]) === 0, 'get() found the prepared pipeline');
+
+        // Traced: dispatching the stand-in computes nothing; after compileDeferred the same kernel object does.
+        const t = e.tensor(new Float32Array([1, 2, 3, 4]), [4]);
+        e.pipelines.deferCompiles();
+        const k3 = e.kernel('twice.wgsl', 'main', { overrides: { K: 3 } });
+        assert(e.pipelines.pendingCompiles === 1 && e.pipelines.compiled === n + 1, 'traced, not compiled');
+        e.dispatch(k3, { buf: t }, null, 4);
+        equalArrays('a stand-in computes nothing', await t.toArray(), [1, 2, 3, 4]);
+        assert(await e.pipelines.compileDeferred() === 1 && !e.pipelines.deferring, 'compiled after the trace');
+        assert(e.kernel('twice.wgsl', 'main', { overrides: { K: 3 } }) === k3, 'the same kernel object');
+        e.dispatch(k3, { buf: t }, null, 4);
+        e.dispatch(k, { buf: t }, null, 4);
+        equalArrays('the real pipelines', await t.toArray(), [6, 12, 18, 24]);
+
+        e.pipelines.register('broken.wgsl', [
+          '@group(0) @binding(0) var<storage, read_write> buf: array<f32>;',
+          '@compute @workgroup_size(1)',
+          'fn main() {',
+          '  buf[0] = vec2<f32>(1.0, 2.0);',
+          '}',
+        ].join('\n'));
+        await expectThrows(() => e.pipelines.prepare([{ shader: 'broken.wgsl', entry: 'main' }]), 'pipeline broken.wgsl:main failed to compile', 'broken.wgsl:4:');
+        await e.sync();
+      } finally {
+        e.destroy();
+      }
+    },
+  },
+  {
     name: 'a lost device makes every later call fail with a clear error, not a hang',
     async run({ newEngine }) {
       const e = await newEngine();
