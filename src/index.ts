@@ -49,6 +49,8 @@ export type { TokenDecoder, EncodeOptions as TextEncodeOptions, DecodeOptions as
 export { toolCallFormat, parseToolCalls, toolCallId } from './serve/tools.js';
 export type { ToolCall, ToolCallFormat, ParsedToolCalls } from './serve/tools.js';
 export { serve } from './serve/http.js';
+export { warmup } from './serve/warmup.js';
+export type { WarmupOptions, WarmupResult } from './serve/warmup.js';
 export { decodeWav, resample, audioToPcm, encodeWav } from './serve/audio_file.js';
 export type { EncoderModel, EmbedOptions, EmbeddingsRequest, EmbeddingsResponse } from './models/encoder.js';
 export type { WhisperModel, TranscribeOptions, TranscriptSegment, WhisperGenerateOptions } from './models/whisper.js';

@@ -3,7 +3,7 @@
 // ./webinfer.js beside it: `npx webinfer serve ...` runs it in Node (bin/webinfer.mjs calls main), and
 // `deno run -A dist/serve.js ...` runs it in Deno (import.meta.main). Everything comes from the public
 // entry point, so the bundle shares the library's classes (an OpenAIError is one class in both).
-import { createEngine, loadCheckpoint, serve, WebinferError, type Engine, type LoadModelOptions, type Model } from '../index.js';
+import { createEngine, loadCheckpoint, serve, warmup, WebinferError, type Engine, type LoadModelOptions, type Model } from '../index.js';
 
 export const USAGE = `Usage: webinfer serve <checkpoint folder | file.gguf> [options]
        deno run -A dist/serve.js <checkpoint folder | file.gguf> [options]
@@ -306,6 +306,20 @@ export async function main(argv: readonly string[]): Promise<number> {
     err(`${sig}: stopping (the requests in flight are ended; ${sig} again exits at once)\n`);
     stop.abort();
   });
+  if (args.warmup) {
+    // Before listening: the common request shapes run once, so no client waits for their pipelines.
+    try {
+      await warmup(model, { onProgress: (line) => err(`${line}\n`), signal: stop.signal });
+    } catch (e) {
+      if (!stop.signal.aborted) err(`warm-up failed (serving anyway; first requests compile what they need): ${e instanceof Error ? e.message : String(e)}\n`);
+    }
+    if (stop.signal.aborted) {
+      model.destroy();
+      engine.destroy();
+      err('stopped\n');
+      return 0;
+    }
+  }
   let server;
   try {
     server = await serve(model, {

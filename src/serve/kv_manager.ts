@@ -227,6 +227,23 @@ export class KVCacheManager {
     this.seqs.delete(id);
   }
 
+  /**
+   * Forgets every cached block no sequence holds: their keys go, the blocks return to the free pool,
+   * and no later prompt finds them. For work whose results must never be reused (a warm-up's trace
+   * computes garbage into its blocks). Returns how many were forgotten.
+   */
+  dropCachedBlocks(): number {
+    let n = 0;
+    for (const block of this.evictable.keys()) {
+      this.cached.delete(this.blocks[block].key!);
+      this.blocks[block].key = null;
+      this.free.push(block);
+      n++;
+    }
+    this.evictable.clear();
+    return n;
+  }
+
   /** A block for new contents: a never-used one, else the least recently freed cached one (unregistered). */
   private take(): number {
     let block = this.free.pop();

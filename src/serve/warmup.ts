@@ -10,10 +10,9 @@
 // once with createComputePipelineAsync (the event loop keeps running), then runs the same shapes for
 // real on other prompts, which now find every pipeline (and would compile what the trace missed).
 //
-// What the trace computed is garbage, and a traced prompt's full blocks enter the prefix cache: its
-// prompts are pseudo-random ids of their own, so only a client sending the same ids (a block of 16
-// of them at least) would find those blocks. (A prefix-cache reset in KVCacheManager would remove
-// even that; the real pass's prompts leave correct blocks, as any request does.)
+// What the trace computed is garbage: once it is done, the blocks its prompts left in the prefix cache
+// are dropped (KVCacheManager.dropCachedBlocks), so no later prompt can find them; the real pass's
+// prompts leave correct blocks, as any request does.
 import { WebinferError } from '../core/errors.js';
 import { PipelineCache } from '../core/pipeline.js';
 
@@ -201,6 +200,8 @@ export async function warmup(model: object, o: WarmupOptions = {}): Promise<Warm
     say(`warm-up: traced; compiling ${cache.pendingCompiles} pipeline${cache.pendingCompiles === 1 ? '' : 's'} asynchronously`, true);
     const n = await cache.compileDeferred();
     say(`warm-up: compiled ${n} pipeline${n === 1 ? '' : 's'} asynchronously`, true);
+    // The trace's blocks hold garbage: no prompt may find them in the prefix cache.
+    (model as { kv?: { dropCachedBlocks?: () => number } }).kv?.dropCachedBlocks?.();
   }
   if (traceError !== null) {
     if (signal?.aborted) throw traceError;

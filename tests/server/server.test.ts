@@ -134,7 +134,7 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
 });
 
 describe('webinfer serve: the command line (Node)', () => {
-  it('`webinfer serve <folder> --port 0` loads, prints its URL, answers the openai client with the greedy tokens, and stops on SIGINT', async () => {
+  it('`webinfer serve <folder> --port 0` loads, warms up, prints its URL, answers the openai client with the greedy tokens, and stops on SIGINT', async () => {
     const cli = join(root, 'dist/serve.js');
     if (!existsSync(cli)) throw new Error(`${cli} missing: run npm run build first`);
     const folder = checkpointFolder();
@@ -153,6 +153,9 @@ describe('webinfer serve: the command line (Node)', () => {
         void exited.then((code) => { clearInterval(poll); reject(new Error(`the command exited (${code}) before serving:\n${out}\n${err}`)); });
       });
       expect(err).toMatch(/loading llama-gqa: 100%/);
+      // It warmed up before it listened (on by default): the shapes it ran and the pipelines compiled.
+      expect(err).toMatch(/warm-up: llama-gqa: tracing greedy, /);
+      expect(err).toMatch(/warm-up: warmed.* in [\d.]+ s, \d+ pipelines? compiled/);
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
       expect((await greedyIds(client, golden.prompts[1]!, true)).ids).toEqual(golden.greedy[1]);
       // The request's log line comes once its connection has closed.
@@ -165,5 +168,5 @@ describe('webinfer serve: the command line (Node)', () => {
       child.kill('SIGKILL');
       folder.remove();
     }
-  }, 180_000);
+  }, 400_000);
 });

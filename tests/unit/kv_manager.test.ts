@@ -52,4 +52,25 @@ describe('KVCacheManager', () => {
     expect(() => m.freeSequence('nope')).toThrow("freeSequence: id: expected a sequence added with addSequence, got 'nope'");
     expect(() => new KVCacheManager({ numBlocks: 0, blockSize: 2 })).toThrow('KVCacheManager: numBlocks: expected a positive integer, got 0');
   });
+
+  it("dropCachedBlocks forgets the cached blocks no sequence holds (a warm-up's garbage), keeps those in use", () => {
+    const m = new KVCacheManager({ numBlocks: 8, blockSize: 2, prefixCaching: true });
+    const traced = [5, 6, 7, 8, 9];
+    m.addSequence('trace', { tokens: traced });
+    m.schedule([{ id: 'trace', numTokens: 5 }]);
+    m.freeSequence('trace');
+    const live = [1, 2, 3, 4];
+    m.addSequence('live', { tokens: live });
+    m.schedule([{ id: 'live', numTokens: 4 }]);
+    expect(m.cachedPrefix(traced)).toBe(4);
+    expect(m.cachedBlocks).toBe(4);
+    expect(m.dropCachedBlocks()).toBe(2);
+    // The trace's prompt finds nothing now; the live sequence's blocks stay registered and findable.
+    expect(m.cachedPrefix(traced)).toBe(0);
+    expect(m.cachedPrefix(live)).toBe(2);   // a prompt leaves its last token out of the cache
+    expect(m.freeBlocks).toBe(8 - 2);
+    m.checkInvariants();
+    expect(m.addSequence('again', { tokens: traced })).toBe(0);
+    m.checkInvariants();
+  });
 });
