@@ -1,11 +1,26 @@
-// What the Node examples share: an engine on Node's WebGPU (the `webgpu` package, dawn.node). A
-// machine without a GPU needs a software Vulkan driver: the error says which to install and set.
+// What the Node examples share: an engine on Node's WebGPU (the `webgpu` package, dawn.node). With no
+// GPU driver, it runs on the CPU through a software Vulkan driver when one is installed (Mesa's
+// lavapipe, as .ci/install.sh unpacks it, or Chromium's SwiftShader); otherwise the error says what
+// to install and set.
+import { existsSync } from 'node:fs';
 import { create, globals } from 'webgpu';
 import { createEngine } from 'webinfer';
 
+const SOFTWARE = [new URL('../.cache/lavapipe25/lvp_icd.json', import.meta.url).pathname, '/usr/lib/chromium/vk_swiftshader_icd.json'];
+
 export async function nodeEngine() {
   Object.assign(globalThis, globals);
-  const engine = await createEngine({ gpu: create([]) });
+  let engine;
+  try {
+    engine = await createEngine({ gpu: create([]) });
+  } catch (e) {
+    const driver = SOFTWARE.find(existsSync);
+    if (process.env.VK_ICD_FILENAMES || !driver || !/no WebGPU adapter/.test(e.message)) throw e;
+    // The Vulkan loader reads the variable whenever an instance is made: a new one finds the driver.
+    process.env.VK_ICD_FILENAMES = driver;
+    console.error(`no GPU adapter: running on the CPU with ${driver} (slow)`);
+    engine = await createEngine({ gpu: create([]) });
+  }
   const a = engine.adapter;
   console.error(`adapter: ${a.description || a.vendor || 'unknown'}${a.software ? ' (software: slow)' : ''}`);
   return engine;

@@ -60,7 +60,7 @@ export function noAdapterHint(): string {
     return (set ? `VK_ICD_FILENAMES is set to ${set}: check that this driver file exists and loads (vulkaninfo --summary). ` : '')
       + "Install a GPU driver with Vulkan, or run on the CPU with Mesa's lavapipe: on Debian or Ubuntu `apt-get install mesa-vulkan-drivers`, then "
       + `${node ? "run with VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json (Dawn in Node takes Mesa 24 or later: on Debian 12 take the package from bookworm-backports; or Chromium's SwiftShader, VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json after apt-get install chromium)" : 'Deno finds it by itself'}. `
-      + '`webinfer serve` and `npm start` try these software drivers on their own.';
+      + '`webinfer serve`, `npm start` and the examples try these software drivers on their own.';
   }
   if (os === 'darwin') return 'On macOS, WebGPU runs on Metal: a Mac from 2016 or later with macOS 13+ has an adapter; in a VM or over SSH without a GPU session there is none.';
   if (os === 'windows' || os === 'win32') return "On Windows, WebGPU runs on Direct3D 12 (or Vulkan): update the GPU driver; without a GPU, Windows' WARP adapter needs the D3D12 runtime of Windows 10 or later.";

@@ -138,12 +138,12 @@ interface Host {
   exit(code: number): never;
   gpu(): Promise<GPU>;
   /**
-   * With no adapter from the system's drivers: runs this same command again with a software Vulkan
-   * driver (Mesa's lavapipe, else Chromium's SwiftShader), since the Vulkan loader reads
-   * VK_ICD_FILENAMES once per process. Resolves with that run's exit code, or null when there is no
-   * driver to try (or one was tried already).
+   * With no adapter from the system's drivers: a GPU entry point on a software Vulkan driver (Mesa's
+   * lavapipe, else Chromium's SwiftShader), or null when there is none to try (or one was named already).
+   * The Vulkan loader reads VK_ICD_FILENAMES each time an instance is made, so setting it and making a
+   * new instance in this process is enough.
    */
-  rerunOnSoftware?(say: (line: string) => void): Promise<number | null>;
+  softwareGpu?(say: (line: string) => void): Promise<GPU | null>;
 }
 
 /** Software Vulkan drivers to try, best first: Mesa 25 lavapipe as .ci/install.sh unpacks it in a
@@ -199,27 +199,20 @@ function host(): Host {
       proc.on('SIGTERM', () => f('SIGTERM'));
     },
     exit: (c) => proc.exit(c),
-    async rerunOnSoftware(say) {
+    async softwareGpu(say) {
       const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process!.env;
-      if (env.VK_ICD_FILENAMES || env.VK_DRIVER_FILES || env.WEBINFER_SOFTWARE_ADAPTER) return null;
-      const fs = 'node:fs', cp = 'node:child_process';
+      if (env.VK_ICD_FILENAMES || env.VK_DRIVER_FILES) return null;
+      const fs = 'node:fs';
       const { existsSync } = (await import(/* @vite-ignore */ fs)) as { existsSync(p: string): boolean };
-      const { spawn } = (await import(/* @vite-ignore */ cp)) as { spawn(cmd: string, args: string[], o: object): { on(e: 'exit', f: (code: number | null) => void): void; kill(sig: string): void } };
       // dist/serve.js's folder's parent (written without `new URL('..', import.meta.url)`, which the
       // bundler would take for an asset to inline).
       const here = decodeURIComponent(String(import.meta.url).replace(/^file:\/\//, ''));
       const root = here.split('/').slice(0, -2).join('/');
-      const drivers = softwareDrivers(root, existsSync);
-      if (!drivers.length) return null;
-      const driver = drivers[0]!;
+      const driver = softwareDrivers(root, existsSync)[0];
+      if (!driver) return null;
       say(`no adapter from the system's Vulkan drivers: running on the CPU with the software driver ${driver} (slow; set VK_ICD_FILENAMES to choose another)\n`);
-      const p = (globalThis as { process?: { execPath: string; argv: string[]; on(sig: string, f: () => void): void } }).process!;
-      // In a process group of its own, so that each signal reaches it once: this process passes on the
-      // terminal's Ctrl-C and any SIGINT or SIGTERM sent to it.
-      const child = spawn(p.execPath, p.argv.slice(1), { stdio: 'inherit', detached: true, env: { ...env, VK_ICD_FILENAMES: driver, WEBINFER_SOFTWARE_ADAPTER: driver } });
-      p.on('SIGTERM', () => child.kill('SIGTERM'));
-      p.on('SIGINT', () => child.kill('SIGINT'));
-      return new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+      env.VK_ICD_FILENAMES = driver;
+      return this.gpu();
     },
     async gpu() {
       // dawn.node: not a dependency of the library (a page never needs it), loaded only here.
@@ -271,10 +264,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     try {
       engine = await createEngine({ gpu: await h.gpu(), powerPreference: 'high-performance' });
     } catch (e) {
-      if (!(e instanceof WebinferError && /no WebGPU adapter/.test(e.message)) || !h.rerunOnSoftware) throw e;
-      const code = await h.rerunOnSoftware(err);
-      if (code === null) throw e;
-      return code;
+      if (!(e instanceof WebinferError && /no WebGPU adapter/.test(e.message)) || !h.softwareGpu) throw e;
+      const soft = await h.softwareGpu(err);
+      if (soft === null) throw e;
+      engine = await createEngine({ gpu: soft, powerPreference: 'high-performance' });
     }
     const a = engine.adapter;
     err(`adapter: ${[a.vendor, a.architecture, a.description].filter(Boolean).join(' / ') || 'unknown'}${a.software ? ' (software: slow)' : ''}\n`);

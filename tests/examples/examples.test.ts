@@ -111,6 +111,22 @@ describe('examples/*.mjs against the goldens (Node)', () => {
     expect(r.out.trim()).toBe(`${JSON.stringify(want.choices[0]!.text)} (${want.usage.completion_tokens} tokens)`);
   }, 300_000);
 
+  it('with no adapter named, an example finds a software driver by itself (or says what to install)', async () => {
+    const env = { ...process.env };
+    delete env.VK_ICD_FILENAMES;
+    delete env.VK_DRIVER_FILES;
+    const r = await new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, ['examples/hf-folder.mjs', join(shared, 'goldens/llama-gqa')], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      child.on('exit', (code) => resolve({ code, out, err }));
+    });
+    if (r.code === 0) expect(r.err).toMatch(/adapter: /);
+    else expect(r.err).toContain('apt-get install mesa-vulkan-drivers');
+  }, 300_000);
+
   it('every example refuses a missing model with its usage line (exit 2)', async () => {
     for (const ex of ['chat-gguf', 'hf-folder', 'embeddings', 'transcribe', 'server']) {
       const r = await run([`examples/${ex}.mjs`]);
