@@ -1,28 +1,18 @@
-// The built-in default workload behind `npm start`: each available operation on a few representative
-// shapes (dense SDPA with both kernels, paged attention over a mixed batch, MLA decode), checked
-// against the float64 reference, then timed. The benchmark harness (issue 6) and the
-// demo grow from the same case shape: setup, run, check, FLOPs and minimum bytes. Then a small model
-// generates (runModelWorkload).
+// The built-in default workload behind `npm start`: every kernel family on a few representative shapes,
+// each checked against the float64 reference, then timed: attention (dense SDPA with both kernels, paged
+// attention over a mixed batch, MLA decode) here, the layer kernels (GEMV and GEMM per weight type,
+// RMSNorm, RoPE, MoE, argmax and sampling) in bench/start_ops.ts. The benchmark harness (issue 6) and
+// the demo grow from the same case shape: setup, run, check, FLOPs and minimum bytes. Then a small
+// model generates (runModelWorkload). Sizes suit a CPU adapter: the whole of `npm start` takes a few
+// minutes on lavapipe or SwiftShader.
 import {
   TOLERANCES, checkpointSchema, compareToReference, createRandomModel, encodeSafetensors, loadSafetensors, parseConfig, randn, reference, rng, roundToDType,
   type EncodableTensor, type Engine, type Model, type SdpaBackend, type Tensor,
 } from 'webinfer';
-import { median } from './harness';
 import { SMALL_LLAMA } from './model';
+import { failedRow, layerCases, timeCalls, type Say, type WorkloadCase, type WorkloadRow } from './start_ops';
 
-export interface WorkloadRow {
-  op: string;
-  shape: string;
-  dtype: string;
-  backend: string;
-  /** Worst error as a fraction of the SPEC §6 tolerance (pass ≤ 1). */
-  worst: number;
-  pass: boolean;
-  medianMs: number;
-  gflops: number;
-  gbps: number;
-  error?: string;
-}
+export type { Say, WorkloadCase, WorkloadRow } from './start_ops';
 
 export interface SdpaShape {
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; D: number; Dv: number;
@@ -49,12 +39,11 @@ export function sdpaMinBytes(s: SdpaShape): number {
   return e * s.B * (s.Hq * s.Lq * s.D + s.Hkv * s.Lk * (s.D + s.Dv) + s.Hq * s.Lq * s.Dv);
 }
 
-export const DEFAULT_SDPA_SHAPES: SdpaShape[] = [
-  { B: 1, Hq: 8, Hkv: 8, Lq: 256, Lk: 256, D: 64, Dv: 64, dtype: 'f32' },
-  { B: 1, Hq: 8, Hkv: 8, Lq: 256, Lk: 256, D: 64, Dv: 64, dtype: 'f32', causal: true },
-  { B: 1, Hq: 8, Hkv: 8, Lq: 256, Lk: 256, D: 64, Dv: 64, dtype: 'f16', causal: true },
-  { B: 2, Hq: 8, Hkv: 2, Lq: 128, Lk: 384, D: 128, Dv: 128, dtype: 'bf16', causal: true, softcap: 30, slidingWindow: 192 },
-  { B: 4, Hq: 32, Hkv: 8, Lq: 1, Lk: 1024, D: 128, Dv: 128, dtype: 'f16' },
+/** Prefill (causal, both kernels), a Gemma-2-style GQA prefill (softcap, sliding window) and a decode step. */
+export const DEFAULT_SDPA_SHAPES: { shape: SdpaShape; backends: SdpaBackend[] }[] = [
+  { shape: { B: 1, Hq: 8, Hkv: 8, Lq: 128, Lk: 128, D: 64, Dv: 64, dtype: 'f32', causal: true }, backends: ['flash', 'naive'] },
+  { shape: { B: 1, Hq: 8, Hkv: 2, Lq: 128, Lk: 256, D: 128, Dv: 128, dtype: 'bf16', causal: true, softcap: 30, slidingWindow: 96 }, backends: ['flash'] },
+  { shape: { B: 4, Hq: 16, Hkv: 4, Lq: 1, Lk: 512, D: 64, Dv: 64, dtype: 'f16' }, backends: ['auto'] },
 ];
 
 function shapeLabel(s: SdpaShape): string {
@@ -63,7 +52,7 @@ function shapeLabel(s: SdpaShape): string {
 }
 
 /** Checks one SDPA shape against the reference, then times `iters` calls per sample. */
-export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBackend, opts: { samples?: number; seed?: number } = {}): Promise<WorkloadRow> {
+export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBackend, opts: { samples?: number; seed?: number; say?: Say } = {}): Promise<WorkloadRow> {
   const seed = opts.seed ?? 1;
   const q = roundToDType(randn(s.B * s.Hq * s.Lq * s.D, seed), s.dtype);
   const k = roundToDType(randn(s.B * s.Hkv * s.Lk * s.D, seed + 1), s.dtype);
@@ -79,14 +68,17 @@ export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBac
     op: 'sdpa', shape: shapeLabel(s), dtype: s.dtype, backend, worst: NaN, pass: false, medianMs: NaN, gflops: NaN, gbps: NaN,
   };
   try {
+    opts.say?.('first run (compiles its pipelines)');
     const out = engine.sdpa(tq, tk, tv, { ...attn, backend });
     const got = await out.toFloat32();
     out.destroy();
+    opts.say?.('the float64 reference');
     const ref = reference.sdpaRef(q, k, v, s, attn);
     const c = compareToReference(got, ref.out, TOLERANCES[s.dtype]);
     row.worst = c.badIndex >= 0 ? Infinity : c.worst;
     row.pass = c.pass;
 
+    opts.say?.('timing');
     row.medianMs = await timeCalls(engine, () => engine.sdpa(tq, tk, tv, { ...attn, backend }), opts.samples);
     row.gflops = sdpaFlops(s) / (row.medianMs * 1e6);
     row.gbps = sdpaMinBytes(s) / (row.medianMs * 1e6);
@@ -98,27 +90,8 @@ export async function runSdpaCase(engine: Engine, s: SdpaShape, backend: SdpaBac
   return row;
 }
 
-/** Times `run` (which records one call and returns its output) around a drained queue: one warm-up
- *  call, then the median of `samples`. */
-async function timeCalls(engine: Engine, run: () => Tensor, samples = 5): Promise<number> {
-  run().destroy();
-  await engine.sync();
-  const times: number[] = [];
-  for (let i = 0; i < samples; i++) {
-    const t0 = performance.now();
-    run().destroy();
-    await engine.sync();
-    times.push(performance.now() - t0);
-  }
-  return median(times);
-}
-
-function failed(op: string, shape: string, dtype: string, backend: string, e: unknown): WorkloadRow {
-  return { op, shape, dtype, backend, worst: NaN, pass: false, medianMs: NaN, gflops: NaN, gbps: NaN, error: (e as Error).message };
-}
-
 /** Paged attention over a mixed batch (two decode sequences, one chunked prefill), f16 cache. */
-export async function runPagedCase(engine: Engine): Promise<WorkloadRow> {
+export async function runPagedCase(engine: Engine, say?: Say): Promise<WorkloadRow> {
   const [Hq, Hkv, D, bs] = [8, 2, 64, 16];
   const seqs = [{ ctx: 300, q: 1 }, { ctx: 120, q: 1 }, { ctx: 40, q: 24 }];
   const shape = `Hq${Hq} Hkv${Hkv} D${D} bs${bs} decode 2 + prefill 24 (context 40-300)`;
@@ -141,11 +114,14 @@ export async function runPagedCase(engine: Engine): Promise<WorkloadRow> {
     const tq = engine.tensor(q, [T, Hq, D], 'f16');
     tensors.push(tq, cache.key, cache.value);
     const meta = { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB };
+    say?.('first run (compiles its pipelines)');
     const got = await engine.pagedAttention(tq, cache, meta).toFloat32();
+    say?.('the float64 reference');
     const dims = { Hq, Hkv, D, Dv: D, numBlocks, blockSize: bs };
     const w = reference.reshapeAndCacheRef(k, v, Int32Array.from(slots), new Float64Array(numBlocks * Hkv * bs * D), new Float64Array(numBlocks * Hkv * bs * D), { ...dims, T: slots.length });
     const ref = reference.pagedAttentionRef(q, w.keyCache, w.valueCache, { ...dims, T }, meta, {});
     const c = compareToReference(got, ref.out, TOLERANCES.f16);
+    say?.('timing');
     const ms = await timeCalls(engine, () => engine.pagedAttention(tq, cache, meta));
     const kvBytes = Array.from(seqLens).reduce((a, l) => a + l, 0) * Hkv * 2 * D * 2;
     let pairs = 0;
@@ -153,14 +129,14 @@ export async function runPagedCase(engine: Engine): Promise<WorkloadRow> {
     return { op: 'pagedAttention', shape, dtype: 'f16', backend: 'auto', worst: c.badIndex >= 0 ? Infinity : c.worst, pass: c.pass,
       medianMs: ms, gflops: (4 * Hq * D * pairs) / (ms * 1e6), gbps: kvBytes / (ms * 1e6) };
   } catch (e) {
-    return failed('pagedAttention', shape, 'f16', 'auto', e);
+    return failedRow('pagedAttention', shape, 'f16', 'auto', e);
   } finally {
     for (const t of tensors) t.destroy();
   }
 }
 
 /** Absorbed MLA decode over an f16 latent cache (small MLA dimensions). */
-export async function runMlaCase(engine: Engine): Promise<WorkloadRow> {
+export async function runMlaCase(engine: Engine, say?: Say): Promise<WorkloadRow> {
   const [N, L, P, R, V, bs, B, C] = [8, 128, 32, 32, 32, 16, 2, 200];
   const shape = `N${N} L${L} P${P} R${R} V${V} batch ${B} context ${C}`;
   const tensors: Tensor[] = [];
@@ -183,7 +159,9 @@ export async function runMlaCase(engine: Engine): Promise<WorkloadRow> {
     const qNope = engine.tensor(qN, [B, N, P], 'f16'), qPe = engine.tensor(qP, [B, N, R], 'f16');
     tensors.push(qNope, qPe);
     const meta = { seqLens: new Int32Array(B).fill(C), blockTable, maxBlocksPerSeq: maxB };
+    say?.('first run (compiles its pipelines)');
     const got = await layer.decode(qNope, qPe, cache, meta).toFloat32();
+    say?.('the float64 reference');
     const rows = new Float64Array(numBlocks * bs * (L + R));
     slots.forEach((slot, i) => {
       for (let l = 0; l < L; l++) rows[slot * (L + R) + l] = kvC[i * L + l];
@@ -191,33 +169,59 @@ export async function runMlaCase(engine: Engine): Promise<WorkloadRow> {
     });
     const ref = reference.mlaDecodeRef(qN, qP, rows, kvB, { N, L, P, R, V, B, numBlocks, blockSize: bs }, meta, scale);
     const c = compareToReference(got, ref.out, TOLERANCES.f16);
+    say?.('timing');
     const ms = await timeCalls(engine, () => layer.decode(qNope, qPe, cache, meta));
     const flops = 2 * B * N * (P * L + C * (L + R) + C * L + L * V);
     return { op: 'mla.decode', shape, dtype: 'f16', backend: 'absorbed', worst: c.badIndex >= 0 ? Infinity : c.worst, pass: c.pass,
       medianMs: ms, gflops: flops / (ms * 1e6), gbps: (B * C * (L + R) * 2) / (ms * 1e6) };
   } catch (e) {
-    return failed('mla.decode', shape, 'f16', 'absorbed', e);
+    return failedRow('mla.decode', shape, 'f16', 'absorbed', e);
   } finally {
     for (const t of tensors) t.destroy();
   }
 }
 
-export async function runDefaultWorkload(engine: Engine, onRow?: (row: WorkloadRow, i: number, n: number) => void): Promise<WorkloadRow[]> {
+/** Every row of the default workload: attention first, then the layer kernels (bench/start_ops.ts). */
+export function defaultCases(): WorkloadCase[] {
+  const sdpa = DEFAULT_SDPA_SHAPES.flatMap(({ shape, backends }, i) => backends.map((b): WorkloadCase => ({
+    label: `sdpa ${b} ${shape.dtype} ${shapeLabel(shape)}`,
+    run: (engine, say) => runSdpaCase(engine, shape, b, { seed: 1000 + i, say }),
+  })));
+  return [
+    ...sdpa,
+    { label: 'pagedAttention f16 decode 2 + prefill 24', run: runPagedCase },
+    { label: 'mla.decode f16 batch 2 context 200', run: runMlaCase },
+    ...layerCases(),
+  ];
+}
+
+export interface WorkloadProgress {
+  /** Before case i of n runs. */
+  onStart?: (label: string, i: number, n: number) => void;
+  /** What the running case does now. */
+  onProgress?: (detail: string) => void;
+  /** After case i of n ran. */
+  onRow?: (row: WorkloadRow, i: number, n: number) => void;
+}
+
+export async function runDefaultWorkload(engine: Engine, o: WorkloadProgress = {}): Promise<WorkloadRow[]> {
+  const cases = defaultCases();
   const rows: WorkloadRow[] = [];
-  const backends: SdpaBackend[] = ['flash', 'naive'];
-  const cases = DEFAULT_SDPA_SHAPES.flatMap((s) => backends.map((b) => [s, b] as const));
-  const n = cases.length + 2;
-  for (const [i, [s, b]] of cases.entries()) {
-    const row = await runSdpaCase(engine, s, b, { seed: 1000 + i });
+  for (const [i, c] of cases.entries()) {
+    o.onStart?.(c.label, i, cases.length);
+    const row = await c.run(engine, (detail) => o.onProgress?.(detail));
     rows.push(row);
-    onRow?.(row, i, n);
-  }
-  for (const run of [runPagedCase, runMlaCase]) {
-    const row = await run(engine);
-    rows.push(row);
-    onRow?.(row, rows.length - 1, n);
+    o.onRow?.(row, i, cases.length);
   }
   return rows;
+}
+
+/** Three significant digits whatever the size (a CPU adapter's 0.00213 GFLOP/s and a GPU's 41200 alike). */
+export function sig3(x: number): string {
+  if (!Number.isFinite(x)) return '-';
+  if (x === 0) return '0';
+  const a = Math.abs(x);
+  return a >= 100 ? x.toFixed(0) : x.toPrecision(3);
 }
 
 /** A plain-text table of workload rows. */
@@ -226,9 +230,9 @@ export function formatTable(rows: WorkloadRow[]): string {
   const body = rows.map((r) => [
     r.op, r.backend, r.dtype, r.shape,
     r.error ? `ERROR: ${r.error}` : `${r.pass ? 'pass' : 'FAIL'} ${r.worst.toFixed(3)}`,
-    Number.isFinite(r.medianMs) ? r.medianMs.toFixed(2) : '-',
-    Number.isFinite(r.gflops) ? r.gflops.toFixed(1) : '-',
-    Number.isFinite(r.gbps) ? r.gbps.toFixed(2) : '-',
+    Number.isFinite(r.medianMs) ? sig3(r.medianMs) : '-',
+    sig3(r.gflops),
+    sig3(r.gbps),
   ]);
   const widths = head.map((h, c) => Math.max(h.length, ...body.map((r) => r[c].length)));
   const line = (cells: string[]) => cells.map((x, c) => (c >= 5 ? x.padStart(widths[c]) : x.padEnd(widths[c]))).join('  ');
@@ -255,21 +259,30 @@ function randomSmallCheckpoint(): Uint8Array {
 
 /**
  * The default workload's model: a small Llama-shaped model (SMALL_LLAMA in bench/model.ts) serves a batch
- * of prompts together (continuous batching, greedy), a few hundred new tokens in all: bf16 random weights
- * made on the GPU, or ('q4') an f32 checkpoint of random weights quantized as it loads (Q4_K). Reports
- * tokens/s, the mean step time and the host's share of it.
+ * of prompts together (continuous batching, greedy): bf16 random weights made on the GPU, or ('q4') an
+ * f32 checkpoint of random weights quantized as it loads (Q4_K). Six prompts of 8 to 40 tokens and 24
+ * new tokens each: about 25 steps, a few seconds on lavapipe, under a minute on SwiftShader. Reports
+ * tokens/s, the mean step time and the host's share of it; onProgress says what it does meanwhile.
  */
-export async function runModelWorkload(engine: Engine, o: { prompts?: number; maxNewTokens?: number; dtype?: 'bf16' | 'q4' } = {}): Promise<ModelWorkload> {
-  const n = o.prompts ?? 6, maxNew = o.maxNewTokens ?? 48;
+export async function runModelWorkload(engine: Engine, o: { prompts?: number; maxNewTokens?: number; dtype?: 'bf16' | 'q4'; onProgress?: (detail: string) => void } = {}): Promise<ModelWorkload> {
+  const n = o.prompts ?? 6, maxNew = o.maxNewTokens ?? 24;
   const q4 = o.dtype === 'q4';
+  const say = o.onProgress ?? (() => {});
+  say(q4 ? 'making a random f32 checkpoint' : 'making bf16 random weights on the GPU');
+  const opts = { config: SMALL_LLAMA, maxSeqsPerStep: 16, maxTokensPerStep: 256 };
   const model: Model = q4
-    ? await engine.loadModel({ config: SMALL_LLAMA, weights: await loadSafetensors(randomSmallCheckpoint()), dtype: 'q4', maxSeqsPerStep: 16, maxTokensPerStep: 256 })
-    : await createRandomModel(engine, { config: SMALL_LLAMA, dtype: 'bf16', seed: 5, maxSeqsPerStep: 16, maxTokensPerStep: 256 });
+    ? await engine.loadModel({ ...opts, weights: await loadSafetensors(randomSmallCheckpoint()), dtype: 'q4',
+      onProgress: (done, total) => say(`quantizing on load to Q4_K: ${(100 * done / total).toFixed(0)}% of ${(total / 2 ** 20).toFixed(1)} MiB`) })
+    : await createRandomModel(engine, { ...opts, dtype: 'bf16', seed: 5 });
   try {
     const r = rng(77);
-    const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 + ((i * 37) % 90) }, () => Math.floor(r() * SMALL_LLAMA.vocab_size)));
-    await model.generate([prompts[0].slice(0, 8)], { maxNewTokens: 4, stopTokens: [] });   // pipelines compile here
-    const out = await model.generate(prompts, { maxNewTokens: maxNew, stopTokens: [] });
+    const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 + ((i * 37) % 33) }, () => Math.floor(r() * SMALL_LLAMA.vocab_size)));
+    say('compiling pipelines (a first short generation)');
+    await model.generate([prompts[0].slice(0, 8)], { maxNewTokens: 4, stopTokens: [] });
+    const total = n * maxNew;
+    let done = 0;
+    say(`generating: 0 of ${total} new tokens`);
+    const out = await model.generate(prompts, { maxNewTokens: maxNew, stopTokens: [], onToken: () => { done++; say(`generating: ${done} of ${total} new tokens`); } });
     const s = model.lastRun;
     const generated = out.reduce((a, x) => a + x.length, 0);
     return {
