@@ -277,7 +277,7 @@ export async function runModelWorkload(engine: Engine, o: { prompts?: number; ma
   try {
     const r = rng(77);
     const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 + ((i * 37) % 33) }, () => Math.floor(r() * SMALL_LLAMA.vocab_size)));
-    say('compiling pipelines (a first short generation)');
+    say('compiling pipelines (a short first generation; up to a minute on a software adapter the first time)');
     await model.generate([prompts[0].slice(0, 8)], { maxNewTokens: 4, stopTokens: [] });
     const total = n * maxNew;
     let done = 0;

@@ -9,11 +9,12 @@
 // Where the system offers none that Dawn accepts, the software drivers that .ci/install.sh provides
 // are used (Mesa 25 lavapipe, else SwiftShader).
 //
-// The script runs twice: a launcher (no WebGPU in it) and the workload in a child. The child is where
-// the environment can be set before the Vulkan loader reads it (VK_ICD_FILENAMES for the fallback, a
-// valid XDG_RUNTIME_DIR so that the drivers' Wayland probe stays quiet), and its stderr passes through
-// a filter that drops what dawn.node prints about adapters and limits (warnings with its CI's source
-// paths, nothing the user can act on; a refused driver's reason is said in one line instead).
+// The script runs twice: a launcher (no WebGPU in it) and the workload in a child. dawn.node prints its
+// warnings about adapters and limits straight to file descriptor 2 (with its CI's source paths; nothing
+// a user can act on): only a parent can filter them, and a refused driver's reason is said in one line
+// instead. The child gets a valid XDG_RUNTIME_DIR (a private temp dir where it is unset), so that the
+// drivers' Wayland probe stays quiet. The child sends its lines and its progress over IPC and the
+// launcher draws them: the progress line keeps counting while the child's thread compiles a pipeline.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
@@ -24,8 +25,6 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CHILD = 'WEBINFER_START_CHILD';
 /** The child's exit status when no adapter came: the launcher may try a software driver. */
 const NO_ADAPTER = 3;
-/** The child says why no adapter came on a line of stderr that starts so. */
-const NO_ADAPTER_TAG = '[webinfer-start:no-adapter] ';
 
 // --------------------------------------------------------------------------------------------- launcher
 
@@ -37,22 +36,25 @@ async function launch() {
   // Ctrl-C reaches the child too (one process group); a signal to the launcher alone is passed on.
   // Either way the launcher ends when the child has, with its status.
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => current?.kill(sig));
+  const progress = createProgress(process.stdout);
   let status;
   try {
-    const first = await runChild(env);
+    const first = await runChild(env, progress);
     status = first.status;
     if (status === NO_ADAPTER) {
       const soft = [join(root, '.cache/lavapipe25/lvp_icd.json'), '/usr/lib/chromium/vk_swiftshader_icd.json'].find(existsSync);
       const why = first.refused.length ? `Dawn refused them: ${[...new Set(first.refused)].join('; ')}` : 'requestAdapter returned null';
       if (process.env.VK_ICD_FILENAMES || process.env.VK_DRIVER_FILES || !soft) {
-        process.stderr.write(`${first.noAdapter ?? 'no WebGPU adapter'}${first.refused.length ? `\n(${why})` : ''}\n`);
+        progress.log(`${first.noAdapter ?? 'no WebGPU adapter'}${first.refused.length ? `\n(${why})` : ''}`, process.stderr);
+        status = 1;
       } else {
-        console.log(`no adapter from the system's Vulkan drivers (${why}); falling back to the software adapter ${relative(root, soft).startsWith('..') ? soft : relative(root, soft)}`);
-        status = (await runChild({ ...env, VK_ICD_FILENAMES: soft })).status;
+        progress.log(`no adapter from the system's Vulkan drivers (${why}); falling back to the software adapter ${relative(root, soft).startsWith('..') ? soft : relative(root, soft)}`);
+        status = (await runChild({ ...env, VK_ICD_FILENAMES: soft }, progress)).status;
         if (status === NO_ADAPTER) status = 1;
       }
     }
   } finally {
+    progress.stop();
     if (xdg) rmSync(xdg, { recursive: true, force: true });
   }
   process.exit(status ?? 1);
@@ -69,27 +71,52 @@ function isDir(p) {
 /** The workload child while it runs (signals to the launcher go to it). */
 let current = null;
 
+/** Splits a stream's text into lines for `line`; returns the function that ends it (a last partial line). */
+function eachLine(stream, line) {
+  let pending = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk) => {
+    pending += chunk;
+    let nl;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      line(pending.slice(0, nl));
+      pending = pending.slice(nl + 1);
+    }
+  });
+  return () => {
+    if (pending) line(pending);
+    pending = '';
+  };
+}
+
 /**
- * Runs this script as the workload child; its stdout goes straight through, its stderr line by line
- * through a filter of dawn.node's adapter noise. Resolves with its status, the reasons Dawn gave for the
- * drivers it refused, and the child's no-adapter message, if any.
+ * Runs this script as the workload child: its IPC messages (lines, progress) and stdout drawn through
+ * `progress`, its stderr line by line through a filter of dawn.node's adapter noise. Resolves with its
+ * status, the reasons Dawn gave for the drivers it refused, and the child's no-adapter message, if any.
  */
-function runChild(env) {
+function runChild(env, progress) {
   return new Promise((resolve) => {
-    const child = current = spawn(process.execPath, process.argv.slice(1), { stdio: ['inherit', 'inherit', 'pipe'], env });
+    const child = current = spawn(process.execPath, process.argv.slice(1), { stdio: ['inherit', 'pipe', 'pipe', 'ipc'], env });
     const refused = [];
     let noAdapter = null;
-    let pending = '';
+    child.on('message', (m) => {
+      if (m.t === 'log') progress.log(m.s);
+      else if (m.t === 'start') progress.start(m.s);
+      else if (m.t === 'detail') progress.detail(m.s);
+      else if (m.t === 'stop') progress.stop();
+      else if (m.t === 'no-adapter') noAdapter = m.s;
+    });
+    const endOut = eachLine(child.stdout, (l) => progress.log(l));
+    const err = (l) => progress.log(l, process.stderr);
     /** A "Warning: ..." line held until the next one says whether it opens an adapter's block. */
     let held = null, heldTimer = null;
     let inBlock = false;
     const flushHeld = () => {
-      if (held !== null) process.stderr.write(`${held}\n`);
+      if (held !== null) err(held);
       held = null;
     };
     const line = (l) => {
       clearTimeout(heldTimer);
-      if (l.startsWith(NO_ADAPTER_TAG)) { noAdapter = l.slice(NO_ADAPTER_TAG.length); return; }
       if (inBlock) {
         // The block's indented lines (" - While ...", "    at InitializeImpl (/home/runner/...)"), then a blank one.
         const indented = /^\s/.test(l);
@@ -111,23 +138,20 @@ function runChild(env) {
         heldTimer = setTimeout(flushHeld, 200);
         return;
       }
-      process.stderr.write(`${l}\n`);
+      err(l);
     };
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk) => {
-      pending += chunk;
-      let nl;
-      while ((nl = pending.indexOf('\n')) >= 0) {
-        line(pending.slice(0, nl));
-        pending = pending.slice(nl + 1);
-      }
-    });
-    child.on('close', (code, signal) => {
-      if (pending) line(pending);
+    const endErr = eachLine(child.stderr, line);
+    // Done when the process has ended, its pipes are drained and its IPC channel is closed (its last
+    // messages read).
+    const closed = new Promise((r) => child.on('close', (code, signal) => r(code ?? 128 + (constants.signals[signal] ?? 0))));
+    const disconnected = new Promise((r) => child.on('disconnect', r));
+    Promise.all([closed, disconnected]).then(([status]) => {
+      endOut();
+      endErr();
       clearTimeout(heldTimer);
       flushHeld();
       current = null;
-      resolve({ status: code ?? 128 + (constants.signals[signal] ?? 0), refused, noAdapter });
+      resolve({ status, refused, noAdapter });
     });
   });
 }
@@ -137,7 +161,7 @@ function runChild(env) {
 /**
  * One line about what runs now and for how long, shown once it has run a second: on a terminal
  * redrawn in place, else printed every ~10 s without other output. log() prints a line of output
- * around it.
+ * (to `out`, or to the stream given) around it.
  */
 function createProgress(out = process.stdout) {
   const tty = !!out.isTTY;
@@ -164,11 +188,26 @@ function createProgress(out = process.stdout) {
     start(l) { label = l; detail = ''; t0 = Date.now(); },
     detail(d) { detail = d; },
     stop() { clear(); label = null; },
-    log(s) {
+    log(s, stream = out) {
       clear();
-      out.write(`${s}\n`);
+      stream.write(`${s}\n`);
       lastLine = Date.now();
     },
+  };
+}
+
+/** The child's side of the progress line: everything to the launcher, in order, over IPC. */
+function ipcProgress() {
+  let last = Promise.resolve();
+  const send = (t, s) => { last = new Promise((r) => process.send({ t, s }, () => r())); };
+  return {
+    start: (l) => send('start', l),
+    detail: (d) => send('detail', d),
+    stop: () => send('stop'),
+    log: (s) => send('log', s),
+    noAdapter: (s) => send('no-adapter', s),
+    /** Resolves when every message has been handed to the channel (before process.exit). */
+    flush: () => last,
   };
 }
 
@@ -178,8 +217,13 @@ const secs = (ms) => (ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floo
 
 async function workload() {
   const tStart = Date.now();
-  const progress = createProgress();
+  // Run alone (WEBINFER_START_CHILD=1 node scripts/start.mjs), it draws its own progress line.
+  const progress = process.send ? ipcProgress() : createProgress();
   const log = (s = '') => progress.log(s);
+  const exit = async (code) => {
+    await progress.flush?.();
+    process.exit(code);
+  };
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
   const { createEngine } = await import('webinfer');
@@ -190,8 +234,9 @@ async function workload() {
     engine = await createEngine({ gpu: create([]), powerPreference: 'high-performance' });
   } catch (e) {
     if (!/no WebGPU adapter/.test(e.message)) throw e;
-    process.stderr.write(`${NO_ADAPTER_TAG}${e.message.replace(/\n/g, ' ')}\n`);
-    process.exit(NO_ADAPTER);
+    if (progress.noAdapter) progress.noAdapter(e.message);
+    else process.stderr.write(`${e.message}\n`);
+    await exit(NO_ADAPTER);
   }
   const f = engine.features;
   const a = engine.adapter;
@@ -241,7 +286,7 @@ async function workload() {
   }
   engine.destroy();
   log(`\nnpm start: ${bad.length || modelFailed ? 'FAILED' : 'all passed'} in ${secs(Date.now() - tStart)}`);
-  process.exit(bad.length || modelFailed ? 1 : 0);
+  await exit(bad.length || modelFailed ? 1 : 0);
 }
 
 if (process.env[CHILD]) await workload();
