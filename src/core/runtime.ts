@@ -297,6 +297,8 @@ export class Runtime implements TensorHost {
   private onesBuffer: GPUBuffer | null = null;
   /** Buffers created while an allocation region runs (allocating), null outside one. */
   private created: Set<GPUBuffer> | null = null;
+  /** Staging buffers of read-backs dropped by abandonReads, destroyed while their maps were pending. */
+  private readonly abandoned = new WeakSet<GPUBuffer>();
   /** The last allocation region started: the next one waits for it (error scopes are one stack per device). */
   private region: Promise<void> = Promise.resolve();
   private timing: { querySet: GPUQuerySet; next: number; capacity: number; labels: string[]; span: boolean } | null = null;
@@ -643,7 +645,12 @@ export class Runtime implements TensorHost {
     }
   }
 
-  async readBuffer(buffer: GPUBuffer, byteLength: number, offset = 0): Promise<ArrayBuffer> {
+  /**
+   * Copies `byteLength` bytes of `buffer` to the host. `pending`: the caller's set of its read-backs
+   * in flight, which holds this one's staging buffer until it settles, so that the caller can drop
+   * them all at once (abandonReads) when it goes away with reads outstanding.
+   */
+  async readBuffer(buffer: GPUBuffer, byteLength: number, offset = 0, pending?: Set<GPUBuffer>): Promise<ArrayBuffer> {
     this.assertAlive('read-back');
     const size = Math.max(4, Math.ceil(byteLength / 4) * 4);
     // Staging buffers come from the pool (mapped, copied out, unmapped, returned): a loop that reads
@@ -651,6 +658,7 @@ export class Runtime implements TensorHost {
     const staging = this.pool.acquire(size, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, 'webinfer read-back');
     this.commandEncoder().copyBufferToBuffer(buffer, offset, staging, 0, size);
     this.flush();
+    pending?.add(staging);
     let mapped = false;
     try {
       await this.guard(staging.mapAsync(GPUMapMode.READ, 0, size));
@@ -658,9 +666,27 @@ export class Runtime implements TensorHost {
       this.throwAsyncErrors();
       return staging.getMappedRange(0, size).slice(0, byteLength);
     } finally {
-      if (mapped) staging.unmap();
-      this.pool.release(staging);
+      pending?.delete(staging);
+      // An abandoned staging buffer is destroyed already: never back into the pool.
+      if (!this.abandoned.delete(staging)) {
+        if (mapped) staging.unmap();
+        this.pool.release(staging);
+      }
     }
+  }
+
+  /**
+   * Destroys the staging buffers of read-backs still in flight (readBuffer's `pending`); each of those
+   * reads rejects. A model destroyed with steps in flight drops their read-backs so: returned to the
+   * pool whenever their maps resolved, often while the next model's steps already ran, they made the
+   * pool take new staging buffers beside them, and its buffers grew with every such destroy.
+   */
+  abandonReads(pending: Set<GPUBuffer>): void {
+    for (const b of pending) {
+      this.abandoned.add(b);
+      b.destroy();
+    }
+    pending.clear();
   }
 
   // --------------------------------------------------------------------------------------- dispatch

@@ -90,7 +90,12 @@ export interface GenerateOptions {
   seed?: number;
   /** Tokens that end a sequence (kept as its last token); default: the config's eos_token_id. */
   stopTokens?: number[];
-  onToken?: (prompt: number, token: number) => void;
+  /**
+   * Called with each new token of prompt `prompt`. It may be async: a promise it returns that rejects
+   * (or a throw) ends the call with that error, and the call settles only once every promise it
+   * returned has.
+   */
+  onToken?: ((prompt: number, token: number) => void) | ((prompt: number, token: number) => Promise<void>);
   signal?: AbortSignal;
 }
 
@@ -357,6 +362,8 @@ export class Model implements StepRunner {
   private maskRows: Tensor | null = null;
   private lpCopy: Tensor | null = null;
   private destroyed = false;
+  /** Staging buffers of the steps' read-backs in flight (Runtime.readBuffer's `pending`): destroy drops them. */
+  private readonly reads = new Set<GPUBuffer>();
   private nextSeq = 0;
   /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
   private readonly graphs = new Map<string, { graph: StepGraph; x: Tensor }>();
@@ -544,9 +551,9 @@ export class Model implements StepRunner {
     });
     // Submits the step and copies its ids (and logprob rows) for the host.
     let ids: Promise<ArrayBuffer>;
-    if (R) ids = rt.readBuffer(out.buffer, 4 * R);
+    if (R) ids = rt.readBuffer(out.buffer, 4 * R, 0, this.reads);
     else { rt.flush(); ids = Promise.resolve(new ArrayBuffer(0)); }
-    const logits = nLp ? rt.readBuffer(this.lpCopy!.buffer, nLp * V * 4) : null;
+    const logits = nLp ? rt.readBuffer(this.lpCopy!.buffer, nLp * V * 4, 0, this.reads) : null;
     return { step, T, sampledRow, ids, logits };
   }
 
@@ -649,19 +656,51 @@ export class Model implements StepRunner {
     const sampled = temperature > 0 && o.topK !== 1;
     // No seed: a fresh one per call (SPEC §9); prompt i draws from the seed's stream i.
     const seed = o.seed ?? freshSeed();
-    // The call's own abort: the caller's signal, or one prompt's failure, ends every prompt.
-    const ac = new AbortController();
-    const onAbort = () => ac.abort(o.signal!.reason ?? new DOMException('generate was aborted', 'AbortError'));
+    // The call's own abort: the caller's signal, or one prompt's failure, ends every prompt. A signal of
+    // its own per prompt, all aborted from here: one signal shared by every request had one listener
+    // per prompt, and Node warned (MaxListenersExceededWarning) past 10 prompts.
+    const acs = seqPrompts.map(() => new AbortController());
+    let aborted = false;
+    const abortAll = (why: unknown) => {
+      if (aborted) return;
+      aborted = true;
+      for (const ac of acs) ac.abort(why);
+    };
+    const onAbort = () => abortAll(o.signal!.reason ?? new DOMException('generate was aborted', 'AbortError'));
     o.signal?.addEventListener('abort', onAbort, { once: true });
+    // Promises an async onToken returned: each rejection ends its prompt (the engine's onTokens) and so
+    // the call; the call settles only after all of them, so none rejects unobserved after it returned.
+    const callbacks: Promise<void>[] = [];
+    const onTokens = (i: number) => (_c: number, toks: number[]): void | Promise<void> => {
+      let returned: PromiseLike<void>[] | null = null;
+      for (const t of toks) {
+        let r: unknown;
+        try {
+          r = o.onToken!(i, t);
+        } catch (e) {
+          // The engine ends the request with the throw; what earlier tokens' calls returned is dropped, observed.
+          for (const q of returned ?? []) q.then(undefined, () => undefined);
+          throw e;
+        }
+        if (r !== null && (typeof r === 'object' || typeof r === 'function') && typeof (r as PromiseLike<void>).then === 'function') (returned ??= []).push(r as PromiseLike<void>);
+      }
+      if (!returned) return;
+      const p = Promise.all(returned).then(() => undefined);
+      p.catch(() => undefined);   // observed: the engine ends the request with it, and the call awaits it
+      callbacks.push(p);
+      return p;
+    };
     const c0 = { ...this.engine.counters };
     const t0 = performance.now();
     try {
       const handles = seqPrompts.map((prompt, i) => this.engine.submit({
-        prompt, maxTokens: maxNew, stopTokens: stops, signal: ac.signal,
+        prompt, maxTokens: maxNew, stopTokens: stops, signal: acs[i].signal,
         sampling: sampled ? { ...GREEDY, temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (seed + Math.imul(i, 0x9e3779b9)) >>> 0 } : undefined,
-        onTokens: o.onToken ? (_c, toks) => { for (const t of toks) o.onToken!(i, t); } : undefined,
+        onTokens: o.onToken ? onTokens(i) : undefined,
       }, op));
-      const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { if (!ac.signal.aborted) ac.abort(e); throw e; })));
+      const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { abortAll(e); throw e; })));
+      // A request finishes as its last tokens are handed over: their callbacks may still be running.
+      await Promise.all(callbacks);
       return results.map((r) => r.tokens[0]);
     } finally {
       o.signal?.removeEventListener('abort', onAbort);
@@ -815,6 +854,15 @@ export class Model implements StepRunner {
     this.arch.destroy();
     for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin,
       this.rowParams, this.edits, this.masks, this.maskRows, this.lpCopy]) t?.destroy();
+    // Steps still in flight: their ids are wanted by no one, and their staging buffers would come back
+    // to the pool only once their maps resolve (after the next model's first steps, often), the pool
+    // taking new ones meanwhile: one more live buffer every few such destroys (issue 40).
+    this.rt.abandonReads(this.reads);
+    // What the model held waits in the pool for a submit (BufferPool.release): submitted now, a model
+    // loaded next takes the same buffers instead of a second set.
+    try {
+      this.rt.flush();
+    } catch { /* a lost device: nothing to submit, and destroy does not throw */ }
   }
 }
 

@@ -1,6 +1,7 @@
 // Engine lifecycle: features and limits, the pipeline cache, compile errors, device loss.
 import { createEngine, DispatchCache, WebinferError } from '../../src/index';
 import { assert, defineCases, equalArrays, expectThrows, randInt, randn } from './harness';
+import { golden, load } from './model.cases';
 
 export const engineCases = defineCases('engine', [
   {
@@ -246,4 +247,162 @@ export const engineCases = defineCases('engine', [
       }
     },
   },
+  {
+    name: 'generate: an async onToken that rejects ends the call with its error, even at the last token, and nothing is left unhandled; the model then serves the goldens (issue 40)',
+    async run(ctx) {
+      const g = await golden(ctx, 'llama-gqa');
+      const model = await load(ctx.engine, g);
+      const unhandled = watchUnhandled();
+      try {
+        const greedy = (i: number) => g.golden.greedy[i].slice(0, 4);
+        let n = 0;
+        const beside = model.generate([g.golden.prompts[1]], { maxNewTokens: 4, stopTokens: [] });
+        await expectThrows(() => model.generate(g.golden.prompts, {
+          maxNewTokens: 4, stopTokens: [], onToken: async (p) => { if (p === 0 && ++n === 2) throw new Error('onToken rejected'); },
+        }), 'onToken rejected');
+        equalArrays('a call beside the failed one', (await beside)[0], greedy(1));
+        // Rejected after the request's last token was handed over: the call still ends with it.
+        await expectThrows(() => model.generate([g.golden.prompts[0]], {
+          maxNewTokens: 2, stopTokens: [], onToken: (_p, t) => new Promise<void>((_, reject) => setTimeout(() => reject(new Error(`late rejection of ${t}`)), 5)),
+        }), 'late rejection of');
+        // Resolved promises hold the call until they settle, and change nothing.
+        const order: string[] = [];
+        const got = await model.generate([g.golden.prompts[2]], {
+          maxNewTokens: 4, stopTokens: [], onToken: (_p, t) => new Promise<void>((resolve) => setTimeout(() => { order.push(`token ${t}`); resolve(); }, 2)),
+        });
+        order.push('returned');
+        equalArrays('an async onToken that resolves', got[0], greedy(2));
+        assert(order.length === 5 && order[4] === 'returned', `generate returned before its callbacks settled: ${order.join(', ')}`);
+        await new Promise((r) => setTimeout(r, 30));
+        assert(unhandled.seen.length === 0, `unhandled rejections: ${unhandled.seen.map(String).join('; ')}`);
+        equalArrays('greedy after', (await model.generate(g.golden.prompts, { maxNewTokens: 4, stopTokens: [] })).flat(), [0, 1, 2].flatMap(greedy));
+      } finally {
+        unhandled.stop();
+        model.destroy();
+      }
+    },
+  },
+  {
+    name: 'generate with 12 prompts adds a bounded number of abort listeners to any one signal (no MaxListenersExceededWarning in Node) (issue 40)',
+    async run(ctx) {
+      const g = await golden(ctx, 'llama-gqa');
+      const model = await load(ctx.engine, g);
+      // Every abort listener added to and removed from any AbortSignal meanwhile, counted per signal.
+      const proto = AbortSignal.prototype as AbortSignal & Record<string, unknown>;
+      const live = new Map<AbortSignal, number>();
+      let most = 0;
+      const add = EventTarget.prototype.addEventListener, remove = EventTarget.prototype.removeEventListener;
+      const patched = ['addEventListener', 'removeEventListener'].filter((k) => !Object.prototype.hasOwnProperty.call(proto, k));
+      Object.defineProperty(proto, 'addEventListener', {
+        configurable: true, writable: true,
+        value(this: AbortSignal, type: string, fn: EventListenerOrEventListenerObject | null, o?: AddEventListenerOptions | boolean) {
+          if (type === 'abort' && fn) { const k = (live.get(this) ?? 0) + 1; live.set(this, k); most = Math.max(most, k); }
+          return add.call(this, type, fn, o);
+        },
+      });
+      Object.defineProperty(proto, 'removeEventListener', {
+        configurable: true, writable: true,
+        value(this: AbortSignal, type: string, fn: EventListenerOrEventListenerObject | null, o?: EventListenerOptions | boolean) {
+          if (type === 'abort' && fn && live.get(this)) live.set(this, live.get(this)! - 1);
+          return remove.call(this, type, fn, o);
+        },
+      });
+      // Node: the warning itself, which is what a user sees.
+      const proc = (globalThis as { process?: { on?(e: string, f: (w: Error) => void): void; off?(e: string, f: (w: Error) => void): void } }).process;
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => { if (w.name === 'MaxListenersExceededWarning') warnings.push(w.message); };
+      proc?.on?.('warning', onWarning);
+      try {
+        const prompts = Array.from({ length: 12 }, (_, i) => g.golden.prompts[i % 3]);
+        const caller = new AbortController();
+        const got = await model.generate(prompts, { maxNewTokens: 2, stopTokens: [], signal: caller.signal });
+        got.forEach((t, i) => equalArrays(`prompt ${i}`, t, g.golden.greedy[i % 3].slice(0, 2)));
+        await new Promise((r) => setTimeout(r, 10));
+        assert(warnings.length === 0, `Node warned: ${warnings.join('; ')}`);
+        assert(most <= 2, `one signal had ${most} abort listeners at once for a generate of 12 prompts`);
+        assert(live.get(caller.signal) === 0, `the caller's signal keeps ${live.get(caller.signal)} listeners after the call`);
+      } finally {
+        proc?.off?.('warning', onWarning);
+        for (const k of ['addEventListener', 'removeEventListener']) {
+          if (patched.includes(k)) Reflect.deleteProperty(proto, k);
+        }
+        model.destroy();
+      }
+    },
+  },
+  {
+    name: 'Model.destroy with steps in flight leaves no read-back buffer behind: live GPU buffers stay at their baseline over cycles of load, generate, destroy mid-run while another model serves (issue 40)',
+    async run(ctx) {
+      const { engine } = ctx;
+      const g = await golden(ctx, 'llama-gqa');
+      // Live buffers: those the engine creates from here on (Runtime.createBuffer; the pool's
+      // included), less those destroyed.
+      const live = new Map<GPUBuffer, string>();
+      const create = engine.createBuffer;
+      engine.createBuffer = (d: GPUBufferDescriptor): GPUBuffer => {
+        const b = create.call(engine, d);
+        live.set(b, d.label ?? '');
+        const destroy = b.destroy;
+        b.destroy = () => { live.delete(b); destroy.call(b); };
+        return b;
+      };
+      const settle = async () => { await engine.sync(); await new Promise((r) => setTimeout(r, 20)); await engine.sync(); };
+      const greedy = g.golden.greedy.map((t) => t.slice(0, 4)).flat();
+      // A model that stays, and one loaded, run and destroyed at its k-th token with steps in flight,
+      // the other starting its requests at once (a server swapping models): the destroyed model's
+      // read-backs, still pending, came back to the pool after the other's steps had taken new staging
+      // buffers beside them.
+      const stays = await load(engine, g);
+      const swap = async (k: number) => {
+        const model = await load(engine, g);
+        let n = 0;
+        let next: Promise<number[][]> | null = null;
+        try {
+          const during = model.generate(g.golden.prompts, {
+            maxNewTokens: 24, stopTokens: [], onToken: () => {
+              if (++n !== k) return;
+              model.destroy();
+              next = stays.generate(g.golden.prompts, { maxNewTokens: 4, stopTokens: [] });
+            },
+          });
+          await expectThrows(() => during, 'the model was destroyed');
+        } finally {
+          model.destroy();
+        }
+        equalArrays('the model beside the destroyed one', (await next!).flat(), greedy);
+        await settle();
+      };
+      try {
+        // Two models' steps interleave in the first swaps: the pool grows to what that takes.
+        for (let i = 0; i < 4; i++) await swap(1 + (i % 4));
+        const base = live.size;
+        const counts: number[] = [];
+        for (let i = 0; i < 6; i++) {
+          await swap(1 + (i % 3));
+          counts.push(live.size);
+        }
+        const readBacks = [...live.values()].filter((l) => l === 'webinfer read-back').length;
+        assert(readBacks <= engine.tuning.stepsInFlight, `${readBacks} read-back staging buffers live, for ${engine.tuning.stepsInFlight} steps in flight at most`);
+        assert(counts.every((c) => c <= base), `live GPU buffers: ${base}, then after each destroy with steps in flight ${counts.join(', ')}`);
+      } finally {
+        Reflect.deleteProperty(engine, 'createBuffer');
+        stays.destroy();
+      }
+    },
+  },
 ]);
+
+/** Unhandled promise rejections while it watches (Node's process event, or the web's and Deno's), kept rather than fatal. */
+function watchUnhandled(): { seen: unknown[]; stop(): void } {
+  const seen: unknown[] = [];
+  const g = globalThis as { addEventListener?: (t: string, f: (e: PromiseRejectionEvent) => void) => void; removeEventListener?: (t: string, f: (e: PromiseRejectionEvent) => void) => void;
+    process?: { on(e: string, f: (r: unknown) => void): void; off(e: string, f: (r: unknown) => void): void } };
+  if (typeof g.addEventListener === 'function') {
+    const f = (e: PromiseRejectionEvent) => { seen.push(e.reason); e.preventDefault(); };
+    g.addEventListener('unhandledrejection', f);
+    return { seen, stop: () => g.removeEventListener!('unhandledrejection', f) };
+  }
+  const f = (r: unknown) => { seen.push(r); };
+  g.process!.on('unhandledRejection', f);
+  return { seen, stop: () => g.process!.off('unhandledRejection', f) };
+}
