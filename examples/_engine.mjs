@@ -2,7 +2,9 @@
 // GPU driver, it runs on the CPU through a software Vulkan driver when one is installed (Mesa's
 // lavapipe, as .ci/install.sh unpacks it, or Chromium's SwiftShader); otherwise the error says what
 // to install and set.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { create, globals } from 'webgpu';
 import { createEngine } from 'webinfer';
 
@@ -10,6 +12,10 @@ const SOFTWARE = [new URL('../.cache/lavapipe25/lvp_icd.json', import.meta.url).
 
 export async function nodeEngine() {
   Object.assign(globalThis, globals);
+  // Mesa's drivers print "XDG_RUNTIME_DIR is invalid" when it names no folder (containers, CI, su).
+  if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
+    process.env.XDG_RUNTIME_DIR = mkdtempSync(join(tmpdir(), 'xdg-'));
+  }
   let engine;
   try {
     engine = await createEngine({ gpu: create([]) });
