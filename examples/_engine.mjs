@@ -2,7 +2,7 @@
 // GPU driver, it runs on the CPU through a software Vulkan driver when one is installed (Mesa's
 // lavapipe, as .ci/install.sh unpacks it, or Chromium's SwiftShader); otherwise the error says what
 // to install and set.
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create, globals } from 'webgpu';
@@ -14,7 +14,9 @@ export async function nodeEngine() {
   Object.assign(globalThis, globals);
   // Mesa's drivers print "XDG_RUNTIME_DIR is invalid" when it names no folder (containers, CI, su).
   if (!process.env.XDG_RUNTIME_DIR || !existsSync(process.env.XDG_RUNTIME_DIR)) {
-    process.env.XDG_RUNTIME_DIR = mkdtempSync(join(tmpdir(), 'xdg-'));
+    const dir = join(tmpdir(), `webinfer-runtime-${process.getuid?.() ?? 'user'}`);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    process.env.XDG_RUNTIME_DIR = dir;
   }
   let engine;
   try {
