@@ -121,7 +121,7 @@ export function renderAdapter(root: HTMLElement, engine: Engine, report: Adapter
       el('td', {}, l.cost)));
   }
   ft.append(body);
-  root.append(el('h4', {}, 'Features'), ft);
+  root.append(el('h4', {}, 'Features'), el('div', { class: 'table-wrap' }, ft));
 
   const lim = engine.limits;
   const lt = el('table', { class: 'limits', id: 'limits' },
@@ -135,7 +135,7 @@ export function renderAdapter(root: HTMLElement, engine: Engine, report: Adapter
   row('maxComputeInvocationsPerWorkgroup', String(lim.maxComputeInvocationsPerWorkgroup), 'threads per workgroup');
   row('maxStorageBuffersPerShaderStage', String(lim.maxStorageBuffersPerShaderStage), 'buffers one kernel binds');
   lt.append(lb);
-  root.append(el('h4', {}, 'Limits (the adapter\'s own, requested by the engine)'), lt);
+  root.append(el('h4', {}, 'Limits (the adapter\'s own, requested by the engine)'), el('div', { class: 'table-wrap' }, lt));
 
   const extra = report.adapterFeatures.filter((f) => !['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'].includes(f));
   if (extra.length) root.append(el('p', { class: 'small' }, `Other adapter features: ${extra.join(', ')}.`));

@@ -32,7 +32,7 @@ export interface Preset {
 export const PRESETS: Record<'quick' | 'standard' | 'issue', Preset> = {
   quick: {
     label: 'Quick: small shapes for software adapters (about a minute on SwiftShader)',
-    ceilingScale: 1 / 64, samples: 3, sdpaLengths: [32, 64], sdpaDtypes: ['f32'], pagedBatches: [1, 2], pagedContexts: [64, 256],
+    ceilingScale: 1 / 64, samples: 3, sdpaLengths: [16, 32, 64], sdpaDtypes: ['f32'], pagedBatches: [1, 2], pagedContexts: [64, 256],
     mlaHeads: [4], mlaBatches: [1, 2], mlaContext: 64, mlaSmall: true,
   },
   standard: {
@@ -156,10 +156,38 @@ function mlaRow(r: MlaBenchRow): HTMLTableRowElement {
     checkCell(r.pass, r.worst, r.error));
 }
 
-/** Draws the plots of a results file into `root` (SVG made by bench/plot.ts from numbers only). */
-export function renderPlots(root: HTMLElement, result: DemoResults): number {
+/** A line needs this many distinct x values to say anything: two points are a segment, and under a
+ *  ceiling far above them (a software adapter's) a flat one on the x axis. Fewer: the table alone. */
+export const MIN_PLOT_POINTS = 3;
+
+/** Each suite's x axis in the plots (bench/plot.ts): SDPA against length, paged against context, MLA against batch. */
+const PLOT_AXES = {
+  sdpa: { x: (r: Record<string, unknown>) => r.Lq, what: 'lengths' },
+  paged: { x: (r: Record<string, unknown>) => r.context, what: 'contexts' },
+  mla: { x: (r: Record<string, unknown>) => r.batch, what: 'batch sizes' },
+} as const;
+
+/**
+ * Draws the plots of a results file into `root` (SVG made by bench/plot.ts from numbers only), for the
+ * suites with at least MIN_PLOT_POINTS distinct x values; `note` says which suites are tables only.
+ */
+export function renderPlots(root: HTMLElement, note: HTMLElement, result: DemoResults): number {
   root.replaceChildren();
-  const plots = plotResults(result);
+  const plotted: DemoResults = { ...result };
+  const tablesOnly: string[] = [];
+  for (const [suite, axis] of Object.entries(PLOT_AXES)) {
+    const rows = result[suite] as Record<string, unknown>[] | undefined;
+    if (!rows?.length) continue;
+    const xs = new Set(rows.map(axis.x)).size;
+    if (xs >= MIN_PLOT_POINTS) continue;
+    delete plotted[suite];
+    tablesOnly.push(`${suite === 'sdpa' ? 'dense SDPA' : suite === 'paged' ? 'paged decode' : 'MLA decode'} (${xs} ${axis.what})`);
+  }
+  note.hidden = !tablesOnly.length;
+  note.textContent = tablesOnly.length
+    ? `Not plotted, too few points for a line (a plot needs ${MIN_PLOT_POINTS} or more): ${tablesOnly.join(', ')}. Their numbers are in the tables.`
+    : '';
+  const plots = plotResults(plotted);
   const captions: Record<string, string> = {
     'sdpa-throughput.svg': 'Dense SDPA throughput against sequence length, flash (solid) and naive (dashed), under the f32 FMA ceiling measured in this run.',
     'sdpa-speedup.svg': 'How many times faster the flash kernel is than the naive three-pass kernel.',

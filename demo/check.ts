@@ -8,17 +8,65 @@ import { sliceNames } from './slice';
 
 export { sliceNames };
 
-/** A file the demo build copied from the shared folder (the goldens), fetched beside the page. */
+/** A file of the shared folder this page does not have: the case that wanted it needs the test suite
+ *  (which reads ../shared beside the checkout), not a failure of the GPU or the library. */
+export class MissingFixture extends Error {
+  constructor(readonly path: string, why: string) {
+    super(`${path} is not shipped with this page (${why}); the test suite reads it from ../shared beside the checkout`);
+    this.name = 'MissingFixture';
+  }
+}
+
+let manifest: Promise<Set<string> | null> | null = null;
+
+/** The files the demo build copied beside the page (shared/manifest.json, written by vite.demo.config.ts),
+ *  or null where the page is served without one. */
+export function shippedFiles(): Promise<Set<string> | null> {
+  manifest ??= fetch('./shared/manifest.json').then(async (r) => {
+    if (!r.ok || !/json/.test(r.headers.get('content-type') ?? '')) return null;
+    return new Set((await r.json() as { files: string[] }).files);
+  }).catch(() => null);
+  return manifest;
+}
+
+/**
+ * A file the demo build copied from the shared folder (goldens, the cases' fixtures), fetched beside the
+ * page. A file that is not there is a MissingFixture naming it, also where the server answers a missing
+ * path with its index page (a single-page fallback, as `vite preview` does) rather than with a 404.
+ */
 export async function fetchShared(path: string): Promise<Uint8Array> {
-  const r = await fetch(`./shared/${path}`);
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status} (the demo build copies ../shared/goldens into dist-demo/shared/)`);
+  const files = await shippedFiles();
+  if (files && !files.has(path)) throw new MissingFixture(path, 'the demo build found no such file in ../shared');
+  let r: Response;
+  try {
+    r = await fetch(`./shared/${path}`);
+  } catch (e) {
+    throw new Error(`${path}: could not be fetched (${errorMessage(e)})`);
+  }
+  if (r.status === 404) throw new MissingFixture(path, 'the server answered 404');
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}${r.statusText ? ` ${r.statusText}` : ''}`);
+  if (/^text\/html/i.test(r.headers.get('content-type') ?? '') && !/\.html?$/.test(path)) {
+    throw new MissingFixture(path, 'the server answered with an HTML page instead');
+  }
   return new Uint8Array(await r.arrayBuffer());
 }
 
-export type CheckScope = 'slice' | 'all';
+/** 'slice', 'all', or one family of cases: `family:models` (the name's prefix before ' › '). */
+export type CheckScope = 'slice' | 'all' | `family:${string}`;
+
+/** A case's family: its name's prefix ('sdpa flash', 'linear', 'models', …). */
+export const familyOf = (name: string) => name.split(' › ')[0];
+
+/** Every family of cases, in the order the runners list them, with how many cases each has. */
+export function families(): [string, number][] {
+  const n = new Map<string, number>();
+  for (const c of allCases) n.set(familyOf(c.name), (n.get(familyOf(c.name)) ?? 0) + 1);
+  return [...n];
+}
 
 export function casesFor(scope: CheckScope, subgroups: boolean): { cases: TestCase[]; missing: string[] } {
   if (scope === 'all') return { cases: allCases, missing: [] };
+  if (scope.startsWith('family:')) return { cases: allCases.filter((c) => familyOf(c.name) === scope.slice('family:'.length)), missing: [] };
   const byName = new Map(allCases.map((c) => [c.name, c]));
   const names = sliceNames(subgroups);
   return { cases: names.flatMap((n) => byName.get(n) ?? []), missing: names.filter((n) => !byName.has(n)) };
@@ -27,6 +75,8 @@ export function casesFor(scope: CheckScope, subgroups: boolean): { cases: TestCa
 export interface CaseResult {
   name: string;
   pass: boolean;
+  /** The case needs data this page does not ship (MissingFixture): neither a pass nor a failure here. */
+  needsSuite?: boolean;
   /** Worst error over the case's tolerance comparisons, as a fraction of the tolerance; undefined
    *  when the case compares exactly (bit patterns, error messages) instead. */
   worst?: number;
@@ -86,6 +136,7 @@ export async function runCheck(base: Engine, opts: {
       r.pass = true;
     } catch (e) {
       r.error = errorMessage(e);
+      r.needsSuite = e instanceof MissingFixture;
     } finally {
       closeObserver.onCompare = undefined;
     }
@@ -94,21 +145,25 @@ export async function runCheck(base: Engine, opts: {
     results.push(r);
     opts.table.append(resultRow(r, results.length));
   }
-  const failed = results.filter((r) => !r.pass).length;
+  const failed = results.filter((r) => !r.pass && !r.needsSuite).length;
+  const elsewhere = results.filter((r) => r.needsSuite).length;
   const secs = ((performance.now() - t0) / 1000).toFixed(1);
-  opts.progress.finish(failed ? `${failed} of ${total} cases FAILED (${secs} s)` : `all ${total} cases passed (${secs} s)`, failed ? 'fail' : 'pass');
+  const rest = elsewhere ? `; ${elsewhere} need the test suite (their data is not shipped with this page)` : '';
+  opts.progress.finish(failed ? `${failed} of ${total} cases FAILED${rest} (${secs} s)`
+    : `${elsewhere ? `${total - elsewhere} of ${total}` : `all ${total}`} cases passed${rest} (${secs} s)`, failed ? 'fail' : 'pass');
   return results;
 }
 
 function resultRow(r: CaseResult, i: number): HTMLTableRowElement {
   const worstText = r.worst === undefined ? (r.pass ? 'exact' : '–') : Number.isFinite(r.worst) ? r.worst.toFixed(3) : 'NaN/Inf';
   const detail = r.error ?? r.notes.join(' ');
-  return el('tr', { 'data-result': r.pass ? 'pass' : 'fail' },
+  const result = r.pass ? 'pass' : r.needsSuite ? 'needs-suite' : 'fail';
+  return el('tr', { 'data-result': result },
     el('td', { class: 'num' }, String(i)),
     el('td', {}, r.name),
-    el('td', { class: r.pass ? 'pass' : 'fail' }, r.pass ? 'pass' : 'FAIL'),
+    el('td', { class: r.pass ? 'pass' : r.needsSuite ? 'absent' : 'fail' }, r.pass ? 'pass' : r.needsSuite ? 'needs the test suite' : 'FAIL'),
     el('td', { class: 'num', title: r.worst === undefined ? 'this case compares exactly (bit patterns, error messages), not within a tolerance'
       : `worst |err| / (atol + rtol·|ref|) over ${r.comparisons} comparisons` }, worstText),
     el('td', { class: 'num' }, (r.ms / 1000).toFixed(2)),
-    el('td', { class: r.error ? 'detail error' : 'detail' }, detail));
+    el('td', { class: r.error && !r.needsSuite ? 'detail error' : 'detail' }, detail));
 }

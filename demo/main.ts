@@ -1,14 +1,16 @@
-// The demo page: finds WebGPU, describes the adapter, and wires the Check, Benchmark, Playground and
-// Model sections. Every failure is shown in the page; nothing assumes subgroups or shader-f16.
+// The demo page: finds WebGPU, then wires its sections in the order a newcomer wants them: load a model
+// and chat with it, check every operation family (and whole models) against the references, then
+// measure (Benchmark, Playground); the adapter's details last. Every failure is shown in the page;
+// nothing assumes subgroups or shader-f16.
 import { clearWeightCache, hasWeightCache, weightCacheSize, type Engine } from 'webinfer';
 import { renderAdapter, start, type AdapterReport } from './adapter';
 import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type Ceilings, type DemoResults, type Suite } from './bench';
-import { runCheck, sliceNames, type CheckScope } from './check';
+import { casesFor, families, runCheck, shippedFiles, type CheckScope } from './check';
 import { Conversation, type Mode, type TurnSettings } from './chat';
 import { mb, openCheckpoint, renderInfo, runGoldens, type LoadDType, type Loaded } from './model';
 import { audioFileToPcm, embedLines, record, renderSimilarity, renderTranscript } from './speech';
 import { FIELDS, OP_LABELS, renderFields, renderPlaygroundResult, runPlayground, type Op } from './playground';
-import { byId, el, errorMessage, fmt, Progress, registerGpuButton, runExclusive, setGpuReady, showError, showMessage } from './ui';
+import { byId, el, errorMessage, fmt, hideWhileEmpty, Progress, registerGpuButton, runExclusive, setGpuReady, showError, showMessage } from './ui';
 
 const pageError = byId('page-error');
 function reportPageError(what: string, e: unknown): void {
@@ -34,152 +36,7 @@ let report: AdapterReport | null = null;
 let lastResults: DemoResults | null = null;
 let ceilings: Ceilings | null = null;
 
-// ------------------------------------------------------------------------------------------ check
-
-const checkRun = byId<HTMLButtonElement>('check-run');
-registerGpuButton(checkRun);
-const checkProgress = new Progress(byId<HTMLProgressElement>('check-progress'), byId('check-status'));
-checkRun.addEventListener('click', () => void runExclusive(async () => {
-  if (!engine || !report) return;
-  const msg = byId('check-message');
-  msg.hidden = true;
-  checkProgress.reset();
-  try {
-    await runCheck(engine, {
-      scope: byId<HTMLSelectElement>('check-scope').value as CheckScope, software: report.software, progress: checkProgress,
-      table: byId<HTMLTableSectionElement>('check-rows'), onWarning,
-    });
-  } catch (e) {
-    checkProgress.finish('the check could not run', 'fail');
-    showError(msg, 'Check', e);
-  }
-}));
-
-// -------------------------------------------------------------------------------------- benchmark
-
-const benchRun = byId<HTMLButtonElement>('bench-run');
-const benchCopy = byId<HTMLButtonElement>('bench-copy');
-const benchDownload = byId<HTMLButtonElement>('bench-download');
-registerGpuButton(benchRun);
-const benchProgress = new Progress(byId<HTMLProgressElement>('bench-progress'), byId('bench-status'));
-const presetSelect = byId<HTMLSelectElement>('bench-preset');
-for (const [key, p] of Object.entries(PRESETS)) presetSelect.append(el('option', { value: key }, p.label));
-
-benchRun.addEventListener('click', () => void runExclusive(async () => {
-  if (!engine || !report) return;
-  const msg = byId('bench-message');
-  msg.hidden = true;
-  const suites = (['sdpa', 'paged', 'mla'] as Suite[]).filter((s) => byId<HTMLInputElement>(`bench-${s}`).checked);
-  if (!suites.length) {
-    showMessage(msg, 'Choose at least one suite.', 'warn');
-    return;
-  }
-  benchProgress.reset();
-  benchCopy.disabled = benchDownload.disabled = true;
-  const t0 = performance.now();
-  try {
-    const r = await runBenchmark(engine, report, {
-      preset: presetSelect.value as keyof typeof PRESETS, suites, progress: benchProgress,
-      tables: {
-        sdpa: byId<HTMLTableSectionElement>('bench-sdpa-rows'), paged: byId<HTMLTableSectionElement>('bench-paged-rows'),
-        mla: byId<HTMLTableSectionElement>('bench-mla-rows'),
-      },
-    });
-    lastResults = r;
-    ceilings = r.ceilings;
-    byId('bench-ceilings').textContent = `Ceilings measured in this run: f32 FMA ${fmt(r.ceilings.fmaTflops * 1000, 1)} GFLOP/s, `
-      + `copy ${fmt(r.ceilings.copyGBs, 1)} GB/s (read + write), read ${fmt(r.ceilings.readGBs, 1)} GB/s.`
-      + (engine.features.timestampQuery ? ' Times are medians of GPU timestamps.' : ' No timestamp-query: times are wall clock around a drained queue.');
-    const n = renderPlots(byId('plots'), r);
-    byId<HTMLTextAreaElement>('bench-json').value = resultsJson(r);
-    benchCopy.disabled = benchDownload.disabled = false;
-    const bad = [...(r.sdpa ?? []), ...(r.paged ?? []), ...(r.mla ?? [])].filter((x) => {
-      const row = x as { pass?: boolean; error?: string };
-      return !row.pass && !row.error?.startsWith('skipped');
-    }).length;
-    const secs = ((performance.now() - t0) / 1000).toFixed(0);
-    benchProgress.finish(bad ? `done in ${secs} s, but ${bad} shapes failed their check (see the tables)` : `done in ${secs} s: ${n} plots`, bad ? 'fail' : 'pass');
-  } catch (e) {
-    benchProgress.finish('the benchmark stopped', 'fail');
-    showError(msg, 'Benchmark', e);
-  }
-}));
-
-benchCopy.addEventListener('click', async () => {
-  if (!lastResults) return;
-  const text = resultsJson(lastResults);
-  const status = byId('bench-share-status');
-  try {
-    await navigator.clipboard.writeText(text);
-    status.textContent = 'Copied to the clipboard.';
-  } catch {
-    // No clipboard permission (or an insecure context): select the text for a manual copy instead.
-    const box = byId<HTMLDetailsElement>('bench-json-box');
-    box.open = true;
-    const ta = byId<HTMLTextAreaElement>('bench-json');
-    ta.focus();
-    ta.select();
-    const ok = document.execCommand?.('copy') ?? false;
-    status.textContent = ok ? 'Copied to the clipboard.' : 'The browser refused clipboard access: the JSON below is selected, press ⌘C / Ctrl+C.';
-  }
-});
-
-benchDownload.addEventListener('click', () => {
-  if (!lastResults) return;
-  const url = URL.createObjectURL(new Blob([resultsJson(lastResults)], { type: 'application/json' }));
-  const a = el('a', { href: url, download: resultsFileName(lastResults) });
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
-  byId('bench-share-status').textContent = `Saved as ${resultsFileName(lastResults)}.`;
-});
-
-// ------------------------------------------------------------------------------------- playground
-
-const pgRun = byId<HTMLButtonElement>('pg-run');
-registerGpuButton(pgRun);
-const opSelect = byId<HTMLSelectElement>('pg-op');
-for (const op of Object.keys(FIELDS) as Op[]) opSelect.append(el('option', { value: op }, OP_LABELS[op]));
-renderFields(byId('pg-fields'), 'sdpa');
-opSelect.addEventListener('change', () => renderFields(byId('pg-fields'), opSelect.value as Op));
-
-pgRun.addEventListener('click', () => void runExclusive(async () => {
-  if (!engine) return;
-  const msg = byId('pg-message');
-  const status = byId('pg-status');
-  msg.hidden = true;
-  status.textContent = 'running…';
-  delete status.dataset.state;
-  try {
-    const r = await runPlayground(engine, byId('pg-fields'), opSelect.value as Op, ceilings);
-    renderPlaygroundResult(byId<HTMLTableSectionElement>('pg-rows'), r, !!ceilings);
-    status.textContent = r.pass ? 'pass' : 'FAIL';
-    status.dataset.state = r.pass ? 'pass' : 'fail';
-  } catch (e) {
-    status.textContent = 'error';
-    status.dataset.state = 'error';
-    showError(msg, 'Playground', e);
-  }
-}));
-
 // ------------------------------------------------------------------------------------------ model
-
-const goldensRun = byId<HTMLButtonElement>('model-goldens-run');
-registerGpuButton(goldensRun);
-const goldensProgress = new Progress(byId<HTMLProgressElement>('model-goldens-progress'), byId('model-goldens-status'));
-goldensRun.addEventListener('click', () => void runExclusive(async () => {
-  if (!engine) return;
-  const msg = byId('model-goldens-message');
-  msg.hidden = true;
-  goldensProgress.reset();
-  try {
-    await runGoldens(engine, { progress: goldensProgress, table: byId<HTMLTableSectionElement>('model-goldens-rows') });
-  } catch (e) {
-    goldensProgress.finish('the goldens could not be checked', 'fail');
-    showError(msg, 'Goldens', e);
-  }
-}));
 
 /** The model the chat talks to (one at a time: loading another frees this one's GPU memory). */
 let loaded: Loaded | null = null;
@@ -202,7 +59,8 @@ const newChat = byId<HTMLButtonElement>('model-new-chat');
 const modeSelect = byId<HTMLSelectElement>('model-mode');
 const promptBox = byId<HTMLTextAreaElement>('model-prompt');
 const cacheClear = byId<HTMLButtonElement>('model-cache-clear');
-for (const b of [openFolder, openGguf, loadUrl, loadHf]) registerGpuButton(b);
+const loadSample = byId<HTMLButtonElement>('model-load-sample');
+for (const b of [loadSample, openFolder, openGguf, loadUrl, loadHf]) registerGpuButton(b);
 const loadProgress = new Progress(byId<HTMLProgressElement>('model-load-progress'), byId('model-load-status'));
 const conversation = new Conversation(byId('model-chat-log'));
 
@@ -397,6 +255,7 @@ ggufInput.addEventListener('change', () => {
 folderInput.addEventListener('change', () => {
   if (folderInput.files?.length) loadCheckpointInto(folderInput.files);
 });
+loadSample.addEventListener('click', () => loadCheckpointInto(new URL(byId<HTMLSelectElement>('model-sample').value, location.href).href));
 loadUrl.addEventListener('click', () => {
   const u = byId<HTMLInputElement>('model-url').value.trim();
   if (!u) {
@@ -476,6 +335,162 @@ newChat.addEventListener('click', () => {
   byId('model-gen-message').hidden = true;
 });
 
+// ------------------------------------------------------------------------------------------ check
+
+const checkRun = byId<HTMLButtonElement>('check-run');
+registerGpuButton(checkRun);
+const checkProgress = new Progress(byId<HTMLProgressElement>('check-progress'), byId('check-status'));
+hideWhileEmpty(byId('check-rows'), byId('check-table-wrap'));
+checkRun.addEventListener('click', () => void runExclusive(async () => {
+  if (!engine || !report) return;
+  const msg = byId('check-message');
+  msg.hidden = true;
+  checkProgress.reset();
+  try {
+    await runCheck(engine, {
+      scope: byId<HTMLSelectElement>('check-scope').value as CheckScope, software: report.software, progress: checkProgress,
+      table: byId<HTMLTableSectionElement>('check-rows'), onWarning,
+    });
+  } catch (e) {
+    checkProgress.finish('the check could not run', 'fail');
+    showError(msg, 'Check', e);
+  }
+}));
+
+// Whole models: the goldens against what HF transformers computed for them.
+const goldensRun = byId<HTMLButtonElement>('model-goldens-run');
+registerGpuButton(goldensRun);
+const goldensProgress = new Progress(byId<HTMLProgressElement>('model-goldens-progress'), byId('model-goldens-status'));
+hideWhileEmpty(byId('model-goldens-rows'), byId('model-goldens-table-wrap'));
+goldensRun.addEventListener('click', () => void runExclusive(async () => {
+  if (!engine) return;
+  const msg = byId('model-goldens-message');
+  msg.hidden = true;
+  goldensProgress.reset();
+  try {
+    await runGoldens(engine, { progress: goldensProgress, table: byId<HTMLTableSectionElement>('model-goldens-rows') });
+  } catch (e) {
+    goldensProgress.finish('the goldens could not be checked', 'fail');
+    showError(msg, 'Goldens', e);
+  }
+}));
+
+// -------------------------------------------------------------------------------------- benchmark
+
+const benchRun = byId<HTMLButtonElement>('bench-run');
+const benchCopy = byId<HTMLButtonElement>('bench-copy');
+const benchDownload = byId<HTMLButtonElement>('bench-download');
+registerGpuButton(benchRun);
+const benchProgress = new Progress(byId<HTMLProgressElement>('bench-progress'), byId('bench-status'));
+const presetSelect = byId<HTMLSelectElement>('bench-preset');
+for (const s of ['sdpa', 'paged', 'mla']) {
+  const rows = byId(`bench-${s}-rows`);
+  hideWhileEmpty(rows, rows.closest<HTMLElement>('.bench-table')!);
+}
+const benchTables = byId('bench-tables');
+new MutationObserver(() => { benchTables.hidden = !benchTables.querySelector('tbody tr'); }).observe(benchTables, { childList: true, subtree: true });
+for (const [key, p] of Object.entries(PRESETS)) presetSelect.append(el('option', { value: key }, p.label));
+
+benchRun.addEventListener('click', () => void runExclusive(async () => {
+  if (!engine || !report) return;
+  const msg = byId('bench-message');
+  msg.hidden = true;
+  const suites = (['sdpa', 'paged', 'mla'] as Suite[]).filter((s) => byId<HTMLInputElement>(`bench-${s}`).checked);
+  if (!suites.length) {
+    showMessage(msg, 'Choose at least one suite.', 'warn');
+    return;
+  }
+  benchProgress.reset();
+  benchCopy.disabled = benchDownload.disabled = true;
+  const t0 = performance.now();
+  try {
+    const r = await runBenchmark(engine, report, {
+      preset: presetSelect.value as keyof typeof PRESETS, suites, progress: benchProgress,
+      tables: {
+        sdpa: byId<HTMLTableSectionElement>('bench-sdpa-rows'), paged: byId<HTMLTableSectionElement>('bench-paged-rows'),
+        mla: byId<HTMLTableSectionElement>('bench-mla-rows'),
+      },
+    });
+    lastResults = r;
+    ceilings = r.ceilings;
+    byId('bench-ceilings').textContent = `Ceilings measured in this run: f32 FMA ${fmt(r.ceilings.fmaTflops * 1000, 1)} GFLOP/s, `
+      + `copy ${fmt(r.ceilings.copyGBs, 1)} GB/s (read + write), read ${fmt(r.ceilings.readGBs, 1)} GB/s.`
+      + (engine.features.timestampQuery ? ' Times are medians of GPU timestamps.' : ' No timestamp-query: times are wall clock around a drained queue.');
+    const n = renderPlots(byId('plots'), byId('plots-note'), r);
+    byId<HTMLTextAreaElement>('bench-json').value = resultsJson(r);
+    byId('bench-share').hidden = false;
+    benchCopy.disabled = benchDownload.disabled = false;
+    const bad = [...(r.sdpa ?? []), ...(r.paged ?? []), ...(r.mla ?? [])].filter((x) => {
+      const row = x as { pass?: boolean; error?: string };
+      return !row.pass && !row.error?.startsWith('skipped');
+    }).length;
+    const secs = ((performance.now() - t0) / 1000).toFixed(0);
+    benchProgress.finish(bad ? `done in ${secs} s, but ${bad} shapes failed their check (see the tables)` : `done in ${secs} s: ${n ? `${n} plots and ` : ''}the tables below`, bad ? 'fail' : 'pass');
+  } catch (e) {
+    benchProgress.finish('the benchmark stopped', 'fail');
+    showError(msg, 'Benchmark', e);
+  }
+}));
+
+benchCopy.addEventListener('click', async () => {
+  if (!lastResults) return;
+  const text = resultsJson(lastResults);
+  const status = byId('bench-share-status');
+  try {
+    await navigator.clipboard.writeText(text);
+    status.textContent = 'Copied to the clipboard.';
+  } catch {
+    // No clipboard permission (or an insecure context): select the text for a manual copy instead.
+    const box = byId<HTMLDetailsElement>('bench-json-box');
+    box.open = true;
+    const ta = byId<HTMLTextAreaElement>('bench-json');
+    ta.focus();
+    ta.select();
+    const ok = document.execCommand?.('copy') ?? false;
+    status.textContent = ok ? 'Copied to the clipboard.' : 'The browser refused clipboard access: the JSON below is selected, press ⌘C / Ctrl+C.';
+  }
+});
+
+benchDownload.addEventListener('click', () => {
+  if (!lastResults) return;
+  const url = URL.createObjectURL(new Blob([resultsJson(lastResults)], { type: 'application/json' }));
+  const a = el('a', { href: url, download: resultsFileName(lastResults) });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  byId('bench-share-status').textContent = `Saved as ${resultsFileName(lastResults)}.`;
+});
+
+// ------------------------------------------------------------------------------------- playground
+
+const pgRun = byId<HTMLButtonElement>('pg-run');
+registerGpuButton(pgRun);
+const opSelect = byId<HTMLSelectElement>('pg-op');
+for (const op of Object.keys(FIELDS) as Op[]) opSelect.append(el('option', { value: op }, OP_LABELS[op]));
+renderFields(byId('pg-fields'), 'sdpa');
+hideWhileEmpty(byId('pg-rows'), byId('pg-table-wrap'));
+opSelect.addEventListener('change', () => renderFields(byId('pg-fields'), opSelect.value as Op));
+
+pgRun.addEventListener('click', () => void runExclusive(async () => {
+  if (!engine) return;
+  const msg = byId('pg-message');
+  const status = byId('pg-status');
+  msg.hidden = true;
+  status.textContent = 'running…';
+  delete status.dataset.state;
+  try {
+    const r = await runPlayground(engine, byId('pg-fields'), opSelect.value as Op, ceilings);
+    renderPlaygroundResult(byId<HTMLTableSectionElement>('pg-rows'), r, !!ceilings);
+    status.textContent = r.pass ? 'pass' : 'FAIL';
+    status.dataset.state = r.pass ? 'pass' : 'fail';
+  } catch (e) {
+    status.textContent = 'error';
+    status.dataset.state = 'error';
+    showError(msg, 'Playground', e);
+  }
+}));
+
 // ------------------------------------------------------------------------------------------- boot
 
 async function boot(): Promise<void> {
@@ -483,24 +498,34 @@ async function boot(): Promise<void> {
   const s = await start(onWarning);
   if (!s.ok) {
     status.dataset.state = 'error';
-    status.textContent = 'WebGPU is not available here, so nothing on this page can run.';
+    status.textContent = `WebGPU is not available here, so nothing on this page can run. ${s.reason}`;
     showMessage(byId('adapter'), s.reason, 'error');
-    for (const id of ['check-message', 'bench-message', 'pg-message', 'model-goldens-message', 'model-load-message']) showMessage(byId(id), 'Needs WebGPU (see the Adapter section).', 'warn');
+    for (const id of ['model-load-message', 'check-message', 'model-goldens-message', 'bench-message', 'pg-message']) showMessage(byId(id), 'Needs WebGPU (see the Adapter section).', 'warn');
     return;
   }
   engine = s.engine;
   report = s.report;
   renderAdapter(byId('adapter'), engine, report);
   presetSelect.value = report.software ? 'quick' : 'standard';
-  const sliceOption = byId<HTMLSelectElement>('check-scope').querySelector<HTMLOptionElement>('option[value=slice]');
+  const scope = byId<HTMLSelectElement>('check-scope');
+  const sliceOption = scope.querySelector<HTMLOptionElement>('option[value=slice]');
   if (sliceOption) {
-    const n = sliceNames(engine.features.subgroups).length;
-    sliceOption.textContent = `a representative slice of every operation (${n} cases)`;
+    const n = casesFor('slice', engine.features.subgroups).cases.length;
+    sliceOption.textContent = `a slice of every operation family (${n} cases, about two minutes on a software adapter)`;
     sliceOption.dataset.count = String(n);
+  }
+  const allOption = scope.querySelector<HTMLOptionElement>('option[value=all]');
+  if (allOption) allOption.dataset.count = String(casesFor('all', engine.features.subgroups).cases.length);
+  for (const [family, n] of families()) scope.append(el('option', { value: `family:${family}`, 'data-count': n }, `only ${family} (${n} case${n > 1 ? 's' : ''})`));
+  // The tiny models this build did not ship cannot be picked.
+  const files = await shippedFiles();
+  for (const o of Array.from(byId<HTMLSelectElement>('model-sample').options)) {
+    const path = o.value.replace(/^\.\/shared\//, '');
+    o.disabled = !!files && ![...files].some((f) => f === path || f.startsWith(`${path}/`));
   }
   const absent = [!engine.features.f16 && 'shader-f16', !engine.features.subgroups && 'subgroups', !engine.features.timestampQuery && 'timestamp-query'].filter(Boolean);
   status.dataset.state = 'ready';
-  status.textContent = absent.length ? `Ready. Not offered here: ${absent.join(', ')} (see below for what that costs).` : 'Ready: every feature webinfer uses is offered.';
+  status.textContent = absent.length ? `Ready. Not offered here: ${absent.join(', ')} (the Adapter section says what that costs).` : 'Ready: every feature webinfer uses is offered.';
   engine.device.lost.then((lost) => {
     status.dataset.state = 'error';
     status.textContent = `The GPU device was lost (${lost.reason}${lost.message ? `: ${lost.message}` : ''}). Reload the page.`;

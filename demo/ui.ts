@@ -86,6 +86,7 @@ export class Progress {
   }
 
   finish(text: string, state: 'pass' | 'fail' | 'info' = 'info'): void {
+    this.bar.hidden = false;
     this.bar.value = this.bar.max;
     this.label.textContent = text;
     this.label.dataset.state = state;
@@ -95,6 +96,14 @@ export class Progress {
     this.bar.value = 0;
     delete this.label.dataset.state;
   }
+}
+
+/** Keeps `boxes` (a table's wrapper, its heading) hidden while `body` has no rows: an empty table
+ *  says nothing and takes a screen's width on a phone. */
+export function hideWhileEmpty(body: HTMLElement, ...boxes: HTMLElement[]): void {
+  const sync = () => { for (const b of boxes) b.hidden = body.childElementCount === 0; };
+  new MutationObserver(sync).observe(body, { childList: true });
+  sync();
 }
 
 /** Shows an error in a section's message box (and never swallows it). */
