@@ -51,8 +51,9 @@ export async function fetchShared(path: string): Promise<Uint8Array> {
   return new Uint8Array(await r.arrayBuffer());
 }
 
-/** 'slice', 'all', or one family of cases: `family:models` (the name's prefix before ' › '). */
-export type CheckScope = 'slice' | 'all' | `family:${string}`;
+/** 'slice', 'all', one family of cases (`family:models`, the name's prefix before ' › '), or the cases
+ *  whose name contains a text (`match:rope`: the page's ?case= parameter, a link to one case). */
+export type CheckScope = 'slice' | 'all' | `family:${string}` | `match:${string}`;
 
 /** A case's family: its name's prefix ('sdpa flash', 'linear', 'models', …). */
 export const familyOf = (name: string) => name.split(' › ')[0];
@@ -67,6 +68,7 @@ export function families(): [string, number][] {
 export function casesFor(scope: CheckScope, subgroups: boolean): { cases: TestCase[]; missing: string[] } {
   if (scope === 'all') return { cases: allCases, missing: [] };
   if (scope.startsWith('family:')) return { cases: allCases.filter((c) => familyOf(c.name) === scope.slice('family:'.length)), missing: [] };
+  if (scope.startsWith('match:')) return { cases: allCases.filter((c) => c.name.includes(scope.slice('match:'.length))), missing: [] };
   const byName = new Map(allCases.map((c) => [c.name, c]));
   const names = sliceNames(subgroups);
   return { cases: names.flatMap((n) => byName.get(n) ?? []), missing: names.filter((n) => !byName.has(n)) };
@@ -154,16 +156,20 @@ export async function runCheck(base: Engine, opts: {
   return results;
 }
 
+/** A case that passed with a comparison above its tolerance: SPEC §6's rule for sums whose f32
+ *  arithmetic itself errs past the table (long dot products, large scores) accepted it. */
+export const acceptedAbove = (r: CaseResult) => r.pass && r.worst !== undefined && r.worst > 1;
+
 function resultRow(r: CaseResult, i: number): HTMLTableRowElement {
-  const worstText = r.worst === undefined ? (r.pass ? 'exact' : '–') : Number.isFinite(r.worst) ? r.worst.toFixed(3) : 'NaN/Inf';
+  const worstText = r.worst === undefined ? (r.pass ? 'exact' : '–') : Number.isFinite(r.worst) ? `${r.worst.toFixed(3)}${acceptedAbove(r) ? '*' : ''}` : 'NaN/Inf';
   const detail = r.error ?? r.notes.join(' ');
   const result = r.pass ? 'pass' : r.needsSuite ? 'needs-suite' : 'fail';
-  return el('tr', { 'data-result': result },
+  return el('tr', { 'data-result': result, 'data-accepted': acceptedAbove(r) || undefined },
     el('td', { class: 'num' }, String(i)),
     el('td', {}, r.name),
     el('td', { class: r.pass ? 'pass' : r.needsSuite ? 'absent' : 'fail' }, r.pass ? 'pass' : r.needsSuite ? 'needs the test suite' : 'FAIL'),
     el('td', { class: 'num', title: r.worst === undefined ? 'this case compares exactly (bit patterns, error messages), not within a tolerance'
-      : `worst |err| / (atol + rtol·|ref|) over ${r.comparisons} comparisons` }, worstText),
+      : `worst |err| / (atol + rtol·|ref|) over ${r.comparisons} comparisons${acceptedAbove(r) ? '; above 1, within twice the error of a plain f32 implementation + 1e-5 (SPEC §6)' : ''}` }, worstText),
     el('td', { class: 'num' }, (r.ms / 1000).toFixed(2)),
     el('td', { class: r.error && !r.needsSuite ? 'detail error' : 'detail' }, detail));
 }

@@ -5,7 +5,7 @@
 import { clearWeightCache, hasWeightCache, weightCacheSize, type Engine } from 'webinfer';
 import { renderAdapter, start, type AdapterReport } from './adapter';
 import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type Ceilings, type DemoResults, type Suite } from './bench';
-import { casesFor, families, runCheck, shippedFiles, type CheckScope } from './check';
+import { acceptedAbove, casesFor, families, runCheck, shippedFiles, type CheckScope } from './check';
 import { Conversation, type Mode, type TurnSettings } from './chat';
 import { mb, openCheckpoint, renderInfo, runGoldens, type LoadDType, type Loaded } from './model';
 import { audioFileToPcm, embedLines, record, renderSimilarity, renderTranscript } from './speech';
@@ -347,10 +347,12 @@ checkRun.addEventListener('click', () => void runExclusive(async () => {
   msg.hidden = true;
   checkProgress.reset();
   try {
-    await runCheck(engine, {
+    byId('check-footnote').hidden = true;
+    const results = await runCheck(engine, {
       scope: byId<HTMLSelectElement>('check-scope').value as CheckScope, software: report.software, progress: checkProgress,
       table: byId<HTMLTableSectionElement>('check-rows'), onWarning,
     });
+    byId('check-footnote').hidden = !results.some(acceptedAbove);
   } catch (e) {
     checkProgress.finish('the check could not run', 'fail');
     showError(msg, 'Check', e);
@@ -517,6 +519,13 @@ async function boot(): Promise<void> {
   const allOption = scope.querySelector<HTMLOptionElement>('option[value=all]');
   if (allOption) allOption.dataset.count = String(casesFor('all', engine.features.subgroups).cases.length);
   for (const [family, n] of families()) scope.append(el('option', { value: `family:${family}`, 'data-count': n }, `only ${family} (${n} case${n > 1 ? 's' : ''})`));
+  // ?case=<text>: the cases whose name contains it, chosen (a link to one case, as a bug report gives it).
+  const wanted = new URLSearchParams(location.search).get('case');
+  if (wanted) {
+    const n = casesFor(`match:${wanted}`, engine.features.subgroups).cases.length;
+    scope.append(el('option', { value: `match:${wanted}`, 'data-count': n }, `cases whose name contains “${wanted}” (${n})`));
+    scope.value = `match:${wanted}`;
+  }
   // The tiny models this build did not ship cannot be picked.
   const files = await shippedFiles();
   for (const o of Array.from(byId<HTMLSelectElement>('model-sample').options)) {
