@@ -160,6 +160,9 @@ function mlaRow(r: MlaBenchRow): HTMLTableRowElement {
  *  ceiling far above them (a software adapter's) a flat one on the x axis. Fewer: the table alone. */
 export const MIN_PLOT_POINTS = 3;
 
+/** Below this fraction of its ceiling a throughput line lies on the x axis of a chart that reaches the ceiling. */
+const FLAT_FRACTION = 0.05;
+
 /** Each suite's x axis in the plots (bench/plot.ts): SDPA against length, paged against context, MLA against batch. */
 const PLOT_AXES = {
   sdpa: { x: (r: Record<string, unknown>) => r.Lq, what: 'lengths' },
@@ -183,11 +186,25 @@ export function renderPlots(root: HTMLElement, note: HTMLElement, result: DemoRe
     delete plotted[suite];
     tablesOnly.push(`${suite === 'sdpa' ? 'dense SDPA' : suite === 'paged' ? 'paged decode' : 'MLA decode'} (${xs} ${axis.what})`);
   }
-  note.hidden = !tablesOnly.length;
-  note.textContent = tablesOnly.length
-    ? `Not plotted, too few points for a line (a plot needs ${MIN_PLOT_POINTS} or more): ${tablesOnly.join(', ')}. Their numbers are in the tables.`
-    : '';
   const plots = plotResults(plotted);
+  // A chart's y axis reaches its ceiling line: measured values far below it (a software adapter's) lie
+  // flat on the x axis, so such a chart is left out too.
+  const flat: string[] = [];
+  const maxOf = (rows: Record<string, unknown>[] | undefined, k: string) => Math.max(0, ...(rows ?? []).map((r) => Number(r[k])).filter(Number.isFinite));
+  for (const [name, what, peak, ceiling, unit, scale] of [
+    ['sdpa-throughput.svg', 'dense SDPA throughput', maxOf(plotted.sdpa, 'tflops'), result.ceilings.fmaTflops, 'GFLOP/s', 1000],
+    ['paged-decode.svg', 'paged decode bandwidth', maxOf(plotted.paged, 'gbs'), result.ceilings.copyGBs, 'GB/s', 1],
+  ] as const) {
+    if (!plots[name] || !(peak < FLAT_FRACTION * ceiling)) continue;
+    delete plots[name];
+    flat.push(`${what} (at most ${sig(peak * scale)} ${unit}, ${fmt((100 * peak) / ceiling, 1)}% of the ceiling this run measured)`);
+  }
+  const notes = [
+    tablesOnly.length ? `Not plotted, too few points for a line (a plot needs ${MIN_PLOT_POINTS} or more): ${tablesOnly.join(', ')}.` : '',
+    flat.length ? `Not plotted, a flat line under its ceiling: ${flat.join(', ')}.` : '',
+  ].filter(Boolean);
+  note.hidden = !notes.length;
+  note.textContent = notes.length ? `${notes.join(' ')} Their numbers are in the tables.` : '';
   const captions: Record<string, string> = {
     'sdpa-throughput.svg': 'Dense SDPA throughput against sequence length, flash (solid) and naive (dashed), under the f32 FMA ceiling measured in this run.',
     'sdpa-speedup.svg': 'How many times faster the flash kernel is than the naive three-pass kernel.',

@@ -427,7 +427,7 @@ benchRun.addEventListener('click', () => void runExclusive(async () => {
       return !row.pass && !row.error?.startsWith('skipped');
     }).length;
     const secs = ((performance.now() - t0) / 1000).toFixed(0);
-    benchProgress.finish(bad ? `done in ${secs} s, but ${bad} shapes failed their check (see the tables)` : `done in ${secs} s: ${n ? `${n} plots and ` : ''}the tables below`, bad ? 'fail' : 'pass');
+    benchProgress.finish(bad ? `done in ${secs} s, but ${bad} shapes failed their check (see the tables)` : `done in ${secs} s: ${n ? `${n} plot${n > 1 ? 's' : ''} and ` : ''}the tables below`, bad ? 'fail' : 'pass');
   } catch (e) {
     benchProgress.finish('the benchmark stopped', 'fail');
     showError(msg, 'Benchmark', e);

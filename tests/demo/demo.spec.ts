@@ -562,13 +562,16 @@ test('Benchmark: quick shapes run; a suite with 3 or more lengths is plotted, th
   await expect(page.locator('#bench-status')).toHaveAttribute('data-state', /pass|fail/, { timeout: 300_000 });
   await expect(page.locator('#bench-message')).toBeHidden();
   await expect(page.locator('#bench-status')).toHaveAttribute('data-state', 'pass');
-  // SDPA ran 3 lengths: plotted. Paged decode (2 contexts) and MLA (2 batch sizes) would be a segment: tables only.
+  // SDPA ran 3 lengths: plotted (its throughput only where it is not a flat line far under the FMA
+  // ceiling, as on SwiftShader). Paged decode (2 contexts) and MLA (2 batch sizes) would be a segment: tables only.
   const plotted = await page.locator('#plots figure').evaluateAll((fs) => fs.map((f) => f.getAttribute('data-plot')));
-  expect(plotted.sort()).toEqual(['sdpa-speedup.svg', 'sdpa-throughput.svg']);
-  await expect(page.locator('#plots figure[data-plot="sdpa-throughput.svg"] svg circle').first()).toBeVisible();
+  expect(plotted).toContain('sdpa-speedup.svg');
+  for (const p of plotted) expect(['sdpa-speedup.svg', 'sdpa-throughput.svg']).toContain(p);
+  await expect(page.locator('#plots figure[data-plot="sdpa-speedup.svg"] svg circle').first()).toBeVisible();
   expect(await page.locator('#plots svg path').count()).toBeGreaterThan(1);
   await expect(page.locator('#plots-note')).toBeVisible();
   await expect(page.locator('#plots-note')).toContainText('paged decode (2 contexts), MLA decode (2 batch sizes)');
+  if (!plotted.includes('sdpa-throughput.svg')) await expect(page.locator('#plots-note')).toContainText(/a flat line under its ceiling: dense SDPA throughput \(at most [\d.]+ GFLOP\/s/);
   await expect(page.locator('#bench-sdpa-rows tr')).toHaveCount(6);   // 3 lengths, causal and not
   await expect(page.locator('#bench-paged-rows tr')).toHaveCount(4);
   await expect(page.locator('#bench-mla-rows tr')).toHaveCount(2);
@@ -598,7 +601,12 @@ test('Playground: one dense attention shape is timed and passes its check', asyn
 });
 
 test('screenshots: the page at desktop width, and at 420 px with nothing cut off (tables scroll in their own box)', async () => {
-  await page.locator('#model-section').scrollIntoViewIfNeeded();
+  // The page as it leads: a tiny model loaded and a conversation in its chat (the Whisper panel was last).
+  await page.selectOption('#model-sample', './shared/goldens-quant/gguf-llama-q4-k-m/model.gguf');
+  await page.click('#model-load-sample');
+  await expectLoaded();
+  await send({ text: 'Hello', maxNew: 12, mode: 'chat' });
+  await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: `${SHOTS}/demo-desktop.png`, fullPage: true });
   mkdirSync('demo/screenshots', { recursive: true });
   copyFileSync(`${SHOTS}/demo-desktop.png`, 'demo/screenshots/demo-chromium-swiftshader.png');
