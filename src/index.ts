@@ -1,4 +1,4 @@
-// webinfer: WebGPU attention engine. Public entry point (API.md).
+// webinfer: a WebGPU inference engine (decoders, encoders, speech; GGUF and Hugging Face checkpoints; an OpenAI-compatible API). Public entry point (API.md).
 /// <reference types="@webgpu/types" preserve="true" />
 export { createEngine, Engine } from './engine.js';
 export type { AdapterSummary, Bindable, StepGraph } from './core/runtime.js';
