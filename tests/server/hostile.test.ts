@@ -7,17 +7,13 @@
 // deep schemas; and a bounded hostile fuzz mixing all of them with good requests, each good one
 // answered with HF's greedy tokens and the server answering /health throughout.
 import { connect } from 'node:net';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { rng } from '../../src/core/random';
 import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
-import { byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';
-import { statusOf } from './client';
+import { byteTokenizerConfig } from '../cases/text_fixture';
+import { checkpointFolder, llamaGqa, statusOf } from './client';
 
 /** What a raw socket got back: the status line's code, the headers and the body, or how it failed. */
 interface Raw { status: number; head: string; body: string; error?: string }
@@ -222,9 +218,7 @@ describe('webinfer serve against a hostile client: the transport (test double)',
 
 Object.assign(globalThis, globals);
 const gpu = create([]);
-const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const GOLDEN = join(root, '../shared/goldens/llama-gqa');
-const golden = JSON.parse(readFileSync(join(GOLDEN, 'golden.json'), 'utf8')) as { prompts: number[][]; greedy: number[][] };
+const golden = llamaGqa();
 const ID = 'llama-gqa';
 type Extra = Record<string, unknown>;
 
@@ -238,17 +232,12 @@ describe('webinfer serve against a hostile client: the llama-gqa golden (Node)',
   let server: Server;
   let plainServer: Server;
   let client: OpenAI;
-  let tmp: string;
+  let folder: { dir: string; remove(): void };
 
   beforeAll(async () => {
-    tmp = mkdtempSync(join(tmpdir(), 'webinfer-hostile-'));
-    const dir = join(tmp, ID);
-    mkdirSync(dir);
-    for (const f of ['config.json', 'generation_config.json', 'model.safetensors']) symlinkSync(join(GOLDEN, f), join(dir, f));
-    writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(byteTokenizerJson()));
-    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(byteTokenizerConfig()));
+    folder = checkpointFolder('webinfer-hostile-');
     engine = await createEngine({ gpu });
-    const ckpt = await loadCheckpoint(dir);
+    const ckpt = await loadCheckpoint(folder.dir);
     model = await engine.loadModel({ ...ckpt });
     plain = await engine.loadModel({ ...ckpt, tokenizerConfig: { ...byteTokenizerConfig(), chat_template: NO_TOOLS_TEMPLATE }, name: 'plain' });
     server = await serve(model, { port: 0 });
@@ -261,7 +250,7 @@ describe('webinfer serve against a hostile client: the llama-gqa golden (Node)',
     model?.destroy();
     plain?.destroy();
     engine?.destroy();
-    rmSync(tmp, { recursive: true, force: true });
+    folder?.remove();
   });
 
   const greedy = async (i: number) => {

@@ -5,34 +5,20 @@
 // bad requests get the client's APIError with OpenAI's statuses. Then the same checkpoint through the
 // command line (bin/webinfer.mjs, dist/serve.js), stopped by SIGINT.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
-import { statusOf } from './client';
+import { checkpointFolder, llamaGqa, statusOf } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
-import { byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';
 
 Object.assign(globalThis, globals);
 const gpu = create([]);
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const GOLDEN = join(root, '../shared/goldens/llama-gqa');
-const golden = JSON.parse(readFileSync(join(GOLDEN, 'golden.json'), 'utf8')) as { prompts: number[][]; greedy: number[][] };
+const golden = llamaGqa();
 const ID = 'llama-gqa';
-
-/** The golden's files beside the byte tokenizer's, in a folder named after the model (its id). */
-function checkpointFolder(): { dir: string; remove(): void } {
-  const tmp = mkdtempSync(join(tmpdir(), 'webinfer-serve-'));
-  const dir = join(tmp, ID);
-  mkdirSync(dir);
-  for (const f of ['config.json', 'generation_config.json', 'model.safetensors']) symlinkSync(join(GOLDEN, f), join(dir, f));
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(byteTokenizerJson()));
-  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(byteTokenizerConfig()));
-  return { dir, remove: () => rmSync(tmp, { recursive: true, force: true }) };
-}
 
 // Fields of vLLM's that the openai client's types do not list: passed as they are, read back as they come.
 type Extra = Record<string, unknown>;
