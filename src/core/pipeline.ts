@@ -179,6 +179,9 @@ export class PipelineCache {
   /** Write constant-bound loops out before compiling (src/core/unroll.ts: for wgpu, whose loop bounding
    *  keeps NVIDIA's compiler from unrolling them). Part of every cache key. */
   unrollLoops = false;
+  /** Called before prepare() and a trace so that the settings above follow their owner's (the Runtime
+   *  sets them from its tuning at each kernel request, and here). */
+  onSettings: (() => void) | null = null;
   /** One layout object per distinct group descriptor: kernels whose groups look alike share them, so a
    *  bind group made for one (a cache's K/V, a plan's metadata) serves the others, and bind-group
    *  caches can key on the layout object. */
@@ -400,6 +403,7 @@ export class PipelineCache {
    * it compiled; rejects with the first failure's WGSL messages (the others still land in the cache).
    */
   async prepare(kernels: readonly KernelRequest[]): Promise<number> {
+    this.onSettings?.();
     const todo = new Map<string, Described>();
     for (const r of kernels) {
       const key = this.keyOf(r.shader, r.entry, r.spec ?? {});
@@ -421,6 +425,7 @@ export class PipelineCache {
    * trace to learn which kernels they need without waiting for any compile.
    */
   deferCompiles(): void {
+    this.onSettings?.();
     this.deferred ??= new Map();
   }
 

@@ -348,6 +348,8 @@ export class Runtime implements TensorHost {
     });
     this.pool = new BufferPool(device, undefined, (d) => this.createBuffer(d), Math.min(this.limits.maxBufferSize, this.limits.maxStorageBufferBindingSize));
     this.pipelines = new PipelineCache(device, SHADER_FILES, PROGRAMS, (e) => this.asyncErrors.push(e));
+    // prepare() and a trace key their kernels as get() will: with the tuning in force now.
+    this.pipelines.onSettings = () => this.syncPipelineSettings();
 
     this.lostPromise = device.lost.then((lost) => {
       this.lostMessage = `GPU device lost (${lost.reason}${lost.message ? `: ${lost.message}` : ''})`;
@@ -802,9 +804,14 @@ export class Runtime implements TensorHost {
   }
 
   kernel(program: string, entry: string, spec?: KernelSpec): Kernel {
+    this.syncPipelineSettings();
+    return this.pipelines.get(program, entry, spec);
+  }
+
+  /** The pipeline cache's settings from the tuning (read at each kernel request: tests change it). */
+  private syncPipelineSettings(): void {
     const u = this.tuning.unrollLoops;
     this.pipelines.unrollLoops = u === 'on' || (u === 'auto' && WGPU_IMPLEMENTATION && !this.adapter.software);
-    return this.pipelines.get(program, entry, spec);
   }
 
   /**
