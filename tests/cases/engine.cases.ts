@@ -250,6 +250,9 @@ export const engineCases = defineCases('engine', [
   {
     name: 'generate: an async onToken that rejects ends the call with its error, even at the last token, and nothing is left unhandled; the model then serves the goldens (issue 40)',
     async run(ctx) {
+      // The engine's and generate's JavaScript over kernels every runtime checks: Node runs it on
+      // node-lavapipe (the same JavaScript), not on SwiftShader, where its steps take most of a minute.
+      if (ctx.runtime === 'node-swiftshader') { ctx.note('engine › an async onToken: runs in Node on node-lavapipe (the same JavaScript; chromium, firefox and deno run it too), not on SwiftShader'); return; }
       const g = await golden(ctx, 'llama-gqa');
       const model = await load(ctx.engine, g);
       const unhandled = watchUnhandled();
@@ -333,6 +336,9 @@ export const engineCases = defineCases('engine', [
   {
     name: 'Model.destroy with steps in flight leaves no read-back buffer behind: live GPU buffers stay at their baseline over cycles of load, generate, destroy mid-run while another model serves (issue 40)',
     async run(ctx) {
+      // The engine's and generate's JavaScript over kernels every runtime checks: Node runs it on
+      // node-lavapipe (the same JavaScript), not on SwiftShader, where its steps take most of a minute.
+      if (ctx.runtime === 'node-swiftshader') { ctx.note('engine › Model.destroy with steps in flight: runs in Node on node-lavapipe (the same JavaScript; chromium, firefox and deno run it too), not on SwiftShader'); return; }
       const { engine } = ctx;
       const g = await golden(ctx, 'llama-gqa');
       // Live buffers: those the engine creates from here on (Runtime.createBuffer; the pool's
