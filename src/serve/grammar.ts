@@ -314,6 +314,8 @@ interface Trie {
   tokNext: Int32Array;
   /** The longest token text, in code units: no token reads more characters than this. */
   maxLen: number;
+  /** Bit c set: some token's text (EOS and specials aside) holds UTF-16 code unit c. */
+  units: Uint8Array;
 }
 
 function buildTrie(vocab: TokenVocabulary): Trie {
@@ -370,7 +372,9 @@ function buildTrie(vocab: TokenVocabulary): Trie {
     prev = t;
   }
   const maxLen = ids.reduce((m, id) => Math.max(m, texts[id].length), 0);
-  return { first, next, code, tok, tokNext, maxLen };
+  const units = new Uint8Array(65536);
+  for (const id of ids) for (let i = 0; i < texts[id].length; i++) units[texts[id].charCodeAt(i)] = 1;
+  return { first, next, code, tok, tokNext, maxLen, units };
 }
 
 function allow(trie: Trie, node: number, mask: Uint32Array): void {
@@ -748,8 +752,6 @@ class Builder {
 
 interface VocabCache {
   trie: Trie;
-  /** Bit c set: some token's text holds UTF-16 code unit c. */
-  units: Uint8Array;
   formats: Map<string, CompiledFormat>;
   /** Shares of string, number and literal frames, for every format. */
   shares: Lru<Share>;
@@ -924,16 +926,10 @@ export async function compileResponseFormat(format: unknown, vocab: TokenVocabul
   }
   let cache = perVocab.get(vocab);
   if (!cache) {
-    const units = new Uint8Array(65536);
-    for (let id = 0; id < vocab.size; id++) {
-      if (vocab.eosIds.includes(id)) continue;
-      const t = vocab.tokenText(id);
-      if (typeof t === 'string') for (let i = 0; i < t.length; i++) units[t.charCodeAt(i)] = 1;
-    }
-    cache = { trie: buildTrie(vocab), units, formats: new Map(), shares: new Lru(masksFor(Math.ceil(vocab.size / 32))) };
+    cache = { trie: buildTrie(vocab), formats: new Map(), shares: new Lru(masksFor(Math.ceil(vocab.size / 32))) };
     perVocab.set(vocab, cache);
   }
-  const units = cache.units;
+  const units = cache.trie.units;
   const missing = (t: string): string | null => {
     for (let i = 0; i < t.length; i++) if (!units[t.charCodeAt(i)]) return t.codePointAt(i) !== undefined ? String.fromCodePoint(t.codePointAt(i)!) : t[i];
     return null;
