@@ -4,6 +4,7 @@
 // `deno run -A dist/serve.js ...` runs it in Deno (import.meta.main). Everything comes from the public
 // entry point, so the bundle shares the library's classes (an OpenAIError is one class in both).
 import { createEngine, loadCheckpoint, serve, warmup, WebinferError, type Engine, type LoadModelOptions, type Model } from '../index.js';
+import { isBadIPv4, isCorsOrigin } from './addresses.js';
 
 export const USAGE = `Usage: webinfer serve <checkpoint folder | file.gguf> [options]
        deno run -A dist/serve.js <checkpoint folder | file.gguf> [options]
@@ -96,13 +97,13 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
     switch (flag) {
       case '--port': out.port = integer(flag, v, 0, 65535, 'an integer from 0 to 65535 (0: any free port)'); break;
       case '--host':
-        if (/^\d+\.\d+\.\d+\.\d+$/.test(v) ? !v.split('.').every((o) => Number(o) <= 255) : !/^(\[?[0-9a-fA-F:.]+\]?|[A-Za-z0-9.-]+)$/.test(v)) {
+        if (isBadIPv4(v) || !/^(\[?[0-9a-fA-F:.]+\]?|[A-Za-z0-9.-]+)$/.test(v)) {
           throw new UsageError(flag, 'an address (127.0.0.1, 0.0.0.0, ::) or a host name', shown(v));
         }
         out.host = v.replace(/^\[(.*)\]$/, '$1');
         break;
       case '--cors':
-        if (v !== '*' && !/^[a-z][a-z0-9+.-]*:\/\/[^\s/]+$/i.test(v)) throw new UsageError(flag, "an origin (scheme://host[:port], e.g. http://localhost:5173) or '*'", shown(v));
+        if (!isCorsOrigin(v)) throw new UsageError(flag, "an origin (scheme://host[:port], e.g. http://localhost:5173) or '*'", shown(v));
         out.cors = v;
         break;
       case '--allowed-hosts': {

@@ -5,6 +5,7 @@
 // only moves bytes and reports a client that went away (which cancels its request).
 import { check, fmt, jsonDepth, WebinferError } from '../core/errors.js';
 import { MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
+import { isBadIPv4, isCorsOrigin } from './addresses.js';
 import { audioToPcm } from './audio_file.js';
 import { multipartBoundary, parseMultipart, type FormPart } from './multipart.js';
 
@@ -594,10 +595,13 @@ function nodeRead(req: NodeIncoming, limit: number, timeoutMs: number): Promise<
       clearTimeout(timer);
       resolve(v);
     };
-    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    // A body already past the cap is a 413 whenever its draining stops: too long, or too slow.
+    let over = false;
+    const timer = setTimeout(() => done(over ? null : 'timeout'), timeoutMs);
     // Past the cap: stop keeping bytes and let the rest drain (up to DRAIN_BYTES more, within the same
     // time) before the 413 goes out, so a client still writing reads it.
     const overflow = (): void => {
+      over = true;
       req.removeAllListeners('data');
       req.removeAllListeners('end');
       let dropped = 0;
@@ -755,7 +759,7 @@ async function denoRead(req: Request, limit: number, timeoutMs: number): Promise
       try {
         r = await reader.read();
       } catch {
-        return timedOut ? 'timeout' : new Uint8Array(0);
+        return timedOut ? (over ? null : 'timeout') : new Uint8Array(0);
       }
       if (r.done) break;
       n += r.value.byteLength;
@@ -766,8 +770,8 @@ async function denoRead(req: Request, limit: number, timeoutMs: number): Promise
       }
       parts.push(r.value);
     }
-    if (timedOut) return 'timeout';
     if (over) return null;
+    if (timedOut) return 'timeout';
     const out = new Uint8Array(n);
     let at = 0;
     for (const p of parts) { out.set(p, at); at += p.byteLength; }
@@ -880,7 +884,7 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   if (opts.apiKey !== undefined) check(typeof opts.apiKey === 'string' && opts.apiKey.length > 0, OP, 'opts.apiKey', 'a non-empty string', opts.apiKey);
   if (opts.log !== undefined) check(typeof opts.log === 'function', OP, 'opts.log', 'a function', opts.log);
   if (opts.cors !== undefined) {
-    check(typeof opts.cors === 'string' && (opts.cors === '*' || /^[a-z][a-z0-9+.-]*:\/\/[^\s/]+$/i.test(opts.cors)), OP, 'opts.cors',
+    check(typeof opts.cors === 'string' && isCorsOrigin(opts.cors), OP, 'opts.cors',
       "an origin ('http://localhost:5173': scheme, host and port, no path) or '*' (any page)", opts.cors);
   }
   if (opts.allowedHosts !== undefined) {
@@ -891,9 +895,7 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   check(Number.isInteger(bodyTimeoutMs) && bodyTimeoutMs > 0, OP, 'opts.bodyTimeoutMs', 'a positive integer (milliseconds)', bodyTimeoutMs);
   const streamStallMs = opts.streamStallMs ?? 30_000;
   check(Number.isInteger(streamStallMs) && streamStallMs > 0, OP, 'opts.streamStallMs', 'a positive integer (milliseconds)', streamStallMs);
-  if (/^\d+\.\d+\.\d+\.\d+$/.test(hostname)) {
-    check(hostname.split('.').every((o) => Number(o) <= 255), OP, 'opts.hostname', 'an IPv4 address of four numbers from 0 to 255', hostname);
-  }
+  check(!isBadIPv4(hostname), OP, 'opts.hostname', 'an IPv4 address of four numbers from 0 to 255', hostname);
   const signal = opts.signal;
   if (signal !== undefined) {
     check(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal, OP, 'opts.signal', 'an AbortSignal', signal);

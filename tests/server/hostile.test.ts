@@ -118,6 +118,11 @@ describe('webinfer serve against a hostile client: the transport (test double)',
     const got = await Promise.all(partial);
     expect(got.map((g) => g.status)).toEqual([408, 408, 408, 408]);
     expect(JSON.parse(got[0]!.body).error.code).toBe('request_timeout');
+    // A body already past the cap that then stalls is too large, whatever its pace: 413, not 408.
+    const big = await serve(double, { port: 0, maxBodyBytes: 100, bodyTimeoutMs: 300 });
+    const slow = await raw(big.port, `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n${'x'.repeat(200)}`);
+    await big.close();
+    expect(slow.status).toBe(413);
   });
 
   it('streams to clients that stop reading end after streamStallMs, cancelling their request and freeing its slot', async () => {
