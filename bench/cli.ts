@@ -484,8 +484,14 @@ if (suites.includes('qgemv')) {
   const types = (args.get('qgemv-types') ?? 'Q4_0,Q8_0,Q4_K,Q6_K').split(',') as QuantType[];
   const ms = (args.get('qgemv-m') ?? '1').split(',').map(Number);
   const explore = args.has('explore-qgemv');
-  const layers = quick ? [{ N: 264, K: 512, what: 'small' }]
-    : [{ N: 3072, K: 2048, what: 'q|k|v' }, { N: 2048, K: 2048, what: 'o' }, { N: 16384, K: 2048, what: 'gate|up' }, { N: 2048, K: 8192, what: 'down' }, { N: 128256, K: 2048, what: 'lm_head' }];
+  // --qgemv-shapes: 8b (Llama-3.1-8B's layers and lm_head, issue 42's targets), 1b (Llama-3.2-1B's), or both.
+  const SHAPES: Record<string, { N: number; K: number; what: string }[]> = {
+    '8b': [{ N: 4096, K: 4096, what: '8B q|o' }, { N: 14336, K: 4096, what: '8B gate/up' }, { N: 4096, K: 14336, what: '8B down' }, { N: 128256, K: 4096, what: '8B lm_head' }],
+    '1b': [{ N: 3072, K: 2048, what: 'q|k|v' }, { N: 2048, K: 2048, what: 'o' }, { N: 16384, K: 2048, what: 'gate|up' }, { N: 2048, K: 8192, what: 'down' }, { N: 128256, K: 2048, what: 'lm_head' }],
+  };
+  const shapeSets = (args.get('qgemv-shapes') ?? '8b').split(',');
+  for (const s of shapeSets) if (!SHAPES[s]) throw new Error(`--qgemv-shapes: expected 8b, 1b or both (comma-separated), got ${s}`);
+  const layers = quick ? [{ N: 264, K: 512, what: 'small' }] : shapeSets.flatMap((s) => SHAPES[s]);
   const rows: { what: string; M: number; N: number; K: number; type: string; bytes: number; contenders: GemmContenderResult[] }[] = [];
   let i = 0;
   const total = ms.length * layers.length * (types.length + 1);
@@ -506,8 +512,8 @@ if (suites.includes('qgemv')) {
   const gbs = (r: typeof rows[number], c?: GemmContenderResult) => (c?.timing ? r.bytes / (c.timing.medianMs * 1e6) : NaN);
   result.qgemv = rows.map((r) => ({ ...r, contenders: r.contenders.map(({ timing, ...c }) => ({ ...c, ms: timing?.medianMs, gbs: timing ? r.bytes / (timing.medianMs * 1e6) : undefined })) }));
   const lines = [
-    `# The quantized GEMV at Llama-3.2-1B's decode shapes on ${deviceName}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`${benchCmd} --suite=qgemv\` (${result.runtime}). Read ceiling measured through WebGPU in the same run: `
+    `# The quantized GEMV at ${shapeSets.map((x) => (x === '8b' ? 'Llama-3.1-8B' : 'Llama-3.2-1B')).join(' and ')}'s decode shapes on ${deviceName}`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} at commit ${args.get('commit') ?? 'unknown'} with \`${benchCmd} ${process.argv.slice(2).join(' ')}\` (${result.runtime}). Read ceiling measured through WebGPU in the same run: `
     + `${fmt(ceilings.readGBs, 0)} GB/s. ops.linear, x f32 [M, K], W [N, K] in ggml blocks (random valid blocks) or bf16, GEMV kernel; GB/s: the bytes the weights take / ms. `
     + `Each checked first against a float64 reference of the dequantized weights on sampled outputs. ${rounds} rounds, median.`, '',
     '| layer | M | N | K | weights | MB | picked ms | picked GB/s | % of read | best | best ms | best GB/s |',

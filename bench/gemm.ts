@@ -242,7 +242,14 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
     }
     const base = { M: s.M, N: s.N, K: s.K, dtype: s.type, kernel: 'gemv' as const };
     const picked = ops.planLinear(engine, base);
-    const list: { name: string; plan: ops.LinearPlan; tol: 'f32' }[] = [{ name: 'picked', plan: picked, tol: 'f32' }];
+    const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] = [{ name: 'picked', plan: picked, tol: 'f32' }];
+    // What a model's step runs at this M, where the planner leaves the GEMV (the matrices at 8+ rows).
+    const auto = ops.planLinear(engine, { M: s.M, N: s.N, K: s.K, dtype: s.type });
+    if (auto.kernel !== 'gemv') list.push({ name: 'auto', plan: auto, tol: 'f16' });
+    // The A/B of the quantized GEMV's two paths at the same plan (the decode path: each value to f32 first).
+    if (picked.kernel === 'gemv' && picked.quantPath === 'dot') {
+      list.push({ name: 'decode path', plan: ops.planLinear(engine, { ...base, quantPath: 'decode' }), tol: 'f32' });
+    }
     if (o.explore && picked.kernel === 'gemv') {
       for (const KT of [8, 16, 32, 64, 128]) {
         if (KT * 32 > s.K) continue;
@@ -253,7 +260,7 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
       }
     }
     const contenders = await checkAndTime(engine, out, list.map((c) => ({
-      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R}` : planLabel(c.plan), tol: c.tol,
+      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R}` : planLabel(c.plan), tol: c.tol,
       run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
     })), want, 2 * s.M * s.N * s.K, o);
     return { shape: { ...s, dtype: 'bf16' } as unknown as GemmShape, contenders, bytes: bytes.length };

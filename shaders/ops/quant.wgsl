@@ -88,3 +88,14 @@ fn w_fetch(n: u32, kc: u32, c: u32) -> vec4<u32> {
 
 /** Word-vector i (16 bytes) of the weight part. */
 fn qv(i: u32) -> vec4<u32> { return w[i]; }
+
+// The dot path of the GEMV (gemv_qdot.wgsl says why), for the types whose files give q_unit_q and q_xscale.
+
+/** One unit of one weight row as q_unit_q gives it: 32 quants less their zero points, each times the power of two
+ *  of its place (as floats, exact), the scale c.x of values 0..15 and c.y of 16..31, and the min o (Σx's factor). */
+struct QU { q: array<vec4<f32>, 8>, c: vec2<f32>, o: f32 }
+
+/** Four quants in the low 23 bits of the words v (masked in place), less z: exact. */
+fn q_magic(v: vec4<u32>, z: vec4<f32>) -> vec4<f32> {
+  return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - (vec4<f32>(8388608.0) + z);
+}

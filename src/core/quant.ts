@@ -129,6 +129,10 @@ export const QUANT_FORMATS: Readonly<Record<QuantType, QuantFormat>> = Object.fr
 /** ggml's types (the GGUF block formats). */
 export const QUANT_TYPES: readonly GgmlQuantType[] = Object.keys(QUANT_FORMATS).filter((t) => !QUANT_FORMATS[t as QuantType].group) as GgmlQuantType[];
 
+/** The types whose GEMV takes the dot path (shaders/ops/gemv_qdot.wgsl: quants meet x unconverted and
+ *  unscaled); the others decode each value to f32 first (gemv_quant.wgsl). */
+export const QUANT_DOT_TYPES: readonly QuantType[] = ['Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+
 /** The group types (the HF quantized safetensors formats as the GPU holds them). */
 export const GROUP_QUANT_TYPES: readonly GroupQuantType[] = Object.keys(QUANT_FORMATS).filter((t) => QUANT_FORMATS[t as QuantType].group) as GroupQuantType[];
 

@@ -3,7 +3,7 @@
 // runs through vite). Files are named by their path under shaders/ ('attention/paged.wgsl'); a
 // program is the concatenation of a few files (shared helpers first), and compile errors are mapped
 // back to file:line.
-import { GROUP_QUANT_TYPES, QUANT_FORMATS } from './quant.js';
+import { GROUP_QUANT_TYPES, QUANT_DOT_TYPES, QUANT_FORMATS } from './quant.js';
 
 const sources = import.meta.glob('../../shaders/**/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
 
@@ -32,6 +32,9 @@ const decode = (kernel: string) => [DTYPE, COMMON, 'attention/paged_decode_io.wg
 export const QUANT_FILES: readonly string[] = ['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', 'mxfp4',
   ...GROUP_QUANT_TYPES.map((t) => t.toLowerCase())];
 
+/** The types whose decoder files give the GEMV's dot path (q_unit_q, q_xscale: ops/gemv_qdot.wgsl). */
+const QUANT_DOT_FILES: readonly string[] = QUANT_DOT_TYPES.map((t) => t.toLowerCase());
+
 /**
  * The linear-layer and expert programs (and the quantized embedding): `gemv`, `ops_moe_gemv` ... for
  * 16/32-bit weights, and `gemv.q4_k` ... for each quantized type, with only that type's decoder
@@ -42,8 +45,14 @@ function linearPrograms(): Record<string, readonly string[]> {
   for (const q of ['none', ...QUANT_FILES]) {
     const tail = q === 'none' ? '' : `.${q}`;
     const quant = ['ops/quant.wgsl', `ops/quant/${q}.wgsl`];
-    out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
-    out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
+    const gq = QUANT_DOT_FILES.includes(q) ? 'ops/gemv_qdot.wgsl' : 'ops/gemv_quant.wgsl';
+    out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', gq, 'ops/gemv_portable.wgsl'];
+    out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', gq, 'ops/gemv_subgroup.wgsl'];
+    if (gq === 'ops/gemv_qdot.wgsl') {
+      // The decode path for these types too (PlanLinearOptions.quantPath 'decode'): the A/B the bench runs.
+      out[`gemv_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
+      out[`gemv_subgroup_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
+    }
     out[`gemm${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemm.wgsl'];
     out[`gemm_mma${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'];
     out[`gemm_mma_vec${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'];

@@ -81,7 +81,7 @@ import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from
 import { mmaConfigs, type Runtime } from '../core/runtime.js';
 import type { Kernel } from '../core/pipeline.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
-import { QUANT_FORMATS, QUANT_TYPES, isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
+import { QUANT_DOT_TYPES, QUANT_FORMATS, QUANT_TYPES, isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
 import { packQuantRows, quantPackedBytes, quantPlaneWord } from './quant.js';
 
 export type LinearDType = 'f32' | 'f16' | 'bf16';
@@ -98,6 +98,8 @@ export function storageBytes(dtype: LinearStorage, rows: number, K: number): num
 /** The program suffix and W_DTYPE of weights stored as `dtype`: a quantized type's decoder
  *  (`gemv.q4_k` ..., core/shaders.ts) and its words dequantized to f32, or to f16 on their way into the
  *  subgroup matrices (`matrices`); 16/32-bit weights as they are. */
+const hasQuantDot = (t: QuantType) => QUANT_DOT_TYPES.includes(t);
+
 export function weightProgram(dtype: LinearStorage, matrices: boolean): { tail: string; W_DTYPE: number } {
   if (!isQuantType(dtype)) return { tail: '', W_DTYPE: DTYPE_CODE[dtype] };
   return { tail: `.${dtype.toLowerCase()}`, W_DTYPE: matrices ? DTYPE_CODE.f16 : DTYPE_CODE.f32 };
@@ -531,7 +533,9 @@ export interface GemmMmaPlan {
 export type LinearPlan =
   | { readonly kernel: 'gemv'; readonly variant: 'subgroup' | 'portable'; readonly EPV: number; readonly MT: number;
       /** Weight rows per group (the lanes of a vec4): 4 for 16/32-bit weights, 1, 2 or 4 for quantized ones. */
-      readonly R: 1 | 2 | 4; readonly KT: number; readonly WG: number; readonly PASS: number }
+      readonly R: 1 | 2 | 4; readonly KT: number; readonly WG: number; readonly PASS: number;
+      /** Quantized weights: the dot path or the decode path (PlanLinearOptions.quantPath); absent otherwise. */
+      readonly quantPath?: 'dot' | 'decode' }
   | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
   | GemmMmaPlan;
 
@@ -546,6 +550,10 @@ export interface PlanLinearOptions {
   KT?: number;
   /** GEMV over quantized weights: weight rows per lane group (1, 2 or 4; default 4). */
   R?: 1 | 2 | 4;
+  /** GEMV over quantized weights: 'dot' (Q8_0, Q4_0, Q4_K, Q6_K: quants meet x unconverted and
+   *  unscaled, shaders/ops/gemv_qdot.wgsl; the default where the type has it) or 'decode' (each value
+   *  decoded to f32 with its scales first, gemv_quant.wgsl; every type). */
+  quantPath?: 'dot' | 'decode';
   /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
   /** gemm-mma: one of the adapter's f16 → f32 configurations (an index of mmaConfigs). */
@@ -687,7 +695,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
-    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit}|${t.linearMma},`
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath}|${t.linearMma},`
       + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
@@ -752,7 +760,17 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     let PASS = MT;
     while (PASS > 1 && WG * PASS * 16 > Math.min(smem, 16384)) PASS /= 2;
     const sg = variant === 'subgroup' || (variant === 'auto' && rt.features.subgroups);
-    return { kernel: 'gemv', variant: sg ? 'subgroup' : 'portable', EPV, MT, R, KT, WG, PASS };
+    const plan = { kernel: 'gemv' as const, variant: sg ? 'subgroup' as const : 'portable' as const, EPV, MT, R, KT, WG, PASS };
+    if (!quant) {
+      check(p.quantPath === undefined, op, 'quantPath', `nothing for ${p.dtype} weights (it picks a quantized GEMV's path)`, p.quantPath);
+      return plan;
+    }
+    const dot = hasQuantDot(p.dtype as QuantType);
+    if (p.quantPath !== undefined) {
+      check(p.quantPath === 'decode' || (p.quantPath === 'dot' && dot), op, 'quantPath',
+        dot ? "'dot' or 'decode'" : `'decode' (${p.dtype} has no dot path: ${QUANT_DOT_TYPES.join(', ')} have)`, fmt(p.quantPath));
+    }
+    return { ...plan, quantPath: p.quantPath ?? (dot ? 'dot' : 'decode') };
   }
 
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
@@ -783,8 +801,11 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
 function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kernel {
   const { tail, W_DTYPE } = weightProgram(dtype, plan.kernel === 'gemm-mma');
   const overrides = { W_DTYPE };
+  // A fused projection's parts may be of other types than the one planned for: each takes the dot
+  // path where its type has one, unless the plan asked for the decode path.
+  const dq = plan.kernel === 'gemv' && isQuantType(dtype) && hasQuantDot(dtype) && plan.quantPath === 'decode' ? '_dq' : '';
   return plan.kernel === 'gemv'
-    ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${tail}`, 'gemv_main', {
+    ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${dq}${tail}`, 'gemv_main', {
       overrides,
       consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],

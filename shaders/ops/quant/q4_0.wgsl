@@ -24,3 +24,26 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
   o[6] = d * (vec4<f32>(q_nibbles(q.z, true)) - 8.0); o[7] = d * (vec4<f32>(q_nibbles(q.w, true)) - 8.0);
   return o;
 }
+
+/** The dot path's x scales (gemv_qdot.wgsl): values 0..15 are low nibbles, at bits 0 and 8 of each half word; 16..31 high, at 4 and 12. */
+fn q_xscale(u: u32, j: u32) -> vec4<f32> {
+  return select(vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), vec4<f32>(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0), j >= 4u);
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): word c's bytes 4c .. 4c + 3 hold values 4c .. 4c + 3 (low nibbles) and 16 + 4c .. (high), less 8. */
+fn q_unit_q(n: u32, u: u32) -> QU {
+  var o: QU;
+  let b = n * (params.K / 32u) + u;
+  let d = q_plane_f16(b);
+  let q = qv(b);
+  let lo = vec4<u32>(0xfu, 0xf00u, 0xfu, 0xf00u);
+  let zl = vec4<f32>(8.0, 2048.0, 8.0, 2048.0);
+  let zh = vec4<f32>(128.0, 32768.0, 128.0, 32768.0);
+  for (var c = 0u; c < 4u; c++) {
+    let wv = vec4<u32>(q[c], q[c], q[c] >> 16u, q[c] >> 16u);
+    o.q[c] = q_magic(wv & lo, zl);
+    o.q[c + 4u] = q_magic(wv & (lo << vec4<u32>(4u)), zh);
+  }
+  o.c = vec2<f32>(d);
+  return o;
+}

@@ -38,3 +38,26 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
   o[6] = d1 * vec4<f32>(q_nibbles(c.z, high)) - m1; o[7] = d1 * vec4<f32>(q_nibbles(c.w, high)) - m1;
   return o;
 }
+
+/** The dot path's x scales (gemv_qdot.wgsl): an even sub-block's quants are low nibbles (bits 0 and 8 of a half word), an odd one's high (4 and 12). */
+fn q_xscale(u: u32, j: u32) -> vec4<f32> {
+  return select(vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), vec4<f32>(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0), (u & 1u) == 1u);
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): sub-block s of super-block sb, (d · sc) · q − dmin · m. */
+fn q_unit_q(n: u32, u: u32) -> QU {
+  var o: QU;
+  let sb = n * (params.K / 256u) + u / 8u;
+  let s = u % 8u;
+  let v0 = 9u * sb;
+  let dm = unpack2x16float(qv(v0).x);
+  let sm = q_scale_min_k4(4u * v0 + 1u, s);
+  let m = select(vec4<u32>(0xfu, 0xf00u, 0xfu, 0xf00u), vec4<u32>(0xf0u, 0xf000u, 0xf0u, 0xf000u), (s & 1u) == 1u);
+  for (var h = 0u; h < 2u; h++) {
+    let q = qv(v0 + 1u + 2u * (s / 2u) + h);
+    for (var c = 0u; c < 4u; c++) { o.q[4u * h + c] = q_magic(vec4<u32>(q[c], q[c], q[c] >> 16u, q[c] >> 16u) & m, vec4<f32>(0.0)); }
+  }
+  o.c = vec2<f32>(dm.x * sm.x);
+  o.o = dm.y * sm.y;
+  return o;
+}

@@ -1,0 +1,58 @@
+// The GEMV's partial sums for the quantized types with a dot path (Q8_0, Q4_0, Q4_K, Q6_K: the types
+// of llama.cpp's common mixes; ops/quant/<type>.wgsl gives q_xscale and q_unit_q). The other types
+// take gemv_quant.wgsl, which decodes each value to f32 with its scales.
+//
+// Why: on an H200 the decode-then-dot kernel ran every type at about 2 G values/ms whatever its bytes
+// (Q8_0 2.07, Q4_0 1.13, Q4_K 0.81 TB/s at the lm_head shape, bf16 4.07): an instruction-bound loop,
+// whose per-value integer-to-float conversion issues at an eighth of the FMA rate on NVIDIA parts.
+// Here no value is converted and no value is scaled:
+//   - A quant q sits in a float's mantissa: bits (0x4B000000 | q·2^s) are the float 2^23 + q·2^s, so
+//     one AND-OR (masking q where it lies in the word, no shift) and one subtraction give q·2^s − z·2^s
+//     exactly, z the format's zero point (8 for Q4_0, 128 for Q8_0 after flipping the sign bits, 32 for
+//     Q6_K; 0 for Q4_K, whose min is a separate term).
+//   - The 2^s of a quant's place is undone on the x side: the lane's 32 x values are scaled by 2^-s
+//     once (q_xscale) and serve all R weight rows, so each value costs the mask, the subtraction and
+//     one FMA.
+//   - A unit's sum is then c·Σ(q·x) − o·Σx: the block scale (and Q4_K's sub-block scale) once a unit,
+//     Q4_K's min through Σx, which the lane computes once a unit for all R rows.
+// The unit's quants are decoded once and meet every x row of the workgroup (MT of them).
+
+/** A lane's x values of one unit for one x row: scaled as the type's quants lie (q_xscale), and their plain sum. */
+struct QX { v: array<vec4<f32>, 8>, s: f32 }
+
+/** Σ over the unit of w·x for one x row. */
+fn q_dot(w: QU, x: QX) -> f32 {
+  let a = dot(w.q[0], x.v[0]) + dot(w.q[1], x.v[1]) + dot(w.q[2], x.v[2]) + dot(w.q[3], x.v[3]);
+  let b = dot(w.q[4], x.v[4]) + dot(w.q[5], x.v[5]) + dot(w.q[6], x.v[6]) + dot(w.q[7], x.v[7]);
+  return w.c.x * a + w.c.y * b - w.o * x.s;
+}
+
+fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
+  let rms = (params.flags & F_RMS) != 0u;
+  let units = params.K / 32u;
+  var rows: array<i32, MT>;
+  for (var i = 0u; i < MT; i++) { rows[i] = x_src_row(t.mc * MT + i); }
+  let n0 = gemv_row(t.rb, g, 0u);
+  var acc: array<vec4<f32>, MT>;
+  for (var u = lane; u < units; u += KT) {
+    var xs: array<QX, MT>;
+    for (var i = 0u; i < MT; i++) {
+      var s = vec4<f32>(0.0);
+      for (var j = 0u; j < 8u; j++) {
+        var v = x_load4(rows[i], 8u * u + j);
+        if (rms) { v = nw[8u * u + j] * (v * sc[i]); }
+        s += v;
+        xs[i].v[j] = v * q_xscale(u, j);
+      }
+      xs[i].s = s.x + s.y + s.z + s.w;
+    }
+    for (var r = 0u; r < R; r++) {
+      // Rows past N decode what the bounds give; their sums are never stored (gemv_quant.wgsl says
+      // why the row's sum goes in through a select on a one-hot mask).
+      let wq = q_unit_q(n0 + r * NGRP, u);
+      let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
+      for (var i = 0u; i < MT; i++) { acc[i] += select(vec4<f32>(0.0), vec4<f32>(q_dot(wq, xs[i])), hot); }
+    }
+  }
+  return acc;
+}
