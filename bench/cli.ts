@@ -484,6 +484,9 @@ if (suites.includes('qgemv')) {
   const types = (args.get('qgemv-types') ?? 'Q4_0,Q8_0,Q4_K,Q6_K').split(',') as QuantType[];
   const ms = (args.get('qgemv-m') ?? '1').split(',').map(Number);
   const explore = args.has('explore-qgemv');
+  // --qgemv-kt=32,64 and --qgemv-r=2,4: the lanes per row and rows per group --explore-qgemv tries (default all).
+  const kts = args.get('qgemv-kt')?.split(',').map(Number);
+  const rs = args.get('qgemv-r')?.split(',').map(Number) as (1 | 2 | 4)[] | undefined;
   // --qgemv-shapes: 8b (Llama-3.1-8B's layers and lm_head, issue 42's targets), 1b (Llama-3.2-1B's), or both.
   const SHAPES: Record<string, { N: number; K: number; what: string }[]> = {
     '8b': [{ N: 4096, K: 4096, what: '8B q|o' }, { N: 14336, K: 4096, what: '8B gate/up' }, { N: 4096, K: 14336, what: '8B down' }, { N: 128256, K: 4096, what: '8B lm_head' }],
@@ -502,7 +505,7 @@ if (suites.includes('qgemv')) {
       rows.push({ what: l.what, M, N: l.N, K: l.K, type: 'bf16', bytes: 2 * l.N * l.K, contenders: bf.contenders });
       console.log(`[${++i}/${total}] qgemv ${l.what} M${M} bf16: ${bf.contenders.map((c) => `${c.name} ${fmt(c.timing?.medianMs ?? NaN, 4)} ms`).join('; ')}`);
       for (const type of types) {
-        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore });
+        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore, kts, rs });
         rows.push({ what: l.what, M, N: l.N, K: l.K, type, bytes: r.bytes, contenders: r.contenders });
         const best = r.contenders.filter((c) => c.timing).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
         console.log(`[${++i}/${total}] qgemv ${l.what} M${M} ${type}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 4)} ms ${c.pass ? '' : 'FAIL'}`}`).join('; ')}; best ${best?.name} ${fmt(r.bytes / ((best?.timing?.medianMs ?? NaN) * 1e6), 0)} GB/s`);

@@ -219,7 +219,7 @@ export interface QuantGemvShape { M: number; N: number; K: number; type: QuantTy
  * rows-per-group R the kernel takes, each checked on sampled outputs against a float64 reference of
  * the dequantized weights (f32 tolerance) before it is timed. GB/s on the packed bytes.
  */
-export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rounds: number; samples: number; explore: boolean; seed?: number }): Promise<GemmBenchRow & { bytes: number }> {
+export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rounds: number; samples: number; explore: boolean; seed?: number; kts?: readonly number[]; rs?: readonly (1 | 2 | 4)[] }): Promise<GemmBenchRow & { bytes: number }> {
   const seed = o.seed ?? 9;
   // Scales near a trained model's (weights of ~1/√K): sums that do not cancel far below their terms.
   const bytes = reference.randomQuantRows(s.type, s.N, s.K, seed, { scaleRange: [2e-4, 2e-3] });
@@ -251,9 +251,9 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
       list.push({ name: 'decode path', plan: ops.planLinear(engine, { ...base, quantPath: 'decode' }), tol: 'f32' });
     }
     if (o.explore && picked.kernel === 'gemv') {
-      for (const KT of [8, 16, 32, 64, 128]) {
+      for (const KT of o.kts ?? [8, 16, 32, 64, 128]) {
         if (KT * 32 > s.K) continue;
-        for (const R of [1, 2, 4] as const) {
+        for (const R of o.rs ?? [1, 2, 4] as const) {
           if (KT === picked.KT && R === picked.R) continue;
           list.push({ name: `KT ${KT} R ${R}`, plan: ops.planLinear(engine, { ...base, KT, R }), tol: 'f32' });
         }

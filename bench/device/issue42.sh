@@ -28,7 +28,7 @@ if [[ $PARTS == *test* ]]; then
   echo "gputest rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gputest.log
 fi
 if [[ $PARTS == *qgemv* ]]; then
-  { timeout ${QGEMV_LIMIT:-300} node .cache/device/bench.mjs --suite=qgemv --qgemv-shapes=${SHAPES1:-8b,1b} --qgemv-m=1 --explore-qgemv --rounds=3 --commit=$COMMIT \
+  { timeout ${QGEMV_LIMIT:-300} node .cache/device/bench.mjs --suite=qgemv --qgemv-shapes=${SHAPES1:-8b,1b} --qgemv-m=1 ${EXPLORE:---explore-qgemv} --rounds=3 --commit=$COMMIT \
       --peer=none --device="NVIDIA H200" --out=$R ${QGEMV_ARGS:-}
     echo "qgemv M1 rc $? $(( $(date +%s) - T0 ))s"
     cp $R/qgemv-nvidia-h200.md $R/qgemv-m1-nvidia-h200.md
@@ -41,10 +41,13 @@ if [[ $PARTS == *qgemv* ]]; then
 fi
 if [[ $PARTS == *gguf* ]]; then
   wait $GG
+  # One file a call of the suite (each writes gguf-nvidia-h200.md): a file cut at GGUF_LIMIT loses only itself.
   for f in /tmp/gguf/*.gguf; do
-    timeout ${GGUF_LIMIT:-200} node .cache/device/bench.mjs --suite=gguf --gguf=$f --gguf-llamacpp=/tmp/llama --llamacpp-script=.peer/bench_ctypes.py \
-      --commit=$COMMIT --device="NVIDIA H200" --out=$R ${GGUF_ARGS:-} >> $OUT/bench.log 2>&1
+    b=$(basename $f .gguf)
+    timeout ${GGUF_LIMIT:-200} node .cache/device/bench.mjs --suite=gguf --gguf=$f:$b --gguf-llamacpp=/tmp/llama --llamacpp-script=.peer/bench_ctypes.py \
+      --commit=$COMMIT --device="NVIDIA H200" --out=/tmp/res-$b ${GGUF_ARGS:-} >> $OUT/bench.log 2>&1
     echo "gguf $f rc $? $(( $(date +%s) - T0 ))s" >> $OUT/bench.log
+    cat /tmp/res-$b/gguf-nvidia-h200.md >> $R/gguf-nvidia-h200.md 2>/dev/null; echo >> $R/gguf-nvidia-h200.md
   done
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> $OUT/qgemv.log 2>&1

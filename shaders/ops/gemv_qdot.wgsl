@@ -35,6 +35,11 @@ fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<v
   let n0 = gemv_row(t.rb, g, 0u);
   var acc: array<vec4<f32>, MT>;
   for (var u = lane; u < units; u += KT) {
+    // The R rows' loads first, then x's (from L1/L2), then the arithmetic: a lane keeps R units of
+    // weights in flight (an H200 read 1.1 TB/s of Q4_K at the 8B lm_head when each row's load waited
+    // on the row before's sums).
+    var raw: array<QRaw, R>;
+    for (var r = 0u; r < R; r++) { raw[r] = q_raw(n0 + r * NGRP, u); }
     var xs: array<QX, MT>;
     for (var i = 0u; i < MT; i++) {
       var s = vec4<f32>(0.0);
@@ -49,7 +54,7 @@ fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<v
     for (var r = 0u; r < R; r++) {
       // Rows past N decode what the bounds give; their sums are never stored (gemv_quant.wgsl says
       // why the row's sum goes in through a select on a one-hot mask).
-      let wq = q_unit_q(n0 + r * NGRP, u);
+      let wq = q_unit_q(raw[r], u);
       let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
       for (var i = 0u; i < MT; i++) { acc[i] += select(vec4<f32>(0.0), vec4<f32>(q_dot(wq, xs[i])), hot); }
     }

@@ -30,20 +30,24 @@ fn q_xscale(u: u32, j: u32) -> vec4<f32> {
   return select(vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), vec4<f32>(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0), j >= 4u);
 }
 
-/** The dot path's unit (gemv_qdot.wgsl): word c's bytes 4c .. 4c + 3 hold values 4c .. 4c + 3 (low nibbles) and 16 + 4c .. (high), less 8. */
-fn q_unit_q(n: u32, u: u32) -> QU {
-  var o: QU;
+/** The dot path's loads of a unit (gemv_qdot.wgsl): its 16 bytes of quants and its scale. */
+struct QRaw { q: vec4<u32>, d: f32 }
+fn q_raw(n: u32, u: u32) -> QRaw {
   let b = n * (params.K / 32u) + u;
-  let d = q_plane_f16(b);
-  let q = qv(b);
+  return QRaw(qv(b), q_plane_f16(b));
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): word c's bytes 4c .. 4c + 3 hold values 4c .. 4c + 3 (low nibbles) and 16 + 4c .. (high), less 8. */
+fn q_unit_q(r: QRaw, u: u32) -> QU {
+  var o: QU;
   let lo = vec4<u32>(0xfu, 0xf00u, 0xfu, 0xf00u);
   let zl = vec4<f32>(8.0, 2048.0, 8.0, 2048.0);
   let zh = vec4<f32>(128.0, 32768.0, 128.0, 32768.0);
   for (var c = 0u; c < 4u; c++) {
-    let wv = vec4<u32>(q[c], q[c], q[c] >> 16u, q[c] >> 16u);
+    let wv = vec4<u32>(r.q[c], r.q[c], r.q[c] >> 16u, r.q[c] >> 16u);
     o.q[c] = q_magic(wv & lo, zl);
     o.q[c + 4u] = q_magic(wv & (lo << vec4<u32>(4u)), zh);
   }
-  o.c = vec2<f32>(d);
+  o.c = vec2<f32>(r.d);
   return o;
 }

@@ -44,18 +44,35 @@ fn q_xscale(u: u32, j: u32) -> vec4<f32> {
   return select(vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), vec4<f32>(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0), (u & 1u) == 1u);
 }
 
-/** The dot path's unit (gemv_qdot.wgsl): sub-block s of super-block sb, (d · sc) · q − dmin · m. */
-fn q_unit_q(n: u32, u: u32) -> QU {
+/** The dot path's loads of a unit (gemv_qdot.wgsl): the super-block's head (d, dmin, the 12 bytes of scales) and the 32 bytes of the unit's pair of sub-blocks. */
+struct QRaw { h: vec4<u32>, a: vec4<u32>, b: vec4<u32> }
+fn q_raw(n: u32, u: u32) -> QRaw {
+  let v0 = 9u * (n * (params.K / 256u) + u / 8u);
+  let p = v0 + 1u + 2u * ((u % 8u) / 2u);
+  return QRaw(qv(v0), qv(p), qv(p + 1u));
+}
+
+/** Sub-block j's 6-bit scale and min from the head's 12 bytes (words 1..3 of h): ggml's get_scale_min_k4. */
+fn q4k_scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
+  let lo = (vec4<u32>(h.y, h.y, h.z, h.z) >> vec4<u32>(8u * (j % 4u))) & vec4<u32>(0xffu);   // bytes j, j+4 (j < 4)
+  if (j < 4u) { return vec2<f32>(f32(lo.x & 63u), f32(lo.z & 63u)); }
+  let k = j - 4u;
+  let a = (h.w >> (8u * k)) & 0xffu;          // byte j + 4
+  let b = (h.y >> (8u * k)) & 0xffu;          // byte j − 4
+  let c = (h.z >> (8u * k)) & 0xffu;          // byte j
+  return vec2<f32>(f32((a & 0xfu) | ((b >> 6u) << 4u)), f32((a >> 4u) | ((c >> 6u) << 4u)));
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): sub-block s of its super-block, (d · sc) · q − dmin · m. */
+fn q_unit_q(r: QRaw, u: u32) -> QU {
   var o: QU;
-  let sb = n * (params.K / 256u) + u / 8u;
   let s = u % 8u;
-  let v0 = 9u * sb;
-  let dm = unpack2x16float(qv(v0).x);
-  let sm = q_scale_min_k4(4u * v0 + 1u, s);
+  let dm = unpack2x16float(r.h.x);
+  let sm = q4k_scale_min(r.h, s);
   let m = select(vec4<u32>(0xfu, 0xf00u, 0xfu, 0xf00u), vec4<u32>(0xf0u, 0xf000u, 0xf0u, 0xf000u), (s & 1u) == 1u);
-  for (var h = 0u; h < 2u; h++) {
-    let q = qv(v0 + 1u + 2u * (s / 2u) + h);
-    for (var c = 0u; c < 4u; c++) { o.q[4u * h + c] = q_magic(vec4<u32>(q[c], q[c], q[c] >> 16u, q[c] >> 16u) & m, vec4<f32>(0.0)); }
+  for (var c = 0u; c < 4u; c++) {
+    o.q[c] = q_magic(vec4<u32>(r.a[c], r.a[c], r.a[c] >> 16u, r.a[c] >> 16u) & m, vec4<f32>(0.0));
+    o.q[4u + c] = q_magic(vec4<u32>(r.b[c], r.b[c], r.b[c] >> 16u, r.b[c] >> 16u) & m, vec4<f32>(0.0));
   }
   o.c = vec2<f32>(dm.x * sm.x);
   o.o = dm.y * sm.y;

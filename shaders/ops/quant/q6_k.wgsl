@@ -56,31 +56,33 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
 /** The dot path's x scales (gemv_qdot.wgsl): a unit's 6-bit quants are assembled a byte each, at bits 0 and 8 of a half word. */
 fn q_xscale(u: u32, j: u32) -> vec4<f32> { return vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0); }
 
-/** The dot path's unit (gemv_qdot.wgsl): quarter k of half h, each byte's 4 low bits from ql (a nibble), 2 high from qh (bits 2k), less 32;
- *  values 0..15 and 16..31 have a scale each. */
-fn q_unit_q(n: u32, u: u32) -> QU {
-  var o: QU;
+/** The dot path's loads of a unit (gemv_qdot.wgsl): its 32 bytes of ql, 32 of qh, the word of its two i8 scales, and d. */
+struct QRaw { l0: vec4<u32>, l1: vec4<u32>, h0: vec4<u32>, h1: vec4<u32>, sw: u32, d: f32 }
+fn q_raw(n: u32, u: u32) -> QRaw {
   let b = n * (params.K / 256u) + u / 8u;
   let s = u % 8u;
-  let h = s / 4u;
-  let k = s % 4u;
   let v0 = 13u * b;
-  let d = q_plane_f16(b);
-  let sw = qv(v0 + 12u)[s / 2u];   // the unit's two i8 scales: bytes 2s, 2s + 1 of the 16
+  let qlv = v0 + 4u * (s / 4u) + 2u * (s & 1u);
+  let qhv = v0 + 8u + 2u * (s / 4u);
+  return QRaw(qv(qlv), qv(qlv + 1u), qv(qhv), qv(qhv + 1u), qw(4u * (v0 + 12u) + s / 2u), q_plane_f16(b));
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): quarter k of half h, each byte's 4 low bits from ql (a nibble), 2 high from qh (bits 2k), less 32;
+ *  values 0..15 and 16..31 have a scale each (bytes 2s, 2s + 1 of the 16). */
+fn q_unit_q(r: QRaw, u: u32) -> QU {
+  var o: QU;
+  let s = u % 8u;
+  let k = s % 4u;
   let sh = 16u * (s % 2u);
-  o.c = d * vec2<f32>(f32(bitcast<i32>(sw << (24u - sh)) >> 24u), f32(bitcast<i32>(sw << (16u - sh)) >> 24u));
-  let qlv = v0 + 4u * h + 2u * (k & 1u);
-  let qhv = v0 + 8u + 2u * h;
+  o.c = r.d * vec2<f32>(f32(bitcast<i32>(r.sw << (24u - sh)) >> 24u), f32(bitcast<i32>(r.sw << (16u - sh)) >> 24u));
   let ls = select(0u, 4u, k >= 2u);
   let m = vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u);
   let z = vec4<f32>(32.0, 8192.0, 32.0, 8192.0);
-  for (var hh = 0u; hh < 2u; hh++) {
-    let l = qv(qlv + hh);
-    let e = qv(qhv + hh);
-    for (var c = 0u; c < 4u; c++) {
-      let q = ((l[c] >> ls) & 0x0f0f0f0fu) | (((e[c] >> (2u * k)) & 0x03030303u) << 4u);
-      o.q[4u * hh + c] = q_magic(vec4<u32>(q, q, q >> 16u, q >> 16u) & m, z);
-    }
+  let q0 = ((r.l0 >> vec4<u32>(ls)) & vec4<u32>(0x0f0f0f0fu)) | (((r.h0 >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
+  let q1 = ((r.l1 >> vec4<u32>(ls)) & vec4<u32>(0x0f0f0f0fu)) | (((r.h1 >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
+  for (var c = 0u; c < 4u; c++) {
+    o.q[c] = q_magic(vec4<u32>(q0[c], q0[c], q0[c] >> 16u, q0[c] >> 16u) & m, z);
+    o.q[4u + c] = q_magic(vec4<u32>(q1[c], q1[c], q1[c] >> 16u, q1[c] >> 16u) & m, z);
   }
   return o;
 }

@@ -27,17 +27,24 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
 /** The dot path's x scales (gemv_qdot.wgsl): bytes 0 and 2 of a word at bit 0 of a half word, 1 and 3 at bit 8. */
 fn q_xscale(u: u32, j: u32) -> vec4<f32> { return vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0); }
 
-/** The dot path's unit (gemv_qdot.wgsl): the bytes with their sign bits flipped are q + 128. */
-fn q_unit_q(n: u32, u: u32) -> QU {
-  var o: QU;
+/** The dot path's loads of a unit (gemv_qdot.wgsl): its 32 bytes and its scale. */
+struct QRaw { a: vec4<u32>, b: vec4<u32>, d: f32 }
+fn q_raw(n: u32, u: u32) -> QRaw {
   let b = n * (params.K / 32u) + u;
-  let d = q_plane_f16(b);
+  return QRaw(qv(2u * b), qv(2u * b + 1u), q_plane_f16(b));
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): the bytes with their sign bits flipped are q + 128. */
+fn q_unit_q(r: QRaw, u: u32) -> QU {
+  var o: QU;
   let m = vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u);
   let z = vec4<f32>(128.0, 32768.0, 128.0, 32768.0);
-  for (var h = 0u; h < 2u; h++) {
-    let q = qv(2u * b + h) ^ vec4<u32>(0x80808080u);
-    for (var c = 0u; c < 4u; c++) { o.q[4u * h + c] = q_magic(vec4<u32>(q[c], q[c], q[c] >> 16u, q[c] >> 16u) & m, z); }
+  let a = r.a ^ vec4<u32>(0x80808080u);
+  let b = r.b ^ vec4<u32>(0x80808080u);
+  for (var c = 0u; c < 4u; c++) {
+    o.q[c] = q_magic(vec4<u32>(a[c], a[c], a[c] >> 16u, a[c] >> 16u) & m, z);
+    o.q[4u + c] = q_magic(vec4<u32>(b[c], b[c], b[c] >> 16u, b[c] >> 16u) & m, z);
   }
-  o.c = vec2<f32>(d);
+  o.c = vec2<f32>(r.d);
   return o;
 }
