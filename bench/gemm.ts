@@ -249,7 +249,6 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
     // The A/B of the quantized GEMV's two paths at the same plan (the decode path: each value to f32 first).
     if (picked.kernel === 'gemv' && picked.quantPath === 'dot') {
       list.push({ name: 'decode path', plan: ops.planLinear(engine, { ...base, quantPath: 'decode' }), tol: 'f32' });
-      if (picked.unroll) list.push({ name: 'loops kept', plan: ops.planLinear(engine, { ...base, unroll: false }), tol: 'f32' });
     }
     if (o.explore && picked.kernel === 'gemv') {
       for (const KT of o.kts ?? [8, 16, 32, 64, 128]) {
@@ -261,7 +260,7 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
       }
     }
     const contenders = await checkAndTime(engine, out, list.map((c) => ({
-      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''}${c.plan.unroll ? ' unrolled' : ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R}` : planLabel(c.plan), tol: c.tol,
+      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R}` : planLabel(c.plan), tol: c.tol,
       run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
     })), want, 2 * s.M * s.N * s.K, o);
     return { shape: { ...s, dtype: 'bf16' } as unknown as GemmShape, contenders, bytes: bytes.length };

@@ -535,9 +535,7 @@ export type LinearPlan =
       /** Weight rows per group (the lanes of a vec4): 4 for 16/32-bit weights, 1, 2 or 4 for quantized ones. */
       readonly R: 1 | 2 | 4; readonly KT: number; readonly WG: number; readonly PASS: number;
       /** Quantized weights: the dot path or the decode path (PlanLinearOptions.quantPath); absent otherwise. */
-      readonly quantPath?: 'dot' | 'decode';
-      /** Quantized weights: the loops written out (PlanLinearOptions.unroll). */
-      readonly unroll?: boolean }
+      readonly quantPath?: 'dot' | 'decode' }
   | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
   | GemmMmaPlan;
 
@@ -556,10 +554,6 @@ export interface PlanLinearOptions {
    *  unscaled, shaders/ops/gemv_qdot.wgsl; the default where the type has it) or 'decode' (each value
    *  decoded to f32 with its scales first, gemv_quant.wgsl; every type). */
   quantPath?: 'dot' | 'decode';
-  /** GEMV over quantized weights: write its constant-trip loops out before compiling (src/core/unroll.ts),
-   *  so that the per-row loads and decoded units stay in registers. Default: on hardware adapters
-   *  (software drivers compile the written-out form slowly, and run it no faster). */
-  unroll?: boolean;
   /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
   /** gemm-mma: one of the adapter's f16 → f32 configurations (an index of mmaConfigs). */
@@ -701,7 +695,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
-    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.unroll}|${t.linearMma},`
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath}|${t.linearMma},`
       + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
@@ -768,7 +762,6 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     const sg = variant === 'subgroup' || (variant === 'auto' && rt.features.subgroups);
     const plan = { kernel: 'gemv' as const, variant: sg ? 'subgroup' as const : 'portable' as const, EPV, MT, R, KT, WG, PASS };
     if (!quant) {
-      check(p.unroll === undefined, op, 'unroll', `nothing for ${p.dtype} weights (quantized GEMVs only)`, p.unroll);
       check(p.quantPath === undefined, op, 'quantPath', `nothing for ${p.dtype} weights (it picks a quantized GEMV's path)`, p.quantPath);
       return plan;
     }
@@ -777,8 +770,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
       check(p.quantPath === 'decode' || (p.quantPath === 'dot' && dot), op, 'quantPath',
         dot ? "'dot' or 'decode'" : `'decode' (${p.dtype} has no dot path: ${QUANT_DOT_TYPES.join(', ')} have)`, fmt(p.quantPath));
     }
-    if (p.unroll !== undefined) check(typeof p.unroll === 'boolean', op, 'unroll', 'a boolean', p.unroll);
-    return { ...plan, quantPath: p.quantPath ?? (dot ? 'dot' : 'decode'), unroll: p.unroll ?? !rt.adapter.software };
+    return { ...plan, quantPath: p.quantPath ?? (dot ? 'dot' : 'decode') };
   }
 
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
@@ -816,7 +808,6 @@ function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kern
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${dq}${tail}`, 'gemv_main', {
       overrides,
       consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R },
-      unroll: !!plan.unroll,
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'
