@@ -23,7 +23,7 @@ export type { SequenceId, StepRequest, StepMetadata } from './serve/kv_manager.j
 export { MLALayer, MLACache, MLADecodePlan, fp8DsMlaRowBytes } from './attention/mla.js';
 export type { MLAOptions, MLACacheOptions, MLACacheDType, MLADecodeMetadata, MLASparseMetadata } from './attention/mla.js';
 export * as ops from './ops/index.js';
-export { QUANT_FORMATS, QUANT_TYPES, GROUP_QUANT_TYPES, GGML_TYPE_IDS, isQuantType, isGroupQuantType, groupType, e4m3ToF32 } from './core/quant.js';
+export { QUANT_FORMATS, QUANT_TYPES, QUANT_DOT_TYPES, GROUP_QUANT_TYPES, GGML_TYPE_IDS, isQuantType, isGroupQuantType, groupType, e4m3ToF32 } from './core/quant.js';
 export type { QuantType, QuantFormat, GgmlQuantType, GroupQuantType, GroupFormat } from './core/quant.js';
 export { Model, RUNNABLE_ARCHITECTURES, createRandomModel } from './models/model.js';
 export type { LoadModelOptions, GenerateOptions, RunStats } from './models/model.js';

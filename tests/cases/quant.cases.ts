@@ -4,7 +4,7 @@
 // subgroup-matrix GEMM where the adapter has it (weights rounded to f16 there: SPEC §6's f16 row),
 // rows that are not multiples of any tile, weights split over buffers, fused projections of several
 // types, the RMSNorm folded into the GEMV, the embedding gather, and bad arguments.
-import { ops, reference, roundToDType, QUANT_TYPES, QUANT_FORMATS, type Engine, type QuantType } from '../../src/index';
+import { ops, reference, roundToDType, QUANT_DOT_TYPES, QUANT_TYPES, QUANT_FORMATS, type Engine, type QuantType } from '../../src/index';
 import { assert, assertClose, assertWithinPlain, defineCases, expectThrows, randn, spreadOverSoftware, type CaseContext } from './harness';
 
 /** The shapes a type is checked at: K two or more blocks, N odd. */
@@ -73,6 +73,30 @@ export const quantCases = defineCases('quant', [
         const i = QUANT_TYPES.indexOf(type);
         for (const [j, M] of [1, 5, 64].entries()) await checkQuant(ctx.engine, type, M, 100 + 10 * i + j, { plan: { kernel: 'gemv' }, bias: j === 1 });
       }
+    },
+  },
+  {
+    name: "the quantized GEMV's two paths for the types that have both (dot: quants meet x unconverted; decode: each value to f32 first), rows per group 1, 2 and 4, K of one and of odd many units a lane",
+    async run(ctx) {
+      // The dot path is the planner's default for these types (the case above runs it); here the decode
+      // path beside it, and both at lanes-per-row KT that leave a lane several units, or part of one row.
+      for (const type of spreadOverSoftware(ctx, QUANT_DOT_TYPES, 'quantized GEMV paths')) {
+        const i = QUANT_DOT_TYPES.indexOf(type);
+        const K = QUANT_FORMATS[type].blockElems === 256 ? 768 : 224;
+        for (const [j, quantPath] of (['dot', 'decode'] as const).entries()) {
+          const plan = ops.planLinear(ctx.engine, { M: 3, N: 29, K, dtype: type, kernel: 'gemv', quantPath, R: ([1, 2, 4] as const)[(i + j) % 3], KT: 4 });
+          assert(plan.kernel === 'gemv' && plan.quantPath === quantPath, `planLinear kept ${type}'s ${quantPath} path: ${JSON.stringify(plan)}`);
+          await checkQuant(ctx.engine, type, 3, 820 + 10 * i + j, { plan: { kernel: 'gemv', quantPath, R: plan.R, KT: 4 }, N: 29, K, bias: j === 0 });
+          await checkQuant(ctx.engine, type, 1, 840 + 10 * i + j, { plan: { kernel: 'gemv', quantPath }, N: 29, K });
+        }
+      }
+      const e = ctx.engine;
+      assert(ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q5_K', kernel: 'gemv' }).kernel === 'gemv', 'Q5_K plans a GEMV');
+      const q5 = ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q5_K', kernel: 'gemv' });
+      assert(q5.kernel === 'gemv' && q5.quantPath === 'decode', `Q5_K takes the decode path (it has no dot path): ${JSON.stringify(q5)}`);
+      await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q5_K', quantPath: 'dot' }), 'planLinear', 'quantPath', "'decode'", 'Q5_K has no dot path');
+      await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'bf16', quantPath: 'decode' }), 'planLinear', 'quantPath', 'bf16');
+      await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q4_K', quantPath: 'fast' as never }), 'planLinear', 'quantPath', "'dot' or 'decode'");
     },
   },
   {
