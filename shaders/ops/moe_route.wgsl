@@ -1,8 +1,10 @@
 // MoE routing: one workgroup per token turns its router logits [E] into topK expert ids and weights, the
 // procedure of src/reference/moe.ts (routeRef), HF transformers' DeepSeek V2 and V3 routers:
 //   scores (softmax or sigmoid) -> choice = score + bias -> optional group limit (groups ranked by their
-//   max, or by the sum of their two best choices; dropped groups' experts get choice 0.0) -> the topK
-//   largest choices -> weights from the unbiased scores (V3: normalized when asked), times the scale.
+//   max, or by the sum of their two best choices; dropped groups' experts get choice 0.0 when ranked by
+//   the max (V2), -inf when by the two best (V3: transformers 5's masked_fill, so a kept expert whose
+//   bias makes its choice negative still outranks them)) -> the topK largest choices -> weights from the
+//   unbiased scores (V3: normalized when asked), times the scale.
 // Every ranking compares order-preserving u32 keys of f32 values (NaN lowest, -0 as +0) and breaks
 // ties by the lower index, so each rank is taken by exactly one expert: the ids of a row are distinct
 // and valid whatever the logits hold. Slot j holds the expert of rank j (largest choice first).
@@ -123,9 +125,12 @@ fn route_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
       tmp[g] = select(0u, 1u, rank < rp.topk_group);
     }
     workgroupBarrier();
-    // transformers' masked_fill(~mask, 0.0): a dropped group's experts compete with choice 0.0.
+    // transformers 5's masked_fill(~mask, ...): V2's 0.0 (below every softmax score); V3's -inf, since
+    // with 0.0 a dropped expert outranked a kept one whose negative bias put its choice below 0.
+    // (0x007fffff is key_of(-inf), written out: a const-expression may not make an infinity.)
+    let dropped = select(key_of(0.0), 0x007fffffu, rp.group_mode == 2u);
     for (var e = li; e < E; e += WG) {
-      if (tmp[e / gs] == 0u) { ckey[e] = key_of(0.0); }
+      if (tmp[e / gs] == 0u) { ckey[e] = dropped; }
     }
     workgroupBarrier();
   }

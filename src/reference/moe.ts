@@ -9,8 +9,11 @@
 //   groups  (method 'group_limited_greedy' or 'noaux_tc'): the E experts form nGroup consecutive groups,
 //           ranked by max(choice) over the group ('group_limited_greedy', V2) or by the sum of its two
 //           largest choices ('noaux_tc', V3); the topkGroup best are kept, and every expert of the other
-//           groups gets choice 0.0 (transformers' masked_fill(~mask, 0.0): not -inf, so with negative
-//           biases a dropped expert can outrank a kept one; this is reproduced, not corrected)
+//           groups gets choice -inf (V3: transformers 5's DeepseekV3TopkRouter, masked_fill(~mask,
+//           -inf), so only kept experts are chosen even where the bias makes their choice negative;
+//           transformers 4 filled 0.0 there, and a dropped expert then outranked a negative kept one)
+//           or 0.0 (V2's DeepseekV2TopkRouter, masked_fill(~mask, 0.0): softmax scores are positive,
+//           so a kept expert always outranks it)
 //   ids     = the topK largest choices
 //   weights = score[ids] (unbiased), then by family:
 //             deepseek_v2: weights · routedScalingFactor (transformers' V2 never reads norm_topk_prob)
@@ -119,7 +122,8 @@ export function routeRef(logits: ArrayLike<number>, rows: number, E: number, r: 
         gscore[g] = best.reduce((acc, i) => acc + members[i], 0);
       }
       const kept = new Set(topIndices(gscore, r.topkGroup!));
-      for (let e = 0; e < E; e++) if (!kept.has(Math.floor(e / gs))) choice[e] = 0;
+      const dropped = r.method === 'noaux_tc' ? -Infinity : 0;
+      for (let e = 0; e < E; e++) if (!kept.has(Math.floor(e / gs))) choice[e] = dropped;
     }
     const chosen = topIndices(choice, K);
     let sum = 0;

@@ -1,6 +1,6 @@
 // Mixture-of-experts against the float64 reference: routing of every DeepSeek variant (V2 softmax greedy
 // and group-limited, V3 sigmoid with the correction bias and group ranking, normalization on and off,
-// the scaling factor, transformers' 0.0 mask), and the routed experts (ops.moe) with f32/f16/bf16
+// the scaling factor, transformers 5's -inf mask), and the routed experts (ops.moe) with f32/f16/bf16
 // weights over rows 1, 3, 9 (and 70: more pairs than a tile), E 4, 8, 16, topK 1, 2, 6, on both product
 // kernels, accumulating into the residual stream, rows past `rows` untouched, experts split over
 // several buffers, experts nobody chose, every token on one expert, invalid ids, workspace chunks,
@@ -246,11 +246,11 @@ export const moeCases = defineCases('moe', [
     },
   },
   {
-    name: "route V3: transformers' mask is 0.0, so with negative biases dropped experts outrank kept ones",
+    name: "route V3: dropped groups' experts are masked to -inf (transformers 5), so with negative biases only kept experts are chosen",
     async run({ engine }) {
-      // 8 experts in 4 groups of 2, 3 groups kept: with bias -2 every kept choice is below 0, so the 2
-      // experts of the dropped group (masked to 0.0) come first, then the best kept one; their weights
-      // are their own sigmoid scores.
+      // 8 experts in 4 groups of 2, 3 groups kept: with bias -2 every kept choice is below 0. transformers
+      // 5 masks the dropped group with -inf, so the 3 chosen are the best of the 6 kept, each weighted by
+      // its own sigmoid score (transformers 4 masked with 0.0, and the dropped group's 2 experts came first).
       const E = 8;
       const r = v3({ nGroup: 4, topkGroup: 3, topK: 3, normTopkProb: false, routedScalingFactor: 1 });
       const { ref, lv } = await checkRoute(engine, 'v3 negative bias', { rows: 3, E, r, seed: 30, bias: new Float32Array(E).fill(-2) });
@@ -259,7 +259,8 @@ export const moeCases = defineCases('moe', [
         const gs = [0, 1, 2, 3].map((g) => sig(2 * g) + sig(2 * g + 1));
         const dropped = gs.indexOf(Math.min(...gs));
         const chosen = Array.from(ref.ids.subarray(3 * t, 3 * t + 3));
-        assert(chosen.includes(2 * dropped) && chosen.includes(2 * dropped + 1), `token ${t}: the dropped group's experts were not chosen (${chosen})`);
+        assert(!chosen.includes(2 * dropped) && !chosen.includes(2 * dropped + 1), `token ${t}: an expert of the dropped group ${dropped} was chosen (${chosen})`);
+        for (const [j, e] of chosen.entries()) assert(Math.abs(ref.weights[3 * t + j] - sig(e)) < 1e-12, `token ${t}: expert ${e}'s weight is not its sigmoid score`);
       }
     },
   },
