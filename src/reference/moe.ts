@@ -85,6 +85,80 @@ export function checkRoutingRef(r: MoeRouting, E: number): void {
   }
 }
 
+/** One token's routing and what decided it (routeTokenRef). */
+export interface RouteDetailRef {
+  /** The unbiased scores [E] (softmax or sigmoid): the chosen experts' weights come from them. */
+  scores: Float64Array;
+  /** What the top-k ranks [E]: score + bias, then -inf (V3) or 0.0 (V2) for the experts of dropped groups. */
+  choice: Float64Array;
+  /** Each group's score [nGroup] (its max, or the sum of its two best choices); null for 'greedy'. */
+  groupScores: Float64Array | null;
+  /** The groups kept, best first; null for 'greedy'. */
+  keptGroups: number[] | null;
+  /** The topK experts, by decreasing choice, and their weights. */
+  ids: number[];
+  weights: number[];
+  /**
+   * choice of the last chosen expert minus the best unchosen one's (>= 0): how far the selection is from
+   * changing. 0 is an exact tie (settled by the lower index here; torch.topk's pick among ties is its
+   * own); Infinity when every expert is chosen, or every one left out is a dropped group's (V3's -inf).
+   */
+  margin: number;
+  /** The same for the groups (the last kept group's score minus the best dropped one's); null without groups or when all are kept. */
+  groupMargin: number | null;
+}
+
+/**
+ * The routing of one token from its router logits logits[offset .. offset+E) (see the top of this file),
+ * with the scores, choices and margins that decided it (routeRef's per-token step). bias: [E] or none.
+ */
+export function routeTokenRef(logits: ArrayLike<number>, offset: number, E: number, r: MoeRouting,
+                              bias?: ArrayLike<number> | null): RouteDetailRef {
+  checkInt(E, 'E', 1);
+  checkRoutingRef(r, E);
+  checkInt(offset, 'offset', 0);
+  checkMinLen(logits, offset + E, 'logits');
+  if (bias) checkMinLen(bias, E, 'bias');
+  const K = r.topK;
+  const score = new Float64Array(E);
+  const choice = new Float64Array(E);
+  const l = (e: number) => logits[offset + e];
+  if (r.scoring === 'softmax') {
+    let m = -Infinity;
+    for (let e = 0; e < E; e++) m = Math.max(m, l(e));
+    let s = 0;
+    for (let e = 0; e < E; e++) s += (score[e] = Math.exp(l(e) - m));
+    for (let e = 0; e < E; e++) score[e] /= s;
+  } else {
+    for (let e = 0; e < E; e++) score[e] = 1 / (1 + Math.exp(-l(e)));
+  }
+  for (let e = 0; e < E; e++) choice[e] = score[e] + (bias ? bias[e] : 0);
+  let groupScores: Float64Array | null = null, keptGroups: number[] | null = null, groupMargin: number | null = null;
+  if (r.method !== 'greedy') {
+    const G = r.nGroup!, gs = E / G;
+    groupScores = new Float64Array(G);
+    for (let g = 0; g < G; g++) {
+      const members = choice.subarray(g * gs, (g + 1) * gs);
+      const best = topIndices(members, r.method === 'noaux_tc' ? 2 : 1);
+      groupScores[g] = best.reduce((acc, i) => acc + members[i], 0);
+    }
+    const ranked = topIndices(groupScores, G);
+    keptGroups = ranked.slice(0, r.topkGroup!);
+    if (r.topkGroup! < G) groupMargin = groupScores[ranked[r.topkGroup! - 1]] - groupScores[ranked[r.topkGroup!]];
+    const kept = new Set(keptGroups);
+    const dropped = r.method === 'noaux_tc' ? -Infinity : 0;
+    for (let e = 0; e < E; e++) if (!kept.has(Math.floor(e / gs))) choice[e] = dropped;
+  }
+  const ranked = topIndices(choice, E);
+  const ids = ranked.slice(0, K);
+  const margin = K < E ? choice[ranked[K - 1]] - choice[ranked[K]] : Infinity;
+  let sum = 0;
+  for (const e of ids) sum += score[e];
+  // gpt-oss: a softmax over the chosen logits, the chosen scores renormalized (no epsilon).
+  const norm = r.family === 'gpt_oss' ? 1 / sum : r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
+  return { scores: score, choice, groupScores, keptGroups, ids, weights: ids.map((e) => score[e] * norm * r.routedScalingFactor), margin, groupMargin };
+}
+
 /**
  * The experts each of `rows` tokens is routed to, and their weights (see the top of this file).
  * logits: [rows, E] row-major; bias: [E] or none. Returns ids [rows, topK] and weights [rows, topK].
@@ -99,41 +173,10 @@ export function routeRef(logits: ArrayLike<number>, rows: number, E: number, r: 
   const K = r.topK;
   const ids = new Int32Array(rows * K);
   const weights = new Float64Array(rows * K);
-  const score = new Float64Array(E);
-  const choice = new Float64Array(E);
   for (let t = 0; t < rows; t++) {
-    const l = (e: number) => logits[t * E + e];
-    if (r.scoring === 'softmax') {
-      let m = -Infinity;
-      for (let e = 0; e < E; e++) m = Math.max(m, l(e));
-      let s = 0;
-      for (let e = 0; e < E; e++) s += (score[e] = Math.exp(l(e) - m));
-      for (let e = 0; e < E; e++) score[e] /= s;
-    } else {
-      for (let e = 0; e < E; e++) score[e] = 1 / (1 + Math.exp(-l(e)));
-    }
-    for (let e = 0; e < E; e++) choice[e] = score[e] + (bias ? bias[e] : 0);
-    if (r.method !== 'greedy') {
-      const G = r.nGroup!, gs = E / G;
-      const gscore = new Float64Array(G);
-      for (let g = 0; g < G; g++) {
-        const members = choice.subarray(g * gs, (g + 1) * gs);
-        const best = topIndices(members, r.method === 'noaux_tc' ? 2 : 1);
-        gscore[g] = best.reduce((acc, i) => acc + members[i], 0);
-      }
-      const kept = new Set(topIndices(gscore, r.topkGroup!));
-      const dropped = r.method === 'noaux_tc' ? -Infinity : 0;
-      for (let e = 0; e < E; e++) if (!kept.has(Math.floor(e / gs))) choice[e] = dropped;
-    }
-    const chosen = topIndices(choice, K);
-    let sum = 0;
-    for (const e of chosen) sum += score[e];
-    // gpt-oss: a softmax over the chosen logits, the chosen scores renormalized (no epsilon).
-    const norm = r.family === 'gpt_oss' ? 1 / sum : r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
-    chosen.forEach((e, j) => {
-      ids[t * K + j] = e;
-      weights[t * K + j] = score[e] * norm * r.routedScalingFactor;
-    });
+    const d = routeTokenRef(logits, t * E, E, r, bias);
+    ids.set(d.ids, t * K);
+    weights.set(d.weights, t * K);
   }
   return { ids, weights };
 }
