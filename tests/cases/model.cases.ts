@@ -144,6 +144,20 @@ const ggufCases: TestCase[] = GGUF_GOLDENS.map((name, k) => ({
       const worst = await checkLogits(model, g, name, 2e-3);
       await checkGreedy(model, g, name);
       ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical (${model.weightBytes} bytes of weights on the GPU)`);
+      // A file of one type: its q | k | v and gate | up tensors go up as one weight each, so a decode
+      // step dispatches what the same model's float weights do (a product a part: issue 42 found 165
+      // dispatches a step of the 1B Q4_0 file against bf16's 117).
+      if (name.endsWith('q8-0') || name.endsWith('q4-0')) {
+        const quant = (await model.profileDecode({ batch: 1, context: 4, steps: 1, warmup: 1 })).dispatches;
+        const float = await ctx.engine.loadModel({ weights: file, dtype: 'f32' });
+        try {
+          const f32 = (await float.profileDecode({ batch: 1, context: 4, steps: 1, warmup: 1 })).dispatches;
+          assert(quant === f32, `${name}: a decode step dispatches ${quant} times on the file's blocks, ${f32} on its dequantized f32 weights`);
+          ctx.note(`${name}: ${quant} dispatches a decode step, as the f32 model`);
+        } finally {
+          float.destroy();
+        }
+      }
     } finally {
       model.destroy();
     }
