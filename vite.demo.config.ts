@@ -15,7 +15,7 @@ const PAGE_FOLDERS = ['goldens', 'goldens-quant/gguf-llama-q4-k-m', 'goldens-qua
   'goldens-layers/whisper-tiny-random'];
 
 /** The files tests/cases fetch through ctx.fixture (grep `fixture(` there: model.cases' golden() and
- *  quantFolder(), the GGUF, Whisper and encoder cases, faults), so every case the Check lists runs in
+ *  quantFolder(), the DeepSeek fuzz, the GGUF, Whisper and encoder cases, faults), so every case the Check lists runs in
  *  the page. A file ../shared lacks is left out of the manifest; its case says it needs the test suite. */
 const CASE_FIXTURES: [folders: string[], files: string[]][] = [
   [['llama-gqa', 'mistral-window8', 'qwen3-qknorm-tied', 'deepseek-v2-moe', 'deepseek-v3-yarn-moe'].map((n) => `goldens/${n}`),

@@ -13,6 +13,7 @@ import { gemmCases } from './gemm.cases';
 import { opsCases } from './ops.cases';
 import { moeCases } from './moe.cases';
 import { modelCases } from './model.cases';
+import { deepseekFuzzCases } from './deepseek_fuzz.cases';
 import { quantCases } from './quant.cases';
 import { quantGroupCases } from './quant_group.cases';
 import { serveCases } from './serve.cases';
@@ -33,6 +34,7 @@ export const allCases: TestCase[] = [
   ...opsCases,
   ...moeCases,
   ...modelCases,
+  ...deepseekFuzzCases,
   ...faultCases,
   ...serveCases,
   ...whisperCases,
