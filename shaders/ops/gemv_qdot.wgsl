@@ -17,16 +17,6 @@
 //     Q4_K's min through Σx, which the lane computes once a unit for all R rows.
 // The unit's quants are decoded once and meet every x row of the workgroup (MT of them).
 
-/** A lane's x values of one unit for one x row: scaled as the type's quants lie (q_xscale), and their plain sum. */
-struct QX { v: array<vec4<f32>, 8>, s: f32 }
-
-/** Σ over the unit of w·x for one x row. */
-fn q_dot(w: QU, x: QX) -> f32 {
-  let a = dot(w.q[0], x.v[0]) + dot(w.q[1], x.v[1]) + dot(w.q[2], x.v[2]) + dot(w.q[3], x.v[3]);
-  let b = dot(w.q[4], x.v[4]) + dot(w.q[5], x.v[5]) + dot(w.q[6], x.v[6]) + dot(w.q[7], x.v[7]);
-  return w.c.x * a + w.c.y * b - w.o * x.s;
-}
-
 fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
   let rms = (params.flags & F_RMS) != 0u;
   let units = params.K / 32u;

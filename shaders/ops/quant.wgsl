@@ -89,7 +89,8 @@ fn w_fetch(n: u32, kc: u32, c: u32) -> vec4<u32> {
 /** Word-vector i (16 bytes) of the weight part. */
 fn qv(i: u32) -> vec4<u32> { return w[i]; }
 
-// The dot path of the GEMV (gemv_qdot.wgsl says why), for the types whose files give q_unit_q and q_xscale.
+// The dot path of the GEMVs (gemv_qdot.wgsl says why; moe_gemv_qdot.wgsl too), for the types whose files give
+// q_raw, q_unit_q and q_xscale.
 
 /** One unit of one weight row as q_unit_q gives it: 32 quants less their zero points, each times the power of two
  *  of its place (as floats, exact), the scale c.x of values 0..15 and c.y of 16..31, and the min o (Σx's factor). */
@@ -98,4 +99,14 @@ struct QU { q: array<vec4<f32>, 8>, c: vec2<f32>, o: f32 }
 /** Four quants in the low 23 bits of the words v (masked in place), less z: exact. */
 fn q_magic(v: vec4<u32>, z: vec4<f32>) -> vec4<f32> {
   return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - (vec4<f32>(8388608.0) + z);
+}
+
+/** A lane's x values of one unit for one x row: scaled as the type's quants lie (q_xscale), and their plain sum. */
+struct QX { v: array<vec4<f32>, 8>, s: f32 }
+
+/** Σ over the unit of w·x for one x row. */
+fn q_dot(w: QU, x: QX) -> f32 {
+  let a = dot(w.q[0], x.v[0]) + dot(w.q[1], x.v[1]) + dot(w.q[2], x.v[2]) + dot(w.q[3], x.v[3]);
+  let b = dot(w.q[4], x.v[4]) + dot(w.q[5], x.v[5]) + dot(w.q[6], x.v[6]) + dot(w.q[7], x.v[7]);
+  return w.c.x * a + w.c.y * b - w.o * x.s;
 }

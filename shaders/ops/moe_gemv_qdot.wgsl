@@ -1,0 +1,79 @@
+// The grouped expert product for few rows per expert (moe_gemv.wgsl) over quantized experts of the
+// types with a dot path (Q8_0, Q4_0, Q4_K, Q6_K: ops/quant.wgsl's q_dot, their files' q_raw, q_unit_q
+// and q_xscale; gemv_qdot.wgsl says why). moe_gemv.wgsl decodes such experts four values at a time
+// through q_load4, reading the block's scales again for every four; here a lane's unit is 32 values of
+// a row, as in the dense GEMV: the loads of its 4 weight rows first, then the tile rows' x values (scaled
+// as the quants lie, with their sum), then a dot per weight row and tile row. The tile, the lanes and
+// the reduction are moe_gemv.wgsl's.
+
+const MT: u32 = 1u;
+const KT: u32 = 32u;
+const WG: u32 = 256u;
+const EPV: u32 = 4u;
+
+const NGRP: u32 = WG / KT;
+const RW: u32 = NGRP * 4u;
+
+var<workgroup> red: array<vec4<f32>, WG>;
+
+@compute @workgroup_size(WG)
+fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) li: u32) {
+  let lin = wid.y * nwg.x + wid.x;
+  let nblk = (params.N + RW - 1u) / RW;
+  if (lin >= params.tiles * nblk) { return; }
+  let tile = load_tile(lin % params.tiles, li, MT);
+  if (tile.z == 0u) { return; }
+  let g = li / KT;
+  let lane = li % KT;
+  let n0 = (lin / params.tiles) * RW + g * 4u;
+  let el = tile.x - params.e0;
+  let units = params.K / 32u;
+
+  var rows: array<u32, MT>;
+  for (var m = 0u; m < MT; m++) {
+    rows[m] = 0u;
+    if (m < tile.z) { rows[m] = in_row(pair_at(tile.y + m)); }
+  }
+  var acc: array<vec4<f32>, MT>;
+  for (var u = lane; u < units; u += KT) {
+    // Rows past N read the expert's last row; their sums are never stored.
+    var raw: array<QRaw, 4>;
+    for (var r = 0u; r < 4u; r++) { raw[r] = q_raw(el * params.N + min(n0 + r, params.N - 1u), u); }
+    var xs: array<QX, MT>;
+    for (var m = 0u; m < MT; m++) {
+      if (m < tile.z) {
+        var s = vec4<f32>(0.0);
+        for (var j = 0u; j < 8u; j++) {
+          let v = x_load4(rows[m], 8u * u + j);
+          s += v;
+          xs[m].v[j] = v * q_xscale(u, j);
+        }
+        xs[m].s = s.x + s.y + s.z + s.w;
+      }
+    }
+    for (var r = 0u; r < 4u; r++) {
+      let wq = q_unit_q(raw[r], u);
+      let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
+      for (var m = 0u; m < MT; m++) {
+        if (m < tile.z) { acc[m] += select(vec4<f32>(0.0), vec4<f32>(q_dot(wq, xs[m])), hot); }
+      }
+    }
+  }
+
+  for (var m = 0u; m < MT; m++) {
+    red[li] = acc[m];
+    workgroupBarrier();
+    for (var s = KT / 2u; s > 0u; s >>= 1u) {
+      if (lane < s) { red[li] += red[li + s]; }
+      workgroupBarrier();
+    }
+    if (lane == 0u && m < tile.z) {
+      let v = red[li];
+      let o = pair_at(tile.y + m) * params.N;
+      for (var r = 0u; r < 4u; r++) {
+        if (n0 + r < params.N) { out[o + n0 + r] = v[r] + moe_bias(el, n0 + r); }
+      }
+    }
+  }
+}
