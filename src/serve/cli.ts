@@ -10,7 +10,8 @@ export const USAGE = `Usage: webinfer serve <checkpoint folder | file.gguf> [opt
        deno run -A dist/serve.js <checkpoint folder | file.gguf> [options]
 
 Loads the checkpoint on the GPU and serves it over HTTP with OpenAI's API:
-POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health.
+POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, and GET /metrics
+(Prometheus, under vLLM's metric names, for routers and dashboards).
 
 Options:
   --port N          port to listen on (default 8000; 0 takes any free port)

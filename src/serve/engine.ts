@@ -15,6 +15,7 @@
 import { WebinferError, check, fmt } from '../core/errors.js';
 import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
 import type { KVCacheManager } from './kv_manager.js';
+import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS, type HistogramSnapshot } from './metrics.js';
 
 /** Per-request sampling settings (checked by the caller: generate, or the OpenAI layer). */
 export interface Sampling {
@@ -92,6 +93,8 @@ export interface StepRunner {
   readonly maxSeqsPerStep: number;
   readonly vocabSize: number;
   readonly capacity: number;
+  /** The KV cache's element type ('f16', 'fp8_ds_mla' ...), for the metrics' cache_config_info. */
+  readonly cacheDType?: string;
   /** The step about to be recorded. */
   readonly stepNo: number;
   /** Steps in flight, read when the engine starts a run. */
@@ -149,6 +152,8 @@ interface Choice {
   counts: Map<number, number> | null;
   finish: FinishReason | null;
   arrival: number;
+  /** performance.now() when its last token reached the host (-1: none yet): inter-token latency. */
+  lastAt: number;
 }
 
 interface Req {
@@ -159,6 +164,9 @@ interface Req {
   needsHost: boolean;
   cachedTokens: number;
   finished: boolean;
+  /** performance.now() at submit, and when its first token reached the host (-1: not yet). */
+  t0: number;
+  firstAt: number;
   resolve: (r: RequestResult) => void;
   reject: (e: unknown) => void;
   onAbort?: () => void;
@@ -172,6 +180,42 @@ export interface EngineCounters {
   generated: number;
   hostMs: number;
   preemptions: number;
+}
+
+/** How requests ended (vLLM's finished_reason): a choice's finish, cancelled by its signal, or failed. */
+export type EndReason = FinishReason | 'abort' | 'error';
+
+/**
+ * The engine's state and counters at one moment, as vLLM's metrics count them (serve/metrics.ts writes
+ * them for GET /metrics). Counters and histograms only grow over the engine's life; a copy, not a view.
+ */
+export interface EngineMetrics {
+  /** Requests with a choice in the running batch (vLLM: num_requests_running). */
+  running: number;
+  /** Requests not yet admitted, or preempted and waiting to be recomputed (num_requests_waiting). */
+  waiting: number;
+  numBlocks: number;
+  blockSize: number;
+  cacheDtype: string;
+  prefixCaching: boolean;
+  /** Blocks held by sequences over all blocks, 0 to 1 (a cached block nobody holds is free). */
+  kvCacheUsage: number;
+  /** Every prompt token of each prefix-cache lookup (vLLM counts request.num_tokens), and those found. */
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
+  /** Each request's prompt, counted once when its first token comes (as vLLM counts prompt_tokens). */
+  promptTokens: number;
+  /** Tokens sampled and handed to requests, every choice's. */
+  generationTokens: number;
+  preemptions: number;
+  /** Requests ended, by how (a request's reason is its first choice's). */
+  finished: Readonly<Record<EndReason, number>>;
+  /** Seconds from submit to the request's first token on the host. */
+  ttft: HistogramSnapshot;
+  /** Seconds between two tokens of one choice reaching the host. */
+  itl: HistogramSnapshot;
+  /** Seconds from submit to the request's end (every ending: finished, aborted, failed). */
+  e2e: HistogramSnapshot;
 }
 
 /** A random u32: the seed of a request that names none (SPEC §9: no seed, a fresh stream). */
@@ -195,8 +239,40 @@ export class RequestEngine {
   private paramWords = new Uint32Array(0);
   private editWords = new Uint32Array(0);
   private maskWords = new Uint32Array(0);
+  private promptTokens = 0;
+  private readonly ended: Record<EndReason, number> = { stop: 0, length: 0, abort: 0, error: 0 };
+  private readonly ttft = new Histogram(TTFT_BUCKETS);
+  private readonly itl = new Histogram(ITL_BUCKETS);
+  private readonly e2e = new Histogram(E2E_BUCKETS);
 
   constructor(private readonly m: StepRunner) {}
+
+  /** A snapshot of the engine's state and counters (GET /metrics; see EngineMetrics). */
+  metrics(): EngineMetrics {
+    const running = new Set<Req>();
+    for (const c of this.running) running.add(c.req);
+    const waiting = new Set<Req>();
+    for (const c of this.waiting) if (!running.has(c.req)) waiting.add(c.req);
+    const kv = this.m.kv;
+    return {
+      running: running.size,
+      waiting: waiting.size,
+      numBlocks: kv.numBlocks,
+      blockSize: kv.blockSize,
+      cacheDtype: this.m.cacheDType ?? 'auto',
+      prefixCaching: kv.prefixCaching,
+      kvCacheUsage: kv.usage,
+      prefixCacheQueries: kv.stats.queries,
+      prefixCacheHits: kv.stats.hits,
+      promptTokens: this.promptTokens,
+      generationTokens: this.counters.generated,
+      preemptions: this.counters.preemptions,
+      finished: { ...this.ended },
+      ttft: this.ttft.snapshot(),
+      itl: this.itl.snapshot(),
+      e2e: this.e2e.snapshot(),
+    };
+  }
 
   /** Requests not finished. */
   get pending(): number {
@@ -241,13 +317,13 @@ export class RequestEngine {
     let req!: Req;
     const result = new Promise<RequestResult>((resolve, reject) => {
       const prompt = Array.from(o.prompt);
-      req = { o, prompt, choices: [], sampling, needsHost, cachedTokens: 0, finished: false, resolve, reject };
+      req = { o, prompt, choices: [], sampling, needsHost, cachedTokens: 0, finished: false, t0: performance.now(), firstAt: -1, resolve, reject };
       const seed = sampling.seed ?? freshSeed();
       const arrival = this.arrivals++;
       for (let i = 0; i < n; i++) {
         const c: Choice = {
           req, index: i, id: `r${this.nextId++}`, input: prompt, fed: 0, out: [], issued: 0, state: 'waiting', lastStep: -1, lastRow: -1,
-          seed, constraint: constraints[i], counts: needsHost ? new Map() : null, finish: null, arrival,
+          seed, constraint: constraints[i], counts: needsHost ? new Map() : null, finish: null, arrival, lastAt: -1,
         };
         req.choices.push(c);
         this.waiting.push(c);
@@ -530,6 +606,7 @@ export class RequestEngine {
     const lp = f.rec.logits ? new Float32Array(await f.rec.logits) : null;
     if (this.destroyed) return;
     const V = this.m.vocabSize;
+    const now = performance.now();
     const events = new Map<Req, Map<number, { tokens: number[]; lps: TokenLogprob[] | null }>>();
     for (const { c, row } of f.rows) {
       if (c.state === 'done' || c.req.finished) continue;
@@ -549,6 +626,13 @@ export class RequestEngine {
         }
       }
       c.out.push(tok);
+      if (c.req.firstAt < 0) {
+        c.req.firstAt = now;
+        this.ttft.observe((now - c.req.t0) / 1000);
+        this.promptTokens += c.req.prompt.length;
+      }
+      if (c.lastAt >= 0) this.itl.observe((now - c.lastAt) / 1000);
+      c.lastAt = now;
       if (c.counts) c.counts.set(tok, (c.counts.get(tok) ?? 0) + 1);
       if (c.state === 'running') this.m.kv.appendTokens(c.id, [tok]);
       this.counters.generated++;
@@ -595,8 +679,15 @@ export class RequestEngine {
     c.state = 'done';
   }
 
+  /** Counts a request's end: how, and its whole time. */
+  private countEnd(req: Req, why: EndReason): void {
+    this.ended[why]++;
+    this.e2e.observe((performance.now() - req.t0) / 1000);
+  }
+
   private complete(req: Req): void {
     req.finished = true;
+    this.countEnd(req, req.choices[0].finish ?? 'length');
     if (req.onAbort) req.o.signal?.removeEventListener('abort', req.onAbort);
     req.resolve({ tokens: req.choices.map((c) => c.out), finish: req.choices.map((c) => c.finish ?? 'length'), promptTokens: req.prompt.length, cachedTokens: req.cachedTokens });
   }
@@ -605,6 +696,8 @@ export class RequestEngine {
   private fail(req: Req, e: unknown): void {
     if (req.finished) return;
     req.finished = true;
+    // Its client's signal: cancelled (a client gone, a stop); anything else is a failure.
+    this.countEnd(req, req.o.signal?.aborted ? 'abort' : 'error');
     for (const c of req.choices) if (c.state !== 'done') this.retire(c);
     if (req.onAbort) req.o.signal?.removeEventListener('abort', req.onAbort);
     req.reject(e);

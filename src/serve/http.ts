@@ -8,6 +8,8 @@ import { MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
 import { isBadIPv4, isCorsOrigin } from './addresses.js';
 import { audioToPcm } from './audio_file.js';
 import { multipartBoundary, parseMultipart, type FormPart } from './multipart.js';
+import { renderMetrics } from './metrics.js';
+import type { EngineMetrics } from './engine.js';
 
 /** What serve() needs of a model: its id and the two create calls (every loaded Model has them), and
  *  embeddings.create for POST /v1/embeddings (an encoder-only model's; a decoder's refuses). */
@@ -22,6 +24,12 @@ export interface ServableModel {
     Promise<{ text: string; tokens: number[]; segments?: { start: number; end: number; text: string; tokens: number[] }[] }>;
   /** The rate transcribe takes PCM at (Whisper: 16000). */
   readonly melConfig?: { samplingRate: number };
+  /** A decoder's request engine: GET /metrics writes its metrics() (a model without one answers 404 there). */
+  readonly engine?: { metrics(): EngineMetrics };
+  /** Positions the model takes, and tokens its cache holds for one sequence: the smaller is a request's
+   *  longest prompt and output together, GET /v1/models' max_model_len (left out when either is unknown). */
+  readonly maxContext?: number;
+  readonly capacity?: number;
 }
 
 export interface ServeOptions {
@@ -33,7 +41,8 @@ export interface ServeOptions {
   signal?: AbortSignal;
   /** Completion requests waiting or running at most (default 256); past it a request gets 503. */
   maxQueue?: number;
-  /** When set, /v1/* asks for `Authorization: Bearer <apiKey>` (401 otherwise); /health stays open. */
+  /** When set, /v1/* asks for `Authorization: Bearer <apiKey>` (401 otherwise); /health and /metrics stay
+   *  open, as vLLM's do (routers and Prometheus scrape them without a key). */
   apiKey?: string;
   /** The largest request body taken, in bytes (default 16 MiB); a larger one gets 413. */
   maxBodyBytes?: number;
@@ -188,6 +197,7 @@ function errorReply(e: unknown, extra: Headers_ = {}): Reply {
 
 const ROUTES: Record<string, 'GET' | 'POST'> = {
   '/health': 'GET',
+  '/metrics': 'GET',
   '/v1/models': 'GET',
   '/v1/chat/completions': 'POST',
   '/v1/completions': 'POST',
@@ -226,10 +236,29 @@ class Handler {
   private readonly created = Math.floor(Date.now() / 1000);
   /** Host header values taken (null: any). */
   private readonly hosts: Set<string> | null;
+  /** The engine's metrics when the server started: /metrics counts from them (a warm-up is no client's work). */
+  private readonly since: EngineMetrics | undefined;
 
   constructor(private readonly model: ServableModel, readonly o: HandlerOptions) {
     const allowed = o.allowedHosts ?? (isLoopback(o.hostname) ? LOOPBACK_NAMES : ['*']);
     this.hosts = allowed.includes('*') ? null : new Set(allowed.map((h) => h.toLowerCase()));
+    this.since = typeof model.engine?.metrics === 'function' ? model.engine.metrics() : undefined;
+  }
+
+  /** GET /metrics: the engine's counters in Prometheus' text format, under vLLM's names (metrics.ts). */
+  private metrics(): Reply {
+    const engine = this.model.engine;
+    if (typeof engine?.metrics !== 'function' || this.since === undefined) {
+      return errorReply(new OpenAIError(`GET /metrics: the model '${this.model.id}' keeps no request engine's counters (a decoder's engine does; it serves ${this.serves()})`,
+        { status: 404, type: 'invalid_request_error', code: 'metrics_unavailable' }));
+    }
+    return { status: 200, headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }, body: renderMetrics({ id: this.model.id }, engine.metrics(), this.since) };
+  }
+
+  /** A request's longest prompt and output together, or null when the model does not say. */
+  private maxModelLen(): number | null {
+    const { maxContext, capacity } = this.model;
+    return typeof maxContext === 'number' && typeof capacity === 'number' ? Math.min(maxContext, capacity) : null;
   }
 
   /** The CORS headers of every reply (none unless the server was started with cors). */
@@ -300,11 +329,14 @@ class Handler {
     }
     if (this.closing) return errorReply(shuttingDown());
     if (path === '/health') return json(200, { status: 'ok' });
+    if (path === '/metrics') return this.metrics();
     if (this.o.apiKey !== undefined && inc.header('authorization') !== `Bearer ${this.o.apiKey}`) {
       return errorReply(new OpenAIError(`${inc.method} ${path}: Authorization: expected 'Bearer <the server's API key>', got ${inc.header('authorization') === null ? 'none' : 'another key'}`,
         { status: 401, type: 'invalid_request_error', code: 'invalid_api_key' }));
     }
-    const card = { id: this.model.id, object: 'model', created: this.created, owned_by: 'webinfer' };
+    // vLLM's model card: owned_by, and max_model_len (prompt and output tokens of one request at most).
+    const maxLen = this.maxModelLen();
+    const card = { id: this.model.id, object: 'model', created: this.created, owned_by: 'webinfer', root: this.model.id, parent: null, ...(maxLen === null ? {} : { max_model_len: maxLen }) };
     if (path === '/v1/models') return json(200, { object: 'list', data: [card] });
     if (modelPath) {
       let id: string;
@@ -861,7 +893,8 @@ async function serveDeno(handler: Handler, deno: DenoLike, port: number, hostnam
 /**
  * Serves `model` over HTTP with OpenAI's routes: POST /v1/chat/completions, POST /v1/completions,
  * POST /v1/embeddings (an encoder-only model's), POST /v1/audio/transcriptions and /v1/audio/translations
- * (a speech model's, multipart WAV uploads), GET /v1/models (and /v1/models/<id>), GET /health.
+ * (a speech model's, multipart WAV uploads), GET /v1/models (and /v1/models/<id>), GET /health, and GET /metrics
+ * (a decoder's engine counters in Prometheus' text format, under vLLM's names: serve/metrics.ts).
  * Node (node:http) and Deno (Deno.serve); a browser has no server to offer and gets a named error.
  */
 export async function serve(model: ServableModel, opts: ServeOptions = {}): Promise<Server> {

@@ -58,6 +58,9 @@ interface Block {
 export interface PrefixCacheStats {
   /** Prompt tokens looked up (full blocks only). */
   queried: number;
+  /** Every token of each prompt looked up, the last one (always computed) included: vLLM's
+   *  prefix_cache_queries, which counts request.num_tokens per lookup, so hits / queries is its hit rate. */
+  queries: number;
   /** Prompt tokens found. */
   hits: number;
   /** Registered blocks handed out again for new contents. */
@@ -76,7 +79,7 @@ export class KVCacheManager {
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly prefixCaching: boolean;
-  readonly stats: PrefixCacheStats = { queried: 0, hits: 0, evictions: 0 };
+  readonly stats: PrefixCacheStats = { queried: 0, queries: 0, hits: 0, evictions: 0 };
   /** Never-used or unregistered blocks. */
   private readonly free: number[];
   private readonly blocks: Block[];
@@ -101,6 +104,17 @@ export class KVCacheManager {
   /** Blocks a step can take: never-used ones and evictable cached ones. */
   get freeBlocks(): number {
     return this.free.length + this.evictable.size;
+  }
+
+  /** Blocks some sequence holds (neither never-used nor evictable). */
+  get usedBlocks(): number {
+    return this.numBlocks - this.freeBlocks;
+  }
+
+  /** The fraction of blocks held, 0 to 1: vLLM's kv_cache_usage_perc (a cached block nobody holds counts
+   *  as free, as vLLM's block pool counts it: a step can take it). */
+  get usage(): number {
+    return this.usedBlocks / this.numBlocks;
   }
 
   /** Registered blocks (in use or evictable). */
@@ -174,6 +188,7 @@ export class KVCacheManager {
     const s: Sequence = { len: 0, blocks: [], tokens: o.tokens ? Array.from(o.tokens) : [], hashed: 0, keys: [], salt: o.salt ?? '' };
     if (o.tokens && this.prefixCaching) {
       this.stats.queried += Math.floor((s.tokens.length - 1) / this.blockSize) * this.blockSize;
+      this.stats.queries += s.tokens.length;
       this.walkPrefix(s.tokens, s.salt, (block, key) => {
         const b = this.blocks[block];
         if (b.ref++ === 0) this.evictable.delete(block);
