@@ -4,6 +4,8 @@
 #   - firefox-esr (Debian package, driven by npm puppeteer-core over BiDi)   -> Firefox suite (on lavapipe 22)
 #   - libvulkan1 (loader only) + Node's npm `webgpu` (dawn.node)              -> Node suite
 #   - mesa-vulkan-drivers (Debian lavapipe 22)                                -> Deno suite (wgpu)
+#   - haproxy (Debian package; the test starts its own on loopback, not the service) -> server suite's
+#     two `webinfer serve` behind a least-connections balancer (tests/server/balancer.test.ts)
 #   - Mesa 25 lavapipe from bookworm-backports, unpacked privately into
 #     .cache/lavapipe25/ (never installed system-wide)                        -> Node suite on lavapipe
 #   - npm ci when node_modules is missing or does not match package-lock.json
@@ -25,10 +27,10 @@ is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'instal
 
 # ---------------------------------------------------------------- 1+2. Debian packages
 missing_recommends=()   # installed with recommends (chromium needs its fonts etc.)
-missing_norecommends=() # loader + Debian lavapipe 22, nothing else
+missing_norecommends=() # loader + Debian lavapipe 22 + haproxy, nothing else
 is_installed chromium || missing_recommends+=(chromium)
 is_installed firefox-esr || missing_recommends+=(firefox-esr)
-for p in libvulkan1 mesa-vulkan-drivers; do
+for p in libvulkan1 mesa-vulkan-drivers haproxy; do
   is_installed "$p" || missing_norecommends+=("$p")
 done
 if [ ${#missing_recommends[@]} -gt 0 ] || [ ${#missing_norecommends[@]} -gt 0 ]; then
@@ -41,7 +43,7 @@ if [ ${#missing_recommends[@]} -gt 0 ] || [ ${#missing_norecommends[@]} -gt 0 ];
     $SUDO apt-get "${APT_OPTS[@]}" install "${missing_recommends[@]}"
   fi
 else
-  log "Debian packages already installed (chromium, firefox-esr, libvulkan1, mesa-vulkan-drivers)"
+  log "Debian packages already installed (chromium, firefox-esr, libvulkan1, mesa-vulkan-drivers, haproxy)"
 fi
 
 # ---------------------------------------------------------------- 3. Mesa 25 lavapipe (private)
@@ -188,4 +190,6 @@ echo "firefox (puppeteer-core):   ${firefox_ver:-MISSING}; VK_ICD_FILENAMES=/usr
 deno_bin="$ROOT/node_modules/@deno/linux-x64-glibc/deno"
 deno_ver="$( ("$deno_bin" --version 2>/dev/null || true) | head -n1)"
 lvp22_icd="$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n1 || true)"
+haproxy_ver="$( (/usr/sbin/haproxy -v 2>/dev/null || true) | head -n1)"
+echo "haproxy (server suite):     ${haproxy_ver:-MISSING}"
 echo "deno (wgpu) lavapipe22:     ${deno_ver:-MISSING}; VK_ICD_FILENAMES=${lvp22_icd:-MISSING} (mesa $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo '?'))"
