@@ -117,6 +117,10 @@ export function renderMetrics(model: MetricsModel, now: EngineMetrics, since?: E
   })} 1`);
   counter('vllm:prefix_cache_queries', 'Prefix cache queries, in terms of number of queried tokens.', now.prefixCacheQueries, since?.prefixCacheQueries);
   counter('vllm:prefix_cache_hits', 'Prefix cache hits, in terms of number of cached tokens.', now.prefixCacheHits, since?.prefixCacheHits);
+  // vLLM 0.9's names for the same two counters, which it still wrote through 0.10: vLLM's production-stack
+  // router reads these (vllm_router/stats/engine_stats.py), not the new ones.
+  counter('vllm:gpu_prefix_cache_queries', 'GPU prefix cache queries, in terms of number of queried tokens. DEPRECATED: Use vllm:prefix_cache_queries instead.', now.prefixCacheQueries, since?.prefixCacheQueries);
+  counter('vllm:gpu_prefix_cache_hits', 'GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.', now.prefixCacheHits, since?.prefixCacheHits);
   counter('vllm:num_preemptions', 'Cumulative number of preemption from the engine.', now.preemptions, since?.preemptions);
   counter('vllm:prompt_tokens', 'Number of prefill tokens processed.', now.promptTokens, since?.promptTokens);
   counter('vllm:generation_tokens', 'Number of generation tokens processed.', now.generationTokens, since?.generationTokens);

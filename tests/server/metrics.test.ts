@@ -25,6 +25,8 @@ const FAMILIES: Record<string, { type: Family['type']; labels: string[] }> = {
   'vllm:cache_config_info': { type: 'GAUGE', labels: ['block_size', 'cache_dtype', 'enable_prefix_caching', 'engine', 'num_gpu_blocks'] },
   'vllm:prefix_cache_queries_total': { type: 'COUNTER', labels: BASE },
   'vllm:prefix_cache_hits_total': { type: 'COUNTER', labels: BASE },
+  'vllm:gpu_prefix_cache_queries_total': { type: 'COUNTER', labels: BASE },
+  'vllm:gpu_prefix_cache_hits_total': { type: 'COUNTER', labels: BASE },
   'vllm:num_preemptions_total': { type: 'COUNTER', labels: BASE },
   'vllm:prompt_tokens_total': { type: 'COUNTER', labels: BASE },
   'vllm:generation_tokens_total': { type: 'COUNTER', labels: BASE },
@@ -122,6 +124,7 @@ describe('GET /metrics: the exposition and the route (a test double of the engin
       expect(sample(m, 'vllm:gpu_cache_usage_perc')).toBe(0.375);
       expect(sample(m, 'vllm:prefix_cache_queries_total')).toBe(40);
       expect(sample(m, 'vllm:prefix_cache_hits_total')).toBe(32);
+      expect([sample(m, 'vllm:gpu_prefix_cache_queries_total'), sample(m, 'vllm:gpu_prefix_cache_hits_total')]).toEqual([40, 32]);
       expect(sample(m, 'vllm:prompt_tokens_total')).toBe(40);
       expect(sample(m, 'vllm:generation_tokens_total')).toBe(7);
       expect(sample(m, 'vllm:num_preemptions_total')).toBe(0);
@@ -242,6 +245,7 @@ describe('GET /metrics: the llama-gqa golden served in process, numbers against 
     // vLLM counts every prompt token of each lookup as a query; the hit is B's two blocks.
     expect(sample(m, 'vllm:prefix_cache_queries_total')).toBe(prompts);
     expect(sample(m, 'vllm:prefix_cache_hits_total')).toBe(32);
+    expect([sample(m, 'vllm:gpu_prefix_cache_queries_total'), sample(m, 'vllm:gpu_prefix_cache_hits_total')], 'the deprecated names, as production-stack reads them').toEqual([prompts, 32]);
     expect(family(m, 'vllm:request_success_total').samples.map((s) => [s.labels.finished_reason, s.value])).toEqual([['stop', 1], ['length', 3], ['abort', 0], ['error', 0]]);
     expect(histogram(m, 'vllm:time_to_first_token_seconds').count).toBe(4);
     expect(histogram(m, 'vllm:e2e_request_latency_seconds').count).toBe(4);
