@@ -307,6 +307,24 @@ Deno.test({
       eq(await statusOf(client.completions.create({ model: ID, prompt: [1, 2], max_tokens: 1, user: 5 })), 400, 'user: 5');
       for (const [i, r] of (await Promise.all(beside)).entries()) eq(r.ids, golden.greedy[i], `prompt ${i} beside the hostile requests`);
 
+      // GET /metrics through Deno.serve, read by the Prometheus text-format parser the Node suite uses.
+      const { parseExposition, sample, histogram } = await import('../server/prometheus.ts');
+      const res = await fetch(`${url}/metrics`);
+      eq([res.status, res.headers.get('content-type')], [200, 'text/plain; version=0.0.4; charset=utf-8'], 'GET /metrics');
+      const m = parseExposition(await res.text());
+      const head = await fetch(`${url}/metrics`, { method: 'HEAD' });
+      eq([head.status, await head.text()], [200, ''], 'HEAD /metrics');
+      eq([sample(m, 'vllm:num_requests_running'), sample(m, 'vllm:num_requests_waiting'), sample(m, 'vllm:kv_cache_usage_perc')], [0, 0, 0], 'idle gauges');
+      assert(sample(m, 'vllm:prefix_cache_hits_total') > 0, 'prompt 2 again hit the prefix cache');
+      eq(sample(m, 'vllm:request_success_total', { finished_reason: 'abort' }), 1, 'the cancelled stream, counted as abort');
+      // 6 + 1 + 2 + 1 + 3 requests above ended with their tokens (the refused ones never reached the engine).
+      const ended = ['stop', 'length', 'abort', 'error'].map((r) => sample(m, 'vllm:request_success_total', { finished_reason: r }));
+      assert(ended[0] + ended[1] >= 13, `requests finished: ${ended}`);
+      eq(histogram(m, 'vllm:e2e_request_latency_seconds').count, ended.reduce((x, y) => x + y, 0), 'e2e observations, one per ended request');
+      const info = m.get('vllm:cache_config_info').samples[0].labels;
+      const card = (await client.models.list()).data[0];
+      eq([card.owned_by, card.max_model_len], ['webinfer', Math.min(512, Number(info.num_gpu_blocks) * Number(info.block_size))], 'the model card');
+
       child.kill('SIGINT');
       eq((await status).code, 0, `exit code after SIGINT (stderr:\n${err})`);
       assert(err.includes('stopped'), `stderr says it stopped:\n${err}`);
