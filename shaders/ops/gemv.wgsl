@@ -71,13 +71,26 @@ fn gemv_scales(t: GemvTile, li: u32) -> array<f32, MT> {
   return sc;
 }
 
+/** The x rows of the tile's MT rows (x_src_row: -1 for a zero row). */
+fn gemv_x_rows(t: GemvTile) -> array<i32, MT> {
+  var rows: array<i32, MT>;
+  for (var i = 0u; i < MT; i++) { rows[i] = x_src_row(t.mc * MT + i); }
+  return rows;
+}
+
+/** Values 4·c4 .. 4·c4 + 3 of the product's input row `row`: x_load4, with F_RMS the folded RMSNorm (sc: the
+ *  row's scale from gemv_scales). */
+fn gemv_x4(row: i32, c4: u32, sc: f32) -> vec4<f32> {
+  let v = x_load4(row, c4);
+  if ((params.flags & F_RMS) != 0u) { return nw[c4] * (v * sc); }
+  return v;
+}
+
 /** This lane's partial sums: acc[i][r] for x row mc·MT + i and weight row r of its group. */
 fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
   if (Q_TYPE != 0u) { return gemv_partial_q(t, g, lane, sc); }   // gemv_quant.wgsl
-  let rms = (params.flags & F_RMS) != 0u;
   let kc = params.K / EPV;
-  var rows: array<i32, MT>;
-  for (var i = 0u; i < MT; i++) { rows[i] = x_src_row(t.mc * MT + i); }
+  let rows = gemv_x_rows(t);
   let n0 = gemv_row(t.rb, g, 0u);
   var acc: array<vec4<f32>, MT>;
   for (var c = lane; c < kc; c += KT) {
@@ -102,12 +115,10 @@ fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec
     for (var i = 0u; i < MT; i++) {
       let row = rows[i];
       if (row < 0) { continue; }
-      var x0 = x_load4(row, c * E4);
-      if (rms) { x0 = nw[c * E4] * (x0 * sc[i]); }
+      let x0 = gemv_x4(row, c * E4, sc[i]);
       var s = vec4<f32>(dot(x0, a0), dot(x0, a1), dot(x0, a2), dot(x0, a3));
       if (E4 == 2u) {
-        var x1 = x_load4(row, c * E4 + 1u);
-        if (rms) { x1 = nw[c * E4 + 1u] * (x1 * sc[i]); }
+        let x1 = gemv_x4(row, c * E4 + 1u, sc[i]);
         s += vec4<f32>(dot(x1, b0), dot(x1, b1), dot(x1, b2), dot(x1, b3));
       }
       acc[i] += s;

@@ -18,10 +18,8 @@
 // The unit's quants are decoded once and meet every x row of the workgroup (MT of them).
 
 fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
-  let rms = (params.flags & F_RMS) != 0u;
   let units = params.K / 32u;
-  var rows: array<i32, MT>;
-  for (var i = 0u; i < MT; i++) { rows[i] = x_src_row(t.mc * MT + i); }
+  let rows = gemv_x_rows(t);
   let n0 = gemv_row(t.rb, g, 0u);
   var acc: array<vec4<f32>, MT>;
   for (var u = lane; u < units; u += KT) {
@@ -34,8 +32,7 @@ fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<v
     for (var i = 0u; i < MT; i++) {
       var s = vec4<f32>(0.0);
       for (var j = 0u; j < 8u; j++) {
-        var v = x_load4(rows[i], 8u * u + j);
-        if (rms) { v = nw[8u * u + j] * (v * sc[i]); }
+        let v = gemv_x4(rows[i], 8u * u + j, sc[i]);
         s += v;
         xs[i].v[j] = v * q_xscale(u, j);
       }

@@ -9,18 +9,15 @@
 // times (software drivers take minutes over the written-out form).
 
 fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
-  let rms = (params.flags & F_RMS) != 0u;
   let units = params.K / 32u;
-  var rows: array<i32, MT>;
-  for (var i = 0u; i < MT; i++) { rows[i] = x_src_row(t.mc * MT + i); }
+  let rows = gemv_x_rows(t);
   let n0 = gemv_row(t.rb, g, 0u);
   var acc: array<vec4<f32>, MT>;
   for (var u = lane; u < units; u += KT) {
     var xs: array<array<vec4<f32>, 8>, MT>;
     for (var i = 0u; i < MT; i++) {
       for (var j = 0u; j < 8u; j++) {
-        var v = x_load4(rows[i], 8u * u + j);
-        if (rms) { v = nw[8u * u + j] * (v * sc[i]); }
+        let v = gemv_x4(rows[i], 8u * u + j, sc[i]);
         xs[i][j] = v;
       }
     }

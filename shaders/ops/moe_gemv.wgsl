@@ -7,6 +7,8 @@
 //   per tile row: portable, no subgroups).
 //   Workgroups run tile-fastest, so the tiles of one expert (several when it has more than MT pairs)
 //   read the same weight rows close together in time (L2).
+// The lanes' partial sums come from moe_partial: moe_gemv_words.wgsl (16-byte words of 16/32-bit
+// experts, or quantized ones decoded four values at a time) or moe_gemv_qdot.wgsl (the quantized dot path).
 
 const MT: u32 = 1u;
 const KT: u32 = 32u;
@@ -30,7 +32,6 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let g = li / KT;
   let lane = li % KT;
   let n0 = (lin / params.tiles) * RW + g * 4u;
-  let kc = params.K / EPV;
   let el = tile.x - params.e0;
 
   var rows: array<u32, MT>;
@@ -38,28 +39,7 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     rows[m] = 0u;
     if (m < tile.z) { rows[m] = in_row(pair_at(tile.y + m)); }
   }
-  var acc: array<vec4<f32>, MT>;
-  for (var c = lane; c < kc; c += KT) {
-    var lo: array<vec4<f32>, 4>;
-    var hi: array<vec4<f32>, 4>;
-    for (var r = 0u; r < 4u; r++) {
-      var word = vec4<u32>(0u);
-      if (n0 + r < params.N) { word = moe_w_word(el, n0 + r, c); }
-      lo[r] = w_lo(word);
-      if (E4 == 2u) { hi[r] = w_hi(word); }
-    }
-    for (var m = 0u; m < MT; m++) {
-      if (m < tile.z) {
-        let xa = x_load4(rows[m], c * E4);
-        var s = vec4<f32>(dot(lo[0], xa), dot(lo[1], xa), dot(lo[2], xa), dot(lo[3], xa));
-        if (E4 == 2u) {
-          let xb = x_load4(rows[m], c * E4 + 1u);
-          s += vec4<f32>(dot(hi[0], xb), dot(hi[1], xb), dot(hi[2], xb), dot(hi[3], xb));
-        }
-        acc[m] += s;
-      }
-    }
-  }
+  let acc = moe_partial(tile, el, n0, lane, rows);   // moe_gemv_words.wgsl or moe_gemv_qdot.wgsl
 
   for (var m = 0u; m < MT; m++) {
     red[li] = acc[m];

@@ -3,38 +3,11 @@
 // and q_xscale; gemv_qdot.wgsl says why). moe_gemv.wgsl decodes such experts four values at a time
 // through q_load4, reading the block's scales again for every four; here a lane's unit is 32 values of
 // a row, as in the dense GEMV: the loads of its 4 weight rows first, then the tile rows' x values (scaled
-// as the quants lie, with their sum), then a dot per weight row and tile row. The tile, the lanes and
-// the reduction are moe_gemv.wgsl's.
+// as the quants lie, with their sum), then a dot per weight row and tile row. moe_gemv.wgsl (the tile, the
+// lanes, the reduction) calls it as its moe_partial.
 
-const MT: u32 = 1u;
-const KT: u32 = 32u;
-const WG: u32 = 256u;
-const EPV: u32 = 4u;
-
-const NGRP: u32 = WG / KT;
-const RW: u32 = NGRP * 4u;
-
-var<workgroup> red: array<vec4<f32>, WG>;
-
-@compute @workgroup_size(WG)
-fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-             @builtin(local_invocation_index) li: u32) {
-  let lin = wid.y * nwg.x + wid.x;
-  let nblk = (params.N + RW - 1u) / RW;
-  if (lin >= params.tiles * nblk) { return; }
-  let tile = load_tile(lin % params.tiles, li, MT);
-  if (tile.z == 0u) { return; }
-  let g = li / KT;
-  let lane = li % KT;
-  let n0 = (lin / params.tiles) * RW + g * 4u;
-  let el = tile.x - params.e0;
+fn moe_partial(tile: vec3<u32>, el: u32, n0: u32, lane: u32, rows: array<u32, MT>) -> array<vec4<f32>, MT> {
   let units = params.K / 32u;
-
-  var rows: array<u32, MT>;
-  for (var m = 0u; m < MT; m++) {
-    rows[m] = 0u;
-    if (m < tile.z) { rows[m] = in_row(pair_at(tile.y + m)); }
-  }
   var acc: array<vec4<f32>, MT>;
   for (var u = lane; u < units; u += KT) {
     // Rows past N read the expert's last row; their sums are never stored.
@@ -61,19 +34,5 @@ fn gemv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
   }
 
-  for (var m = 0u; m < MT; m++) {
-    red[li] = acc[m];
-    workgroupBarrier();
-    for (var s = KT / 2u; s > 0u; s >>= 1u) {
-      if (lane < s) { red[li] += red[li + s]; }
-      workgroupBarrier();
-    }
-    if (lane == 0u && m < tile.z) {
-      let v = red[li];
-      let o = pair_at(tile.y + m) * params.N;
-      for (var r = 0u; r < 4u; r++) {
-        if (n0 + r < params.N) { out[o + n0 + r] = v[r] + moe_bias(el, n0 + r); }
-      }
-    }
-  }
+  return acc;
 }

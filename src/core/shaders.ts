@@ -58,7 +58,7 @@ function linearPrograms(): Record<string, readonly string[]> {
     out[`gemm_mma_vec${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'];
     if (q !== 'none') out[`ops_embedding_q${tail}`] = ['ops/embedding_q.wgsl', ...quant];
     out[`ops_moe_gemv${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl',
-      QUANT_DOT_FILES.includes(q) ? 'ops/moe_gemv_qdot.wgsl' : 'ops/moe_gemv.wgsl'];
+      'ops/moe_gemv.wgsl', QUANT_DOT_FILES.includes(q) ? 'ops/moe_gemv_qdot.wgsl' : 'ops/moe_gemv_words.wgsl'];
     out[`ops_moe_gemm${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/moe_gemm.wgsl'];
     out[`ops_moe_gemm_mma${tail}`] = ['ops/moe_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/moe_gemm_mma.wgsl'];
   }
