@@ -8,11 +8,11 @@ import { request } from 'node:http';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
-import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
+import type { Engine, Model, Server } from '../../src/index';
 import { serve as serveHttp } from '../../src/serve/http';
 import type { EngineMetrics } from '../../src/serve/engine';
 import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS } from '../../src/serve/metrics';
-import { checkpointFolder, llamaGqa } from './client';
+import { llamaGqa, servedGolden, type ServedGolden } from './client';
 import { family, histogram, parseExposition, sample, type Family } from './prometheus';
 
 const BASE = ['engine', 'model_name'];
@@ -187,22 +187,14 @@ describe('GET /metrics: the llama-gqa golden served in process, numbers against 
   let model: Model;
   let server: Server;
   let client: OpenAI;
-  let folder: { dir: string; remove(): void };
+  let served: ServedGolden | undefined;
   const golden = llamaGqa();
 
   beforeAll(async () => {
-    folder = checkpointFolder('webinfer-metrics-');
-    engine = await createEngine({ gpu: create([]) });
-    model = await engine.loadModel({ ...(await loadCheckpoint(folder.dir)) });
-    server = await serve(model, { port: 0 });
-    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    served = await servedGolden(create([]), 'webinfer-metrics-');
+    ({ engine, model, server, client } = served);
   }, 120_000);
-  afterAll(async () => {
-    await server?.close();
-    model?.destroy();
-    engine?.destroy();
-    folder?.remove();
-  });
+  afterAll(() => served?.close());
 
   it('after a known sequence (a prefix-cache hit, a stop, a chat) every counter and histogram count agrees with the usage and the engine', async () => {
     const e0 = model.engine.metrics();

@@ -9,10 +9,10 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
-import { checkpointFolder, llamaGqa, statusOf } from './client';
+import { checkpointFolder, llamaGqa, servedGolden, statusOf, type ServedGolden } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
-import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
+import type { Engine, Model, Server } from '../../src/index';
 
 Object.assign(globalThis, globals);
 const gpu = create([]);
@@ -47,22 +47,13 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
   let model: Model;
   let server: Server;
   let client: OpenAI;
-  let folder: { dir: string; remove(): void };
+  let served: ServedGolden | undefined;
 
   beforeAll(async () => {
-    folder = checkpointFolder();
-    engine = await createEngine({ gpu });
-    const ckpt = await loadCheckpoint(folder.dir);
-    model = await engine.loadModel({ ...ckpt });
-    server = await serve(model, { port: 0 });
-    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    served = await servedGolden(gpu);
+    ({ engine, model, server, client } = served);
   }, 120_000);
-  afterAll(async () => {
-    await server?.close();
-    model?.destroy();
-    engine?.destroy();
-    folder?.remove();
-  });
+  afterAll(() => served?.close());
 
   it("concurrent streaming and non-streaming completions of the golden's prompts give HF's greedy tokens; a repeated prompt's blocks come from the cache, same tokens", async () => {
     expect((await client.models.list()).data.map((m) => m.id)).toEqual([ID]);
