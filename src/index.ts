@@ -8,6 +8,10 @@ export { WebinferError } from './core/errors.js';
 export type { AttentionOptions, SdpaOptions, SdpaBackend, EngineFeatures, EngineLimits, EngineOptions } from './core/types.js';
 export * from './core/dtype.js';
 export * as reference from './reference/index.js';
+// A whole DeepSeek model in float64 (the reference ops composed over a parsed config): it reads the
+// models' config and RoPE, so it sits with the models, above the reference layer.
+export { deepseekRef, deepseekRoutingRef, deepseekNearTiesRef, type DeepseekWeightsRef, type DeepseekRoutesRef, type DeepseekResultRef,
+  type NearTieRef } from './models/deepseek_reference.js';
 export { formatCompilationMessages } from './core/pipeline.js';
 export { TOLERANCES, compareToReference } from './core/check.js';
 export type { Tolerance, Comparison } from './core/check.js';

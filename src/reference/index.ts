@@ -5,6 +5,5 @@ export * from './mla.js';
 export * from './linear.js';
 export * from './ops.js';
 export * from './moe.js';
-export * from './deepseek.js';
 export * from './quant.js';
 export * from './quant_random.js';

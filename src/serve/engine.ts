@@ -15,7 +15,7 @@
 import { WebinferError, check, fmt } from '../core/errors.js';
 import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
 import type { KVCacheManager } from './kv_manager.js';
-import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS, type HistogramSnapshot } from './metrics.js';
+import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS, type EndReason, type EngineMetrics } from './metrics.js';
 
 /** Per-request sampling settings (checked by the caller: generate, or the OpenAI layer). */
 export interface Sampling {
@@ -182,41 +182,9 @@ export interface EngineCounters {
   preemptions: number;
 }
 
-/** How requests ended (vLLM's finished_reason): a choice's finish, cancelled by its signal, or failed. */
-export type EndReason = FinishReason | 'abort' | 'error';
-
-/**
- * The engine's state and counters at one moment, as vLLM's metrics count them (serve/metrics.ts writes
- * them for GET /metrics). Counters and histograms only grow over the engine's life; a copy, not a view.
- */
-export interface EngineMetrics {
-  /** Requests with a choice in the running batch (vLLM: num_requests_running). */
-  running: number;
-  /** Requests not yet admitted, or preempted and waiting to be recomputed (num_requests_waiting). */
-  waiting: number;
-  numBlocks: number;
-  blockSize: number;
-  cacheDtype: string;
-  prefixCaching: boolean;
-  /** Blocks held by sequences over all blocks, 0 to 1 (a cached block nobody holds is free). */
-  kvCacheUsage: number;
-  /** Every prompt token of each prefix-cache lookup (vLLM counts request.num_tokens), and those found. */
-  prefixCacheQueries: number;
-  prefixCacheHits: number;
-  /** Each request's prompt, counted once when its first token comes (as vLLM counts prompt_tokens). */
-  promptTokens: number;
-  /** Tokens sampled and handed to requests, every choice's. */
-  generationTokens: number;
-  preemptions: number;
-  /** Requests ended, by how (a request's reason is its first choice's). */
-  finished: Readonly<Record<EndReason, number>>;
-  /** Seconds from submit to the request's first token on the host. */
-  ttft: HistogramSnapshot;
-  /** Seconds between two tokens of one choice reaching the host. */
-  itl: HistogramSnapshot;
-  /** Seconds from submit to the request's end (every ending: finished, aborted, failed). */
-  e2e: HistogramSnapshot;
-}
+/** How requests ended and the engine's snapshot for GET /metrics: serve/metrics.ts defines them (it
+ *  writes them out), so that the engine imports the metrics module and not the other way round. */
+export type { EndReason, EngineMetrics } from './metrics.js';
 
 /** A random u32: the seed of a request that names none (SPEC §9: no seed, a fresh stream). */
 export function freshSeed(): number {

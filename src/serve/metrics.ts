@@ -7,7 +7,42 @@
 //
 // The engine keeps the numbers (RequestEngine.metrics(), KVCacheManager's block pool and prefix-cache
 // stats); this file only observes latencies into buckets and writes the text.
-import type { EngineMetrics } from './engine.js';
+
+/** How requests ended (vLLM's finished_reason): a choice's finish (engine.ts's FinishReason), cancelled by its signal, or failed. */
+export type EndReason = 'stop' | 'length' | 'abort' | 'error';
+
+/**
+ * The engine's state and counters at one moment, as vLLM's metrics count them (serve/metrics.ts writes
+ * them for GET /metrics). Counters and histograms only grow over the engine's life; a copy, not a view.
+ */
+export interface EngineMetrics {
+  /** Requests with a choice in the running batch (vLLM: num_requests_running). */
+  running: number;
+  /** Requests not yet admitted, or preempted and waiting to be recomputed (num_requests_waiting). */
+  waiting: number;
+  numBlocks: number;
+  blockSize: number;
+  cacheDtype: string;
+  prefixCaching: boolean;
+  /** Blocks held by sequences over all blocks, 0 to 1 (a cached block nobody holds is free). */
+  kvCacheUsage: number;
+  /** Every prompt token of each prefix-cache lookup (vLLM counts request.num_tokens), and those found. */
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
+  /** Each request's prompt, counted once when its first token comes (as vLLM counts prompt_tokens). */
+  promptTokens: number;
+  /** Tokens sampled and handed to requests, every choice's. */
+  generationTokens: number;
+  preemptions: number;
+  /** Requests ended, by how (a request's reason is its first choice's). */
+  finished: Readonly<Record<EndReason, number>>;
+  /** Seconds from submit to the request's first token on the host. */
+  ttft: HistogramSnapshot;
+  /** Seconds between two tokens of one choice reaching the host. */
+  itl: HistogramSnapshot;
+  /** Seconds from submit to the request's end (every ending: finished, aborted, failed). */
+  e2e: HistogramSnapshot;
+}
 
 /** vLLM's buckets for time to first token (seconds). */
 export const TTFT_BUCKETS: readonly number[] = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560];

@@ -1,7 +1,7 @@
 // Differential fuzz of the DeepSeek path (issue 42): seeded random short prompts (1 to 6 tokens, one of
 // them a single token) on the goldens' weights and on variants of them (no q LoRA; other group
 // limits), a prefill and then greedy decode steps through the engine, every position's logits against
-// the float64 model of src/reference/deepseek.ts within SPEC §7's 1e-3·max|logit| (§8's 2e-3 for
+// the float64 model of src/models/deepseek_reference.ts within SPEC §7's 1e-3·max|logit| (§8's 2e-3 for
 // block-FP8 weights, against their dequantized values). The engine is read four ways: Model.logits
 // (one prefill step), steps of all prompts together (a prefill step, then decode steps of every
 // sequence at its own length: the paged decode plan at context 2 for the one-token prompt), each
@@ -9,7 +9,7 @@
 // argmax). A disagreement names the path, the position and the router's margins there; a router
 // decision closer than 1e-4 (relative) to changing is a genuine near-tie: positions from it on are
 // excused and the note says so.
-import { encodeFp8e4m3, loadSafetensors, parseConfig, reference, rng, randn, type Model,
+import { deepseekNearTiesRef, deepseekRef, encodeFp8e4m3, loadSafetensors, parseConfig, rng, randn, type DeepseekResultRef, type Model,
   type ModelConfig, type SafetensorsFile, type SafetensorsTensorInfo } from '../../src/index';
 import { assert, defineCases, goldenRunsHere, type CaseContext, type TestCase } from './harness';
 import { float64Weights } from './deepseek_weights';
@@ -144,7 +144,7 @@ async function stepLogits(model: Model, ctx: CaseContext, prompts: number[][], s
 interface Found { excused: string[]; worst: number }
 
 /** The router's view of a position (for a failure's message): each MoE layer's chosen experts and margins. */
-function routerAt(ref: reference.DeepseekResultRef, t: number): string {
+function routerAt(ref: DeepseekResultRef, t: number): string {
   return ref.routes.map(({ layer, tokens }) => {
     const d = tokens[t];
     const max = d.choice.reduce((m, v) => (Number.isFinite(v) ? Math.max(m, Math.abs(v)) : m), 0);
@@ -154,8 +154,8 @@ function routerAt(ref: reference.DeepseekResultRef, t: number): string {
 }
 
 /** Every position of `got` within tol·max|ref| of the reference, save those at or after a router near-tie. */
-function checkLogits(what: string, got: Float32Array, ref: reference.DeepseekResultRef, V: number, positions: number, tol: number, f: Found): void {
-  const ties = reference.deepseekNearTiesRef(ref);
+function checkLogits(what: string, got: Float32Array, ref: DeepseekResultRef, V: number, positions: number, tol: number, f: Found): void {
+  const ties = deepseekNearTiesRef(ref);
   for (let t = 0; t < positions; t++) {
     let max = 0, err = 0, at = 0;
     for (let v = 0; v < V; v++) {
@@ -172,8 +172,8 @@ function checkLogits(what: string, got: Float32Array, ref: reference.DeepseekRes
 }
 
 /** Greedy tokens: each the reference's argmax at its step, unless the reference's own top two are within tol or a router near-tie precedes it. */
-function checkGreedy(what: string, prompt: number[], gen: number[], ref: reference.DeepseekResultRef, V: number, tol: number, f: Found): void {
-  const ties = reference.deepseekNearTiesRef(ref);
+function checkGreedy(what: string, prompt: number[], gen: number[], ref: DeepseekResultRef, V: number, tol: number, f: Found): void {
+  const ties = deepseekNearTiesRef(ref);
   gen.forEach((tok, s) => {
     const t = prompt.length - 1 + s;
     const row = ref.logits.subarray(t * V, (t + 1) * V);
@@ -204,12 +204,12 @@ export async function fuzzDeepseek(ctx: CaseContext, name: string, s: Subject, p
   try {
     const together = await model.generate(prompts, { maxNewTokens: decode + 1, stopTokens: [] });
     const seqs = prompts.map((p, i) => [...p, ...together[i].slice(0, decode)]);
-    const refs = seqs.map((q) => reference.deepseekRef(cfg, s.weights, q));
+    const refs = seqs.map((q) => deepseekRef(cfg, s.weights, q));
     for (const [i, p] of prompts.entries()) {
       const tag = `${name}, prompt ${i} [${p}]`;
       checkGreedy(`${tag}, generate together`, p, together[i], refs[i], V, s.tol, f);
       const [alone] = await model.generate([p], { maxNewTokens: decode + 1, stopTokens: [] });
-      const aloneRef = alone.slice(0, decode).every((t, k) => t === together[i][k]) ? refs[i] : reference.deepseekRef(cfg, s.weights, [...p, ...alone.slice(0, decode)]);
+      const aloneRef = alone.slice(0, decode).every((t, k) => t === together[i][k]) ? refs[i] : deepseekRef(cfg, s.weights, [...p, ...alone.slice(0, decode)]);
       checkGreedy(`${tag}, generate alone`, p, alone, aloneRef, V, s.tol, f);
       checkLogits(`${tag}, logits (one prefill step)`, await model.logits(seqs[i]), refs[i], V, seqs[i].length, s.tol, f);
       const [own] = await stepLogits(model, ctx, [p], [seqs[i]]);
@@ -222,7 +222,7 @@ export async function fuzzDeepseek(ctx: CaseContext, name: string, s: Subject, p
     // Positions where a chosen expert's biased choice is below 0 (V3's -inf mask decides there).
     const below = refs.reduce((n, ref) => n + ref.routes.reduce((m, { tokens }) => m + tokens.filter((d) => d.ids.some((e) => d.choice[e] < 0)).length, 0), 0);
     if (s.negativeBias) assert(below > 0, `${name}: no chosen expert's choice is below 0: the biases test nothing`);
-    const ties = refs.flatMap((ref, i) => reference.deepseekNearTiesRef(ref).map((t) => `prompt ${i} position ${t.position} layer ${t.layer} (${t.kind}, ${t.relMargin.toExponential(1)})`));
+    const ties = refs.flatMap((ref, i) => deepseekNearTiesRef(ref).map((t) => `prompt ${i} position ${t.position} layer ${t.layer} (${t.kind}, ${t.relMargin.toExponential(1)})`));
     ctx.note(`${name}: prompts ${prompts.map((p) => `[${p}]`).join(' ')}, greedy ${together.map((g) => `[${g}]`).join(' ')}; worst logit error ${f.worst.toExponential(2)} of max|logit|`
       + `${below ? `; ${below} routings with a chosen expert below 0` : ''}`
       + `${ties.length ? `; router near-ties: ${ties.join(', ')}` : ''}${f.excused.length ? `; excused: ${f.excused.join('; ')}` : ''}`);

@@ -1,4 +1,4 @@
-// A DeepSeek checkpoint's tensors as float64 values for reference.deepseekRef, and the checkpoint
+// A DeepSeek checkpoint's tensors as float64 values for deepseekRef, and the checkpoint
 // variants the DeepSeek fuzz builds from the goldens' weights: F32, BF16 and block-FP8 tensors
 // (`weight` float8_e4m3fn times its `weight_scale_inv` block, SPEC §8) read as the numbers HF uses.
 import { bf16BitsToF32, fp8e4m3BitsToF32, type SafetensorsFile } from '../../src/index';

@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/models/config';
 import { loadSafetensors } from '../../src/models/safetensors';
-import { deepseekNearTiesRef, deepseekRef, routeRef, routeTokenRef, type MoeRouting } from '../../src/reference/index';
+import { deepseekNearTiesRef, deepseekRef } from '../../src/models/deepseek_reference';
+import { routeRef, routeTokenRef, type MoeRouting } from '../../src/reference/index';
 import { float64Weights } from '../cases/deepseek_weights';
 
 const shared = join(dirname(fileURLToPath(import.meta.url)), '../../../shared');

@@ -19,13 +19,13 @@
 // (float64 or any numbers); experts per module (`mlp.experts.{e}.gate_proj.weight` ...) or packed
 // (`mlp.experts.gate_up_proj` [E, 2I, H], `mlp.experts.down_proj` [E, H, I]). Biases are added where
 // the weights hold them (attention_bias, V2's mlp_bias).
-import type { ModelConfig } from '../models/config.js';
-import { ropeParameters } from '../models/rope.js';
-import { linearRef } from './linear.js';
-import { mlaPrefillRef } from './mla.js';
-import { routeTokenRef, moeRef, type MoeRouting, type RouteDetailRef } from './moe.js';
-import { embeddingRef, ropeRef, rmsNormRef } from './ops.js';
-import { checkInt } from './util.js';
+import type { ModelConfig } from './config.js';
+import { ropeParameters } from './rope.js';
+import { linearRef } from '../reference/linear.js';
+import { mlaPrefillRef } from '../reference/mla.js';
+import { routeTokenRef, moeRef, type MoeRouting, type RouteDetailRef } from '../reference/moe.js';
+import { embeddingRef, ropeRef, rmsNormRef } from '../reference/ops.js';
+import { checkInt } from '../reference/util.js';
 
 /** HF tensor names to their values (a Map works). */
 export interface DeepseekWeightsRef {
