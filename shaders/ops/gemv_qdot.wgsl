@@ -30,13 +30,9 @@ fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<v
     for (var r = 0u; r < R; r++) { raw[r] = q_raw(n0 + r * NGRP, u); }
     var xs: array<QX, MT>;
     for (var i = 0u; i < MT; i++) {
-      var s = vec4<f32>(0.0);
-      for (var j = 0u; j < 8u; j++) {
-        let v = gemv_x4(rows[i], 8u * u + j, sc[i]);
-        s += v;
-        xs[i].v[j] = v * q_xscale(u, j);
-      }
-      xs[i].s = s.x + s.y + s.z + s.w;
+      var v: array<vec4<f32>, 8>;
+      for (var j = 0u; j < 8u; j++) { v[j] = gemv_x4(rows[i], 8u * u + j, sc[i]); }
+      xs[i] = q_xunit(v, u);
     }
     for (var r = 0u; r < R; r++) {
       // Rows past N decode what the bounds give; their sums are never stored (gemv_quant.wgsl says

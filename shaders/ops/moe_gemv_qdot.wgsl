@@ -16,13 +16,9 @@ fn moe_partial(tile: vec3<u32>, el: u32, n0: u32, lane: u32, rows: array<u32, MT
     var xs: array<QX, MT>;
     for (var m = 0u; m < MT; m++) {
       if (m < tile.z) {
-        var s = vec4<f32>(0.0);
-        for (var j = 0u; j < 8u; j++) {
-          let v = x_load4(rows[m], 8u * u + j);
-          s += v;
-          xs[m].v[j] = v * q_xscale(u, j);
-        }
-        xs[m].s = s.x + s.y + s.z + s.w;
+        var v: array<vec4<f32>, 8>;
+        for (var j = 0u; j < 8u; j++) { v[j] = x_load4(rows[m], 8u * u + j); }
+        xs[m] = q_xunit(v, u);
       }
     }
     for (var r = 0u; r < 4u; r++) {
@@ -33,6 +29,5 @@ fn moe_partial(tile: vec3<u32>, el: u32, n0: u32, lane: u32, rows: array<u32, MT
       }
     }
   }
-
   return acc;
 }

@@ -69,13 +69,13 @@ fn q_mxfp4(q: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(t[q.x], t[q.y], t[q.z], t[q.w]);
 }
 
-/** Q4_K / Q5_K: sub-block j's 6-bit scale and min from the 12 packed bytes at word sw (ggml's get_scale_min_k4). */
-fn q_scale_min_k4(sw: u32, j: u32) -> vec2<f32> {
-  if (j < 4u) {
-    return vec2<f32>(f32(q_block_byte(sw, j) & 63u), f32(q_block_byte(sw, j + 4u) & 63u));
-  }
-  let a = q_block_byte(sw, j + 4u);
-  return vec2<f32>(f32((a & 0xfu) | ((q_block_byte(sw, j - 4u) >> 6u) << 4u)), f32((a >> 4u) | ((q_block_byte(sw, j) >> 6u) << 4u)));
+/** Q4_K / Q5_K: sub-block j's 6-bit scale and min from the 12 packed bytes in words 1..3 of h (the block's
+ *  head: d and dmin in word 0): ggml's get_scale_min_k4. */
+fn q_scale_min_k4(h: vec4<u32>, j: u32) -> vec2<f32> {
+  let k = j % 4u;
+  let b = (vec3<u32>(h.y, h.z, h.w) >> vec3<u32>(8u * k)) & vec3<u32>(0xffu);   // bytes k, k + 4, k + 8
+  if (j < 4u) { return vec2<f32>(f32(b.x & 63u), f32(b.y & 63u)); }
+  return vec2<f32>(f32((b.z & 0xfu) | ((b.x >> 6u) << 4u)), f32((b.z >> 4u) | ((b.y >> 6u) << 4u)));
 }
 
 
@@ -90,23 +90,15 @@ fn w_fetch(n: u32, kc: u32, c: u32) -> vec4<u32> {
 fn qv(i: u32) -> vec4<u32> { return w[i]; }
 
 // The dot path of the GEMVs (gemv_qdot.wgsl says why; moe_gemv_qdot.wgsl too), for the types whose files give
-// q_raw, q_unit_q and q_xscale.
+// q_raw, q_unit_q and q_xscale; the programs that run it also include ops/qdot.wgsl (QX, q_xunit, q_dot).
 
 /** One unit of one weight row as q_unit_q gives it: 32 quants less their zero points, each times the power of two
  *  of its place (as floats, exact), the scale c.x of values 0..15 and c.y of 16..31, and the min o (Σx's factor). */
 struct QU { q: array<vec4<f32>, 8>, c: vec2<f32>, o: f32 }
 
-/** Four quants in the low 23 bits of the words v (masked in place), less z: exact. */
-fn q_magic(v: vec4<u32>, z: vec4<f32>) -> vec4<f32> {
+/** Four quants of the word w: the low half word and the high one (w >> 16) each twice, masked by m where
+ *  the quants lie (within the low 23 bits), less z: exact. */
+fn q_magic(w: u32, m: vec4<u32>, z: vec4<f32>) -> vec4<f32> {
+  let v = vec4<u32>(w, w, w >> 16u, w >> 16u) & m;
   return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - (vec4<f32>(8388608.0) + z);
-}
-
-/** A lane's x values of one unit for one x row: scaled as the type's quants lie (q_xscale), and their plain sum. */
-struct QX { v: array<vec4<f32>, 8>, s: f32 }
-
-/** Σ over the unit of w·x for one x row. */
-fn q_dot(w: QU, x: QX) -> f32 {
-  let a = dot(w.q[0], x.v[0]) + dot(w.q[1], x.v[1]) + dot(w.q[2], x.v[2]) + dot(w.q[3], x.v[3]);
-  let b = dot(w.q[4], x.v[4]) + dot(w.q[5], x.v[5]) + dot(w.q[6], x.v[6]) + dot(w.q[7], x.v[7]);
-  return w.c.x * a + w.c.y * b - w.o * x.s;
 }

@@ -133,6 +133,9 @@ export const QUANT_TYPES: readonly GgmlQuantType[] = Object.keys(QUANT_FORMATS).
  *  unscaled); the others decode each value to f32 first (gemv_quant.wgsl). */
 export const QUANT_DOT_TYPES: readonly QuantType[] = ['Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
 
+/** Whether `t` is a quantized type whose GEMVs take the dot path (QUANT_DOT_TYPES). */
+export const hasQuantDot = (t: unknown): t is QuantType => QUANT_DOT_TYPES.includes(t as QuantType);
+
 /** The group types (the HF quantized safetensors formats as the GPU holds them). */
 export const GROUP_QUANT_TYPES: readonly GroupQuantType[] = Object.keys(QUANT_FORMATS).filter((t) => QUANT_FORMATS[t as QuantType].group) as GroupQuantType[];
 

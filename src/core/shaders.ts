@@ -45,10 +45,11 @@ function linearPrograms(): Record<string, readonly string[]> {
   for (const q of ['none', ...QUANT_FILES]) {
     const tail = q === 'none' ? '' : `.${q}`;
     const quant = ['ops/quant.wgsl', `ops/quant/${q}.wgsl`];
-    const gq = QUANT_DOT_FILES.includes(q) ? 'ops/gemv_qdot.wgsl' : 'ops/gemv_quant.wgsl';
-    out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', gq, 'ops/gemv_portable.wgsl'];
-    out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', gq, 'ops/gemv_subgroup.wgsl'];
-    if (gq === 'ops/gemv_qdot.wgsl') {
+    const dot = QUANT_DOT_FILES.includes(q);
+    const gq = dot ? ['ops/qdot.wgsl', 'ops/gemv_qdot.wgsl'] : ['ops/gemv_quant.wgsl'];
+    out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...gq, 'ops/gemv_portable.wgsl'];
+    out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...gq, 'ops/gemv_subgroup.wgsl'];
+    if (dot) {
       // The decode path for these types too (PlanLinearOptions.quantPath 'decode'): the A/B the bench runs.
       out[`gemv_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
       out[`gemv_subgroup_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
@@ -58,7 +59,7 @@ function linearPrograms(): Record<string, readonly string[]> {
     out[`gemm_mma_vec${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/gemm_mma_linear.wgsl'];
     if (q !== 'none') out[`ops_embedding_q${tail}`] = ['ops/embedding_q.wgsl', ...quant];
     out[`ops_moe_gemv${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl',
-      'ops/moe_gemv.wgsl', QUANT_DOT_FILES.includes(q) ? 'ops/moe_gemv_qdot.wgsl' : 'ops/moe_gemv_words.wgsl'];
+      'ops/moe_gemv.wgsl', ...(dot ? ['ops/qdot.wgsl', 'ops/moe_gemv_qdot.wgsl'] : ['ops/moe_gemv_words.wgsl'])];
     out[`ops_moe_gemm${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/moe_gemm.wgsl'];
     out[`ops_moe_gemm_mma${tail}`] = ['ops/moe_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_vec.wgsl', 'ops/moe_gemm_mma.wgsl'];
   }

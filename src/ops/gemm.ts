@@ -81,7 +81,7 @@ import { WebinferError, check, checkFinite, fail, fmt, isPosInt, shapeStr } from
 import { mmaConfigs, type Runtime } from '../core/runtime.js';
 import type { Kernel } from '../core/pipeline.js';
 import { BufferPool, checkTensor, type Tensor } from '../core/tensor.js';
-import { QUANT_DOT_TYPES, QUANT_FORMATS, QUANT_TYPES, isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
+import { QUANT_DOT_TYPES, QUANT_FORMATS, QUANT_TYPES, hasQuantDot, isQuantType, quantRowBytes, type QuantType } from '../core/quant.js';
 import { packQuantRows, quantPackedBytes, quantPlaneWord } from './quant.js';
 
 export type LinearDType = 'f32' | 'f16' | 'bf16';
@@ -98,8 +98,6 @@ export function storageBytes(dtype: LinearStorage, rows: number, K: number): num
 /** The program suffix and W_DTYPE of weights stored as `dtype`: a quantized type's decoder
  *  (`gemv.q4_k` ..., core/shaders.ts) and its words dequantized to f32, or to f16 on their way into the
  *  subgroup matrices (`matrices`); 16/32-bit weights as they are. */
-const hasQuantDot = (t: QuantType) => QUANT_DOT_TYPES.includes(t);
-
 export function weightProgram(dtype: LinearStorage, matrices: boolean): { tail: string; W_DTYPE: number } {
   if (!isQuantType(dtype)) return { tail: '', W_DTYPE: DTYPE_CODE[dtype] };
   return { tail: `.${dtype.toLowerCase()}`, W_DTYPE: matrices ? DTYPE_CODE.f16 : DTYPE_CODE.f32 };
@@ -765,7 +763,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
       check(p.quantPath === undefined, op, 'quantPath', `nothing for ${p.dtype} weights (it picks a quantized GEMV's path)`, p.quantPath);
       return plan;
     }
-    const dot = hasQuantDot(p.dtype as QuantType);
+    const dot = hasQuantDot(p.dtype);
     if (p.quantPath !== undefined) {
       check(p.quantPath === 'decode' || (p.quantPath === 'dot' && dot), op, 'quantPath',
         dot ? "'dot' or 'decode'" : `'decode' (${p.dtype} has no dot path: ${QUANT_DOT_TYPES.join(', ')} have)`, fmt(p.quantPath));
@@ -803,7 +801,7 @@ function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kern
   const overrides = { W_DTYPE };
   // A fused projection's parts may be of other types than the one planned for: each takes the dot
   // path where its type has one, unless the plan asked for the decode path.
-  const dq = plan.kernel === 'gemv' && isQuantType(dtype) && hasQuantDot(dtype) && plan.quantPath === 'decode' ? '_dq' : '';
+  const dq = plan.kernel === 'gemv' && hasQuantDot(dtype) && plan.quantPath === 'decode' ? '_dq' : '';
   return plan.kernel === 'gemv'
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${dq}${tail}`, 'gemv_main', {
       overrides,

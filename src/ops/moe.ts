@@ -36,7 +36,7 @@
 // in registers (4 values a load, the types' q_load4), the subgroup-matrix GEMM rounding them to f16
 // on the way into workgroup memory as the linear one does.
 import { DTYPE_CODE } from '../core/dtype.js';
-import { isQuantType, QUANT_DOT_TYPES, QUANT_FORMATS, QUANT_TYPES, quantRowBytes, type QuantType } from '../core/quant.js';
+import { hasQuantDot, isQuantType, QUANT_FORMATS, QUANT_TYPES, quantRowBytes, type QuantType } from '../core/quant.js';
 import { packQuantRows, quantPlaneWord } from './quant.js';
 import { check, checkFinite, fail, fmt, isPosInt, shapeStr } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
@@ -461,11 +461,10 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
     // Lanes per weight row: at most 32, and no more than the row has words (16/32-bit experts) or
     // 32-value units (the quantized dot path, ops/moe_gemv_qdot.wgsl).
-    const dot = (d: ExpertStorage) => isQuantType(d) && QUANT_DOT_TYPES.includes(d);
-    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / (dot(d) ? 32 : linearVectorWidth(d)))));
+    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / (hasQuantDot(d) ? 32 : linearVectorWidth(d)))));
     // A token's ids are distinct, so no expert gets more pairs than there are rows. The dot path holds
     // each tile row's 32 x values in registers: at most 4 rows a tile there.
-    const MT = Math.min(dot(p.dtype) || dot(downDtype) ? 4 : 8, pow2ceil(p.rows));
+    const MT = Math.min(hasQuantDot(p.dtype) || hasQuantDot(downDtype) ? 4 : 8, pow2ceil(p.rows));
     return { kernel: 'gemv', MT, WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype) };
   }
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {

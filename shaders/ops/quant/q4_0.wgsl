@@ -44,9 +44,8 @@ fn q_unit_q(r: QRaw, u: u32) -> QU {
   let zl = vec4<f32>(8.0, 2048.0, 8.0, 2048.0);
   let zh = vec4<f32>(128.0, 32768.0, 128.0, 32768.0);
   for (var c = 0u; c < 4u; c++) {
-    let wv = vec4<u32>(r.q[c], r.q[c], r.q[c] >> 16u, r.q[c] >> 16u);
-    o.q[c] = q_magic(wv & lo, zl);
-    o.q[c + 4u] = q_magic(wv & (lo << vec4<u32>(4u)), zh);
+    o.q[c] = q_magic(r.q[c], lo, zl);
+    o.q[c + 4u] = q_magic(r.q[c], lo << vec4<u32>(4u), zh);
   }
   o.c = vec2<f32>(r.d);
   return o;

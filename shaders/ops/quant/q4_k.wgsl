@@ -9,7 +9,7 @@ const QB: u32 = 144u;    // bytes a block keeps in the block array (its scale mo
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
   let at = q_at(n, c);
   let dm = unpack2x16float(qw(at.base));
-  let sm = q_scale_min_k4(at.base + 1u, at.i / 32u);
+  let sm = q_scale_min_k4(qv(at.base >> 2u), at.i / 32u);
   let c64 = at.i / 64u;
   let l = at.i % 32u;
   let high = (at.i % 64u) >= 32u;
@@ -26,7 +26,7 @@ fn q_unit32(n: u32, u: u32) -> array<vec4<f32>, 8> {
   let v0 = 9u * sb;   // the block's first word-vector: d, dmin, scales[0..11]
   let head = qv(v0);
   let dm = unpack2x16float(head.x);
-  let sm = q_scale_min_k4(4u * v0 + 1u, s);
+  let sm = q_scale_min_k4(head, s);
   let d1 = dm.x * sm.x;
   let m1 = dm.y * sm.y;
   let high = (s & 1u) == 1u;
@@ -52,27 +52,16 @@ fn q_raw(n: u32, u: u32) -> QRaw {
   return QRaw(qv(v0), qv(p), qv(p + 1u));
 }
 
-/** Sub-block j's 6-bit scale and min from the head's 12 bytes (words 1..3 of h): ggml's get_scale_min_k4. */
-fn q4k_scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
-  let lo = (vec4<u32>(h.y, h.y, h.z, h.z) >> vec4<u32>(8u * (j % 4u))) & vec4<u32>(0xffu);   // bytes j, j+4 (j < 4)
-  if (j < 4u) { return vec2<f32>(f32(lo.x & 63u), f32(lo.z & 63u)); }
-  let k = j - 4u;
-  let a = (h.w >> (8u * k)) & 0xffu;          // byte j + 4
-  let b = (h.y >> (8u * k)) & 0xffu;          // byte j − 4
-  let c = (h.z >> (8u * k)) & 0xffu;          // byte j
-  return vec2<f32>(f32((a & 0xfu) | ((b >> 6u) << 4u)), f32((a >> 4u) | ((c >> 6u) << 4u)));
-}
-
 /** The dot path's unit (gemv_qdot.wgsl): sub-block s of its super-block, (d · sc) · q − dmin · m. */
 fn q_unit_q(r: QRaw, u: u32) -> QU {
   var o: QU;
   let s = u % 8u;
   let dm = unpack2x16float(r.h.x);
-  let sm = q4k_scale_min(r.h, s);
+  let sm = q_scale_min_k4(r.h, s);
   let m = select(vec4<u32>(0xfu, 0xf00u, 0xfu, 0xf00u), vec4<u32>(0xf0u, 0xf000u, 0xf0u, 0xf000u), (s & 1u) == 1u);
   for (var c = 0u; c < 4u; c++) {
-    o.q[c] = q_magic(vec4<u32>(r.a[c], r.a[c], r.a[c] >> 16u, r.a[c] >> 16u) & m, vec4<f32>(0.0));
-    o.q[4u + c] = q_magic(vec4<u32>(r.b[c], r.b[c], r.b[c] >> 16u, r.b[c] >> 16u) & m, vec4<f32>(0.0));
+    o.q[c] = q_magic(r.a[c], m, vec4<f32>(0.0));
+    o.q[4u + c] = q_magic(r.b[c], m, vec4<f32>(0.0));
   }
   o.c = vec2<f32>(dm.x * sm.x);
   o.o = dm.y * sm.y;

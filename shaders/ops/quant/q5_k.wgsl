@@ -9,7 +9,7 @@ const QB: u32 = 176u;    // bytes a block keeps in the block array (its scale mo
 fn q_load4(n: u32, c: u32) -> vec4<f32> {
   let at = q_at(n, c);
   let dm = unpack2x16float(qw(at.base));
-  let sm = q_scale_min_k4(at.base + 1u, at.i / 32u);
+  let sm = q_scale_min_k4(qv(at.base >> 2u), at.i / 32u);
   let c64 = at.i / 64u;
   let l = at.i % 32u;
   let high = (at.i % 64u) >= 32u;

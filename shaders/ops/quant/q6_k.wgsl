@@ -81,8 +81,8 @@ fn q_unit_q(r: QRaw, u: u32) -> QU {
   let q0 = ((r.l0 >> vec4<u32>(ls)) & vec4<u32>(0x0f0f0f0fu)) | (((r.h0 >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
   let q1 = ((r.l1 >> vec4<u32>(ls)) & vec4<u32>(0x0f0f0f0fu)) | (((r.h1 >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
   for (var c = 0u; c < 4u; c++) {
-    o.q[c] = q_magic(vec4<u32>(q0[c], q0[c], q0[c] >> 16u, q0[c] >> 16u) & m, z);
-    o.q[4u + c] = q_magic(vec4<u32>(q1[c], q1[c], q1[c] >> 16u, q1[c] >> 16u) & m, z);
+    o.q[c] = q_magic(q0[c], m, z);
+    o.q[4u + c] = q_magic(q1[c], m, z);
   }
   return o;
 }

@@ -42,8 +42,8 @@ fn q_unit_q(r: QRaw, u: u32) -> QU {
   let a = r.a ^ vec4<u32>(0x80808080u);
   let b = r.b ^ vec4<u32>(0x80808080u);
   for (var c = 0u; c < 4u; c++) {
-    o.q[c] = q_magic(vec4<u32>(a[c], a[c], a[c] >> 16u, a[c] >> 16u) & m, z);
-    o.q[4u + c] = q_magic(vec4<u32>(b[c], b[c], b[c] >> 16u, b[c] >> 16u) & m, z);
+    o.q[c] = q_magic(a[c], m, z);
+    o.q[4u + c] = q_magic(b[c], m, z);
   }
   o.c = vec2<f32>(r.d);
   return o;
