@@ -477,6 +477,8 @@ if (suites.includes('gemv')) {
   console.log(`\n${lines.slice(4).join('\n')}`);
 }
 
+/** Contenders of the qgemv suite that are yardsticks, not kernels (bench/gemm.ts, yardsticks). */
+const YARDSTICKS = ['read', 'empty'];
 if (suites.includes('qgemv')) {
   // The quantized GEMV at Llama-3.2-1B's decode shapes (and its lm_head), each type against the bf16
   // GEMV on the same shape: GB/s on the bytes each reads (--qgemv-types, --qgemv-m; --explore-qgemv:
@@ -487,6 +489,17 @@ if (suites.includes('qgemv')) {
   // --qgemv-kt=32,64 and --qgemv-r=2,4: the lanes per row and rows per group --explore-qgemv tries (default all).
   const kts = args.get('qgemv-kt')?.split(',').map(Number);
   const rs = args.get('qgemv-r')?.split(',').map(Number) as (1 | 2 | 4)[] | undefined;
+  // --qgemv-span: each sample's calls in one pass, as a step runs them (else a pass a dispatch);
+  // --qgemv-rot=N: calls rotate over N copies of the weights (out of L2, as in a step); --qgemv-rms:
+  // the RMSNorm folded in, as q|k|v and gate|up run; --qgemv-per=N calls a sample; --qgemv-yardsticks:
+  // the read kernel over the same bytes and an empty dispatch beside.
+  const span = args.has('qgemv-span'), rms = args.has('qgemv-rms'), yard = args.has('qgemv-yardsticks');
+  const rot = Number(args.get('qgemv-rot') ?? 1);
+  // --qgemv-wg=64,256: the workgroup sizes --explore-qgemv tries (default the planner's).
+  const wgs = args.get('qgemv-wg')?.split(',').map(Number);
+  const per = args.has('qgemv-per') ? Number(args.get('qgemv-per')) : undefined;
+  if (!Number.isInteger(rot) || rot < 1 || rot > 16) throw new Error(`--qgemv-rot: expected an integer 1..16, got ${args.get('qgemv-rot')}`);
+  if (per !== undefined && (!Number.isInteger(per) || per < 1 || per > 200)) throw new Error(`--qgemv-per: expected an integer 1..200, got ${args.get('qgemv-per')}`);
   // --qgemv-shapes: 8b (Llama-3.1-8B's layers and lm_head, issue 42's targets), 1b (Llama-3.2-1B's), or both.
   const SHAPES: Record<string, { N: number; K: number; what: string }[]> = {
     '8b': [{ N: 4096, K: 4096, what: '8B q|o' }, { N: 14336, K: 4096, what: '8B gate/up' }, { N: 4096, K: 14336, what: '8B down' }, { N: 128256, K: 4096, what: '8B lm_head' }],
@@ -500,14 +513,14 @@ if (suites.includes('qgemv')) {
   const total = ms.length * layers.length * (types.length + 1);
   for (const M of ms) {
     for (const l of layers) {
-      const bf = await benchGemmShape(engine, { M, N: l.N, K: l.K, dtype: 'bf16', what: l.what }, { rounds, samples: quick ? 3 : 7,
+      const bf = await benchGemmShape(engine, { M, N: l.N, K: l.K, dtype: 'bf16', what: l.what }, { rounds, samples: quick ? 3 : 7, span, rot, perSample: per,
         contenders: [{ name: 'picked', plan: ops.planLinear(engine, { M, N: l.N, K: l.K, dtype: 'bf16', kernel: 'gemv' }), tol: 'f32' }] });
       rows.push({ what: l.what, M, N: l.N, K: l.K, type: 'bf16', bytes: 2 * l.N * l.K, contenders: bf.contenders });
       console.log(`[${++i}/${total}] qgemv ${l.what} M${M} bf16: ${bf.contenders.map((c) => `${c.name} ${fmt(c.timing?.medianMs ?? NaN, 4)} ms`).join('; ')}`);
       for (const type of types) {
-        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore, kts, rs });
+        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore, kts, rs, wgs, span, rot, rms, perSample: per, yardsticks: yard });
         rows.push({ what: l.what, M, N: l.N, K: l.K, type, bytes: r.bytes, contenders: r.contenders });
-        const best = r.contenders.filter((c) => c.timing).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
+        const best = r.contenders.filter((c) => c.timing && !YARDSTICKS.includes(c.name)).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
         console.log(`[${++i}/${total}] qgemv ${l.what} M${M} ${type}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 4)} ms ${c.pass ? '' : 'FAIL'}`}`).join('; ')}; best ${best?.name} ${fmt(r.bytes / ((best?.timing?.medianMs ?? NaN) * 1e6), 0)} GB/s`);
       }
     }
@@ -518,15 +531,19 @@ if (suites.includes('qgemv')) {
     `# The quantized GEMV at ${shapeSets.map((x) => (x === '8b' ? 'Llama-3.1-8B' : 'Llama-3.2-1B')).join(' and ')}'s decode shapes on ${deviceName}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} at commit ${args.get('commit') ?? 'unknown'} with \`${benchCmd} ${process.argv.slice(2).join(' ')}\` (${result.runtime}). Read ceiling measured through WebGPU in the same run: `
     + `${fmt(ceilings.readGBs, 0)} GB/s. ops.linear, x f32 [M, K], W [N, K] in ggml blocks (random valid blocks) or bf16, GEMV kernel; GB/s: the bytes the weights take / ms. `
-    + `Each checked first against a float64 reference of the dequantized weights on sampled outputs. ${rounds} rounds, median.`, '',
-    '| layer | M | N | K | weights | MB | picked ms | picked GB/s | % of read | best | best ms | best GB/s |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    + `Each checked first against a float64 reference of the dequantized weights on sampled outputs. ${rounds} rounds, median. `
+    + `${span ? `Timed as a step runs: ${per ?? 'up to 10'} calls a sample in one pass` : 'Timed a pass a dispatch'}${rot > 1 ? `, the calls rotating over ${rot} copies of the weights` : ''}`
+    + `${rms ? ', the RMSNorm folded in' : ''}.${yard ? ' Yardsticks beside: `read`, the read-ceiling kernel over the same bytes; `empty`, a dispatch of one workgroup that reads nothing.' : ''}`, '',
+    `| layer | M | N | K | weights | MB | picked ms | picked GB/s | % of read | best | best ms | best GB/s |${yard ? ' read ms | empty ms |' : ''}`,
+    `|---|---|---|---|---|---|---|---|---|---|---|---|${yard ? '---|---|' : ''}`,
   ];
   for (const r of rows) {
     const picked = r.contenders.find((c) => c.name === 'picked');
-    const best = r.contenders.filter((c) => c.timing && c.pass).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
+    const best = r.contenders.filter((c) => c.timing && c.pass && !YARDSTICKS.includes(c.name)).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
+    const stick = (n: string) => fmt(r.contenders.find((c) => c.name === n)?.timing?.medianMs ?? NaN, 4);
     lines.push(`| ${r.what} | ${r.M} | ${r.N} | ${r.K} | ${r.type} | ${fmt(r.bytes / 1e6, 1)} | ${fmt(picked?.timing?.medianMs ?? NaN, 4)} | ${fmt(gbs(r, picked), 0)} | `
-      + `${fmt((100 * gbs(r, picked)) / ceilings.readGBs, 1)} | ${best?.name ?? '-'}${best && best.name !== 'picked' ? ` (${best.plan})` : ''} | ${fmt(best?.timing?.medianMs ?? NaN, 4)} | ${fmt(gbs(r, best), 0)} |`);
+      + `${fmt((100 * gbs(r, picked)) / ceilings.readGBs, 1)} | ${best?.name ?? '-'}${best && best.name !== 'picked' ? ` (${best.plan})` : ''} | ${fmt(best?.timing?.medianMs ?? NaN, 4)} | ${fmt(gbs(r, best), 0)} |`
+      + `${yard && r.type !== 'bf16' ? ` ${stick('read')} | ${stick('empty')} |` : yard ? ' | |' : ''}`);
   }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `qgemv-${slug}.md`), `${lines.join('\n')}\n`);

@@ -91,11 +91,13 @@ export function planLabel(p: ops.LinearPlan): string {
   return `GEMV MT ${p.MT} KT ${p.KT}`;
 }
 
-export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: number; samples: number; tile?: number; seed?: number;
+export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: number; samples: number; tile?: number; seed?: number; span?: boolean; perSample?: number;
+                                      /** Copies of the weights the calls rotate over (the first is checked). */ rot?: number;
                                       contenders?: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] }): Promise<GemmBenchRow> {
   const seed = o.seed ?? 5;
   const std = 0.02;
-  const w = ops.createLinearOnDevice(engine, { N: s.N, K: s.K, dtype: s.dtype, seed, std });
+  const ws = Array.from({ length: o.rot ?? 1 }, (_, i) => ops.createLinearOnDevice(engine, { N: s.N, K: s.K, dtype: s.dtype, seed: seed + i, std }));
+  const w = ws[0];
   const xv = randn(s.M * s.K, seed + 1);
   const x = engine.tensor(xv, [s.M, s.K]);
   const out = engine.zeros([s.M, s.N]);
@@ -116,10 +118,10 @@ export async function benchGemmShape(engine: Engine, s: GemmShape, o: { rounds: 
     const flops = 2 * s.M * s.N * s.K;
     const want = rows.flatMap((m, i) => cols.map((n, j) => [m * s.N + n, ref[i * SAMPLE_COLS + j]] as [number, number]));
     row.contenders = await checkAndTime(engine, out, (o.contenders ?? contendersFor(engine, s, o.tile)).map((c) => ({
-      name: c.name, plan: planLabel(c.plan), tol: c.tol, run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
+      name: c.name, plan: planLabel(c.plan), tol: c.tol, run: (i: number) => { ops.linear(engine, x, ws[i % ws.length], { out, plan: c.plan }); },
     })), want, flops, o);
   } finally {
-    w.destroy();
+    for (const v of ws) v.destroy();
     for (const t of [x, out] as Tensor[]) t.destroy();
     await engine.sync();
   }
@@ -133,28 +135,36 @@ const TOL = { f32: [5e-6, 5e-5], f16: [5e-3, 5e-2] } as const;
  * float64 reference] pairs) under its tolerance and the f32 one, then times those that ran in the same
  * rounds. The GEMM's and MoE's suites share it.
  */
-export async function checkAndTime(engine: Engine, out: Tensor, list: readonly { name: string; plan: string; tol: 'f32' | 'f16'; run: () => void }[],
-                                   want: readonly (readonly [number, number])[], flops: number, o: { rounds: number; samples: number }): Promise<GemmContenderResult[]> {
-  const per = Math.max(1, Math.min(10, Math.round(0.02 / (flops / 1e12))));
+export async function checkAndTime(engine: Engine, out: Tensor, list: readonly { name: string; plan: string; tol: 'f32' | 'f16'; run: (i: number) => void; unchecked?: boolean }[],
+                                   want: readonly (readonly [number, number])[], flops: number,
+                                   o: { rounds: number; samples: number; span?: boolean; perSample?: number }): Promise<GemmContenderResult[]> {
+  const per = o.perSample ?? Math.max(1, Math.min(10, Math.round(0.02 / (flops / 1e12))));
   const results: GemmContenderResult[] = [];
   const rounds = new Map<Contender, { r: GemmContenderResult; ts: Timing[] }>();
   for (const c of list) {
     const r: GemmContenderResult = { name: c.name, plan: c.plan, timing: null, tflops: NaN, worst: NaN, worstF32: NaN, pass: false };
     results.push(r);
     try {
-      await fillRepeating(engine, out.buffer, out.byteLength, POISON);   // NaN: an unwritten output fails
-      c.run();
-      const got = await out.toFloat32();
-      let worst = 0, worstF32 = 0;
-      for (const [at, ref] of want) {
-        const abs = Math.abs(got[at] - ref);
-        const err = abs / (TOL[c.tol][0] + TOL[c.tol][1] * Math.abs(ref));
-        worst = Math.max(worst, Number.isFinite(err) ? err : Infinity);
-        worstF32 = Math.max(worstF32, Number.isFinite(abs) ? abs / (TOL.f32[0] + TOL.f32[1] * Math.abs(ref)) : Infinity);
+      if (c.unchecked) {
+        // A yardstick (a read of the same bytes, an empty dispatch): nothing to check; it must run.
+        c.run(0);
+        await engine.sync();
+        r.pass = true;
+      } else {
+        await fillRepeating(engine, out.buffer, out.byteLength, POISON);   // NaN: an unwritten output fails
+        c.run(0);
+        const got = await out.toFloat32();
+        let worst = 0, worstF32 = 0;
+        for (const [at, ref] of want) {
+          const abs = Math.abs(got[at] - ref);
+          const err = abs / (TOL[c.tol][0] + TOL[c.tol][1] * Math.abs(ref));
+          worst = Math.max(worst, Number.isFinite(err) ? err : Infinity);
+          worstF32 = Math.max(worstF32, Number.isFinite(abs) ? abs / (TOL.f32[0] + TOL.f32[1] * Math.abs(ref)) : Infinity);
+        }
+        r.worst = worst;
+        r.worstF32 = worstF32;
+        r.pass = worst <= 1;
       }
-      r.worst = worst;
-      r.worstF32 = worstF32;
-      r.pass = worst <= 1;
     } catch (e) {
       r.error = (e as Error).message;
       continue;
@@ -162,7 +172,7 @@ export async function checkAndTime(engine: Engine, out: Tensor, list: readonly {
     const ts: Timing[] = [];
     rounds.set({
       name: c.name,
-      round: async (i) => { ts.push(await timeOp(engine, c.run, { samples: o.samples, perSample: per, warmupMs: roundWarmupMs(i) })); },
+      round: async (i) => { ts.push(await timeOp(engine, c.run, { samples: o.samples, perSample: per, warmupMs: roundWarmupMs(i), span: o.span })); },
     }, { r, ts });
   }
   await timeRounds([...rounds.keys()], o.rounds, (c, e) => { rounds.get(c)!.r.error = e.message; });
@@ -219,15 +229,39 @@ export interface QuantGemvShape { M: number; N: number; K: number; type: QuantTy
  * rows-per-group R the kernel takes, each checked on sampled outputs against a float64 reference of
  * the dequantized weights (f32 tolerance) before it is timed. GB/s on the packed bytes.
  */
-export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rounds: number; samples: number; explore: boolean; seed?: number; kts?: readonly number[]; rs?: readonly (1 | 2 | 4)[] }): Promise<GemmBenchRow & { bytes: number }> {
+export interface QuantGemvOptions {
+  rounds: number; samples: number; explore: boolean; seed?: number; kts?: readonly number[]; rs?: readonly (1 | 2 | 4)[];
+  /** Workgroup sizes the exploration tries (default the planner's). */
+  wgs?: readonly number[];
+  /** Time each sample's calls in one pass, as a model's step runs them (not a pass a dispatch, whose
+   *  timestamps add the pass's own cost to a few-microsecond kernel). */
+  span?: boolean;
+  /** Calls a sample (default by the FLOPs). */
+  perSample?: number;
+  /** Copies of the weights the calls rotate over (default 1): with 4+, a weight of tens of MB is not
+   *  found in L2 by the next call, as in a model's step. */
+  rot?: number;
+  /** The RMSNorm folded into the product (ops.linear's `norm`), as a model's q|k|v and gate|up run. */
+  rms?: boolean;
+  /** Yardsticks beside the contenders: `read` (the read-ceiling kernel over the same bytes, same
+   *  rotation) and `empty` (a one-workgroup dispatch that reads nothing: the floor a dispatch costs). */
+  yardsticks?: boolean;
+}
+
+export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: QuantGemvOptions): Promise<GemmBenchRow & { bytes: number }> {
   const seed = o.seed ?? 9;
   // Scales near a trained model's (weights of ~1/√K): sums that do not cancel far below their terms.
   const bytes = reference.randomQuantRows(s.type, s.N, s.K, seed, { scaleRange: [2e-4, 2e-3] });
-  const w = ops.createQuantLinear(engine, { data: bytes, N: s.N, K: s.K, type: s.type });
+  const rot = o.rot ?? 1;
+  const ws = Array.from({ length: rot }, () => ops.createQuantLinear(engine, { data: bytes, N: s.N, K: s.K, type: s.type }));
   const xv = randn(s.M * s.K, seed + 1);
   const x = engine.tensor(xv, [s.M, s.K]);
   const out = engine.zeros([s.M, s.N]);
+  const nw = engine.tensor(new Float32Array(s.K).fill(1), [s.K]);
+  const eps = 1e-5;
+  const norm = o.rms ? { weight: nw, eps } : undefined;
   const rowBytes = bytes.length / s.N;
+  const sticks = o.yardsticks ? yardsticks(engine, bytes.length, rot) : null;
   try {
     const rows = Array.from({ length: Math.min(SAMPLE_ROWS, s.M) }, (_, i) => Math.floor(((i + 0.5) * s.M) / Math.min(SAMPLE_ROWS, s.M)));
     const cols = Array.from({ length: SAMPLE_COLS }, (_, j) => Math.floor(((j + 0.37) * s.N) / SAMPLE_COLS));
@@ -235,8 +269,10 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
     for (const n of cols) {
       const wr = reference.dequantizeRows(s.type, bytes.subarray(n * rowBytes, (n + 1) * rowBytes), 1, s.K);
       for (const m of rows) {
-        let acc = 0;
-        for (let k = 0; k < s.K; k++) acc += xv[m * s.K + k] * wr[k];
+        let acc = 0, ss = 0;
+        for (let k = 0; k < s.K; k++) ss += xv[m * s.K + k] ** 2;
+        const scale = o.rms ? 1 / Math.sqrt(ss / s.K + eps) : 1;
+        for (let k = 0; k < s.K; k++) acc += xv[m * s.K + k] * scale * wr[k];
         want.push([m * s.N + n, acc]);
       }
     }
@@ -251,22 +287,50 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: { rou
       list.push({ name: 'decode path', plan: ops.planLinear(engine, { ...base, quantPath: 'decode' }), tol: 'f32' });
     }
     if (o.explore && picked.kernel === 'gemv') {
-      for (const KT of o.kts ?? [8, 16, 32, 64, 128]) {
-        if (KT * 32 > s.K) continue;
-        for (const R of o.rs ?? [1, 2, 4] as const) {
-          if (KT === picked.KT && R === picked.R) continue;
-          list.push({ name: `KT ${KT} R ${R}`, plan: ops.planLinear(engine, { ...base, KT, R }), tol: 'f32' });
+      for (const WG of o.wgs ?? [picked.WG]) {
+        for (const KT of o.kts ?? [8, 16, 32, 64, 128]) {
+          if (KT * 32 > s.K || KT > WG) continue;
+          for (const R of o.rs ?? [1, 2, 4] as const) {
+            if (KT === picked.KT && R === picked.R && WG === picked.WG) continue;
+            list.push({ name: `KT ${KT} R ${R}${WG !== picked.WG ? ` WG ${WG}` : ''}`, plan: ops.planLinear(engine, { ...base, KT, R, WG }), tol: 'f32' });
+          }
         }
       }
     }
-    const contenders = await checkAndTime(engine, out, list.map((c) => ({
-      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R}` : planLabel(c.plan), tol: c.tol,
-      run: () => { ops.linear(engine, x, w, { out, plan: c.plan }); },
-    })), want, 2 * s.M * s.N * s.K, o);
+    const contenders = await checkAndTime(engine, out, [...list.map((c) => ({
+      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R} WG ${c.plan.WG}` : planLabel(c.plan), tol: c.tol,
+      run: (i: number) => { ops.linear(engine, x, ws[i % rot], { out, plan: c.plan, norm: c.plan.kernel === 'gemv' ? norm : undefined }); },
+    })), ...(sticks?.list ?? [])], want, 2 * s.M * s.N * s.K, o);
     return { shape: { ...s, dtype: 'bf16' } as unknown as GemmShape, contenders, bytes: bytes.length };
   } finally {
-    w.destroy();
-    for (const t of [x, out] as Tensor[]) t.destroy();
+    for (const w of ws) w.destroy();
+    for (const t of [x, out, nw] as Tensor[]) t.destroy();
+    sticks?.destroy();
     await engine.sync();
   }
+}
+
+/**
+ * The yardsticks of a GEMV's time: `read`, the read-ceiling kernel (shaders/bench/ceiling.wgsl) over
+ * `bytes` (rounded down to its grid) in `rot` buffers taken in turn; `empty`, one workgroup of it
+ * reading nothing (what a dispatch costs in a pass, barrier included: it writes its output).
+ */
+function yardsticks(engine: Engine, bytes: number, rot: number) {
+  const WG = 256;
+  const n4all = Math.floor(bytes / 16);
+  const groups = Math.max(1, Math.min(1024, Math.floor(n4all / (4 * WG))));
+  const n4 = Math.floor(n4all / (4 * WG * groups)) * 4 * WG * groups;
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+  const srcs = Array.from({ length: rot }, () => engine.device.createBuffer({ size: Math.max(16, n4 * 16), usage }));
+  const dst = engine.device.createBuffer({ size: groups * WG * 16, usage });
+  const k = engine.kernel('bench_ceiling', 'read_main', { overrides: { WG } });
+  const plan = `bench_ceiling read_main, ${groups} workgroups, ${((n4 * 16) / 1e6).toFixed(1)} MB`;
+  return {
+    list: [
+      { name: 'read', plan, tol: 'f32' as const, unchecked: true, run: (i: number) => engine.dispatch(k, { src: srcs[i % rot], dst }, { n4, iters: 0, seed: 0 }, groups) },
+      { name: 'empty', plan: 'bench_ceiling read_main, 1 workgroup, nothing read', tol: 'f32' as const, unchecked: true,
+        run: () => engine.dispatch(k, { src: srcs[0], dst }, { n4: 0, iters: 0, seed: 0 }, 1) },
+    ],
+    destroy: () => { for (const b of [...srcs, dst]) b.destroy(); },
+  };
 }

@@ -548,6 +548,9 @@ export interface PlanLinearOptions {
   KT?: number;
   /** GEMV over quantized weights: weight rows per lane group (1, 2 or 4; default 4). */
   R?: 1 | 2 | 4;
+  /** GEMV: force the threads a workgroup (a power of two from 32 to the adapter's limit and 256; default
+   *  the largest of them). */
+  WG?: number;
   /** GEMV over quantized weights: 'dot' (Q8_0, Q4_0, Q4_K, Q6_K: quants meet x unconverted and
    *  unscaled, shaders/ops/gemv_qdot.wgsl; the default where the type has it) or 'decode' (each value
    *  decoded to f32 with its scales first, gemv_quant.wgsl; every type). */
@@ -693,7 +696,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
-    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath}|${t.linearMma},`
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.WG}|${t.linearMma},`
       + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
@@ -743,7 +746,11 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     const MT = Math.min(quant ? 4 : 16, pow2ceil(p.M));
     if (p.R !== undefined) check(quant && [1, 2, 4].includes(p.R), op, 'R', quant ? '1, 2 or 4' : '4 or nothing (rows per group vary for quantized weights only)', p.R);
     const R = p.R ?? 4;
-    const WG = pow2floor(Math.min(256, maxThreads));
+    let WG = pow2floor(Math.min(256, maxThreads));
+    if (p.WG !== undefined) {
+      check(isPosInt(p.WG) && pow2floor(p.WG) === p.WG && p.WG >= 32 && p.WG <= WG, op, 'WG', `a power of two from 32 to ${WG}`, p.WG);
+      WG = p.WG;
+    }
     const mChunks = Math.ceil(p.M / MT);
     const groups = (kt: number) => Math.ceil(p.N / ((WG / kt) * R)) * mChunks;
     // KT: 32, doubled while the grid is short of LINEAR_GEMV_TARGET_WORKGROUPS; at most 64 from MT 8 on
