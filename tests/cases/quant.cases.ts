@@ -89,6 +89,10 @@ export const quantCases = defineCases('quant', [
           await checkQuant(ctx.engine, type, 3, 820 + 10 * i + j, { plan: { kernel: 'gemv', quantPath, R: plan.R, KT: 4 }, N: 29, K, bias: j === 0 });
           await checkQuant(ctx.engine, type, 1, 840 + 10 * i + j, { plan: { kernel: 'gemv', quantPath }, N: 29, K });
         }
+        // The dot path stages x in chunks of CU units a row (128 at one row, fewer at four): K of 136
+        // units runs a whole chunk and part of one, at M 1 and at M 3 with a bias.
+        await checkQuant(ctx.engine, type, 1, 860 + i, { plan: { kernel: 'gemv' }, N: 7, K: 4352 });
+        await checkQuant(ctx.engine, type, 3, 870 + i, { plan: { kernel: 'gemv', KT: 8 }, N: 5, K: 4352, bias: true });
       }
       const e = ctx.engine;
       assert(ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q5_K', kernel: 'gemv' }).kernel === 'gemv', 'Q5_K plans a GEMV');
