@@ -12,7 +12,7 @@
 //                         against the subgroup-matrix GEMM over one row tile, and planLinear's pick (--explore-gemv: every decode tile)
 //                         qgemv: the quantized GEMV at the same shapes and the lm_head, --qgemv-types=Q4_0,Q8_0,Q4_K,Q6_K beside bf16,
 //                         --qgemv-m=1 rows, --explore-qgemv: every lanes-per-row KT and rows-per-group R
-//   --model-ab=key=value|...  model and deepseek suites: run again with these engine.tuning fields (an A/B in one call)
+//   --model-ab=key=value|...  model, deepseek and gguf suites: run again with these engine.tuning fields (an A/B in one call)
 //   --heads=16,128 --mla-batches=1,8,32 --mla-context=4096   the MLA decode grid
 //   --batches=1,16,64 --contexts=1024,4096,32768   the paged decode grid
 //   --lengths=1024,2048   sequence lengths of the SDPA suite (default 1024,2048,4096,8192)
@@ -707,9 +707,9 @@ if (suites.includes('gguf')) {
     const head = await loadGGUF(file);
     const mla = head.metadata.get('general.architecture') === 'deepseek2';
     await head.close?.();
-    const r = await benchModel(engine, ceilings, {
-      config: undefined, name: `${label} (${file.replace(/^.*\//, '')})`, dtype: label, ...modelGrid(), blockSize: mla ? 64 : undefined,
-      load: async (o) => {
+    const opts = (name: string, kernels?: boolean) => ({
+      config: undefined, name, dtype: label, ...modelGrid(), blockSize: mla ? 64 : undefined, kernels,
+      load: async (o: Parameters<NonNullable<Parameters<typeof benchModel>[2]['load']>>[0]) => {
         const g = await loadGGUF(file);
         config = g.config as Record<string, unknown>;
         const m = await engine.loadModel({ weights: g, ...o });
@@ -718,6 +718,7 @@ if (suites.includes('gguf')) {
       },
       configOf: () => config,
     });
+    const r = await benchModel(engine, ceilings, opts(`${label} (${file.replace(/^.*\//, '')})`));
     const run = { ...r, file, label };
     runs.push(run);
     const ls = modelLines(r, 'gguf');
@@ -725,6 +726,14 @@ if (suites.includes('gguf')) {
     ls.splice(3, 0, `Weights on the GPU: ${fmt((r.weightBytes ?? NaN) / 2 ** 30, 3)} GiB (the file's blocks, repacked only to whole words).`, '');
     lines.push(...ls, '');
     console.log(`\n${ls.slice(4).join('\n')}`);
+    if (modelAb) {
+      // --model-ab: the same file once more under these tuning fields (an A/B in one call).
+      const b = await withTuning(engine, modelAb, () => benchModel(engine, ceilings, opts(`${label} with ${abLabel}`, false)));
+      (run as Record<string, unknown>).ab = { tuning: modelAb, ...b };
+      const lb = modelLines(b, 'gguf').slice(4);
+      lines.push(`## The same with engine.tuning ${abLabel} (same call)`, '', ...lb, '');
+      console.log(`\n${lb.join('\n')}`);
+    }
     if (args.has('gguf-llamacpp')) {
       const lb = llamaCppBeside(r, 'gguf-llamacpp', 'llamacppGguf', [], `${args.get('gguf-llamacpp')}:${file}:${label}`);
       (run as Record<string, unknown>).llamacpp = result.llamacppGguf;

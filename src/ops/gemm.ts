@@ -419,6 +419,9 @@ export function linearFromParts(rt: Runtime, o: { N: number; K: number; dtype: L
 export const LINEAR_GEMV_MAX_M = 64;
 /** GEMV splits K over more lanes (KT) until the grid has this many workgroups (or KT spans the workgroup). */
 export const LINEAR_GEMV_TARGET_WORKGROUPS = 512;
+/** The quantized GEMV's dot path splits K over more lanes only while its grid is short of this many
+ *  workgroups (about one an SM on an H200). */
+export const LINEAR_GEMV_QDOT_MIN_WORKGROUPS = 128;
 /** The 128×64 GEMM tile is used when it gives at least this many workgroups; else 64×64. */
 export const LINEAR_GEMM_TARGET_WORKGROUPS = 256;
 
@@ -759,7 +762,13 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     // (H200, bf16 4096×4096: M 1 best at KT 128, M 8 and 16 at KT 64 of 16/32/64).
     const maxKT = MT >= 8 ? 64 : WG;
     let KT = Math.max(1, Math.min(32, WG, pow2floor(kc)));
-    while (KT < Math.min(WG, maxKT) && 2 * KT <= kc && groups(KT) < LINEAR_GEMV_TARGET_WORKGROUPS) KT *= 2;
+    // The quantized dot path (x staged once a workgroup, gemv_qdot.wgsl) wants more rows a workgroup
+    // than the rule below gives: on an H200 (bench/results/qgemv-span-nvidia-h200.md) KT 32 beat 64 and
+    // 128 wherever it left about a workgroup an SM, and 64 won from K 8192 (256 units) on.
+    const dotPath = quant && hasQuantDot(p.dtype) && p.quantPath !== 'decode';
+    const target = dotPath ? LINEAR_GEMV_QDOT_MIN_WORKGROUPS : LINEAR_GEMV_TARGET_WORKGROUPS;
+    if (dotPath && kc >= 256) KT = Math.min(64, WG);
+    while (KT < Math.min(WG, maxKT) && 2 * KT <= kc && groups(KT) < target) KT *= 2;
     if (p.KT !== undefined) {
       check(isPosInt(p.KT) && pow2floor(p.KT) === p.KT && p.KT <= WG, op, 'KT', `a power of two up to ${WG}`, p.KT);
       KT = p.KT;
