@@ -8,7 +8,8 @@ import { sdpa as sdpaOp } from './attention/sdpa.js';
 import { mergeAttnStates as mergeOp } from './attention/merge.js';
 import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './attention/mla.js';
 import { createPagedKVCache as createPagedKVCacheOp, reshapeAndCache as reshapeAndCacheOp, type PagedKVCache, type PagedKVCacheOptions } from './attention/paged_cache.js';
-import { loadModel as loadModelOp, type LoadModelOptions, type Model } from './models/model.js';
+import type { LoadModelOptions } from './models/model.js';
+import { loadModel as loadModelOp, type Model } from './serve/model.js';
 import { createAttentionLayer as createAttentionLayerOp, type AttentionLayer, type AttentionLayerOptions } from './attention/layer.js';
 import { pagedAttention as pagedOp, planAttention as planAttentionOp, type AttentionMetadata, type AttentionPlan, type PlanAttentionOptions } from './attention/paged.js';
 

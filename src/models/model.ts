@@ -1,14 +1,16 @@
-// Whole models (API.md "Whole models"): loading a checkpoint onto the GPU, and the step that runs the
-// forward pass over the paged cache. Scheduling, requests, blocks and the prefix cache are the request
-// engine's (serve/engine.ts); generate and the OpenAI-shaped API are calls over it.
+// Whole models on the GPU (API.md "Whole models"): loading a checkpoint, and the step that runs the
+// forward pass over the paged cache (ModelRunner). Scheduling, requests, blocks and the prefix cache are
+// the layer above's (serve/model.ts builds the public Model on ModelRunner: serve/engine.ts schedules,
+// serve/kv_manager.ts places tokens); a runner is handed each step's rows already placed, and knows
+// nothing of requests.
 //
-// A step (recordStep): the block manager places the step's tokens, the host writes the step's ids,
-// positions, slots and sampled rows in four small uploads, plans attention once, and records embedding,
-// every layer, the lm_head on each sampled sequence's last row, and sampling — through a DispatchCache,
-// so a steady-state step allocates and uploads nothing else. Only token ids come back. A step's input
-// id can be a sampled id of the previous step still on the GPU (the step kernel reads it there), so
-// the engine keeps up to tuning.stepsInFlight steps in flight. A decode step that repeats one already
-// recorded replays its layers' commands (step graphs, tuning.stepGraphs).
+// A step (runStep): the host writes the step's ids, positions, slots and sampled rows in four small
+// uploads, plans attention once, and records embedding, every layer, the lm_head on each sampled
+// sequence's last row, and sampling — through a DispatchCache, so a steady-state step allocates and
+// uploads nothing else. Only token ids come back. A step's input id can be a sampled id of the
+// previous step still on the GPU (the step kernel reads it there), so the engine keeps up to
+// tuning.stepsInFlight steps in flight. A decode step that repeats one already recorded replays its
+// layers' commands (step graphs, tuning.stepGraphs).
 import type { DType } from '../core/dtype.js';
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
@@ -17,11 +19,7 @@ import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
 import { activate } from '../ops/elementwise.js';
 import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
-import { KVCacheManager } from '../serve/kv_manager.js';
-import { OpenAIServing, type TextSetup } from '../serve/openai.js';
-import { OpenAIError } from '../serve/errors.js';
-import { ChatTemplate, TextTokenizer } from '../serve/text.js';
-import { checkTokenIds, freshSeed, GREEDY, RequestEngine, type StepProcessing, type StepRecord, type StepRow, type StepRunner } from '../serve/engine.js';
+import { ChatTemplate, TextTokenizer } from '../text/text.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { ropeTable } from './rope.js';
 import type { SafetensorsFile } from './safetensors.js';
@@ -30,15 +28,15 @@ import type { GGUFFile } from './gguf.js';
 import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
 import { hfQuantCheckpoint } from './hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
-import type { Architecture, StepContext } from './step.js';
+import { checkTokenIds, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
-import { isEncoderConfig, loadEncoderModel } from './encoder.js';
-import { loadWhisperModel } from './whisper.js';
+import { isEncoderConfig, loadEncoderModel, type EncoderRunner, type MakeEncoder } from './encoder.js';
+import { loadWhisperModel, type WhisperModel } from './whisper.js';
 import { DeepSeekFamily } from './deepseek.js';
 import { Gemma2Family } from './gemma2.js';
 import { GptOssFamily } from './gpt_oss.js';
-import { loadT5Model } from './t5.js';
+import { loadT5Model, type T5Model } from './t5.js';
 
 /** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
 const MAX_IN_FLIGHT = 4;
@@ -81,46 +79,35 @@ export interface LoadModelOptions {
   allowNonFinite?: boolean;
 }
 
-export interface GenerateOptions {
-  maxNewTokens?: number;
-  /** 0 (the default): greedy. */
-  temperature?: number;
-  topK?: number;
-  topP?: number;
-  seed?: number;
-  /** Tokens that end a sequence (kept as its last token); default: the config's eos_token_id. */
-  stopTokens?: number[];
-  /**
-   * Called with each new token of prompt `prompt`. It may be async: a promise it returns that rejects
-   * (or a throw) ends the call with that error, and the call settles only once every promise it
-   * returned has.
-   */
-  onToken?: ((prompt: number, token: number) => void) | ((prompt: number, token: number) => Promise<void>);
-  signal?: AbortSignal;
+/** What the layer above makes of a loaded decoder and encoder (serve/model.ts: the served Model and EncoderModel). */
+export interface ModelMakers<D extends ModelRunner, E extends EncoderRunner> {
+  decoder: MakeRunner<D>;
+  encoder: MakeEncoder<E>;
 }
 
-const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal'] as const;
+/** The sizes a runner is built with (checked by the loaders). */
+export interface RunnerOptions { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType; cacheDtype: string }
 
-function isAbortSignal(x: unknown): x is AbortSignal {
-  return typeof AbortSignal !== 'undefined' && x instanceof AbortSignal;
-}
+/** Builds the runner (or a class over it) once the weights and caches are on the GPU. */
+export type MakeRunner<M extends ModelRunner> = (rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) => M;
 
-/** What the last generate or logits call did, for callers that measure. */
-export interface RunStats {
-  steps: number;
-  /** Tokens placed in the cache (prompts and generated). */
-  tokens: number;
-  generated: number;
-  wallMs: number;
-  /** Host time recording steps (scheduling, uploads, encoding). */
-  hostMs: number;
+/** The text side of a decoder: what serve/openai.ts's TextSetup reads, and the model's name. */
+export interface DecoderText {
+  tokenizer?: TextTokenizer;
+  template?: ChatTemplate;
+  generationConfig?: Record<string, unknown>;
+  name?: string;
 }
 
 const OP = 'loadModel';
 /** The options of kvCache (loadModel, createRandomModel). */
 const CACHE_OPTIONS = ['numBlocks', 'blockSize', 'dtype'] as const;
 
-export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model> {
+/**
+ * Loads a checkpoint's model, its kind read from the config: a decoder (make.decoder over a ModelRunner),
+ * an encoder (make.encoder), Whisper or T5.
+ */
+export async function loadModelWith<D extends ModelRunner, E extends EncoderRunner>(rt: Runtime, o: LoadModelOptions, make: ModelMakers<D, E>): Promise<D | E | WhisperModel | T5Model> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, kvCache?, onProgress? }', o);
   // Every option read here, and the rest of loadCheckpoint's Checkpoint (`loadModel({ ...checkpoint })`);
@@ -136,17 +123,17 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   const archs = (o.config as { architectures?: unknown } | undefined)?.architectures;
   // Whisper's file handles go once the weights are on the GPU (or the load failed), as the encoders'
   // and T5's do in their loaders: they were left to the garbage collector (Node's DEP0137 warning).
-  const closing = async (load: Promise<unknown>): Promise<Model> => {
+  const closing = async <M>(load: Promise<M>): Promise<M> => {
     try {
-      return await load as Model;
+      return await load;
     } finally {
       const fs = (Array.isArray(o.weights) ? o.weights : [o.weights]) as { close?: () => Promise<void> }[];
       await Promise.allSettled(fs.map((f) => f?.close?.()));
     }
   };
-  if (isEncoderConfig(o.config)) return loadEncoderModel(rt, o) as Promise<unknown> as Promise<Model>;
+  if (isEncoderConfig(o.config)) return loadEncoderModel(rt, o, make.encoder);
   if (Array.isArray(archs) && archs[0] === 'WhisperForConditionalGeneration') return closing(loadWhisperModel(rt, o));
-  if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5Model(rt, o) as Promise<unknown> as Promise<Model>;
+  if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5Model(rt, o);
   if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
   const gguf = isGGUFFile(o.weights) ? o.weights : null;
   const config = o.config ?? gguf?.config;
@@ -188,7 +175,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
   try {
     const model = await build(rt, OP, cfg, arch, { numBlocks, blockSize, cacheDtype, maxTokens, maxSeqs, dtype },
       () => arch.load(reader = new WeightReader(files, resolved, o.onProgress, keepQuantized, quantize, o.allowNonFinite === true), dtype),
-      () => reader?.destroyLoaded());
+      make.decoder, () => reader?.destroyLoaded());
     model.useText(text);
     return model;
   } finally {
@@ -203,7 +190,7 @@ export async function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model
  * config, and the name its OpenAI-shaped responses carry. A malformed tokenizer.json or template is
  * refused here, before the weights load.
  */
-function textSetup(o: LoadModelOptions, gguf: GGUFFile | null, cfg: ModelConfig): TextSetup & { name: string } {
+function textSetup(o: LoadModelOptions, gguf: GGUFFile | null, cfg: ModelConfig): DecoderText & { name: string } {
   const tokJson = o.tokenizer ?? gguf?.tokenizer;
   const tokConfig = o.tokenizerConfig ?? gguf?.tokenizerConfig;
   if (tokJson !== undefined) check(tokJson !== null && typeof tokJson === 'object', OP, 'o.tokenizer', 'a parsed tokenizer.json object', tokJson);
@@ -231,9 +218,8 @@ function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
  * GPU allocation that fails is one named error, with everything taken so far released (`release`:
  * what the architecture may not hold yet, the weights of a layer read partway).
  */
-async function build(rt: Runtime, op: string, cfg: ModelConfig, arch: Architecture,
-                     o: { numBlocks: number; blockSize: number; cacheDtype: string; maxTokens: number; maxSeqs: number; dtype: WeightDType },
-                     weights: () => Promise<void> | void, release: () => void = () => {}): Promise<Model> {
+async function build<M extends ModelRunner>(rt: Runtime, op: string, cfg: ModelConfig, arch: Architecture, o: RunnerOptions,
+                     weights: () => Promise<void> | void, make: MakeRunner<M>, release: () => void = () => {}): Promise<M> {
   // kvCache: { numBlocks: 1e9 } was taken on trust: Dawn printed thousands of out-of-memory errors, and
   // the host then ran out of heap building a list of a billion free blocks. Slots are i32 (slot
   // mappings, block tables), and a software adapter's buffers are the host's memory.
@@ -245,7 +231,7 @@ async function build(rt: Runtime, op: string, cfg: ModelConfig, arch: Architectu
     limits.push([Math.floor(memory / perBlock), `a software adapter keeps the cache in the host's memory, ${gib(memory)}; a block of ${o.blockSize} tokens takes ${perBlock} bytes over ${cfg.numLayers} layers`]);
   }
   for (const [most, why] of limits) check(o.numBlocks <= most, op, 'o.kvCache.numBlocks', `at most ${most} blocks (${why})`, o.numBlocks);
-  let model: Model | null = null;
+  let model: M | null = null;
   return rt.allocating(async (stage) => {
     await weights();
     await stage();
@@ -253,10 +239,10 @@ async function build(rt: Runtime, op: string, cfg: ModelConfig, arch: Architectu
     // Before the host builds its block list of the cache's size.
     await stage();
     arch.allocate(o.maxTokens);
-    model = new Model(rt, cfg, arch, o);
+    model = make(rt, cfg, arch, o);
     return model;
   }, () => {
-    if (model) model.destroy();
+    if (model) (model as M).destroy();
     else arch.destroy();
     release();
   }, (e, outOfMemory) => outOfMemory
@@ -265,12 +251,17 @@ async function build(rt: Runtime, op: string, cfg: ModelConfig, arch: Architectu
     : `${op}: the GPU refused an allocation or upload of the model; everything it had taken is released (${e.message})`);
 }
 
+/** createRandomModel's options. */
+export interface RandomModelOptions {
+  config: object; dtype?: WeightDType; seed?: number;
+  kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType | 'fp8_ds_mla' }; maxTokensPerStep?: number; maxSeqsPerStep?: number;
+}
+
 /**
  * A model of a config's shape with random weights made on the GPU (nothing read or uploaded): for
  * benchmarks at real model shapes and the default workload. Its outputs mean nothing.
  */
-export async function createRandomModel(rt: Runtime, o: { config: object; dtype?: WeightDType; seed?: number;
-    kvCache?: { numBlocks?: number; blockSize?: number; dtype?: DType | 'fp8_ds_mla' }; maxTokensPerStep?: number; maxSeqsPerStep?: number }): Promise<Model> {
+export async function createRandomModelWith<M extends ModelRunner>(rt: Runtime, o: RandomModelOptions, make: MakeRunner<M>): Promise<M> {
   const op = 'createRandomModel';
   rt.assertAlive(op);
   check(o !== null && typeof o === 'object', op, 'o', '{ config, dtype?, seed?, kvCache? }', o);
@@ -292,7 +283,7 @@ export async function createRandomModel(rt: Runtime, o: { config: object; dtype?
   const cacheDtype = kvo.dtype ?? (dtype === 'f32' ? arch.cacheDTypes[0] : 'f16');
   check(arch.cacheDTypes.includes(cacheDtype), op, 'o.kvCache.dtype', `one of ${arch.cacheDTypes.map((d) => `'${d}'`).join(', ')} for ${cfg.architecture}`, fmt(cacheDtype));
   const numBlocks = kvo.numBlocks === undefined ? defaultBlocks(rt, cfg, arch.cacheBytes(cacheDtype), blockSize) : checkPosInt(kvo.numBlocks, op, 'o.kvCache.numBlocks');
-  return build(rt, op, cfg, arch, { numBlocks, blockSize, cacheDtype, dtype, maxTokens, maxSeqs }, () => arch.initRandom(dtype, o.seed ?? 1));
+  return build(rt, op, cfg, arch, { numBlocks, blockSize, cacheDtype, dtype, maxTokens, maxSeqs }, () => arch.initRandom(dtype, o.seed ?? 1), make);
 }
 
 /**
@@ -307,7 +298,12 @@ function defaultBlocks(rt: Runtime, cfg: ModelConfig, c: { perToken: number; per
   return Math.max(1, Math.floor(tokens / bs));
 }
 
-export class Model implements StepRunner {
+/**
+ * The model on the GPU for the step runtime: weights, the cache, the step buffers, and the step itself
+ * (runStep). The layer above places each step's tokens and schedules requests (serve/model.ts's Model
+ * extends this class).
+ */
+export class ModelRunner {
   readonly architecture: string;
   readonly config: ModelConfig;
   readonly weightDType: WeightDType;
@@ -322,23 +318,6 @@ export class Model implements StepRunner {
   id: string;
   /** The checkpoint's tokenizer (tokenizer.json or a GGUF's), when it has one. */
   tokenizer?: TextTokenizer;
-  /** OpenAI's Chat Completions over this model's request queue (serve/openai.ts). */
-  readonly chat: OpenAIServing['chat'];
-  /** OpenAI's Completions over this model's request queue. */
-  readonly completions: OpenAIServing['completions'];
-  /** API.md's encoder calls: a decoder-only model refuses them (loadModel returns an encoder model for
-   *  BertModel / ModernBertModel checkpoints). */
-  readonly embeddings = {
-    create: (_req: unknown): Promise<never> => Promise.reject(new OpenAIError(`embeddings.create: the model '${this.id}' (${this.architecture}) serves no embeddings (an encoder-only model does: BertModel, ModernBertModel)`,
-      { status: 400, param: 'model', code: 'model_not_supported' })),
-  };
-  private serving: OpenAIServing;
-  /** What the last generate or logits did. */
-  lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };
-  /** The block manager (with the prefix cache) the request engine schedules through. */
-  readonly kv: KVCacheManager;
-  /** The model's request queue: continuous batching over every caller's requests. */
-  readonly engine: RequestEngine;
   private readonly dc: DispatchCache;
   private readonly h: Tensor;
   private readonly idsIn: Tensor;
@@ -349,12 +328,15 @@ export class Model implements StepRunner {
   private readonly logitsT: Tensor;
   /** Each step's sampled ids, a ring of the call's steps in flight: step k writes sampled[k % inFlight]. */
   private readonly sampled: Tensor[];
+  protected readonly rt: Runtime;
+  protected readonly arch: Architecture;
   private cos: Tensor | null = null;
   private sin: Tensor | null = null;
   private tablePositions = 0;
-  private step = 0;
+  /** The next step's number (the sampled-id ring's index). */
+  protected step = 0;
   /** Steps in flight (tuning.stepsInFlight, read when the engine starts a run): the sampled-id ring in use. */
-  private inFlight = 3;
+  protected inFlight = 3;
   /** Per-row sampling settings, logit edits and masks of the step's sampled rows (grown on demand). */
   private rowParams: Tensor | null = null;
   private edits: Tensor | null = null;
@@ -364,14 +346,14 @@ export class Model implements StepRunner {
   private destroyed = false;
   /** Staging buffers of the steps' read-backs in flight (Runtime.readBuffer's `pending`): destroy drops them. */
   private readonly reads = new Set<GPUBuffer>();
-  private nextSeq = 0;
   /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
   private readonly graphs = new Map<string, { graph: StepGraph; x: Tensor }>();
   /** Steps whose layers were replayed, and recorded anew, for tests and the benchmark. */
   readonly graphStats: { replayed: number; recorded: number; lastTaint: string | null } = { replayed: 0, recorded: 0, lastTaint: null };
 
-  constructor(private readonly rt: Runtime, cfg: ModelConfig, private readonly arch: Architecture,
-              o: { numBlocks: number; blockSize: number; maxTokens: number; maxSeqs: number; dtype: WeightDType; cacheDtype: string }) {
+  constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
+    this.rt = rt;
+    this.arch = arch;
     this.architecture = cfg.architecture;
     this.config = cfg;
     this.weightDType = o.dtype;
@@ -381,13 +363,7 @@ export class Model implements StepRunner {
     this.numBlocks = o.numBlocks;
     this.blockSize = o.blockSize;
     this.cacheDType = o.cacheDtype;
-    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true });
-    this.engine = new RequestEngine(this);
     this.id = cfg.architecture;
-    this.serving = new OpenAIServing(this);
-    // Late-bound: useText replaces the serving object when a tokenizer comes.
-    this.chat = { completions: { create: (req: unknown) => this.serving.chat.completions.create(req) } };
-    this.completions = { create: (req: unknown) => this.serving.completions.create(req) };
     this.dc = new DispatchCache(rt);
     const T = o.maxTokens, S = o.maxSeqs;
     this.h = rt.zeros([T, cfg.hiddenSize]);
@@ -405,10 +381,9 @@ export class Model implements StepRunner {
   get eosTokenIds(): readonly number[] { return this.config.eosTokenIds; }
 
   /** Gives the model its text side (loadModel does): tokenizer, chat template, generation defaults, name. */
-  useText(t: TextSetup & { name?: string }): void {
+  useText(t: DecoderText): void {
     this.tokenizer = t.tokenizer;
     if (t.name) this.id = t.name;
-    this.serving = new OpenAIServing(this, t);
   }
   /** Tokens one sequence can hold: the cache's. */
   get capacity(): number { return this.numBlocks * this.blockSize; }
@@ -427,22 +402,12 @@ export class Model implements StepRunner {
     return k;
   }
 
-  /** Runs fn between the engine's steps (the profilers and logits use the step buffers directly). */
-  private exclusive<T>(op: string, fn: () => Promise<T>): Promise<T> {
-    this.assertAlive(op);
-    return this.engine.runExclusive(async () => {
-      this.assertAlive(op);
-      this.stepsInFlight(op);
-      return fn();
-    });
-  }
-
   /** Every id range-checked as a number before any conversion (2^32 + 1 must not wrap to 1). */
-  private checkTokens(op: string, arg: string, t: unknown): Int32Array {
+  protected checkTokens(op: string, arg: string, t: unknown): Int32Array {
     return checkTokenIds(op, arg, t, this.config.vocabSize);
   }
 
-  private blocksFor(tokens: number): number {
+  protected blocksFor(tokens: number): number {
     return Math.ceil(tokens / this.blockSize);
   }
 
@@ -466,22 +431,21 @@ export class Model implements StepRunner {
   }
 
   /**
-   * Records and submits one step: the rows' tokens placed in the cache (the block manager's order), the
-   * forward pass, and either logits of every row (`all`) or the sampled ids of the rows that sample
-   * (written to sampled[step % inFlight], read back). Sampling is greedy unless `proc` gives each sampled
-   * row its settings, logit edits and masks; its logprob rows' raw logits come back too.
+   * Records and submits step number `step`: the rows' tokens, placed in the cache as `m` says (row i's
+   * tokens at positions starts[i]...), the forward pass, and either logits of every row (`all`) or the
+   * sampled ids of the rows that sample (written to sampled[step % inFlight], read back). Sampling is
+   * greedy unless `proc` gives each sampled row its settings, logit edits and masks; its logprob rows'
+   * raw logits come back too.
    */
-  recordStep(rows: StepRow[], proc: StepProcessing | null, all: Tensor | null = null): StepRecord {
+  protected runStep(step: number, rows: StepRow[], m: StepPlacement, starts: readonly number[], proc: StepProcessing | null, all: Tensor | null): StepRecord {
     const rt = this.rt;
-    const step = this.step++;
-    const m = this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
     const T = m.numTokens;
     const idsIn = new Int32Array(T), pos = new Int32Array(T), gather = new Int32Array(this.maxSeqsPerStep);
     const sampledRow = new Array<number>(rows.length).fill(-1);
     let R = 0, maxPos = 0;
     rows.forEach((r, i) => {
       const [a] = m.rows[i];
-      const start = this.kv.seqLen(r.id) - r.ids.length;
+      const start = starts[i];
       for (let j = 0; j < r.ids.length; j++) { idsIn[a + j] = r.ids[j]; pos[a + j] = start + j; }
       maxPos = Math.max(maxPos, start + r.ids.length);
       if (r.sample) {
@@ -582,133 +546,6 @@ export class Model implements StepRunner {
     return x;
   }
 
-  private seqId(): string {
-    return `x${this.nextSeq++}`;
-  }
-
-  /** Prefill of one fresh sequence: the logits at every position, [tokens.length × vocab] row-major. */
-  async logits(tokens: number[] | Int32Array): Promise<Float32Array> {
-    const op = 'Model.logits';
-    this.assertAlive(op);
-    const t = this.checkTokens(op, 'tokens', tokens);
-    const V = this.config.vocabSize;
-    if (this.blocksFor(t.length) > this.numBlocks) {
-      fail(op, 'tokens', `at most ${this.numBlocks * this.blockSize} tokens (the cache's ${this.numBlocks} blocks of ${this.blockSize})`, `${t.length} tokens`);
-    }
-    return this.exclusive(op, async () => {
-      const id = this.seqId();
-      this.kv.addSequence(id);
-      const result = new Float32Array(t.length * V);
-      const t0 = performance.now();
-      let host = 0, steps = 0;
-      // One logits buffer for every step: a buffer taken and handed back each step would move the
-      // attention plans' buffers around in the pool, and their step graphs with them.
-      const chunk = this.rt.emptyTensor([Math.min(this.maxTokensPerStep, t.length), V], 'f32');
-      try {
-        for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
-          const n = Math.min(this.maxTokensPerStep, t.length - at);
-          const h0 = performance.now();
-          this.recordStep([{ id, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
-          host += performance.now() - h0;
-          steps++;
-          const got = await chunk.toFloat32();
-          result.set(n === chunk.shape[0] ? got : got.subarray(0, n * V), at * V);
-        }
-      } finally {
-        chunk.destroy();
-        this.kv.freeSequence(id);
-      }
-      this.lastRun = { steps, tokens: t.length, generated: 0, wallMs: performance.now() - t0, hostMs: host };
-      return result;
-    });
-  }
-
-  /**
-   * New tokens for each prompt: each prompt is a request of the model's engine, served with any other
-   * caller's (continuous batching). Greedy unless a temperature is given; a stop token ends its
-   * sequence and is its last token. With a seed, prompt i's draws are reproducible whatever else runs;
-   * without one, each call draws afresh.
-   */
-  async generate(prompts: (number[] | Int32Array)[], o: GenerateOptions = {}): Promise<number[][]> {
-    const op = 'Model.generate';
-    this.assertAlive(op);
-    check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of token arrays', prompts);
-    check(o !== null && typeof o === 'object' && !Array.isArray(o), op, 'o', 'an options object', o);
-    checkKeys(op, 'o', o, GENERATE_OPTIONS);
-    const seqPrompts = prompts.map((p, i) => this.checkTokens(op, `prompts[${i}]`, p));
-    const maxNew = o.maxNewTokens === undefined ? 16 : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
-    const temperature = o.temperature ?? 0;
-    check(typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0, op, 'o.temperature', 'a finite number >= 0', temperature);
-    if (o.topK !== undefined) check(Number.isInteger(o.topK) && o.topK >= 0, op, 'o.topK', 'an integer >= 0 (0: all)', o.topK);
-    if (o.topP !== undefined) check(typeof o.topP === 'number' && o.topP > 0 && o.topP <= 1, op, 'o.topP', 'a number in (0, 1]', o.topP);
-    if (o.seed !== undefined) check(Number.isInteger(o.seed) && o.seed >= 0 && o.seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', o.seed);
-    if (o.stopTokens !== undefined) check(Array.isArray(o.stopTokens) && o.stopTokens.every(Number.isInteger), op, 'o.stopTokens', 'an array of token ids', o.stopTokens);
-    const stops = new Set(o.stopTokens ?? this.config.eosTokenIds);
-    if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function (prompt, token)', o.onToken);
-    if (o.signal !== undefined) check(isAbortSignal(o.signal), op, 'o.signal', 'an AbortSignal', fmt(o.signal));
-    for (const [i, p] of seqPrompts.entries()) {
-      if (p.length + maxNew > this.capacity) {
-        fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.capacity} tokens)`, `${p.length} tokens`);
-      }
-    }
-    if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
-    this.stepsInFlight(op);
-    const sampled = temperature > 0 && o.topK !== 1;
-    // No seed: a fresh one per call (SPEC §9); prompt i draws from the seed's stream i.
-    const seed = o.seed ?? freshSeed();
-    // The call's own abort: the caller's signal, or one prompt's failure, ends every prompt. A signal of
-    // its own per prompt, all aborted from here: one signal shared by every request had one listener
-    // per prompt, and Node warned (MaxListenersExceededWarning) past 10 prompts.
-    const acs = seqPrompts.map(() => new AbortController());
-    let aborted = false;
-    const abortAll = (why: unknown) => {
-      if (aborted) return;
-      aborted = true;
-      for (const ac of acs) ac.abort(why);
-    };
-    const onAbort = () => abortAll(o.signal!.reason ?? new DOMException('generate was aborted', 'AbortError'));
-    o.signal?.addEventListener('abort', onAbort, { once: true });
-    // Promises an async onToken returned: each rejection ends its prompt (the engine's onTokens) and so
-    // the call; the call settles only after all of them, so none rejects unobserved after it returned.
-    const callbacks: Promise<void>[] = [];
-    const onTokens = (i: number) => (_c: number, toks: number[]): void | Promise<void> => {
-      let returned: PromiseLike<void>[] | null = null;
-      for (const t of toks) {
-        let r: unknown;
-        try {
-          r = o.onToken!(i, t);
-        } catch (e) {
-          // The engine ends the request with the throw; what earlier tokens' calls returned is dropped, observed.
-          for (const q of returned ?? []) q.then(undefined, () => undefined);
-          throw e;
-        }
-        if (r !== null && (typeof r === 'object' || typeof r === 'function') && typeof (r as PromiseLike<void>).then === 'function') (returned ??= []).push(r as PromiseLike<void>);
-      }
-      if (!returned) return;
-      const p = Promise.all(returned).then(() => undefined);
-      p.catch(() => undefined);   // observed: the engine ends the request with it, and the call awaits it
-      callbacks.push(p);
-      return p;
-    };
-    const c0 = { ...this.engine.counters };
-    const t0 = performance.now();
-    try {
-      const handles = seqPrompts.map((prompt, i) => this.engine.submit({
-        prompt, maxTokens: maxNew, stopTokens: stops, signal: acs[i].signal,
-        sampling: sampled ? { ...GREEDY, temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (seed + Math.imul(i, 0x9e3779b9)) >>> 0 } : undefined,
-        onTokens: o.onToken ? onTokens(i) : undefined,
-      }, op));
-      const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { abortAll(e); throw e; })));
-      // A request finishes as its last tokens are handed over: their callbacks may still be running.
-      await Promise.all(callbacks);
-      return results.map((r) => r.tokens[0]);
-    } finally {
-      o.signal?.removeEventListener('abort', onAbort);
-      const c = this.engine.counters;
-      this.lastRun = { steps: c.steps - c0.steps, tokens: c.tokens - c0.tokens, generated: c.generated - c0.generated, wallMs: performance.now() - t0, hostMs: c.hostMs - c0.hostMs };
-    }
-  }
-
   /**
    * Bytes one decode step of `batch` sequences reads: the weights (a MoE model: the experts they
    * choose), and the cache rows of `tokens` cached tokens.
@@ -717,120 +554,6 @@ export class Model implements StepRunner {
     return { weights: this.arch.weightBytes(batch), kv: tokens * this.config.numLayers * this.arch.cacheBytes(this.cacheDType).perToken };
   }
 
-  /**
-   * For benchmarks: `steps` decode steps of `batch` sequences, each over a synthetic context of
-   * `context` tokens (its blocks taken without a prefill: their contents mean nothing and the work does
-   * not depend on them), recorded and submitted as generate does (three steps in flight, greedy ids fed
-   * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
-   * step, its passes timed whole.
-   */
-  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
-    const op = 'Model.profileDecode';
-    const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
-    const warm = o.warmup ?? 3;
-    check(B <= this.maxSeqsPerStep && B <= this.maxTokensPerStep, op, 'o.batch', `at most ${Math.min(this.maxSeqsPerStep, this.maxTokensPerStep)} (the step limits)`, B);
-    const need = B * this.blocksFor(C + N + warm + 4);
-    check(need <= this.numBlocks, op, 'o', `batch × context within the cache's ${this.numBlocks} blocks`, `${need} blocks`);
-    return this.exclusive(op, async () => {
-    const seqs = Array.from({ length: B }, () => this.seqId());
-    try {
-      for (const s of seqs) this.kv.addSequence(s);
-      this.kv.schedule(seqs.map((s) => ({ id: s, numTokens: C })));
-      let first = true;
-      // One decode step of every sequence, fed its last greedy id (the first step a fixed id); sequence
-      // i samples into row i.
-      const record = () => {
-        const r = this.recordStep(seqs.map((s, i) => ({ id: s, ids: [first ? 1 : -(1 + i)], sample: true })), null, null);
-        first = false;
-        return r.ids;
-      };
-      const steps = async (n: number) => {
-        const inflight: Promise<ArrayBuffer>[] = [];
-        let host = 0;
-        for (let i = 0; i < n; i++) {
-          const h0 = performance.now();
-          inflight.push(record());
-          host += performance.now() - h0;
-          if (inflight.length >= this.inFlight) await inflight.shift();
-        }
-        await Promise.all(inflight);
-        return host;
-      };
-      await steps(warm);
-      // Dispatches one step records (counted on the host).
-      const d0 = this.rt.counters.dispatch;
-      await steps(1);
-      const dispatches = this.rt.counters.dispatch - d0;
-      const r0 = this.graphStats.replayed;
-      const t0 = performance.now();
-      const host = await steps(N);
-      const wallMs = (performance.now() - t0) / N;
-      const replayed = (this.graphStats.replayed - r0) / N;
-      let gpuMs: number | null = null;
-      if (this.rt.features.timestampQuery) {
-        const times: number[] = [];
-        for (let i = 0; i < 3; i++) {
-          this.rt.beginTiming(4096, { span: true });
-          record();
-          times.push(await this.rt.endTiming());
-        }
-        gpuMs = times.sort((a, b) => a - b)[1];
-      }
-      let kernels: Record<string, number> | undefined;
-      if (o.perKernel && this.rt.features.timestampQuery) {
-        this.rt.beginTiming(4096);
-        record();
-        await this.rt.endTiming();
-        kernels = { ...this.rt.lastTiming };
-      }
-      return { wallMs, hostMs: host / N, gpuMs, dispatches, replayed, kernels };
-    } finally {
-      for (const s of seqs) this.kv.freeSequence(s);
-    }
-    });
-  }
-
-  /**
-   * For benchmarks: the prefill of one `tokens`-long prompt (chunks of maxTokensPerStep): wall ms, the
-   * GPU ms of its steps, and with perKernel the GPU ms of each kernel (dispatches timed one by one).
-   */
-  async profilePrefill(o: { tokens: number; perKernel?: boolean }): Promise<{ wallMs: number; gpuMs: number | null; kernels?: Record<string, number> }> {
-    const op = 'Model.profilePrefill';
-    const n = checkPosInt(o.tokens, op, 'o.tokens');
-    check(this.blocksFor(n) <= this.numBlocks, op, 'o.tokens', `at most ${this.numBlocks * this.blockSize}`, n);
-    const prompt = Int32Array.from({ length: n }, (_, i) => (i * 7919) % this.config.vocabSize);
-    const once = async (timed: boolean, span = true) => {
-      const id = this.seqId();
-      this.kv.addSequence(id);
-      try {
-        if (timed) this.rt.beginTiming(4096, { span });
-        const t0 = performance.now();
-        let ids: Promise<ArrayBuffer> | null = null;
-        for (let at = 0; at < n; at += this.maxTokensPerStep) {
-          const k = Math.min(this.maxTokensPerStep, n - at);
-          ids = this.recordStep([{ id, ids: Array.from(prompt.subarray(at, at + k)), sample: at + k === n }], null, null).ids;
-        }
-        await ids;
-        const wall = performance.now() - t0;
-        return timed ? await this.rt.endTiming() : wall;
-      } finally {
-        this.kv.freeSequence(id);
-      }
-    };
-    return this.exclusive(op, async () => {
-      await once(false);
-      const walls = [await once(false), await once(false), await once(false)].sort((a, b) => a - b);
-      const gpuMs = this.rt.features.timestampQuery ? await once(true) : null;
-      let kernels: Record<string, number> | undefined;
-      if (o.perKernel && this.rt.features.timestampQuery) {
-        await once(true, false);
-        kernels = { ...this.rt.lastTiming };
-      }
-      return { wallMs: walls[1], gpuMs, kernels };
-    });
-  }
-
-  /** Frees the model's GPU memory; requests still running are rejected, saying so. */
   /** API.md's encoder call: refused by a decoder-only model. */
   encode(_inputs: unknown): Promise<Float32Array[]> {
     return Promise.reject(this.notEncoder('encode'));
@@ -845,10 +568,14 @@ export class Model implements StepRunner {
     return new WebinferError(`${op}: model: expected an encoder-only model (BertModel, ModernBertModel), got ${this.architecture}, a decoder (use logits, generate or chat.completions)`);
   }
 
+  /** What the layer above ends before the GPU memory goes (serve/model.ts: its requests). */
+  protected onDestroy(): void {}
+
+  /** Frees the model's GPU memory. */
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
-    this.engine.destroy('the model was destroyed (Model.destroy) while this request ran');
+    this.onDestroy();
     this.graphs.clear();
     this.dc.destroy();
     this.arch.destroy();

@@ -1,5 +1,6 @@
 // What a model architecture provides to the step runtime (src/models/model.ts), and what it gets from
 // it for each step.
+import { check, fmt, WebinferError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
 import type { LinearWeight } from '../ops/gemm.js';
 import type { ModelConfig } from './config.js';
@@ -53,4 +54,67 @@ export interface Architecture {
   /** Records the layers; returns the final-normed hidden states [>= T, hidden]. */
   forward(s: StepContext): Tensor;
   destroy(): void;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The step contract as the request engine sees it (serve/engine.ts): the rows it places, how their
+// sampled rows are processed, and what comes back.
+
+/**
+ * Where a step's tokens go, as the block manager placed them (serve/kv_manager.ts's StepMetadata has
+ * this shape): row i's tokens are rows[i] of the flattened batch.
+ */
+export interface StepPlacement {
+  rows: readonly (readonly [number, number])[];
+  numTokens: number;
+  queryStartLoc: Int32Array;
+  seqLens: Int32Array;
+  blockTable: Int32Array;
+  maxBlocksPerSeq: number;
+  /** Cache slot of every new token, in batch order. */
+  slotMapping: Int32Array;
+}
+
+export interface StepRow {
+  id: string;
+  /** Ids to place; a negative id -(1 + r) is row r of the previous step's sampled ids (still on the GPU). */
+  ids: number[];
+  sample: boolean;
+}
+
+/** The sampled rows' own settings, edits, masks and logprob copies (null: all greedy, nothing else). */
+export interface StepProcessing {
+  params: Uint32Array | null;
+  edits: Uint32Array;
+  nEdits: number;
+  masks: Uint32Array;
+  maskRows: Int32Array;
+  nMasks: number;
+  /** Sampled rows whose raw logits come back. */
+  logprobRows: number[];
+}
+
+export interface StepRecord {
+  step: number;
+  /** Tokens placed. */
+  T: number;
+  /** Each row's place among the step's sampled ids (-1: none). */
+  sampledRow: number[];
+  ids: Promise<ArrayBuffer>;
+  /** The raw logits of the logprob rows, in their order. */
+  logits: Promise<ArrayBuffer> | null;
+}
+
+/** Checks a token id list as numbers before any conversion (2^32 + 1 must not wrap to 1). */
+export function checkTokenIds(op: string, arg: string, t: unknown, vocab: number): Int32Array {
+  const ok = (Array.isArray(t) || t instanceof Int32Array) && (t as ArrayLike<number>).length > 0;
+  check(ok, op, arg, 'a non-empty number[] or Int32Array of token ids', t);
+  const a = t as ArrayLike<unknown>;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= vocab) {
+      throw new WebinferError(`${op}: ${arg}[${i}]: expected a token id in [0, ${vocab}), got ${fmt(x)}`);
+    }
+  }
+  return Int32Array.from(a as ArrayLike<number>);
 }

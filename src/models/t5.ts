@@ -18,8 +18,8 @@ import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../o
 import { embedding } from '../ops/embedding.js';
 import { activate, gatedAct } from '../ops/elementwise.js';
 import { rmsNorm } from '../ops/norm.js';
-import { checkTokenIds } from '../serve/engine.js';
-import { TextTokenizer } from '../serve/text.js';
+import { checkTokenIds } from './step.js';
+import { TextTokenizer } from '../text/text.js';
 import { isGGUFFile } from './gguf_weights.js';
 import type { GGUFFile } from './gguf.js';
 import type { SafetensorsFile } from './safetensors.js';

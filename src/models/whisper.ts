@@ -33,7 +33,7 @@ import { embedding } from '../ops/embedding.js';
 import { adjustLogits, argmax, EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS, sampleRows } from '../ops/sample.js';
 import { channelsFirst, conv1d, geluRows, timeFirst } from '../ops/conv.js';
 import { MelFrontEnd, parseMelConfig, type MelConfig } from '../ops/audio.js';
-import { TextTokenizer } from '../serve/text.js';
+import { TextTokenizer } from '../text/text.js';
 import type { SafetensorsFile } from './safetensors.js';
 import { WEIGHT_DTYPES, type ResolvedTensor } from './schema.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';

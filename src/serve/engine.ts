@@ -1,8 +1,9 @@
 // The request engine (SPEC §9): one per model. Requests arrive at any time; each step the scheduler
 // places the running requests' decodes first, then prompt chunks under the token budget (requests that
-// have waited first), records the step through the model (models/model.ts, Model.recordStep) and
-// streams the sampled tokens back to each request. Up to tuning.stepsInFlight steps are in flight: a
-// request's next input can be the previous step's sampled id still on the GPU.
+// have waited first), records the step through the model (serve/model.ts, Model.recordStep: the block
+// manager's placement, then models/model.ts's forward pass) and streams the sampled tokens back to each
+// request. Up to tuning.stepsInFlight steps are in flight: a request's next input can be the previous
+// step's sampled id still on the GPU.
 //
 // Blocks are taken as sequences grow. When a decode finds none free, the newest running sequences are
 // preempted: their blocks go back (the prefix cache usually keeps them) and they wait to be recomputed
@@ -12,8 +13,9 @@
 //
 // Requests whose sampling needs their own newest token on the host (penalties, a grammar) sit out a step
 // when that token is still in flight; the others never wait for the host.
-import { WebinferError, check, fmt } from '../core/errors.js';
+import { WebinferError } from '../core/errors.js';
 import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
+import type { StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import type { KVCacheManager } from './kv_manager.js';
 import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS, type EndReason, type EngineMetrics } from './metrics.js';
 
@@ -101,36 +103,6 @@ export interface StepRunner {
   stepsInFlight(op: string): number;
   assertAlive(op: string): void;
   recordStep(rows: StepRow[], proc: StepProcessing | null): StepRecord;
-}
-
-export interface StepRow {
-  id: string;
-  /** Ids to place; a negative id -(1 + r) is row r of the previous step's sampled ids (still on the GPU). */
-  ids: number[];
-  sample: boolean;
-}
-
-/** The sampled rows' own settings, edits, masks and logprob copies (null: all greedy, nothing else). */
-export interface StepProcessing {
-  params: Uint32Array | null;
-  edits: Uint32Array;
-  nEdits: number;
-  masks: Uint32Array;
-  maskRows: Int32Array;
-  nMasks: number;
-  /** Sampled rows whose raw logits come back. */
-  logprobRows: number[];
-}
-
-export interface StepRecord {
-  step: number;
-  /** Tokens placed. */
-  T: number;
-  /** Each row's place among the step's sampled ids (-1: none). */
-  sampledRow: number[];
-  ids: Promise<ArrayBuffer>;
-  /** The raw logits of the logprob rows, in their order. */
-  logits: Promise<ArrayBuffer> | null;
 }
 
 interface Choice {
@@ -693,18 +665,4 @@ export function logprobOf(row: Float32Array, tok: number, k: number): TokenLogpr
     for (const t of top) t.logprob -= lse;
   }
   return { token: tok, logprob: row[tok] - lse, top };
-}
-
-/** Checks a token id list as numbers before any conversion (2^32 + 1 must not wrap to 1). */
-export function checkTokenIds(op: string, arg: string, t: unknown, vocab: number): Int32Array {
-  const ok = (Array.isArray(t) || t instanceof Int32Array) && (t as ArrayLike<number>).length > 0;
-  check(ok, op, arg, 'a non-empty number[] or Int32Array of token ids', t);
-  const a = t as ArrayLike<unknown>;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i];
-    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= vocab) {
-      throw new WebinferError(`${op}: ${arg}[${i}]: expected a token id in [0, ${vocab}), got ${fmt(x)}`);
-    }
-  }
-  return Int32Array.from(a as ArrayLike<number>);
 }

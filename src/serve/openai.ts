@@ -18,8 +18,9 @@
 import { fmt, jsonDepth, preview, WebinferError } from '../core/errors.js';
 import { compileResponseFormat, type TokenVocabulary } from './grammar.js';
 import { badRequest, MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
-import { checkTokenIds, type FinishReason, type RequestEngine, type RequestResult, type Sampling, type TokenLogprob, type TokenConstraint } from './engine.js';
-import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from './text.js';
+import { checkTokenIds } from '../models/step.js';
+import type { FinishReason, RequestEngine, RequestResult, Sampling, TokenLogprob, TokenConstraint } from './engine.js';
+import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from '../text/text.js';
 import { parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
 import { harmonyTokens, isHarmonyTemplate, parseHarmony, type HarmonyTokens } from './harmony.js';
 

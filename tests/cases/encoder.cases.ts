@@ -5,7 +5,7 @@
 // on its own against the float64 reference; embed and embeddings.create (OpenAI's shape) and their
 // errors.
 import { encodeSafetensors, loadSafetensors, reference, roundToDType, type EncodableTensor, type Engine } from '../../src/index';
-import type { EncoderModel } from '../../src/models/encoder';
+import type { EncoderModel } from '../../src/serve/embeddings';
 import type { T5Model } from '../../src/models/t5';
 import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 

@@ -12,7 +12,7 @@ import { statusOf } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, loadSafetensors, serve, type Engine, type Server } from '../../src/index';
-import type { EmbeddingsResponse, EncoderModel } from '../../src/models/encoder';
+import type { EmbeddingsResponse, EncoderModel } from '../../src/serve/embeddings';
 import { wordPiece } from '../cases/encoder.cases';
 
 Object.assign(globalThis, globals);

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { harmonyTokens, isHarmonyTemplate, parseHarmony } from '../../src/serve/harmony';
 import { OpenAIServing } from '../../src/serve/openai';
-import { ChatTemplate, TextTokenizer } from '../../src/serve/text';
+import { ChatTemplate, TextTokenizer } from '../../src/text/text';
 import { byteTokenizerJson } from '../cases/text_fixture';
 
 // A toy vocabulary: specials at 1000+, every other id is the character with that code.

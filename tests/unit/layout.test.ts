@@ -1,6 +1,7 @@
 // The source layout's rules (README, "Layout"): no import cycles among src/ modules (type-only imports
 // count: a cycle of types still ties two modules' designs together), the lower layers never import
-// the upper ones, and every WGSL file under shaders/ belongs to a program.
+// the upper ones (serve/ above models/, models/ above formats/ and text/), and every WGSL file under
+// shaders/ belongs to a program.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,15 +18,16 @@ function walk(dir: string, ext: string): string[] {
   });
 }
 
-/** module (path under src, no extension) -> the src modules it imports. */
-function importGraph(): Map<string, string[]> {
+/** module (path under src, no extension) -> the src modules it imports (with `dynamic`, import() calls too). */
+function importGraph(dynamic = false): Map<string, string[]> {
   const graph = new Map<string, string[]>();
   const re = /(?:^|\n)\s*(?:import|export)\b[^'";]*?from\s*['"](\.{1,2}\/[^'"?]+)['"]/g;
+  const dyn = /\bimport\s*\(\s*['"`](\.{1,2}\/[^'"`?]+)['"`]/g;
   for (const file of walk(src, '.ts')) {
     const mod = relative(src, file).replace(/\.ts$/, '');
     const text = readFileSync(file, 'utf8');
     const deps: string[] = [];
-    for (const m of text.matchAll(re)) {
+    for (const m of [...text.matchAll(re), ...(dynamic ? text.matchAll(dyn) : [])]) {
       const target = relative(src, normalize(join(dirname(file), m[1]))).replace(/\.(js|ts)$/, '');
       if (!target.startsWith('..')) deps.push(target);
     }
@@ -78,9 +80,14 @@ describe('source layout', () => {
       reference: ['reference', 'core'],
       attention: ['attention', 'core', 'reference'],
       ops: ['ops', 'core', 'reference'],
-      // The request engine, blocks, text and the OpenAI surface: below the models that own one.
-      serve: ['serve', 'core', 'attention', 'ops'],
-      models: ['models', 'core', 'reference', 'attention', 'ops', 'serve'],
+      // Tokenizers and chat templates: what the models and the OpenAI surface both read.
+      text: ['text', 'core'],
+      // File formats and checkpoint sources: bytes to tensors and configs, knowing no model.
+      formats: ['formats', 'core', 'reference'],
+      // Architectures, the forward pass behind the step contract, loading: no request, block or server.
+      models: ['models', 'core', 'reference', 'attention', 'ops', 'text', 'formats'],
+      // The request engine, blocks, the OpenAI surface and the servers: above the models they serve.
+      serve: ['serve', 'core', 'reference', 'attention', 'ops', 'text', 'formats', 'models'],
     };
     // Programs over a whole model (the HTTP server, its command line, the worker host and its page
     // client) sit on top of everything, as an application would.
@@ -91,6 +98,12 @@ describe('source layout', () => {
       if (!ok) continue;
       for (const d of deps) expect(ok.includes(layer(d)), `${m} imports ${d}`).toBe(true);
     }
+  });
+
+  it('never imports serve/ from models/: a model answers "run this step" and knows nothing of requests', () => {
+    const up = [...importGraph(true)].flatMap(([m, deps]) => m.startsWith('models/') ? deps.filter((d) => d.startsWith('serve/')).map((d) => `${m} imports ${d}`) : []);
+    expect([...graph.keys()].some((m) => m.startsWith('models/'))).toBe(true);
+    expect(up).toEqual([]);
   });
 
   it('assembles every shader file into a program, and every program from files that exist', () => {

@@ -1,0 +1,379 @@
+// The model as applications hold it (API.md "Whole models", "Serving"): the forward pass over the paged
+// cache (models/model.ts, ModelRunner) under its request engine (engine.ts), its block manager with the
+// prefix cache (kv_manager.ts) and the OpenAI-shaped API (openai.ts). generate, logits and the OpenAI
+// calls are requests of the one engine; the forward pass knows nothing of requests, so this module
+// sits above models/ and builds on it, never the other way round. loadModel and createRandomModel
+// are models/'s loaders, handed the constructors of this layer's objects (the decoder's Model, the
+// encoder's EncoderModel in embeddings.ts).
+import { check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import type { Tensor } from '../core/tensor.js';
+import type { ModelConfig } from '../models/config.js';
+import { createRandomModelWith, loadModelWith, ModelRunner, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
+  type RunnerOptions } from '../models/model.js';
+import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
+import { EncoderModel } from './embeddings.js';
+import { OpenAIError } from './errors.js';
+import { freshSeed, GREEDY, RequestEngine, type StepRunner } from './engine.js';
+import { KVCacheManager } from './kv_manager.js';
+import { OpenAIServing } from './openai.js';
+
+export interface GenerateOptions {
+  maxNewTokens?: number;
+  /** 0 (the default): greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Tokens that end a sequence (kept as its last token); default: the config's eos_token_id. */
+  stopTokens?: number[];
+  /**
+   * Called with each new token of prompt `prompt`. It may be async: a promise it returns that rejects
+   * (or a throw) ends the call with that error, and the call settles only once every promise it
+   * returned has.
+   */
+  onToken?: ((prompt: number, token: number) => void) | ((prompt: number, token: number) => Promise<void>);
+  signal?: AbortSignal;
+}
+
+const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal'] as const;
+
+function isAbortSignal(x: unknown): x is AbortSignal {
+  return typeof AbortSignal !== 'undefined' && x instanceof AbortSignal;
+}
+
+/** What the last generate or logits call did, for callers that measure. */
+export interface RunStats {
+  steps: number;
+  /** Tokens placed in the cache (prompts and generated). */
+  tokens: number;
+  generated: number;
+  wallMs: number;
+  /** Host time recording steps (scheduling, uploads, encoding). */
+  hostMs: number;
+}
+
+/** What this layer makes of what models/ loads: a decoder under the request engine, an encoder with OpenAI's embeddings. */
+const MAKERS: ModelMakers<Model, EncoderModel> = {
+  decoder: (rt, cfg, arch, o) => new Model(rt, cfg, arch, o),
+  encoder: (rt, arch, o) => new EncoderModel(rt, arch, o),
+};
+
+/** Engine.loadModel: a checkpoint's model, its kind read from the config (API.md "Whole models"; encoders and encoder-decoders answer as their own objects). */
+export function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model> {
+  return loadModelWith(rt, o, MAKERS) as Promise<unknown> as Promise<Model>;
+}
+
+/**
+ * A model of a config's shape with random weights made on the GPU (nothing read or uploaded): for
+ * benchmarks at real model shapes and the default workload. Its outputs mean nothing.
+ */
+export function createRandomModel(rt: Runtime, o: RandomModelOptions): Promise<Model> {
+  return createRandomModelWith(rt, o, MAKERS.decoder);
+}
+
+/**
+ * A decoder-only model served: the step runtime (ModelRunner) with the block manager that places each
+ * step's tokens, the request engine that schedules every caller's requests, and the OpenAI surface.
+ */
+export class Model extends ModelRunner implements StepRunner {
+  /** OpenAI's Chat Completions over this model's request queue (serve/openai.ts). */
+  readonly chat: OpenAIServing['chat'];
+  /** OpenAI's Completions over this model's request queue. */
+  readonly completions: OpenAIServing['completions'];
+  /** API.md's encoder calls: a decoder-only model refuses them (loadModel returns an encoder model for
+   *  BertModel / ModernBertModel checkpoints). */
+  readonly embeddings = {
+    create: (_req: unknown): Promise<never> => Promise.reject(new OpenAIError(`embeddings.create: the model '${this.id}' (${this.architecture}) serves no embeddings (an encoder-only model does: BertModel, ModernBertModel)`,
+      { status: 400, param: 'model', code: 'model_not_supported' })),
+  };
+  private serving: OpenAIServing;
+  /** What the last generate or logits did. */
+  lastRun: RunStats = { steps: 0, tokens: 0, generated: 0, wallMs: 0, hostMs: 0 };
+  /** The block manager (with the prefix cache) the request engine schedules through. */
+  readonly kv: KVCacheManager;
+  /** The model's request queue: continuous batching over every caller's requests. */
+  readonly engine: RequestEngine;
+  private nextSeq = 0;
+
+  constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
+    super(rt, cfg, arch, o);
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true });
+    this.engine = new RequestEngine(this);
+    this.serving = new OpenAIServing(this);
+    // Late-bound: useText replaces the serving object when a tokenizer comes.
+    this.chat = { completions: { create: (req: unknown) => this.serving.chat.completions.create(req) } };
+    this.completions = { create: (req: unknown) => this.serving.completions.create(req) };
+  }
+
+  /** Gives the model its text side (loadModel does): tokenizer, chat template, generation defaults, name. */
+  override useText(t: DecoderText): void {
+    super.useText(t);
+    this.serving = new OpenAIServing(this, t);
+  }
+
+  /**
+   * Records and submits one step (ModelRunner.runStep): the block manager places the rows' tokens in the
+   * cache first, in its order.
+   */
+  recordStep(rows: StepRow[], proc: StepProcessing | null, all: Tensor | null = null): StepRecord {
+    const step = this.step++;
+    const m = this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
+    return this.runStep(step, rows, m, rows.map((r) => this.kv.seqLen(r.id) - r.ids.length), proc, all);
+  }
+
+  /** Runs fn between the engine's steps (the profilers and logits use the step buffers directly). */
+  private exclusive<T>(op: string, fn: () => Promise<T>): Promise<T> {
+    this.assertAlive(op);
+    return this.engine.runExclusive(async () => {
+      this.assertAlive(op);
+      this.stepsInFlight(op);
+      return fn();
+    });
+  }
+
+  private seqId(): string {
+    return `x${this.nextSeq++}`;
+  }
+
+  /** Prefill of one fresh sequence: the logits at every position, [tokens.length × vocab] row-major. */
+  async logits(tokens: number[] | Int32Array): Promise<Float32Array> {
+    const op = 'Model.logits';
+    this.assertAlive(op);
+    const t = this.checkTokens(op, 'tokens', tokens);
+    const V = this.config.vocabSize;
+    if (this.blocksFor(t.length) > this.numBlocks) {
+      fail(op, 'tokens', `at most ${this.numBlocks * this.blockSize} tokens (the cache's ${this.numBlocks} blocks of ${this.blockSize})`, `${t.length} tokens`);
+    }
+    return this.exclusive(op, async () => {
+      const id = this.seqId();
+      this.kv.addSequence(id);
+      const result = new Float32Array(t.length * V);
+      const t0 = performance.now();
+      let host = 0, steps = 0;
+      // One logits buffer for every step: a buffer taken and handed back each step would move the
+      // attention plans' buffers around in the pool, and their step graphs with them.
+      const chunk = this.rt.emptyTensor([Math.min(this.maxTokensPerStep, t.length), V], 'f32');
+      try {
+        for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
+          const n = Math.min(this.maxTokensPerStep, t.length - at);
+          const h0 = performance.now();
+          this.recordStep([{ id, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
+          host += performance.now() - h0;
+          steps++;
+          const got = await chunk.toFloat32();
+          result.set(n === chunk.shape[0] ? got : got.subarray(0, n * V), at * V);
+        }
+      } finally {
+        chunk.destroy();
+        this.kv.freeSequence(id);
+      }
+      this.lastRun = { steps, tokens: t.length, generated: 0, wallMs: performance.now() - t0, hostMs: host };
+      return result;
+    });
+  }
+
+  /**
+   * New tokens for each prompt: each prompt is a request of the model's engine, served with any other
+   * caller's (continuous batching). Greedy unless a temperature is given; a stop token ends its
+   * sequence and is its last token. With a seed, prompt i's draws are reproducible whatever else runs;
+   * without one, each call draws afresh.
+   */
+  async generate(prompts: (number[] | Int32Array)[], o: GenerateOptions = {}): Promise<number[][]> {
+    const op = 'Model.generate';
+    this.assertAlive(op);
+    check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of token arrays', prompts);
+    check(o !== null && typeof o === 'object' && !Array.isArray(o), op, 'o', 'an options object', o);
+    checkKeys(op, 'o', o, GENERATE_OPTIONS);
+    const seqPrompts = prompts.map((p, i) => this.checkTokens(op, `prompts[${i}]`, p));
+    const maxNew = o.maxNewTokens === undefined ? 16 : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
+    const temperature = o.temperature ?? 0;
+    check(typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0, op, 'o.temperature', 'a finite number >= 0', temperature);
+    if (o.topK !== undefined) check(Number.isInteger(o.topK) && o.topK >= 0, op, 'o.topK', 'an integer >= 0 (0: all)', o.topK);
+    if (o.topP !== undefined) check(typeof o.topP === 'number' && o.topP > 0 && o.topP <= 1, op, 'o.topP', 'a number in (0, 1]', o.topP);
+    if (o.seed !== undefined) check(Number.isInteger(o.seed) && o.seed >= 0 && o.seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', o.seed);
+    if (o.stopTokens !== undefined) check(Array.isArray(o.stopTokens) && o.stopTokens.every(Number.isInteger), op, 'o.stopTokens', 'an array of token ids', o.stopTokens);
+    const stops = new Set(o.stopTokens ?? this.config.eosTokenIds);
+    if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function (prompt, token)', o.onToken);
+    if (o.signal !== undefined) check(isAbortSignal(o.signal), op, 'o.signal', 'an AbortSignal', fmt(o.signal));
+    for (const [i, p] of seqPrompts.entries()) {
+      if (p.length + maxNew > this.capacity) {
+        fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.capacity} tokens)`, `${p.length} tokens`);
+      }
+    }
+    if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
+    this.stepsInFlight(op);
+    const sampled = temperature > 0 && o.topK !== 1;
+    // No seed: a fresh one per call (SPEC §9); prompt i draws from the seed's stream i.
+    const seed = o.seed ?? freshSeed();
+    // The call's own abort: the caller's signal, or one prompt's failure, ends every prompt. A signal of
+    // its own per prompt, all aborted from here: one signal shared by every request had one listener
+    // per prompt, and Node warned (MaxListenersExceededWarning) past 10 prompts.
+    const acs = seqPrompts.map(() => new AbortController());
+    let aborted = false;
+    const abortAll = (why: unknown) => {
+      if (aborted) return;
+      aborted = true;
+      for (const ac of acs) ac.abort(why);
+    };
+    const onAbort = () => abortAll(o.signal!.reason ?? new DOMException('generate was aborted', 'AbortError'));
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    // Promises an async onToken returned: each rejection ends its prompt (the engine's onTokens) and so
+    // the call; the call settles only after all of them, so none rejects unobserved after it returned.
+    const callbacks: Promise<void>[] = [];
+    const onTokens = (i: number) => (_c: number, toks: number[]): void | Promise<void> => {
+      let returned: PromiseLike<void>[] | null = null;
+      for (const t of toks) {
+        let r: unknown;
+        try {
+          r = o.onToken!(i, t);
+        } catch (e) {
+          // The engine ends the request with the throw; what earlier tokens' calls returned is dropped, observed.
+          for (const q of returned ?? []) q.then(undefined, () => undefined);
+          throw e;
+        }
+        if (r !== null && (typeof r === 'object' || typeof r === 'function') && typeof (r as PromiseLike<void>).then === 'function') (returned ??= []).push(r as PromiseLike<void>);
+      }
+      if (!returned) return;
+      const p = Promise.all(returned).then(() => undefined);
+      p.catch(() => undefined);   // observed: the engine ends the request with it, and the call awaits it
+      callbacks.push(p);
+      return p;
+    };
+    const c0 = { ...this.engine.counters };
+    const t0 = performance.now();
+    try {
+      const handles = seqPrompts.map((prompt, i) => this.engine.submit({
+        prompt, maxTokens: maxNew, stopTokens: stops, signal: acs[i].signal,
+        sampling: sampled ? { ...GREEDY, temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (seed + Math.imul(i, 0x9e3779b9)) >>> 0 } : undefined,
+        onTokens: o.onToken ? onTokens(i) : undefined,
+      }, op));
+      const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { abortAll(e); throw e; })));
+      // A request finishes as its last tokens are handed over: their callbacks may still be running.
+      await Promise.all(callbacks);
+      return results.map((r) => r.tokens[0]);
+    } finally {
+      o.signal?.removeEventListener('abort', onAbort);
+      const c = this.engine.counters;
+      this.lastRun = { steps: c.steps - c0.steps, tokens: c.tokens - c0.tokens, generated: c.generated - c0.generated, wallMs: performance.now() - t0, hostMs: c.hostMs - c0.hostMs };
+    }
+  }
+
+  /**
+   * For benchmarks: `steps` decode steps of `batch` sequences, each over a synthetic context of
+   * `context` tokens (its blocks taken without a prefill: their contents mean nothing and the work does
+   * not depend on them), recorded and submitted as generate does (three steps in flight, greedy ids fed
+   * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
+   * step, its passes timed whole.
+   */
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
+    const op = 'Model.profileDecode';
+    const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
+    const warm = o.warmup ?? 3;
+    check(B <= this.maxSeqsPerStep && B <= this.maxTokensPerStep, op, 'o.batch', `at most ${Math.min(this.maxSeqsPerStep, this.maxTokensPerStep)} (the step limits)`, B);
+    const need = B * this.blocksFor(C + N + warm + 4);
+    check(need <= this.numBlocks, op, 'o', `batch × context within the cache's ${this.numBlocks} blocks`, `${need} blocks`);
+    return this.exclusive(op, async () => {
+    const seqs = Array.from({ length: B }, () => this.seqId());
+    try {
+      for (const s of seqs) this.kv.addSequence(s);
+      this.kv.schedule(seqs.map((s) => ({ id: s, numTokens: C })));
+      let first = true;
+      // One decode step of every sequence, fed its last greedy id (the first step a fixed id); sequence
+      // i samples into row i.
+      const record = () => {
+        const r = this.recordStep(seqs.map((s, i) => ({ id: s, ids: [first ? 1 : -(1 + i)], sample: true })), null, null);
+        first = false;
+        return r.ids;
+      };
+      const steps = async (n: number) => {
+        const inflight: Promise<ArrayBuffer>[] = [];
+        let host = 0;
+        for (let i = 0; i < n; i++) {
+          const h0 = performance.now();
+          inflight.push(record());
+          host += performance.now() - h0;
+          if (inflight.length >= this.inFlight) await inflight.shift();
+        }
+        await Promise.all(inflight);
+        return host;
+      };
+      await steps(warm);
+      // Dispatches one step records (counted on the host).
+      const d0 = this.rt.counters.dispatch;
+      await steps(1);
+      const dispatches = this.rt.counters.dispatch - d0;
+      const r0 = this.graphStats.replayed;
+      const t0 = performance.now();
+      const host = await steps(N);
+      const wallMs = (performance.now() - t0) / N;
+      const replayed = (this.graphStats.replayed - r0) / N;
+      let gpuMs: number | null = null;
+      if (this.rt.features.timestampQuery) {
+        const times: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          this.rt.beginTiming(4096, { span: true });
+          record();
+          times.push(await this.rt.endTiming());
+        }
+        gpuMs = times.sort((a, b) => a - b)[1];
+      }
+      let kernels: Record<string, number> | undefined;
+      if (o.perKernel && this.rt.features.timestampQuery) {
+        this.rt.beginTiming(4096);
+        record();
+        await this.rt.endTiming();
+        kernels = { ...this.rt.lastTiming };
+      }
+      return { wallMs, hostMs: host / N, gpuMs, dispatches, replayed, kernels };
+    } finally {
+      for (const s of seqs) this.kv.freeSequence(s);
+    }
+    });
+  }
+
+  /**
+   * For benchmarks: the prefill of one `tokens`-long prompt (chunks of maxTokensPerStep): wall ms, the
+   * GPU ms of its steps, and with perKernel the GPU ms of each kernel (dispatches timed one by one).
+   */
+  async profilePrefill(o: { tokens: number; perKernel?: boolean }): Promise<{ wallMs: number; gpuMs: number | null; kernels?: Record<string, number> }> {
+    const op = 'Model.profilePrefill';
+    const n = checkPosInt(o.tokens, op, 'o.tokens');
+    check(this.blocksFor(n) <= this.numBlocks, op, 'o.tokens', `at most ${this.numBlocks * this.blockSize}`, n);
+    const prompt = Int32Array.from({ length: n }, (_, i) => (i * 7919) % this.config.vocabSize);
+    const once = async (timed: boolean, span = true) => {
+      const id = this.seqId();
+      this.kv.addSequence(id);
+      try {
+        if (timed) this.rt.beginTiming(4096, { span });
+        const t0 = performance.now();
+        let ids: Promise<ArrayBuffer> | null = null;
+        for (let at = 0; at < n; at += this.maxTokensPerStep) {
+          const k = Math.min(this.maxTokensPerStep, n - at);
+          ids = this.recordStep([{ id, ids: Array.from(prompt.subarray(at, at + k)), sample: at + k === n }], null, null).ids;
+        }
+        await ids;
+        const wall = performance.now() - t0;
+        return timed ? await this.rt.endTiming() : wall;
+      } finally {
+        this.kv.freeSequence(id);
+      }
+    };
+    return this.exclusive(op, async () => {
+      await once(false);
+      const walls = [await once(false), await once(false), await once(false)].sort((a, b) => a - b);
+      const gpuMs = this.rt.features.timestampQuery ? await once(true) : null;
+      let kernels: Record<string, number> | undefined;
+      if (o.perKernel && this.rt.features.timestampQuery) {
+        await once(true, false);
+        kernels = { ...this.rt.lastTiming };
+      }
+      return { wallMs: walls[1], gpuMs, kernels };
+    });
+  }
+
+  /** Frees the model's GPU memory; requests still running are rejected, saying so. */
+  protected override onDestroy(): void {
+    this.engine.destroy('the model was destroyed (Model.destroy) while this request ran');
+  }
+}
