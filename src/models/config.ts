@@ -76,7 +76,7 @@ export interface MoeConfig {
    * activation is swiglu_oai: g = min(gate, limit), u = clamp(up, ±limit), (u + 1)·g·sigmoid(alpha·g).
    * null for DeepSeek.
    */
-  gptOss: { swigluLimit: number; swigluAlpha: number; /** quantization_config.quant_method 'mxfp4': the experts ship as MXFP4 blocks (hf_mxfp4.ts). */ mxfp4: boolean } | null;
+  gptOss: { swigluLimit: number; swigluAlpha: number; /** quantization_config.quant_method 'mxfp4': the experts ship as MXFP4 blocks (formats/hf_mxfp4.ts). */ mxfp4: boolean } | null;
 }
 
 export interface ModelConfig {

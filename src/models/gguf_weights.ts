@@ -14,8 +14,8 @@ import { QUANT_TYPES } from '../core/quant.js';
 import { dequantizeRows, isDequantType } from '../reference/quant.js';
 import { WebinferError } from '../core/errors.js';
 import type { ModelConfig } from './config.js';
-import type { GGUFFile } from './gguf.js';
-import type { SafetensorsFile, SafetensorsTensorInfo } from './safetensors.js';
+import type { GGUFFile } from '../formats/gguf.js';
+import type { SafetensorsFile, SafetensorsTensorInfo } from '../formats/safetensors.js';
 
 /** Whether a value is a GGUFFile (loadGGUF's). */
 export function isGGUFFile(x: unknown): x is GGUFFile {

@@ -11,7 +11,7 @@
 // Checkpoint layout: gate_up_proj [E, H, 2I] is input-major (x @ W) with gate and up interleaved
 // (gate = columns 0, 2, ...), down_proj [E, I, H]; at load both become the experts' [E, 2I, H] (gate rows,
 // then up rows) and [E, H, I], the gate_up bias de-interleaved the same way. MXFP4 experts as the
-// released checkpoints ship them (hf_mxfp4.ts) arrive already as rows of [E, 2I, H] and [E, H, I] blocks.
+// released checkpoints ship them (formats/hf_mxfp4.ts) arrive already as rows of [E, 2I, H] and [E, H, I] blocks.
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import type { PagedKVCache } from '../attention/paged_cache.js';
@@ -117,7 +117,7 @@ export class GptOssFamily implements Architecture {
     const gub = gptOssGateUpBias((await r.read(`${p}gate_up_proj_bias`, 'f32')) as Float32Array, E, I);
     const db = (await r.read(`${p}down_proj_bias`, 'f32')) as Float32Array;
     if (r.quantized(`${p}gate_up_proj`)) {
-      // hf_mxfp4.ts's blocks, already [E, 2I, H] rows (gate then up) and [E, H, I].
+      // formats/hf_mxfp4.ts's blocks, already [E, 2I, H] rows (gate then up) and [E, H, I].
       return withExpertBiases(rt, await r.experts(rt, p, E, H, I, dtype), { gateUpBias: gub, downBias: db });
     }
     const gu = gptOssGateUp((await r.read(`${p}gate_up_proj`, 'f32')) as Float32Array, E, H, I);

@@ -22,11 +22,11 @@ import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { ChatTemplate, TextTokenizer } from '../text/text.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { ropeTable } from './rope.js';
-import type { SafetensorsFile } from './safetensors.js';
+import type { SafetensorsFile } from '../formats/safetensors.js';
 import { validateCheckpoint, WEIGHT_DTYPES } from './schema.js';
-import type { GGUFFile } from './gguf.js';
+import type { GGUFFile } from '../formats/gguf.js';
 import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
-import { hfQuantCheckpoint } from './hf_quant.js';
+import { hfQuantCheckpoint } from '../formats/hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
 import { checkTokenIds, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
@@ -145,7 +145,7 @@ export async function loadModelWith<D extends ModelRunner, E extends EncoderRunn
   let files = gguf ? [ggufCheckpoint(gguf, cfg)] : (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
   check(files.length > 0 && files.every((f) => f && f.tensors instanceof Map && typeof f.bytes === 'function'), OP, 'o.weights',
     'a SafetensorsFile or an array of them (loadSafetensors), or a GGUFFile (loadGGUF)', o.weights);
-  // A quantized HF checkpoint (config.json's quantization_config, MLX's quantization): its modules as group types (hf_quant.ts).
+  // A quantized HF checkpoint (config.json's quantization_config, MLX's quantization): its modules as group types (formats/hf_quant.ts).
   const hfQuant = gguf ? null : await hfQuantCheckpoint(config, files);
   if (hfQuant) files = [hfQuant];
   if (o.dtype !== undefined) check(['checkpoint', 'f32', 'f16', 'bf16', 'q8', 'q4'].includes(o.dtype), OP, 'o.dtype', "'checkpoint', 'f32', 'f16', 'bf16', 'q8' or 'q4'", fmt(o.dtype));

@@ -113,7 +113,7 @@ const EXPERT_PACKED: readonly Template[] = [
 /**
  * gpt-oss (GptOssMLP): a router with a bias and packed experts with biases, gate_up_proj [E, H, 2·I]
  * input-major with gate and up interleaved (columns 0, 2, ...: gate), down_proj [E, I, H]; an MXFP4
- * checkpoint's experts as hf_mxfp4.ts presents them: rows of blocks, [E, 2·I, H] (gate rows, then up
+ * checkpoint's experts as formats/hf_mxfp4.ts presents them: rows of blocks, [E, 2·I, H] (gate rows, then up
  * rows) and [E, H, I].
  */
 const GPT_OSS_MOE: readonly Template[] = [

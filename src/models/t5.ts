@@ -21,8 +21,8 @@ import { rmsNorm } from '../ops/norm.js';
 import { checkTokenIds } from './step.js';
 import { TextTokenizer } from '../text/text.js';
 import { isGGUFFile } from './gguf_weights.js';
-import type { GGUFFile } from './gguf.js';
-import type { SafetensorsFile } from './safetensors.js';
+import type { GGUFFile } from '../formats/gguf.js';
+import type { SafetensorsFile } from '../formats/safetensors.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 import { configBool, configInt, configNumber, resolveEncoderTensors } from './encoder_arch.js';
 

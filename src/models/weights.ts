@@ -27,8 +27,8 @@ export function quantizeOnLoadType(q: QuantizeOnLoad, K: number): 'Q8_0' | 'Q4_K
   if (q === 'q8') return K % 32 === 0 ? 'Q8_0' : null;
   return K % 256 === 0 ? 'Q4_K' : K % 32 === 0 ? 'Q4_0' : null;
 }
-import { tensorByteSize, type SafetensorsFile } from './safetensors.js';
-import type { PermutedSafetensorsFile } from './hf_quant.js';
+import { tensorByteSize, type SafetensorsFile } from '../formats/safetensors.js';
+import type { PermutedSafetensorsFile } from '../formats/hf_quant.js';
 import type { ResolvedTensor } from './schema.js';
 
 export type WeightDType = 'f32' | 'f16' | 'bf16';
@@ -199,7 +199,7 @@ export class WeightReader {
     return r;
   }
 
-  /** A quantized tensor's column order (hf_quant.ts: GPTQ's desc_act): stored column j holds input column perm[j]. */
+  /** A quantized tensor's column order (formats/hf_quant.ts: GPTQ's desc_act): stored column j holds input column perm[j]. */
   private perm(name: string): Int32Array | undefined {
     const r = this.info(name);
     return (this.files[r.file] as Partial<PermutedSafetensorsFile>).perm?.(name);
@@ -288,7 +288,7 @@ export class WeightReader {
       + (madeHere ? ` (quantized on load: its values reach past what the ${type} scale holds; load with a float dtype)` : ''));
   }
 
-  /** A quantized tensor's blocks as the checkpoint holds them (GGUF's, or a group type's as hf_quant.ts
+  /** A quantized tensor's blocks as the checkpoint holds them (GGUF's, or a group type's as formats/hf_quant.ts
    *  presents them), checked for non-finite scales and counted as read. */
   private async blocks(name: string): Promise<Uint8Array> {
     const r = this.info(name);
@@ -432,7 +432,7 @@ export class WeightReader {
         return this.keep(createQuantExperts(rt, { E, H, I, gateUpType: gu.dtype, gateUp, downType: dn.dtype, down }));
       }
     }
-    // (Experts whose columns are permuted, hf_quant.ts's desc_act, are dequantized below: the expert products take no perm.)
+    // (Experts whose columns are permuted, formats/hf_quant.ts's desc_act, are dequantized below: the expert products take no perm.)
     const permuted = () => Array.from({ length: E }, (_, e) => ['gate_proj', 'up_proj', 'down_proj'].some((m) => this.perm(`${prefix}${e}.${m}.weight`))).some(Boolean);
     if (!packed && this.keepQuantized && isQuantType(this.info(`${prefix}0.gate_proj.weight`).dtype) && !permuted()) {
       // Per-expert quantized tensors (an HF quantized checkpoint's, e.g. DeepSeek-V3's FP8 experts):

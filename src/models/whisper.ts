@@ -34,7 +34,7 @@ import { adjustLogits, argmax, EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS, sam
 import { channelsFirst, conv1d, geluRows, timeFirst } from '../ops/conv.js';
 import { MelFrontEnd, parseMelConfig, type MelConfig } from '../ops/audio.js';
 import { TextTokenizer } from '../text/text.js';
-import type { SafetensorsFile } from './safetensors.js';
+import type { SafetensorsFile } from '../formats/safetensors.js';
 import { WEIGHT_DTYPES, type ResolvedTensor } from './schema.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 

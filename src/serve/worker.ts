@@ -19,12 +19,12 @@
 import { createEngine, Engine } from '../engine.js';
 import type { EngineOptions } from '../core/types.js';
 import { check, WebinferError } from '../core/errors.js';
-import { loadCheckpoint, type Checkpoint } from '../models/checkpoint.js';
-import type { DownloadProgress } from '../models/hub.js';
+import { loadCheckpoint, type Checkpoint } from '../formats/checkpoint.js';
+import type { DownloadProgress } from '../formats/hub.js';
 import type { LoadModelOptions } from '../models/model.js';
 import { Model } from './model.js';
 import type { ModelConfig } from '../models/config.js';
-import { quantSettings } from '../models/hf_quant.js';
+import { quantSettings } from '../formats/hf_quant.js';
 import { OpenAIError } from './errors.js';
 
 /** A checkpoint as the page names it: a URL or 'hf:' id, GGUF File(s), or a folder's files by path. */

@@ -5,7 +5,7 @@
 // aborts its own copy of the request. Errors come back as their class (OpenAIError with its status,
 // param and code; WebinferError) and message.
 import { WebinferError } from '../core/errors.js';
-import type { CheckpointSource } from '../models/checkpoint.js';
+import type { CheckpointSource } from '../formats/checkpoint.js';
 import { badRequest, OpenAIError, type OpenAIErrorType } from './errors.js';
 import type { FromWorker, LoadProgress, ToWorker, WorkerApi, WorkerError, WorkerLoadOptions, WorkerModelInfo, WorkerSource } from './worker.js';
 

@@ -165,7 +165,7 @@ const ggufCases: TestCase[] = GGUF_GOLDENS.map((name, k) => ({
 }));
 
 /**
- * ../shared/goldens-quant's HF quantized safetensors folders (src/models/hf_quant.ts, hf_fp8.ts): MLX
+ * ../shared/goldens-quant's HF quantized safetensors folders (src/formats/hf_quant.ts, hf_fp8.ts): MLX
  * affine, AWQ GEMM, GPTQ, block FP8, read by loadCheckpoint from the folder's files as they ship; HF
  * transformers on the weights dequantized from them. On software adapters the CI's five runtimes share
  * them (item k on SOFTWARE_RUNTIMES[k mod 5]: node-lavapipe mlx-llama-4bit and fp8-deepseek-v3,

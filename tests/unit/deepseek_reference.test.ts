@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/models/config';
-import { loadSafetensors } from '../../src/models/safetensors';
+import { loadSafetensors } from '../../src/formats/safetensors';
 import { deepseekNearTiesRef, deepseekRef } from '../../src/models/deepseek_reference';
 import { routeRef, routeTokenRef, type MoeRouting } from '../../src/reference/index';
 import { float64Weights } from '../cases/deepseek_weights';

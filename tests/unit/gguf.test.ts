@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebinferError } from '../../src/core/errors';
 import { GGML_TYPE_IDS, QUANT_FORMATS } from '../../src/core/quant';
 import { parseConfig, type ModelConfig } from '../../src/models/config';
-import { ggmlTypeSize, loadGGUF, type GGUFFile } from '../../src/models/gguf';
-import { f32Decimal, ggufConfig, llama3RopeFromFactors } from '../../src/models/gguf_config';
+import { ggmlTypeSize, loadGGUF, type GGUFFile } from '../../src/formats/gguf';
+import { f32Decimal, ggufConfig, llama3RopeFromFactors } from '../../src/formats/gguf_config';
 import { ropeParameters } from '../../src/models/rope';
 
 const goldensQuant = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-quant');

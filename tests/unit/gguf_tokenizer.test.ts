@@ -3,8 +3,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { describe, expect, it } from 'vitest';
-import { loadGGUF } from '../../src/models/gguf';
-import { GGUF_PRE_TOKENIZERS, ggufTokenizer, spmMerges } from '../../src/models/gguf_tokenizer';
+import { loadGGUF } from '../../src/formats/gguf';
+import { GGUF_PRE_TOKENIZERS, ggufTokenizer, spmMerges } from '../../src/formats/gguf_tokenizer';
 
 const goldensQuant = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-quant');
 const GGUF_GOLDENS = ['llama-q8-0', 'llama-q4-0', 'llama-q4-k-m', 'llama-q5-mix', 'qwen3-q8-0', 'qwen3-q4-0', 'qwen3-q4-k-m', 'qwen3-q5-mix'].map((s) => `gguf-${s}`);

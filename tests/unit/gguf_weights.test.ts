@@ -5,7 +5,7 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { loadGGUF, type GGUFFile } from '../../src/models/gguf';
+import { loadGGUF, type GGUFFile } from '../../src/formats/gguf';
 import { ggufCheckpoint, unpermuteRows } from '../../src/models/gguf_weights';
 import { parseConfig } from '../../src/models/config';
 import { validateCheckpoint, WEIGHT_DTYPES } from '../../src/models/schema';

@@ -1,9 +1,9 @@
-// FP8 checkpoints into the F8 group type (src/models/hf_fp8.ts): the transcoded blocks, dequantized by
+// FP8 checkpoints into the F8 group type (src/formats/hf_fp8.ts): the transcoded blocks, dequantized by
 // the host reference, equal e4m3(q) · s of the checkpoint's own block, computed here from the format's
 // definition: 128 × 128 blocks with partial blocks at the edges (DeepSeek-V3's kv_a_proj 160 rows),
 // per-channel and per-tensor scales, f32 and bf16 scales.
 import { describe, expect, it } from 'vitest';
-import { fp8ToGroups } from '../../src/models/hf_fp8';
+import { fp8ToGroups } from '../../src/formats/hf_fp8';
 import { dequantizeRows } from '../../src/reference/quant';
 import { e4m3ToF32 } from '../../src/core/quant';
 import { bf16BitsToF32, f32ToBf16Bits } from '../../src/core/dtype';

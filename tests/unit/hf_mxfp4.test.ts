@@ -1,15 +1,15 @@
-// gpt-oss's MXFP4 experts (src/models/hf_mxfp4.ts) into ggml's MXFP4 blocks: blocks and scales are made
+// gpt-oss's MXFP4 experts (src/formats/hf_mxfp4.ts) into ggml's MXFP4 blocks: blocks and scales are made
 // here in HF's layout ([E, N, K/32, 16] codes, two a byte, even positions in the low nibble; E8M0 scales
 // [E, N, K/32]), dequantized here by transformers' rule (FP4 table, ldexp by scale − 127, then the
 // transpose to [E, K, N]), and compared exactly with the engine's reference decoder on the transcoded
 // blocks: every code and every scale byte (0..254) appears; gate_up's interleaved rows come out as gate
 // rows then up rows, as gpt_oss.ts lays out the float experts.
 import { describe, expect, it } from 'vitest';
-import { gateUpRowOf, mxfp4Scheme, mxfp4ToGgml } from '../../src/models/hf_mxfp4';
+import { gateUpRowOf, mxfp4Scheme, mxfp4ToGgml } from '../../src/formats/hf_mxfp4';
 import { gptOssDown, gptOssGateUp } from '../../src/models/gpt_oss';
 import { dequantizeRows } from '../../src/reference/quant';
 import { rng } from '../../src/core/random';
-import type { CheckpointTensors } from '../../src/models/quant_scheme';
+import type { CheckpointTensors } from '../../src/formats/quant_scheme';
 
 /** transformers' FP4_VALUES (E2M1). */
 const FP4 = [+0.0, +0.5, +1.0, +1.5, +2.0, +3.0, +4.0, +6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];

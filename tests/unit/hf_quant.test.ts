@@ -1,4 +1,4 @@
-// The Hub's quantized safetensors formats into group types (src/models/hf_quant.ts). Each format's
+// The Hub's quantized safetensors formats into group types (src/formats/hf_quant.ts). Each format's
 // tensors are made here in the format's own layout from random integers and scales, written out
 // independently of the reader (bit by bit, AWQ's nibble order spelled out, GPTQ's zero − 1); the
 // transcoded blocks, dequantized by the host reference (dequantizeRows), must equal the format's formula
@@ -9,8 +9,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { hfQuantCheckpoint, type PermutedSafetensorsFile } from '../../src/models/hf_quant';
-import { loadSafetensors, type SafetensorsFile } from '../../src/models/safetensors';
+import { hfQuantCheckpoint, type PermutedSafetensorsFile } from '../../src/formats/hf_quant';
+import { loadSafetensors, type SafetensorsFile } from '../../src/formats/safetensors';
 import { dequantizeRows } from '../../src/reference/quant';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../../src/core/dtype';
 import { rng } from '../../src/core/random';

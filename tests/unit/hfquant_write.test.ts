@@ -5,8 +5,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadCheckpoint } from '../../src/models/checkpoint';
-import type { SafetensorsFile } from '../../src/models/safetensors';
+import { loadCheckpoint } from '../../src/formats/checkpoint';
+import type { SafetensorsFile } from '../../src/formats/safetensors';
 import { bf16BitsToF32, f16BitsToF32 } from '../../src/core/dtype';
 import { hfQuantConfig, writeHfQuant, type HfqFormat } from '../../bench/hfquant_write';
 

@@ -1,4 +1,4 @@
-// Hugging Face Hub ids and downloads (src/models/hub.ts through loadCheckpoint): which URLs an id
+// Hugging Face Hub ids and downloads (src/formats/hub.ts through loadCheckpoint): which URLs an id
 // names, the progress a download reports, and the named errors of a server that refuses, a network
 // that fails and a connection that breaks. Node has no Cache Storage, so the in-memory path runs here;
 // the browser's cache is driven in the demo suite (tests/demo).
@@ -6,9 +6,9 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ggufParts, hubBaseUrl, parseHubId, type DownloadProgress } from '../../src/models/hub';
-import { loadCheckpoint } from '../../src/models/checkpoint';
-import type { SafetensorsFile } from '../../src/models/safetensors';
+import { ggufParts, hubBaseUrl, parseHubId, type DownloadProgress } from '../../src/formats/hub';
+import { loadCheckpoint } from '../../src/formats/checkpoint';
+import type { SafetensorsFile } from '../../src/formats/safetensors';
 import { byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';
 
 const golden = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens/llama-gqa');

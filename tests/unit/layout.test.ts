@@ -106,6 +106,13 @@ describe('source layout', () => {
     expect(up).toEqual([]);
   });
 
+  it('never imports models/ or serve/ from formats/: an architecture never learns which format its weights came from', () => {
+    const up = [...importGraph(true)].flatMap(([m, deps]) => m.startsWith('formats/')
+      ? deps.filter((d) => d.startsWith('models/') || d.startsWith('serve/')).map((d) => `${m} imports ${d}`) : []);
+    expect([...graph.keys()].some((m) => m.startsWith('formats/'))).toBe(true);
+    expect(up).toEqual([]);
+  });
+
   it('assembles every shader file into a program, and every program from files that exist', () => {
     const used = new Set(Object.values(PROGRAMS).flat());
     const onDisk = walk(join(root, 'shaders'), '.wgsl').map((p) => relative(join(root, 'shaders'), p));

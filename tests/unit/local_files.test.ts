@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeSafetensors, loadSafetensors } from '../../src/models/safetensors';
-import { loadGGUF } from '../../src/models/gguf';
-import { loadCheckpoint } from '../../src/models/checkpoint';
+import { encodeSafetensors, loadSafetensors } from '../../src/formats/safetensors';
+import { loadGGUF } from '../../src/formats/gguf';
+import { loadCheckpoint } from '../../src/formats/checkpoint';
 
 const shared = join(dirname(fileURLToPath(import.meta.url)), '../../../shared');
 

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { encodeBf16, encodeF16 } from '../../src/core/dtype';
 import { QUANT_FORMATS, QUANT_TYPES, type QuantType } from '../../src/core/quant';
-import type { SafetensorsFile } from '../../src/models/safetensors';
+import type { SafetensorsFile } from '../../src/formats/safetensors';
 import { firstNonFinite, firstNonFiniteBlock, WeightReader } from '../../src/models/weights';
 import type { ResolvedTensor } from '../../src/models/schema';
 

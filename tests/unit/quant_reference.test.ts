@@ -1,6 +1,6 @@
 // The host side of quantized weights (SPEC §8): ggml dequantization (src/reference/quant.ts), random
 // valid blocks (quant_random.ts), the quantizers (src/models/quantize.ts) and the GGUF writer
-// (src/models/gguf_write.ts).
+// (src/formats/gguf_write.ts).
 //
 // Hand-built blocks are checked against values worked out here from the block layouts of ggml-common.h
 // and the formulas of ggml-quants.c's dequantize_row_*. The checksums (CHECKSUMS, GOLDEN_CHECKSUMS,
@@ -17,8 +17,8 @@ import { randn } from '../../src/core/random';
 import { dequantizeRows, type DequantType } from '../../src/reference/quant';
 import { randomQuantRows } from '../../src/reference/quant_random';
 import { quantizeRows } from '../../src/models/quantize';
-import { writeGGUF, writeGGUFSplit, type GGUFTypedValue, type GGUFWriteTensor } from '../../src/models/gguf_write';
-import { loadGGUF } from '../../src/models/gguf';
+import { writeGGUF, writeGGUFSplit, type GGUFTypedValue, type GGUFWriteTensor } from '../../src/formats/gguf_write';
+import { loadGGUF } from '../../src/formats/gguf';
 
 const goldens = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-quant');
 
@@ -62,7 +62,7 @@ function hashBytes(b: Uint8Array): number {
   return h;
 }
 
-// A minimal GGUF reader (independent of src/models/gguf.ts): metadata as typed values (so a file read
+// A minimal GGUF reader (independent of src/formats/gguf.ts): metadata as typed values (so a file read
 // here can be written back with writeGGUF), tensor infos, alignment and the data section's start.
 interface MiniTensor { name: string; shape: number[]; typeId: number; offset: number }
 interface MiniGGUF { version: number; metadata: [string, GGUFTypedValue][]; tensors: MiniTensor[]; alignment: number; dataStart: number; bytes: Uint8Array }
@@ -510,7 +510,7 @@ describe('writeGGUF', () => {
     expect(() => writeGGUF({ metadata: [['general.alignment', 16, 'u32']], tensors: [], alignment: 64 })).toThrow(/general.alignment/);
   });
 
-  it("round-trips through loadGGUF (src/models/gguf.ts): metadata values, tensor infos and bytes", async () => {
+  it("round-trips through loadGGUF (src/formats/gguf.ts): metadata values, tensor infos and bytes", async () => {
     const tensors = allTensors();
     const llama: [string, unknown, 'f32'?][] = [
       ['llama.block_count', 1], ['llama.context_length', 128], ['llama.embedding_length', 256],

@@ -11,8 +11,8 @@ import {
   loadShardedSafetensors,
   tensorByteSize,
   type SafetensorsFile,
-} from '../../src/models/safetensors';
-import { loadCheckpoint } from '../../src/models/checkpoint';
+} from '../../src/formats/safetensors';
+import { loadCheckpoint } from '../../src/formats/checkpoint';
 
 const goldens = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens');
 const GOLDEN_NAMES = ['llama-gqa', 'mistral-window8', 'qwen3-qknorm-tied', 'deepseek-v2-moe', 'deepseek-v3-yarn-moe'];

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseConfig, type ModelConfig } from '../../src/models/config';
-import { loadSafetensors, type SafetensorsFile } from '../../src/models/safetensors';
+import { loadSafetensors, type SafetensorsFile } from '../../src/formats/safetensors';
 import { checkpointSchema, validateCheckpoint } from '../../src/models/schema';
 
 const goldens = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens');

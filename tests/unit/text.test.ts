@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { WebinferError } from '../../src/core/errors';
 import { rng } from '../../src/core/random';
-import { ggufTokenizer } from '../../src/models/gguf_tokenizer';
+import { ggufTokenizer } from '../../src/formats/gguf_tokenizer';
 import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type TokenDecoder } from '../../src/text/text';
 import { parseToolCalls, toolCallFormat } from '../../src/serve/tools';
 import { BYTE_CHAT_TEMPLATE, byteTokenizerConfig, byteTokenizerJson } from '../cases/text_fixture';

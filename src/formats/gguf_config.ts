@@ -1,6 +1,6 @@
 // The HF config.json a GGUF file's metadata stands for: llama.cpp's convert_hf_to_gguf.py read
 // backwards for the architectures the engine runs (GGUF `llama`: Llama and Mistral; `qwen2`; `qwen3`;
-// `deepseek2`: DeepSeek V2 and V3). The result is what parseConfig (config.ts) reads, so a GGUF model
+// `deepseek2`: DeepSeek V2 and V3). The result is what parseConfig (models/config.ts) reads, so a GGUF model
 // goes through the same validation and defaults as a Hub checkpoint. Where a key is absent the
 // default is llama.cpp's (rope.freq_base 10000, head_count_kv = head_count, softmax expert gating
 // for DeepSeek V2 files older than expert_gating_func ...).
