@@ -7,7 +7,8 @@
 #   rms   the planner's plan with the RMSNorm folded in (RMS_TYPES);
 #   m8    the 8B shapes at 8 rows (the planner's plan, and the GEMV beside where it picks the matrices);
 #   gguf  the gguf suite on files made by llama.cpp's peer writer (MODELS), llama.cpp on each same file
-#         (GGUF_ARGS, e.g. --model-contexts=1024).
+#         (GGUF_ARGS, e.g. --model-contexts=1024); the file AB_FILE (a basename) also runs with AB_ARGS
+#         (e.g. --model-ab=pagedMinPartition=64).
 # Before the call (on this machine): bash ../shared/device/prepare.sh node; a clean worktree at the commit
 # measured: npm run build:bench; git rev-parse HEAD > .cache/device/COMMIT; for gguf, .peer/ as
 # bench/device/issue28b.sh says. Carry [".device", ".cache/device"] (+ ".peer").
@@ -47,8 +48,9 @@ if [[ $PARTS == *gguf* ]]; then
   wait $GG
   for f in /tmp/gguf/*.gguf; do
     b=$(basename $f .gguf)
+    ab=""; [[ -n ${AB_FILE:-} && $b == $AB_FILE ]] && ab=${AB_ARGS:-}
     timeout ${GGUF_LIMIT:-200} node .cache/device/bench.mjs --suite=gguf --gguf=$f:$b --gguf-llamacpp=/tmp/llama --llamacpp-script=.peer/bench_ctypes.py \
-      --commit=$COMMIT "--device=NVIDIA H200" --out=/tmp/res-$b ${GGUF_ARGS:-} >> $OUT/bench.log 2>&1
+      --commit=$COMMIT "--device=NVIDIA H200" --out=/tmp/res-$b ${GGUF_ARGS:-} $ab >> $OUT/bench.log 2>&1
     echo "gguf $f rc $? $(( $(date +%s) - T0 ))s" >> $OUT/bench.log
     cat /tmp/res-$b/gguf-nvidia-h200.md >> $R/gguf-nvidia-h200.md 2>/dev/null; echo >> $R/gguf-nvidia-h200.md
   done

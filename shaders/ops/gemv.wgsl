@@ -86,9 +86,11 @@ fn gemv_x4(row: i32, c4: u32, sc: f32) -> vec4<f32> {
   return v;
 }
 
-/** This lane's partial sums: acc[i][r] for x row mc·MT + i and weight row r of its group. */
-fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
-  if (Q_TYPE != 0u) { return gemv_partial_q(t, g, lane, sc); }   // gemv_quant.wgsl
+/** This lane's partial sums over 16/32-bit weights: acc[i][r] for x row mc·MT + i and weight row r of
+ *  its group. The program's gemv_partial (gemv_words.wgsl; gemv_quant.wgsl and gemv_qdot.wgsl for
+ *  quantized weights) says which sums a program takes, so that the quantized kernels' x staging is no
+ *  part of the 16-bit programs. */
+fn gemv_partial_words(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
   let kc = params.K / EPV;
   let rows = gemv_x_rows(t);
   let n0 = gemv_row(t.rb, g, 0u);

@@ -17,19 +17,9 @@
 //     Q4_K's min through Σx, which the lane computes once a unit for all R rows.
 // The unit's quants are decoded once and meet every x row of the workgroup (MT of them).
 
-// x through workgroup memory (issue 42, second session). A lane owns whole 32-value units, so its 8 vec4
-// loads of a unit's x, read straight from the x buffer, put its warp's 32 lanes on 32 different 128-byte
-// lines: 8 times the cache wavefronts of a coalesced read, and on an H200 the time went with them (R 2,
-// which halves the weight bytes a unit of x meets, ran 1.5x slower than R 4; Q8_0 no slower than Q4_0,
-// which has half its bytes; the lm_head at 30% of the read kernel). So the workgroup stages CU units of
-// each of its MT x rows at a time in `xst` with coalesced loads (the folded norm and SiLU·mul applied
-// once a workgroup, not once a group), unit-minor, so the lanes' reads of consecutive units are
-// consecutive there; a row of the array is padded by one vec4 so the staging writes do not meet in one
-// bank. The R rows' loads of a lane's next unit are issued before its current unit is summed (two units
-// of weights in flight a lane), and the first before the staging.
-
-const CU: u32 = 128u;   // units (of 32 values) of each x row staged at a time
-var<workgroup> xst: array<vec4<f32>, MT * 8u * (CU + 1u)>;
+// x comes staged in workgroup memory (gemv_xstage.wgsl). The R rows' loads of a lane's next unit are
+// issued before its current unit is summed (two units of weights in flight a lane), the first before
+// the staging.
 
 fn gemv_raw_rows(n0: u32, u: u32) -> array<QRaw, R> {
   var raw: array<QRaw, R>;
@@ -37,7 +27,7 @@ fn gemv_raw_rows(n0: u32, u: u32) -> array<QRaw, R> {
   return raw;
 }
 
-fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
+fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec4<f32>, MT> {
   let units = params.K / 32u;
   let rows = gemv_x_rows(t);
   let n0 = gemv_row(t.rb, g, 0u);
@@ -47,21 +37,11 @@ fn gemv_partial_q(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<v
   var raw = gemv_raw_rows(n0, min(u, units - 1u));
   for (var c0 = 0u; c0 < units; c0 += CU) {
     let cn = min(CU, units - c0);
-    workgroupBarrier();   // the chunk before is summed by every lane
-    for (var v = li; v < MT * 8u * cn; v += WG) {
-      let i = v / (8u * cn);
-      let w = v % (8u * cn);
-      xst[(i * 8u + w % 8u) * (CU + 1u) + w / 8u] = gemv_x4(rows[i], 8u * c0 + w, sc[i]);
-    }
-    workgroupBarrier();
+    gemv_stage(rows, sc, li, c0, cn);
     for (; u < c0 + cn; u += KT) {
       let next = gemv_raw_rows(n0, min(u + KT, units - 1u));
       var xs: array<QX, MT>;
-      for (var i = 0u; i < MT; i++) {
-        var xv: array<vec4<f32>, 8>;
-        for (var j = 0u; j < 8u; j++) { xv[j] = xst[(i * 8u + j) * (CU + 1u) + u - c0]; }
-        xs[i] = q_xunit(xv, u);
-      }
+      for (var i = 0u; i < MT; i++) { xs[i] = q_xunit(gemv_staged(i, u, c0), u); }
       for (var r = 0u; r < R; r++) {
         // Rows past N decode what the bounds give; their sums are never stored (gemv_quant.wgsl says
         // why the row's sum goes in through a select on a one-hot mask).

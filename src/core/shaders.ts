@@ -46,13 +46,14 @@ function linearPrograms(): Record<string, readonly string[]> {
     const tail = q === 'none' ? '' : `.${q}`;
     const quant = ['ops/quant.wgsl', `ops/quant/${q}.wgsl`];
     const dot = QUANT_DOT_FILES.includes(q);
-    const gq = dot ? ['ops/qdot.wgsl', 'ops/gemv_qdot.wgsl'] : ['ops/gemv_quant.wgsl'];
+    const stage = ['ops/gemv_xstage.wgsl'];
+    const gq = q === 'none' ? ['ops/gemv_words.wgsl'] : [...stage, ...(dot ? ['ops/qdot.wgsl', 'ops/gemv_qdot.wgsl'] : ['ops/gemv_quant.wgsl'])];
     out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...gq, 'ops/gemv_portable.wgsl'];
     out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...gq, 'ops/gemv_subgroup.wgsl'];
     if (dot) {
       // The decode path for these types too (PlanLinearOptions.quantPath 'decode'): the A/B the bench runs.
-      out[`gemv_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
-      out[`gemv_subgroup_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
+      out[`gemv_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
+      out[`gemv_subgroup_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
     }
     out[`gemm${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemm.wgsl'];
     out[`gemm_mma${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'];

@@ -537,7 +537,7 @@ export type LinearPlan =
       readonly R: 1 | 2 | 4; readonly KT: number; readonly WG: number; readonly PASS: number;
       /** Quantized weights: the dot path or the decode path (PlanLinearOptions.quantPath); absent otherwise. */
       readonly quantPath?: 'dot' | 'decode';
-      /** Quantized weights: x units (of 32 values) a row the dot path stages in workgroup memory at a time. */
+      /** Quantized weights: x units (of 32 values) a row staged in workgroup memory at a time (gemv_xstage.wgsl). */
       readonly CU?: number }
   | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
   | GemmMmaPlan;
@@ -786,7 +786,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
       check(p.quantPath === 'decode' || (p.quantPath === 'dot' && dot), op, 'quantPath',
         dot ? "'dot' or 'decode'" : `'decode' (${p.dtype} has no dot path: ${QUANT_DOT_TYPES.join(', ')} have)`, fmt(p.quantPath));
     }
-    // The dot path stages CU units of each x row in workgroup memory (gemv_qdot.wgsl): as many as fit
+    // Both paths stage CU units of each x row in workgroup memory (gemv_xstage.wgsl): as many as fit
     // beside the reduction's buffer, a power of two, at most 128 (4096 values).
     const CU = Math.min(128, pow2floor(Math.floor((smem - WG * PASS * 16) / (16 * 8 * MT)) - 1));
     if (CU < 1) throw new WebinferError(`${op}: the quantized GEMV's x staging does not fit ${smem} bytes of workgroup storage`);
@@ -827,7 +827,7 @@ function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kern
   return plan.kernel === 'gemv'
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${dq}${tail}`, 'gemv_main', {
       overrides,
-      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R, ...(dq === '' && hasQuantDot(dtype) ? { CU: plan.CU ?? 128 } : {}) },
+      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R, ...(isQuantType(dtype) ? { CU: plan.CU ?? 128 } : {}) },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'
