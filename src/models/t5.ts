@@ -5,11 +5,14 @@
 // the encoder's output, a ReLU MLP (or gated GELU-tanh for flan-T5's 'gated-gelu'), the decoder output
 // scaled by d_model^-0.5 before a tied head (scale_decoder_outputs).
 //
-// What runs: one input at a time, every step recomputed from the start (no cache): the relative bias is
-// an additive mask of each head in the dense SDPA kernels, and each head's q, k, v and o are linear
-// layers of their own (the projections' rows, the output's columns), so no transpose is needed between
-// the linear layers' [tokens, features] rows and SDPA's [heads, tokens, head size]. Correct for any T5;
-// slow for long outputs (each new token recomputes the decoder over all before it).
+// What runs: one input at a time. The relative bias is an additive mask of each head in the dense SDPA
+// kernels, and each head's q, k, v and o are linear layers of their own (the projections' rows, the
+// output's columns), so no transpose is needed between the linear layers' [tokens, features] rows and
+// SDPA's [heads, tokens, head size]. logits recomputes the decoder over its tokens; generate decodes
+// over a cache of its request (DecoderCache): each layer's self-attention keys and values, a row per
+// position, and its cross-attention keys and values, computed once from the encoder's output, so a
+// step runs the decoder over its one new token, and a reply costs time linear in its length where a
+// recompute at every step cost quadratic time.
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
@@ -104,7 +107,7 @@ export async function loadT5Model(rt: Runtime, o: T5LoadOptions): Promise<T5Mode
   checkKeys(OP, 'o', o, ['config', 'weights', 'dtype', 'onProgress', 'tokenizer', 'tokenizerConfig', 'generationConfig', 'name', 'allowNonFinite',
     'kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig']);
   for (const k of ['kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig'] as const) {
-    if (o[k] !== undefined) fail(OP, `o.${k}`, 'none (T5 here runs one request at a time, recomputed each step, without a KV cache)', o[k]);
+    if (o[k] !== undefined) fail(OP, `o.${k}`, 'none (T5 here runs one request at a time, over a cache sized for that request)', o[k]);
   }
   if (isGGUFFile(o.weights)) fail(OP, 'o.weights', 'safetensors files (T5 is not read from GGUF)', 'a GGUFFile');
   const c = o.config as Record<string, unknown>;
@@ -260,7 +263,8 @@ export class T5Model {
 
   /**
    * Greedy continuations of each decoder prompt (default [decoder_start_token_id]) given its encoder
-   * input: the argmax of the last position's logits, every step recomputed (no cache).
+   * input: the argmax of the last position's logits, each step the decoder over its new token and the
+   * request's cache (the prompt's keys and values first, all in one pass).
    */
   async generate(prompts: readonly (readonly number[] | Int32Array)[], o: { encoderInputs?: readonly (readonly number[] | Int32Array | Float32Array)[];
     maxNewTokens?: number; stopTokens?: number[]; temperature?: number } = {}): Promise<number[][]> {
@@ -277,18 +281,19 @@ export class T5Model {
     const es = o.encoderInputs.map((e, i) => this.ids(op, `o.encoderInputs[${i}]`, e));
     const out: number[][] = [];
     for (const [i, p] of ps.entries()) {
-      const seq = Array.from(p), got: number[] = [];
+      const got: number[] = [];
       const temps: Tensor[] = [];
       try {
-        const enc = this.runEncoder(es[i], temps);
+        const cache = this.newCache(this.runEncoder(es[i], temps), es[i].length, p.length + max, temps);
+        let next = p;
         while (got.length < max) {
           const step: Tensor[] = [];
           try {
-            const logits = await this.decode(Int32Array.from(seq), enc, es[i].length, step, true).toFloat32();
+            const logits = await this.decodeCached(next, cache, step).toFloat32();
             let t = 0;
             for (let v = 1; v < logits.length; v++) if (logits[v] > logits[t]) t = v;   // the first of equal maxima, as torch's argmax
             got.push(t);
-            seq.push(t);
+            next = Int32Array.of(t);
             if (stops.includes(t)) break;
           } finally {
             for (const t of step) t.destroy();
@@ -351,18 +356,21 @@ export class T5Model {
     return checkTokenIds(op, arg, x instanceof Float32Array ? Array.from(x) : x, this.cfg.vocabSize);
   }
 
-  /** Each head's relative position bias as an additive mask [1, 1, Lq, Lk] (the decoder's causal too). */
-  private biasMasks(table: Float32Array, Lq: number, Lk: number, bidirectional: boolean, temps: Tensor[]): Tensor[] {
+  /**
+   * Each head's relative position bias as an additive mask [1, 1, Lq, Lk] (the decoder's causal too);
+   * the queries are positions q0 ... q0 + Lq - 1, the keys 0 ... Lk - 1.
+   */
+  private biasMasks(table: Float32Array, Lq: number, Lk: number, bidirectional: boolean, temps: Tensor[], q0 = 0): Tensor[] {
     const c = this.cfg, H = c.numHeads;
     const bucketOf = new Map<number, number>();
     return Array.from({ length: H }, (_, h) => {
       const m = new Float32Array(Lq * Lk);
       for (let i = 0; i < Lq; i++) {
         for (let j = 0; j < Lk; j++) {
-          const rel = j - i;
+          const rel = j - (q0 + i);
           let b = bucketOf.get(rel);
           if (b === undefined) bucketOf.set(rel, b = relativeBucket(rel, bidirectional, c.buckets, c.maxDistance));
-          m[i * Lk + j] = !bidirectional && j > i ? -Infinity : table[b * H + h];
+          m[i * Lk + j] = !bidirectional && rel > 0 ? -Infinity : table[b * H + h];
         }
       }
       const t = this.rt.tensor(m, [1, 1, Lq, Lk], 'f32');
@@ -399,12 +407,12 @@ export class T5Model {
   }
 
   /**
-   * The decoder over `tokens` and the encoder output: logits of its rows, [>= len, vocab] (lastOnly: of
-   * the last token, [1, vocab]). The rows run padded to a multiple of DEC_ROWS (pad id 0 after the
-   * tokens): the decoder is causal, so no padded row reaches a real one, and a growing sequence keeps
-   * its products' row count (and their pipelines) from step to step.
+   * The decoder over `tokens` and the encoder output, recomputed whole: logits of its rows, [>= len,
+   * vocab]. The rows run padded to a multiple of DEC_ROWS (pad id 0 after the tokens): the decoder is
+   * causal, so no padded row reaches a real one, and calls of nearby lengths share their products' row
+   * count (and pipelines).
    */
-  private decode(tokens: Int32Array, enc: Tensor, encLen: number, temps: Tensor[], lastOnly = false): Tensor {
+  private decode(tokens: Int32Array, enc: Tensor, encLen: number, temps: Tensor[]): Tensor {
     const c = this.cfg, rt = this.rt, n = tokens.length, L = Math.ceil(n / DEC_ROWS) * DEC_ROWS;
     const t = (x: Tensor) => { temps.push(x); return x; };
     const padded = new Int32Array(L);
@@ -423,9 +431,75 @@ export class T5Model {
     }
     rmsNorm(rt, h, this.decFinal, c.eps, { out: x });
     if (c.scaleOutputs) activate(rt, x, 'none', { out: x, scale: Math.fround(c.dModel ** -0.5) });
-    if (!lastOnly) return t(linear(rt, x, this.head));
+    return t(linear(rt, x, this.head));
+  }
+
+  /**
+   * A request's decoder cache for `capacity` positions over the encoder output `enc` [encLen, d_model]:
+   * the cross-attention keys and values of every layer and head, computed here once, and room for the
+   * self-attention ones (its tensors go to temps).
+   */
+  private newCache(enc: Tensor, encLen: number, capacity: number, temps: Tensor[]): DecoderCache {
+    const c = this.cfg, rt = this.rt, D = c.dKv;
+    const t = (x: Tensor) => { temps.push(x); return x; };
+    const e = enc.view([encLen, c.dModel]);
+    return {
+      self: this.dec.map(() => Array.from({ length: c.numHeads }, () => ({ k: t(rt.emptyTensor([capacity, D], 'f32')), v: t(rt.emptyTensor([capacity, D], 'f32')) }))),
+      cross: this.dec.map((b) => b.cross!.k.map((wk, h) => ({ k: t(linear(rt, e, wk)), v: t(linear(rt, e, b.cross!.v[h])) }))),
+      encLen,
+      len: 0,
+    };
+  }
+
+  /**
+   * The decoder over `tokens`, the positions after the cache's: their keys and values join the cache,
+   * and the logits of the last one come back, [1, vocab]. Each head's attention is decode()'s, over
+   * the cached rows.
+   */
+  private decodeCached(tokens: Int32Array, cache: DecoderCache, temps: Tensor[]): Tensor {
+    const c = this.cfg, rt = this.rt, n = tokens.length, p0 = cache.len, Lk = p0 + n, D = c.dKv;
+    check(Lk <= cache.self[0][0].k.shape[0], 'generate', 'tokens', `at most ${cache.self[0][0].k.shape[0]} positions (the request's cache)`, Lk);
+    const t = (x: Tensor) => { temps.push(x); return x; };
+    const h = t(embedding(rt, tokens, this.shared));
+    const x = t(rt.emptyTensor([n, c.dModel], 'f32'));
+    const masks = this.biasMasks(this.decBias, n, Lk, false, temps, p0);
+    for (const [l, b] of this.dec.entries()) {
+      rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
+      for (let hh = 0; hh < c.numHeads; hh++) {
+        const a = b.self, kv = cache.self[l][hh];
+        const q = t(linear(rt, x, a.q[hh])), k = t(linear(rt, x, a.k[hh])), v = t(linear(rt, x, a.v[hh]));
+        const enc = rt.commandEncoder();
+        enc.copyBufferToBuffer(k.buffer, 0, kv.k.buffer, p0 * D * 4, n * D * 4);
+        enc.copyBufferToBuffer(v.buffer, 0, kv.v.buffer, p0 * D * 4, n * D * 4);
+        const o = t(sdpa(rt, 'T5 attention', q.view([1, 1, n, D]), kv.k.view([1, 1, Lk, D]), kv.v.view([1, 1, Lk, D]),
+          { scale: 1, causal: false, mask: masks[hh] }, false).out);
+        linear(rt, o.view([n, D]), a.o[hh], { out: h, accumulate: true });
+      }
+      rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
+      for (let hh = 0; hh < c.numHeads; hh++) {
+        const a = b.cross!, kv = cache.cross[l][hh];
+        const q = t(linear(rt, x, a.q[hh]));
+        const o = t(sdpa(rt, 'T5 attention', q.view([1, 1, n, D]), kv.k.view([1, 1, cache.encLen, D]), kv.v.view([1, 1, cache.encLen, D]),
+          { scale: 1, causal: false }, false).out);
+        linear(rt, o.view([n, D]), a.o[hh], { out: h, accumulate: true });
+      }
+      rmsNorm(rt, h, b.norms[2], c.eps, { out: x });
+      this.ff(x, b, h, temps);
+    }
+    cache.len = Lk;
+    rmsNorm(rt, h, this.decFinal, c.eps, { out: x });
+    if (c.scaleOutputs) activate(rt, x, 'none', { out: x, scale: Math.fround(c.dModel ** -0.5) });
     const last = t(rt.tensor(Int32Array.of(n - 1), [1], 'i32'));
     return t(linear(rt, x, this.head, { gatherRows: last, rows: 1 }));
   }
+}
+
+/** One request's decoder keys and values, per decoder layer and head ([positions, d_kv] each, f32). */
+interface DecoderCache {
+  self: { k: Tensor; v: Tensor }[][];
+  cross: { k: Tensor; v: Tensor }[][];
+  encLen: number;
+  /** Positions cached so far. */
+  len: number;
 }
 

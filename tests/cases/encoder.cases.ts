@@ -357,6 +357,41 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     },
   },
   {
+    // generate decodes over its request's cache (each step the decoder over its new token); logits
+    // recomputes the decoder over every token. The recompute's greedy chain, a step at a time, is the
+    // reference, 24 tokens long: past 16 positions back the relative bias falls into the log buckets.
+    name: 't5-relbias: generate over a cache equals the recompute at every step (greedy, 24 tokens, both requests together, HF\'s 8 first); a stop token ends its reply',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 't5-relbias')) return;
+      const name = 'goldens-layers/t5-relbias';
+      const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
+      const golden = JSON.parse(text(g)) as T5Golden;
+      const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights) }) as unknown as T5Model;
+      try {
+        const N = 24;
+        const got = await model.generate(golden.decoder_input_ids, { encoderInputs: golden.encoder_input_ids, maxNewTokens: N, stopTokens: [] });
+        for (const [c, ids] of golden.encoder_input_ids.entries()) {
+          const seq = [...golden.decoder_input_ids[c]], chain: number[] = [];
+          const V = golden.prefill_logits[c][0].length;
+          while (chain.length < N) {
+            const logits = await model.logits(seq, { encoderInput: ids });
+            const r = logits.subarray((seq.length - 1) * V, seq.length * V);
+            const top = r.indexOf(Math.max(...r));
+            chain.push(top);
+            seq.push(top);
+          }
+          assert(got[c].join() === chain.join(), `t5 case ${c}: generate over the cache ${got[c]}, the recompute ${chain}`);
+          assert(chain.slice(0, golden.greedy[c].length).join() === golden.greedy[c].join(), `t5 case ${c}: recompute ${chain}, HF ${golden.greedy[c]}`);
+          const stop = chain[2];
+          const ended = await model.generate([golden.decoder_input_ids[c]], { encoderInputs: [ids], maxNewTokens: N, stopTokens: [stop] });
+          assert(ended[0].join() === chain.slice(0, chain.indexOf(stop) + 1).join(), `t5 case ${c}: stop token ${stop}: ${ended[0]}`);
+        }
+      } finally {
+        model.destroy();
+      }
+    },
+  },
+  {
     name: 'loading an encoder refuses generation options, quantized dtypes and checkpoints that miss a tensor, before any GPU memory is taken',
     async run(ctx) {
       const f = await folder(ctx, 'bert-padded-batch');
