@@ -46,6 +46,12 @@ const XV: u32 = BK / 4u;                    // x vec4s a tile row
 const WV: u32 = BK / EPV;                   // weight words a tile row
 const XL: u32 = (BM * XV + WG - 1u) / WG;   // x vec4s a thread stages a tile
 const WL: u32 = (BN * WV + WG - 1u) / WG;   // weight words a thread stages a tile
+// Quantized weights are staged a 32-value unit a thread (mma_w_unit: the block's scales decoded once a
+// unit, the quants with 16-byte loads), not a word of 8 values a thread (mma_w_word, whose q_load4 reads
+// and decodes the block's scales for every 4 values): UPR units a tile row, UL a thread, 4 words each.
+const UPR: u32 = BK / 32u;
+const UL: u32 = (BN * UPR + WG - 1u) / WG;
+const WA: u32 = select(WL, max(WL, 4u * UL), Q_TYPE != 0u);   // words a thread holds
 const ES: u32 = SN;                         // f32 row stride of the epilogue's scratch (unpadded: it fits the
                                             // split 128×256 tile in 48 KiB; only edge tiles and biases use it)
 const F16_MAX: f32 = 65504.0;
@@ -55,7 +61,8 @@ alias RMat = subgroup_matrix_right<f16, SN, SK>;
 alias AMat = subgroup_matrix_result<f32, SN, SM>;
 
 // The program supplies the addressing: mma_x_row(r) (tile row r's input row, -1: zeros), mma_x_load4(row,
-// c4), mma_w_word(n, c) (word c of weight row n), mma_store(r, n, v) and the tile hooks of gemm_mma_main
+// c4), mma_w_word(n, c) (word c of weight row n), mma_w_unit(n, u) (quantized: unit u of row n as 4 f16
+// words), mma_store(r, n, v) and the tile hooks of gemm_mma_main
 // below (gemm_mma_linear.wgsl: the linear layer; moe_gemm_mma.wgsl: the grouped expert products).
 // The x tile xt (hi rows, then lo rows) and the weight tile wt, with put_x4 and put_w_word, come from
 // gemm_mma_scalar.wgsl (f16 arrays) or gemm_mma_vec.wgsl (vec4<f16> arrays: VEC), with TE, the f16 values an
@@ -63,10 +70,11 @@ alias AMat = subgroup_matrix_result<f32, SN, SM>;
 var<workgroup> et: array<f32, NSG * SM * ES>;  // a result matrix a subgroup, on its way to store_out
 
 /** One thread's share of a k tile, loaded a tile ahead of its use. */
-struct Stage { xv: array<vec4<f32>, XL>, wv: array<vec4<u32>, WL> }
+struct Stage { xv: array<vec4<f32>, XL>, wv: array<vec4<u32>, WA> }
 
-/** Thread li's global loads of the k tile t: x vec4s (rows xrow, -1: zeros) and weight words (rows wrow). */
-fn stage_load(t: u32, li: u32, xrow: array<i32, XL>, wrow: array<i32, WL>) -> Stage {
+/** Thread li's global loads of the k tile t: x vec4s (rows xrow, -1: zeros) and weight words (rows wrow;
+ *  quantized weights: units, rows urow). */
+fn stage_load(t: u32, li: u32, xrow: array<i32, XL>, wrow: array<i32, WL>, urow: array<i32, UL>) -> Stage {
   var s: Stage;
   let kc4 = params.K / 4u;
   let kc = params.K / EPV;
@@ -74,6 +82,16 @@ fn stage_load(t: u32, li: u32, xrow: array<i32, XL>, wrow: array<i32, WL>) -> St
     let c4 = t * XV + (li + u * WG) % XV;
     s.xv[u] = vec4<f32>(0.0);
     if (c4 < kc4) { s.xv[u] = mma_x_load4(xrow[u], c4); }
+  }
+  if (Q_TYPE != 0u) {
+    let ku = params.K / 32u;
+    for (var k = 0u; k < UL; k++) {
+      let u = t * UPR + (li + k * WG) % UPR;
+      var ws = array<vec4<u32>, 4>();
+      if (urow[k] >= 0 && u < ku) { ws = mma_w_unit(u32(urow[k]), u); }
+      for (var j = 0u; j < 4u; j++) { s.wv[4u * k + j] = ws[j]; }
+    }
+    return s;
   }
   for (var u = 0u; u < WL; u++) {
     let c = t * WV + (li + u * WG) % WV;
@@ -107,6 +125,15 @@ fn stage_put(s: Stage, li: u32) {
         put_x4(at, vec4<f16>(v));
       }
     }
+  }
+  if (Q_TYPE != 0u) {
+    for (var k = 0u; k < UL; k++) {
+      let e = li + k * WG;
+      if (e < BN * UPR) {
+        for (var j = 0u; j < 4u; j++) { put_w_word(e / UPR, 32u * (e % UPR) + 8u * j, s.wv[4u * k + j]); }
+      }
+    }
+    return;
   }
   for (var u = 0u; u < WL; u++) {
     let e = li + u * WG;
@@ -157,14 +184,20 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let n = n0 + e / WV;
     wrow[u] = select(-1, i32(n), e < BN * WV && n < params.N);
   }
+  var urow: array<i32, UL>;
+  for (var k = 0u; k < UL; k++) {
+    let e = li + k * WG;
+    let n = n0 + e / UPR;
+    urow[k] = select(-1, i32(n), e < BN * UPR && n < params.N);
+  }
 
   // The k tiles [kr.x, kr.y) of this workgroup: all of them, or a split's share (split-K).
   let kr = mma_k_range(wid.y * nwg.x + wid.x, (params.K + BK - 1u) / BK);
   // PF tiles' loads in flight: s0 holds even tiles' (counted from kr.x), s1 odd ones' (PF 2); the step
   // loop's h picks one (a constant-trip loop, so no register array is indexed at run time).
-  var s0 = stage_load(kr.x, li, xrow, wrow);
+  var s0 = stage_load(kr.x, li, xrow, wrow, urow);
   var s1: Stage;
-  if (PF == 2u && kr.y > kr.x + 1u) { s1 = stage_load(kr.x + 1u, li, xrow, wrow); }
+  if (PF == 2u && kr.y > kr.x + 1u) { s1 = stage_load(kr.x + 1u, li, xrow, wrow, urow); }
   for (var t0 = kr.x; t0 < kr.y; t0 += PF) {
    for (var h = 0u; h < PF; h++) {
     let t = t0 + h;
@@ -174,7 +207,7 @@ fn gemm_mma_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     workgroupBarrier();
     // Tile t + PF's loads, in flight while this one is multiplied.
     if (t + PF < kr.y && PROBE != 3u) {
-      if (h == 0u) { s0 = stage_load(t + PF, li, xrow, wrow); } else { s1 = stage_load(t + PF, li, xrow, wrow); }
+      if (h == 0u) { s0 = stage_load(t + PF, li, xrow, wrow, urow); } else { s1 = stage_load(t + PF, li, xrow, wrow, urow); }
     }
     for (var kk = 0u; kk < select(BK / SK, 0u, PROBE == 2u); kk++) {
       var rm: array<RMat, TNC>;

@@ -18,6 +18,7 @@ fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
   if (Q_TYPE != 0u) { return q_f16_word(row, c); }   // quantized (ops/quant.wgsl), rounded to f16 (W_DTYPE 1)
   return w[row * (params.K / EPV) + c];
 }
+fn mma_w_unit(n: u32, u: u32) -> array<vec4<u32>, 4> { return q_f16_unit(el * params.N + n, u); }
 fn mma_store(r: u32, n: u32, v: f32) {
   if (r < tile_rows) { out[prow[r] * params.N + n] = v + moe_bias(el, n); }
 }

@@ -35,6 +35,19 @@ fn q_f16_word(n: u32, c: u32) -> vec4<u32> {
   return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
 }
 
+/** Unit u (values 32u .. 32u + 31) of row n as the subgroup matrices take it: q_unit32's values rounded
+ *  to f16 (clamped to its range first), 8 a word, as q_f16_word gives them. */
+fn q_f16_unit(n: u32, u: u32) -> array<vec4<u32>, 4> {
+  let v = q_unit32(n, u);
+  var o: array<vec4<u32>, 4>;
+  for (var j = 0u; j < 4u; j++) {
+    let a = clamp(v[2u * j], vec4<f32>(-65504.0), vec4<f32>(65504.0));
+    let b = clamp(v[2u * j + 1u], vec4<f32>(-65504.0), vec4<f32>(65504.0));
+    o[j] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
+  }
+  return o;
+}
+
 /** Word i of the weight part. */
 fn qw(i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
 

@@ -242,8 +242,10 @@ export class Runtime implements TensorHost {
     unrollLoops: 'auto' as 'auto' | 'on' | 'off',
     /** Paged attention splits long contexts into KV partitions until about this many workgroups run. */
     pagedTargetWorkgroups: 512,
-    /** ... but no partition is shorter than this many keys. */
-    pagedMinPartition: 256,
+    /** ... but no partition is shorter than this many keys. 64 (one key tile): on an H200 a batch-1 step
+     *  of Llama-3.2-1B at context 1024 took 1.511 against 1.681 ms of GPU time with 256 (16 partitions
+     *  of a sequence against 4; batch 8 and 32 the same; bench/results/gguf-nvidia-h200.md, 7e54388). */
+    pagedMinPartition: 64,
     /** The partition workspace of one plan holds at most this many bytes (and the adapter's largest
      *  binding), except where the portable decode kernel's partition limit (PMAX keys) needs more. */
     pagedWorkspaceBytes: 64 * 2 ** 20,
