@@ -17,12 +17,6 @@ mkdir -p $R
 T0=$(date +%s)
 PARTS=${PARTS:-test,qgemv}
 COMMIT=$(cat .cache/device/COMMIT 2>/dev/null || echo unknown)
-if [[ $PARTS == *gguf* ]]; then
-  mkdir -p /tmp/llama && tar xJf .peer/llama-libs.tar.xz -C /tmp/llama
-  ( for m in ${MODELS:-llama-1b:q4_k_m}; do python3 .peer/make_gguf.py --model ${m%%:*} --types ${m#*:} --out /tmp/gguf || exit 1; done
-    echo "gguf rc $? $(( $(date +%s) - T0 ))s"; ls -la /tmp/gguf ) > $OUT/gguf.log 2>&1 &
-  GG=$!
-fi
 if [[ $PARTS == *test* ]]; then
   timeout ${TEST_LIMIT:-150} node .cache/device/gputest.mjs --filter="${FILTER:-^quant}" --out=$R --device="NVIDIA H200" > $OUT/gputest.log 2>&1
   echo "gputest rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gputest.log
@@ -40,14 +34,7 @@ if [[ $PARTS == *qgemv* ]]; then
   rm -f $R/nvidia-h200.json
 fi
 if [[ $PARTS == *gguf* ]]; then
-  wait $GG
-  # One file a call of the suite (each writes gguf-nvidia-h200.md): a file cut at GGUF_LIMIT loses only itself.
-  for f in /tmp/gguf/*.gguf; do
-    b=$(basename $f .gguf)
-    timeout ${GGUF_LIMIT:-200} node .cache/device/bench.mjs --suite=gguf --gguf=$f:$b --gguf-llamacpp=/tmp/llama --llamacpp-script=.peer/bench_ctypes.py \
-      --commit=$COMMIT --device="NVIDIA H200" --out=/tmp/res-$b ${GGUF_ARGS:-} >> $OUT/bench.log 2>&1
-    echo "gguf $f rc $? $(( $(date +%s) - T0 ))s" >> $OUT/bench.log
-    cat /tmp/res-$b/gguf-nvidia-h200.md >> $R/gguf-nvidia-h200.md 2>/dev/null; echo >> $R/gguf-nvidia-h200.md
-  done
+  # The gguf part is issue42-span.sh's (the files made by llama.cpp's peer writer, llama.cpp on each).
+  PARTS=gguf bash bench/device/issue42-span.sh
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> $OUT/qgemv.log 2>&1
