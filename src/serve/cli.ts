@@ -138,7 +138,8 @@ interface Host {
   /** Calls f on SIGINT and SIGTERM. */
   onSignal(f: (name: string) => void): void;
   exit(code: number): never;
-  gpu(): Promise<GPU>;
+  /** The GPU entry point; `argv` (serve's arguments) lets a missing dependency's message give the exact command to run. */
+  gpu(argv: readonly string[]): Promise<GPU>;
   /**
    * With no adapter from the system's drivers: a GPU entry point on a software Vulkan driver (Mesa's
    * lavapipe, else Chromium's SwiftShader), or null when there is none to try (or one was named already).
@@ -214,22 +215,42 @@ function host(): Host {
       if (!driver) return null;
       say(`no adapter from the system's Vulkan drivers: running on the CPU with the software driver ${driver} (slow; set VK_ICD_FILENAMES to choose another)\n`);
       env.VK_ICD_FILENAMES = driver;
-      return this.gpu();
+      return this.gpu([]);
     },
-    async gpu() {
+    async gpu(argv) {
       // dawn.node: not a dependency of the library (a page never needs it), loaded only here.
       const specifier = 'webgpu';
       let mod: { create(flags: string[]): GPU; globals: object };
       try {
         mod = (await import(/* @vite-ignore */ specifier)) as typeof mod;
       } catch (e) {
-        throw new WebinferError(`${OP}: WebGPU: expected the 'webgpu' package (dawn.node) beside webinfer in Node, got none (${(e as Error).message}); `
-          + 'install it (npm install webgpu; with npx: npx -p webinfer -p webgpu webinfer serve ...), or run in Deno (deno run -A dist/serve.js ...)');
+        const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process!.env;
+        throw new WebinferError(webgpuMissing(argv, env, (e as Error).message));
       }
       Object.assign(globalThis, mod.globals);
       return mod.create([]);
     },
   };
+}
+
+/** A word as a POSIX shell reads it back unchanged: bare when it is safe, else in single quotes. */
+export function shellWord(w: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * What `webinfer serve` says in Node when the 'webgpu' package (dawn.node) cannot be imported: the exact
+ * command that runs this same invocation with it. webgpu stays an optional peer dependency rather than a
+ * dependency: a page or a Deno program that installs webinfer never needs a native Dawn build for its
+ * platform, so only the command line asks for it. npm sets npm_command=exec under npx (and `npm exec`),
+ * whose packages live in a cache no `npm install` reaches: there the command is npx with both packages.
+ */
+export function webgpuMissing(argv: readonly string[], env: Record<string, string | undefined>, cause: string): string {
+  const args = ['serve', ...argv].map(shellWord).join(' ');
+  const how = env.npm_command === 'exec'
+    ? `run it with both packages: npx -p webinfer -p webgpu webinfer ${args}`
+    : `install it beside webinfer (npm install webgpu), then run again: npx webinfer ${args}`;
+  return `${OP}: WebGPU: expected the 'webgpu' package (dawn.node) beside webinfer in Node, got none (${cause}); ${how}; or run in Deno, which has WebGPU built in (deno run -A dist/serve.js ${argv.map(shellWord).join(' ')})`;
 }
 
 const mb = (n: number): string => (n / 1e6).toFixed(1);
@@ -264,7 +285,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   let model: Model | undefined;
   try {
     try {
-      engine = await createEngine({ gpu: await h.gpu(), powerPreference: 'high-performance' });
+      engine = await createEngine({ gpu: await h.gpu(argv), powerPreference: 'high-performance' });
     } catch (e) {
       if (!(e instanceof WebinferError && /no WebGPU adapter/.test(e.message)) || !h.softwareGpu) throw e;
       const soft = await h.softwareGpu(err);

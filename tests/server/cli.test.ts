@@ -1,10 +1,12 @@
 // The command line of `webinfer serve`: its arguments (each bad one named with what was expected and
 // what came) and bin/webinfer.mjs's dispatch. CPU only; the command serving a model is server.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseServeArgs, sourceName, USAGE } from '../../src/serve/cli';
+import { parseServeArgs, shellWord, sourceName, USAGE, webgpuMissing } from '../../src/serve/cli';
 
 const bin = join(dirname(fileURLToPath(import.meta.url)), '../../bin/webinfer.mjs');
 
@@ -93,4 +95,33 @@ describe('webinfer serve: the command line', () => {
     // Mesa's notice about XDG_RUNTIME_DIR is ours to silence.
     expect(err).not.toContain('XDG_RUNTIME_DIR is invalid');
   }, 150_000);
+
+  it("without the 'webgpu' package, `webinfer serve` names the exact command that runs the same invocation with it", () => {
+    // The message: the user's own arguments, quoted for the shell; npx (npm_command=exec) gets npx with both packages.
+    expect(shellWord("it's here")).toBe(`'it'\\''s here'`);
+    expect(shellWord('./models/tiny-q4.gguf')).toBe('./models/tiny-q4.gguf');
+    const argv = ['/m/my model', '--port', '0'];
+    expect(webgpuMissing(argv, { npm_command: 'exec' }, 'cannot find webgpu'))
+      .toContain("run it with both packages: npx -p webinfer -p webgpu webinfer serve '/m/my model' --port 0;");
+    expect(webgpuMissing(argv, {}, 'cannot find webgpu'))
+      .toContain("install it beside webinfer (npm install webgpu), then run again: npx webinfer serve '/m/my model' --port 0;");
+    // The installed command, as a user without webgpu has it: bin/ and the built dist/ (self-contained
+    // bundles) in a folder with no node_modules above it. Needs dist/ (npm run build).
+    const dir = mkdtempSync(join(tmpdir(), 'webinfer-nogpu-'));
+    try {
+      const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+      mkdirSync(join(dir, 'bin'));
+      mkdirSync(join(dir, 'dist'));
+      copyFileSync(bin, join(dir, 'bin/webinfer.mjs'));
+      for (const f of ['serve.js', 'webinfer.js']) copyFileSync(join(root, 'dist', f), join(dir, 'dist', f));
+      const env: Record<string, string | undefined> = { ...process.env, npm_command: 'exec' };
+      delete env.NODE_PATH;
+      const r = spawnSync(process.execPath, [join(dir, 'bin/webinfer.mjs'), 'serve', 'tiny.gguf', '--port', '0'], { encoding: 'utf8', env, cwd: dir });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain("webinfer serve: WebGPU: expected the 'webgpu' package (dawn.node) beside webinfer in Node, got none");
+      expect(r.stderr).toContain('npx -p webinfer -p webgpu webinfer serve tiny.gguf --port 0;');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
