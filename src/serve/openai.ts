@@ -15,6 +15,12 @@
 // mask per step (serve/grammar.ts). gpt-oss's harmony output (a template writing <|channel|> headers,
 // serve/harmony.ts): `content` is the final channel's text, the analysis channel's `reasoning_content`;
 // a stream holds the text back until the reply is complete, as with tools.
+//
+// Token ids (`return_token_ids`, as vLLM): a whole reply's choices carry `token_ids`, the body
+// `prompt_token_ids`; in a stream every choice's chunk carries the ids produced since its previous chunk
+// (they concatenate to the whole choice's, end-of-sequence id included) and the first chunk
+// `prompt_token_ids`. A model loaded without a tokenizer has no text to send, so there the ids are the
+// reply: `return_token_ids` defaults to true, and a stream sends them as the engine produces them.
 import { fmt, jsonDepth, preview, WebinferError } from '../core/errors.js';
 import { compileResponseFormat, type TokenVocabulary } from './grammar.js';
 import { badRequest, MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
@@ -431,7 +437,7 @@ export class OpenAIServing {
     }
     return {
       prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, harmony, echo, constraint,
-      returnTokenIds: bool(r, 'return_token_ids') ?? false,
+      returnTokenIds: bool(r, 'return_token_ids') ?? !this.tok,
       signal: r.signal as AbortSignal | undefined,
       sampling: {
         temperature, topP, topK: topK < 0 ? 0 : topK, minP, seed: seed === undefined ? undefined : Number(BigInt.asUintN(32, BigInt(seed))),
@@ -516,10 +522,23 @@ export class OpenAIServing {
       }
       return { id, object: 'text_completion', created, model, choices: [{ index: i, text: delta ?? '', logprobs: lps && lps.length ? this.completionLogprobs(lps, '') : null, finish_reason: finish }] };
     };
+    // A stream's chunks of choice i: with token ids, each carries the ids since the choice's last chunk.
+    const sentIds = new Array<number>(p.n).fill(0);
+    let first = true;
+    const send = (i: number, chunk: Json): void => {
+      if (p.returnTokenIds) {
+        const c = choices[i];
+        (chunk.choices as Json[])[0].token_ids = c.ids.slice(sentIds[i]);
+        sentIds[i] = c.ids.length;
+        if (first) chunk.prompt_token_ids = p.prompt;
+      }
+      first = false;
+      out!.push(chunk);
+    };
     if (out) {
       for (let i = 0; i < p.n; i++) {
-        if (kind === 'chat') out.push(chunkOf(i, '', null, null, { role: 'assistant' }));
-        else if (p.echo && tok) out.push(chunkOf(i, tok.decode(p.prompt), null, null));
+        if (kind === 'chat') send(i, chunkOf(i, '', null, null, { role: 'assistant' }));
+        else if (p.echo && tok) send(i, chunkOf(i, tok.decode(p.prompt), null, null));
       }
     }
     // Text of new tokens for a choice: end-of-sequence ids are not text; stop strings end it.
@@ -555,9 +574,12 @@ export class OpenAIServing {
         const { text, stopped } = take(i, tokens, lps);
         c.text += text;
         if (stopped) handle?.stopChoice(i);
-        if (out && (text || (lps && c.lps.length > before))) {
+        // Ids without text (no tokenizer, or a character not yet whole) still go out when asked for;
+        // a held reply's ids go with its text at the end.
+        const newIds = p.returnTokenIds && c.ids.length > sentIds[i];
+        if (out && (text || (lps && c.lps.length > before) || newIds)) {
           if (holdAll) c.held += text;
-          else out.push(chunkOf(i, text, p.logprobs !== null ? c.lps.slice(before) : null, null));
+          else send(i, chunkOf(i, text, p.logprobs !== null ? c.lps.slice(before) : null, null));
         }
       },
     }, kind === 'chat' ? 'chat.completions.create' : 'completions.create');
@@ -587,17 +609,14 @@ export class OpenAIServing {
     });
     if (out) {
       finals.forEach((f, i) => {
-        const c = choices[i];
         if (holdAll) {
-          if (f.reasoning) out.push(chunkOf(i, null, null, null, { reasoning_content: f.reasoning }));
-          if (f.content) out.push(chunkOf(i, f.content, null, null));
-          if (f.calls.length) out.push(chunkOf(i, null, null, null, { tool_calls: f.calls.map((tc, k) => ({ index: k, ...tc })) }));
+          if (f.reasoning) send(i, chunkOf(i, null, null, null, { reasoning_content: f.reasoning }));
+          if (f.content) send(i, chunkOf(i, f.content, null, null));
+          if (f.calls.length) send(i, chunkOf(i, null, null, null, { tool_calls: f.calls.map((tc, k) => ({ index: k, ...tc })) }));
         } else if (f.tail) {
-          out.push(chunkOf(i, f.tail, null, null));
+          send(i, chunkOf(i, f.tail, null, null));
         }
-        const last = chunkOf(i, null, null, f.finish);
-        if (p.returnTokenIds) (last.choices as Json[])[0].token_ids = c.ids;
-        out.push(last);
+        send(i, chunkOf(i, null, null, f.finish));
       });
       if (p.includeUsage) out.push({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model, choices: [], usage });
       return;

@@ -125,8 +125,9 @@ export const serveCases: TestCase[] = defineCases('serving', [
         const outs = await Promise.all(reqs.map(async (req) => {
           const r = model.completions.create(req);
           if (!req.stream) return ((await r) as Json).choices[0].token_ids as number[];
-          let ids: number[] = [];
-          for await (const c of r as AsyncIterable<Json>) if (c.choices[0]?.token_ids) ids = c.choices[0].token_ids;
+          // Each chunk carries the ids produced since the last one (vLLM's return_token_ids).
+          const ids: number[] = [];
+          for await (const c of r as AsyncIterable<Json>) if (c.choices[0]?.token_ids) ids.push(...c.choices[0].token_ids);
           return ids;
         }));
         outs.forEach((ids, i) => equalArrays(`completion ${i} token ids`, ids, g.golden.greedy[i]));

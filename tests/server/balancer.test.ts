@@ -127,11 +127,12 @@ it('two `webinfer serve` behind haproxy (leastconn): 64 chat completions all cor
         const { data, response } = await client.chat.completions.create({ ...req, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming).withResponse();
         backend = response.headers.get(HEADER);
         onStart?.();
-        let ids: number[] = [];
+        const ids: number[] = [];
         let finish: string | null = null;
         for await (const chunk of data) {
           for (const c of chunk.choices as unknown as { token_ids?: number[]; finish_reason?: string | null }[]) {
-            if (c.token_ids) ids = c.token_ids;
+            // Each chunk carries the ids produced since the last one (vLLM's return_token_ids).
+            if (c.token_ids) ids.push(...c.token_ids);
             finish = c.finish_reason ?? finish;
           }
         }

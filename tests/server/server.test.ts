@@ -9,10 +9,10 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
-import { checkpointFolder, llamaGqa, servedGolden, statusOf, type ServedGolden } from './client';
+import { checkpointFolder, LLAMA_GQA, llamaGqa, servedGolden, statusOf, type ServedGolden } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
-import type { Engine, Model, Server } from '../../src/index';
+import { createEngine, loadCheckpoint, serve, type Engine, type Model, type Server } from '../../src/index';
 
 Object.assign(globalThis, globals);
 const gpu = create([]);
@@ -109,6 +109,41 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
     // Still serving after all of it.
     expect((await greedyIds(client, golden.prompts[0]!, false)).ids).toEqual(golden.greedy[0]);
   });
+});
+
+describe('webinfer serve: a model without a tokenizer answers in token ids (Node)', () => {
+  it('a stream sends each choice\'s ids as they are produced (token_ids per chunk, prompt_token_ids first), and a whole reply carries them, without return_token_ids', async () => {
+    // The golden's own folder: config and weights, no tokenizer.json.
+    const engine = await createEngine({ gpu });
+    let model: Model | undefined;
+    let server: Server | undefined;
+    try {
+      model = await engine.loadModel({ ...(await loadCheckpoint(LLAMA_GQA)) });
+      expect(model.tokenizer).toBeUndefined();
+      server = await serve(model, { port: 0 });
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const req = { model: 'llama-gqa', prompt: golden.prompts[0]!, max_tokens: 8, temperature: 0 };
+      const whole = await client.completions.create(req as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+      expect((whole.choices[0] as unknown as TokenChoice).token_ids).toEqual(golden.greedy[0]);
+      expect((whole as unknown as Extra).prompt_token_ids).toEqual(golden.prompts[0]);
+      const chunks: { ids: number[]; finish: string | null; prompt?: unknown }[] = [];
+      for await (const chunk of await client.completions.create({ ...req, stream: true } as unknown as OpenAI.CompletionCreateParamsStreaming)) {
+        const c = chunk.choices[0] as unknown as TokenChoice;
+        chunks.push({ ids: c.token_ids ?? [], finish: c.finish_reason ?? null, prompt: (chunk as unknown as Extra).prompt_token_ids });
+      }
+      expect(chunks[0]!.prompt, 'prompt_token_ids on the first chunk').toEqual(golden.prompts[0]);
+      expect(chunks.slice(1).every((c) => c.prompt === undefined)).toBe(true);
+      expect(chunks.flatMap((c) => c.ids), 'the chunks\' ids concatenated').toEqual(golden.greedy[0]);
+      // As produced: the ids come in several chunks before the one that ends the choice, not all at the end.
+      const before = chunks.filter((c) => c.finish === null && c.ids.length > 0);
+      expect(before.length, 'chunks with ids before the last').toBeGreaterThan(1);
+      expect(chunks.at(-1)!.finish).toBe('length');
+    } finally {
+      await server?.close();
+      model?.destroy();
+      engine.destroy();
+    }
+  }, 120_000);
 });
 
 describe('webinfer serve: the command line (Node)', () => {
