@@ -21,6 +21,14 @@
 // it, so a second call of the same shapes creates no buffer (engine.counters.createBuffer; tests/cases/
 // whisper). Decoder steps run as the decoder-only models' do: inputs written before the recording,
 // a DispatchCache, and the layers replayed from captured commands when a step repeats (see step()).
+//
+// Sampled ids stay on the GPU: a decoding request's next input is the previous step's sampled id, read
+// there by the step kernel (shaders/models/step.wgsl, as ModelRunner's steps do), so up to
+// tuning.stepsInFlight steps are recorded and submitted before the oldest one's ids reach the host. A
+// request's draws are keyed by its seed, its index and its own token count, so neither the batch nor the
+// steps in flight change what it samples. A request that stops (a stop token, a callback's error, an
+// abort) while later steps that carry it are in flight has their ids dropped; its blocks go back at once,
+// since whatever reuses them is queued after those steps.
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
@@ -149,9 +157,10 @@ interface EncActs { items: number; h: Tensor; x: Tensor; qkv: Tensor; attn: Tens
 interface StepActs {
   rows: number; seqs: number;
   h: Tensor; x: Tensor; qkv: Tensor; attn: Tensor; q: Tensor; f: Tensor; g: Tensor;
-  ids: Tensor; pos: Tensor; slots: Tensor; last: Tensor; logits: Tensor;
-  /** The sampled ids, each row's sampling parameters, the suppressed tokens' edits. */
-  tokens: Tensor; params: Tensor; edits: Tensor;
+  /** Ids as the host wrote them (negative: a row of the previous step's sampled ids) and as resolved. */
+  idsIn: Tensor; ids: Tensor; pos: Tensor; slots: Tensor; last: Tensor; logits: Tensor;
+  /** Each row's sampling parameters, the suppressed tokens' edits. */
+  params: Tensor; edits: Tensor;
 }
 
 /** Free lists of cache blocks: a request takes blocks as it grows and gives them back when it ends. */
@@ -176,7 +185,12 @@ interface Request {
   index: number;
   prompt: number[];
   features: Float32Array;
+  /** Tokens that reached the host. */
   out: number[];
+  /** Tokens sampled, on the host or still in flight (out.length <= issued <= maxNew). */
+  issued: number;
+  /** The step that sampled its newest token, and that token's row among the step's sampled ids. */
+  lastStep: number; lastRow: number;
   /** Tokens in the self-attention cache. */
   len: number;
   selfBlocks: number[];
@@ -269,6 +283,14 @@ export class WhisperModel {
   private crossBlocks!: BlockPool;
   private genConfig: Record<string, unknown>;
   private destroyed = false;
+  /** The sampled ids of the last two decoder steps: step k writes sampled[k % 2] and reads the previous
+   *  step's ids from the other (each step's ids are copied for the host as the step is recorded, so the
+   *  GPU is done with a slot before the step after next writes it, however many steps are in flight). */
+  private sampled: Tensor[] = [];
+  /** The next decoder step's number (generate's steps only: logits' never read the ring). */
+  private stepNo = 0;
+  /** Read-backs of steps in flight (dropped at once by destroy). */
+  private readonly reads = new Set<GPUBuffer>();
   /** generation_config's suppress_tokens and begin_suppress_tokens (ids inside the vocabulary). */
   private readonly suppressTokens: number[];
   private readonly beginSuppressTokens: number[];
@@ -390,6 +412,10 @@ export class WhisperModel {
     }
     this.selfBlocks = new BlockPool(nSelf);
     this.crossBlocks = new BlockPool(nCross);
+    for (let i = 0; i < 2; i++) {
+      this.sampled.push(rt.zeros([this.maxSeqs], 'i32'));
+      made.push(this.sampled[i]);
+    }
   }
 
   private alive(op: string): void {
@@ -539,9 +565,11 @@ export class WhisperModel {
   // ------------------------------------------------------------------------------------------ decoder
 
   /**
-   * One decoder step over `feeds[i]` new tokens of reqs[i] (their prefills or one token each): writes
-   * their self K/V, returns the logits of every row (allRows: a tensor the caller destroys) or of each
-   * request's last row (the model's own logits buffer, valid until the next step).
+   * One decoder step over `feeds[i]` new tokens of reqs[i] (their prefills or one token each; a negative
+   * id -(1 + r) is row r of the previous step's sampled ids, still on the GPU): writes their self K/V,
+   * returns the logits of every row (allRows: a tensor the caller destroys), or samples each request's
+   * next token from its last row into the sampled-id ring and returns the step's number and the read-back
+   * of its ids (row s: reqs[s]'s), the step submitted.
    *
    * As the decoder-only models' steps (models/model.ts): the step's inputs go into buffers the model
    * keeps (grown to the largest step seen, never per call) in four small writes before the recording;
@@ -550,7 +578,7 @@ export class WhisperModel {
    * tokens, its attention plans' kernels, bind groups and grids: the pool hands the plans the same
    * buffers step after step) are replayed from the captured commands (StepGraph) instead of recorded.
    */
-  private step(reqs: Request[], feeds: number[][], allRows: boolean): { logits?: Tensor; tokens?: Tensor } {
+  private step(reqs: Request[], feeds: number[][], allRows: boolean): { logits?: Tensor; step?: number; ids?: Promise<ArrayBuffer> } {
     const rt = this.rt, c = this.cfg, d = c.d, bs = this.blockSize, H = c.decHeads, hd = d / H;
     const S = reqs.length;
     const T = feeds.reduce((a, f) => a + f.length, 0);
@@ -580,7 +608,7 @@ export class WhisperModel {
     // The uploads run on the queue ahead of what the encoder still holds: submit that first.
     rt.flush();
     const queue = rt.device.queue;
-    queue.writeBuffer(a.ids.buffer, 0, ids);
+    queue.writeBuffer(a.idsIn.buffer, 0, ids);
     queue.writeBuffer(a.pos.buffer, 0, pos);
     queue.writeBuffer(a.slots.buffer, 0, slots);
     queue.writeBuffer(a.last.buffer, 0, last);
@@ -590,7 +618,7 @@ export class WhisperModel {
     const greedy = reqs.every((r) => r.temperature === 0);
     if (!allRows && !greedy) {
       const words = new Uint32Array(S * ROW_PARAM_WORDS);
-      reqs.forEach((r, i) => packRowSampling(words, i, { temperature: r.temperature, topK: r.topK, topP: r.topP, minP: 0, seed: r.seed, step: r.out.length, stream: r.index }));
+      reqs.forEach((r, i) => packRowSampling(words, i, { temperature: r.temperature, topK: r.topK, topP: r.topP, minP: 0, seed: r.seed, step: r.issued, stream: r.index }));
       queue.writeBuffer(a.params.buffer, 0, words);
     }
     const old = [this.selfPlan, this.crossPlan];
@@ -608,8 +636,11 @@ export class WhisperModel {
     // a dozen sets, more than the graphs kept).
     for (const p of old) p?.destroy();
     this.dc ??= new DispatchCache(rt);
-    return rt.recording(this.dc, () => {
+    const stepNo = this.stepNo;
+    const prev = this.sampled[(stepNo + 1) % 2], out = this.sampled[stepNo % 2];
+    const rec = rt.recording(this.dc, () => {
       const h = a.h.view([T, d]), x = a.x.view([T, d]), pe = a.q.view([T, d]);
+      rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: a.idsIn, prev, ids_out: a.ids }, { rows: T, prev_rows: this.maxSeqs }, Math.ceil(T / 64));
       embedding(rt, a.ids, this.embed, { rows: T, out: h });
       embedding(rt, a.pos, this.decPos, { rows: T, out: pe });
       add(rt, h, pe, { out: h });
@@ -630,11 +661,15 @@ export class WhisperModel {
       if (allRows) return { logits: linear(rt, x, this.embed) };
       const logits = linear(rt, x, this.embed, { rows: S, gatherRows: a.last, out: a.logits.view([S, c.vocab]) });
       if (edits) adjustLogits(rt, logits, a.edits, edits.length / EDIT_WORDS);
-      const tokens = a.tokens.view([S]);
+      const tokens = out.view([S]);
       if (greedy) argmax(rt, logits, { out: tokens });
       else sampleRows(rt, logits, a.params, { out: tokens });
-      return { tokens };
+      return {};
     });
+    if (allRows) return rec;
+    this.stepNo++;
+    // Submits the step and copies its ids for the host.
+    return { step: stepNo, ids: rt.readBuffer(out.buffer, 4 * S, 0, this.reads) };
   }
 
   /** The decoder layers over the step's T rows (a.h holds the embeddings): what a StepGraph captures. */
@@ -678,8 +713,8 @@ export class WhisperModel {
       rows, seqs,
       h: rt.zeros([rows, c.d]), x: rt.zeros([rows, c.d]), qkv: rt.zeros([rows, 3 * c.d]), attn: rt.zeros([rows, c.d]), q: rt.zeros([rows, c.d]),
       f: rt.zeros([rows, c.decFfn]), g: rt.zeros([rows, c.decFfn]),
-      ids: rt.zeros([rows], 'i32'), pos: rt.zeros([rows], 'i32'), slots: rt.zeros([rows], 'i32'), last: rt.zeros([seqs], 'i32'),
-      logits: rt.zeros([seqs, c.vocab]), tokens: rt.zeros([seqs], 'i32'), params: rt.zeros([seqs * ROW_PARAM_WORDS], 'u32'),
+      idsIn: rt.zeros([rows], 'i32'), ids: rt.zeros([rows], 'i32'), pos: rt.zeros([rows], 'i32'), slots: rt.zeros([rows], 'i32'), last: rt.zeros([seqs], 'i32'),
+      logits: rt.zeros([seqs, c.vocab]), params: rt.zeros([seqs * ROW_PARAM_WORDS], 'u32'),
       edits: rt.zeros([Math.max(1, seqs * (this.suppressTokens.length + this.beginSuppressTokens.length) * EDIT_WORDS)], 'u32'),
     };
     return this.acts;
@@ -716,7 +751,7 @@ export class WhisperModel {
     const prompt = this.checkPrompt(op, 'tokens', tokens);
     check(o.encoderInput !== undefined, op, 'o.encoderInput', 'the log-mel features the decoder attends to', undefined);
     const r: Request = {
-      index: 0, prompt, features: this.checkFeatures(op, 'o.encoderInput', o.encoderInput), out: [], len: 0, selfBlocks: [], crossBlocks: [], maxNew: 0, done: false,
+      index: 0, prompt, features: this.checkFeatures(op, 'o.encoderInput', o.encoderInput), out: [], issued: 0, lastStep: -1, lastRow: -1, len: 0, selfBlocks: [], crossBlocks: [], maxNew: 0, done: false,
       temperature: 0, topK: 0, topP: 1, seed: 0, stops: new Set(), finish: () => {},
     };
     try {
@@ -765,7 +800,7 @@ export class WhisperModel {
     for (const [i, c] of checked.entries()) {
       let finish!: (err?: unknown) => void;
       const r: Request = {
-        index: i, ...c, out: [], len: 0, selfBlocks: [], crossBlocks: [], done: false,
+        index: i, ...c, out: [], issued: 0, lastStep: -1, lastRow: -1, len: 0, selfBlocks: [], crossBlocks: [], done: false,
         maxNew: Math.min(maxNew, this.cfg.maxTarget - c.prompt.length),
         temperature, topK, topP, seed, stops, onToken: o.onToken, signal: o.signal, finish: (e) => finish(e),
       };
@@ -789,19 +824,31 @@ export class WhisperModel {
 
   private pending: Request[] = [];
   private active: Request[] = [];
+  /** Steps submitted whose ids have not reached the host: the requests of their rows, in row order. */
+  private inflight: { step: number; reqs: Request[]; ids: Promise<ArrayBuffer> }[] = [];
   private pumping = false;
 
-  /** Runs steps while requests wait or run (one loop per model, whatever the number of callers). */
+  /** Runs steps while requests wait, run or have ids in flight (one loop per model, whatever the number of callers). */
   private pump(): void {
     if (this.pumping) return;
     this.pumping = true;
     void (async () => {
       try {
-        while (this.pending.length || this.active.length) await this.stepOnce();
+        const k = this.rt.tuning.stepsInFlight;
+        check(Number.isInteger(k) && k >= 1, 'WhisperModel.generate', 'engine.tuning.stepsInFlight', 'an integer >= 1', k);
+        while (this.pending.length || this.active.length || this.inflight.length) {
+          // A step is recorded whenever one can be; the oldest step's ids are waited for only when k
+          // steps are in flight or no request can go on without them.
+          const recorded = this.stepOnce();
+          if (this.inflight.length && (!recorded || this.inflight.length >= k)) await this.apply();
+        }
       } catch (e) {
+        const err = this.destroyed ? new WebinferError('WhisperModel.generate: the model was destroyed') : e;
+        for (const f of this.inflight.splice(0)) await f.ids.catch(() => undefined);
         for (const r of [...this.active.splice(0), ...this.pending.splice(0)]) {
+          r.done = true;
           this.release(r);
-          r.finish(e);
+          r.finish(err);
         }
       } finally {
         this.pumping = false;
@@ -809,8 +856,9 @@ export class WhisperModel {
     })();
   }
 
-  /** One step of the shared batch: drop aborted requests, admit waiting ones, decode, hand out tokens. */
-  private async stepOnce(): Promise<void> {
+  /** Drops aborted requests, admits waiting ones and records one step of the shared batch; false when no
+   *  request can take a step before the oldest step in flight comes back. */
+  private stepOnce(): boolean {
     const op = 'WhisperModel.generate';
     this.alive(op);
     const bs = this.blockSize, nbCross = Math.ceil(this.encoderFrames / bs);
@@ -819,17 +867,19 @@ export class WhisperModel {
         const r = list[i];
         if (!r.signal?.aborted) continue;
         list.splice(i, 1);
+        r.done = true;
         this.release(r);
         r.finish(new WebinferError(`${op}: aborted`));
       }
     }
-    // Admission takes a request's cross blocks and every self block it can need, so a step never runs out.
+    // Admission takes a request's cross blocks and every self block it can need, so a step never runs
+    // out. A request that cannot fit the caches even alone is refused once nothing else holds blocks.
     const admitted: Request[] = [];
     while (this.pending.length && this.active.length + admitted.length < this.maxSeqs) {
       const r = this.pending[0];
       const need = Math.ceil((r.prompt.length + r.maxNew) / bs);
       if (this.crossBlocks.available < nbCross || this.selfBlocks.available < need) {
-        if (!this.active.length && !admitted.length) {
+        if (!this.active.length && !admitted.length && !this.inflight.length) {
           this.pending.shift();
           r.finish(new WebinferError(`${op}: the KV caches hold too few blocks for one request (${need} self and ${nbCross} cross blocks of ${bs}; raise kvCache.numBlocks)`));
           continue;
@@ -843,13 +893,35 @@ export class WhisperModel {
     }
     if (admitted.length) this.admit(admitted);
     this.active.push(...admitted);
-    const active = this.active;
-    if (!active.length) return;
-    const feeds = active.map((r) => (r.len === 0 ? r.prompt : [r.out[r.out.length - 1]]));
-    const { tokens } = this.step(active, feeds, false);
-    const got = (await tokens!.toArray()) as Int32Array;
-    const list = [...active];
-    for (const [s, r] of list.entries()) {
+    // Every request whose newest token is on the host, or in the previous step's ids on the GPU.
+    const prev = this.stepNo - 1;
+    const reqs = this.active.filter((r) => r.issued < r.maxNew && (r.out.length === r.issued || r.lastStep === prev));
+    if (!reqs.length) return false;
+    const feeds = reqs.map((r) => (r.len === 0 ? r.prompt : [r.out.length === r.issued ? r.out[r.out.length - 1] : -(1 + r.lastRow)]));
+    const { step, ids } = this.step(reqs, feeds, false);
+    // Marked handled now: a step in flight when the model is destroyed is never awaited.
+    ids!.catch(() => undefined);
+    reqs.forEach((r, s) => {
+      r.issued++;
+      r.lastStep = step!;
+      r.lastRow = s;
+    });
+    this.decodeStats.steps++;
+    this.decodeStats.fromGpu += feeds.filter((f) => f[0] < 0).length;
+    this.inflight.push({ step: step!, reqs, ids: ids! });
+    return true;
+  }
+
+  /** Decoder steps of generate, and the rows whose input was the previous step's id still on the GPU. */
+  readonly decodeStats = { steps: 0, fromGpu: 0 };
+
+  /** Waits for the oldest step in flight and hands its tokens to their requests. */
+  private async apply(): Promise<void> {
+    const f = this.inflight.shift()!;
+    const got = new Int32Array(await f.ids);
+    for (const [s, r] of f.reqs.entries()) {
+      // Ended while this step was in flight (a stop, an abort, a callback's error): its id is dropped.
+      if (r.done) continue;
       const t = got[s];
       r.out.push(t);
       if (r.stops.has(t) || r.out.length >= r.maxNew) r.done = true;
@@ -860,10 +932,10 @@ export class WhisperModel {
         r.finish(e);
       }
     }
-    for (let s = active.length - 1; s >= 0; s--) {
-      const r = active[s];
+    for (let i = this.active.length - 1; i >= 0; i--) {
+      const r = this.active[i];
       if (!r.done) continue;
-      active.splice(s, 1);
+      this.active.splice(i, 1);
       this.release(r);
       r.finish();
     }
@@ -878,7 +950,7 @@ export class WhisperModel {
     const negBits = new Uint32Array(new Float32Array([-Infinity]).buffer)[0];
     const one = new Uint32Array(new Float32Array([1]).buffer)[0];
     reqs.forEach((r, s) => {
-      for (const t of r.out.length === 0 ? [...all, ...first] : all) edits.push(s, t, one, negBits);
+      for (const t of r.issued === 0 ? [...all, ...first] : all) edits.push(s, t, one, negBits);
     });
     return edits.length ? Uint32Array.from(edits) : null;
   }
@@ -972,6 +1044,9 @@ export class WhisperModel {
     const norms = [this.encLn, this.decLn, ...this.encLayers.flatMap((L) => [L.ln1, L.ln2]), ...this.decLayers.flatMap((L) => [L.ln1, L.ln2, L.ln3])];
     for (const n of norms) if (n) ts.push(n.w, n.b);
     for (const t of ts) t?.destroy();
+    // Steps in flight: their read-backs reject, and the loop ends their requests as destroyed.
+    this.rt.abandonReads(this.reads);
+    for (const t of this.sampled) t.destroy();
     this.fe?.destroy();
     this.dc?.destroy();
     this.selfPlan?.destroy();

@@ -8,7 +8,7 @@
 // built library, whose classes a direct import of src/models or src/ops would duplicate.
 import { loadSafetensors, ops, reference } from '../../src/index';
 import type { WhisperModel } from '../../src/models/whisper';
-import { assert, assertClose, defineCases, equalArrays, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
+import { assert, assertClose, defineCases, equalArrays, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -168,6 +168,59 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         const [l1] = await late!;
         equalArrays('case 0 with case 1 joining mid-way', e0, alone[0]);
         equalArrays('case 1 joining case 0 mid-way', l1, alone[1]);
+      });
+    },
+  },
+  {
+    name: 'decode steps read the previous step\'s ids on the GPU, steps in flight: greedy and seeded tokens equal one step in flight\'s, batched and with a call joining; a stop or an abort mid-way drops the ids in flight',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'the Whisper goldens')) return;
+      await withTiny(ctx, async (model, g) => {
+        const inputs = [0, 1].map((c) => flat(g.input_features[c]));
+        const seeded = { maxNewTokens: 8, stopTokens: [], temperature: 1, seed: 7 };
+        // One step in flight: every step waits for its ids on the host (the reference chain).
+        const ref = await withTuning(ctx.engine, { stepsInFlight: 1 }, async () => {
+          const before = model.decodeStats.fromGpu;
+          const greedy = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 8, stopTokens: [] });
+          const sampled = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, ...seeded });
+          assert(model.decodeStats.fromGpu === before, `one step in flight fed ${model.decodeStats.fromGpu - before} rows from the GPU`);
+          return { greedy, sampled };
+        });
+        for (let c = 0; c < 2; c++) equalArrays(`greedy tokens of case ${c}, one step in flight`, ref.greedy[c], g.greedy[c]);
+        await withTuning(ctx.engine, { stepsInFlight: 3 }, async () => {
+          const s0 = { ...model.decodeStats };
+          const greedy = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 8, stopTokens: [] });
+          // Each request's 7 decode steps after its prefill read their input id on the GPU.
+          assert(model.decodeStats.fromGpu - s0.fromGpu === 2 * 7, `rows fed from the GPU: ${model.decodeStats.fromGpu - s0.fromGpu} of ${2 * 7}`);
+          const sampled = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, ...seeded });
+          for (let c = 0; c < 2; c++) {
+            equalArrays(`greedy case ${c}, steps in flight`, greedy[c], ref.greedy[c]);
+            equalArrays(`seeded case ${c}, steps in flight`, sampled[c], ref.sampled[c]);
+          }
+          // A call joining mid-way (its prefill beside the other's decodes in flight) changes neither.
+          let late: Promise<number[][]> | null = null;
+          const early = model.generate(g.decoder_input_ids, {
+            encoderInputs: inputs, ...seeded,
+            onToken: (i) => { if (i === 0) late ??= model.generate([g.decoder_input_ids[1]], { encoderInputs: [inputs[1]], maxNewTokens: 8, stopTokens: [] }); },
+          });
+          const e = await early;
+          const [l] = await late!;
+          for (let c = 0; c < 2; c++) equalArrays(`seeded case ${c} with a call joining`, e[c], ref.sampled[c]);
+          equalArrays('greedy case 1 joining seeded requests', l, ref.greedy[1]);
+          // A stop token ends its request at that token, its later ids in flight dropped.
+          const stop = ref.greedy[0][2];
+          const [cut] = await model.generate([g.decoder_input_ids[0]], { encoderInputs: [inputs[0]], maxNewTokens: 8, stopTokens: [stop] });
+          equalArrays('stopped at its stop token', cut, ref.greedy[0].slice(0, ref.greedy[0].indexOf(stop) + 1));
+          // An abort after two tokens rejects that call alone; the blocks come back and the next call is whole.
+          const ac = new AbortController();
+          let seen = 0;
+          await expectThrows(() => model.generate([g.decoder_input_ids[0]], {
+            encoderInputs: [inputs[0]], maxNewTokens: 8, stopTokens: [], signal: ac.signal, onToken: () => { if (++seen === 2) ac.abort(); },
+          }), 'WhisperModel.generate: aborted');
+          const again = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 8, stopTokens: [] });
+          for (let c = 0; c < 2; c++) equalArrays(`greedy case ${c} after an abort`, again[c], ref.greedy[c]);
+        });
+        ctx.note(`decode steps ${JSON.stringify(model.decodeStats)}`);
       });
     },
   },
