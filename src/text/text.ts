@@ -50,9 +50,9 @@ export interface TokenDecoder {
 function checkTokenizerJson(json: unknown, op: string): { json: Json; vocabSize: number } {
   check(isObject(json), op, 'tokenizerJson', 'an object (a parsed tokenizer.json)', shown(json));
   const model = json.model;
-  check(isObject(model), op, 'tokenizerJson.model', 'an object (the tokenizer model: BPE, WordPiece, Unigram)', model);
+  check(isObject(model), op, 'tokenizerJson.model', 'an object (the tokenizer model: BPE, WordPiece, WordLevel, Unigram)', model);
   const type = model.type;
-  check(type === undefined || type === 'BPE' || type === 'WordPiece' || type === 'Unigram', op, 'tokenizerJson.model.type', "'BPE', 'WordPiece' or 'Unigram'", shown(type));
+  check(type === undefined || type === 'BPE' || type === 'WordPiece' || type === 'WordLevel' || type === 'Unigram', op, 'tokenizerJson.model.type', "'BPE', 'WordPiece', 'WordLevel' or 'Unigram'", shown(type));
   let maxId = -1;
   const vocab = model.vocab;
   if (type === 'Unigram' || (type === undefined && Array.isArray(vocab))) {
@@ -89,7 +89,46 @@ function checkTokenizerJson(json: unknown, op: string): { json: Json; vocabSize:
   // The library wants every component key present; tokenizer.json writes absent ones as null.
   const filled: Json = { ...json, added_tokens: added };
   for (const k of ['normalizer', 'pre_tokenizer', 'post_processor', 'decoder']) if (!(k in filled)) filled[k] = null;
+  if (type === 'WordLevel') filled.model = wordLevelAsWordPiece(model, added as Json[], op);
+  filled.pre_tokenizer = unicodeWhitespace(filled.pre_tokenizer);
   return { json: filled, vocabSize: maxId + 1 };
+}
+
+/**
+ * HF's WordLevel model (a word is its vocabulary id, or unk_token's) as the WordPiece model that
+ * @huggingface/tokenizers 0.2 has and computes the same ids with, since it has no WordLevel. WordPiece
+ * takes the longest vocabulary prefix of a word and then pieces written `continuing_subword_prefix` +
+ * rest; a word that cannot be covered is unk_token whole. With a prefix no vocabulary entry (nor added
+ * token) starts with, no second piece ever matches: a word is its own entry or unk, WordLevel's rule.
+ * max_input_chars_per_word is the longest entry (code points): a longer word is in no vocabulary, and
+ * the bound keeps the prefix search's cost per word at most quadratic in that length, not in the
+ * word's (a megabyte of letters is one word to the Whitespace pre-tokenizer).
+ */
+function wordLevelAsWordPiece(model: Json, added: Json[], op: string): Json {
+  const unk = model.unk_token ?? '<unk>'; // HF's default for a WordLevel without one
+  check(typeof unk === 'string', op, 'tokenizerJson.model.unk_token', 'a string (WordLevel: the token of words not in the vocabulary)', shown(unk));
+  const entries = [...Object.keys(model.vocab as Json), ...added.map((t) => t.content as string)];
+  let prefix = '\u0000';
+  while (entries.some((e) => e.startsWith(prefix))) prefix += '\u0000';
+  const longest = entries.reduce((m, e) => Math.max(m, [...e].length), 1);
+  return { type: 'WordPiece', vocab: model.vocab, unk_token: unk, continuing_subword_prefix: prefix, max_input_chars_per_word: longest };
+}
+
+/** Rust regex's \w (Unicode: Alphabetic, marks, decimal digits, connector punctuation, joiners). */
+const WORD = '\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}';
+
+/**
+ * HF's Whitespace pre-tokenizer splits on `\w+|[^\w\s]+` with Rust's Unicode classes; the library's
+ * matches JavaScript's ASCII \w, so 'café' would be 'caf' and 'é'. Written as the Split it is in HF
+ * (the matches kept, the rest removed), with Unicode classes, wherever it stands (Sequence included).
+ */
+function unicodeWhitespace(pre: unknown): unknown {
+  if (!isObject(pre)) return pre;
+  if (pre.type === 'Whitespace') {
+    return { type: 'Split', pattern: { Regex: `[${WORD}]+|[^${WORD}\\p{White_Space}]+` }, behavior: 'Removed', invert: true };
+  }
+  if (pre.type === 'Sequence' && Array.isArray(pre.pretokenizers)) return { ...pre, pretokenizers: pre.pretokenizers.map(unicodeWhitespace) };
+  return pre;
 }
 
 /**
@@ -163,7 +202,11 @@ export class TextTokenizer implements TokenDecoder {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     check(typeof text === 'string', 'TextTokenizer.encode', 'text', 'a string', text);
-    return this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
+    const { ids, tokens } = this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? true });
+    // A word out of the vocabulary when unk_token is not in it either (HF: "Missing unk token").
+    const at = ids.findIndex((id) => !isId(id));
+    if (at >= 0) fail('TextTokenizer.encode', 'text', 'words of the vocabulary (its unk_token is not in the vocabulary)', fmt(tokens[at] ?? ''));
+    return ids;
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {

@@ -80,7 +80,7 @@ describe('TextTokenizer: a malformed tokenizer.json is refused by name', () => {
   const cases: [string, (j: Record<string, any>) => unknown, RegExp][] = [
     ['not an object', () => 'tokenizer.json', /tokenizerJson: expected an object \(a parsed tokenizer.json\), got 'tokenizer.json'/],
     ['no model', (j) => ({ ...j, model: undefined }), /tokenizerJson.model: expected an object/],
-    ['unknown model type', (j) => ({ ...j, model: { ...j.model, type: 'Magic' } }), /tokenizerJson.model.type: expected 'BPE', 'WordPiece' or 'Unigram', got 'Magic'/],
+    ['unknown model type', (j) => ({ ...j, model: { ...j.model, type: 'Magic' } }), /tokenizerJson.model.type: expected 'BPE', 'WordPiece', 'WordLevel' or 'Unigram', got 'Magic'/],
     ['vocab not an object', (j) => ({ ...j, model: { ...j.model, vocab: [1, 2] } }), /tokenizerJson.model.vocab: expected an object mapping each token to its id/],
     ['a negative id', (j) => ({ ...j, model: { ...j.model, vocab: { ...j.model.vocab, x: -3 } } }), /tokenizerJson.model.vocab\['x'\]: expected a non-negative integer id, got -3/],
     ['merges not an array', (j) => ({ ...j, model: { ...j.model, merges: 'a b' } }), /tokenizerJson.model.merges: expected an array of merges/],
@@ -502,5 +502,58 @@ describe('tool calls', () => {
   it('refuses bad input by name', () => {
     expect(() => parseToolCalls('x', 'json' as never)).toThrow(/parseToolCalls: format: expected 'hermes' or 'llama3', got 'json'/);
     expect(() => toolCallFormat(undefined as never)).toThrow(/toolCallFormat: template: expected a chat template string/);
+  });
+});
+
+describe('TextTokenizer: WordLevel (HF semantics: a word is its vocabulary id or unk_token)', () => {
+  // As HF tokenizers writes a WordLevel tokenizer.json (WordLevelTrainer's output): the Whitespace
+  // pre-tokenizer (\w+|[^\w\s]+, Unicode classes), [UNK], a post-processor adding [CLS]/[SEP], no decoder.
+  const vocab: Record<string, number> = { '[UNK]': 0, '[CLS]': 1, '[SEP]': 2, hello: 3, world: 4, ',': 5, '!': 6, the: 7, café: 8, '42': 9, '?!': 10, do: 11, "'": 12, 'n': 13, t: 14 };
+  const json = (model: Record<string, unknown> = {}, pre: unknown = { type: 'Whitespace' }) => ({
+    version: '1.0', truncation: null, padding: null,
+    added_tokens: [
+      { id: 1, content: '[CLS]', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true },
+      { id: 2, content: '[SEP]', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true },
+    ],
+    normalizer: null, pre_tokenizer: pre,
+    post_processor: { type: 'TemplateProcessing', single: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }],
+      pair: [], special_tokens: { '[CLS]': { id: '[CLS]', ids: [1], tokens: ['[CLS]'] }, '[SEP]': { id: '[SEP]', ids: [2], tokens: ['[SEP]'] } } },
+    decoder: null,
+    model: { type: 'WordLevel', vocab, unk_token: '[UNK]', ...model },
+  });
+
+  it('encodes each word to its id and every other word to [UNK], whole (no pieces), with the post-processor\'s tokens', () => {
+    const tok = TextTokenizer.create(json());
+    expect(tok.vocabSize).toBe(15);
+    expect(tok.unkTokenId).toBeUndefined(); // no tokenizer_config.json naming it
+    // Whitespace: runs of word characters, runs of other non-space characters ('?!' one word, "'" one).
+    expect(tok.encode('hello, world!')).toEqual([1, 3, 5, 4, 6, 2]);
+    expect(tok.encode('hello, world!', { addSpecialTokens: false })).toEqual([3, 5, 4, 6]);
+    expect(tok.encode('the   café?!\n42', { addSpecialTokens: false })).toEqual([7, 8, 10, 9]);
+    // Out of the vocabulary: one [UNK] per word, even where a prefix ('hello', 'the') is an entry.
+    expect(tok.encode('helloworld thecat, Hello', { addSpecialTokens: false })).toEqual([0, 0, 5, 0]);
+    // "don't" is do·n·'·t to no one: \w+ takes 'don' (not in the vocabulary), then "'" and 't'.
+    expect(tok.encode("don't", { addSpecialTokens: false })).toEqual([0, 12, 14]);
+    // Unicode word characters are word characters (Rust's \w): 'café' is one word, 'cafés' one unknown one.
+    expect(tok.encode('cafés café', { addSpecialTokens: false })).toEqual([0, 8]);
+    // A word longer than any entry is unknown at once, however long.
+    expect(tok.encode(`${'a'.repeat(100_000)} the`, { addSpecialTokens: false })).toEqual([0, 7]);
+    // No decoder: tokens joined by spaces (HF's default).
+    expect(tok.decode([3, 5, 4, 6])).toBe('hello , world !');
+    expect(tok.decode([1, 3, 2], { skipSpecialTokens: true })).toBe('hello');
+  });
+
+  it('an entry that starts with the characters WordPiece would read as a continuation is still only itself', () => {
+    const tok = TextTokenizer.create(json({ vocab: { ...vocab, '\u0000x': 15, '##ld': 16 } }, { type: 'WhitespaceSplit' }));
+    expect(tok.encode('wor##ld hello##ld', { addSpecialTokens: false })).toEqual([0, 0]);
+    expect(tok.encode('\u0000x hello', { addSpecialTokens: false })).toEqual([15, 3]);
+  });
+
+  it("unk_token defaults to '<unk>' as in HF; an unknown word without an unk entry is refused by name", () => {
+    const { unk_token: _u, ...rest } = json().model;
+    const tok = TextTokenizer.create({ ...json(), model: rest });
+    expect(tok.encode('hello world', { addSpecialTokens: false })).toEqual([3, 4]);
+    expect(() => tok.encode('hello there', { addSpecialTokens: false })).toThrow("TextTokenizer.encode: text: expected words of the vocabulary (its unk_token is not in the vocabulary), got '<unk>'");
+    expect(() => TextTokenizer.create(json({ unk_token: 3 }))).toThrow('tokenizerJson.model.unk_token: expected a string');
   });
 });
