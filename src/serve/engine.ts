@@ -13,6 +13,11 @@
 //
 // Requests whose sampling needs their own newest token on the host (penalties, a grammar) sit out a step
 // when that token is still in flight; the others never wait for the host.
+//
+// An encoder-decoder's per-sequence state beside its blocks (its cross-attention cache) is the runner's:
+// the engine asks for it when it places a sequence (admission, or readmission after a preemption) with
+// the request's encoder input, and frees it with the sequence's blocks; a runner with no room for it
+// now makes the sequence wait, as a lack of blocks does.
 import { WebinferError } from '../core/errors.js';
 import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
 import type { StepProcessing, StepRecord, StepRow } from '../models/step.js';
@@ -71,6 +76,11 @@ export interface RequestOptions {
   onTokens?: (choice: number, tokens: number[], logprobs: TokenLogprob[] | null) => void | Promise<void>;
   /** What keeps this request's cached blocks apart from other requests' with equal ids. */
   cacheSalt?: string;
+  /** An encoder-decoder's input (Whisper's log-mel features), handed to the runner's admitSequence. */
+  encoderInput?: unknown;
+  /** The random stream of choice 0 (choice i draws from stream + i; default 0): a caller whose requests
+   *  share a seed keeps them apart so (Whisper's generate: the prompt's index in its call). */
+  stream?: number;
 }
 
 /** A submitted request: its result, and a way to end one choice early (a stop string matched). */
@@ -103,6 +113,14 @@ export interface StepRunner {
   stepsInFlight(op: string): number;
   assertAlive(op: string): void;
   recordStep(rows: StepRow[], proc: StepProcessing | null): StepRecord;
+  /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
+   *  request's encoderInput, as the engine places it; false: no room now (the sequence waits). */
+  admitSequence?(id: string, encoderInput: unknown): boolean;
+  /** Frees what admitSequence made: the sequence finished, failed or was preempted. */
+  freeSequence?(id: string): void;
+  /** Tokens never sampled (`always`), and not as a choice's first token (`first`): Whisper's
+   *  generation_config suppress_tokens and begin_suppress_tokens. */
+  readonly suppress?: { readonly always: readonly number[]; readonly first: readonly number[] };
 }
 
 interface Choice {
@@ -422,9 +440,13 @@ export class RequestEngine {
       // A preempted choice is recomputed from its prompt and every token it had.
       if (c.out.length) c.input = [...c.req.prompt, ...c.out];
       const cached = kv.addSequence(c.id, { tokens: c.input, salt: c.req.o.cacheSalt });
+      if (m.admitSequence && !m.admitSequence(c.id, c.req.o.encoderInput)) {
+        kv.freeSequence(c.id);
+        break;
+      }
       c.fed = cached;
       if (!chunk(c)) {
-        kv.freeSequence(c.id);
+        this.freeSeq(c.id);
         c.fed = 0;
         break;
       }
@@ -447,9 +469,15 @@ export class RequestEngine {
     return v;
   }
 
+  /** A placed sequence's blocks and the runner's state beside them go back. */
+  private freeSeq(id: string): void {
+    this.m.kv.freeSequence(id);
+    this.m.freeSequence?.(id);
+  }
+
   /** Frees a running choice's blocks; it waits to be recomputed from its prompt and the tokens it had. */
   private preempt(c: Choice): void {
-    this.m.kv.freeSequence(c.id);
+    this.freeSeq(c.id);
     this.running.splice(this.running.indexOf(c), 1);
     c.state = 'waiting';
     c.fed = 0;
@@ -464,7 +492,8 @@ export class RequestEngine {
     const sampled = who.filter((_, i) => rows[i].sample);
     let proc: StepProcessing | null = null;
     const failed = new Map<Req, unknown>();
-    const special = sampled.some((c) => c.req.sampling !== GREEDY || c.req.o.logprobs != null || c.constraint);
+    const sup = m.suppress;
+    const special = !!(sup && (sup.always.length || sup.first.length)) || sampled.some((c) => c.req.sampling !== GREEDY || c.req.o.logprobs != null || c.constraint);
     if (special) {
       const R = sampled.length;
       if (this.paramWords.length < R * ROW_PARAM_WORDS) this.paramWords = new Uint32Array(R * ROW_PARAM_WORDS * 2);
@@ -473,7 +502,7 @@ export class RequestEngine {
       const W = Math.ceil(m.vocabSize / 32);
       sampled.forEach((c, r) => {
         const s = c.req.sampling;
-        packRowSampling(this.paramWords, r, { temperature: s.temperature, topK: s.topK, topP: s.topP, minP: s.minP, seed: c.seed, step: c.issued, stream: c.index });
+        packRowSampling(this.paramWords, r, { temperature: s.temperature, topK: s.topK, topP: s.topP, minP: s.minP, seed: c.seed, step: c.issued, stream: (c.req.o.stream ?? 0) + c.index });
         const e = this.editsFor(c);
         for (const [tok, rep, add] of e) edits.push([r, tok, rep, add]);
         if (c.constraint) masked.push(r);
@@ -536,6 +565,11 @@ export class RequestEngine {
       for (const [t, k] of c.counts) at(t)[1] -= s.presencePenalty + s.frequencyPenalty * k;
     }
     if (s.logitBias) for (const [t, b] of s.logitBias) at(t)[1] += b;
+    const sup = this.m.suppress;
+    if (sup) {
+      for (const t of sup.always) at(t)[1] = -Infinity;
+      if (c.issued === 0) for (const t of sup.first) at(t)[1] = -Infinity;
+    }
     return [...map].map(([t, [rep, add]]) => [t, rep, add]);
   }
 
@@ -611,7 +645,7 @@ export class RequestEngine {
    *  run before any step that reuses them: the queue keeps submission order). */
   private retire(c: Choice): void {
     if (c.state === 'running') {
-      this.m.kv.freeSequence(c.id);
+      this.freeSeq(c.id);
       this.running.splice(this.running.indexOf(c), 1);
     } else if (c.state === 'waiting') {
       this.waiting.splice(this.waiting.indexOf(c), 1);
