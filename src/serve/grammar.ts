@@ -99,11 +99,25 @@ function withBudget<T>(ms: number, what: string, fn: () => T): T {
   }
 }
 
+/** Runs fn with its errors naming `param` (the field the grammar came from). */
+function forParam<T>(param: string, fn: () => T): T {
+  const outer = errorParam;
+  errorParam = param;
+  try {
+    return fn();
+  } finally {
+    errorParam = outer;
+  }
+}
+
+/** The request field a grammar comes from, which its errors name: response_format, or tool_choice for a forced call. */
+let errorParam = 'response_format';
+
 function overBudget(): never {
   const what = budgetFor;
   deadline = Infinity;
-  throw new OpenAIError(`create: response_format: expected a format whose ${what}, got one that took longer (simplify the schema: fewer alternatives, enum values or nested unions)`,
-    { status: 400, param: 'response_format', code: 'response_format_too_complex' });
+  throw new OpenAIError(`create: ${errorParam}: expected a format whose ${what}, got one that took longer (simplify the schema: fewer alternatives, enum values or nested unions)`,
+    { status: 400, param: errorParam, code: `${errorParam}_too_complex` });
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -133,7 +147,10 @@ interface ObjNode extends NodeBase {
   mapValue: GNode[];
   mapOk: boolean;
 }
-type GNode = LitNode | StrNode | NumNode | ArrNode | ObjNode;
+/** Parts one after another, each a union (a forced tool call: fixed text, the arguments' schema, fixed text).
+ *  A sequence frame reads no character itself: close() replaces it by its next part's frames. */
+interface SeqNode extends NodeBase { kind: 'seq'; parts: GNode[][] }
+type GNode = LitNode | StrNode | NumNode | ArrNode | ObjNode | SeqNode;
 
 class Frame {
   constructor(readonly node: GNode, readonly s: number, readonly n: number, readonly w: number) {}
@@ -228,6 +245,8 @@ function trans(f: Frame, c: number): Frame | null {
       }
       if (c === 44 && s === 5 && (node.mapKey ? node.mapOk : node.cands[f.n].length > 0)) return new Frame(node, 2, f.n, 0);
       return null;
+    case 'seq':
+      return null;
   }
 }
 
@@ -240,6 +259,7 @@ function complete(f: Frame): boolean {
     case 'num': return f.s === 2 || f.s === 3 || f.s === 5 || f.s === 8;
     case 'arr': return f.s === 4;
     case 'obj': return f.s === 6;
+    case 'seq': return f.s === node.parts.length;
   }
 }
 
@@ -258,6 +278,12 @@ function close(st: Stack | null, out: Stack[]): void {
     return;
   }
   const f = st.f;
+  if (f.node.kind === 'seq') {
+    // Never a configuration of its own: its next part begins here, or what is below it continues.
+    if (f.s === f.node.parts.length) close(st.up, out);
+    else pushAll(f.node.parts[f.s], new Frame(f.node, f.s + 1, 0, 0), st.up, out);
+    return;
+  }
   if (!terminal(f)) {
     if (out.indexOf(st) >= 0) return;
     out.push(st);
@@ -472,7 +498,7 @@ function shown(x: unknown): string {
 }
 
 function bad(path: string, expected: string, got: unknown, why = ''): never {
-  throw new OpenAIError(`create: ${path}: expected ${expected}, got ${shown(got)}${why ? ` (${why})` : ''}`, { status: 400, param: 'response_format' });
+  throw new OpenAIError(`create: ${path}: expected ${expected}, got ${shown(got)}${why ? ` (${why})` : ''}`, { status: 400, param: errorParam });
 }
 
 class Builder {
@@ -526,6 +552,10 @@ class Builder {
 
   arr(item: GNode[], min: number, max: number): ArrNode {
     return this.add<ArrNode>({ kind: 'arr', productive: false, item, min, max, cap: Number.isFinite(max) ? max : min, canItem: false });
+  }
+
+  seq(parts: GNode[][]): SeqNode {
+    return this.add<SeqNode>({ kind: 'seq', productive: false, parts });
   }
 
   obj(props: Prop[], mapValue: GNode[] | null): ObjNode {
@@ -723,7 +753,8 @@ class Builder {
       changed = false;
       for (const n of this.nodes) {
         if (n.productive) continue;
-        if ((n.kind === 'arr' && (n.min === 0 || prod(n.item))) || (n.kind === 'obj' && n.props.every((p) => !p.required || prod(p.value)))) {
+        if ((n.kind === 'arr' && (n.min === 0 || prod(n.item))) || (n.kind === 'obj' && n.props.every((p) => !p.required || prod(p.value)))
+          || (n.kind === 'seq' && n.parts.every(prod))) {
           n.productive = true;
           changed = true;
         }
@@ -764,7 +795,7 @@ class CompiledFormat {
   private readonly masks: Lru<Uint32Array>;
   private readonly shares: Lru<Share>;
   private readonly start: Stack[];
-  constructor(readonly vocab: TokenVocabulary, private readonly cache: VocabCache, roots: GNode[]) {
+  constructor(readonly vocab: TokenVocabulary, private readonly cache: VocabCache, roots: GNode[], readonly param: string) {
     this.words = Math.ceil(vocab.size / 32);
     this.trie = cache.trie;
     this.masks = new Lru(masksFor(this.words));
@@ -859,7 +890,7 @@ class JsonConstraint implements TokenConstraint {
       for (const t of vocab.eosIds) mask[t >>> 5] |= 1 << (t & 31);
       return;
     }
-    const m = withBudget(MASK_BUDGET_MS, `every mask ends within ${MASK_BUDGET_MS} ms`, () => this.format.mask(this.key, this.stacks, this.acc));
+    const m = forParam(this.format.param, () => withBudget(MASK_BUDGET_MS, `every mask ends within ${MASK_BUDGET_MS} ms`, () => this.format.mask(this.key, this.stacks, this.acc)));
     mask.set(m);
     check(m.some((w) => w !== 0), 'TokenConstraint.fillMask', 'vocabulary', `a token that continues the JSON after ${shown(this.text.slice(-40))}`, 'none (the vocabulary cannot spell what the schema needs next)');
   }
@@ -924,6 +955,35 @@ export async function compileResponseFormat(format: unknown, vocab: TokenVocabul
   } catch {
     bad(rf, 'JSON data', 'a value JSON cannot hold (a cycle or a BigInt)');
   }
+  return compiled(vocab, text, rf, (missing) => {
+    if (format.type === 'json_object') {
+      onlyKeys(format, rf, ['type']);
+      const builder = new Builder(null, rf);
+      const roots = builder.anyObject();
+      builder.finish(roots, rf);
+      return roots;
+    }
+    onlyKeys(format, rf, ['type', 'json_schema']);
+    const js = format.json_schema;
+    const jp = `${rf}.json_schema`;
+    if (!isObject(js)) bad(jp, '{ name, schema, description?, strict? }', js);
+    onlyKeys(js, jp, ['name', 'description', 'schema', 'strict']);
+    if (js.name !== undefined && !(typeof js.name === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(js.name))) bad(`${jp}.name`, 'letters, digits, _ or -, at most 64', js.name);
+    if (js.description !== undefined && typeof js.description !== 'string') bad(`${jp}.description`, 'a string', js.description);
+    if (js.strict !== undefined && js.strict !== null && typeof js.strict !== 'boolean') bad(`${jp}.strict`, 'a boolean', js.strict);
+    if (!isObject(js.schema)) bad(`${jp}.schema`, 'a JSON schema object', js.schema);
+    const builder = new Builder(js.schema, `${jp}.schema`, missing);
+    const roots = builder.compile(js.schema, `${jp}.schema`);
+    builder.finish(roots, `${jp}.schema`);
+    return roots;
+  });
+}
+
+/**
+ * A compiled grammar from the vocabulary's cache by `key`, else built (`build`, given the vocabulary's
+ * spelling check), its first mask made within COMPILE_BUDGET_MS, and cached; a factory of constraints.
+ */
+function compiled(vocab: TokenVocabulary, key: string, where: string, build: (missing: (t: string) => string | null) => GNode[]): () => TokenConstraint {
   let cache = perVocab.get(vocab);
   if (!cache) {
     cache = { trie: buildTrie(vocab), formats: new Map(), shares: new Lru(masksFor(Math.ceil(vocab.size / 32))) };
@@ -934,43 +994,52 @@ export async function compileResponseFormat(format: unknown, vocab: TokenVocabul
     for (let i = 0; i < t.length; i++) if (!units[t.charCodeAt(i)]) return t.codePointAt(i) !== undefined ? String.fromCodePoint(t.codePointAt(i)!) : t[i];
     return null;
   };
-  let compiled = cache.formats.get(text);
-  if (compiled) {
-    cache.formats.delete(text);
-  } else compiled = withBudget(COMPILE_BUDGET_MS, `compilation and first mask end within ${COMPILE_BUDGET_MS} ms`, () => {
-    let roots: GNode[];
-    let builder: Builder;
-    if (format.type === 'json_object') {
-      onlyKeys(format, rf, ['type']);
-      builder = new Builder(null, rf);
-      roots = builder.anyObject();
-      builder.finish(roots, rf);
-    } else {
-      onlyKeys(format, rf, ['type', 'json_schema']);
-      const js = format.json_schema;
-      const jp = `${rf}.json_schema`;
-      if (!isObject(js)) bad(jp, '{ name, schema, description?, strict? }', js);
-      onlyKeys(js, jp, ['name', 'description', 'schema', 'strict']);
-      if (js.name !== undefined && !(typeof js.name === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(js.name))) bad(`${jp}.name`, 'letters, digits, _ or -, at most 64', js.name);
-      if (js.description !== undefined && typeof js.description !== 'string') bad(`${jp}.description`, 'a string', js.description);
-      if (js.strict !== undefined && js.strict !== null && typeof js.strict !== 'boolean') bad(`${jp}.strict`, 'a boolean', js.strict);
-      if (!isObject(js.schema)) bad(`${jp}.schema`, 'a JSON schema object', js.schema);
-      builder = new Builder(js.schema, `${jp}.schema`, missing);
-      roots = builder.compile(js.schema, `${jp}.schema`);
-      builder.finish(roots, `${jp}.schema`);
-    }
-    const made = new CompiledFormat(vocab, cache!, roots);
+  let made = cache.formats.get(key);
+  if (made) {
+    cache.formats.delete(key);
+  } else made = withBudget(COMPILE_BUDGET_MS, `compilation and first mask end within ${COMPILE_BUDGET_MS} ms`, () => {
+    const f = new CompiledFormat(vocab, cache!, build(missing), errorParam);
     // The first mask now, within the budget: a format too costly to mask is refused before it is queued.
     try {
-      made.constraint().fillMask(new Uint32Array(made.words));
+      f.constraint().fillMask(new Uint32Array(f.words));
     } catch (e) {
       if (e instanceof OpenAIError) throw e;
-      bad(rf, "a format the model's vocabulary can begin", 'one no token starts', (e as Error).message);
+      bad(where, "a format the model's vocabulary can begin", 'one no token starts', (e as Error).message);
     }
-    return made;
+    return f;
   });
-  cache.formats.set(text, compiled);
+  cache.formats.set(key, made);
   while (cache.formats.size > FORMATS_PER_VOCAB) cache.formats.delete(cache.formats.keys().next().value!);
-  const c = compiled;
+  const c = made;
   return () => c.constraint();
 }
+
+/**
+ * A forced tool call (tool_choice naming a function): `prefix`, then a JSON value of `schema` (the
+ * function's parameters), then `suffix`, then end-of-sequence; the text around the arguments is the
+ * chat template's call syntax (serve/tools.ts writes it). Errors are 400s naming `schemaPath` under
+ * param 'tool_choice'. A factory of fresh constraints, as compileResponseFormat's.
+ */
+export async function compileToolCall(call: { prefix: string; schema: Record<string, unknown>; suffix: string; schemaPath: string }, vocab: TokenVocabulary): Promise<() => TokenConstraint> {
+  return forParam('tool_choice', () => {
+    checkVocab(vocab);
+    const { prefix, schema, suffix, schemaPath } = call;
+    check(typeof prefix === 'string' && prefix.length > 0 && typeof suffix === 'string' && suffix.length > 0, 'compileToolCall', 'call', 'a non-empty prefix and suffix', call);
+    if (!isObject(schema)) bad(schemaPath, 'a JSON schema object', schema);
+    const deep = jsonDepth(schema, MAX_FORMAT_DEPTH);
+    if (deep.depth > MAX_FORMAT_DEPTH) bad(`${schemaPath}.${deep.path}`, `a schema nested at most ${MAX_FORMAT_DEPTH} deep`, 'one nested deeper');
+    let key: string;
+    try {
+      key = `call ${JSON.stringify([prefix, suffix, schema])}`;
+    } catch {
+      bad(schemaPath, 'JSON data', 'a value JSON cannot hold (a cycle or a BigInt)');
+    }
+    return compiled(vocab, key, schemaPath, (missing) => {
+      const builder = new Builder(schema, schemaPath, missing);
+      const roots = [builder.seq([[builder.lit(prefix)], builder.compile(schema, schemaPath), [builder.lit(suffix)]])];
+      builder.finish(roots, schemaPath);
+      return roots;
+    });
+  });
+}
+

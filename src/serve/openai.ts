@@ -11,8 +11,10 @@
 // honour is refused with a 400 naming it, never ignored. Tool calls: the template renders `tools`,
 // and the reply is parsed in the template's format (Hermes / Qwen <tool_call>, Llama 3 JSON); with
 // tools a stream holds the text back until the reply is complete, since a call cannot be told from
-// content before then. `response_format` json_schema / json_object constrains sampling with a token
-// mask per step (serve/grammar.ts). gpt-oss's harmony output (a template writing <|channel|> headers,
+// content before then. `tool_choice` naming a function forces one call of it: a grammar of the
+// template's call syntax around the function's parameters' schema (tools.ts forcedCallText,
+// grammar.ts compileToolCall), so the reply parses back as that call. `response_format` json_schema /
+// json_object constrains sampling with a token mask per step (serve/grammar.ts). gpt-oss's harmony output (a template writing <|channel|> headers,
 // serve/harmony.ts): `content` is the final channel's text, the analysis channel's `reasoning_content`;
 // a stream holds the text back until the reply is complete, as with tools.
 //
@@ -22,12 +24,12 @@
 // `prompt_token_ids`. A model loaded without a tokenizer has no text to send, so there the ids are the
 // reply: `return_token_ids` defaults to true, and a stream sends them as the engine produces them.
 import { fmt, jsonDepth, preview, WebinferError } from '../core/errors.js';
-import { compileResponseFormat, type TokenVocabulary } from './grammar.js';
+import { compileResponseFormat, compileToolCall, type TokenVocabulary } from './grammar.js';
 import { badRequest, MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
 import { checkTokenIds } from '../models/step.js';
 import type { FinishReason, RequestEngine, RequestResult, Sampling, TokenLogprob, TokenConstraint } from './engine.js';
 import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from '../text/text.js';
-import { parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
+import { forcedCallText, parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
 import { harmonyTokens, isHarmonyTemplate, parseHarmony, type HarmonyTokens } from './harmony.js';
 
 /** What the serving surface needs of a model. */
@@ -92,9 +94,9 @@ const nextTick = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
  * cannot spell, a mask over its time budget) becomes a 400 on response_format, which the engine ends
  * that request with, never the others sharing its steps.
  */
-function requestConstraint(make: () => TokenConstraint): () => TokenConstraint {
+function requestConstraint(make: () => TokenConstraint, param: 'response_format' | 'tool_choice'): () => TokenConstraint {
   const own = (e: unknown): OpenAIError => (e instanceof OpenAIError ? e
-    : new OpenAIError(`response_format: the constraint failed while decoding: ${e instanceof Error ? e.message : String(e)}`, { status: 400, param: 'response_format', code: 'constraint_failed' }));
+    : new OpenAIError(`${param}: the constraint failed while decoding: ${e instanceof Error ? e.message : String(e)}`, { status: 400, param, code: 'constraint_failed' }));
   return () => {
     let c: TokenConstraint;
     try { c = make(); } catch (e) { throw own(e); }
@@ -278,6 +280,8 @@ export class OpenAIServing {
     let prompt: number[];
     let toolFormat: ToolCallFormat | null = null;
     let harmony: HarmonyTokens | null = null;
+    /** tool_choice's named function: its index in tools and its parameters' schema. */
+    let forced: { name: string; index: number; schema: Json } | null = null;
     if (kind === 'chat') {
       if (!Array.isArray(r.messages) || r.messages.length === 0) throw badRequest('messages', 'a non-empty array of { role, content }', r.messages);
       const messages = r.messages.map((msg, i) => {
@@ -313,8 +317,27 @@ export class OpenAIServing {
         tools = r.tools.length ? r.tools : undefined;
       }
       const choice = r.tool_choice;
-      if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none') {
-        throw new OpenAIError(`tool_choice: only 'auto' and 'none' are supported (forcing a call needs a grammar over the tools), got ${JSON.stringify(choice)}`, { param: 'tool_choice' });
+      if (isObj(choice)) {
+        // A named function: the reply is exactly one call of it, its arguments held to its parameters.
+        const fn = choice.function;
+        if (choice.type !== 'function' || !isObj(fn) || typeof fn.name !== 'string' || Object.keys(choice).some((k) => k !== 'type' && k !== 'function')) {
+          throw badRequest('tool_choice', "'auto', 'none' or { type: 'function', function: { name } }", choice);
+        }
+        if (!tools) throw new OpenAIError(`tool_choice: names the function ${fmt(fn.name.slice(0, 64))}, but the request offers no tools`, { param: 'tool_choice', code: 'unknown_tool' });
+        const at = tools.findIndex((t) => ((t as Json).function as Json).name === fn.name);
+        if (at < 0) {
+          const names = tools.map((t) => ((t as Json).function as Json).name as string);
+          throw new OpenAIError(`tool_choice.function.name: expected one of the tools' names (${names.slice(0, 16).join(', ')}${names.length > 16 ? ', ...' : ''}), got ${fmt(fn.name.slice(0, 64))}`,
+            { param: 'tool_choice.function.name', code: 'unknown_tool' });
+        }
+        const params = ((tools[at] as Json).function as Json).parameters;
+        // No parameters: the function takes none, so its arguments are {}.
+        forced = { name: fn.name, index: at, schema: isObj(params) ? params : { type: 'object', properties: {}, additionalProperties: false } };
+        if (forced.schema.type !== 'object') {
+          throw badRequest(`tools[${at}].function.parameters`, "an object schema (type: 'object') to force a call of it", forced.schema.type ?? 'no type');
+        }
+      } else if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none') {
+        throw new OpenAIError(`tool_choice: expected 'auto', 'none' or { type: 'function', function: { name } } ('required' is not supported), got ${preview(choice, 80)}`, { param: 'tool_choice' });
       }
       if (choice === 'none') tools = undefined;
       if (r.parallel_tool_calls !== undefined && typeof r.parallel_tool_calls !== 'boolean') throw badRequest('parallel_tool_calls', 'a boolean', r.parallel_tool_calls);
@@ -430,10 +453,20 @@ export class OpenAIServing {
     let constraint: (() => TokenConstraint) | undefined;
     if (r.response_format !== undefined && r.response_format !== null) {
       const f = await compileResponseFormat(r.response_format, this.vocabulary());
-      if (f) constraint = requestConstraint(f);
+      if (f) constraint = requestConstraint(f, 'response_format');
+    }
+    if (forced) {
+      if (constraint) throw new OpenAIError('tool_choice: a forced call is its own format; send it without response_format', { param: 'tool_choice', code: 'unsupported_parameter' });
+      if (!toolFormat) {
+        throw new OpenAIError("tool_choice: this model's chat template asks for tool calls in a form webinfer cannot parse (it reads Hermes/Qwen <tool_call> and Llama 3 JSON), so a call cannot be forced; use 'auto'",
+          { param: 'tool_choice', code: 'tool_choice_not_supported' });
+      }
+      const { prefix, suffix } = forcedCallText(toolFormat, forced.name);
+      constraint = requestConstraint(await compileToolCall({ prefix, suffix, schema: forced.schema, schemaPath: `tools[${forced.index}].function.parameters` }, this.vocabulary()), 'tool_choice');
     }
     if (constraint && (!stopIds.size)) {
-      throw new OpenAIError('response_format: constrained output ends with an end-of-sequence token, and this model names none (eos_token_id); add stop_token_ids', { param: 'response_format' });
+      const param = forced ? 'tool_choice' : 'response_format';
+      throw new OpenAIError(`${param}: constrained output ends with an end-of-sequence token, and this model names none (eos_token_id); add stop_token_ids`, { param });
     }
     return {
       prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, harmony, echo, constraint,

@@ -139,3 +139,17 @@ export function parseToolCalls(text: string, format: ToolCallFormat): ParsedTool
   const parsed = format === 'hermes' ? parseHermes(text) : parseLlama3(text);
   return parsed ?? { content: text.length > 0 ? text : null, toolCalls: [] };
 }
+
+/**
+ * The text around a forced call's arguments (tool_choice naming a function), as the format writes one
+ * call: the arguments' JSON goes between `prefix` and `suffix`, and parseToolCalls reads the whole back
+ * as that call. Hermes in Qwen 2.5/3's layout (newlines inside the tags); Llama 3.1's JSON object.
+ */
+export function forcedCallText(format: ToolCallFormat, name: string): { prefix: string; suffix: string } {
+  check(format === 'hermes' || format === 'llama3', 'forcedCallText', 'format', "'hermes' or 'llama3'", typeof format === 'string' ? fmt(format) : format);
+  check(typeof name === 'string' && name.length > 0, 'forcedCallText', 'name', 'a function name', name);
+  const n = JSON.stringify(name);
+  return format === 'hermes'
+    ? { prefix: `${OPEN}\n{"name": ${n}, "arguments": `, suffix: `}\n${CLOSE}` }
+    : { prefix: `{"name": ${n}, "parameters": `, suffix: '}' };
+}

@@ -83,6 +83,50 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
     expect(whole.usage!.completion_tokens).toBeGreaterThan(0);
   });
 
+  it("tool_choice naming a function: the reply is one call of it whose arguments satisfy its parameters, whole and streamed; an unknown name is a 400 naming it", async () => {
+    // Small, so the byte tokenizer's prompt (the template writes the tools out) leaves room for the call.
+    const parameters = { type: 'object', properties: { c: { type: 'string', maxLength: 2 }, u: { enum: ['c', 'f'] } }, required: ['c', 'u'] };
+    const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'w', parameters } }, { type: 'function', function: { name: 'o' } }];
+    // The golden is a random model: left alone it spends the little room the prompt leaves on the
+    // whitespace JSON allows between tokens. A bias keeps whitespace to where the call's syntax needs it
+    // (the mask then allows nothing else); everything else is the model's greedy choice.
+    const logit_bias = { 9: -100, 10: -100, 13: -100, 32: -100 };
+    const req = { model: ID, messages: [{ role: 'user' as const, content: 'W?' }], tools, tool_choice: { type: 'function' as const, function: { name: 'w' } }, temperature: 0, logit_bias };
+    const checkCall = (call: { function: { name: string; arguments: string } } | undefined) => {
+      expect(call?.function.name).toBe('w');
+      const args = JSON.parse(call!.function.arguments) as Record<string, unknown>;
+      expect(Object.keys(args)).toEqual(['c', 'u']);
+      expect(typeof args.c === 'string' && [...(args.c as string)].length <= 2).toBe(true);
+      expect(['c', 'f']).toContain(args.u);
+    };
+    const whole = await client.chat.completions.create(req);
+    const choice = whole.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.tool_calls).toHaveLength(1);
+    checkCall(choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall);
+    expect(choice.message.content).toBeNull();
+    // Streamed: the same call (greedy), in one tool_calls delta once the reply is whole.
+    let streamed: { function: { name: string; arguments: string } } | undefined;
+    let finish: string | null = null;
+    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+      const d = chunk.choices[0]?.delta;
+      if (d?.tool_calls) streamed = d.tool_calls[0] as unknown as typeof streamed;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    checkCall(streamed);
+    expect([finish, streamed!.function.arguments]).toEqual(['tool_calls', (choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments]);
+    // Unknown names, a choice without tools, a malformed choice: 400s naming the field.
+    const unknown = await client.chat.completions.create({ ...req, tool_choice: { type: 'function', function: { name: 'nope' } } }).catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
+    const u = unknown as InstanceType<typeof OpenAI.BadRequestError>;
+    expect([u.status, u.code, u.param]).toEqual([400, 'unknown_tool', 'tool_choice.function.name']);
+    expect(u.message).toContain("expected one of the tools' names (w, o), got 'nope'");
+    const { tools: _t, ...noTools } = req;
+    expect(await statusOf(client.chat.completions.create(noTools))).toBe(400);
+    expect(await statusOf(client.chat.completions.create({ ...req, tool_choice: { type: 'function', name: 'w' } as never }))).toBe(400);
+    expect(await statusOf(client.chat.completions.create({ ...req, response_format: { type: 'json_object' } }))).toBe(400);
+  }, 120_000);
+
   it('a client cancelling mid-stream leaves the server serving; bad requests get APIError 400/404/400/413', async () => {
     const ac = new AbortController();
     const generated = model.engine.counters.generated;

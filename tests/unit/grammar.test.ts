@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OpenAIError } from '../../src/serve/errors';
-import { compileResponseFormat, type TokenConstraint, type TokenVocabulary } from '../../src/serve/grammar';
+import { compileResponseFormat, compileToolCall, type TokenConstraint, type TokenVocabulary } from '../../src/serve/grammar';
+import { forcedCallText, parseToolCalls } from '../../src/serve/tools';
 import { rng } from '../../src/core/random';
 
 // A byte-level vocabulary as a tokenizer decodes it: the 128 ASCII bytes as themselves, the other 128 as
@@ -364,5 +365,57 @@ describe('compileResponseFormat', () => {
     await refuse(format({ type: 'object', properties: long }), 'at most 120000 characters of property names and enum values');
     // Many parts: 9,000 distinct string types in one anyOf.
     await refuse(format({ anyOf: Array.from({ length: 9000 }, (_, i) => ({ type: 'string', maxLength: i + 1 })) }), 'a schema of at most 8192 parts');
+  });
+});
+
+describe('compileToolCall: a forced call (tool_choice naming a function) as a sequence: fixed text, the arguments\' schema, fixed text', () => {
+  const WEATHER = {
+    type: 'object',
+    properties: { city: { type: 'string', minLength: 1, maxLength: 12 }, unit: { enum: ['c', 'f'] }, days: { type: 'integer' } },
+    required: ['city', 'unit'],
+  };
+
+  it('samples replies that parse back as exactly one call of that function, arguments satisfying its parameters, in either format', async () => {
+    for (const format of ['hermes', 'llama3'] as const) {
+      const { prefix, suffix } = forcedCallText(format, 'get_weather');
+      const make = await compileToolCall({ prefix, suffix, schema: WEATHER, schemaPath: 'tools[0].function.parameters' }, vocab);
+      for (let seed = 1; seed <= 6; seed++) {
+        const text = sample(make, seed, seed === 1 ? 5 : 0);
+        expect(text.startsWith(prefix) && text.endsWith(suffix), text).toBe(true);
+        const parsed = parseToolCalls(text, format);
+        expect([text, parsed.content, parsed.toolCalls.length, parsed.toolCalls[0]?.function.name]).toEqual([text, null, 1, 'get_weather']);
+        const args = JSON.parse(parsed.toolCalls[0]!.function.arguments);
+        expect([text, valid(args, WEATHER, WEATHER)]).toEqual([text, true]);
+      }
+    }
+  });
+
+  it('allows only the fixed text where it stands, and nothing after the suffix but EOS', async () => {
+    const make = await compileToolCall({ prefix: '<tool_call>\n{"name": "f", "arguments": ', suffix: '}\n</tool_call>', schema: { type: 'object', properties: {}, additionalProperties: false }, schemaPath: 'p' }, vocab);
+    const c = make();
+    const mask = new Uint32Array(WORDS);
+    c.fillMask(mask);
+    const allowed = (): string[] => TEXTS.flatMap((t, i) => (bit(mask, i) ? [i === EOS ? 'EOS' : t] : []));
+    expect(allowed()).toEqual(['<']);
+    expect(c.accept(idOf('{'))).toBe(false);
+    for (const ch of '<tool_call>\n{"name": "f", "arguments": ') expect(c.accept(idOf(ch))).toBe(true);
+    c.fillMask(mask);
+    expect(allowed().sort()).toEqual(['{', '{}'].sort());
+    expect(c.accept(idOf('{}'))).toBe(true);
+    expect(c.done).toBe(false);
+    for (const ch of '}\n</tool_call>') expect(c.accept(idOf(ch))).toBe(true);
+    expect(c.done).toBe(true);
+    c.fillMask(mask);
+    expect(allowed()).toEqual(['EOS']);
+  });
+
+  it("refuses a schema it cannot enforce with a 400 on tool_choice naming the tool's parameters", async () => {
+    const err = await compileToolCall({ prefix: 'a', suffix: 'b', schema: { type: 'object', properties: { x: { type: 'string', pattern: '^a' } } }, schemaPath: 'tools[2].function.parameters' }, vocab).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAIError);
+    expect([err.status, err.param]).toEqual([400, 'tool_choice']);
+    expect(err.message).toContain('tools[2].function.parameters.properties.x');
+    // A response_format's errors still name response_format.
+    const rf = await compileResponseFormat(format({ type: 'string', pattern: 'x' }), vocab).catch((e) => e);
+    expect(rf.param).toBe('response_format');
   });
 });
