@@ -202,7 +202,9 @@ export class TextTokenizer implements TokenDecoder {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     check(typeof text === 'string', 'TextTokenizer.encode', 'text', 'a string', text);
-    const { ids, tokens } = this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? true });
+    const enc = this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? true });
+    const ids: number[] = enc.ids;
+    const tokens: string[] = enc.tokens;
     // A word out of the vocabulary when unk_token is not in it either (HF: "Missing unk token").
     const at = ids.findIndex((id) => !isId(id));
     if (at >= 0) fail('TextTokenizer.encode', 'text', 'words of the vocabulary (its unk_token is not in the vocabulary)', fmt(tokens[at] ?? ''));
