@@ -61,7 +61,7 @@ export interface Architecture {
 // sampled rows are processed, and what comes back.
 
 /**
- * Where a step's tokens go, as the block manager placed them (serve/kv_manager.ts's StepMetadata has
+ * Where a step's tokens go, as the block manager placed them (serve/kv_manager.ts's StepMetadata extends
  * this shape): row i's tokens are rows[i] of the flattened batch.
  */
 export interface StepPlacement {

@@ -11,6 +11,7 @@
 // when no never-used block is left. Only full blocks are shared, and a sequence always computes at least
 // its last prompt token (its logits are needed), so nobody ever writes into a shared block.
 import { WebinferError, check, checkPosInt, fmt } from '../core/errors.js';
+import type { StepPlacement } from '../models/step.js';
 
 export type SequenceId = number | string;
 
@@ -21,18 +22,12 @@ export interface StepRequest {
   numTokens: number;
 }
 
-export interface StepMetadata {
+/** A step's placement (models/step.ts) with the sequences behind it. */
+export interface StepMetadata extends StepPlacement {
   /** Sequences in batch order: decode (1 token) first, then the others in request order. */
   order: SequenceId[];
   /** Rows of the flattened batch that belong to each request, in request order: [start, end). */
   rows: [number, number][];
-  numTokens: number;
-  queryStartLoc: Int32Array;
-  seqLens: Int32Array;
-  blockTable: Int32Array;
-  maxBlocksPerSeq: number;
-  /** Cache slot of every new token, in batch order (for reshapeAndCache). */
-  slotMapping: Int32Array;
 }
 
 interface Sequence {
