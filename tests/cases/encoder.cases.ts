@@ -121,6 +121,15 @@ interface T5Golden {
   step_logits: number[][][];
 }
 
+/** The t5-relbias golden (goldens-layers) and its model, loaded on the case's engine. */
+async function loadT5Golden(ctx: CaseContext): Promise<{ golden: T5Golden; model: T5Model; config: Uint8Array; weights: Uint8Array }> {
+  const name = 'goldens-layers/t5-relbias';
+  const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
+  const golden = JSON.parse(text(g)) as T5Golden;
+  const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights) }) as unknown as T5Model;
+  return { golden, model, config, weights };
+}
+
 export const encoderCases: TestCase[] = defineCases('encoder', [
   {
     // The kernels' two-sided window (ModernBERT's local layers) on the model's geometry (4 heads of 32,
@@ -306,10 +315,7 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     name: 't5-relbias: encoder states, prefill and step logits within 1e-3·max of HF (relative position bias, cross-attention, scaled tied head); greedy tokens identical',
     async run(ctx) {
       if (!goldenRunsHere(ctx, 't5-relbias')) return;
-      const name = 'goldens-layers/t5-relbias';
-      const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
-      const golden = JSON.parse(text(g)) as T5Golden;
-      const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights) }) as unknown as T5Model;
+      const { golden, model, config, weights } = await loadT5Golden(ctx);
       try {
         let worst = 0;
         for (const [c, ids] of golden.encoder_input_ids.entries()) {
@@ -363,10 +369,7 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
     name: 't5-relbias: generate over a cache equals the recompute at every step (greedy, 24 tokens, both requests together, HF\'s 8 first); a stop token ends its reply',
     async run(ctx) {
       if (!goldenRunsHere(ctx, 't5-relbias')) return;
-      const name = 'goldens-layers/t5-relbias';
-      const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
-      const golden = JSON.parse(text(g)) as T5Golden;
-      const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights) }) as unknown as T5Model;
+      const { golden, model } = await loadT5Golden(ctx);
       try {
         const N = 24;
         const got = await model.generate(golden.decoder_input_ids, { encoderInputs: golden.encoder_input_ids, maxNewTokens: N, stopTokens: [] });
