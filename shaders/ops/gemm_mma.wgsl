@@ -47,8 +47,8 @@ const WV: u32 = BK / EPV;                   // weight words a tile row
 const XL: u32 = (BM * XV + WG - 1u) / WG;   // x vec4s a thread stages a tile
 const WL: u32 = (BN * WV + WG - 1u) / WG;   // weight words a thread stages a tile
 // Quantized weights are staged a 32-value unit a thread (mma_w_unit: the block's scales decoded once a
-// unit, the quants with 16-byte loads), not a word of 8 values a thread (mma_w_word, whose q_load4 reads
-// and decodes the block's scales for every 4 values): UPR units a tile row, UL a thread, 4 words each.
+// unit, the quants with 16-byte loads; a word of 8 values a thread through q_load4 read and decoded the
+// block's scales for every 4 values): UPR units a tile row, UL a thread, 4 words each.
 const UPR: u32 = BK / 32u;
 const UL: u32 = (BN * UPR + WG - 1u) / WG;
 const WA: u32 = select(WL, max(WL, 4u * UL), Q_TYPE != 0u);   // words a thread holds
@@ -61,7 +61,7 @@ alias RMat = subgroup_matrix_right<f16, SN, SK>;
 alias AMat = subgroup_matrix_result<f32, SN, SM>;
 
 // The program supplies the addressing: mma_x_row(r) (tile row r's input row, -1: zeros), mma_x_load4(row,
-// c4), mma_w_word(n, c) (word c of weight row n), mma_w_unit(n, u) (quantized: unit u of row n as 4 f16
+// c4), mma_w_word(n, c) (word c of 16-bit weight row n), mma_w_unit(n, u) (quantized: unit u of row n as 4 f16
 // words), mma_store(r, n, v) and the tile hooks of gemm_mma_main
 // below (gemm_mma_linear.wgsl: the linear layer; moe_gemm_mma.wgsl: the grouped expert products).
 // The x tile xt (hi rows, then lo rows) and the weight tile wt, with put_x4 and put_w_word, come from

@@ -10,9 +10,9 @@ var<private> lin_r0: u32;   // its split's first row in the workspace (0 without
 fn mma_x_row(r: u32) -> i32 { return x_src_row(lin_m0 + r); }
 fn mma_x_load4(row: i32, c4: u32) -> vec4<f32> { return x_load4(row, c4); }
 fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
-  if (Q_TYPE != 0u) { return q_f16_word(n, c); }   // quantized (ops/quant.wgsl), rounded to f16 (W_DTYPE 1)
   return w[n * (params.K / EPV) + c];
 }
+// Quantized weights come a unit at a time (gemm_mma.wgsl's stage_load), rounded to f16 (W_DTYPE 1).
 fn mma_w_unit(n: u32, u: u32) -> array<vec4<u32>, 4> { return q_f16_unit(n, u); }
 fn mma_store(r: u32, n: u32, v: f32) {
   if (lin_m0 + r < params.M) { store_out(lin_r0 + lin_m0 + r, n, v); }

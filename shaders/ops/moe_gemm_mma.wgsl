@@ -15,9 +15,9 @@ fn mma_x_load4(row: i32, c4: u32) -> vec4<f32> {
 }
 fn mma_w_word(n: u32, c: u32) -> vec4<u32> {
   let row = el * params.N + n;
-  if (Q_TYPE != 0u) { return q_f16_word(row, c); }   // quantized (ops/quant.wgsl), rounded to f16 (W_DTYPE 1)
   return w[row * (params.K / EPV) + c];
 }
+// Quantized weights come a unit at a time (gemm_mma.wgsl's stage_load), rounded to f16 (W_DTYPE 1).
 fn mma_w_unit(n: u32, u: u32) -> array<vec4<u32>, 4> { return q_f16_unit(el * params.N + n, u); }
 fn mma_store(r: u32, n: u32, v: f32) {
   if (r < tile_rows) { out[prow[r] * params.N + n] = v + moe_bias(el, n); }

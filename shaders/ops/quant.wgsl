@@ -27,16 +27,8 @@ fn q_at(n: u32, c: u32) -> QAt {
   return QAt(b, e % QK, b * (QB / 4u));
 }
 
-/** Word c of row n as the subgroup matrices take it (W_DTYPE 1): values 8c .. 8c + 7 decoded in f32, then
- *  rounded to f16 (clamped to its range first). */
-fn q_f16_word(n: u32, c: u32) -> vec4<u32> {
-  let a = clamp(q_load4(n, 2u * c), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-  let b = clamp(q_load4(n, 2u * c + 1u), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-  return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
-}
-
 /** Unit u (values 32u .. 32u + 31) of row n as the subgroup matrices take it: q_unit32's values rounded
- *  to f16 (clamped to its range first), 8 a word, as q_f16_word gives them. */
+ *  to f16 (clamped to its range first), 8 values a 16-byte word (W_DTYPE 1). */
 fn q_f16_unit(n: u32, u: u32) -> array<vec4<u32>, 4> {
   let v = q_unit32(n, u);
   var o: array<vec4<u32>, 4>;
