@@ -18,7 +18,7 @@
 // the engine asks for it when it places a sequence (admission, or readmission after a preemption) with
 // the request's encoder input, and frees it with the sequence's blocks; a runner with no room for it
 // now makes the sequence wait, as a lack of blocks does.
-import { WebinferError } from '../core/errors.js';
+import { check, WebinferError } from '../core/errors.js';
 import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
 import type { StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import type { KVCacheManager } from './kv_manager.js';
@@ -109,6 +109,8 @@ export interface StepRunner {
   readonly cacheDType?: string;
   /** The step about to be recorded. */
   readonly stepNo: number;
+  /** Steps whose layers were replayed and recorded anew (the engine's counters copy them per step). */
+  readonly graphStats?: { readonly replayed: number; readonly recorded: number };
   /** Steps in flight, read when the engine starts a run. */
   stepsInFlight(op: string): number;
   assertAlive(op: string): void;
@@ -162,15 +164,76 @@ interface Req {
   onAbort?: () => void;
 }
 
-interface InFlight { rec: StepRecord; rows: { c: Choice; row: number }[]; lpRows: Choice[] }
+interface InFlight {
+  rec: StepRecord; rows: { c: Choice; row: number }[]; lpRows: Choice[];
+  /** performance.now() once submitted; the step's prompt-chunk tokens (its decode rows are the rest of rec.T). */
+  submitted: number; prefill: number;
+}
 
+/** What the engine has done since it was made (model.engine.counters); differences over a run measure it. */
 export interface EngineCounters {
   steps: number;
+  /** Tokens placed in the cache: decode rows and prompt chunks. */
   tokens: number;
   generated: number;
+  /** Host ms producing steps: scheduleMs + recordMs. */
   hostMs: number;
   preemptions: number;
+  /** Host ms choosing each step's rows, blocks and sampling settings (recording excluded). */
+  scheduleMs: number;
+  /** Host ms in the runner's recordStep: placement, uploads, encoding (or replaying) and submitting. */
+  recordMs: number;
+  /** Host ms waiting for steps' sampled ids to come back: the GPU's time the host could not hide. */
+  waitMs: number;
+  /** Host ms handing the tokens to their requests (callbacks, constraints, logprobs). */
+  applyMs: number;
+  /** Steps whose layers were recorded anew, and replayed (a runner with step graphs; else 0). */
+  recorded: number;
+  replayed: number;
+  /** Tokens of decode rows, and of prompt chunks (tokens = their sum). */
+  decodeTokens: number;
+  prefillTokens: number;
+  /** Steps holding both decode rows and prompt chunks. */
+  mixedSteps: number;
+  /** The prompt-chunk budget of the last step that had decodes beside waiting prompts (tokens; see
+   *  RequestEngine.prefillBudget). */
+  chunkBudget: number;
 }
+
+/**
+ * The time a step takes as the engine sees it (submitted to its ids back, or from the step before
+ * coming back when the GPU was still busy with it), as decode-only time plus a cost per prompt-chunk
+ * token: two moving averages (recent steps weigh most). The chunked-prefill budget is their ratio, the
+ * prompt tokens whose cost equals a decode-only step's: a step holding decodes and a chunk then takes
+ * about twice a decode-only step, so a running request's time per token stays within about 2× the
+ * decode step's while prompts still get that share of the GPU.
+ */
+export class StepCost {
+  /** Decode-only step ms (EMA), and ms per prompt-chunk token beyond it (EMA); NaN until observed. */
+  decodeMs = NaN;
+  tokenMs = NaN;
+  constructor(private readonly alpha = 0.2, private readonly minTokens = 16) {}
+
+  /** One step's time: `prefill` prompt-chunk tokens beside its decodes. */
+  observe(prefill: number, ms: number): void {
+    if (!(ms > 0) || !Number.isFinite(ms)) return;
+    if (prefill === 0) {
+      this.decodeMs = Number.isNaN(this.decodeMs) ? ms : this.decodeMs + this.alpha * (ms - this.decodeMs);
+    } else if (prefill >= this.minTokens && !Number.isNaN(this.decodeMs)) {
+      const per = Math.max(0, ms - this.decodeMs) / prefill;
+      this.tokenMs = Number.isNaN(this.tokenMs) ? per : this.tokenMs + this.alpha * (per - this.tokenMs);
+    }
+  }
+
+  /** Prompt tokens costing one decode-only step, or null while either average is unknown. */
+  tokensPerDecodeStep(): number | null {
+    if (Number.isNaN(this.decodeMs) || Number.isNaN(this.tokenMs)) return null;
+    return this.tokenMs > 0 ? this.decodeMs / this.tokenMs : Infinity;
+  }
+}
+
+/** The smallest prompt chunk the automatic budget gives a step with decodes: prompts keep moving. */
+export const MIN_CHUNK = 64;
 
 /** How requests ended and the engine's snapshot for GET /metrics: serve/metrics.ts defines them (it
  *  writes them out), so that the engine imports the metrics module and not the other way round. */
@@ -184,7 +247,25 @@ export function freshSeed(): number {
 }
 
 export class RequestEngine {
-  readonly counters: EngineCounters = { steps: 0, tokens: 0, generated: 0, hostMs: 0, preemptions: 0 };
+  readonly counters: EngineCounters = {
+    steps: 0, tokens: 0, generated: 0, hostMs: 0, preemptions: 0, scheduleMs: 0, recordMs: 0, waitMs: 0, applyMs: 0,
+    recorded: 0, replayed: 0, decodeTokens: 0, prefillTokens: 0, mixedSteps: 0, chunkBudget: 0,
+  };
+  /**
+   * Prompt tokens a step may take beside decode rows (vLLM's chunked prefill: decodes first, then prompt
+   * chunks fill the rest). 'auto' (the default): as many as cost one decode-only step by the engine's own
+   * timing (StepCost), at least MIN_CHUNK, until measured the runner's maxTokensPerStep; a number: that
+   * many. A step without decodes always takes up to maxTokensPerStep.
+   */
+  get prefillBudget(): number | 'auto' { return this.budgetSetting; }
+  set prefillBudget(v: number | 'auto') {
+    check(v === 'auto' || (Number.isInteger(v) && v > 0), 'RequestEngine', 'prefillBudget', "'auto' or a positive integer (tokens)", v);
+    this.budgetSetting = v;
+  }
+  private budgetSetting: number | 'auto' = 'auto';
+  /** The step timings the automatic budget is made from. */
+  readonly stepCost = new StepCost();
+  private lastDone = 0;
   private readonly waiting: Choice[] = [];
   private readonly running: Choice[] = [];
   private readonly inflight: InFlight[] = [];
@@ -348,7 +429,7 @@ export class RequestEngine {
           return;
         }
         if (this.inflight.length === 0) this.inFlightSteps = this.m.stepsInFlight('RequestEngine');
-        const h0 = performance.now();
+        const h0 = performance.now(), rec0 = this.counters.recordMs;
         const planned = this.plan();
         if (!planned) {
           if (this.inflight.length) { await this.apply(); continue; }
@@ -358,7 +439,9 @@ export class RequestEngine {
           for (const r of stuck) this.fail(r, new WebinferError(`RequestEngine: no step could be scheduled for a request of ${r.prompt.length} prompt tokens (${this.m.kv.freeBlocks} free blocks)`));
           continue;
         }
-        this.counters.hostMs += performance.now() - h0;
+        const host = performance.now() - h0;
+        this.counters.hostMs += host;
+        this.counters.scheduleMs += host - (this.counters.recordMs - rec0);
         if (this.inflight.length >= this.inFlightSteps) await this.apply();
       }
     } catch (e) {
@@ -408,7 +491,13 @@ export class RequestEngine {
       inStep.add(c);
       budget--;
     }
-    // Then prompt chunks: running prefills, then admissions in arrival order.
+    // Then prompt chunks: running prefills, then admissions in arrival order, beside decodes within the
+    // chunk budget (prefillBudget), else within the step's.
+    const decodes = rows.length;
+    if (decodes) {
+      budget = Math.min(budget, this.chunkBudget());
+      if (this.waiting.length || this.running.some((c) => c.fed < c.input.length)) this.counters.chunkBudget = budget;
+    }
     const chunk = (c: Choice): boolean => {
       let n = Math.min(budget, c.input.length - c.fed);
       // As many tokens as the free blocks hold.
@@ -456,8 +545,17 @@ export class RequestEngine {
       this.running.push(c);
     }
     if (!rows.length) return false;
-    this.record(rows, who);
+    this.record(rows, who, rows.length > decodes ? rows.reduce((a, r, i) => a + (i < decodes ? 0 : r.ids.length), 0) : 0, decodes);
     return true;
+  }
+
+  /** Prompt tokens a step with decode rows may take (prefillBudget). */
+  private chunkBudget(): number {
+    const m = this.m;
+    if (this.budgetSetting !== 'auto') return this.budgetSetting;
+    const t = this.stepCost.tokensPerDecodeStep();
+    if (t === null) return m.maxTokensPerStep;
+    return Math.max(MIN_CHUNK, Math.min(m.maxTokensPerStep, Math.floor(t)));
   }
 
   private newestRunning(exclude: Set<Choice>): Choice | null {
@@ -486,7 +584,7 @@ export class RequestEngine {
     this.counters.preemptions++;
   }
 
-  private record(rows: StepRow[], who: Choice[]): void {
+  private record(rows: StepRow[], who: Choice[], prefill: number, decodes: number): void {
     const m = this.m;
     // Sampled rows' settings, edits and masks, in the order the step samples them (request order).
     const sampled = who.filter((_, i) => rows[i].sample);
@@ -530,7 +628,12 @@ export class RequestEngine {
         logprobRows: sampled.flatMap((c, r) => (c.req.o.logprobs != null ? [r] : [])),
       };
     }
+    const g = m.graphStats, g0 = g ? g.replayed : 0, r0 = g ? g.recorded : 0;
+    const t0 = performance.now();
     const rec = m.recordStep(rows, proc);
+    const submitted = performance.now();
+    this.counters.recordMs += submitted - t0;
+    if (g) { this.counters.replayed += g.replayed - g0; this.counters.recorded += g.recorded - r0; }
     // Marked handled now: a step still in flight when the model is destroyed is never awaited, and its
     // read-back rejecting later (the device going away) must not be an unhandled rejection.
     rec.ids.catch(() => undefined);
@@ -545,7 +648,10 @@ export class RequestEngine {
     });
     this.counters.steps++;
     this.counters.tokens += rec.T;
-    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [] });
+    this.counters.prefillTokens += prefill;
+    this.counters.decodeTokens += rec.T - prefill;
+    if (prefill && decodes) this.counters.mixedSteps++;
+    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [], submitted, prefill });
     for (const [req, e] of failed) this.fail(req, e);
   }
 
@@ -576,8 +682,23 @@ export class RequestEngine {
   /** Waits for the oldest step in flight and hands its tokens to their requests. */
   private async apply(): Promise<void> {
     const f = this.inflight.shift()!;
+    const w0 = performance.now();
     const ids = new Int32Array(await f.rec.ids);
     const lp = f.rec.logits ? new Float32Array(await f.rec.logits) : null;
+    const done = performance.now();
+    this.counters.waitMs += done - w0;
+    // The step's time: from its submission, or from the step before it coming back if the GPU was still
+    // busy then (steps in flight run one after another).
+    this.stepCost.observe(f.prefill, done - Math.max(f.submitted, this.lastDone));
+    this.lastDone = done;
+    try {
+      this.handOut(f, ids, lp);
+    } finally {
+      this.counters.applyMs += performance.now() - done;
+    }
+  }
+
+  private handOut(f: InFlight, ids: Int32Array, lp: Float32Array | null): void {
     if (this.destroyed) return;
     const V = this.m.vocabSize;
     const now = performance.now();
