@@ -498,6 +498,8 @@ if (suites.includes('qgemv')) {
   // --qgemv-wg=64,256: the workgroup sizes --explore-qgemv tries (default the planner's).
   const wgs = args.get('qgemv-wg')?.split(',').map(Number);
   const per = args.has('qgemv-per') ? Number(args.get('qgemv-per')) : undefined;
+  // --qgemv-idot: --explore-qgemv also tries each KT and R on 8-bit activations (quantPath 'idot').
+  const idotExplore = args.has('qgemv-idot');
   if (!Number.isInteger(rot) || rot < 1 || rot > 16) throw new Error(`--qgemv-rot: expected an integer 1..16, got ${args.get('qgemv-rot')}`);
   if (per !== undefined && (!Number.isInteger(per) || per < 1 || per > 200)) throw new Error(`--qgemv-per: expected an integer 1..200, got ${args.get('qgemv-per')}`);
   // --qgemv-shapes: 8b (Llama-3.1-8B's layers and lm_head, issue 42's targets), 1b (Llama-3.2-1B's), or both.
@@ -518,7 +520,7 @@ if (suites.includes('qgemv')) {
       rows.push({ what: l.what, M, N: l.N, K: l.K, type: 'bf16', bytes: 2 * l.N * l.K, contenders: bf.contenders });
       console.log(`[${++i}/${total}] qgemv ${l.what} M${M} bf16: ${bf.contenders.map((c) => `${c.name} ${fmt(c.timing?.medianMs ?? NaN, 4)} ms`).join('; ')}`);
       for (const type of types) {
-        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore, kts, rs, wgs, span, rot, rms, perSample: per, yardsticks: yard });
+        const r = await benchQuantGemv(engine, { M, N: l.N, K: l.K, type, what: l.what }, { rounds, samples: quick ? 3 : 7, explore, kts, rs, wgs, span, rot, rms, perSample: per, yardsticks: yard, idotExplore });
         rows.push({ what: l.what, M, N: l.N, K: l.K, type, bytes: r.bytes, contenders: r.contenders });
         const best = r.contenders.filter((c) => c.timing && !YARDSTICKS.includes(c.name)).sort((a, b) => a.timing!.medianMs - b.timing!.medianMs)[0];
         console.log(`[${++i}/${total}] qgemv ${l.what} M${M} ${type}: ${r.contenders.map((c) => `${c.name} ${c.error ?? `${fmt(c.timing?.medianMs ?? NaN, 4)} ms ${c.pass ? '' : 'FAIL'}`}`).join('; ')}; best ${best?.name} ${fmt(r.bytes / ((best?.timing?.medianMs ?? NaN) * 1e6), 0)} GB/s`);

@@ -234,6 +234,8 @@ export interface QuantGemvOptions {
   rounds: number; samples: number; explore: boolean; seed?: number; kts?: readonly number[]; rs?: readonly (1 | 2 | 4)[];
   /** Workgroup sizes the exploration tries (default the planner's). */
   wgs?: readonly number[];
+  /** The exploration also tries each KT and R on 8-bit activations (quantPath 'idot'), where the WGSL has dot4I8Packed. */
+  idotExplore?: boolean;
   /** Time each sample's calls in one pass, as a model's step runs them (not a pass a dispatch, whose
    *  timestamps add the pass's own cost to a few-microsecond kernel). */
   span?: boolean;
@@ -271,6 +273,15 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: Quant
     // weights alone can exceed the f16 row against the unrounded weights).
     const want: [number, number][] = [];
     const wantF16: [number, number][] = [];
+    // The 8-bit-activation path (quantPath 'idot') is checked against the reference over x quantized as
+    // it takes it (reference.quantizeActivationsQ8), under the f16 row (a rounding tie may move a quant).
+    const wantQ8: [number, number][] = [];
+    const xq = new Map(rows.map((m) => {
+      let ss = 0;
+      for (let k = 0; k < s.K; k++) ss += xv[m * s.K + k] ** 2;
+      const scale = o.rms ? 1 / Math.sqrt(ss / s.K + eps) : 1;
+      return [m, reference.quantizeActivationsQ8(Array.from(xv.subarray(m * s.K, (m + 1) * s.K), (v) => v * scale), s.K).values];
+    }));
     for (const n of cols) {
       const wr = reference.dequantizeRows(s.type, bytes.subarray(n * rowBytes, (n + 1) * rowBytes), 1, s.K);
       const wh = roundToDType(Float32Array.from(wr), 'f16');
@@ -284,18 +295,26 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: Quant
         }
         want.push([m * s.N + n, acc]);
         wantF16.push([m * s.N + n, acch]);
+        const q = xq.get(m)!;
+        let accq = 0;
+        for (let k = 0; k < s.K; k++) accq += q[k] * wr[k];
+        wantQ8.push([m * s.N + n, accq]);
       }
     }
     const base = { M: s.M, N: s.N, K: s.K, dtype: s.type, kernel: 'gemv' as const };
     const picked = ops.planLinear(engine, base);
-    const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' }[] = [{ name: 'picked', plan: picked, tol: 'f32' }];
+    const tolOf = (p: ops.LinearPlan) => (p.kernel === 'gemv' && p.quantPath === 'idot' ? 'q8' : 'f32');
+    const list: { name: string; plan: ops.LinearPlan; tol: 'f32' | 'f16' | 'q8' }[] = [{ name: 'picked', plan: picked, tol: tolOf(picked) }];
     // What a model's step runs at this M, where the planner leaves the GEMV (the matrices at 8+ rows).
     const auto = ops.planLinear(engine, { M: s.M, N: s.N, K: s.K, dtype: s.type });
     // (Not with the norm folded: only the GEMV folds it.)
     if (auto.kernel !== 'gemv' && !o.rms) list.push({ name: 'auto', plan: auto, tol: 'f16' });
     // The A/B of the quantized GEMV's two paths at the same plan (the decode path: each value to f32 first).
-    if (picked.kernel === 'gemv' && picked.quantPath === 'dot') {
+    if (picked.kernel === 'gemv' && picked.quantPath !== 'decode') {
       list.push({ name: 'decode path', plan: ops.planLinear(engine, { ...base, quantPath: 'decode' }), tol: 'f32' });
+      // ... and of the dot path on f32 x against 8-bit x with integer dot products, where the WGSL has them.
+      if (picked.quantPath === 'idot') list.push({ name: 'dot path', plan: ops.planLinear(engine, { ...base, quantPath: 'dot' }), tol: 'f32' });
+      else if (engine.features.intDot4) list.push({ name: 'idot path', plan: ops.planLinear(engine, { ...base, quantPath: 'idot' }), tol: 'q8' });
     }
     if (o.explore && picked.kernel === 'gemv') {
       for (const WG of o.wgs ?? [picked.WG]) {
@@ -303,17 +322,21 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: Quant
           if (KT * 32 > s.K || KT > WG) continue;
           for (const R of o.rs ?? [1, 2, 4] as const) {
             if (KT === picked.KT && R === picked.R && WG === picked.WG) continue;
-            list.push({ name: `KT ${KT} R ${R}${WG !== picked.WG ? ` WG ${WG}` : ''}`, plan: ops.planLinear(engine, { ...base, KT, R, WG }), tol: 'f32' });
+            list.push({ name: `KT ${KT} R ${R}${WG !== picked.WG ? ` WG ${WG}` : ''}`, plan: ops.planLinear(engine, { ...base, KT, R, WG }), tol: tolOf(picked) });
+            if (o.idotExplore && picked.kernel === 'gemv' && picked.quantPath !== 'idot' && engine.features.intDot4) {
+              list.push({ name: `idot KT ${KT} R ${R}${WG !== picked.WG ? ` WG ${WG}` : ''}`, plan: ops.planLinear(engine, { ...base, KT, R, WG, quantPath: 'idot' }), tol: 'q8' });
+            }
           }
         }
       }
     }
     // The planner's plan once more at the end: the first contender of a shape has been seen to time
     // slower than the same plan later (its rounds' warm-up follows the weights' upload).
-    if (o.explore) list.push({ name: 'picked again', plan: picked, tol: 'f32' });
+    if (o.explore) list.push({ name: 'picked again', plan: picked, tol: tolOf(picked) });
     const contenders = await checkAndTime(engine, out, [...list.map((c) => ({
-      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R} WG ${c.plan.WG}` : planLabel(c.plan), tol: c.tol,
-      want: c.tol === 'f16' ? wantF16 : want,
+      name: c.name, plan: c.plan.kernel === 'gemv' ? `GEMV ${c.plan.quantPath ?? ''} MT ${c.plan.MT} KT ${c.plan.KT} R ${c.plan.R} WG ${c.plan.WG}` : planLabel(c.plan),
+      tol: c.tol === 'q8' ? 'f16' as const : c.tol,
+      want: c.tol === 'f16' ? wantF16 : c.tol === 'q8' ? wantQ8 : want,
       run: (i: number) => { ops.linear(engine, x, ws[i % rot], { out, plan: c.plan, norm }); },
     })), ...(sticks?.list ?? [])], want, 2 * s.M * s.N * s.K, o);
     return { shape: { ...s, dtype: 'bf16' } as unknown as GemmShape, contenders, bytes: bytes.length };

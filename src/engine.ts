@@ -18,8 +18,8 @@ import { pagedAttention as pagedOp, planAttention as planAttentionOp, type Atten
  * An existing GPUDevice may be passed as `{ device }`.
  */
 export async function createEngine(opts: EngineOptions = {}): Promise<Engine> {
-  const { device, info, retained } = await acquireDevice(opts);
-  const engine = new Engine(device, info, opts);
+  const { device, info, retained, wgsl } = await acquireDevice(opts);
+  const engine = new Engine(device, info, opts, wgsl);
   engine.retained = retained;
   return engine;
 }

@@ -71,7 +71,7 @@ export function noAdapterHint(): string {
  * The device an engine runs on: navigator.gpu's (browser, Deno), the given GPU's (Node: `create([])`
  * from 'webgpu'), or the given device. Requests the adapter's own limits and optional features.
  */
-export async function acquireDevice(opts: EngineOptions): Promise<{ device: GPUDevice; info: GPUAdapterInfo | undefined; retained: unknown[] }> {
+export async function acquireDevice(opts: EngineOptions): Promise<{ device: GPUDevice; info: GPUAdapterInfo | undefined; retained: unknown[]; wgsl: ReadonlySet<string> }> {
   if (opts === null || typeof opts !== 'object') fail('createEngine', 'opts', 'an options object', opts);
   let device = opts.device;
   let info: GPUAdapterInfo | undefined;
@@ -100,9 +100,13 @@ export async function acquireDevice(opts: EngineOptions): Promise<{ device: GPUD
   } else {
     info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
   }
+  // The WGSL language features (a property of the implementation, not of the device): the given GPU's,
+  // else navigator.gpu's where a device came alone.
+  const entry = opts.gpu ?? gpuRef ?? (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+  const wgsl = new Set<string>((entry as { wgslLanguageFeatures?: Iterable<string> } | undefined)?.wgslLanguageFeatures ?? []);
   // dawn.node tears its instance down when the GPU object is collected, crashing any device made
   // from it: the engine holds on to the objects it was built from for as long as it lives.
-  return { device, info, retained: [gpuRef, adapterRef] };
+  return { device, info, retained: [gpuRef, adapterRef], wgsl };
 }
 
 
@@ -196,6 +200,11 @@ export class Runtime implements TensorHost {
      *  (decode-sized steps below linearDecodeMmaMinM rows, or without subgroup matrices): two passes
      *  fewer a layer. */
     fuseNorms: true,
+    /** The quantized GEMV over 8-bit activations with integer dot products (gemv_idot.wgsl: Q8_0, Q4_0,
+     *  Q4_K and Q6_K, where the WGSL has dot4I8Packed), as llama.cpp computes. Off by default: on the
+     *  GGUF goldens its logits are 3.4-4.8% of max|logit| from the exact ones (llama.cpp's 3-6%), past
+     *  SPEC §8's 1e-2 for quantized activations (tests/cases/model.cases.ts idotCase). */
+    gemvIntDot: false,
     /** Models rotate q and k and write the cache in one pass after the q|k|v product (rope_cache.wgsl)
      *  instead of a RoPE pass and a cache-write pass. */
     fuseRopeCache: true,
@@ -322,7 +331,7 @@ export class Runtime implements TensorHost {
   lastTiming: Record<string, number> = {};
   private poisonBytes = new Uint8Array(0);
 
-  constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions) {
+  constructor(device: GPUDevice, info: GPUAdapterInfo | undefined, opts: EngineOptions, wgsl: ReadonlySet<string> = new Set()) {
     this.device = device;
     this.poison = !!opts.poisonOutputs;
     this.warn = opts.onWarning ?? ((m) => console.warn(`webinfer: ${m}`));
@@ -338,6 +347,7 @@ export class Runtime implements TensorHost {
       subgroupMaxSize: subgroups ? sgMax : undefined,
       timestampQuery: f.has('timestamp-query'),
       subgroupMatrix: subgroups && f.has('chromium-experimental-subgroup-matrix' as GPUFeatureName) ? matrixConfigs(info) : [],
+      intDot4: wgsl.has('packed_4x8_integer_dot_product'),
     });
     const lim = {} as Record<keyof EngineLimits, number>;
     for (const name of LIMIT_NAMES) lim[name] = (device.limits as unknown as Record<string, number>)[name];

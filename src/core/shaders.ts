@@ -51,6 +51,11 @@ function linearPrograms(): Record<string, readonly string[]> {
     out[`gemv${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...gq, 'ops/gemv_portable.wgsl'];
     out[`gemv_subgroup${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...gq, 'ops/gemv_subgroup.wgsl'];
     if (dot) {
+      // 8-bit activations and integer dot products (PlanLinearOptions.quantPath 'idot'): their own
+      // programs, since only adapters whose WGSL has dot4I8Packed compile them.
+      const idot = [DTYPE, 'ops/gemm_io.wgsl', ...quant, `ops/quant/${q}_i8.wgsl`, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_idot.wgsl'];
+      out[`gemv_idot${tail}`] = [...idot, 'ops/gemv_portable.wgsl'];
+      out[`gemv_subgroup_idot${tail}`] = [...idot, 'ops/gemv_subgroup.wgsl'];
       // The decode path for these types too (PlanLinearOptions.quantPath 'decode'): the A/B the bench runs.
       out[`gemv_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
       out[`gemv_subgroup_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];

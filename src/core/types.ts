@@ -34,6 +34,9 @@ export interface EngineFeatures {
   /** The subgroup-matrix configurations the device offers (`chromium-experimental-subgroup-matrix`:
    *  tensor cores through Vulkan cooperative matrices, Apple's simdgroup matrices); empty without it. */
   readonly subgroupMatrix: readonly SubgroupMatrixConfig[];
+  /** The WGSL language feature packed_4x8_integer_dot_product (dot4I8Packed ...): the quantized GEMV on
+   *  8-bit activations (PlanLinearOptions.quantPath 'idot') compiles only where it is. */
+  readonly intDot4: boolean;
 }
 
 /** Which flash tile runs (engine.tuning.flashVariant): 'auto' picks the subgroup-matrix tile for f16 data

@@ -531,12 +531,15 @@ export interface GemmMmaPlan {
   readonly KS: number;
 }
 
+/** A quantized GEMV's path (PlanLinearOptions.quantPath). */
+export type QuantPath = 'dot' | 'idot' | 'decode';
+
 export type LinearPlan =
   | { readonly kernel: 'gemv'; readonly variant: 'subgroup' | 'portable'; readonly EPV: number; readonly MT: number;
       /** Weight rows per group (the lanes of a vec4): 4 for 16/32-bit weights, 1, 2 or 4 for quantized ones. */
       readonly R: 1 | 2 | 4; readonly KT: number; readonly WG: number; readonly PASS: number;
-      /** Quantized weights: the dot path or the decode path (PlanLinearOptions.quantPath); absent otherwise. */
-      readonly quantPath?: 'dot' | 'decode';
+      /** Quantized weights: the dot path, on 8-bit activations, or the decode path (PlanLinearOptions.quantPath); absent otherwise. */
+      readonly quantPath?: QuantPath;
       /** Quantized weights: x units (of 32 values) a row staged in workgroup memory at a time (gemv_xstage.wgsl). */
       readonly CU?: number }
   | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
@@ -557,9 +560,11 @@ export interface PlanLinearOptions {
    *  the largest of them). */
   WG?: number;
   /** GEMV over quantized weights: 'dot' (Q8_0, Q4_0, Q4_K, Q6_K: quants meet x unconverted and
-   *  unscaled, shaders/ops/gemv_qdot.wgsl; the default where the type has it) or 'decode' (each value
-   *  decoded to f32 with its scales first, gemv_quant.wgsl; every type). */
-  quantPath?: 'dot' | 'decode';
+   *  unscaled, shaders/ops/gemv_qdot.wgsl; the default where the type has it), 'idot' (the same types:
+   *  x quantized to 8 bits a unit of 32 and integer dot products, gemv_idot.wgsl; where the WGSL has
+   *  dot4I8Packed; the default where engine.tuning.gemvIntDot is set) or 'decode' (each value decoded to
+   *  f32 with its scales first, gemv_quant.wgsl; every type). */
+  quantPath?: QuantPath;
   /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
   /** gemm-mma: one of the adapter's f16 → f32 configurations (an index of mmaConfigs). */
@@ -702,7 +707,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
     ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.WG}|${t.linearMma},`
-      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK}` : '';
+      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
   if (hit) return hit;
@@ -782,15 +787,20 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
       return plan;
     }
     const dot = hasQuantDot(p.dtype);
+    const idot = dot && rt.features.intDot4;
     if (p.quantPath !== undefined) {
-      check(p.quantPath === 'decode' || (p.quantPath === 'dot' && dot), op, 'quantPath',
-        dot ? "'dot' or 'decode'" : `'decode' (${p.dtype} has no dot path: ${QUANT_DOT_TYPES.join(', ')} have)`, fmt(p.quantPath));
+      check(p.quantPath === 'decode' || (p.quantPath === 'dot' && dot) || (p.quantPath === 'idot' && idot), op, 'quantPath',
+        !dot ? `'decode' (${p.dtype} has no dot path: ${QUANT_DOT_TYPES.join(', ')} have)`
+          : idot ? "'dot', 'idot' or 'decode'" : "'dot' or 'decode' (no 'idot': this WGSL has no packed_4x8_integer_dot_product)", fmt(p.quantPath));
     }
-    // Both paths stage CU units of each x row in workgroup memory (gemv_xstage.wgsl): as many as fit
-    // beside the reduction's buffer, a power of two, at most 128 (4096 values).
-    const CU = Math.min(128, pow2floor(Math.floor((smem - WG * PASS * 16) / (16 * 8 * MT)) - 1));
+    const quantPath: QuantPath = p.quantPath ?? (idot && rt.tuning.gemvIntDot ? 'idot' : dot ? 'dot' : 'decode');
+    // Every path stages CU units of each x row in workgroup memory (gemv_xstage.wgsl), 'idot' their
+    // 8-bit words and scales beside (gemv_idot.wgsl): as many as fit beside the reduction's buffer, a
+    // power of two, at most 128 (4096 values).
+    const unitBytes = quantPath === 'idot' ? 16 * 8 + 4 * 8 + 16 : 16 * 8;
+    const CU = Math.min(128, pow2floor(Math.floor((smem - WG * PASS * 16) / (unitBytes * MT)) - 1));
     if (CU < 1) throw new WebinferError(`${op}: the quantized GEMV's x staging does not fit ${smem} bytes of workgroup storage`);
-    return { ...plan, quantPath: p.quantPath ?? (dot ? 'dot' : 'decode'), CU };
+    return { ...plan, quantPath, CU };
   }
 
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
@@ -823,7 +833,7 @@ function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kern
   const overrides = { W_DTYPE };
   // A fused projection's parts may be of other types than the one planned for: each takes the dot
   // path where its type has one, unless the plan asked for the decode path.
-  const dq = plan.kernel === 'gemv' && hasQuantDot(dtype) && plan.quantPath === 'decode' ? '_dq' : '';
+  const dq = plan.kernel !== 'gemv' || !hasQuantDot(dtype) ? '' : plan.quantPath === 'decode' ? '_dq' : plan.quantPath === 'idot' ? '_idot' : '';
   return plan.kernel === 'gemv'
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${dq}${tail}`, 'gemv_main', {
       overrides,

@@ -305,3 +305,28 @@ export function dequantizeRows(type: DequantType, bytes: Uint8Array, rows: numbe
 export function dequantizeRow(type: DequantType, bytes: Uint8Array, K: number): Float64Array {
   return dequantizeRows(type, bytes, 1, K);
 }
+
+/**
+ * Activations as the quantized GEMV on 8-bit activations takes them (SPEC §8; shaders/ops/gemv_idot.wgsl):
+ * each run of 32 values of a row of K (a multiple of 32) scaled by d = amax/127 and rounded to an integer
+ * in −127..127; `values` are d·q. A value whose 127·x/amax lies within `tie` of a half may round either way
+ * on a GPU (pack4x8snorm's rounding of a half is the implementation's, and its f32 1/amax is not this
+ * float64's): `slack` is d there (how far it may move), 0 elsewhere.
+ */
+export function quantizeActivationsQ8(x: ArrayLike<number>, K: number, tie = 1e-3): { values: Float64Array; slack: Float64Array } {
+  if (!Number.isInteger(K) || K <= 0 || K % 32 !== 0) throw new Error(`quantizeActivationsQ8: K: expected a positive multiple of 32, got ${K}`);
+  if (x.length % K !== 0) throw new Error(`quantizeActivationsQ8: x: expected a whole number of rows of ${K}, got ${x.length} elements`);
+  const values = new Float64Array(x.length), slack = new Float64Array(x.length);
+  for (let b = 0; b < x.length; b += 32) {
+    let amax = 0;
+    for (let i = b; i < b + 32; i++) amax = Math.max(amax, Math.abs(x[i]));
+    if (amax === 0) continue;
+    const d = amax / 127;
+    for (let i = b; i < b + 32; i++) {
+      const v = 127 * x[i] / amax;
+      values[i] = d * Math.min(127, Math.max(-127, Math.round(v)));
+      if (Math.abs(Math.abs(v - Math.trunc(v)) - 0.5) < tie) slack[i] = d;
+    }
+  }
+  return { values, slack };
+}

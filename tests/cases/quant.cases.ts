@@ -38,6 +38,70 @@ export async function checkQuant(engine: Engine, type: QuantType, M: number, see
 }
 
 /**
+ * The quantized GEMV on 8-bit activations (quantPath 'idot') against the float64 reference of the
+ * dequantized weights over x quantized as SPEC §8 lets it be (reference.quantizeActivationsQ8): within
+ * the f32 row, or twice a plain f32 sum's error + 1e-5 (as assertWithinPlain), plus the most a rounding
+ * tie of a quant may move an output (its slack times |w|, summed over the row).
+ */
+export async function checkQuantIdot(engine: Engine, type: QuantType, M: number, seed: number,
+                                     o: { plan?: Partial<ops.PlanLinearOptions>; bias?: boolean; N?: number; K?: number; norm?: boolean; act?: boolean } = {}): Promise<void> {
+  const s = shapeFor(type);
+  const N = o.N ?? s.N, K = o.K ?? s.K;
+  const bytes = reference.randomQuantRows(type, N, K, seed);
+  const wv = reference.dequantizeRows(type, bytes, N, K);
+  const width = o.act ? 2 * K : K;
+  const xv = randn(M * width, seed + 1);
+  const bias = o.bias ? randn(N, seed + 2) : undefined;
+  const nw = o.norm ? randn(K, seed + 3) : undefined;
+  const eps = 1e-5;
+  const w = ops.createQuantLinear(engine, { data: bytes, N, K, type, bias });
+  try {
+    const plan = ops.planLinear(engine, { M, N, K, dtype: type, kernel: 'gemv', quantPath: 'idot', ...o.plan });
+    assert(plan.kernel === 'gemv' && plan.quantPath === 'idot', `planLinear kept ${type}'s idot path: ${JSON.stringify(plan)}`);
+    const got = await ops.linear(engine, engine.tensor(xv, [M, width]), w, {
+      plan, act: o.act ? 'silu_mul' : undefined, norm: nw && { weight: engine.tensor(nw, [K]), eps },
+    }).toFloat32();
+    // What the kernel quantizes: x after the prologue (the folded RMSNorm, or SiLU(gate)·up).
+    const xIn = new Float64Array(M * K);
+    if (nw) xIn.set(reference.rmsNormRef(xv, nw, eps, { rows: M, n: K }));
+    else for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) xIn[m * K + k] = o.act ? reference.siluRef(xv[m * width + k]) * xv[m * width + K + k] : xv[m * K + k];
+    const q = reference.quantizeActivationsQ8(xIn, K);
+    const ref = reference.linearRef(q.values, wv, M, N, K, { bias });
+    const plain = reference.linearRef(q.values, wv, M, N, K, { bias, precision: 'f32' });
+    const unquantized = reference.linearRef(xIn, wv, M, N, K, { bias });
+    // Each unit's step d = amax/127: a value's rounding moves it at most d/2.
+    const step = new Float64Array(M * K);
+    for (let b = 0; b < M * K; b += 32) {
+      let amax = 0;
+      for (let k = b; k < b + 32; k++) amax = Math.max(amax, Math.abs(xIn[k]));
+      step.fill(amax / 127, b, b + 32);
+    }
+    let worst = 0, at = -1, offWorst = 0, offAt = -1;
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        const i = m * N + n;
+        let slack = 0, half = 0;
+        for (let k = 0; k < K; k++) {
+          slack += q.slack[m * K + k] * Math.abs(wv[n * K + k]);
+          half += step[m * K + k] / 2 * Math.abs(wv[n * K + k]);
+        }
+        const allowed = Math.max(5e-6 + 5e-5 * Math.abs(ref[i]), 2 * Math.abs(plain[i] - ref[i]) + 1e-5) + slack;
+        const err = Math.abs(got[i] - ref[i]) / allowed;
+        if (!(err <= worst)) { worst = Number.isNaN(err) ? Infinity : err; at = i; }
+        // The quantization itself: against the unquantized x, no output moves past Σ|w|·d/2.
+        const off = Math.abs(got[i] - unquantized[i]) / (half + allowed);
+        if (!(off <= offWorst)) { offWorst = Number.isNaN(off) ? Infinity : off; offAt = i; }
+      }
+    }
+    const label = `linear ${type} on 8-bit x M${M} N${N} K${K}${nw ? ' norm' : ''}${o.act ? ' silu_mul' : ''} (MT ${plan.MT} KT ${plan.KT} R ${plan.R} CU ${plan.CU})`;
+    assert(worst <= 1, `${label}: element ${at} = ${got[at]}, expected ${ref[at]} (${worst.toFixed(2)}× what the f32 row and rounding ties allow)`);
+    assert(offWorst <= 1, `${label}: element ${offAt} = ${got[offAt]} is ${offWorst.toFixed(2)}× the rounding bound Σ|w|·d/2 from the unquantized x's ${unquantized[offAt]}`);
+  } finally {
+    w.destroy();
+  }
+}
+
+/**
  * The embedding gather from a quantized table of 50 rows of 256 random values of `type` (split over
  * buffers when maxPartBytes is given): gathered rows equal the dequantized table's, ids out of range give
  * zero rows on the GPU (quant_group.cases.ts too).
@@ -101,6 +165,33 @@ export const quantCases = defineCases('quant', [
       await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q5_K', quantPath: 'dot' }), 'planLinear', 'quantPath', "'decode'", 'Q5_K has no dot path');
       await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'bf16', quantPath: 'decode' }), 'planLinear', 'quantPath', 'bf16');
       await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q4_K', quantPath: 'fast' as never }), 'planLinear', 'quantPath', "'dot' or 'decode'");
+    },
+  },
+  {
+    name: "the quantized GEMV on 8-bit activations with integer dot products (quantPath 'idot': Q8_0, Q4_0, Q4_K, Q6_K), rows 1-5, rows per group 1, 2 and 4, K of one and of odd many units a lane, a staged chunk and part of one",
+    async run(ctx) {
+      const e = ctx.engine;
+      if (!e.features.intDot4) {
+        ctx.note("quantized GEMV on 8-bit activations: not run here: this WGSL has no packed_4x8_integer_dot_product (planLinear refuses 'idot', checked)");
+        await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q4_K', quantPath: 'idot' }), 'planLinear', 'quantPath', 'packed_4x8_integer_dot_product');
+        return;
+      }
+      for (const type of spreadOverSoftware(ctx, QUANT_DOT_TYPES, 'quantized GEMV on 8-bit activations')) {
+        const i = QUANT_DOT_TYPES.indexOf(type);
+        const K = QUANT_FORMATS[type].blockElems === 256 ? 768 : 224;
+        await checkQuantIdot(e, type, 1, 900 + 10 * i, { N: 29, K });
+        await checkQuantIdot(e, type, 3, 901 + 10 * i, { plan: { R: ([1, 2, 4] as const)[i % 3], KT: 4 }, N: 29, K, bias: true });
+        await checkQuantIdot(e, type, 5, 902 + 10 * i, { plan: { R: ([1, 2, 4] as const)[(i + 1) % 3] }, N: 11, K });
+        // K of 136 units: a whole staged chunk (CU 128 at one row) and part of one.
+        await checkQuantIdot(e, type, 1, 903 + 10 * i, { N: 7, K: 4352 });
+      }
+      // The folded RMSNorm and SiLU·mul are applied as x is staged, before it is quantized.
+      await checkQuantIdot(e, 'Q4_K', 2, 950, { N: 13, K: 512, norm: true });
+      await checkQuantIdot(e, 'Q8_0', 3, 951, { N: 13, K: 96, act: true, bias: true });
+      await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q5_K', quantPath: 'idot' }), 'planLinear', 'quantPath', "'decode'");
+      await expectThrows(() => ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'bf16', quantPath: 'idot' }), 'planLinear', 'quantPath', 'bf16');
+      const p = ops.planLinear(e, { M: 1, N: 8, K: 256, dtype: 'Q4_K', quantPath: 'idot' });
+      assert(p.kernel === 'gemv' && p.quantPath === 'idot', `planLinear takes quantPath 'idot' at M 1: ${JSON.stringify(p)}`);
     },
   },
   {

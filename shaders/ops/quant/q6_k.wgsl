@@ -67,22 +67,33 @@ fn q_raw(n: u32, u: u32) -> QRaw {
   return QRaw(qv(qlv), qv(qlv + 1u), qv(qhv), qv(qhv + 1u), qw(4u * (v0 + 12u) + s / 2u), q_plane_f16(b));
 }
 
-/** The dot path's unit (gemv_qdot.wgsl): quarter k of half h, each byte's 4 low bits from ql (a nibble), 2 high from qh (bits 2k), less 32;
- *  values 0..15 and 16..31 have a scale each (bytes 2s, 2s + 1 of the 16). */
+/** A unit's scales: values 0..15 and 16..31 have one each (bytes 2s, 2s + 1 of the 16), times d. */
+fn q6_unit_scales(r: QRaw, u: u32) -> vec2<f32> {
+  let sh = 16u * ((u % 8u) % 2u);
+  return r.d * vec2<f32>(f32(bitcast<i32>(r.sw << (24u - sh)) >> 24u), f32(bitcast<i32>(r.sw << (16u - sh)) >> 24u));
+}
+
+/** A unit's 32 quants as bytes (0..63, before the zero point 32), values 0..15 then 16..31: quarter k of
+ *  half h, each byte's 4 low bits from ql (a nibble), 2 high from qh (bits 2k). */
+fn q6_unit_bytes(r: QRaw, u: u32) -> array<vec4<u32>, 2> {
+  let k = (u % 8u) % 4u;
+  let ls = vec4<u32>(select(0u, 4u, k >= 2u));
+  let hs = vec4<u32>(2u * k);
+  return array<vec4<u32>, 2>(
+    ((r.l0 >> ls) & vec4<u32>(0x0f0f0f0fu)) | (((r.h0 >> hs) & vec4<u32>(0x03030303u)) << vec4<u32>(4u)),
+    ((r.l1 >> ls) & vec4<u32>(0x0f0f0f0fu)) | (((r.h1 >> hs) & vec4<u32>(0x03030303u)) << vec4<u32>(4u)));
+}
+
+/** The dot path's unit (gemv_qdot.wgsl): the quants less 32, with their two scales. */
 fn q_unit_q(r: QRaw, u: u32) -> QU {
   var o: QU;
-  let s = u % 8u;
-  let k = s % 4u;
-  let sh = 16u * (s % 2u);
-  o.c = r.d * vec2<f32>(f32(bitcast<i32>(r.sw << (24u - sh)) >> 24u), f32(bitcast<i32>(r.sw << (16u - sh)) >> 24u));
-  let ls = select(0u, 4u, k >= 2u);
+  o.c = q6_unit_scales(r, u);
   let m = vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u);
   let z = vec4<f32>(32.0, 8192.0, 32.0, 8192.0);
-  let q0 = ((r.l0 >> vec4<u32>(ls)) & vec4<u32>(0x0f0f0f0fu)) | (((r.h0 >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
-  let q1 = ((r.l1 >> vec4<u32>(ls)) & vec4<u32>(0x0f0f0f0fu)) | (((r.h1 >> vec4<u32>(2u * k)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
+  let q = q6_unit_bytes(r, u);
   for (var c = 0u; c < 4u; c++) {
-    o.q[c] = q_magic(q0[c], m, z);
-    o.q[4u + c] = q_magic(q1[c], m, z);
+    o.q[c] = q_magic(q[0][c], m, z);
+    o.q[4u + c] = q_magic(q[1][c], m, z);
   }
   return o;
 }
