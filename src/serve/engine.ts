@@ -167,7 +167,7 @@ interface Req {
 interface InFlight {
   rec: StepRecord; rows: { c: Choice; row: number }[]; lpRows: Choice[];
   /** performance.now() once submitted; the step's prompt-chunk tokens (its decode rows are the rest of rec.T). */
-  submitted: number; prefill: number;
+  submitted: number; prefill: number; decodes: number;
 }
 
 /** What the engine has done since it was made (model.engine.counters); differences over a run measure it. */
@@ -202,33 +202,60 @@ export interface EngineCounters {
 
 /**
  * The time a step takes as the engine sees it (submitted to its ids back, or from the step before
- * coming back when the GPU was still busy with it), as decode-only time plus a cost per prompt-chunk
- * token: two moving averages (recent steps weigh most). The chunked-prefill budget is their ratio, the
- * prompt tokens whose cost equals a decode-only step's: a step holding decodes and a chunk then takes
- * about twice a decode-only step, so a running request's time per token stays within about 2× the
- * decode step's while prompts still get that share of the GPU.
+ * coming back when the GPU was still busy with it), as a decode-only step's time for its number of
+ * decode rows plus a cost per prompt-chunk token: moving averages (recent steps weigh most), the
+ * decode-only time kept per power-of-two bucket of decode rows (a batch of 32 reads more than one of 1).
+ * The chunked-prefill budget is their ratio, the prompt tokens whose cost equals a decode-only step's
+ * of the same batch: a step holding decodes and a chunk then takes about twice a decode-only step, so a
+ * running request's time per token stays within about 2× the decode step's while prompts still get that
+ * share of the GPU.
  */
 export class StepCost {
-  /** Decode-only step ms (EMA), and ms per prompt-chunk token beyond it (EMA); NaN until observed. */
-  decodeMs = NaN;
+  /** Decode-only step ms by bucket of decode rows (EMA; bucket b: 2^(b-1) < rows <= 2^b), NaN until seen. */
+  readonly decodeMsBy: number[] = [];
+  /** ms per prompt-chunk token beyond the decode-only time (EMA), NaN until seen. */
   tokenMs = NaN;
   constructor(private readonly alpha = 0.2, private readonly minTokens = 16) {}
 
-  /** One step's time: `prefill` prompt-chunk tokens beside its decodes. */
-  observe(prefill: number, ms: number): void {
-    if (!(ms > 0) || !Number.isFinite(ms)) return;
-    if (prefill === 0) {
-      this.decodeMs = Number.isNaN(this.decodeMs) ? ms : this.decodeMs + this.alpha * (ms - this.decodeMs);
-    } else if (prefill >= this.minTokens && !Number.isNaN(this.decodeMs)) {
-      const per = Math.max(0, ms - this.decodeMs) / prefill;
-      this.tokenMs = Number.isNaN(this.tokenMs) ? per : this.tokenMs + this.alpha * (per - this.tokenMs);
-    }
+  private static bucket(decodes: number): number {
+    return decodes <= 1 ? 0 : Math.ceil(Math.log2(decodes));
   }
 
-  /** Prompt tokens costing one decode-only step, or null while either average is unknown. */
-  tokensPerDecodeStep(): number | null {
-    if (Number.isNaN(this.decodeMs) || Number.isNaN(this.tokenMs)) return null;
-    return this.tokenMs > 0 ? this.decodeMs / this.tokenMs : Infinity;
+  /** A decode-only step's ms at `decodes` rows: its bucket's, else the nearest bucket seen's (NaN: none). */
+  decodeMs(decodes: number): number {
+    const b = StepCost.bucket(decodes), d = this.decodeMsBy;
+    for (let k = 0; k < 64; k++) {
+      if (d[b + k] !== undefined && !Number.isNaN(d[b + k])) return d[b + k];
+      if (k && b - k >= 0 && d[b - k] !== undefined && !Number.isNaN(d[b - k])) return d[b - k];
+    }
+    return NaN;
+  }
+
+  /** Sets a bucket's decode-only time (tests; a caller that measured it). */
+  setDecodeMs(decodes: number, ms: number): void {
+    this.decodeMsBy[StepCost.bucket(decodes)] = ms;
+  }
+
+  /** One step's time: `prefill` prompt-chunk tokens beside `decodes` decode rows. */
+  observe(prefill: number, decodes: number, ms: number): void {
+    if (!(ms > 0) || !Number.isFinite(ms)) return;
+    if (prefill === 0) {
+      if (decodes === 0) return;
+      const b = StepCost.bucket(decodes), old = this.decodeMsBy[b];
+      this.decodeMsBy[b] = old === undefined || Number.isNaN(old) ? ms : old + this.alpha * (ms - old);
+      return;
+    }
+    const base = this.decodeMs(decodes);
+    if (prefill < this.minTokens || Number.isNaN(base)) return;
+    const per = Math.max(0, ms - base) / prefill;
+    this.tokenMs = Number.isNaN(this.tokenMs) ? per : this.tokenMs + this.alpha * (per - this.tokenMs);
+  }
+
+  /** Prompt tokens costing one decode-only step of `decodes` rows, or null while unknown. */
+  tokensPerDecodeStep(decodes: number): number | null {
+    const base = this.decodeMs(decodes);
+    if (Number.isNaN(base) || Number.isNaN(this.tokenMs)) return null;
+    return this.tokenMs > 0 ? base / this.tokenMs : Infinity;
   }
 }
 
@@ -495,7 +522,7 @@ export class RequestEngine {
     // chunk budget (prefillBudget), else within the step's.
     const decodes = rows.length;
     if (decodes) {
-      budget = Math.min(budget, this.chunkBudget());
+      budget = Math.min(budget, this.chunkBudget(decodes));
       if (this.waiting.length || this.running.some((c) => c.fed < c.input.length)) this.counters.chunkBudget = budget;
     }
     const chunk = (c: Choice): boolean => {
@@ -549,11 +576,11 @@ export class RequestEngine {
     return true;
   }
 
-  /** Prompt tokens a step with decode rows may take (prefillBudget). */
-  private chunkBudget(): number {
+  /** Prompt tokens a step with `decodes` decode rows may take (prefillBudget). */
+  private chunkBudget(decodes: number): number {
     const m = this.m;
     if (this.budgetSetting !== 'auto') return this.budgetSetting;
-    const t = this.stepCost.tokensPerDecodeStep();
+    const t = this.stepCost.tokensPerDecodeStep(decodes);
     if (t === null) return m.maxTokensPerStep;
     return Math.max(MIN_CHUNK, Math.min(m.maxTokensPerStep, Math.floor(t)));
   }
@@ -651,7 +678,7 @@ export class RequestEngine {
     this.counters.prefillTokens += prefill;
     this.counters.decodeTokens += rec.T - prefill;
     if (prefill && decodes) this.counters.mixedSteps++;
-    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [], submitted, prefill });
+    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [], submitted, prefill, decodes });
     for (const [req, e] of failed) this.fail(req, e);
   }
 
@@ -689,7 +716,7 @@ export class RequestEngine {
     this.counters.waitMs += done - w0;
     // The step's time: from its submission, or from the step before it coming back if the GPU was still
     // busy then (steps in flight run one after another).
-    this.stepCost.observe(f.prefill, done - Math.max(f.submitted, this.lastDone));
+    this.stepCost.observe(f.prefill, f.decodes, done - Math.max(f.submitted, this.lastDone));
     this.lastDone = done;
     try {
       this.handOut(f, ids, lp);

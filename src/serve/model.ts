@@ -262,11 +262,12 @@ export class Model extends ModelRunner implements StepRunner {
   /**
    * For benchmarks: `steps` decode steps of `batch` sequences, each over a synthetic context of
    * `context` tokens (its blocks taken without a prefill: their contents mean nothing and the work does
-   * not depend on them), recorded and submitted as generate does (three steps in flight, greedy ids fed
+   * not depend on them; `interleave`: laid out as requests decoding together lay theirs), recorded and
+   * submitted as generate does (three steps in flight, greedy ids fed
    * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
    * step, its passes timed whole.
    */
-  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean; interleave?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
     const op = 'Model.profileDecode';
     const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
     const warm = o.warmup ?? 3;
@@ -277,7 +278,12 @@ export class Model extends ModelRunner implements StepRunner {
     const seqs = Array.from({ length: B }, () => this.seqId());
     try {
       for (const s of seqs) this.kv.addSequence(s);
-      this.kv.schedule(seqs.map((s) => ({ id: s, numTokens: C })));
+      // interleave: the contexts grown a block at a time, every sequence in turn, so a sequence's blocks
+      // lie `batch` apart as those of requests decoding side by side in the engine do; else each
+      // sequence's blocks are consecutive.
+      const bs = this.blockSize;
+      if (o.interleave) for (let t = 0; t < C; t += bs) this.kv.schedule(seqs.map((s) => ({ id: s, numTokens: Math.min(bs, C - t) })));
+      else this.kv.schedule(seqs.map((s) => ({ id: s, numTokens: C })));
       let first = true;
       // One decode step of every sequence, fed its last greedy id (the first step a fixed id); sequence
       // i samples into row i.

@@ -130,7 +130,7 @@ describe('chunked prefill under a token budget', () => {
       const e = new RequestEngine(m);
       // The estimate held fixed (alpha 0): the host runner's own steps take no measurable time.
       const cost = new StepCost(0);
-      cost.decodeMs = decodeMs;
+      cost.setDecodeMs(1, decodeMs);
       cost.tokenMs = tokenMs;
       (e as unknown as { stepCost: StepCost }).stepCost = cost;
       const long = prompt(r, 400);
@@ -146,23 +146,34 @@ describe('chunked prefill under a token budget', () => {
     }
   });
 
-  it('StepCost: decode-only steps set the base, steps with chunks the cost per token; unknown until both are seen', () => {
+  it('StepCost: decode-only steps set the base of their batch size, steps with chunks the cost per token; unknown until both are seen', () => {
     const c = new StepCost(0.5, 16);
-    expect(c.tokensPerDecodeStep()).toBeNull();
-    c.observe(100, 20);                       // a chunk before any decode-only step: no base yet, ignored
-    expect(c.tokensPerDecodeStep()).toBeNull();
-    c.observe(0, 4);
-    c.observe(0, 6);                          // EMA: 4 + 0.5 (6 - 4) = 5
-    expect(c.decodeMs).toBeCloseTo(5);
-    c.observe(8, 50);                         // fewer than 16 tokens: too small to say
-    expect(c.tokensPerDecodeStep()).toBeNull();
-    c.observe(100, 15);                       // (15 - 5) / 100 = 0.1 ms a token
+    expect(c.tokensPerDecodeStep(1)).toBeNull();
+    c.observe(100, 1, 20);                    // a chunk before any decode-only step: no base yet, ignored
+    expect(c.tokensPerDecodeStep(1)).toBeNull();
+    c.observe(0, 1, 4);
+    c.observe(0, 1, 6);                       // EMA: 4 + 0.5 (6 - 4) = 5
+    expect(c.decodeMs(1)).toBeCloseTo(5);
+    expect(c.decodeMs(32)).toBeCloseTo(5);    // no batch of 32 seen: the nearest bucket's
+    c.observe(8, 1, 50);                      // fewer than 16 tokens: too small to say
+    expect(c.tokensPerDecodeStep(1)).toBeNull();
+    c.observe(100, 1, 15);                    // (15 - 5) / 100 = 0.1 ms a token
     expect(c.tokenMs).toBeCloseTo(0.1);
-    expect(c.tokensPerDecodeStep()).toBeCloseTo(50);
-    c.observe(0, NaN);
-    c.observe(0, -1);
-    expect(c.decodeMs).toBeCloseTo(5);
-    c.observe(200, 3);                        // faster than the base: costs nothing more
+    expect(c.tokensPerDecodeStep(1)).toBeCloseTo(50);
+    c.observe(0, 1, NaN);
+    c.observe(0, 1, -1);
+    c.observe(0, 0, 9);                       // an empty step says nothing
+    expect(c.decodeMs(1)).toBeCloseTo(5);
+    c.observe(200, 1, 3);                     // faster than the base: costs nothing more
+    expect(c.tokenMs).toBeCloseTo(0.05);
+    // A batch of 32 (bucket 17..32) has its own base; 33 rows fall in the next bucket, the nearest seen is 32's.
+    c.observe(0, 32, 12);
+    expect(c.decodeMs(32)).toBeCloseTo(12);
+    expect(c.decodeMs(17)).toBeCloseTo(12);
+    expect(c.decodeMs(33)).toBeCloseTo(12);
+    expect(c.decodeMs(2)).toBeCloseTo(5);
+    expect(c.tokensPerDecodeStep(32)).toBeCloseTo(240);
+    c.observe(120, 32, 18);                   // (18 - 12) / 120 = 0.05: unchanged
     expect(c.tokenMs).toBeCloseTo(0.05);
   });
 
