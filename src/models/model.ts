@@ -451,6 +451,8 @@ export class ModelRunner {
       if (r.sample) {
         gather[R] = a + r.ids.length - 1;
         sampledRow[i] = R++;
+        // More draws from the same row (a request's other choices): consecutive places after the first.
+        for (let k = 1; k < (r.samples ?? 1); k++) gather[R++] = a + r.ids.length - 1;
       }
     });
     this.ensurePositions(maxPos);

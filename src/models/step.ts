@@ -80,6 +80,9 @@ export interface StepRow {
   /** Ids to place; a negative id -(1 + r) is row r of the previous step's sampled ids (still on the GPU). */
   ids: number[];
   sample: boolean;
+  /** Draws from the row's last logits (default 1): a request's n choices sampled from its prompt's one
+   *  computation (serve/engine.ts forks them); they take consecutive places among the sampled ids. */
+  samples?: number;
 }
 
 /** The sampled rows' own settings, edits, masks and logprob copies (null: all greedy, nothing else). */

@@ -118,6 +118,10 @@ export interface StepRunner {
   /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
    *  request's encoderInput, as the engine places it; false: no room now (the sequence waits). */
   admitSequence?(id: string, encoderInput: unknown): boolean;
+  /** Whether copyBlocks works: a request's choices then fork from its prompt's one computation. */
+  canCopyBlocks?(): boolean;
+  /** Copies whole cache blocks, [from, to] pairs (a forked choice's copy of the prompt's partial block). */
+  copyBlocks?(pairs: readonly (readonly [number, number])[]): void;
   /** Frees what admitSequence made: the sequence finished, failed or was preempted. */
   freeSequence?(id: string): void;
   /** Tokens never sampled (`always`), and not as a choice's first token (`first`): Whisper's
@@ -293,6 +297,8 @@ export class RequestEngine {
   /** The step timings the automatic budget is made from. */
   readonly stepCost = new StepCost();
   private lastDone = 0;
+  /** Whether choices fork (StepRunner.copyBlocks), known at the first step. */
+  private forkable: boolean | null = null;
   private readonly waiting: Choice[] = [];
   private readonly running: Choice[] = [];
   private readonly inflight: InFlight[] = [];
@@ -493,6 +499,11 @@ export class RequestEngine {
     let claimed = 0;
     const step = m.stepNo;
     const inStep = new Set<Choice>();
+    // Sampled ids this step (at most maxSeqsPerStep); the row where a request's first choice takes its
+    // prompt's last chunk; the choices forked from such a row (they draw from its logits).
+    let nSampled = 0;
+    const lastChunk = new Map<Req, number>();
+    const forks = new Map<number, Choice[]>();
     const avail = () => kv.freeBlocks - claimed;
     // Decodes first, oldest requests first.
     this.running.sort((a, b) => a.arrival - b.arrival || a.index - b.index);
@@ -517,6 +528,7 @@ export class RequestEngine {
       who.push(c);
       inStep.add(c);
       budget--;
+      nSampled++;
     }
     // Then prompt chunks: running prefills, then admissions in arrival order, beside decodes within the
     // chunk budget (prefillBudget), else within the step's.
@@ -538,6 +550,30 @@ export class RequestEngine {
       inStep.add(c);
       c.fed += n;
       budget -= n;
+      if (last) {
+        nSampled++;
+        if (c.index === 0 && c.issued === 0 && c.input === c.req.prompt && c.req.choices.length > 1) lastChunk.set(c.req, rows.length - 1);
+      }
+      return true;
+    };
+    // A request's other choices, not started, whose first choice takes its prompt's last chunk in this
+    // step: they fork from it (KVCacheManager.fork, the partial block copied) and draw their first tokens
+    // from the same logits, so the prompt is computed once. Else they wait and are admitted as any
+    // request (the prefix cache gives them the prompt's full blocks; the rest is computed again).
+    this.forkable ??= !!(m.canCopyBlocks?.() && m.copyBlocks && !m.admitSequence);
+    const tryFork = (c: Choice): boolean => {
+      const at = lastChunk.get(c.req);
+      if (at === undefined || !this.forkable || c.index === 0 || c.issued !== 0 || c.out.length !== 0 || c.input !== c.req.prompt) return false;
+      const need = c.req.prompt.length % kv.blockSize ? 1 : 0;
+      if (nSampled >= m.maxSeqsPerStep || need > avail()) return false;
+      claimed += need;
+      nSampled++;
+      let f = forks.get(at);
+      if (!f) forks.set(at, f = []);
+      f.push(c);
+      c.state = 'running';
+      c.fed = c.input.length;
+      this.running.push(c);
       return true;
     };
     for (const c of this.running) {
@@ -545,8 +581,9 @@ export class RequestEngine {
       if (c.state === 'running' && c.fed < c.input.length && !inStep.has(c)) chunk(c);
     }
     this.waiting.sort((a, b) => a.arrival - b.arrival || a.index - b.index);
-    while (this.waiting.length && rows.length < m.maxSeqsPerStep && budget > 0) {
+    while (this.waiting.length && Math.max(rows.length, nSampled) < m.maxSeqsPerStep && budget > 0) {
       const c = this.waiting[0];
+      if (tryFork(c)) { this.waiting.shift(); continue; }
       // A preempted choice waits for its tokens in flight; a sibling for the first choice's prompt.
       if (c.out.length !== c.issued) break;
       if (c.index > 0 && c.issued === 0) {
@@ -571,8 +608,13 @@ export class RequestEngine {
       c.state = 'running';
       this.running.push(c);
     }
+    // Siblings the step's token budget left waiting fork all the same: they add no tokens.
+    for (let i = 0; i < this.waiting.length;) {
+      if (lastChunk.size && tryFork(this.waiting[i])) this.waiting.splice(i, 1);
+      else i++;
+    }
     if (!rows.length) return false;
-    this.record(rows, who, rows.length > decodes ? rows.reduce((a, r, i) => a + (i < decodes ? 0 : r.ids.length), 0) : 0, decodes);
+    this.record(rows, who, rows.length > decodes ? rows.reduce((a, r, i) => a + (i < decodes ? 0 : r.ids.length), 0) : 0, decodes, forks);
     return true;
   }
 
@@ -611,10 +653,12 @@ export class RequestEngine {
     this.counters.preemptions++;
   }
 
-  private record(rows: StepRow[], who: Choice[], prefill: number, decodes: number): void {
-    const m = this.m;
-    // Sampled rows' settings, edits and masks, in the order the step samples them (request order).
-    const sampled = who.filter((_, i) => rows[i].sample);
+  private record(rows: StepRow[], who: Choice[], prefill: number, decodes: number, forks: Map<number, Choice[]>): void {
+    const m = this.m, kv = m.kv;
+    for (const [i, f] of forks) rows[i].samples = 1 + f.length;
+    // Sampled rows' settings, edits and masks, in the order the step samples them (request order; a
+    // row's forked choices right after it).
+    const sampled = who.flatMap((c, i) => (rows[i].sample ? [c, ...(forks.get(i) ?? [])] : []));
     let proc: StepProcessing | null = null;
     const failed = new Map<Req, unknown>();
     const sup = m.suppress;
@@ -665,13 +709,24 @@ export class RequestEngine {
     // read-back rejecting later (the device going away) must not be an unhandled rejection.
     rec.ids.catch(() => undefined);
     rec.logits?.catch(() => undefined);
+    // The forked choices' sequences: the first choice's blocks, the partial one copied after the step
+    // that wrote it and before any step that writes the copies.
+    if (forks.size) {
+      const pairs: [number, number][] = [];
+      for (const [i, f] of forks) for (const c of f) { const p = kv.fork(who[i].id, c.id); if (p) pairs.push(p); }
+      m.copyBlocks!(pairs);
+    }
     const out: { c: Choice; row: number }[] = [];
+    const place = (c: Choice, row: number) => {
+      c.lastStep = rec.step;
+      c.lastRow = row;
+      c.issued++;
+      out.push({ c, row });
+    };
     who.forEach((c, i) => {
       if (!rows[i].sample) return;
-      c.lastStep = rec.step;
-      c.lastRow = rec.sampledRow[i];
-      c.issued++;
-      out.push({ c, row: rec.sampledRow[i] });
+      place(c, rec.sampledRow[i]);
+      forks.get(i)?.forEach((x, k) => place(x, rec.sampledRow[i] + 1 + k));
     });
     this.counters.steps++;
     this.counters.tokens += rec.T;

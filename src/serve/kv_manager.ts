@@ -198,6 +198,33 @@ export class KVCacheManager {
     return s.len;
   }
 
+  /**
+   * A new sequence `id` starting as a copy of `parent` (a request's other choices, forked once its
+   * prompt is placed): it shares the parent's full blocks (reference-counted, read-only) and gets a
+   * block of its own for the parent's last partial block, whose contents the caller copies on the GPU:
+   * returns that [from, to] pair, or null when the parent's length is a whole number of blocks. Needs
+   * one free block then (check freeBlocks).
+   */
+  fork(parent: SequenceId, id: SequenceId): [number, number] | null {
+    const op = 'fork';
+    const p = this.get(op, parent);
+    check(typeof id === 'number' || typeof id === 'string', op, 'id', 'a number or string', id);
+    if (this.seqs.has(id)) throw new WebinferError(`${op}: id: expected a new sequence id, got ${fmt(id)}, which exists`);
+    const partial = p.len % this.blockSize !== 0;
+    if (partial && this.freeBlocks === 0) throw new WebinferError(`${op}: out of KV cache blocks: the copy of the partial block needs one and none is free`);
+    const s: Sequence = { len: p.len, blocks: [...p.blocks], tokens: [...p.tokens], hashed: p.hashed, keys: [...p.keys], salt: p.salt };
+    const shared = partial ? s.blocks.length - 1 : s.blocks.length;
+    for (let i = 0; i < shared; i++) this.blocks[s.blocks[i]].ref++;
+    let copy: [number, number] | null = null;
+    if (partial) {
+      const to = this.take();
+      copy = [s.blocks[shared], to];
+      s.blocks[shared] = to;
+    }
+    this.seqs.set(id, s);
+    return copy;
+  }
+
   /** Token ids of a sequence now known on the host (generated ones), in order: its full blocks can then be cached. */
   appendTokens(id: SequenceId, tokens: ArrayLike<number>): void {
     const s = this.get('appendTokens', id);

@@ -12,6 +12,7 @@ import type { ModelConfig } from '../models/config.js';
 import { createRandomModelWith, loadModelWith, ModelRunner, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
   type RunnerOptions } from '../models/model.js';
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
+import { PagedKVCache } from '../attention/paged_cache.js';
 import { EncoderModel } from './embeddings.js';
 import { OpenAIError } from './errors.js';
 import { freshSeed, GREEDY, RequestEngine, type StepRunner } from './engine.js';
@@ -120,6 +121,39 @@ export class Model extends ModelRunner implements StepRunner {
     const step = this.step++;
     const m = this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
     return this.runStep(step, rows, m, rows.map((r) => this.kv.seqLen(r.id) - r.ids.length), proc, all);
+  }
+
+  /** Whether copyBlocks can copy this model's cache blocks (every layer's cache a plain paged K/V cache). */
+  canCopyBlocks(): boolean {
+    const caches = (this.arch as { caches?: unknown }).caches;
+    return Array.isArray(caches) && caches.length > 0 && caches.every((c) => c instanceof PagedKVCache);
+  }
+
+  /**
+   * Copies whole cache blocks, [from, to] pairs, in every layer's K and V (a forked choice's copy of its
+   * prompt's partial block): recorded now, so it runs after the steps submitted before and before the
+   * next (its uploads submit what is recorded first).
+   */
+  copyBlocks(pairs: readonly (readonly [number, number])[]): void {
+    if (!pairs.length) return;
+    const caches = (this.arch as { caches?: unknown }).caches as PagedKVCache[];
+    const at = (c: PagedKVCache, b: number) => c.parts.find((p) => b >= p.blockLo && b < p.blockLo + p.blocks)!;
+    // Through a scratch buffer: WebGPU copies nothing within one buffer.
+    const most = Math.max(...caches.flatMap((c) => c.parts.flatMap((p) => [p.key.byteLength / p.blocks, p.value.byteLength / p.blocks])));
+    const tmp = this.rt.scratch(most * pairs.length, 'block copies');
+    const enc = this.rt.commandEncoder();
+    for (const c of caches) {
+      for (const k of ['key', 'value'] as const) {
+        pairs.forEach(([from], i) => {
+          const a = at(c, from), bytes = a[k].byteLength / a.blocks;
+          enc.copyBufferToBuffer(a[k].buffer, (from - a.blockLo) * bytes, tmp, i * bytes, bytes);
+        });
+        pairs.forEach(([, to], i) => {
+          const z = at(c, to), bytes = z[k].byteLength / z.blocks;
+          enc.copyBufferToBuffer(tmp, i * bytes, z[k].buffer, (to - z.blockLo) * bytes, bytes);
+        });
+      }
+    }
   }
 
   /** Runs fn between the engine's steps (the profilers and logits use the step buffers directly). */

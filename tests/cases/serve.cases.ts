@@ -6,7 +6,7 @@
 // (callbacks that throw or reject, aborts, destroy) after which the model still serves the goldens.
 import { rng } from '../../src/core/random';
 import { OpenAIError, type Model } from '../../src/index';
-import type { TokenConstraint } from '../../src/serve/engine';
+import { GREEDY, type Sampling, type TokenConstraint, type TokenLogprob } from '../../src/serve/engine';
 import { assert, defineCases, equalArrays, expectThrows, type TestCase } from './harness';
 import { golden, load, type GoldenModel } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
@@ -108,6 +108,62 @@ export const serveCases: TestCase[] = defineCases('serving', [
         }
         // Still the goldens, together.
         equalArrays('greedy after the fuzz', (await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] })).flat(), g.golden.greedy.flat());
+      } finally {
+        model.destroy();
+      }
+    },
+  },
+  {
+    name: "n choices fork from the prompt's one computation (its partial last block copied): each choice equals a single request of the same seed and stream, greedy, sampled and with logprobs; the prompt's tokens are computed once; no block leaked",
+    async run(ctx) {
+      if (servedElsewhere(ctx, 'n choices')) return;
+      const g = await golden(ctx, 'llama-gqa');
+      const { loadSafetensors } = await import('../../src/index');
+      // Blocks of 4: prompts of 7 and 9 tokens end in a partial block, 8 in a whole one.
+      const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), kvCache: { numBlocks: 64, blockSize: 4 } });
+      try {
+        const base = g.golden.prompts.flat();
+        let differ = 0;
+        for (const len of [7, 8, 9]) {
+          const prompt = Int32Array.from(base.slice(0, len));
+          const kinds: { name: string; sampling: Sampling; logprobs: number | null }[] = [
+            { name: 'greedy', sampling: GREEDY, logprobs: null },
+            { name: 'sampled', sampling: { ...GREEDY, temperature: 1, seed: 100 + len }, logprobs: null },
+            { name: 'sampled with logprobs', sampling: { ...GREEDY, temperature: 0.8, topK: 20, seed: 7 * len }, logprobs: 2 },
+          ];
+          for (const k of kinds) {
+            const singles: { tokens: number[]; lps: TokenLogprob[] }[] = [];
+            for (let i = 0; i < 3; i++) {
+              const lps: TokenLogprob[] = [];
+              const r = await model.engine.submit({ prompt, maxTokens: 6, sampling: k.sampling, stream: i, logprobs: k.logprobs, cacheSalt: `single ${len} ${k.name} ${i}`,
+                onTokens: (_c, _t, l) => { if (l) lps.push(...l); } }).result;
+              singles.push({ tokens: r.tokens[0], lps });
+            }
+            const c0 = { ...model.engine.counters };
+            const lps: TokenLogprob[][] = [[], [], []];
+            const r = await model.engine.submit({ prompt, maxTokens: 6, n: 3, sampling: k.sampling, logprobs: k.logprobs, cacheSalt: `n ${len} ${k.name}`,
+              onTokens: (c, _t, l) => { if (l) lps[c].push(...l); } }).result;
+            const what = `prompt of ${len}, ${k.name}`;
+            for (let i = 0; i < 3; i++) {
+              equalArrays(`${what}: choice ${i} against a single request of stream ${i}`, r.tokens[i], singles[i].tokens);
+              if (k.logprobs !== null) {
+                assert(lps[i].length === 6 && singles[i].lps.length === 6, `${what}: choice ${i}: ${lps[i].length} logprobs`);
+                lps[i].forEach((l, t) => {
+                  const s = singles[i].lps[t];
+                  assert(l.token === s.token && Math.abs(l.logprob - s.logprob) <= 1e-4 && l.top.length === 2 && l.top.every((x, j) => x.token === s.top[j].token),
+                    `${what}: choice ${i} token ${t}: logprob ${l.logprob} (top ${l.top.map((x) => x.token)}) against ${s.logprob} (top ${s.top.map((x) => x.token)})`);
+                });
+              }
+            }
+            if (k.name !== 'greedy' && (r.tokens[0].join() !== r.tokens[1].join() || r.tokens[1].join() !== r.tokens[2].join())) differ++;
+            const prefill = model.engine.counters.prefillTokens - c0.prefillTokens;
+            assert(prefill === len, `${what}: ${prefill} prompt tokens computed for 3 choices of a ${len}-token prompt (once: ${len})`);
+            assert(model.engine.counters.decodeTokens - c0.decodeTokens === 3 * 5, `${what}: ${model.engine.counters.decodeTokens - c0.decodeTokens} decode tokens (3 choices × 5)`);
+            model.kv.checkInvariants();
+            assert(model.kv.usedBlocks === 0, `${what}: ${model.kv.usedBlocks} blocks still held`);
+          }
+        }
+        assert(differ >= 3, `sampled choices were identical in ${6 - differ} of 6 requests: their streams are not apart`);
       } finally {
         model.destroy();
       }
