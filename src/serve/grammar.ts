@@ -513,7 +513,19 @@ class Builder {
   private literalChars = 0;
 
   /** `missing(text)`: the first character of text no token of the vocabulary holds, or null. */
-  constructor(private readonly root: unknown, private readonly rootPath: string, private readonly missing: (text: string) => string | null = () => null) {}
+  constructor(private root: unknown, private rootPath: string, private readonly missing: (text: string) => string | null = () => null) {}
+
+  /** fn compiled with `root` as the document its $refs point into (several tools' schemas in one grammar). */
+  withRoot<T>(root: unknown, rootPath: string, fn: () => T): T {
+    const was = [this.root, this.rootPath] as const;
+    this.root = root;
+    this.rootPath = rootPath;
+    try {
+      return fn();
+    } finally {
+      [this.root, this.rootPath] = was;
+    }
+  }
 
   private add<T extends GNode>(node: Omit<T, 'id' | 'init'>): T {
     if (this.nodes.length >= MAX_SCHEMA_NODES) bad(this.rootPath, `a schema of at most ${MAX_SCHEMA_NODES} parts (types, values, properties)`, 'a larger one');
@@ -1020,6 +1032,37 @@ function compiled(vocab: TokenVocabulary, key: string, where: string, build: (mi
  * chat template's call syntax (serve/tools.ts writes it). Errors are 400s naming `schemaPath` under
  * param 'tool_choice'. A factory of fresh constraints, as compileResponseFormat's.
  */
+/**
+ * Some one call among several (tool_choice 'required'): the alternatives of compileToolCall's sequences,
+ * each with its own fixed text and parameters' schema, then EOS.
+ */
+export async function compileToolCalls(calls: readonly { prefix: string; schema: Record<string, unknown>; suffix: string; schemaPath: string }[], vocab: TokenVocabulary): Promise<() => TokenConstraint> {
+  return forParam('tool_choice', () => {
+    checkVocab(vocab);
+    check(Array.isArray(calls) && calls.length > 0, 'compileToolCalls', 'calls', 'a non-empty array of calls', calls);
+    for (const call of calls) {
+      const { prefix, schema, suffix, schemaPath } = call;
+      check(typeof prefix === 'string' && prefix.length > 0 && typeof suffix === 'string' && suffix.length > 0, 'compileToolCalls', 'call', 'a non-empty prefix and suffix', call);
+      if (!isObject(schema)) bad(schemaPath, 'a JSON schema object', schema);
+      const deep = jsonDepth(schema, MAX_FORMAT_DEPTH);
+      if (deep.depth > MAX_FORMAT_DEPTH) bad(`${schemaPath}.${deep.path}`, `a schema nested at most ${MAX_FORMAT_DEPTH} deep`, 'one nested deeper');
+    }
+    let key: string;
+    try {
+      key = `calls ${JSON.stringify(calls.map((c) => [c.prefix, c.suffix, c.schema]))}`;
+    } catch {
+      bad(calls[0].schemaPath, 'JSON data', 'a value JSON cannot hold (a cycle or a BigInt)');
+    }
+    return compiled(vocab, key, calls[0].schemaPath, (missing) => {
+      const builder = new Builder(calls[0].schema, calls[0].schemaPath, missing);
+      const roots = calls.map((c) => builder.withRoot(c.schema, c.schemaPath,
+        () => builder.seq([[builder.lit(c.prefix)], builder.compile(c.schema, c.schemaPath), [builder.lit(c.suffix)]])));
+      builder.finish(roots, calls[0].schemaPath);
+      return roots;
+    });
+  });
+}
+
 export async function compileToolCall(call: { prefix: string; schema: Record<string, unknown>; suffix: string; schemaPath: string }, vocab: TokenVocabulary): Promise<() => TokenConstraint> {
   return forParam('tool_choice', () => {
     checkVocab(vocab);

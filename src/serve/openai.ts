@@ -13,7 +13,8 @@
 // tools a stream holds the text back until the reply is complete, since a call cannot be told from
 // content before then. `tool_choice` naming a function forces one call of it: a grammar of the
 // template's call syntax around the function's parameters' schema (tools.ts forcedCallText,
-// grammar.ts compileToolCall), so the reply parses back as that call. `response_format` json_schema /
+// grammar.ts compileToolCall), so the reply parses back as that call; 'required' forces one call of
+// any of the tools (the alternatives of those grammars, compileToolCalls). `response_format` json_schema /
 // json_object constrains sampling with a token mask per step (serve/grammar.ts). gpt-oss's harmony output (a template writing <|channel|> headers,
 // serve/harmony.ts): `content` is the final channel's text, the analysis channel's `reasoning_content`;
 // a stream holds the text back until the reply is complete, as with tools.
@@ -24,7 +25,7 @@
 // `prompt_token_ids`. A model loaded without a tokenizer has no text to send, so there the ids are the
 // reply: `return_token_ids` defaults to true, and a stream sends them as the engine produces them.
 import { fmt, jsonDepth, preview, WebinferError } from '../core/errors.js';
-import { compileResponseFormat, compileToolCall, type TokenVocabulary } from './grammar.js';
+import { compileResponseFormat, compileToolCall, compileToolCalls, type TokenVocabulary } from './grammar.js';
 import { badRequest, MAX_REQUEST_DEPTH, OpenAIError } from './errors.js';
 import { checkTokenIds } from '../models/step.js';
 import type { FinishReason, RequestEngine, RequestResult, Sampling, TokenLogprob, TokenConstraint } from './engine.js';
@@ -94,6 +95,15 @@ const nextTick = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
  * cannot spell, a mask over its time budget) becomes a 400 on response_format, which the engine ends
  * that request with, never the others sharing its steps.
  */
+/** A tool forced (tool_choice): its name, index and parameters' schema (none: it takes none, {}). */
+function forcedFunction(tools: unknown[], at: number): { name: string; index: number; schema: Json } {
+  const f = (tools[at] as Json).function as Json;
+  const params = f.parameters;
+  const schema = isObj(params) ? params : { type: 'object', properties: {}, additionalProperties: false };
+  if (schema.type !== 'object') throw badRequest(`tools[${at}].function.parameters`, "an object schema (type: 'object') to force a call of it", schema.type ?? 'no type');
+  return { name: f.name as string, index: at, schema };
+}
+
 function requestConstraint(make: () => TokenConstraint, param: 'response_format' | 'tool_choice'): () => TokenConstraint {
   const own = (e: unknown): OpenAIError => (e instanceof OpenAIError ? e
     : new OpenAIError(`${param}: the constraint failed while decoding: ${e instanceof Error ? e.message : String(e)}`, { status: 400, param, code: 'constraint_failed' }));
@@ -280,8 +290,9 @@ export class OpenAIServing {
     let prompt: number[];
     let toolFormat: ToolCallFormat | null = null;
     let harmony: HarmonyTokens | null = null;
-    /** tool_choice's named function: its index in tools and its parameters' schema. */
-    let forced: { name: string; index: number; schema: Json } | null = null;
+    /** The functions a call is forced among (tool_choice naming one, or 'required': any of the tools),
+     *  each with its index in tools and its parameters' schema. */
+    let forced: { name: string; index: number; schema: Json }[] | null = null;
     if (kind === 'chat') {
       if (!Array.isArray(r.messages) || r.messages.length === 0) throw badRequest('messages', 'a non-empty array of { role, content }', r.messages);
       const messages = r.messages.map((msg, i) => {
@@ -330,14 +341,13 @@ export class OpenAIServing {
           throw new OpenAIError(`tool_choice.function.name: expected one of the tools' names (${names.slice(0, 16).join(', ')}${names.length > 16 ? ', ...' : ''}), got ${fmt(fn.name.slice(0, 64))}`,
             { param: 'tool_choice.function.name', code: 'unknown_tool' });
         }
-        const params = ((tools[at] as Json).function as Json).parameters;
-        // No parameters: the function takes none, so its arguments are {}.
-        forced = { name: fn.name, index: at, schema: isObj(params) ? params : { type: 'object', properties: {}, additionalProperties: false } };
-        if (forced.schema.type !== 'object') {
-          throw badRequest(`tools[${at}].function.parameters`, "an object schema (type: 'object') to force a call of it", forced.schema.type ?? 'no type');
-        }
+        forced = [forcedFunction(tools, at)];
+      } else if (choice === 'required') {
+        // Some call of one of the tools: the reply is one call, its arguments held to that tool's parameters.
+        if (!tools) throw new OpenAIError("tool_choice: 'required' asks for a call of one of the tools, but the request offers no tools", { param: 'tool_choice', code: 'unknown_tool' });
+        forced = tools.map((_, i) => forcedFunction(tools!, i));
       } else if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none') {
-        throw new OpenAIError(`tool_choice: expected 'auto', 'none' or { type: 'function', function: { name } } ('required' is not supported), got ${preview(choice, 80)}`, { param: 'tool_choice' });
+        throw new OpenAIError(`tool_choice: expected 'auto', 'none', 'required' or { type: 'function', function: { name } }, got ${preview(choice, 80)}`, { param: 'tool_choice' });
       }
       if (choice === 'none') tools = undefined;
       if (r.parallel_tool_calls !== undefined && typeof r.parallel_tool_calls !== 'boolean') throw badRequest('parallel_tool_calls', 'a boolean', r.parallel_tool_calls);
@@ -461,8 +471,8 @@ export class OpenAIServing {
         throw new OpenAIError("tool_choice: this model's chat template asks for tool calls in a form webinfer cannot parse (it reads Hermes/Qwen <tool_call> and Llama 3 JSON), so a call cannot be forced; use 'auto'",
           { param: 'tool_choice', code: 'tool_choice_not_supported' });
       }
-      const { prefix, suffix } = forcedCallText(toolFormat, forced.name);
-      constraint = requestConstraint(await compileToolCall({ prefix, suffix, schema: forced.schema, schemaPath: `tools[${forced.index}].function.parameters` }, this.vocabulary()), 'tool_choice');
+      const calls = forced.map((f) => ({ ...forcedCallText(toolFormat!, f.name), schema: f.schema, schemaPath: `tools[${f.index}].function.parameters` }));
+      constraint = requestConstraint(await (calls.length === 1 ? compileToolCall(calls[0], this.vocabulary()) : compileToolCalls(calls, this.vocabulary())), 'tool_choice');
     }
     if (constraint && (!stopIds.size)) {
       const param = forced ? 'tool_choice' : 'response_format';

@@ -127,6 +127,55 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
     expect(await statusOf(client.chat.completions.create({ ...req, response_format: { type: 'json_object' } }))).toBe(400);
   }, 120_000);
 
+  it("tool_choice 'required': the reply is one call of one of the tools, its arguments satisfying that tool's parameters, whole, streamed and sampled; without tools a 400", async () => {
+    const parameters = { type: 'object', properties: { c: { type: 'string', maxLength: 2 }, u: { enum: ['c', 'f'] } }, required: ['c', 'u'] };
+    const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'w', parameters } }, { type: 'function', function: { name: 'o' } }];
+    // As above: whitespace biased away so the little room the byte tokenizer's prompt leaves holds the call.
+    const logit_bias = { 9: -100, 10: -100, 13: -100, 32: -100 };
+    const req = { model: ID, messages: [{ role: 'user' as const, content: 'W?' }], tools, tool_choice: 'required' as const, temperature: 0, logit_bias };
+    const checkCall = (call: { function: { name: string; arguments: string } } | undefined): string => {
+      expect(['w', 'o']).toContain(call?.function.name);
+      const args = JSON.parse(call!.function.arguments) as Record<string, unknown>;
+      if (call!.function.name === 'o') {
+        expect(args).toEqual({});
+      } else {
+        expect(Object.keys(args)).toEqual(['c', 'u']);
+        expect(typeof args.c === 'string' && [...(args.c as string)].length <= 2).toBe(true);
+        expect(['c', 'f']).toContain(args.u);
+      }
+      return call!.function.name;
+    };
+    const whole = await client.chat.completions.create(req);
+    const choice = whole.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.tool_calls).toHaveLength(1);
+    checkCall(choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall);
+    expect(choice.message.content).toBeNull();
+    let streamed: { function: { name: string; arguments: string } } | undefined;
+    let finish: string | null = null;
+    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+      const d = chunk.choices[0]?.delta;
+      if (d?.tool_calls) streamed = d.tool_calls[0] as unknown as typeof streamed;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    checkCall(streamed);
+    const w = choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect([finish, streamed!.function.name, streamed!.function.arguments]).toEqual(['tool_calls', w.function.name, w.function.arguments]);
+    // Sampled (n = 4 choices, seeded): every choice is a call of one of the tools.
+    const sampled = await client.chat.completions.create({ ...req, temperature: 1, seed: 5, n: 4 });
+    expect(sampled.choices).toHaveLength(4);
+    for (const c of sampled.choices) {
+      expect(c.finish_reason).toBe('tool_calls');
+      expect(c.message.tool_calls).toHaveLength(1);
+      checkCall(c.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall);
+    }
+    // Without tools: a 400 on tool_choice.
+    const { tools: _t, ...noTools } = req;
+    const e = await client.chat.completions.create(noTools).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((e as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tool_choice');
+  }, 120_000);
+
   it('a client cancelling mid-stream leaves the server serving; bad requests get APIError 400/404/400/413', async () => {
     const ac = new AbortController();
     const generated = model.engine.counters.generated;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { OpenAIError } from '../../src/serve/errors';
-import { compileResponseFormat, compileToolCall, type TokenConstraint, type TokenVocabulary } from '../../src/serve/grammar';
+import { compileResponseFormat, compileToolCall, compileToolCalls, type TokenConstraint, type TokenVocabulary } from '../../src/serve/grammar';
 import { forcedCallText, parseToolCalls } from '../../src/serve/tools';
 import { rng } from '../../src/core/random';
 
@@ -417,5 +417,58 @@ describe('compileToolCall: a forced call (tool_choice naming a function) as a se
     // A response_format's errors still name response_format.
     const rf = await compileResponseFormat(format({ type: 'string', pattern: 'x' }), vocab).catch((e) => e);
     expect(rf.param).toBe('response_format');
+  });
+});
+
+describe("compileToolCalls: tool_choice 'required', some one call of any of the tools", () => {
+  const TOOLS: { name: string; schema: Schema }[] = [
+    { name: 'get_weather', schema: { type: 'object', properties: { city: { type: 'string', maxLength: 8 }, unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'] } },
+    { name: 'get_time', schema: { type: 'object', properties: { zone: { $ref: '#/$defs/zone' } }, required: ['zone'], $defs: { zone: { enum: ['utc', 'cet'] } } } },
+    { name: 'ping', schema: { type: 'object', properties: {}, additionalProperties: false } },
+  ];
+
+  it('samples replies that parse back as exactly one call of one of the tools, its arguments satisfying that tool\'s parameters (each $ref in its own schema); every tool is reached', async () => {
+    for (const format of ['hermes', 'llama3'] as const) {
+      const calls = TOOLS.map((t, i) => ({ ...forcedCallText(format, t.name), schema: t.schema as Record<string, unknown>, schemaPath: `tools[${i}].function.parameters` }));
+      const make = await compileToolCalls(calls, vocab);
+      const seen = new Set<string>();
+      for (let seed = 1; seed <= 30; seed++) {
+        const text = sample(make, seed, seed <= 2 ? 7 : 0);
+        const parsed = parseToolCalls(text, format);
+        expect([text, parsed.content, parsed.toolCalls.length]).toEqual([text, null, 1]);
+        const name = parsed.toolCalls[0]!.function.name;
+        const tool = TOOLS.find((t) => t.name === name);
+        expect([text, tool !== undefined]).toEqual([text, true]);
+        const args = JSON.parse(parsed.toolCalls[0]!.function.arguments);
+        expect([text, valid(args, tool!.schema, tool!.schema)]).toEqual([text, true]);
+        seen.add(name);
+      }
+      expect([...seen].sort()).toEqual(TOOLS.map((t) => t.name).sort());
+    }
+  });
+
+  it('allows only the calls\' common text, then one name: another function\'s name, free text and EOS are refused', async () => {
+    const calls = TOOLS.map((t, i) => ({ ...forcedCallText('llama3', t.name), schema: t.schema as Record<string, unknown>, schemaPath: `tools[${i}].function.parameters` }));
+    const c = (await compileToolCalls(calls, vocab))();
+    for (const ch of '{"name": "get_') expect(c.accept(idOf(ch))).toBe(true);
+    expect(c.accept(idOf('p'))).toBe(false);
+    expect(c.accept(EOS)).toBe(false);
+    for (const ch of 'time", "parameters": {"zone": ') expect(c.accept(idOf(ch))).toBe(true);
+    // Only get_time's zones now: its $ref resolved in its own schema.
+    expect(c.accept(idOf('"'))).toBe(true);
+    expect(c.accept(idOf('f'))).toBe(false);     // get_weather's unit, not a zone
+    for (const ch of 'utc"}') expect(c.accept(idOf(ch))).toBe(true);
+    expect(c.done).toBe(false);
+    expect(c.accept(idOf('}'))).toBe(true);
+    expect(c.done).toBe(true);
+  });
+
+  it("refuses a tool's schema it cannot enforce with a 400 on tool_choice naming that tool's parameters", async () => {
+    const calls = [{ prefix: 'a', suffix: 'b', schema: { type: 'object' }, schemaPath: 'tools[0].function.parameters' },
+      { prefix: 'c', suffix: 'd', schema: { type: 'object', properties: { x: { type: 'string', pattern: '^a' } } }, schemaPath: 'tools[1].function.parameters' }];
+    const err = await compileToolCalls(calls, vocab).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAIError);
+    expect([err.status, err.param]).toEqual([400, 'tool_choice']);
+    expect(err.message).toContain('tools[1].function.parameters.properties.x');
   });
 });
