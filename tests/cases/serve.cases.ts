@@ -47,7 +47,7 @@ function servedElsewhere(ctx: Parameters<TestCase['run']>[0], what: string): boo
 
 export const serveCases: TestCase[] = defineCases('serving', [
   {
-    name: 'request engine fuzz: random arrivals, cancellations and stop tokens over a cache that forces preemption and eviction; each request gets its tokens alone, no block leaked',
+    name: 'request engine fuzz: random arrivals, cancellations and stop tokens over a cache that forces preemption and eviction, prompt chunks of 3 beside decodes; each request gets its tokens alone, no block leaked',
     async run(ctx) {
       if (servedElsewhere(ctx, 'request engine fuzz')) return;
       const g = await golden(ctx, 'llama-gqa');
@@ -61,6 +61,9 @@ export const serveCases: TestCase[] = defineCases('serving', [
         const r = rng(29);
         const h0 = model.kv.stats.hits;
         const p0 = model.engine.counters.preemptions;
+        // Prompt chunks of at most 3 tokens beside decodes (the chunked-prefill budget; issue 43).
+        model.engine.prefillBudget = 3;
+        const x0 = { ...model.engine.counters };
         const runs: Promise<void>[] = [];
         let checked = 0;
         for (let i = 0; i < 16; i++) {
@@ -100,6 +103,10 @@ export const serveCases: TestCase[] = defineCases('serving', [
         assert(model.kv.freeBlocks === model.numBlocks, `blocks leaked: ${model.kv.freeBlocks} of ${model.numBlocks} free`);
         assert(model.engine.counters.preemptions > p0, 'the fuzz never preempted (cache too large for it)');
         assert(model.kv.stats.hits > h0, 'the fuzz never hit the prefix cache');
+        const x = model.engine.counters;
+        assert(x.mixedSteps > x0.mixedSteps, 'no step held prompt chunks beside decodes');
+        assert(x.prefillTokens - x0.prefillTokens + x.decodeTokens - x0.decodeTokens === x.tokens - x0.tokens, 'prompt and decode tokens do not add up to the tokens placed');
+        assert(x.chunkBudget === 3, `chunk budget ${x.chunkBudget}, set 3`);
         // Requests submitted the moment the one before ends (the engine may be finishing its loop then).
         for (let i = 0; i < 8; i++) {
           const p = prompts[i % prompts.length];
