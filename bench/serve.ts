@@ -7,7 +7,7 @@
 // `webinfer serve` with the official `openai` client (its cost per token stated).
 //
 //   node .cache/device/serve.mjs [--gguf=FILE[:LABEL]] [--no-bf16] [--quick] [--device=NAME] [--out=DIR] [--http=0]
-//                                [--parts=rates,burst,multiturn,http] [--budget=auto|TOKENS]
+//                                [--parts=rates,burst,multiturn,http] [--rates=2,8,32,inf] [--budget=auto|TOKENS]
 // Models: the Llama-3.2-1B shape in bf16 (random weights made on the GPU) and each --gguf file.
 //
 // Issue 43's targets, printed as `target` lines: 32 requests in flight at ≥ 8× one request's tokens/s;
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
     models.push({ label: label ?? file, make: async () => engine.loadModel({ weights: await loadGGUF(file), kvCache: cache, maxSeqsPerStep: 64, maxTokensPerStep: 2048 }) });
   }
   const lens = quick ? { pMin: 16, pMax: 64, oMin: 8, oMax: 32 } : { pMin: 128, pMax: 2048, oMin: 64, oMax: 512 };
-  const rates = quick ? [8, Infinity] : [2, 8, 32, Infinity];
+  const rates = args.get('rates')?.split(',').map((x) => (/^inf/i.test(x) ? Infinity : Number(x))) ?? (quick ? [8, Infinity] : [2, 8, 32, Infinity]);
   const budget = args.get('budget') ?? 'auto';
   const N = quick ? 8 : 64;
   const results: Record<string, unknown>[] = [];
