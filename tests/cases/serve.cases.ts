@@ -107,6 +107,13 @@ export const serveCases: TestCase[] = defineCases('serving', [
         assert(x.mixedSteps > x0.mixedSteps, 'no step held prompt chunks beside decodes');
         assert(x.prefillTokens - x0.prefillTokens + x.decodeTokens - x0.decodeTokens === x.tokens - x0.tokens, 'prompt and decode tokens do not add up to the tokens placed');
         assert(x.chunkBudget === 3, `chunk budget ${x.chunkBudget}, set 3`);
+        // Every step's layers were either replayed or recorded (step graphs on), and the host time splits.
+        if (ctx.engine.tuning.stepGraphs) {
+          const rr = x.recorded - x0.recorded + x.replayed - x0.replayed;
+          assert(rr === x.steps - x0.steps && x.replayed > x0.replayed, `${x.steps - x0.steps} steps, ${x.recorded - x0.recorded} recorded + ${x.replayed - x0.replayed} replayed`);
+        }
+        assert(Math.abs(x.hostMs - x0.hostMs - (x.scheduleMs - x0.scheduleMs) - (x.recordMs - x0.recordMs)) < 1e-6 * Math.max(1, x.hostMs) && x.waitMs > x0.waitMs && x.recordMs > x0.recordMs,
+          `host ${x.hostMs - x0.hostMs} ms against schedule ${x.scheduleMs - x0.scheduleMs} + record ${x.recordMs - x0.recordMs}; wait ${x.waitMs - x0.waitMs}`);
         // Requests submitted the moment the one before ends (the engine may be finishing its loop then).
         for (let i = 0; i < 8; i++) {
           const p = prompts[i % prompts.length];
