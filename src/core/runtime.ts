@@ -205,6 +205,9 @@ export class Runtime implements TensorHost {
      *  GGUF goldens its logits are 3.4-4.8% of max|logit| from the exact ones (llama.cpp's 3-6%), past
      *  SPEC §8's 1e-2 for quantized activations (tests/cases/model.cases.ts idotCase). */
     gemvIntDot: false,
+    /** Steps of at most this many rows run quantized experts (Q8_0, Q4_0, Q4_K, Q6_K) on the expert
+     *  GEMV's dot path, more rows on its decode path (ops/moe.ts planMoe says why). */
+    moeQuantDotMaxRows: 1,
     /** Models rotate q and k and write the cache in one pass after the q|k|v product (rope_cache.wgsl)
      *  instead of a RoPE pass and a cache-write pass. */
     fuseRopeCache: true,

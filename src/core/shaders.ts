@@ -59,6 +59,7 @@ function linearPrograms(): Record<string, readonly string[]> {
       // The decode path for these types too (PlanLinearOptions.quantPath 'decode'): the A/B the bench runs.
       out[`gemv_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_quant.wgsl', 'ops/gemv_portable.wgsl'];
       out[`gemv_subgroup_dq${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemv.wgsl', ...stage, 'ops/gemv_quant.wgsl', 'ops/gemv_subgroup.wgsl'];
+      out[`ops_moe_gemv_dq${tail}`] = [DTYPE, 'ops/moe_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/moe_gemv.wgsl', 'ops/moe_gemv_words.wgsl'];
     }
     out[`gemm${tail}`] = [DTYPE, 'ops/gemm_io.wgsl', ...quant, 'ops/weight_words.wgsl', 'ops/gemm.wgsl'];
     out[`gemm_mma${tail}`] = ['ops/gemm_io.wgsl', ...quant, 'ops/gemm_mma.wgsl', 'ops/gemm_mma_scalar.wgsl', 'ops/gemm_mma_linear.wgsl'];

@@ -410,7 +410,10 @@ export function route(rt: Runtime, logits: Tensor, r: MoeRouting, o: { rows: num
 
 export type MoePlan =
   | { readonly kernel: 'gemv'; /** pairs per tile */ readonly MT: number; readonly WG: number;
-      /** lanes per weight row for gate|up (K = H) and for down (K = I) */ readonly KT1: number; readonly KT2: number }
+      /** lanes per weight row for gate|up (K = H) and for down (K = I) */ readonly KT1: number; readonly KT2: number;
+      /** Quantized experts of the types with a dot path (Q8_0, Q4_0, Q4_K, Q6_K): 'dot' (a lane a
+       *  32-value unit, moe_gemv_qdot.wgsl) or 'decode' (four values a load, moe_gemv_words.wgsl). */
+      readonly quantPath: 'dot' | 'decode' }
   | { readonly kernel: 'gemm'; readonly BM: 64; readonly BN: 64; readonly BK: 16 }
   /** The subgroup-matrix GEMM (moe_gemm_mma.wgsl over gemm_mma.wgsl): BM pairs a tile. */
   | GemmMmaPlan;
@@ -432,6 +435,9 @@ export interface PlanMoeOptions {
   kernel?: 'auto' | 'gemv' | 'gemm' | 'gemm-mma';
   /** gemm-mma: an entry of MOE_MMA_TILES. */
   tile?: number;
+  /** gemv over quantized experts with a dot path: 'dot' or 'decode' (default: 'dot' up to
+   *  engine.tuning.moeQuantDotMaxRows rows, else 'decode'). */
+  quantPath?: 'dot' | 'decode';
 }
 
 const pow2floor = (v: number) => 2 ** Math.floor(Math.log2(v));
@@ -459,13 +465,19 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
   const P = p.rows * p.topK;
   const perExpert = P / Math.min(p.E, P);
   if (kernel === 'gemv' || (kernel === 'auto' && perExpert <= MOE_GEMV_MAX_ROWS)) {
-    // Lanes per weight row: at most 32, and no more than the row has words (16/32-bit experts) or
-    // 32-value units (the quantized dot path, ops/moe_gemv_qdot.wgsl).
-    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / (hasQuantDot(d) ? 32 : linearVectorWidth(d)))));
+    // The dot path (a lane a 32-value unit) reads each unit's x straight from the x rows, 8 vec4 loads a
+    // lane: at one row the fastest (H200, DeepSeek-V2-Lite Q4_K_M at batch 1: its experts 0.92 ms a
+    // step against 1.72 on the decode path), but with more rows those loads are uncoalesced: at batch
+    // 8 and 32 the experts took 2.5-3.5x the decode path's time (bench/notes/qgemv.md §9).
+    if (p.quantPath !== undefined) check(p.quantPath === 'dot' || p.quantPath === 'decode', op, 'quantPath', "'dot' or 'decode'", fmt(p.quantPath));
+    const dot = (hasQuantDot(p.dtype) || hasQuantDot(downDtype)) && (p.quantPath ?? (p.rows <= rt.tuning.moeQuantDotMaxRows ? 'dot' : 'decode')) === 'dot';
+    // Lanes per weight row: at most 32, and no more than the row has words (16/32-bit experts, the
+    // decode path) or 32-value units (the dot path, ops/moe_gemv_qdot.wgsl).
+    const KT = (K: number, d: ExpertStorage) => Math.max(1, Math.min(32, pow2floor(K / (dot && hasQuantDot(d) ? 32 : linearVectorWidth(d)))));
     // A token's ids are distinct, so no expert gets more pairs than there are rows. The dot path holds
     // each tile row's 32 x values in registers: at most 4 rows a tile there.
-    const MT = Math.min(hasQuantDot(p.dtype) || hasQuantDot(downDtype) ? 4 : 8, pow2ceil(p.rows));
-    return { kernel: 'gemv', MT, WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype) };
+    const MT = Math.min(dot ? 4 : 8, pow2ceil(p.rows));
+    return { kernel: 'gemv', MT, WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype), quantPath: dot ? 'dot' : 'decode' };
   }
   if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
     // Quantized experts enter the matrices as f16 (rounded on the way into workgroup memory).
@@ -561,7 +573,7 @@ export function moe(rt: Runtime, x: Tensor, routing: { ids: Tensor; weights: Ten
     const { tail, W_DTYPE } = weightProgram(st, plan.kernel === 'gemm-mma');
     const EPV = linearVectorWidth(st);
     return plan.kernel === 'gemv'
-      ? rt.kernel(`ops_moe_gemv${tail}`, 'gemv_main', { overrides: { W_DTYPE }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
+      ? rt.kernel(`ops_moe_gemv${hasQuantDot(st) && plan.quantPath === 'decode' ? '_dq' : ''}${tail}`, 'gemv_main', { overrides: { W_DTYPE }, consts: { MT: plan.MT, KT, WG: plan.WG, EPV } })
       : plan.kernel === 'gemm-mma'
         ? rt.kernel(`ops_moe_gemm_mma${tail}`, 'gemm_mma_main', { overrides: { W_DTYPE }, consts: mmaConsts(rt, plan), enables: MMA_ENABLES, unroll: true })
         : rt.kernel(`ops_moe_gemm${tail}`, 'gemm_main', { overrides: { W_DTYPE }, consts: { BM: plan.BM, BN: plan.BN, BK: plan.BK, EPV } });

@@ -8,7 +8,7 @@
 // routing (softmax over the chosen) and experts (swiglu_oai, expert biases; float and MXFP4), and every
 // validation error. Weights the reference sees are the rounded ones the GPU holds; the kernels compute
 // in f32, so f32 tolerances apply to every weight dtype.
-import { ops, reference, roundToDType, QUANT_FORMATS, type Engine, type QuantType, type Tensor } from '../../src/index';
+import { ops, reference, roundToDType, QUANT_DOT_TYPES, QUANT_FORMATS, type Engine, type QuantType, type Tensor } from '../../src/index';
 import { assert, assertClose, assertWithinPlain, defineCases, equalArrays, expectThrows, randn, rng, spreadOverSoftware } from './harness';
 
 type WDType = 'f32' | 'f16' | 'bf16';
@@ -87,6 +87,8 @@ interface MoeProblem {
   maxWorkspaceBytes?: number; parts?: number;
   /** gemm-mma: an entry of MOE_MMA_TILES. */
   tile?: number;
+  /** gemv over quantized experts: the path (default planMoe's). */
+  quantPath?: 'dot' | 'decode';
   /** Quantized experts (createQuantExperts): random valid blocks of these types; the reference takes
    *  their dequantized values (rounded to f16 on the subgroup-matrix GEMM, as the kernel takes them). */
   quant?: { gateUp: QuantType; down: QuantType };
@@ -118,7 +120,7 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
     : ops.createExperts(engine, { E, H, I, dtype, gateUp, down, maxPartBytes: p.maxPartBytes, ...biases });
   if (p.parts !== undefined) assert(experts.parts.length === p.parts, `expected ${p.parts} parts, got ${experts.parts.length}`);
   const out = engine.tensor(prior, [total, H]);
-  const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype: experts.dtype, downDtype: experts.downDtype, kernel: p.kernel, tile: p.tile }) : undefined;
+  const plan = p.kernel ? ops.planMoe(engine, { rows, topK, E, H, I, dtype: experts.dtype, downDtype: experts.downDtype, kernel: p.kernel, tile: p.tile, quantPath: p.quantPath }) : undefined;
   const routing = { ids: engine.tensor(ids, [total, topK], 'i32'), weights: engine.tensor(wv, [total, topK]) };
   const res = ops.moe(engine, engine.tensor(xv, [total, H]), routing, experts, {
     rows, out, accumulate: p.accumulate, plan, maxWorkspaceBytes: p.maxWorkspaceBytes, ...(p.oai ? { act: 'swiglu_oai', ...p.oai } as const : {}),
@@ -127,7 +129,7 @@ async function checkMoe(engine: Engine, p: MoeProblem): Promise<void> {
   const got = await out.toFloat32();
   const oai = p.oai ? { act: 'swiglu_oai', ...p.oai, ...biases } as const : {};
   const ref = reference.moeRef(xv, ids, wv, gateUp, down, { rows, E, H, I, topK, accumulateInto: p.accumulate ? prior : undefined, ...oai });
-  const label = `moe ${q ? `${q.gateUp}|${q.down}` : dtype} rows ${rows} E ${E} topK ${topK} ${plan?.kernel ?? 'auto'}${p.accumulate ? ' accumulate' : ''}${p.oai ? ' swiglu_oai' : ''}`;
+  const label = `moe ${q ? `${q.gateUp}|${q.down}` : dtype} rows ${rows} E ${E} topK ${topK} ${plan?.kernel ?? 'auto'}${plan?.kernel === 'gemv' ? ` ${plan.quantPath}` : ''}${p.accumulate ? ' accumulate' : ''}${p.oai ? ' swiglu_oai' : ''}`;
   if (q && p.kernel === 'gemm-mma') {
     // The matrices take the weights rounded to f16 (pack2x16float, whose rounding WGSL leaves to the
     // implementation): SPEC §6's f16 row, as the quantized linear layers on the matrices.
@@ -164,7 +166,13 @@ export const moeCases = defineCases('moe', [
       for (const [i, t] of spreadOverSoftware(ctx, QUANT_EXPERTS, 'quantized experts', (t) => `${t.gateUp}|${t.down}`).entries()) {
         const quant = { gateUp: t.gateUp, down: t.down };
         const base = { E: 6, topK: 2, H: t.H, I: t.I, dtype: 'f32' as const, quant };
+        // The expert GEMV's two paths (planMoe takes the dot path at one row, the decode path above).
         await checkMoe(engine, { ...base, rows: 3, kernel: 'gemv', seed: 720 + 10 * i });
+        await checkMoe(engine, { ...base, rows: 3, kernel: 'gemv', quantPath: 'dot', seed: 723 + 10 * i });
+        await checkMoe(engine, { ...base, rows: 1, kernel: 'gemv', seed: 724 + 10 * i });
+        const path = (rows: number) => { const pl = ops.planMoe(engine, { rows, topK: 2, E: 6, H: t.H, I: t.I, dtype: t.gateUp, downDtype: t.down, kernel: 'gemv' }); return pl.kernel === 'gemv' ? pl.quantPath : pl.kernel; };
+        const one = [t.gateUp, t.down].some((x) => QUANT_DOT_TYPES.includes(x)) ? 'dot' : 'decode';
+        assert(path(1) === one && path(3) === 'decode', `planMoe: the ${one} path at 1 row and the decode path at 3 (${t.gateUp}|${t.down}): ${path(1)}, ${path(3)}`);
         await checkMoe(engine, { ...base, rows: 40, kernel: 'gemm', accumulate: true, extraRows: 1, seed: 721 + 10 * i });
         if (!why) await checkMoe(engine, { ...base, rows: 40, kernel: 'gemm-mma', seed: 722 + 10 * i });
         if (i === 0) {
