@@ -114,8 +114,9 @@ export interface StepRunner {
   assertAlive(op: string): void;
   recordStep(rows: StepRow[], proc: StepProcessing | null): StepRecord;
   /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
-   *  request's encoderInput, as the engine places it; false: no room now (the sequence waits). */
-  admitSequence?(id: string, encoderInput: unknown): boolean;
+   *  request's encoderInput, as the engine places it; `freeBlocks`: the cache's free blocks this step has
+   *  not claimed (what the state may take of the engine's blocks); false: no room now (the sequence waits). */
+  admitSequence?(id: string, encoderInput: unknown, freeBlocks: number): boolean;
   /** Frees what admitSequence made: the sequence finished, failed or was preempted. */
   freeSequence?(id: string): void;
   /** Tokens never sampled (`always`), and not as a choice's first token (`first`): Whisper's
@@ -440,7 +441,7 @@ export class RequestEngine {
       // A preempted choice is recomputed from its prompt and every token it had.
       if (c.out.length) c.input = [...c.req.prompt, ...c.out];
       const cached = kv.addSequence(c.id, { tokens: c.input, salt: c.req.o.cacheSalt });
-      if (m.admitSequence && !m.admitSequence(c.id, c.req.o.encoderInput)) {
+      if (m.admitSequence && !m.admitSequence(c.id, c.req.o.encoderInput, avail())) {
         kv.freeSequence(c.id);
         break;
       }

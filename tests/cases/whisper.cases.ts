@@ -7,7 +7,7 @@
 // Everything through the package's exports (engine.loadModel, ops.*): the Deno and browser suites run the
 // built library, whose classes a direct import of src/models or src/ops would duplicate.
 import { loadSafetensors, ops, reference } from '../../src/index';
-import type { WhisperModel } from '../../src/models/whisper';
+import type { WhisperModel } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
