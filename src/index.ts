@@ -62,7 +62,7 @@ export type { EmbedOptions } from './models/encoder.js';
 export type { EncoderModel, EmbeddingsRequest, EmbeddingsResponse } from './serve/embeddings.js';
 export type { TranscribeOptions, TranscriptSegment } from './models/whisper.js';
 export type { WhisperModel, WhisperGenerateOptions } from './serve/whisper.js';
-export type { T5Model } from './models/t5.js';
+export type { T5Model } from './serve/t5.js';
 export type { DecodedAudio } from './serve/audio_file.js';
 export type { ServeOptions, Server, ServableModel } from './serve/http.js';
 export { clearWeightCache, weightCacheSize, hasWeightCache, parseHubId, WEIGHT_CACHE, DEFAULT_HUB_HOST } from './formats/hub.js';

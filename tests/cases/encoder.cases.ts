@@ -6,7 +6,7 @@
 // errors.
 import { encodeSafetensors, loadSafetensors, reference, roundToDType, type EncodableTensor, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/serve/embeddings';
-import type { T5Model } from '../../src/models/t5';
+import type { T5Model } from '../../src/index';
 import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
