@@ -321,6 +321,7 @@ export class T5Runner {
       b.wo.destroy();
       for (const n of b.norms) n.destroy();
     }
+    for (const x of this.sampled) x.destroy();
     if (this.head !== this.shared) this.head?.destroy();
     this.shared?.destroy();
     this.encFinal?.destroy();
@@ -441,6 +442,18 @@ export class T5Runner {
     }
   }
 
+  /**
+   * The sampled ids of decoder step `step` (out: its argmax or draws go there) and of the step before
+   * (prev: what its negative ids read). Two slots are enough however many steps are in flight: each
+   * step's ids are copied for the host as it is submitted, before the step after next writes its slot.
+   */
+  protected ring(step: number): { prev: Tensor; out: Tensor } {
+    if (!this.sampled.length) for (let i = 0; i < 2; i++) this.sampled.push(this.rt.zeros([this.maxSeqsPerStep], 'i32'));
+    return { prev: this.sampled[(step + 1) % 2], out: this.sampled[step % 2] };
+  }
+
+  private readonly sampled: Tensor[] = [];
+
   protected closeCache(cache: DecoderCache): void {
     for (const x of cache.temps.splice(0)) x.destroy();
   }
@@ -452,7 +465,7 @@ export class T5Runner {
    * item's rows at once; each head's attention per item over its own cache, as decode()'s (its tensors
    * go to temps).
    */
-  protected decodeStep(items: readonly { cache: DecoderCache; tokens: Int32Array; sample: boolean }[], temps: Tensor[]): Tensor | null {
+  protected decodeStep(items: readonly { cache: DecoderCache; tokens: Int32Array; sample: boolean }[], temps: Tensor[], step = 0): Tensor | null {
     const c = this.cfg, rt = this.rt, D = c.dKv, B = 4 * D;
     const t = (x: Tensor) => { temps.push(x); return x; };
     const T = items.reduce((a, it) => a + it.tokens.length, 0);
@@ -466,7 +479,10 @@ export class T5Runner {
       at += n;
       if (it.sample) gather.push(at - 1);
     }
-    const h = t(embedding(rt, ids, this.shared));
+    // Ids -(1 + r) are row r of the previous step's sampled ids, read on the GPU (shaders/models/step.wgsl).
+    const idsIn = t(rt.tensor(ids, [T], 'i32')), idsT = t(rt.emptyTensor([T], 'i32'));
+    rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: idsIn, prev: this.ring(step).prev, ids_out: idsT }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
+    const h = t(embedding(rt, idsT, this.shared));
     const x = t(rt.emptyTensor([T, c.dModel], 'f32'));
     const o = t(rt.emptyTensor([T, D], 'f32'));
     const masks = items.map((it) => this.biasMasks(this.decBias, it.tokens.length, it.cache.len + it.tokens.length, false, temps, it.cache.len));

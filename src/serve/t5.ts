@@ -9,8 +9,9 @@
 // relative-position bias per head, which the paged kernels do not take, so its keys/values are not in
 // the engine's paged blocks. The block manager still places each sequence's tokens (its blocks are the
 // engine's measure of the cache a sequence holds, and what preemption frees), with the prefix cache off
-// (a prefix's keys/values depend on the encoder input). A step waits for the last one's ids on the host
-// (one step in flight): the decoder's embedding reads the ids from the host.
+// (a prefix's keys/values depend on the encoder input). A decoding sequence's next input can be the
+// previous step's sampled id still on the GPU, so tuning.stepsInFlight steps are in flight, as for the
+// other models.
 import { check, checkKeys, checkPosInt } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
@@ -35,8 +36,10 @@ export class T5Model extends T5Runner implements StepRunner {
   readonly capacity = MAX_SEQ_TOKENS;
   private readonly caches = new Map<string, DecoderCache>();
   private step = 0;
-  /** Steps run, and the sequences and tokens they held, for tests. */
-  readonly decodeStats = { steps: 0, rows: 0, tokens: 0 };
+  /** Read-backs of steps in flight (dropped at once by destroy). */
+  private readonly reads = new Set<GPUBuffer>();
+  /** Steps run, the sequences and tokens they held, and the rows whose input was the previous step's id still on the GPU, for tests. */
+  readonly decodeStats = { steps: 0, rows: 0, tokens: 0, fromGpu: 0 };
 
   constructor(rt: Runtime, cfg: T5Config, o: T5RunnerOptions) {
     super(rt, cfg, o);
@@ -46,10 +49,12 @@ export class T5Model extends T5Runner implements StepRunner {
 
   get stepNo(): number { return this.step; }
 
-  /** One step in flight: the next step's ids come from the host. */
+  /** tuning.stepsInFlight, checked (any number: the sampled-id ring of two is enough, see T5Runner.ring). */
   stepsInFlight(op: string): number {
     this.assertAlive(op);
-    return 1;
+    const k = this.rt.tuning.stepsInFlight;
+    check(Number.isInteger(k) && k >= 1, op, 'engine.tuning.stepsInFlight', 'an integer >= 1', k);
+    return k;
   }
 
   admitSequence(id: string, encoderInput: unknown): boolean {
@@ -71,7 +76,7 @@ export class T5Model extends T5Runner implements StepRunner {
     this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
     const temps: Tensor[] = [];
     try {
-      const logits = this.decodeStep(rows.map((r) => ({ cache: this.caches.get(r.id)!, tokens: Int32Array.from(r.ids), sample: r.sample })), temps);
+      const logits = this.decodeStep(rows.map((r) => ({ cache: this.caches.get(r.id)!, tokens: Int32Array.from(r.ids), sample: r.sample })), temps, step);
       const sampledRow = new Array<number>(rows.length).fill(-1);
       let R = 0;
       rows.forEach((r, i) => { if (r.sample) sampledRow[i] = R++; });
@@ -79,12 +84,12 @@ export class T5Model extends T5Runner implements StepRunner {
       this.decodeStats.steps++;
       this.decodeStats.rows += rows.length;
       this.decodeStats.tokens += T;
+      this.decodeStats.fromGpu += rows.filter((r) => r.ids[0] < 0).length;
       if (!logits) {
         rt.flush();
         return { step, T, sampledRow, ids: Promise.resolve(new ArrayBuffer(0)), logits: null };
       }
-      const out = rt.emptyTensor([R], 'i32');
-      temps.push(out);
+      const { out } = this.ring(step);
       if (proc) {
         check(proc.nMasks === 0 && proc.logprobRows.length === 0, 'T5Model', 'a request', 'no grammar and no logprobs (T5 samples plainly)', 'one');
         if (proc.nEdits) {
@@ -102,7 +107,7 @@ export class T5Model extends T5Runner implements StepRunner {
       } else {
         argmax(rt, logits, { rows: R, out });
       }
-      return { step, T, sampledRow, ids: rt.readBuffer(out.buffer, 4 * R), logits: null };
+      return { step, T, sampledRow, ids: rt.readBuffer(out.buffer, 4 * R, 0, this.reads), logits: null };
     } finally {
       // Back to the pool: whatever reuses them is queued after this step.
       for (const t of temps) t.destroy();
@@ -143,6 +148,8 @@ export class T5Model extends T5Runner implements StepRunner {
   override destroy(): void {
     this.engine.destroy('T5Model.generate: the model was destroyed');
     for (const id of [...this.caches.keys()]) this.freeSequence(id);
+    // Steps in flight: their ids are wanted by no one.
+    this.rt.abandonReads(this.reads);
     super.destroy();
   }
 }

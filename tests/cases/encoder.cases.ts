@@ -7,7 +7,7 @@
 import { encodeSafetensors, loadSafetensors, reference, roundToDType, type EncodableTensor, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/serve/embeddings';
 import type { T5Model } from '../../src/index';
-import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
+import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -397,7 +397,7 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
   {
     // T5's requests are the one RequestEngine's: the decoder step runs every running sequence's rows
     // together (each over its own cache), so a reply must not depend on what else runs beside it.
-    name: 't5-relbias on the request engine: requests batched, and one joining another mid-way, equal each alone; a second call creates no GPU buffer',
+    name: 't5-relbias on the request engine: requests batched (steps in flight reading ids on the GPU, or one), and one joining another mid-way, equal each alone; a second call creates no GPU buffer',
     async run(ctx) {
       if (!goldenRunsHere(ctx, 't5-relbias')) return;
       const { golden, model } = await loadT5Golden(ctx);
@@ -408,12 +408,19 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
         const alone: number[][] = [];
         for (const { p, ids } of pairs) alone.push((await model.generate([p], { encoderInputs: [ids], maxNewTokens: N, stopTokens: [] }))[0]);
         const s0 = { ...model.decodeStats };
-        const all = await model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] });
+        const all = await withTuning(e, { stepsInFlight: 3 }, () => model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] }));
         pairs.forEach((_, i) => assert(all[i].join() === alone[i].join(), `t5 request ${i} batched: ${all[i]}, alone ${alone[i]}`));
+        // Steps in flight: every decode step after a request's first token read its input id on the GPU.
+        assert(model.decodeStats.fromGpu - s0.fromGpu === pairs.length * (N - 1), `rows fed from the GPU: ${model.decodeStats.fromGpu - s0.fromGpu} of ${pairs.length * (N - 1)}`);
         // Batched: the four requests' rows shared steps (a step per token, not per request and token; the
-        // first request's first step may run before the call has submitted the others).
-        assert(model.decodeStats.steps - s0.steps <= N + 1, `four requests of ${N} tokens took ${model.decodeStats.steps - s0.steps} steps`);
+        // first request's first steps, up to the three in flight, may run before the call has submitted the others).
+        assert(model.decodeStats.steps - s0.steps <= N + 3, `four requests of ${N} tokens took ${model.decodeStats.steps - s0.steps} steps`);
         assert(model.decodeStats.rows - s0.rows === pairs.length * N, `rows ${model.decodeStats.rows - s0.rows}`);
+        // One step in flight: each step waits for the last one's ids on the host; the same replies.
+        const s1 = { ...model.decodeStats };
+        const one = await withTuning(e, { stepsInFlight: 1 }, () => model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] }));
+        pairs.forEach((_, i) => assert(one[i].join() === alone[i].join(), `t5 request ${i} batched, one step in flight: ${one[i]}, alone ${alone[i]}`));
+        assert(model.decodeStats.fromGpu === s1.fromGpu, `one step in flight fed ${model.decodeStats.fromGpu - s1.fromGpu} rows from the GPU`);
         // Request 3 joins request 0 after its third step: its prompt's rows run beside 0's decodes.
         const first = model.generate([pairs[0].p], { encoderInputs: [pairs[0].ids], maxNewTokens: N, stopTokens: [] });
         let firstDone = false;
