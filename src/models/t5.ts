@@ -100,7 +100,7 @@ export interface T5LoadOptions {
   generationConfig?: object;
   name?: string;
   allowNonFinite?: boolean;
-  kvCache?: unknown;
+  kvCache?: { numBlocks?: number; blockSize?: number; dtype?: unknown };
   maxTokensPerStep?: unknown;
   maxSeqsPerStep?: unknown;
   preprocessorConfig?: unknown;
@@ -110,17 +110,31 @@ export interface T5LoadOptions {
 export type MakeT5<M extends T5Runner> = (rt: Runtime, cfg: T5Config, o: T5RunnerOptions) => M;
 
 /** The sizes a runner is built with. */
-export interface T5RunnerOptions { name: string; tokenizer?: TextTokenizer; maxSeqs: number; maxTokens: number }
+export interface T5RunnerOptions {
+  name: string;
+  tokenizer?: TextTokenizer;
+  maxSeqs: number;
+  maxTokens: number;
+  /** The block manager's measure of the tokens held at once (default: maxSeqs sequences of 512 tokens in blocks of 16). */
+  numBlocks: number;
+  blockSize: number;
+}
 
 export async function loadT5With<M extends T5Runner>(rt: Runtime, o: T5LoadOptions, make: MakeT5<M>): Promise<M> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, tokenizer?, ... }', o);
   checkKeys(OP, 'o', o, ['config', 'weights', 'dtype', 'onProgress', 'tokenizer', 'tokenizerConfig', 'generationConfig', 'name', 'allowNonFinite',
     'kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig']);
-  for (const k of ['kvCache', 'preprocessorConfig'] as const) {
-    if (o[k] !== undefined) fail(OP, `o.${k}`, 'none (T5 keeps a cache per request, sized for that request)', o[k]);
-  }
+  if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
   const maxSeqs = o.maxSeqsPerStep === undefined ? 8 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
+  // The blocks the engine measures the sequences' tokens in (each sequence's keys and values are in a
+  // cache of its own, sized for its request: the blocks bound how many tokens are held at once).
+  const kv = o.kvCache ?? {};
+  check(kv !== null && typeof kv === 'object' && !Array.isArray(kv), OP, 'o.kvCache', '{ numBlocks?, blockSize? }', kv);
+  checkKeys(OP, 'o.kvCache', kv, ['numBlocks', 'blockSize']);
+  const blockSize = kv.blockSize === undefined ? 16 : checkPosInt(kv.blockSize, OP, 'o.kvCache.blockSize');
+  const numBlocks = kv.numBlocks === undefined ? maxSeqs * Math.ceil(512 / blockSize) : checkPosInt(kv.numBlocks, OP, 'o.kvCache.numBlocks');
+  check(numBlocks * blockSize < 2 ** 31, OP, 'o.kvCache.numBlocks', 'blocks × blockSize below 2^31', numBlocks);
   const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, OP, 'o.maxTokensPerStep');
   if (isGGUFFile(o.weights)) fail(OP, 'o.weights', 'safetensors files (T5 is not read from GGUF)', 'a GGUFFile');
   const c = o.config as Record<string, unknown>;
@@ -133,7 +147,7 @@ export async function loadT5With<M extends T5Runner>(rt: Runtime, o: T5LoadOptio
   check(['checkpoint', 'f32', 'f16', 'bf16'].includes(dt), OP, 'o.dtype', "'checkpoint', 'f32', 'f16' or 'bf16'", fmt(o.dtype));
   if (o.name !== undefined) check(typeof o.name === 'string' && o.name.length > 0, OP, 'o.name', 'a non-empty string', o.name);
   const tokenizer = o.tokenizer ? TextTokenizer.create(o.tokenizer, o.tokenizerConfig, o.generationConfig as object | undefined) : undefined;
-  const model = make(rt, cfg, { name: o.name ?? 'T5ForConditionalGeneration', tokenizer, maxSeqs, maxTokens });
+  const model = make(rt, cfg, { name: o.name ?? 'T5ForConditionalGeneration', tokenizer, maxSeqs, maxTokens, numBlocks, blockSize });
   const resolved = resolveEncoderTensors('T5ForConditionalGeneration', model.schema(), '', files);
   const dtype: WeightDType = dt === 'checkpoint' ? checkpointDType(resolved) : dt as WeightDType;
   const reader = new WeightReader(files, resolved, o.onProgress, false, undefined, o.allowNonFinite === true);

@@ -8,7 +8,8 @@
 // (admitSequence) and freed when it ends or is preempted (freeSequence): T5's attention adds a learned
 // relative-position bias per head, which the paged kernels do not take, so its keys/values are not in
 // the engine's paged blocks. The block manager still places each sequence's tokens (its blocks are the
-// engine's measure of the cache a sequence holds, and what preemption frees), with the prefix cache off
+// engine's measure of the cache a sequence holds, and what preemption frees: kvCache.numBlocks and
+// blockSize set it), with the prefix cache off
 // (a prefix's keys/values depend on the encoder input). A decoding sequence's next input can be the
 // previous step's sampled id still on the GPU, so tuning.stepsInFlight steps are in flight, as for the
 // other models.
@@ -21,10 +22,6 @@ import { T5Runner, type DecoderCache, type T5Config, type T5RunnerOptions } from
 import { RequestEngine, type StepRunner } from './engine.js';
 import { KVCacheManager } from './kv_manager.js';
 
-/** Tokens one sequence may hold (its prompt and reply): the block manager's measure, not a model limit. */
-const MAX_SEQ_TOKENS = 512;
-const BLOCK = 16;
-
 /** What generate hands the engine as a request's encoder input: the ids, and the positions its cache needs. */
 interface T5Input { ids: Int32Array; capacity: number }
 
@@ -33,7 +30,6 @@ export class T5Model extends T5Runner implements StepRunner {
   readonly kv: KVCacheManager;
   /** The model's request queue: continuous batching over every caller's requests. */
   readonly engine: RequestEngine;
-  readonly capacity = MAX_SEQ_TOKENS;
   private readonly caches = new Map<string, DecoderCache>();
   private step = 0;
   /** Read-backs of steps in flight (dropped at once by destroy). */
@@ -43,11 +39,14 @@ export class T5Model extends T5Runner implements StepRunner {
 
   constructor(rt: Runtime, cfg: T5Config, o: T5RunnerOptions) {
     super(rt, cfg, o);
-    this.kv = new KVCacheManager({ numBlocks: o.maxSeqs * (MAX_SEQ_TOKENS / BLOCK), blockSize: BLOCK, prefixCaching: false });
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: false });
     this.engine = new RequestEngine(this);
   }
 
   get stepNo(): number { return this.step; }
+
+  /** Tokens one sequence may hold (its prompt and reply): the block manager's, not a model limit. */
+  get capacity(): number { return this.kv.numBlocks * this.kv.blockSize; }
 
   /** tuning.stepsInFlight, checked (any number: the sampled-id ring of two is enough, see T5Runner.ring). */
   stepsInFlight(op: string): number {

@@ -122,7 +122,7 @@ interface T5Golden {
 }
 
 /** The t5-relbias golden (goldens-layers) and its model, loaded on the case's engine (with `extra` loadModel options). */
-export async function loadT5Golden(ctx: CaseContext, extra: { maxSeqsPerStep?: number } = {}): Promise<{ golden: T5Golden; model: T5Model; config: Uint8Array; weights: Uint8Array }> {
+export async function loadT5Golden(ctx: CaseContext, extra: { maxSeqsPerStep?: number; kvCache?: { numBlocks?: number; blockSize?: number } } = {}): Promise<{ golden: T5Golden; model: T5Model; config: Uint8Array; weights: Uint8Array }> {
   const name = 'goldens-layers/t5-relbias';
   const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
   const golden = JSON.parse(text(g)) as T5Golden;

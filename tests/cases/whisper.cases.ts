@@ -393,8 +393,9 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
     // Every kind of model is the one RequestEngine's: the same fuzz (random arrivals, lengths, stop
     // tokens and cancellations) runs at once over a decoder-only model, Whisper (self- and cross-attention
     // blocks from one pool small enough to preempt: a preempted sequence is recomputed, its audio's cross
-    // keys/values written again) and T5 (a cache per sequence), each on its own engine on one device.
-    name: 'request engine fuzz over a mix of model kinds (decoder-only, Whisper, T5) at once: every request that runs to its end equals its reply alone; no block leaked; Whisper and the decoder preempt',
+    // keys/values written again) and T5 (a cache per sequence, made again when a preempted one returns),
+    // each on its own engine on one device.
+    name: 'request engine fuzz over a mix of model kinds (decoder-only, Whisper, T5) at once: every request that runs to its end equals its reply alone; no block leaked; each kind preempts',
     async run(ctx) {
       if (!goldenRunsHere(ctx, 'the Whisper, T5 and llama-gqa goldens')) return;
       const subjects: FuzzSubject[] = [];
@@ -414,10 +415,12 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
           name: 'whisper', model: whisper, items: wItems, preempts: true,
           alone: async (i, max) => (await whisper.generate([wItems[i].prompt], { encoderInputs: [wItems[i].encoderInput], maxNewTokens: max, stopTokens: [] }))[0],
         });
-        const { golden: gt, model: t5 } = await loadT5Golden(ctx);
+        // T5's caches are its sequences' own; its blocks measure the tokens held at once: 6 of 4 for four
+        // requests of up to 15 tokens each.
+        const { golden: gt, model: t5 } = await loadT5Golden(ctx, { kvCache: { numBlocks: 6, blockSize: 4 } });
         const tItems = gt.decoder_input_ids.flatMap((prompt) => gt.encoder_input_ids.map((ids) => ({ prompt, ids })));
         subjects.push({
-          name: 't5', model: t5 as T5Model, preempts: false,
+          name: 't5', model: t5 as T5Model, preempts: true,
           items: tItems.map(({ prompt, ids }) => ({ prompt, encoderInput: { ids: Int32Array.from(ids), capacity: prompt.length + 12 } })),
           alone: async (i, max) => (await t5.generate([tItems[i].prompt], { encoderInputs: [tItems[i].ids], maxNewTokens: max, stopTokens: [] }))[0],
         });
