@@ -169,7 +169,7 @@ interface EncoderLike {
   destroy(): void;
 }
 
-/** What the suite calls on a Whisper model (models/whisper.ts WhisperModel). */
+/** What the suite calls on a Whisper model (serve/whisper.ts WhisperModel). */
 interface WhisperLike {
   weightBytes: number;
   featureSize: number;

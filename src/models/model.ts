@@ -32,11 +32,11 @@ import { checkTokenIds, type Architecture, type StepContext, type StepPlacement,
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { isEncoderConfig, loadEncoderModel, type EncoderRunner, type MakeEncoder } from './encoder.js';
-import { loadWhisperModel, type WhisperModel } from './whisper.js';
+import { loadWhisperWith, type MakeWhisper, type WhisperRunner } from './whisper.js';
 import { DeepSeekFamily } from './deepseek.js';
 import { Gemma2Family } from './gemma2.js';
 import { GptOssFamily } from './gpt_oss.js';
-import { loadT5Model, type T5Model } from './t5.js';
+import { loadT5With, type MakeT5, type T5Runner } from './t5.js';
 
 /** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
 const MAX_IN_FLIGHT = 4;
@@ -79,10 +79,13 @@ export interface LoadModelOptions {
   allowNonFinite?: boolean;
 }
 
-/** What the layer above makes of a loaded decoder and encoder (serve/model.ts: the served Model and EncoderModel). */
-export interface ModelMakers<D extends ModelRunner, E extends EncoderRunner> {
+/** What the layer above makes of a loaded decoder, encoder and encoder-decoders (serve/model.ts: the
+ *  served Model and EncoderModel; serve/whisper.ts: WhisperModel; serve/t5.ts: T5Model). */
+export interface ModelMakers<D extends ModelRunner, E extends EncoderRunner, W extends WhisperRunner = WhisperRunner, T extends T5Runner = T5Runner> {
   decoder: MakeRunner<D>;
   encoder: MakeEncoder<E>;
+  whisper: MakeWhisper<W>;
+  t5: MakeT5<T>;
 }
 
 /** The sizes a runner is built with (checked by the loaders). */
@@ -107,7 +110,7 @@ const CACHE_OPTIONS = ['numBlocks', 'blockSize', 'dtype'] as const;
  * Loads a checkpoint's model, its kind read from the config: a decoder (make.decoder over a ModelRunner),
  * an encoder (make.encoder), Whisper or T5.
  */
-export async function loadModelWith<D extends ModelRunner, E extends EncoderRunner>(rt: Runtime, o: LoadModelOptions, make: ModelMakers<D, E>): Promise<D | E | WhisperModel | T5Model> {
+export async function loadModelWith<D extends ModelRunner, E extends EncoderRunner, W extends WhisperRunner, T extends T5Runner>(rt: Runtime, o: LoadModelOptions, make: ModelMakers<D, E, W, T>): Promise<D | E | W | T> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, kvCache?, onProgress? }', o);
   // Every option read here, and the rest of loadCheckpoint's Checkpoint (`loadModel({ ...checkpoint })`);
@@ -132,8 +135,8 @@ export async function loadModelWith<D extends ModelRunner, E extends EncoderRunn
     }
   };
   if (isEncoderConfig(o.config)) return loadEncoderModel(rt, o, make.encoder);
-  if (Array.isArray(archs) && archs[0] === 'WhisperForConditionalGeneration') return closing(loadWhisperModel(rt, o));
-  if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5Model(rt, o);
+  if (Array.isArray(archs) && archs[0] === 'WhisperForConditionalGeneration') return closing(loadWhisperWith(rt, o, make.whisper));
+  if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5With(rt, o, make.t5);
   if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
   const gguf = isGGUFFile(o.weights) ? o.weights : null;
   const config = o.config ?? gguf?.config;

@@ -5,14 +5,19 @@
 // the encoder's output, a ReLU MLP (or gated GELU-tanh for flan-T5's 'gated-gelu'), the decoder output
 // scaled by d_model^-0.5 before a tied head (scale_decoder_outputs).
 //
-// What runs: one input at a time. The relative bias is an additive mask of each head in the dense SDPA
-// kernels, and each head's q, k, v and o are linear layers of their own (the projections' rows, the
-// output's columns), so no transpose is needed between the linear layers' [tokens, features] rows and
-// SDPA's [heads, tokens, head size]. logits recomputes the decoder over its tokens; generate decodes
-// over a cache of its request (DecoderCache): each layer's self-attention keys and values, a row per
-// position, and its cross-attention keys and values, computed once from the encoder's output, so a
-// step runs the decoder over its one new token, and a reply costs time linear in its length where a
-// recompute at every step cost quadratic time.
+// What runs: this module is the forward pass (T5Runner); the layer above (serve/t5.ts) schedules requests
+// on the one RequestEngine (serve/engine.ts), batching every caller's. The relative bias is an additive
+// mask of each head in the dense SDPA kernels, and each head's q, k, v and o are linear layers of their
+// own (the projections' rows, the output's columns), so no transpose is needed between the linear
+// layers' [tokens, features] rows and SDPA's [heads, tokens, head size]. logits recomputes the decoder
+// over its tokens; a request decodes over a cache of its own (DecoderCache, openCache): each layer's
+// self-attention keys and values, a row per position, and its cross-attention keys and values, computed
+// once from the encoder's output, so a step runs the decoder over each sequence's new tokens only, and a
+// reply costs time linear in its length where a recompute at every step cost quadratic time. A step
+// (decodeStep) batches sequences: the norms, projections and MLP run over every sequence's rows at
+// once, the attention per sequence and head over its own cache. The paged attention kernels have no
+// additive per-head bias, so the self-attention cache is not in the engine's paged blocks: it is
+// per-sequence state the engine asks for and frees (admitSequence / freeSequence).
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
@@ -30,7 +35,7 @@ import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 import { configBool, configInt, configNumber, resolveEncoderTensors } from './encoder_arch.js';
 
 const OP = 'loadModel';
-/** The decoder's rows run in multiples of this (see T5Model.decode). */
+/** The decoder's rows run in multiples of this (see T5Runner.decode). */
 const DEC_ROWS = 16;
 
 export interface T5Config {
@@ -95,20 +100,42 @@ export interface T5LoadOptions {
   generationConfig?: object;
   name?: string;
   allowNonFinite?: boolean;
-  kvCache?: unknown;
+  kvCache?: { numBlocks?: number; blockSize?: number; dtype?: unknown };
   maxTokensPerStep?: unknown;
   maxSeqsPerStep?: unknown;
   preprocessorConfig?: unknown;
 }
 
-export async function loadT5Model(rt: Runtime, o: T5LoadOptions): Promise<T5Model> {
+/** Builds the runner (or the layer above's class over it) before its weights load. */
+export type MakeT5<M extends T5Runner> = (rt: Runtime, cfg: T5Config, o: T5RunnerOptions) => M;
+
+/** The sizes a runner is built with. */
+export interface T5RunnerOptions {
+  name: string;
+  tokenizer?: TextTokenizer;
+  maxSeqs: number;
+  maxTokens: number;
+  /** The block manager's measure of the tokens held at once (default: maxSeqs sequences of 512 tokens in blocks of 16). */
+  numBlocks: number;
+  blockSize: number;
+}
+
+export async function loadT5With<M extends T5Runner>(rt: Runtime, o: T5LoadOptions, make: MakeT5<M>): Promise<M> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, dtype?, tokenizer?, ... }', o);
   checkKeys(OP, 'o', o, ['config', 'weights', 'dtype', 'onProgress', 'tokenizer', 'tokenizerConfig', 'generationConfig', 'name', 'allowNonFinite',
     'kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig']);
-  for (const k of ['kvCache', 'maxTokensPerStep', 'maxSeqsPerStep', 'preprocessorConfig'] as const) {
-    if (o[k] !== undefined) fail(OP, `o.${k}`, 'none (T5 here runs one request at a time, over a cache sized for that request)', o[k]);
-  }
+  if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
+  const maxSeqs = o.maxSeqsPerStep === undefined ? 8 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
+  // The blocks the engine measures the sequences' tokens in (each sequence's keys and values are in a
+  // cache of its own, sized for its request: the blocks bound how many tokens are held at once).
+  const kv = o.kvCache ?? {};
+  check(kv !== null && typeof kv === 'object' && !Array.isArray(kv), OP, 'o.kvCache', '{ numBlocks?, blockSize? }', kv);
+  checkKeys(OP, 'o.kvCache', kv, ['numBlocks', 'blockSize']);
+  const blockSize = kv.blockSize === undefined ? 16 : checkPosInt(kv.blockSize, OP, 'o.kvCache.blockSize');
+  const numBlocks = kv.numBlocks === undefined ? maxSeqs * Math.ceil(512 / blockSize) : checkPosInt(kv.numBlocks, OP, 'o.kvCache.numBlocks');
+  check(numBlocks * blockSize < 2 ** 31, OP, 'o.kvCache.numBlocks', 'blocks × blockSize below 2^31', numBlocks);
+  const maxTokens = o.maxTokensPerStep === undefined ? 512 : checkPosInt(o.maxTokensPerStep, OP, 'o.maxTokensPerStep');
   if (isGGUFFile(o.weights)) fail(OP, 'o.weights', 'safetensors files (T5 is not read from GGUF)', 'a GGUFFile');
   const c = o.config as Record<string, unknown>;
   check(c !== null && typeof c === 'object' && Array.isArray(c.architectures) && c.architectures[0] === 'T5ForConditionalGeneration', OP, 'config.architectures',
@@ -120,7 +147,7 @@ export async function loadT5Model(rt: Runtime, o: T5LoadOptions): Promise<T5Mode
   check(['checkpoint', 'f32', 'f16', 'bf16'].includes(dt), OP, 'o.dtype', "'checkpoint', 'f32', 'f16' or 'bf16'", fmt(o.dtype));
   if (o.name !== undefined) check(typeof o.name === 'string' && o.name.length > 0, OP, 'o.name', 'a non-empty string', o.name);
   const tokenizer = o.tokenizer ? TextTokenizer.create(o.tokenizer, o.tokenizerConfig, o.generationConfig as object | undefined) : undefined;
-  const model = new T5Model(rt, cfg, o.name ?? 'T5ForConditionalGeneration', tokenizer);
+  const model = make(rt, cfg, { name: o.name ?? 'T5ForConditionalGeneration', tokenizer, maxSeqs, maxTokens, numBlocks, blockSize });
   const resolved = resolveEncoderTensors('T5ForConditionalGeneration', model.schema(), '', files);
   const dtype: WeightDType = dt === 'checkpoint' ? checkpointDType(resolved) : dt as WeightDType;
   const reader = new WeightReader(files, resolved, o.onProgress, false, undefined, o.allowNonFinite === true);
@@ -133,11 +160,14 @@ export async function loadT5Model(rt: Runtime, o: T5LoadOptions): Promise<T5Mode
   return model;
 }
 
-export class T5Model {
+/** The encoder and decoder's forward pass, over a cache per sequence: what serve/t5.ts schedules. */
+export class T5Runner {
   readonly architecture = 'T5ForConditionalGeneration';
   weightBytes = 0;
   readonly id: string;
   readonly tokenizer?: TextTokenizer;
+  readonly maxSeqsPerStep: number;
+  readonly maxTokensPerStep: number;
   private shared!: LinearWeight;
   private head!: LinearWeight;
   private encBias!: Float32Array;
@@ -149,9 +179,18 @@ export class T5Model {
   private readonly owned: { destroy(): void }[] = [];
   private destroyed = false;
 
-  constructor(private readonly rt: Runtime, readonly cfg: T5Config, name: string, tokenizer?: TextTokenizer) {
-    this.id = name;
-    this.tokenizer = tokenizer;
+  constructor(protected readonly rt: Runtime, readonly cfg: T5Config, o: T5RunnerOptions) {
+    this.id = o.name;
+    this.tokenizer = o.tokenizer;
+    this.maxSeqsPerStep = o.maxSeqs;
+    this.maxTokensPerStep = o.maxTokens;
+  }
+
+  get vocabSize(): number { return this.cfg.vocabSize; }
+
+  assertAlive(op: string): void {
+    if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
+    this.rt.assertAlive(op);
   }
 
   /** The checkpoint's tensors (transformers' names). */
@@ -261,52 +300,6 @@ export class T5Model {
     }
   }
 
-  /**
-   * Greedy continuations of each decoder prompt (default [decoder_start_token_id]) given its encoder
-   * input: the argmax of the last position's logits, each step the decoder over its new token and the
-   * request's cache (the prompt's keys and values first, all in one pass).
-   */
-  async generate(prompts: readonly (readonly number[] | Int32Array)[], o: { encoderInputs?: readonly (readonly number[] | Int32Array | Float32Array)[];
-    maxNewTokens?: number; stopTokens?: number[]; temperature?: number } = {}): Promise<number[][]> {
-    const op = 'generate';
-    check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of decoder prompts', prompts);
-    check(o !== null && typeof o === 'object', op, 'o', '{ encoderInputs, maxNewTokens?, stopTokens? }', o);
-    checkKeys(op, 'o', o, ['encoderInputs', 'maxNewTokens', 'stopTokens', 'temperature']);
-    if (o.temperature !== undefined) check(o.temperature === 0, op, 'o.temperature', '0 (T5 decodes greedily here)', o.temperature);
-    check(Array.isArray(o.encoderInputs) && o.encoderInputs.length === prompts.length, op, 'o.encoderInputs', `${prompts.length} encoder inputs (one per prompt)`, o.encoderInputs);
-    const max = o.maxNewTokens === undefined ? 16 : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
-    const stops = o.stopTokens ?? (this.cfg.eos === null ? [] : [this.cfg.eos]);
-    check(Array.isArray(stops) && stops.every((t) => Number.isInteger(t)), op, 'o.stopTokens', 'an array of token ids', stops);
-    const ps = prompts.map((p, i) => this.ids(op, `prompts[${i}]`, p));
-    const es = o.encoderInputs.map((e, i) => this.ids(op, `o.encoderInputs[${i}]`, e));
-    const out: number[][] = [];
-    for (const [i, p] of ps.entries()) {
-      const got: number[] = [];
-      const temps: Tensor[] = [];
-      try {
-        const cache = this.newCache(this.runEncoder(es[i], temps), es[i].length, p.length + max, temps);
-        let next = p;
-        while (got.length < max) {
-          const step: Tensor[] = [];
-          try {
-            const logits = await this.decodeCached(next, cache, step).toFloat32();
-            let t = 0;
-            for (let v = 1; v < logits.length; v++) if (logits[v] > logits[t]) t = v;   // the first of equal maxima, as torch's argmax
-            got.push(t);
-            next = Int32Array.of(t);
-            if (stops.includes(t)) break;
-          } finally {
-            for (const t of step) t.destroy();
-          }
-        }
-      } finally {
-        for (const t of temps) t.destroy();
-      }
-      out.push(got);
-    }
-    return out;
-  }
-
   /** Refused: T5 is not an encoder-only model (encoderStates gives its encoder's output). */
   encode(): Promise<never> {
     return Promise.reject(new WebinferError('encode: T5 is an encoder-decoder model: use encoderStates(ids), logits or generate'));
@@ -342,6 +335,7 @@ export class T5Model {
       b.wo.destroy();
       for (const n of b.norms) n.destroy();
     }
+    for (const x of this.sampled) x.destroy();
     if (this.head !== this.shared) this.head?.destroy();
     this.shared?.destroy();
     this.encFinal?.destroy();
@@ -350,7 +344,7 @@ export class T5Model {
 
   // -------------------------------------------------------------------------------------- forward
 
-  private ids(op: string, arg: string, x: unknown): Int32Array {
+  protected ids(op: string, arg: string, x: unknown): Int32Array {
     if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
     this.rt.assertAlive(op);
     return checkTokenIds(op, arg, x instanceof Float32Array ? Array.from(x) : x, this.cfg.vocabSize);
@@ -435,71 +429,139 @@ export class T5Model {
   }
 
   /**
-   * A request's decoder cache for `capacity` positions over the encoder output `enc` [encLen, d_model]:
-   * the cross-attention keys and values of every layer and head, computed here once, and room for the
-   * self-attention ones (its tensors go to temps).
+   * A sequence's decoder cache for `capacity` positions over the encoder's output of `encIds`: the
+   * cross-attention keys and values of every layer and head, computed here once, and room for the
+   * self-attention ones. closeCache frees it.
    */
-  private newCache(enc: Tensor, encLen: number, capacity: number, temps: Tensor[]): DecoderCache {
+  protected openCache(encIds: Int32Array, capacity: number): DecoderCache {
     const c = this.cfg, rt = this.rt, D = c.dKv;
+    const temps: Tensor[] = [];
+    const enc: Tensor[] = [];
     const t = (x: Tensor) => { temps.push(x); return x; };
-    const e = enc.view([encLen, c.dModel]);
-    return {
-      self: this.dec.map(() => Array.from({ length: c.numHeads }, () => ({ k: t(rt.emptyTensor([capacity, D], 'f32')), v: t(rt.emptyTensor([capacity, D], 'f32')) }))),
-      cross: this.dec.map((b) => b.cross!.k.map((wk, h) => ({ k: t(linear(rt, e, wk)), v: t(linear(rt, e, b.cross!.v[h])) }))),
-      encLen,
-      len: 0,
-    };
+    try {
+      const e = this.runEncoder(encIds, enc).view([encIds.length, c.dModel]);
+      return {
+        self: this.dec.map(() => Array.from({ length: c.numHeads }, () => ({ k: t(rt.emptyTensor([capacity, D], 'f32')), v: t(rt.emptyTensor([capacity, D], 'f32')) }))),
+        cross: this.dec.map((b) => b.cross!.k.map((wk, h) => ({ k: t(linear(rt, e, wk)), v: t(linear(rt, e, b.cross!.v[h])) }))),
+        encLen: encIds.length,
+        len: 0,
+        temps,
+      };
+    } catch (err) {
+      for (const x of temps) x.destroy();
+      throw err;
+    } finally {
+      // The encoder's own tensors go back to the pool (its work is queued before whatever reuses them).
+      for (const x of enc) x.destroy();
+    }
   }
 
   /**
-   * The decoder over `tokens`, the positions after the cache's: their keys and values join the cache,
-   * and the logits of the last one come back, [1, vocab]. Each head's attention is decode()'s, over
-   * the cached rows.
+   * The sampled ids of decoder step `step` (out: its argmax or draws go there) and of the step before
+   * (prev: what its negative ids read). Two slots are enough however many steps are in flight: each
+   * step's ids are copied for the host as it is submitted, before the step after next writes its slot.
    */
-  private decodeCached(tokens: Int32Array, cache: DecoderCache, temps: Tensor[]): Tensor {
-    const c = this.cfg, rt = this.rt, n = tokens.length, p0 = cache.len, Lk = p0 + n, D = c.dKv;
-    check(Lk <= cache.self[0][0].k.shape[0], 'generate', 'tokens', `at most ${cache.self[0][0].k.shape[0]} positions (the request's cache)`, Lk);
+  protected ring(step: number): { prev: Tensor; out: Tensor } {
+    if (!this.sampled.length) for (let i = 0; i < 2; i++) this.sampled.push(this.rt.zeros([this.maxSeqsPerStep], 'i32'));
+    return { prev: this.sampled[(step + 1) % 2], out: this.sampled[step % 2] };
+  }
+
+  private readonly sampled: Tensor[] = [];
+
+  protected closeCache(cache: DecoderCache): void {
+    for (const x of cache.temps.splice(0)) x.destroy();
+  }
+
+  /**
+   * One decoder step over several sequences: items[i].tokens are the positions after its cache's, their
+   * keys and values join its cache, and the logits of the last token of every item that samples come
+   * back, [R, vocab] in item order (null: none samples). The norms, projections and MLP run over every
+   * item's rows at once; each head's attention per item over its own cache, as decode()'s (its tensors
+   * go to temps).
+   */
+  protected decodeStep(items: readonly { cache: DecoderCache; tokens: Int32Array; sample: boolean }[], temps: Tensor[], step = 0): Tensor | null {
+    const c = this.cfg, rt = this.rt, D = c.dKv, B = 4 * D;
     const t = (x: Tensor) => { temps.push(x); return x; };
-    const h = t(embedding(rt, tokens, this.shared));
-    const x = t(rt.emptyTensor([n, c.dModel], 'f32'));
-    const masks = this.biasMasks(this.decBias, n, Lk, false, temps, p0);
+    const T = items.reduce((a, it) => a + it.tokens.length, 0);
+    const ids = new Int32Array(T), starts: number[] = [], gather: number[] = [];
+    let at = 0;
+    for (const it of items) {
+      const n = it.tokens.length, cap = it.cache.self[0][0].k.shape[0];
+      check(it.cache.len + n <= cap, 'T5 decode step', 'tokens', `at most ${cap} positions (the sequence's cache)`, it.cache.len + n);
+      ids.set(it.tokens, at);
+      starts.push(at);
+      at += n;
+      if (it.sample) gather.push(at - 1);
+    }
+    // Ids -(1 + r) are row r of the previous step's sampled ids, read on the GPU (shaders/models/step.wgsl).
+    const idsIn = t(rt.tensor(ids, [T], 'i32')), idsT = t(rt.emptyTensor([T], 'i32'));
+    rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: idsIn, prev: this.ring(step).prev, ids_out: idsT }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
+    const h = t(embedding(rt, idsT, this.shared));
+    const x = t(rt.emptyTensor([T, c.dModel], 'f32'));
+    const o = t(rt.emptyTensor([T, D], 'f32'));
+    const masks = items.map((it) => this.biasMasks(this.decBias, it.tokens.length, it.cache.len + it.tokens.length, false, temps, it.cache.len));
+    const copy = (src: Tensor, from: number, dst: Tensor, to: number, rows: number) => rt.commandEncoder().copyBufferToBuffer(src.buffer, from * B, dst.buffer, to * B, rows * B);
+    // Item i's rows of a [T, D] tensor (the tensor itself when it is the only item).
+    const rowsOf = (src: Tensor, i: number): Tensor => {
+      const n = items[i].tokens.length;
+      if (items.length === 1) return src;
+      const r = t(rt.emptyTensor([n, D], 'f32'));
+      copy(src, starts[i], r, 0, n);
+      return r;
+    };
+    const attend = (q: Tensor, i: number, k: Tensor, v: Tensor, Lk: number, mask: Tensor | null) => {
+      const n = items[i].tokens.length;
+      const out = t(sdpa(rt, 'T5 attention', rowsOf(q, i).view([1, 1, n, D]), k.view([1, 1, Lk, D]), v.view([1, 1, Lk, D]),
+        { scale: 1, causal: false, ...(mask ? { mask } : {}) }, false).out);
+      if (items.length === 1) return out;
+      copy(out, 0, o, starts[i], n);
+      return o;
+    };
     for (const [l, b] of this.dec.entries()) {
       rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
       for (let hh = 0; hh < c.numHeads; hh++) {
-        const a = b.self, kv = cache.self[l][hh];
+        const a = b.self;
         const q = t(linear(rt, x, a.q[hh])), k = t(linear(rt, x, a.k[hh])), v = t(linear(rt, x, a.v[hh]));
-        const enc = rt.commandEncoder();
-        enc.copyBufferToBuffer(k.buffer, 0, kv.k.buffer, p0 * D * 4, n * D * 4);
-        enc.copyBufferToBuffer(v.buffer, 0, kv.v.buffer, p0 * D * 4, n * D * 4);
-        const o = t(sdpa(rt, 'T5 attention', q.view([1, 1, n, D]), kv.k.view([1, 1, Lk, D]), kv.v.view([1, 1, Lk, D]),
-          { scale: 1, causal: false, mask: masks[hh] }, false).out);
-        linear(rt, o.view([n, D]), a.o[hh], { out: h, accumulate: true });
+        let res: Tensor = o;
+        items.forEach((it, i) => {
+          const kv = it.cache.self[l][hh], n = it.tokens.length;
+          copy(k, starts[i], kv.k, it.cache.len, n);
+          copy(v, starts[i], kv.v, it.cache.len, n);
+          res = attend(q, i, kv.k, kv.v, it.cache.len + n, masks[i][hh]);
+        });
+        linear(rt, res.view([T, D]), a.o[hh], { out: h, accumulate: true });
       }
       rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
       for (let hh = 0; hh < c.numHeads; hh++) {
-        const a = b.cross!, kv = cache.cross[l][hh];
+        const a = b.cross!;
         const q = t(linear(rt, x, a.q[hh]));
-        const o = t(sdpa(rt, 'T5 attention', q.view([1, 1, n, D]), kv.k.view([1, 1, cache.encLen, D]), kv.v.view([1, 1, cache.encLen, D]),
-          { scale: 1, causal: false }, false).out);
-        linear(rt, o.view([n, D]), a.o[hh], { out: h, accumulate: true });
+        let res: Tensor = o;
+        items.forEach((it, i) => {
+          const kv = it.cache.cross[l][hh];
+          res = attend(q, i, kv.k, kv.v, it.cache.encLen, null);
+        });
+        linear(rt, res.view([T, D]), a.o[hh], { out: h, accumulate: true });
       }
       rmsNorm(rt, h, b.norms[2], c.eps, { out: x });
       this.ff(x, b, h, temps);
     }
-    cache.len = Lk;
+    for (const it of items) it.cache.len += it.tokens.length;
+    if (!gather.length) return null;
     rmsNorm(rt, h, this.decFinal, c.eps, { out: x });
     if (c.scaleOutputs) activate(rt, x, 'none', { out: x, scale: Math.fround(c.dModel ** -0.5) });
-    const last = t(rt.tensor(Int32Array.of(n - 1), [1], 'i32'));
-    return t(linear(rt, x, this.head, { gatherRows: last, rows: 1 }));
+    const rows = t(rt.tensor(Int32Array.from(gather), [gather.length], 'i32'));
+    return t(linear(rt, x, this.head, { gatherRows: rows, rows: gather.length }));
   }
 }
 
-/** One request's decoder keys and values, per decoder layer and head ([positions, d_kv] each, f32). */
-interface DecoderCache {
+/** One sequence's decoder keys and values, per decoder layer and head ([positions, d_kv] each, f32). */
+export interface DecoderCache {
   self: { k: Tensor; v: Tensor }[][];
   cross: { k: Tensor; v: Tensor }[][];
   encLen: number;
   /** Positions cached so far. */
   len: number;
+  /** Its tensors (closeCache frees them). */
+  temps: Tensor[];
 }
 

@@ -5,30 +5,31 @@
 // self-attention over a paged KV cache, cross-attention over the encoder's keys/values and a GELU MLP ->
 // final LayerNorm -> proj_out tied to embed_tokens. q is scaled by head_dim^-0.5; k projections have no bias.
 //
+// This module is the forward pass (WhisperRunner): the layer above (serve/whisper.ts) schedules requests
+// on the one RequestEngine (serve/engine.ts) and places their tokens with its block manager; the runner is
+// handed each step's rows already placed, and knows nothing of requests.
+//
 // Attention runs on the paged kernels everywhere (planAttention): they read q from a fused q|k|v row with
 // a row stride and write [T, heads, head_dim] token-major, so no transposes are needed (the dense sdpa
 // wants [B, heads, L, D]). The encoder's self-attention writes its K/V into a scratch paged cache kept for
 // the model's life (one for all layers: each layer writes, then reads, before the next) and runs with
-// causal false over seqLens = frames. The cross-attention's keys/values are computed once per request,
-// when it is admitted (the encoder output times each decoder layer's k|v weights), and written into that
-// layer's cross cache, in blocks of the request's own, freed when it ends; every decoder step then runs
-// causal false over seqLens = encoder frames. A step batches requests at any point (prefills of their
-// start sequences beside decodes); requests beyond maxSeqsPerStep wait for a slot (continuous batching).
+// causal false over seqLens = frames. Each decoder layer has one paged cache whose blocks hold both the
+// self-attention's keys/values and the cross-attention's: the block manager above hands out both kinds
+// from one pool. A sequence's cross keys/values are computed once, when it is placed (writeCross: the
+// encoder output times each decoder layer's k|v weights, up to encBatch inputs per encoder pass), into
+// blocks of its own; every decoder step then runs its cross-attention causal false over seqLens =
+// encoder frames. A step batches sequences at any point (prefills beside decodes).
 //
 // GPU memory: weights, the caches and the front end's tables are made at load; the encoder's and the
 // decoder step's activations are kept by the model, grown to the largest batch seen (never per call);
 // the rest a call takes (features, metadata, plans) comes from the engine's buffer pool and goes back to
 // it, so a second call of the same shapes creates no buffer (engine.counters.createBuffer; tests/cases/
 // whisper). Decoder steps run as the decoder-only models' do: inputs written before the recording,
-// a DispatchCache, and the layers replayed from captured commands when a step repeats (see step()).
+// a DispatchCache, and the layers replayed from captured commands when a step repeats (see runStep()).
 //
-// Sampled ids stay on the GPU: a decoding request's next input is the previous step's sampled id, read
-// there by the step kernel (shaders/models/step.wgsl, as ModelRunner's steps do), so up to
-// tuning.stepsInFlight steps are recorded and submitted before the oldest one's ids reach the host. A
-// request's draws are keyed by its seed, its index and its own token count, so neither the batch nor the
-// steps in flight change what it samples. A request that stops (a stop token, a callback's error, an
-// abort) while later steps that carry it are in flight has their ids dropped; its blocks go back at once,
-// since whatever reuses them is queued after those steps.
+// Sampled ids stay on the GPU: a decoding sequence's next input can be the previous step's sampled id,
+// read there by the step kernel (shaders/models/step.wgsl, as ModelRunner's steps do), so several steps
+// are recorded and submitted before the oldest one's ids reach the host.
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import { DispatchCache, type Runtime, type StepGraph } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
@@ -38,12 +39,13 @@ import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../o
 import { layerNorm } from '../ops/norm.js';
 import { add } from '../ops/elementwise.js';
 import { embedding } from '../ops/embedding.js';
-import { adjustLogits, argmax, EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS, sampleRows } from '../ops/sample.js';
+import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { channelsFirst, conv1d, geluRows, timeFirst } from '../ops/conv.js';
 import { MelFrontEnd, parseMelConfig, type MelConfig } from '../ops/audio.js';
 import { TextTokenizer } from '../text/text.js';
 import type { SafetensorsFile } from '../formats/safetensors.js';
 import { WEIGHT_DTYPES, type ResolvedTensor } from './schema.js';
+import type { StepPlacement, StepProcessing, StepRecord, StepRow } from './step.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 
 const OP = 'loadWhisperModel';
@@ -159,65 +161,8 @@ interface StepActs {
   h: Tensor; x: Tensor; qkv: Tensor; attn: Tensor; q: Tensor; f: Tensor; g: Tensor;
   /** Ids as the host wrote them (negative: a row of the previous step's sampled ids) and as resolved. */
   idsIn: Tensor; ids: Tensor; pos: Tensor; slots: Tensor; last: Tensor; logits: Tensor;
-  /** Each row's sampling parameters, the suppressed tokens' edits. */
-  params: Tensor; edits: Tensor;
 }
 
-/** Free lists of cache blocks: a request takes blocks as it grows and gives them back when it ends. */
-class BlockPool {
-  private readonly free: number[];
-  constructor(readonly numBlocks: number) {
-    this.free = Array.from({ length: numBlocks }, (_, i) => numBlocks - 1 - i);
-  }
-  get available(): number { return this.free.length; }
-  take(n: number): number[] {
-    if (n > this.free.length) throw new WebinferError(`whisper: the KV cache is out of blocks (${n} wanted, ${this.free.length} free)`);
-    return this.free.splice(this.free.length - n, n).reverse();
-  }
-  give(blocks: number[]): void {
-    for (const b of blocks) this.free.push(b);
-    blocks.length = 0;
-  }
-}
-
-/** One decoder request: its start sequence, what it has generated, its cache blocks. */
-interface Request {
-  index: number;
-  prompt: number[];
-  features: Float32Array;
-  /** Tokens that reached the host. */
-  out: number[];
-  /** Tokens sampled, on the host or still in flight (out.length <= issued <= maxNew). */
-  issued: number;
-  /** The step that sampled its newest token, and that token's row among the step's sampled ids. */
-  lastStep: number; lastRow: number;
-  /** Tokens in the self-attention cache. */
-  len: number;
-  selfBlocks: number[];
-  crossBlocks: number[];
-  maxNew: number;
-  done: boolean;
-  /** Sampling (temperature 0: greedy), stop tokens, the caller's callbacks. */
-  temperature: number; topK: number; topP: number; seed: number;
-  stops: ReadonlySet<number>;
-  onToken?: (prompt: number, token: number) => void;
-  signal?: AbortSignal;
-  /** Settles the request's promise (once). */
-  finish(err?: unknown): void;
-}
-
-export interface WhisperGenerateOptions {
-  /** Per prompt: its log-mel features [mels × frames] (row-major). */
-  encoderInputs?: (Float32Array | number[])[];
-  maxNewTokens?: number;
-  temperature?: number;
-  topK?: number;
-  topP?: number;
-  seed?: number;
-  stopTokens?: number[];
-  onToken?: (prompt: number, token: number) => void;
-  signal?: AbortSignal;
-}
 
 export interface TranscribeOptions {
   /** A language code ('en') or token ('<|en|>'); default: none (the model picks). */
@@ -250,9 +195,21 @@ export interface WhisperLoadOptions {
   name?: string;
 }
 
-const GEN_OPTIONS = ['encoderInputs', 'maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal'];
+/** The sizes a runner is built with (checked by the loader). */
+export interface WhisperRunnerOptions {
+  blockSize: number;
+  /** Sequences one step serves at most. */
+  maxSeqs: number;
+  /** Blocks of each decoder layer's cache: self-attention and cross-attention blocks from one pool. */
+  numBlocks: number;
+  genConfig: Record<string, unknown>;
+}
 
-export class WhisperModel {
+/** Builds the runner (or the layer above's class over it) before its weights load. */
+export type MakeWhisper<M extends WhisperRunner> = (rt: Runtime, cfg: WhisperConfig, mel: MelConfig, o: WhisperRunnerOptions) => M;
+
+/** The encoder and the decoder's forward pass over paged caches: what serve/whisper.ts schedules. */
+export class WhisperRunner {
   readonly architecture = ARCH;
   /** The model's name in the OpenAI-shaped API (loadModel's `name`, else the config's name_or_path, else the architecture). */
   id: string = ARCH;
@@ -263,8 +220,13 @@ export class WhisperModel {
   readonly encoderFrames: number;
   /** Rows of one request's features: [mels × 2·encoderFrames]. */
   readonly featureSize: number;
-  private readonly blockSize: number;
-  private readonly maxSeqs: number;
+  readonly blockSize: number;
+  readonly maxSeqsPerStep: number;
+  /** Blocks of the decoder caches (self-attention and cross-attention together). */
+  readonly numBlocks: number;
+  /** Blocks one sequence's cross-attention keys/values take (the encoder's frames). */
+  readonly crossBlocks: number;
+  readonly cacheDType = 'f32';
   private readonly encBatch: number;
   private conv1!: LinearWeight;
   private conv2!: LinearWeight;
@@ -277,31 +239,36 @@ export class WhisperModel {
   private decLn!: Norm;
   private fe!: MelFrontEnd;
   private encCache!: PagedKVCache;
-  private selfCaches: PagedKVCache[] = [];
-  private crossCaches: PagedKVCache[] = [];
-  private selfBlocks!: BlockPool;
-  private crossBlocks!: BlockPool;
-  private genConfig: Record<string, unknown>;
+  private caches: PagedKVCache[] = [];
+  protected readonly genConfig: Record<string, unknown>;
   private destroyed = false;
   /** The sampled ids of the last two decoder steps: step k writes sampled[k % 2] and reads the previous
    *  step's ids from the other (each step's ids are copied for the host as the step is recorded, so the
    *  GPU is done with a slot before the step after next writes it, however many steps are in flight). */
   private sampled: Tensor[] = [];
-  /** The next decoder step's number (generate's steps only: logits' never read the ring). */
-  private stepNo = 0;
+  /** The next sampling step's number (steps of every row's logits never read the ring). */
+  private step = 0;
   /** Read-backs of steps in flight (dropped at once by destroy). */
   private readonly reads = new Set<GPUBuffer>();
   /** generation_config's suppress_tokens and begin_suppress_tokens (ids inside the vocabulary). */
-  private readonly suppressTokens: number[];
-  private readonly beginSuppressTokens: number[];
+  readonly suppressTokens: readonly number[];
+  readonly beginSuppressTokens: readonly number[];
+  /** Per-row sampling settings, logit edits, masks and logprob copies of a step's sampled rows (grown on demand). */
+  private rowParams: Tensor | null = null;
+  private edits: Tensor | null = null;
+  private masks: Tensor | null = null;
+  private maskRows: Tensor | null = null;
+  private lpCopy: Tensor | null = null;
 
-  constructor(private readonly rt: Runtime, cfg: WhisperConfig, mel: MelConfig, o: { blockSize: number; maxSeqs: number; genConfig: Record<string, unknown> }) {
+  constructor(protected readonly rt: Runtime, cfg: WhisperConfig, mel: MelConfig, o: WhisperRunnerOptions) {
     this.cfg = cfg;
     this.melConfig = mel;
     this.encoderFrames = cfg.maxSource;
     this.featureSize = cfg.nMels * 2 * cfg.maxSource;
     this.blockSize = o.blockSize;
-    this.maxSeqs = o.maxSeqs;
+    this.maxSeqsPerStep = o.maxSeqs;
+    this.numBlocks = o.numBlocks;
+    this.crossBlocks = Math.ceil(cfg.maxSource / o.blockSize);
     // Encoder inputs batched up to 8 at a time, fewer where the largest activation of a batch (the conv
     // stems' im2col rows, q|k|v, the MLP's hidden rows) would not fit one storage binding.
     const Te = cfg.maxSource;
@@ -313,6 +280,10 @@ export class WhisperModel {
     this.suppressTokens = ids(o.genConfig.suppress_tokens);
     this.beginSuppressTokens = ids(o.genConfig.begin_suppress_tokens);
   }
+
+  get vocabSize(): number { return this.cfg.vocab; }
+  /** The next sampling step's number. */
+  get stepNo(): number { return this.step; }
 
   /** GPU bytes of every weight as stored. */
   get weightBytes(): number {
@@ -394,33 +365,34 @@ export class WhisperModel {
   }
 
   /** The front end's tables and the caches (sizes fixed for the model's life). */
-  allocate(made: { destroy(): void }[], selfBlocks?: number, crossBlocks?: number): void {
+  /** The front end's tables and the caches (sizes fixed for the model's life). */
+  allocate(made: { destroy(): void }[]): void {
     const rt = this.rt, c = this.cfg, bs = this.blockSize;
     this.fe = new MelFrontEnd(rt, this.melConfig);
     made.push(this.fe);
-    const nbEnc = Math.ceil(this.encoderFrames / bs);
     const hdE = c.d / c.encHeads, hdD = c.d / c.decHeads;
-    this.encCache = createPagedKVCache(rt, { numBlocks: this.encBatch * nbEnc, blockSize: bs, numKvHeads: c.encHeads, headSize: hdE });
+    this.encCache = createPagedKVCache(rt, { numBlocks: this.encBatch * this.crossBlocks, blockSize: bs, numKvHeads: c.encHeads, headSize: hdE });
     made.push(this.encCache);
-    const nSelf = selfBlocks ?? this.maxSeqs * Math.ceil(c.maxTarget / bs);
-    const nCross = crossBlocks ?? this.maxSeqs * nbEnc;
     for (let l = 0; l < c.decLayers; l++) {
-      this.selfCaches.push(createPagedKVCache(rt, { numBlocks: nSelf, blockSize: bs, numKvHeads: c.decHeads, headSize: hdD }));
-      made.push(this.selfCaches[l]);
-      this.crossCaches.push(createPagedKVCache(rt, { numBlocks: nCross, blockSize: bs, numKvHeads: c.decHeads, headSize: hdD }));
-      made.push(this.crossCaches[l]);
+      this.caches.push(createPagedKVCache(rt, { numBlocks: this.numBlocks, blockSize: bs, numKvHeads: c.decHeads, headSize: hdD }));
+      made.push(this.caches[l]);
     }
-    this.selfBlocks = new BlockPool(nSelf);
-    this.crossBlocks = new BlockPool(nCross);
     for (let i = 0; i < 2; i++) {
-      this.sampled.push(rt.zeros([this.maxSeqs], 'i32'));
+      this.sampled.push(rt.zeros([this.maxSeqsPerStep], 'i32'));
       made.push(this.sampled[i]);
     }
   }
 
-  private alive(op: string): void {
+  assertAlive(op: string): void {
     if (this.destroyed) throw new WebinferError(`${op}: the model was destroyed`);
     this.rt.assertAlive(op);
+  }
+
+  /** tuning.stepsInFlight, checked (any number: the sampled-id ring of two is enough, see `sampled`). */
+  stepsInFlight(op: string): number {
+    const k = this.rt.tuning.stepsInFlight;
+    check(Number.isInteger(k) && k >= 1, op, 'engine.tuning.stepsInFlight', 'an integer >= 1', k);
+    return k;
   }
 
   // ------------------------------------------------------------------------------------------ front end
@@ -428,7 +400,7 @@ export class WhisperModel {
   /** Log-mel features of 16 kHz mono PCM: [mels × frames] per window of chunk samples, windows one after the other. */
   async logMel(pcm: Float32Array): Promise<Float32Array> {
     const op = 'WhisperModel.logMel';
-    this.alive(op);
+    this.assertAlive(op);
     check(pcm instanceof Float32Array, op, 'pcm', 'a Float32Array of 16 kHz mono samples', pcm);
     const t = this.rt.tensor(this.fe.windows(pcm), [Math.max(1, Math.ceil(pcm.length / this.melConfig.chunkSamples)) * this.melConfig.chunkSamples], 'f32');
     const out = this.fe.run(t);
@@ -442,7 +414,7 @@ export class WhisperModel {
 
   // ------------------------------------------------------------------------------------------ encoder
 
-  private checkFeatures(op: string, arg: string, x: unknown): Float32Array {
+  protected checkFeatures(op: string, arg: string, x: unknown): Float32Array {
     check(x instanceof Float32Array || Array.isArray(x), op, arg, `a Float32Array of log-mel features [${this.cfg.nMels} × ${2 * this.encoderFrames}]`, x);
     const f = x instanceof Float32Array ? x : Float32Array.from(x as number[]);
     check(f.length === this.featureSize, op, arg, `${this.featureSize} values (${this.cfg.nMels} mels × ${2 * this.encoderFrames} frames)`, `${f.length} values`);
@@ -528,7 +500,7 @@ export class WhisperModel {
   /** The encoder's last hidden state [encoderFrames × d] for one set of features. */
   async encoderStates(encoderInput: Float32Array | number[]): Promise<Float32Array> {
     const op = 'WhisperModel.encoderStates';
-    this.alive(op);
+    this.assertAlive(op);
     const f = this.checkFeatures(op, 'encoderInput', encoderInput);
     const t = this.rt.tensor(f, [1, this.cfg.nMels, 2 * this.encoderFrames], 'f32');
     const out = this.encode(t, 1);
@@ -536,11 +508,14 @@ export class WhisperModel {
     return Float32Array.from(await out.toFloat32());
   }
 
-  /** Runs the encoder over requests just admitted and writes each one's cross keys/values into its blocks (taken by the caller). */
-  private admit(reqs: Request[]): void {
-    const rt = this.rt, c = this.cfg, d = c.d, Te = this.encoderFrames, bs = this.blockSize;
-    for (let i0 = 0; i0 < reqs.length; i0 += this.encBatch) {
-      const group = reqs.slice(i0, i0 + this.encBatch);
+  /**
+   * Runs the encoder over sequences just placed and writes each one's cross keys/values into the cache
+   * slots given (its blocks, taken by the caller), up to encBatch inputs per encoder pass.
+   */
+  protected writeCross(items: readonly { features: Float32Array; slots: Int32Array }[]): void {
+    const rt = this.rt, c = this.cfg, d = c.d, Te = this.encoderFrames;
+    for (let i0 = 0; i0 < items.length; i0 += this.encBatch) {
+      const group = items.slice(i0, i0 + this.encBatch);
       const B = group.length;
       const feats = new Float32Array(B * this.featureSize);
       group.forEach((r, b) => feats.set(r.features, b * this.featureSize));
@@ -548,84 +523,84 @@ export class WhisperModel {
       const enc = this.encode(ft, B);
       ft.destroy();
       const slots = new Int32Array(B * Te);
-      group.forEach((r, b) => {
-        for (let t = 0; t < Te; t++) slots[b * Te + t] = r.crossBlocks[Math.floor(t / bs)] * bs + (t % bs);
-      });
+      group.forEach((r, b) => slots.set(r.slots.subarray(0, Te), b * Te));
       const slotT = rt.tensor(slots, [B * Te], 'i32');
       // Each layer's cross k|v rows in the encoder's q|k|v buffer, free after the encoder.
       const kv = this.enc!.qkv.view([B * Te, 2 * d]);
       this.decLayers.forEach((L, l) => {
         linear(rt, enc, L.ckv, { out: kv });
-        encodeCacheWrite(rt, B * Te, { tensor: kv, offset: 0, stride: 2 * d }, { tensor: kv, offset: d, stride: 2 * d }, this.crossCaches[l], slotT);
+        encodeCacheWrite(rt, B * Te, { tensor: kv, offset: 0, stride: 2 * d }, { tensor: kv, offset: d, stride: 2 * d }, this.caches[l], slotT);
       });
       slotT.destroy();
     }
   }
-
   // ------------------------------------------------------------------------------------------ decoder
 
+  /** A tensor of at least `words` elements, grown (doubled) on demand. */
+  private grown(t: Tensor | null, words: number, dtype: 'u32' | 'i32' | 'f32' = 'u32'): Tensor {
+    if (t && t.numel >= words) return t;
+    t?.destroy();
+    return this.rt.zeros([Math.max(words, 2 * (t?.numel ?? 0), 64)], dtype);
+  }
+
   /**
-   * One decoder step over `feeds[i]` new tokens of reqs[i] (their prefills or one token each; a negative
-   * id -(1 + r) is row r of the previous step's sampled ids, still on the GPU): writes their self K/V,
-   * returns the logits of every row (allRows: a tensor the caller destroys), or samples each request's
-   * next token from its last row into the sampled-id ring and returns the step's number and the read-back
-   * of its ids (row s: reqs[s]'s), the step submitted.
+   * Records and submits one decoder step: the rows' tokens placed in the self-attention cache as `m` says
+   * (row i's at positions starts[i]...; a negative id -(1 + r) is row r of the previous step's sampled ids,
+   * still on the GPU), each sequence's cross-attention over its own blocks (`cross`: crossBlocks block ids
+   * per sequence, in m's placement order), then either the logits of every row (`all`: returned as a
+   * tensor the caller destroys; the sampled-id ring is not touched) or the sampled ids of the rows that
+   * sample (sampled[step % 2], read back). Sampling is greedy unless `proc` gives each sampled row its
+   * settings, logit edits and masks; its logprob rows' raw logits come back too.
    *
    * As the decoder-only models' steps (models/model.ts): the step's inputs go into buffers the model
-   * keeps (grown to the largest step seen, never per call) in four small writes before the recording;
-   * the recording runs through the model's DispatchCache (uniforms rewritten only when they change,
-   * cached bind groups); and the layers of a step whose recording would equal an earlier one's (its
-   * tokens, its attention plans' kernels, bind groups and grids: the pool hands the plans the same
-   * buffers step after step) are replayed from the captured commands (StepGraph) instead of recorded.
+   * keeps (grown to the largest step seen, never per call) in small writes before the recording; the
+   * recording runs through the model's DispatchCache (uniforms rewritten only when they change, cached
+   * bind groups); and the layers of a step whose recording would equal an earlier one's (its tokens, its
+   * attention plans' kernels, bind groups and grids: the pool hands the plans the same buffers step after
+   * step) are replayed from the captured commands (StepGraph) instead of recorded.
    */
-  private step(reqs: Request[], feeds: number[][], allRows: boolean): { logits?: Tensor; step?: number; ids?: Promise<ArrayBuffer> } {
-    const rt = this.rt, c = this.cfg, d = c.d, bs = this.blockSize, H = c.decHeads, hd = d / H;
-    const S = reqs.length;
-    const T = feeds.reduce((a, f) => a + f.length, 0);
-    const mbSelf = Math.ceil(c.maxTarget / bs), mbCross = Math.ceil(this.encoderFrames / bs);
-    const ids = new Int32Array(T), pos = new Int32Array(T), slots = new Int32Array(T), last = new Int32Array(S);
-    const qsl = new Int32Array(S + 1), selfLens = new Int32Array(S), crossLens = new Int32Array(S).fill(this.encoderFrames);
-    const selfBT = new Int32Array(S * mbSelf), crossBT = new Int32Array(S * mbCross);
-    let row = 0;
-    reqs.forEach((r, s) => {
-      const n = feeds[s].length;
-      const need = Math.ceil((r.len + n) / bs) - r.selfBlocks.length;
-      if (need > 0) r.selfBlocks.push(...this.selfBlocks.take(need));
-      for (let i = 0; i < n; i++, row++) {
-        const p = r.len + i;
-        ids[row] = feeds[s][i];
-        pos[row] = p;
-        slots[row] = r.selfBlocks[Math.floor(p / bs)] * bs + (p % bs);
+  protected runStep(rows: readonly StepRow[], m: StepPlacement, starts: readonly number[], cross: Int32Array, proc: StepProcessing | null, all: boolean): StepRecord & { all?: Tensor } {
+    const rt = this.rt, c = this.cfg, d = c.d, H = c.decHeads, hd = d / H, V = c.vocab;
+    const T = m.numTokens, S = m.seqLens.length;
+    const ids = new Int32Array(T), pos = new Int32Array(T), last = new Int32Array(this.maxSeqsPerStep);
+    const sampledRow = new Array<number>(rows.length).fill(-1);
+    let R = 0, fromGpu = 0;
+    rows.forEach((r, i) => {
+      const [a] = m.rows[i];
+      for (let j = 0; j < r.ids.length; j++) { ids[a + j] = r.ids[j]; pos[a + j] = starts[i] + j; }
+      if (r.ids[0] < 0) fromGpu++;
+      if (r.sample && !all) {
+        last[R] = a + r.ids.length - 1;
+        sampledRow[i] = R++;
       }
-      r.len += n;
-      qsl[s + 1] = row;
-      last[s] = row - 1;
-      selfLens[s] = r.len;
-      selfBT.set(r.selfBlocks, s * mbSelf);
-      crossBT.set(r.crossBlocks, s * mbCross);
     });
     const a = this.stepActs(T, S);
+    if (proc?.params) this.rowParams = this.grown(this.rowParams, proc.params.length);
+    if (proc?.nEdits) this.edits = this.grown(this.edits, proc.nEdits * 4);
+    if (proc?.nMasks) {
+      this.masks = this.grown(this.masks, proc.nMasks * Math.ceil(V / 32));
+      this.maskRows = this.grown(this.maskRows, proc.nMasks, 'i32');
+    }
+    const nLp = proc?.logprobRows.length ?? 0;
+    if (nLp) this.lpCopy = this.grown(this.lpCopy, nLp * V, 'f32');
     // The uploads run on the queue ahead of what the encoder still holds: submit that first.
     rt.flush();
     const queue = rt.device.queue;
     queue.writeBuffer(a.idsIn.buffer, 0, ids);
     queue.writeBuffer(a.pos.buffer, 0, pos);
-    queue.writeBuffer(a.slots.buffer, 0, slots);
-    queue.writeBuffer(a.last.buffer, 0, last);
-    // Sampling: the next token of each request's last row, with its suppressed tokens, on the GPU.
-    const edits = allRows ? null : this.suppressEdits(reqs);
-    if (edits) queue.writeBuffer(a.edits.buffer, 0, edits as Uint32Array<ArrayBuffer>);
-    const greedy = reqs.every((r) => r.temperature === 0);
-    if (!allRows && !greedy) {
-      const words = new Uint32Array(S * ROW_PARAM_WORDS);
-      reqs.forEach((r, i) => packRowSampling(words, i, { temperature: r.temperature, topK: r.topK, topP: r.topP, minP: 0, seed: r.seed, step: r.issued, stream: r.index }));
-      queue.writeBuffer(a.params.buffer, 0, words);
+    queue.writeBuffer(a.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
+    if (R) queue.writeBuffer(a.last.buffer, 0, last, 0, R);
+    if (proc?.params) queue.writeBuffer(this.rowParams!.buffer, 0, proc.params as Uint32Array<ArrayBuffer>);
+    if (proc?.nEdits) queue.writeBuffer(this.edits!.buffer, 0, proc.edits as Uint32Array<ArrayBuffer>, 0, proc.nEdits * 4);
+    if (proc?.nMasks) {
+      queue.writeBuffer(this.masks!.buffer, 0, proc.masks as Uint32Array<ArrayBuffer>, 0, proc.nMasks * Math.ceil(V / 32));
+      queue.writeBuffer(this.maskRows!.buffer, 0, proc.maskRows as Int32Array<ArrayBuffer>);
     }
     const old = [this.selfPlan, this.crossPlan];
-    this.selfPlan = planAttention(rt, { queryStartLoc: qsl, seqLens: selfLens, blockTable: selfBT, maxBlocksPerSeq: mbSelf },
-      { cache: this.selfCaches[0], numHeads: H, scale: hd ** -0.5, causal: true });
-    this.crossPlan = planAttention(rt, { queryStartLoc: qsl, seqLens: crossLens, blockTable: crossBT, maxBlocksPerSeq: mbCross },
-      { cache: this.crossCaches[0], numHeads: H, scale: hd ** -0.5, causal: false });
+    this.selfPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
+      { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: true });
+    this.crossPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: new Int32Array(S).fill(this.encoderFrames), blockTable: cross, maxBlocksPerSeq: this.crossBlocks },
+      { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: false });
     // Prepared now (not inside a capture, where their first allocations would taint it) and named.
     const key = rt.tuning.stepGraphs
       ? `${T}|${this.selfPlan.plan.signature(T, 'f32', 'f32', 3 * d, false)}|${this.crossPlan.plan.signature(T, 'f32', 'f32', d, false)}#${JSON.stringify(rt.tuning)}`
@@ -636,11 +611,11 @@ export class WhisperModel {
     // a dozen sets, more than the graphs kept).
     for (const p of old) p?.destroy();
     this.dc ??= new DispatchCache(rt);
-    const stepNo = this.stepNo;
-    const prev = this.sampled[(stepNo + 1) % 2], out = this.sampled[stepNo % 2];
-    const rec = rt.recording(this.dc, () => {
+    const step = this.step;
+    const prev = this.sampled[(step + 1) % 2], out = this.sampled[step % 2];
+    const logitsAll = rt.recording(this.dc, () => {
       const h = a.h.view([T, d]), x = a.x.view([T, d]), pe = a.q.view([T, d]);
-      rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: a.idsIn, prev, ids_out: a.ids }, { rows: T, prev_rows: this.maxSeqs }, Math.ceil(T / 64));
+      rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: a.idsIn, prev, ids_out: a.ids }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
       embedding(rt, a.ids, this.embed, { rows: T, out: h });
       embedding(rt, a.pos, this.decPos, { rows: T, out: pe });
       add(rt, h, pe, { out: h });
@@ -658,19 +633,38 @@ export class WhisperModel {
         }
       }
       layerNorm(rt, h, this.decLn.w, this.decLn.b, EPS, { out: x });
-      if (allRows) return { logits: linear(rt, x, this.embed) };
-      const logits = linear(rt, x, this.embed, { rows: S, gatherRows: a.last, out: a.logits.view([S, c.vocab]) });
-      if (edits) adjustLogits(rt, logits, a.edits, edits.length / EDIT_WORDS);
-      const tokens = out.view([S]);
-      if (greedy) argmax(rt, logits, { out: tokens });
-      else sampleRows(rt, logits, a.params, { out: tokens });
-      return {};
+      if (all) return linear(rt, x, this.embed);
+      if (!R) return null;
+      linear(rt, x, this.embed, { rows: R, gatherRows: a.last, out: a.logits });
+      if (!proc) {
+        argmax(rt, a.logits, { rows: R, out });
+      } else {
+        // Raw logits for logprobs first, then the edits (the suppressed tokens) and masks, then each row's own draw.
+        if (nLp) {
+          const enc = rt.commandEncoder();
+          proc.logprobRows.forEach((r, i) => enc.copyBufferToBuffer(a.logits.buffer, r * V * 4, this.lpCopy!.buffer, i * V * 4, V * 4));
+        }
+        if (proc.nEdits) adjustLogits(rt, a.logits, this.edits!, proc.nEdits);
+        if (proc.nMasks) maskLogits(rt, a.logits, this.masks!, this.maskRows!, proc.nMasks);
+        if (proc.params) sampleRows(rt, a.logits, this.rowParams!, { rows: R, out });
+        else argmax(rt, a.logits, { rows: R, out });
+      }
+      return null;
     });
-    if (allRows) return rec;
-    this.stepNo++;
-    // Submits the step and copies its ids for the host.
-    return { step: stepNo, ids: rt.readBuffer(out.buffer, 4 * S, 0, this.reads) };
+    if (all) return { step, T, sampledRow, ids: Promise.resolve(new ArrayBuffer(0)), logits: null, all: logitsAll! };
+    this.step++;
+    this.decodeStats.steps++;
+    this.decodeStats.fromGpu += fromGpu;
+    // Submits the step and copies its ids (and logprob rows) for the host.
+    let got: Promise<ArrayBuffer>;
+    if (R) got = rt.readBuffer(out.buffer, 4 * R, 0, this.reads);
+    else { rt.flush(); got = Promise.resolve(new ArrayBuffer(0)); }
+    const logits = nLp ? rt.readBuffer(this.lpCopy!.buffer, nLp * V * 4, 0, this.reads) : null;
+    return { step, T, sampledRow, ids: got, logits };
   }
+
+  /** Sampling decoder steps, and their rows whose input was the previous step's id still on the GPU. */
+  readonly decodeStats = { steps: 0, fromGpu: 0 };
 
   /** The decoder layers over the step's T rows (a.h holds the embeddings): what a StepGraph captures. */
   private layers(T: number, a: StepActs): void {
@@ -681,12 +675,12 @@ export class WhisperModel {
     this.decLayers.forEach((L, l) => {
       layerNorm(rt, h, L.ln1.w, L.ln1.b, EPS, { out: x });
       linear(rt, x, L.qkv, { out: qkv });
-      encodeCacheWrite(rt, T, { tensor: qkv, offset: d, stride: 3 * d }, { tensor: qkv, offset: 2 * d, stride: 3 * d }, this.selfCaches[l], slots);
-      this.selfPlan!.run(qkv, this.selfCaches[l], { out: attn, qRowStride: 3 * d });
+      encodeCacheWrite(rt, T, { tensor: qkv, offset: d, stride: 3 * d }, { tensor: qkv, offset: 2 * d, stride: 3 * d }, this.caches[l], slots);
+      this.selfPlan!.run(qkv, this.caches[l], { out: attn, qRowStride: 3 * d });
       linear(rt, attnRows, L.o, { out: h, accumulate: true });
       layerNorm(rt, h, L.ln2.w, L.ln2.b, EPS, { out: x });
       linear(rt, x, L.cq, { out: qRows });
-      this.crossPlan!.run(q, this.crossCaches[l], { out: attn });
+      this.crossPlan!.run(q, this.caches[l], { out: attn });
       linear(rt, attnRows, L.co, { out: h, accumulate: true });
       this.mlp(h, x, f, g, L.ln3, L, T);
     });
@@ -705,8 +699,8 @@ export class WhisperModel {
   private stepActs(T: number, S: number): StepActs {
     const c = this.cfg, rt = this.rt;
     if (this.acts && this.acts.rows >= T && this.acts.seqs >= S) return this.acts;
-    const rows = Math.max(T, Math.min(this.maxSeqs * c.maxTarget, 2 ** Math.ceil(Math.log2(Math.max(T, 16)))));
-    const seqs = Math.max(S, this.maxSeqs);
+    const rows = Math.max(T, Math.min(this.maxSeqsPerStep * c.maxTarget, 2 ** Math.ceil(Math.log2(Math.max(T, 16)))));
+    const seqs = Math.max(S, this.maxSeqsPerStep);
     this.dropActs();
     this.dropEnc();
     this.acts = {
@@ -714,8 +708,7 @@ export class WhisperModel {
       h: rt.zeros([rows, c.d]), x: rt.zeros([rows, c.d]), qkv: rt.zeros([rows, 3 * c.d]), attn: rt.zeros([rows, c.d]), q: rt.zeros([rows, c.d]),
       f: rt.zeros([rows, c.decFfn]), g: rt.zeros([rows, c.decFfn]),
       idsIn: rt.zeros([rows], 'i32'), ids: rt.zeros([rows], 'i32'), pos: rt.zeros([rows], 'i32'), slots: rt.zeros([rows], 'i32'), last: rt.zeros([seqs], 'i32'),
-      logits: rt.zeros([seqs, c.vocab]), params: rt.zeros([seqs * ROW_PARAM_WORDS], 'u32'),
-      edits: rt.zeros([Math.max(1, seqs * (this.suppressTokens.length + this.beginSuppressTokens.length) * EDIT_WORDS)], 'u32'),
+      logits: rt.zeros([seqs, c.vocab]),
     };
     return this.acts;
   }
@@ -728,12 +721,8 @@ export class WhisperModel {
     this.graphs.clear();
   }
 
-  private release(r: Request): void {
-    this.selfBlocks.give(r.selfBlocks);
-    this.crossBlocks.give(r.crossBlocks);
-  }
 
-  private checkPrompt(op: string, arg: string, p: unknown): number[] {
+  protected checkPrompt(op: string, arg: string, p: unknown): number[] {
     check(Array.isArray(p) || p instanceof Int32Array, op, arg, 'an array of token ids', p);
     const a = Array.from(p as ArrayLike<number>);
     check(a.length > 0, op, arg, 'at least one token', '[]');
@@ -742,223 +731,10 @@ export class WhisperModel {
     return a;
   }
 
-  /** Decoder logits at every position of `tokens` [len × vocab], over the encoder states of o.encoderInput. */
-  async logits(tokens: number[] | Int32Array, o: { encoderInput?: Float32Array | number[] } = {}): Promise<Float32Array> {
-    const op = 'WhisperModel.logits';
-    this.alive(op);
-    check(o !== null && typeof o === 'object', op, 'o', '{ encoderInput }', o);
-    checkKeys(op, 'o', o, ['encoderInput']);
-    const prompt = this.checkPrompt(op, 'tokens', tokens);
-    check(o.encoderInput !== undefined, op, 'o.encoderInput', 'the log-mel features the decoder attends to', undefined);
-    const r: Request = {
-      index: 0, prompt, features: this.checkFeatures(op, 'o.encoderInput', o.encoderInput), out: [], issued: 0, lastStep: -1, lastRow: -1, len: 0, selfBlocks: [], crossBlocks: [], maxNew: 0, done: false,
-      temperature: 0, topK: 0, topP: 1, seed: 0, stops: new Set(), finish: () => {},
-    };
-    try {
-      r.selfBlocks = this.selfBlocks.take(Math.ceil(prompt.length / this.blockSize));
-      r.crossBlocks = this.crossBlocks.take(Math.ceil(this.encoderFrames / this.blockSize));
-      this.admit([r]);
-      const lg = this.step([r], [prompt], true).logits!;
-      try {
-        return Float32Array.from(await lg.toFloat32());
-      } finally {
-        lg.destroy();
-      }
-    } finally {
-      this.release(r);
-    }
-  }
-
-  /**
-   * New tokens for each start sequence over its own encoder input. Every request of every call joins one
-   * queue: they are served together (at most maxSeqsPerStep at once, joining the running batch as others
-   * end: concurrent calls, transcriptions included, share steps), each ending at a stop token,
-   * maxNewTokens, or max_target_positions.
-   */
-  async generate(prompts: (number[] | Int32Array)[], o: WhisperGenerateOptions = {}): Promise<number[][]> {
-    const op = 'WhisperModel.generate';
-    this.alive(op);
-    check(Array.isArray(prompts) && prompts.length > 0, op, 'prompts', 'a non-empty array of start sequences', prompts);
-    check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
-    checkKeys(op, 'o', o, GEN_OPTIONS);
-    const inputs = o.encoderInputs;
-    check(Array.isArray(inputs) && inputs.length === prompts.length, op, 'o.encoderInputs', `${prompts.length} feature arrays (one per prompt)`, inputs);
-    const maxNew = o.maxNewTokens === undefined ? this.cfg.maxTarget : checkPosInt(o.maxNewTokens, op, 'o.maxNewTokens');
-    const temperature = o.temperature ?? 0;
-    check(typeof temperature === 'number' && Number.isFinite(temperature) && temperature >= 0, op, 'o.temperature', 'a finite number >= 0', temperature);
-    const topK = o.topK ?? 0, topP = o.topP ?? 1, seed = o.seed ?? 0;
-    check(Number.isInteger(topK) && topK >= 0, op, 'o.topK', 'an integer >= 0', topK);
-    check(typeof topP === 'number' && topP > 0 && topP <= 1, op, 'o.topP', 'a number in (0, 1]', topP);
-    check(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32, op, 'o.seed', 'an integer in [0, 2^32)', seed);
-    if (o.stopTokens !== undefined) check(Array.isArray(o.stopTokens) && o.stopTokens.every((t) => Number.isInteger(t)), op, 'o.stopTokens', 'an array of token ids', o.stopTokens);
-    if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function', o.onToken);
-    if (o.signal !== undefined) check(typeof AbortSignal !== 'undefined' && o.signal instanceof AbortSignal, op, 'o.signal', 'an AbortSignal', o.signal);
-    const stops = new Set(o.stopTokens ?? this.cfg.eos);
-    const checked = prompts.map((p, i) => ({ prompt: this.checkPrompt(op, `prompts[${i}]`, p), features: this.checkFeatures(op, `o.encoderInputs[${i}]`, inputs[i]) }));
-    const promises: Promise<number[]>[] = [];
-    const reqs: Request[] = [];
-    for (const [i, c] of checked.entries()) {
-      let finish!: (err?: unknown) => void;
-      const r: Request = {
-        index: i, ...c, out: [], issued: 0, lastStep: -1, lastRow: -1, len: 0, selfBlocks: [], crossBlocks: [], done: false,
-        maxNew: Math.min(maxNew, this.cfg.maxTarget - c.prompt.length),
-        temperature, topK, topP, seed, stops, onToken: o.onToken, signal: o.signal, finish: (e) => finish(e),
-      };
-      promises.push(new Promise<number[]>((resolve, reject) => {
-        let settled = false;
-        finish = (e) => {
-          if (settled) return;
-          settled = true;
-          if (e === undefined) resolve(r.out); else reject(e);
-        };
-      }));
-      reqs.push(r);
-    }
-    for (const r of reqs) {
-      if (r.maxNew <= 0) r.finish();
-      else this.pending.push(r);
-    }
-    this.pump();
-    return Promise.all(promises);
-  }
-
-  private pending: Request[] = [];
-  private active: Request[] = [];
-  /** Steps submitted whose ids have not reached the host: the requests of their rows, in row order. */
-  private inflight: { step: number; reqs: Request[]; ids: Promise<ArrayBuffer> }[] = [];
-  private pumping = false;
-
-  /** Runs steps while requests wait, run or have ids in flight (one loop per model, whatever the number of callers). */
-  private pump(): void {
-    if (this.pumping) return;
-    this.pumping = true;
-    void (async () => {
-      try {
-        const k = this.rt.tuning.stepsInFlight;
-        check(Number.isInteger(k) && k >= 1, 'WhisperModel.generate', 'engine.tuning.stepsInFlight', 'an integer >= 1', k);
-        while (this.pending.length || this.active.length || this.inflight.length) {
-          // A step is recorded whenever one can be; the oldest step's ids are waited for only when k
-          // steps are in flight or no request can go on without them.
-          const recorded = this.stepOnce();
-          if (this.inflight.length && (!recorded || this.inflight.length >= k)) await this.apply();
-        }
-      } catch (e) {
-        const err = this.destroyed ? new WebinferError('WhisperModel.generate: the model was destroyed') : e;
-        for (const f of this.inflight.splice(0)) await f.ids.catch(() => undefined);
-        for (const r of [...this.active.splice(0), ...this.pending.splice(0)]) {
-          r.done = true;
-          this.release(r);
-          r.finish(err);
-        }
-      } finally {
-        this.pumping = false;
-      }
-    })();
-  }
-
-  /** Drops aborted requests, admits waiting ones and records one step of the shared batch; false when no
-   *  request can take a step before the oldest step in flight comes back. */
-  private stepOnce(): boolean {
-    const op = 'WhisperModel.generate';
-    this.alive(op);
-    const bs = this.blockSize, nbCross = Math.ceil(this.encoderFrames / bs);
-    for (const list of [this.pending, this.active]) {
-      for (let i = list.length - 1; i >= 0; i--) {
-        const r = list[i];
-        if (!r.signal?.aborted) continue;
-        list.splice(i, 1);
-        r.done = true;
-        this.release(r);
-        r.finish(new WebinferError(`${op}: aborted`));
-      }
-    }
-    // Admission takes a request's cross blocks and every self block it can need, so a step never runs
-    // out. A request that cannot fit the caches even alone is refused once nothing else holds blocks.
-    const admitted: Request[] = [];
-    while (this.pending.length && this.active.length + admitted.length < this.maxSeqs) {
-      const r = this.pending[0];
-      const need = Math.ceil((r.prompt.length + r.maxNew) / bs);
-      if (this.crossBlocks.available < nbCross || this.selfBlocks.available < need) {
-        if (!this.active.length && !admitted.length && !this.inflight.length) {
-          this.pending.shift();
-          r.finish(new WebinferError(`${op}: the KV caches hold too few blocks for one request (${need} self and ${nbCross} cross blocks of ${bs}; raise kvCache.numBlocks)`));
-          continue;
-        }
-        break;
-      }
-      this.pending.shift();
-      r.selfBlocks = this.selfBlocks.take(need);
-      r.crossBlocks = this.crossBlocks.take(nbCross);
-      admitted.push(r);
-    }
-    if (admitted.length) this.admit(admitted);
-    this.active.push(...admitted);
-    // Every request whose newest token is on the host, or in the previous step's ids on the GPU.
-    const prev = this.stepNo - 1;
-    const reqs = this.active.filter((r) => r.issued < r.maxNew && (r.out.length === r.issued || r.lastStep === prev));
-    if (!reqs.length) return false;
-    const feeds = reqs.map((r) => (r.len === 0 ? r.prompt : [r.out.length === r.issued ? r.out[r.out.length - 1] : -(1 + r.lastRow)]));
-    const { step, ids } = this.step(reqs, feeds, false);
-    // Marked handled now: a step in flight when the model is destroyed is never awaited.
-    ids!.catch(() => undefined);
-    reqs.forEach((r, s) => {
-      r.issued++;
-      r.lastStep = step!;
-      r.lastRow = s;
-    });
-    this.decodeStats.steps++;
-    this.decodeStats.fromGpu += feeds.filter((f) => f[0] < 0).length;
-    this.inflight.push({ step: step!, reqs, ids: ids! });
-    return true;
-  }
-
-  /** Decoder steps of generate, and the rows whose input was the previous step's id still on the GPU. */
-  readonly decodeStats = { steps: 0, fromGpu: 0 };
-
-  /** Waits for the oldest step in flight and hands its tokens to their requests. */
-  private async apply(): Promise<void> {
-    const f = this.inflight.shift()!;
-    const got = new Int32Array(await f.ids);
-    for (const [s, r] of f.reqs.entries()) {
-      // Ended while this step was in flight (a stop, an abort, a callback's error): its id is dropped.
-      if (r.done) continue;
-      const t = got[s];
-      r.out.push(t);
-      if (r.stops.has(t) || r.out.length >= r.maxNew) r.done = true;
-      try {
-        r.onToken?.(r.index, t);
-      } catch (e) {
-        r.done = true;
-        r.finish(e);
-      }
-    }
-    for (let i = this.active.length - 1; i >= 0; i--) {
-      const r = this.active[i];
-      if (!r.done) continue;
-      this.active.splice(i, 1);
-      this.release(r);
-      r.finish();
-    }
-  }
-
-  /** generation_config's suppress_tokens at every step and begin_suppress_tokens at a request's first, as
-   *  adjustLogits' edits (−inf added), for the rows of `reqs`; null when there are none. */
-  private suppressEdits(reqs: Request[]): Uint32Array<ArrayBuffer> | null {
-    const all = this.suppressTokens, first = this.beginSuppressTokens;
-    if (!all.length && !first.length) return null;
-    const edits: number[] = [];
-    const negBits = new Uint32Array(new Float32Array([-Infinity]).buffer)[0];
-    const one = new Uint32Array(new Float32Array([1]).buffer)[0];
-    reqs.forEach((r, s) => {
-      for (const t of r.issued === 0 ? [...all, ...first] : all) edits.push(s, t, one, negBits);
-    });
-    return edits.length ? Uint32Array.from(edits) : null;
-  }
-
   // ------------------------------------------------------------------------------------------ transcription
 
   /** A special token's id: generation_config's maps first, then the tokenizer's vocabulary. */
-  private special(token: string, fromGen?: unknown): number | undefined {
+  protected special(token: string, fromGen?: unknown): number | undefined {
     if (Number.isInteger(fromGen)) return fromGen as number;
     return this.tokenizer?.tokenToId(token);
   }
@@ -988,25 +764,20 @@ export class WhisperModel {
     return seq;
   }
 
-  /**
-   * Transcribes 16 kHz mono PCM: windows of chunk_length seconds (the last zero-padded), all decoded
-   * together from Whisper's start sequence greedily to <|endoftext|>; text through the tokenizer when
-   * the model has one (else empty: the tokens are returned). timestamps: segments from the timestamp
-   * tokens, offset by each window's start.
-   */
-  async transcribe(pcm: Float32Array, o: TranscribeOptions = {}): Promise<{ text: string; tokens: number[]; segments?: TranscriptSegment[] }> {
-    const op = 'WhisperModel.transcribe';
-    this.alive(op);
-    check(pcm instanceof Float32Array, op, 'pcm', 'a Float32Array of 16 kHz mono samples', pcm);
-    check(o !== null && typeof o === 'object', op, 'o', '{ language, task, timestamps, signal }', o);
-    checkKeys(op, 'o', o, ['language', 'task', 'timestamps', 'signal']);
-    const start = this.startSequence(o);
+  /** The log-mel features of 16 kHz mono PCM, one Float32Array per window of the encoder's frames (transcribe's inputs). */
+  protected async windowFeatures(op: string, pcm: Float32Array): Promise<Float32Array[]> {
     const feats = await this.logMel(pcm);
     const n = this.featureSize;
     check(this.fe.frames === 2 * this.encoderFrames, op, 'preprocessor config', `windows of ${2 * this.encoderFrames} frames (the encoder's)`, `${this.fe.frames} frames`);
-    const windows = feats.length / n;
-    const inputs = Array.from({ length: windows }, (_, w) => feats.subarray(w * n, (w + 1) * n));
-    const outs = await this.generate(inputs.map(() => start), { encoderInputs: inputs, signal: o.signal });
+    return Array.from({ length: feats.length / n }, (_, w) => feats.subarray(w * n, (w + 1) * n));
+  }
+
+  /**
+   * A transcription of windows' tokens (window w's: outs[w], decoded from the start sequence): their tokens
+   * without end-of-text, the text through the tokenizer when the model has one (else empty), and with
+   * timestamps, segments from the timestamp tokens, offset by each window's start.
+   */
+  protected transcript(outs: readonly number[][], timestamps: boolean): { text: string; tokens: number[]; segments?: TranscriptSegment[] } {
     const eos = new Set(this.cfg.eos);
     const tokens: number[] = [];
     const segments: TranscriptSegment[] = [];
@@ -1016,7 +787,7 @@ export class WhisperModel {
     outs.forEach((out, w) => {
       const body = out.filter((t) => !eos.has(t));
       tokens.push(...body);
-      if (!o.timestamps) return;
+      if (!timestamps) return;
       let t0: number | null = null, cur: number[] = [];
       for (const t of body) {
         if (t < tsBegin) { cur.push(t); continue; }
@@ -1030,7 +801,7 @@ export class WhisperModel {
       if (cur.length) segments.push({ start: t0 ?? w * secs, end: (w + 1) * secs, text: decode(cur), tokens: cur });
     });
     const text = this.tokenizer ? outs.map((out) => decode(out.filter((t) => !eos.has(t)))).join('') : '';
-    return o.timestamps ? { text, tokens, segments } : { text, tokens };
+    return timestamps ? { text, tokens, segments } : { text, tokens };
   }
 
   destroy(): void {
@@ -1040,11 +811,11 @@ export class WhisperModel {
     for (const L of this.encLayers) ws.push(L.qkv, L.o, L.fc1, L.fc2);
     for (const L of this.decLayers) ws.push(L.qkv, L.o, L.cq, L.ckv, L.co, L.fc1, L.fc2);
     for (const w of ws) w?.destroy();
-    const ts: (Tensor | undefined)[] = [this.encPos, this.decPos];
+    const ts: (Tensor | undefined | null)[] = [this.encPos, this.decPos, this.rowParams, this.edits, this.masks, this.maskRows, this.lpCopy];
     const norms = [this.encLn, this.decLn, ...this.encLayers.flatMap((L) => [L.ln1, L.ln2]), ...this.decLayers.flatMap((L) => [L.ln1, L.ln2, L.ln3])];
     for (const n of norms) if (n) ts.push(n.w, n.b);
     for (const t of ts) t?.destroy();
-    // Steps in flight: their read-backs reject, and the loop ends their requests as destroyed.
+    // Steps in flight: their read-backs reject (the engine above ends their requests first).
     this.rt.abandonReads(this.reads);
     for (const t of this.sampled) t.destroy();
     this.fe?.destroy();
@@ -1054,17 +825,22 @@ export class WhisperModel {
     this.dropActs();
     this.dropEnc();
     this.encCache?.destroy();
-    for (const c of [...this.selfCaches, ...this.crossCaches]) c.destroy();
+    for (const c of this.caches) c.destroy();
+    // What the model held waits in the pool for a submit: submitted now, a model loaded next takes the same buffers.
+    try {
+      this.rt.flush();
+    } catch { /* a lost device: nothing to submit, and destroy does not throw */ }
   }
 }
 
 /**
- * Loads a WhisperForConditionalGeneration checkpoint (loadModel dispatches here by architecture).
- * kvCache: blockSize (default 16), numBlocks (the self-attention caches'; default maxSeqsPerStep ×
- * the blocks of max_target_positions; the cross caches hold maxSeqsPerStep encoder outputs).
- * maxSeqsPerStep (default 8): requests decoded together.
+ * Loads a WhisperForConditionalGeneration checkpoint (loadModel dispatches here by architecture); `make`
+ * builds the layer above's model over the runner (serve/whisper.ts). kvCache: blockSize (default 16),
+ * numBlocks (the self-attention's; default maxSeqsPerStep × the blocks of max_target_positions): the
+ * decoder caches hold that many blocks and maxSeqsPerStep encoder outputs' cross-attention blocks more,
+ * one pool for both. maxSeqsPerStep (default 8): sequences decoded together.
  */
-export async function loadWhisperModel(rt: Runtime, o: WhisperLoadOptions): Promise<WhisperModel> {
+export async function loadWhisperWith<M extends WhisperRunner>(rt: Runtime, o: WhisperLoadOptions, make: MakeWhisper<M>): Promise<M> {
   rt.assertAlive(OP);
   check(o !== null && typeof o === 'object', OP, 'o', '{ config, weights, ... }', o);
   const cfg = parseWhisperConfig(o.config);
@@ -1082,25 +858,27 @@ export async function loadWhisperModel(rt: Runtime, o: WhisperLoadOptions): Prom
   if (kv.dtype !== undefined) check(kv.dtype === 'f32', OP, 'o.kvCache.dtype', "'f32' (Whisper's caches are f32)", fmt(kv.dtype));
   const blockSize = kv.blockSize === undefined ? 16 : checkPosInt(kv.blockSize, OP, 'o.kvCache.blockSize');
   const maxSeqs = o.maxSeqsPerStep === undefined ? 8 : checkPosInt(o.maxSeqsPerStep, OP, 'o.maxSeqsPerStep');
-  const selfBlocks = kv.numBlocks === undefined ? undefined : checkPosInt(kv.numBlocks, OP, 'o.kvCache.numBlocks');
+  const selfBlocks = kv.numBlocks === undefined ? maxSeqs * Math.ceil(cfg.maxTarget / blockSize) : checkPosInt(kv.numBlocks, OP, 'o.kvCache.numBlocks');
+  const numBlocks = selfBlocks + maxSeqs * Math.ceil(cfg.maxSource / blockSize);
+  check(numBlocks * blockSize < 2 ** 31, OP, 'o.kvCache.numBlocks', 'cache slots within i32 (blocks × blockSize below 2^31)', selfBlocks);
   // The extractor's settings: preprocessor_config.json, else Whisper's (16 kHz, n_fft 400, hop 160) with
   // windows of the encoder's frames.
   const pre = o.preprocessorConfig ?? { feature_size: cfg.nMels, n_samples: 2 * cfg.maxSource * 160, hop_length: 160, n_fft: 400, sampling_rate: 16000 };
   const mel = parseMelConfig(pre, OP);
   check(mel.nMels === cfg.nMels, OP, 'o.preprocessorConfig.feature_size', `num_mel_bins=${cfg.nMels} (the config's)`, mel.nMels);
   const gen = (o.generationConfig ?? {}) as Record<string, unknown>;
-  const model = new WhisperModel(rt, cfg, mel, { blockSize, maxSeqs, genConfig: gen });
-  if (Number.isInteger(gen.decoder_start_token_id)) model.cfg.decoderStart = gen.decoder_start_token_id as number;
+  if (Number.isInteger(gen.decoder_start_token_id)) cfg.decoderStart = gen.decoder_start_token_id as number;
   const genEos = [gen.eos_token_id].flat().filter((x): x is number => Number.isInteger(x));
-  if (genEos.length) model.cfg.eos = [...new Set([...model.cfg.eos, ...genEos])];
+  if (genEos.length) cfg.eos = [...new Set([...cfg.eos, ...genEos])];
   if (o.name !== undefined) check(typeof o.name === 'string' && o.name.length > 0, OP, 'o.name', 'a non-empty string', o.name);
   const nameOrPath = (o.config as Record<string, unknown>)._name_or_path;
+  const model = make(rt, cfg, mel, { blockSize, maxSeqs, numBlocks, genConfig: gen });
   model.id = o.name ?? (typeof nameOrPath === 'string' && nameOrPath ? nameOrPath : ARCH);
   const made: { destroy(): void }[] = [];
   const reader = new WeightReader(files, resolved, o.onProgress, false, undefined, !!o.allowNonFinite);
   try {
     await model.load(reader, dtype, made);
-    model.allocate(made, selfBlocks);
+    model.allocate(made);
     if (o.tokenizer) model.tokenizer = TextTokenizer.create(o.tokenizer, o.tokenizerConfig, o.generationConfig);
   } catch (e) {
     for (const m of made) m.destroy();

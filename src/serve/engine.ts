@@ -116,8 +116,9 @@ export interface StepRunner {
   assertAlive(op: string): void;
   recordStep(rows: StepRow[], proc: StepProcessing | null): StepRecord;
   /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
-   *  request's encoderInput, as the engine places it; false: no room now (the sequence waits). */
-  admitSequence?(id: string, encoderInput: unknown): boolean;
+   *  request's encoderInput, as the engine places it; `freeBlocks`: the cache's free blocks this step has
+   *  not claimed (what the state may take of the engine's blocks); false: no room now (the sequence waits). */
+  admitSequence?(id: string, encoderInput: unknown, freeBlocks: number): boolean;
   /** Whether copyBlocks works: a request's choices then fork from its prompt's one computation. */
   canCopyBlocks?(): boolean;
   /** Copies whole cache blocks, [from, to] pairs (a forked choice's copy of the prompt's partial block). */
@@ -593,7 +594,7 @@ export class RequestEngine {
       // A preempted choice is recomputed from its prompt and every token it had.
       if (c.out.length) c.input = [...c.req.prompt, ...c.out];
       const cached = kv.addSequence(c.id, { tokens: c.input, salt: c.req.o.cacheSalt });
-      if (m.admitSequence && !m.admitSequence(c.id, c.req.o.encoderInput)) {
+      if (m.admitSequence && !m.admitSequence(c.id, c.req.o.encoderInput, avail())) {
         kv.freeSequence(c.id);
         break;
       }

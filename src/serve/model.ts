@@ -14,6 +14,8 @@ import { createRandomModelWith, loadModelWith, ModelRunner, type DecoderText, ty
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import { PagedKVCache } from '../attention/paged_cache.js';
 import { EncoderModel } from './embeddings.js';
+import { T5Model } from './t5.js';
+import { WhisperModel } from './whisper.js';
 import { OpenAIError } from './errors.js';
 import { freshSeed, GREEDY, RequestEngine, type StepRunner } from './engine.js';
 import { KVCacheManager } from './kv_manager.js';
@@ -55,9 +57,11 @@ export interface RunStats {
 }
 
 /** What this layer makes of what models/ loads: a decoder under the request engine, an encoder with OpenAI's embeddings. */
-const MAKERS: ModelMakers<Model, EncoderModel> = {
+const MAKERS: ModelMakers<Model, EncoderModel, WhisperModel, T5Model> = {
   decoder: (rt, cfg, arch, o) => new Model(rt, cfg, arch, o),
   encoder: (rt, arch, o) => new EncoderModel(rt, arch, o),
+  whisper: (rt, cfg, mel, o) => new WhisperModel(rt, cfg, mel, o),
+  t5: (rt, cfg, o) => new T5Model(rt, cfg, o),
 };
 
 /** Engine.loadModel: a checkpoint's model, its kind read from the config (API.md "Whole models"; encoders and encoder-decoders answer as their own objects). */

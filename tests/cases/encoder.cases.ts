@@ -6,8 +6,8 @@
 // errors.
 import { encodeSafetensors, loadSafetensors, reference, roundToDType, type EncodableTensor, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/serve/embeddings';
-import type { T5Model } from '../../src/models/t5';
-import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, type CaseContext, type TestCase } from './harness';
+import type { T5Model } from '../../src/index';
+import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -121,12 +121,12 @@ interface T5Golden {
   step_logits: number[][][];
 }
 
-/** The t5-relbias golden (goldens-layers) and its model, loaded on the case's engine. */
-async function loadT5Golden(ctx: CaseContext): Promise<{ golden: T5Golden; model: T5Model; config: Uint8Array; weights: Uint8Array }> {
+/** The t5-relbias golden (goldens-layers) and its model, loaded on the case's engine (with `extra` loadModel options). */
+export async function loadT5Golden(ctx: CaseContext, extra: { maxSeqsPerStep?: number; kvCache?: { numBlocks?: number; blockSize?: number } } = {}): Promise<{ golden: T5Golden; model: T5Model; config: Uint8Array; weights: Uint8Array }> {
   const name = 'goldens-layers/t5-relbias';
   const [config, weights, g] = await Promise.all(['config.json', 'model.safetensors', 'golden.json'].map((f) => ctx.fixture(`${name}/${f}`)));
   const golden = JSON.parse(text(g)) as T5Golden;
-  const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights) }) as unknown as T5Model;
+  const model = await ctx.engine.loadModel({ config: JSON.parse(text(config)), weights: await loadSafetensors(weights), ...extra }) as unknown as T5Model;
   return { golden, model, config, weights };
 }
 
@@ -389,6 +389,59 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
           const ended = await model.generate([golden.decoder_input_ids[c]], { encoderInputs: [ids], maxNewTokens: N, stopTokens: [stop] });
           assert(ended[0].join() === chain.slice(0, chain.indexOf(stop) + 1).join(), `t5 case ${c}: stop token ${stop}: ${ended[0]}`);
         }
+      } finally {
+        model.destroy();
+      }
+    },
+  },
+  {
+    // T5's requests are the one RequestEngine's: the decoder step runs every running sequence's rows
+    // together (each over its own cache), so a reply must not depend on what else runs beside it.
+    name: 't5-relbias on the request engine: requests batched (steps in flight reading ids on the GPU, or one), and one joining another mid-way, equal each alone; a second call creates no GPU buffer',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 't5-relbias')) return;
+      const { golden, model } = await loadT5Golden(ctx);
+      try {
+        const e = ctx.engine, N = 12;
+        // Every decoder prompt with every encoder input: four requests of different lengths and inputs.
+        const pairs = golden.decoder_input_ids.flatMap((p) => golden.encoder_input_ids.map((ids) => ({ p, ids })));
+        const alone: number[][] = [];
+        for (const { p, ids } of pairs) alone.push((await model.generate([p], { encoderInputs: [ids], maxNewTokens: N, stopTokens: [] }))[0]);
+        const s0 = { ...model.decodeStats };
+        const all = await withTuning(e, { stepsInFlight: 3 }, () => model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] }));
+        pairs.forEach((_, i) => assert(all[i].join() === alone[i].join(), `t5 request ${i} batched: ${all[i]}, alone ${alone[i]}`));
+        // Steps in flight: every decode step after a request's first token read its input id on the GPU.
+        assert(model.decodeStats.fromGpu - s0.fromGpu === pairs.length * (N - 1), `rows fed from the GPU: ${model.decodeStats.fromGpu - s0.fromGpu} of ${pairs.length * (N - 1)}`);
+        // Batched: the four requests' rows shared steps (a step per token, not per request and token; the
+        // first request's first steps, up to the three in flight, may run before the call has submitted the others).
+        assert(model.decodeStats.steps - s0.steps <= N + 3, `four requests of ${N} tokens took ${model.decodeStats.steps - s0.steps} steps`);
+        assert(model.decodeStats.rows - s0.rows === pairs.length * N, `rows ${model.decodeStats.rows - s0.rows}`);
+        // One step in flight: each step waits for the last one's ids on the host; the same replies.
+        const s1 = { ...model.decodeStats };
+        const one = await withTuning(e, { stepsInFlight: 1 }, () => model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] }));
+        pairs.forEach((_, i) => assert(one[i].join() === alone[i].join(), `t5 request ${i} batched, one step in flight: ${one[i]}, alone ${alone[i]}`));
+        assert(model.decodeStats.fromGpu === s1.fromGpu, `one step in flight fed ${model.decodeStats.fromGpu - s1.fromGpu} rows from the GPU`);
+        // Request 3 joins request 0 after its third step: its prompt's rows run beside 0's decodes.
+        const first = model.generate([pairs[0].p], { encoderInputs: [pairs[0].ids], maxNewTokens: N, stopTokens: [] });
+        let firstDone = false;
+        void first.then(() => { firstDone = true; }, () => undefined);
+        const steps0 = model.decodeStats.steps;
+        while (model.decodeStats.steps < steps0 + 3) await new Promise((r) => setTimeout(r, 1));
+        assert(!firstDone, 'request 0 ended before request 3 joined');
+        const late = model.generate([pairs[3].p], { encoderInputs: [pairs[3].ids], maxNewTokens: N, stopTokens: [] });
+        const [[a], [b]] = await Promise.all([first, late]);
+        assert(a.join() === alone[0].join(), `t5 request 0 with request 3 joining: ${a}, alone ${alone[0]}`);
+        assert(b.join() === alone[3].join(), `t5 request 3 joining request 0: ${b}, alone ${alone[3]}`);
+        // The same call again: every tensor a step takes comes back from the pool.
+        await model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] });
+        await e.sync();
+        const before = e.counters.createBuffer;
+        const again = await model.generate(pairs.map((x) => x.p), { encoderInputs: pairs.map((x) => x.ids), maxNewTokens: N, stopTokens: [] });
+        await e.sync();
+        assert(e.counters.createBuffer === before, `a second batched generate created ${e.counters.createBuffer - before} GPU buffers`);
+        pairs.forEach((_, i) => assert(again[i].join() === alone[i].join(), `t5 request ${i} in the second call: ${again[i]}`));
+        model.kv.checkInvariants();
+        assert(model.kv.freeBlocks === model.kv.numBlocks && model.engine.pending === 0, `after the calls: ${model.kv.freeBlocks} of ${model.kv.numBlocks} blocks free, ${model.engine.pending} pending`);
       } finally {
         model.destroy();
       }

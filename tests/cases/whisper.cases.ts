@@ -7,8 +7,11 @@
 // Everything through the package's exports (engine.loadModel, ops.*): the Deno and browser suites run the
 // built library, whose classes a direct import of src/models or src/ops would duplicate.
 import { loadSafetensors, ops, reference } from '../../src/index';
-import type { WhisperModel } from '../../src/models/whisper';
+import type { Model, RequestOptions, T5Model, WhisperModel } from '../../src/index';
+import { rng } from '../../src/core/random';
+import { loadT5Golden } from './encoder.cases';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
+import { golden } from './model.cases';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -29,7 +32,7 @@ function tinyGolden(ctx: CaseContext) {
   return tiny;
 }
 
-type TinyOptions = { maxSeqsPerStep?: number; generationConfig?: object };
+type TinyOptions = { maxSeqsPerStep?: number; generationConfig?: object; kvCache?: { numBlocks?: number; blockSize?: number } };
 
 /** The tiny model loaded for one case (destroyed by the caller), with its golden; o.generationConfig adds to the folder's. */
 async function tinyModel(ctx: CaseContext, o: TinyOptions = {}): Promise<{ model: WhisperModel; g: ModelGolden }> {
@@ -74,6 +77,67 @@ function within(what: string, got: ArrayLike<number>, ref: ArrayLike<number>, to
 }
 
 const flat = (a: number[][]) => Float32Array.from(a.flat());
+
+/** One model kind under the engine fuzz: its requests (a prompt and what the engine hands the runner with it) and their replies alone. */
+interface FuzzSubject {
+  name: string;
+  model: { engine: Model['engine']; kv: Model['kv']; destroy(): void };
+  items: { prompt: number[]; encoderInput?: unknown }[];
+  /** Item i's greedy reply alone, `max` tokens (no stop token). */
+  alone(i: number, max: number): Promise<number[]>;
+  /** Whether its cache is small enough that the fuzz must preempt. */
+  preempts: boolean;
+}
+
+/**
+ * The request engine fuzz over one model (serve.cases' decoder-only fuzz, for any kind): a burst of
+ * every item at once, then `count` requests at random times of random items, lengths, stop tokens and cancellations, submitted to the
+ * model's engine as they come; each that runs to its end gets its reply alone, and afterwards no request
+ * is pending, no block is leaked and the block manager's bookkeeping holds.
+ */
+async function engineFuzz(s: FuzzSubject, seed: number, count: number, max: number): Promise<{ checked: number; preemptions: number }> {
+  const r = rng(seed);
+  const want: number[][] = [];
+  for (let i = 0; i < s.items.length; i++) want.push(await s.alone(i, max));
+  const { engine, kv } = s.model;
+  const p0 = engine.counters.preemptions;
+  // A burst first, every item at once with the longest reply: the cache's pressure whatever the timing.
+  const burst = await Promise.all(s.items.map((it) => engine.submit({ prompt: Int32Array.from(it.prompt), maxTokens: max, encoderInput: it.encoderInput }).result));
+  burst.forEach((res, i) => equalArrays(`${s.name} item ${i} in a burst of all`, res.tokens[0], want[i]));
+  let checked = 0;
+  await Promise.all(Array.from({ length: count }, async (_, k) => {
+    const i = Math.floor(r() * s.items.length), item = s.items[i], reply = want[i];
+    const maxTokens = 3 + Math.floor(r() * (max - 2));
+    const stop = r() < 0.3 ? reply[Math.floor(r() * maxTokens)] : -1;
+    const cancelAt = r() < 0.2 ? 1 + Math.floor(r() * 3) : -1;
+    await new Promise((res) => setTimeout(res, Math.floor(r() * 20)));
+    const ac = new AbortController();
+    let seen = 0;
+    const o: RequestOptions = {
+      prompt: Int32Array.from(item.prompt), maxTokens, stopTokens: new Set(stop >= 0 ? [stop] : []), signal: ac.signal, encoderInput: item.encoderInput,
+      onTokens: (_c, toks) => { seen += toks.length; if (cancelAt >= 0 && seen >= cancelAt) ac.abort(new Error('cancelled by the test')); },
+    };
+    try {
+      const res = await engine.submit(o).result;
+      assert(cancelAt < 0 || seen < cancelAt, `${s.name} request ${k} finished though it was cancelled after ${cancelAt} tokens`);
+      let expect = reply.slice(0, maxTokens);
+      const cut = stop >= 0 ? expect.indexOf(stop) : -1;
+      if (cut >= 0) expect = expect.slice(0, cut + 1);
+      equalArrays(`${s.name} request ${k} (item ${i}, max ${maxTokens}, stop ${stop}) against alone`, res.tokens[0], expect);
+      checked++;
+    } catch (e) {
+      if (!(cancelAt >= 0 && (e as Error).message === 'cancelled by the test')) throw e;
+    }
+  }));
+  await new Promise((res) => setTimeout(res, 0));
+  assert(engine.pending === 0, `${s.name}: ${engine.pending} requests still pending`);
+  kv.checkInvariants();
+  assert(kv.freeBlocks === kv.numBlocks, `${s.name}: blocks leaked: ${kv.freeBlocks} of ${kv.numBlocks} free`);
+  const preemptions = engine.counters.preemptions - p0;
+  if (s.preempts) assert(preemptions > 0, `${s.name}: the fuzz never preempted (cache too large for it)`);
+  assert(checked >= count / 3, `${s.name}: only ${checked} of ${count} requests ran to their end`);
+  return { checked, preemptions };
+}
 
 export const whisperCases: TestCase[] = defineCases('whisper', [
   {
@@ -323,6 +387,50 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         const [out] = await model.generate([mg.decoder_input_ids[0]], { encoderInputs: [flat(mg.input_features[0])], maxNewTokens: 8, stopTokens: [] });
         assert(!out.includes(367) && out[0] !== 257, `suppressed tokens 367 (every step) and 257 (first step) came out: ${out}`);
       }, { generationConfig: { suppress_tokens: [367], begin_suppress_tokens: [257] } });
+    },
+  },
+  {
+    // Every kind of model is the one RequestEngine's: the same fuzz (random arrivals, lengths, stop
+    // tokens and cancellations) runs at once over a decoder-only model, Whisper (self- and cross-attention
+    // blocks from one pool small enough to preempt: a preempted sequence is recomputed, its audio's cross
+    // keys/values written again) and T5 (a cache per sequence, made again when a preempted one returns),
+    // each on its own engine on one device.
+    name: 'request engine fuzz over a mix of model kinds (decoder-only, Whisper, T5) at once: every request that runs to its end equals its reply alone; no block leaked; each kind preempts',
+    async run(ctx) {
+      if (!goldenRunsHere(ctx, 'the Whisper, T5 and llama-gqa goldens')) return;
+      const subjects: FuzzSubject[] = [];
+      try {
+        const gl = await golden(ctx, 'llama-gqa');
+        const llama = await ctx.engine.loadModel({ config: gl.config, weights: await loadSafetensors(gl.weights), kvCache: { numBlocks: 16, blockSize: 4 } });
+        subjects.push({
+          name: 'llama-gqa', model: llama, items: gl.golden.prompts.map((prompt) => ({ prompt })), preempts: true,
+          alone: async (i, max) => (await llama.generate([gl.golden.prompts[i]], { maxNewTokens: max, stopTokens: [] }))[0],
+        });
+        // Cross-attention takes 25 blocks of 4 (100 encoder frames), a prompt and reply up to 4 more: two
+        // sequences at once overrun the 4 + 2 × 25 blocks as they grow.
+        const { model: whisper, g } = await tinyModel(ctx, { maxSeqsPerStep: 2, kvCache: { numBlocks: 4, blockSize: 4 } });
+        const feats = [0, 1].map((c) => flat(g.input_features[c]));
+        const wItems = [...g.decoder_input_ids, [380]].flatMap((prompt) => feats.map((f) => ({ prompt, encoderInput: f })));
+        subjects.push({
+          name: 'whisper', model: whisper, items: wItems, preempts: true,
+          alone: async (i, max) => (await whisper.generate([wItems[i].prompt], { encoderInputs: [wItems[i].encoderInput], maxNewTokens: max, stopTokens: [] }))[0],
+        });
+        // T5's caches are its sequences' own; its blocks measure the tokens held at once: 6 of 4 for four
+        // requests of up to 15 tokens each.
+        const { golden: gt, model: t5 } = await loadT5Golden(ctx, { kvCache: { numBlocks: 6, blockSize: 4 } });
+        const tItems = gt.decoder_input_ids.flatMap((prompt) => gt.encoder_input_ids.map((ids) => ({ prompt, ids })));
+        subjects.push({
+          name: 't5', model: t5 as T5Model, preempts: true,
+          items: tItems.map(({ prompt, ids }) => ({ prompt, encoderInput: { ids: Int32Array.from(ids), capacity: prompt.length + 12 } })),
+          alone: async (i, max) => (await t5.generate([tItems[i].prompt], { encoderInputs: [tItems[i].ids], maxNewTokens: max, stopTokens: [] }))[0],
+        });
+        const got = await Promise.all(subjects.map((s, k) => engineFuzz(s, 43 + k, 12, 12)));
+        ctx.note(`engine fuzz over model kinds: ${subjects.map((s, k) => `${s.name} ${got[k].checked} requests checked, ${got[k].preemptions} preemptions`).join('; ')}`);
+        // Still the goldens afterwards.
+        equalArrays('whisper greedy after the fuzz', (await whisper.generate(g.decoder_input_ids, { encoderInputs: feats, maxNewTokens: 8, stopTokens: [] })).flat(), g.greedy.flat());
+      } finally {
+        for (const s of subjects) s.model.destroy();
+      }
     },
   },
 ]);

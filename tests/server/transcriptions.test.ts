@@ -12,7 +12,7 @@ import { statusOf } from './client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 import { createEngine, encodeWav, loadSafetensors, serve, type Engine, type Server } from '../../src/index';
-import type { WhisperModel } from '../../src/models/whisper';
+import type { WhisperModel } from '../../src/index';
 
 Object.assign(globalThis, globals);
 const gpu = create([]);
