@@ -7,7 +7,8 @@
 // `webinfer serve` with the official `openai` client (its cost per token stated).
 //
 //   node .cache/device/serve.mjs [--gguf=FILE[:LABEL]] [--no-bf16] [--quick] [--device=NAME] [--out=DIR] [--http=0]
-//                                [--parts=rates,burst,multiturn,http] [--rates=2,8,32,inf] [--budget=auto|TOKENS]
+//                                [--parts=rates,burst,multiturn,http] [--rates=2,8,32,inf] [--budget=auto|TOKENS] [--tuning=key=value|...]
+//                                (parts also: step, the batch-32 decode step alone with its kernels)
 // Models: the Llama-3.2-1B shape in bf16 (random weights made on the GPU) and each --gguf file.
 //
 // Issue 43's targets, printed as `target` lines: 32 requests in flight at ≥ 8× one request's tokens/s;
@@ -155,6 +156,12 @@ async function main(): Promise<void> {
   const webgpu = await import('webgpu');
   Object.assign(globalThis, webgpu.globals);
   const engine: Engine = await createEngine({ gpu: webgpu.create([]), powerPreference: 'high-performance' });
+  // --tuning=key=value|...: engine.tuning fields the whole run takes (an A/B across calls).
+  for (const kv of (args.get('tuning') ?? '').split('|').filter(Boolean)) {
+    const [k, v] = kv.split('=');
+    if (!(k in engine.tuning)) throw new Error(`--tuning: ${k} is no engine.tuning field`);
+    (engine.tuning as Record<string, unknown>)[k] = v === 'true' ? true : v === 'false' ? false : Number.isFinite(Number(v)) && v !== '' ? Number(v) : v;
+  }
   const models: { label: string; make: () => Promise<Model> }[] = [];
   const cfg = quick ? SMALL_LLAMA : LLAMA_3_2_1B;
   const cache = { numBlocks: quick ? 256 : 4096, blockSize: 16 };
@@ -195,9 +202,9 @@ async function main(): Promise<void> {
       // The batch-32 decode step timed alone (three in flight, ids fed back on the GPU) at the burst's
       // mean context, in this run: the yardstick of the TPOT target and of the burst's own steps.
       let step32: { context: number; wallMs: number; gpuMs: number | null; hostMs: number; interleaved: { wallMs: number; gpuMs: number | null } } | null = null;
-      if (parts.has('burst') || parts.has('rates')) {
+      if (parts.has('burst') || parts.has('rates') || parts.has('step')) {
         const context = quick ? 48 : 384;
-        const p = await model.profileDecode({ batch: 32, context, steps: quick ? 8 : 64, warmup: quick ? 3 : 16 });
+        const p = await model.profileDecode({ batch: 32, context, steps: quick ? 8 : 64, warmup: quick ? 3 : 16, perKernel: true });
         // The same step over blocks laid out as the engine's requests lay theirs (a block of each in
         // turn): if this one is slower, the burst's steps are too for that reason alone.
         const q = await model.profileDecode({ batch: 32, context, steps: quick ? 8 : 64, warmup: quick ? 3 : 16, interleave: true });
@@ -205,6 +212,12 @@ async function main(): Promise<void> {
         const g = (x: number | null) => (x === null ? '–' : x.toFixed(2));
         console.log(`  batch-32 decode step (profileDecode, context ${context}): ${p.wallMs.toFixed(2)} ms wall, GPU ${g(p.gpuMs)} ms, host ${p.hostMs.toFixed(2)} ms; `
           + `blocks interleaved as the engine's: ${q.wallMs.toFixed(2)} ms wall, GPU ${g(q.gpuMs)} ms`);
+        // Where that step's GPU time goes (its dispatches timed one by one).
+        if (p.kernels) {
+          const ks = Object.entries(p.kernels).sort((a, b) => b[1] - a[1]);
+          const all = ks.reduce((t, [, v]) => t + v, 0);
+          console.log(`    its kernels (timed one by one, ${all.toFixed(2)} ms): ${ks.slice(0, 10).map(([k, v]) => `${k} ${v.toFixed(3)}`).join('; ')}`);
+        }
       }
       const targets: string[] = [];
       if (burst32 && one) {
