@@ -66,7 +66,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createEngine, loadGGUF, ops, type QuantType } from 'webinfer';
+import { createEngine, dawnNodeFlags, loadGGUF, ops, type QuantType } from 'webinfer';
 import { measureCeilings, withTuning } from './harness';
 import { benchSdpaShape, mpsSdpaShapes, sdpaJson, type SdpaBenchRow } from './sdpa';
 import { benchPagedDecode, benchPagedPrefill, llamaDecodeShapes, pagedJson, TOGETHER_MAX_BYTES, type PagedBenchRow, type PagedPrefillRow } from './paged';
@@ -106,13 +106,7 @@ if (!['on', 'off', 'true'].includes(f16Toggle)) throw new Error(`--f16-toggle: e
 // only then; --subgroup-matrix=off measures without them (flash then runs its scalar tiles).
 const sgmArg = args.get('subgroup-matrix') ?? 'on';
 if (!['on', 'off', 'true'].includes(sgmArg)) throw new Error(`--subgroup-matrix: expected on or off, got ${sgmArg}`);
-const enableToggles = [...(sgmArg === 'off' ? [] : ['allow_unsafe_apis']), ...(f16Toggle === 'off' ? [] : ['vulkan_enable_f16_on_nvidia'])];
-const disableToggles = ['timestamp_quantization'];
-// One entry per key (dawn.node's flags hold one value a key; its TogglesLoader splits it on commas).
-const dawnToggles = deno ? [] : [
-  ...(enableToggles.length ? [`enable-dawn-features=${enableToggles.join(',')}`] : []),
-  ...(disableToggles.length ? [`disable-dawn-features=${disableToggles.join(',')}`] : []),
-];
+const dawnToggles = deno ? [] : dawnNodeFlags({ subgroupMatrix: sgmArg !== 'off', f16: f16Toggle !== 'off', exactTimestamps: true });
 let gpu: GPU;
 if (deno) {
   if ((args.get('peer') ?? 'ort') !== 'none') throw new Error('--peer: ONNX Runtime Web runs here in Node only (dawn.node); pass --peer=none in Deno');

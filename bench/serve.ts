@@ -18,7 +18,7 @@
 // ms waiting for the ids, tokens, layers recorded vs replayed, and the prompt-chunk budget.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { createEngine, createRandomModel, loadGGUF, rng, serve, type Engine, type Model } from 'webinfer';
+import { createEngine, createRandomModel, dawnNodeFlags, loadGGUF, rng, serve, type Engine, type Model } from 'webinfer';
 import { LLAMA_3_2_1B, SMALL_LLAMA } from './model';
 
 const args = new Map(process.argv.slice(2).map((a) => { const [k, ...v] = a.replace(/^--/, '').split('='); return [k, v.join('=') || '1'] as [string, string]; }));
@@ -155,7 +155,8 @@ async function main(): Promise<void> {
   setInterval(() => undefined, 1000);
   const webgpu = await import('webgpu');
   Object.assign(globalThis, webgpu.globals);
-  const engine: Engine = await createEngine({ gpu: webgpu.create([]), powerPreference: 'high-performance' });
+  // The GPU as `webinfer serve` makes it (f16 and subgroup matrices on NVIDIA), timestamps unrounded.
+  const engine: Engine = await createEngine({ gpu: webgpu.create(dawnNodeFlags({ exactTimestamps: true })), powerPreference: 'high-performance' });
   // --tuning=key=value|...: engine.tuning fields the whole run takes (an A/B across calls).
   for (const kv of (args.get('tuning') ?? '').split('|').filter(Boolean)) {
     const [k, v] = kv.split('=');

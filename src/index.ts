@@ -55,6 +55,8 @@ export type { TokenDecoder, EncodeOptions as TextEncodeOptions, DecodeOptions as
 export { toolCallFormat, parseToolCalls, toolCallId } from './serve/tools.js';
 export type { ToolCall, ToolCallFormat, ParsedToolCalls } from './serve/tools.js';
 export { serve } from './serve/http.js';
+export { dawnNodeFlags } from './serve/dawn.js';
+export type { DawnNodeFlagOptions } from './serve/dawn.js';
 export { warmup } from './serve/warmup.js';
 export type { WarmupOptions, WarmupResult } from './serve/warmup.js';
 export { decodeWav, resample, audioToPcm, encodeWav } from './serve/audio_file.js';

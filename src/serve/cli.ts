@@ -3,6 +3,7 @@
 // ./webinfer.js beside it: `npx webinfer serve ...` runs it in Node (bin/webinfer.mjs calls main), and
 // `deno run -A dist/serve.js ...` runs it in Deno (import.meta.main). Everything comes from the public
 // entry point, so the bundle shares the library's classes (an OpenAIError is one class in both).
+import { dawnNodeFlags } from './dawn.js';
 import { createEngine, loadCheckpoint, serve, warmup, WebinferError, type Engine, type LoadModelOptions, type Model } from '../index.js';
 import { isBadIPv4, isCorsOrigin } from './addresses.js';
 
@@ -228,7 +229,8 @@ function host(): Host {
         throw new WebinferError(webgpuMissing(argv, env, (e as Error).message));
       }
       Object.assign(globalThis, mod.globals);
-      return mod.create([]);
+      // f16 and the subgroup matrices where Dawn hides them (serve/dawn.ts).
+      return mod.create(dawnNodeFlags());
     },
   };
 }
