@@ -18,7 +18,6 @@ import type { Tensor } from '../core/tensor.js';
 import { linear } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
 import { activate } from '../ops/elementwise.js';
-import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { ChatTemplate, TextTokenizer } from '../text/text.js';
 import { parseConfig, type ModelConfig } from './config.js';
 import { ropeTable } from './rope.js';
@@ -28,7 +27,7 @@ import type { GGUFFile } from '../formats/gguf.js';
 import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
 import { hfQuantCheckpoint } from '../formats/hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
-import { checkTokenIds, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
+import { checkTokenIds, StepSampling, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { isEncoderConfig, loadEncoderModel, type EncoderRunner, type MakeEncoder } from './encoder.js';
@@ -340,12 +339,8 @@ export class ModelRunner {
   protected step = 0;
   /** Steps in flight (tuning.stepsInFlight, read when the engine starts a run): the sampled-id ring in use. */
   protected inFlight = 3;
-  /** Per-row sampling settings, logit edits and masks of the step's sampled rows (grown on demand). */
-  private rowParams: Tensor | null = null;
-  private edits: Tensor | null = null;
-  private masks: Tensor | null = null;
-  private maskRows: Tensor | null = null;
-  private lpCopy: Tensor | null = null;
+  /** Per-row sampling settings, logit edits, masks and logprob copies of the step's sampled rows. */
+  private readonly sampling: StepSampling;
   private destroyed = false;
   /** Staging buffers of the steps' read-backs in flight (Runtime.readBuffer's `pending`): destroy drops them. */
   private readonly reads = new Set<GPUBuffer>();
@@ -356,6 +351,7 @@ export class ModelRunner {
 
   constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
     this.rt = rt;
+    this.sampling = new StepSampling(rt);
     this.arch = arch;
     this.architecture = cfg.architecture;
     this.config = cfg;
@@ -426,12 +422,6 @@ export class ModelRunner {
     this.tablePositions = P;
   }
 
-  /** A tensor of at least `words` elements, grown (doubled) on demand. */
-  private grown(t: Tensor | null, words: number, dtype: 'u32' | 'i32' | 'f32' = 'u32'): Tensor {
-    if (t && t.numel >= words) return t;
-    t?.destroy();
-    return this.rt.zeros([Math.max(words, 2 * (t?.numel ?? 0), 64)], dtype);
-  }
 
   /**
    * Records and submits step number `step`: the rows' tokens, placed in the cache as `m` says (row i's
@@ -460,14 +450,7 @@ export class ModelRunner {
     });
     this.ensurePositions(maxPos);
     const V = this.config.vocabSize;
-    if (proc?.params) this.rowParams = this.grown(this.rowParams, proc.params.length);
-    if (proc?.nEdits) this.edits = this.grown(this.edits, proc.nEdits * 4);
-    if (proc?.nMasks) {
-      this.masks = this.grown(this.masks, proc.nMasks * Math.ceil(V / 32));
-      this.maskRows = this.grown(this.maskRows, proc.nMasks, 'i32');
-    }
-    const nLp = proc?.logprobRows.length ?? 0;
-    if (nLp) this.lpCopy = this.grown(this.lpCopy, nLp * V, 'f32');
+    this.sampling.grow(proc, V);
     // Uploads run on the queue ahead of anything still in the encoder: submit that first (the clears
     // of freshly made buffers, say), so the step's inputs land after it.
     rt.flush();
@@ -476,12 +459,7 @@ export class ModelRunner {
     q.writeBuffer(this.pos.buffer, 0, pos);
     q.writeBuffer(this.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
     if (R) q.writeBuffer(this.gather.buffer, 0, gather, 0, R);
-    if (proc?.params) q.writeBuffer(this.rowParams!.buffer, 0, proc.params as Uint32Array<ArrayBuffer>);
-    if (proc?.nEdits) q.writeBuffer(this.edits!.buffer, 0, proc.edits as Uint32Array<ArrayBuffer>, 0, proc.nEdits * 4);
-    if (proc?.nMasks) {
-      q.writeBuffer(this.masks!.buffer, 0, proc.masks as Uint32Array<ArrayBuffer>, 0, proc.nMasks * Math.ceil(V / 32));
-      q.writeBuffer(this.maskRows!.buffer, 0, proc.maskRows as Int32Array<ArrayBuffer>);
-    }
+    this.sampling.upload(proc, V);
     const ctx: StepContext = {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
       meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
@@ -503,26 +481,14 @@ export class ModelRunner {
         linear(rt, x, this.arch.lmHead, { rows: R, gatherRows: this.gather, out: this.logitsT });
         // Gemma 2's final_logit_softcapping: cap·tanh(logits/cap), before logprobs and sampling see them.
         if (cap) activate(rt, this.logitsT, 'softcap', { cap, rows: R, out: this.logitsT });
-        if (!proc) {
-          argmax(rt, this.logitsT, { rows: R, out });
-        } else {
-          // Raw logits for logprobs first, then the edits and masks, then each row's own draw.
-          if (nLp) {
-            const enc = rt.commandEncoder();
-            proc.logprobRows.forEach((r, i) => enc.copyBufferToBuffer(this.logitsT.buffer, r * V * 4, this.lpCopy!.buffer, i * V * 4, V * 4));
-          }
-          if (proc.nEdits) adjustLogits(rt, this.logitsT, this.edits!, proc.nEdits);
-          if (proc.nMasks) maskLogits(rt, this.logitsT, this.masks!, this.maskRows!, proc.nMasks);
-          if (proc.params) sampleRows(rt, this.logitsT, this.rowParams!, { rows: R, out });
-          else argmax(rt, this.logitsT, { rows: R, out });
-        }
+        this.sampling.record(this.logitsT, R, V, proc, out);
       }
     });
     // Submits the step and copies its ids (and logprob rows) for the host.
     let ids: Promise<ArrayBuffer>;
     if (R) ids = rt.readBuffer(out.buffer, 4 * R, 0, this.reads);
     else { rt.flush(); ids = Promise.resolve(new ArrayBuffer(0)); }
-    const logits = nLp ? rt.readBuffer(this.lpCopy!.buffer, nLp * V * 4, 0, this.reads) : null;
+    const logits = this.sampling.readLogprobs(proc, V, this.reads);
     return { step, T, sampledRow, ids, logits };
   }
 
@@ -584,8 +550,8 @@ export class ModelRunner {
     this.graphs.clear();
     this.dc.destroy();
     this.arch.destroy();
-    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin,
-      this.rowParams, this.edits, this.masks, this.maskRows, this.lpCopy]) t?.destroy();
+    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin]) t?.destroy();
+    this.sampling.destroy();
     // Steps still in flight: their ids are wanted by no one, and their staging buffers would come back
     // to the pool only once their maps resolve (after the next model's first steps, often), the pool
     // taking new ones meanwhile: one more live buffer every few such destroys (issue 40).

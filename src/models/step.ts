@@ -1,7 +1,9 @@
 // What a model architecture provides to the step runtime (src/models/model.ts), and what it gets from
 // it for each step.
 import { check, fmt, WebinferError } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
+import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import type { LinearWeight } from '../ops/gemm.js';
 import type { ModelConfig } from './config.js';
 import type { WeightDType, WeightReader } from './weights.js';
@@ -120,4 +122,80 @@ export function checkTokenIds(op: string, arg: string, t: unknown, vocab: number
     }
   }
   return Int32Array.from(a as ArrayLike<number>);
+}
+
+/**
+ * A step's sampling of its logit rows, shared by the runners (models/model.ts, whisper.ts): the per-row
+ * settings, logit edits, masks and logprob copies on the GPU (grown on demand), uploaded with the step's
+ * inputs, then the commands that turn the rows into ids.
+ */
+export class StepSampling {
+  private rowParams: Tensor | null = null;
+  private edits: Tensor | null = null;
+  private masks: Tensor | null = null;
+  private maskRows: Tensor | null = null;
+  private lpCopy: Tensor | null = null;
+
+  constructor(private readonly rt: Runtime) {}
+
+  /** Grows the buffers for `proc` over a vocabulary of V (before the step's flush: they may be made). */
+  grow(proc: StepProcessing | null, V: number): void {
+    if (!proc) return;
+    if (proc.params) this.rowParams = this.grown(this.rowParams, proc.params.length);
+    if (proc.nEdits) this.edits = this.grown(this.edits, proc.nEdits * 4);
+    if (proc.nMasks) {
+      this.masks = this.grown(this.masks, proc.nMasks * Math.ceil(V / 32));
+      this.maskRows = this.grown(this.maskRows, proc.nMasks, 'i32');
+    }
+    if (proc.logprobRows.length) this.lpCopy = this.grown(this.lpCopy, proc.logprobRows.length * V, 'f32');
+  }
+
+  /** Uploads `proc` (after the step's flush, with its other inputs). */
+  upload(proc: StepProcessing | null, V: number): void {
+    if (!proc) return;
+    const q = this.rt.device.queue;
+    if (proc.params) q.writeBuffer(this.rowParams!.buffer, 0, proc.params as Uint32Array<ArrayBuffer>);
+    if (proc.nEdits) q.writeBuffer(this.edits!.buffer, 0, proc.edits as Uint32Array<ArrayBuffer>, 0, proc.nEdits * 4);
+    if (proc.nMasks) {
+      q.writeBuffer(this.masks!.buffer, 0, proc.masks as Uint32Array<ArrayBuffer>, 0, proc.nMasks * Math.ceil(V / 32));
+      q.writeBuffer(this.maskRows!.buffer, 0, proc.maskRows as Int32Array<ArrayBuffer>);
+    }
+  }
+
+  /**
+   * The ids of logit rows [R, V] into out: the argmax where the step asks nothing of them; else the raw
+   * logits of the logprob rows copied first, then the edits and masks, then each row's own draw.
+   */
+  record(logits: Tensor, R: number, V: number, proc: StepProcessing | null, out: Tensor): void {
+    const rt = this.rt;
+    if (!proc) {
+      argmax(rt, logits, { rows: R, out });
+      return;
+    }
+    if (proc.logprobRows.length) {
+      const enc = rt.commandEncoder();
+      proc.logprobRows.forEach((r, i) => enc.copyBufferToBuffer(logits.buffer, r * V * 4, this.lpCopy!.buffer, i * V * 4, V * 4));
+    }
+    if (proc.nEdits) adjustLogits(rt, logits, this.edits!, proc.nEdits);
+    if (proc.nMasks) maskLogits(rt, logits, this.masks!, this.maskRows!, proc.nMasks);
+    if (proc.params) sampleRows(rt, logits, this.rowParams!, { rows: R, out });
+    else argmax(rt, logits, { rows: R, out });
+  }
+
+  /** The read-back of the logprob rows' raw logits (after the step's submit), or null where none. */
+  readLogprobs(proc: StepProcessing | null, V: number, pending: Set<GPUBuffer>): Promise<ArrayBuffer> | null {
+    const n = proc?.logprobRows.length ?? 0;
+    return n ? this.rt.readBuffer(this.lpCopy!.buffer, n * V * 4, 0, pending) : null;
+  }
+
+  destroy(): void {
+    for (const t of [this.rowParams, this.edits, this.masks, this.maskRows, this.lpCopy]) t?.destroy();
+    this.rowParams = this.edits = this.masks = this.maskRows = this.lpCopy = null;
+  }
+
+  private grown(t: Tensor | null, words: number, dtype: 'u32' | 'i32' | 'f32' = 'u32'): Tensor {
+    if (t && t.numel >= words) return t;
+    t?.destroy();
+    return this.rt.zeros([Math.max(words, 2 * (t?.numel ?? 0), 64)], dtype);
+  }
 }

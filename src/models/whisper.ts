@@ -39,13 +39,12 @@ import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../o
 import { layerNorm } from '../ops/norm.js';
 import { add } from '../ops/elementwise.js';
 import { embedding } from '../ops/embedding.js';
-import { adjustLogits, argmax, maskLogits, sampleRows } from '../ops/sample.js';
 import { channelsFirst, conv1d, geluRows, timeFirst } from '../ops/conv.js';
 import { MelFrontEnd, parseMelConfig, type MelConfig } from '../ops/audio.js';
 import { TextTokenizer } from '../text/text.js';
 import type { SafetensorsFile } from '../formats/safetensors.js';
 import { WEIGHT_DTYPES, type ResolvedTensor } from './schema.js';
-import type { StepPlacement, StepProcessing, StepRecord, StepRow } from './step.js';
+import { StepSampling, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type WeightDType } from './weights.js';
 
 const OP = 'loadWhisperModel';
@@ -253,14 +252,11 @@ export class WhisperRunner {
   /** generation_config's suppress_tokens and begin_suppress_tokens (ids inside the vocabulary). */
   readonly suppressTokens: readonly number[];
   readonly beginSuppressTokens: readonly number[];
-  /** Per-row sampling settings, logit edits, masks and logprob copies of a step's sampled rows (grown on demand). */
-  private rowParams: Tensor | null = null;
-  private edits: Tensor | null = null;
-  private masks: Tensor | null = null;
-  private maskRows: Tensor | null = null;
-  private lpCopy: Tensor | null = null;
+  /** Per-row sampling settings, logit edits, masks and logprob copies of a step's sampled rows. */
+  private readonly sampling: StepSampling;
 
   constructor(protected readonly rt: Runtime, cfg: WhisperConfig, mel: MelConfig, o: WhisperRunnerOptions) {
+    this.sampling = new StepSampling(rt);
     this.cfg = cfg;
     this.melConfig = mel;
     this.encoderFrames = cfg.maxSource;
@@ -536,12 +532,6 @@ export class WhisperRunner {
   }
   // ------------------------------------------------------------------------------------------ decoder
 
-  /** A tensor of at least `words` elements, grown (doubled) on demand. */
-  private grown(t: Tensor | null, words: number, dtype: 'u32' | 'i32' | 'f32' = 'u32'): Tensor {
-    if (t && t.numel >= words) return t;
-    t?.destroy();
-    return this.rt.zeros([Math.max(words, 2 * (t?.numel ?? 0), 64)], dtype);
-  }
 
   /**
    * Records and submits one decoder step: the rows' tokens placed in the self-attention cache as `m` says
@@ -575,14 +565,7 @@ export class WhisperRunner {
       }
     });
     const a = this.stepActs(T, S);
-    if (proc?.params) this.rowParams = this.grown(this.rowParams, proc.params.length);
-    if (proc?.nEdits) this.edits = this.grown(this.edits, proc.nEdits * 4);
-    if (proc?.nMasks) {
-      this.masks = this.grown(this.masks, proc.nMasks * Math.ceil(V / 32));
-      this.maskRows = this.grown(this.maskRows, proc.nMasks, 'i32');
-    }
-    const nLp = proc?.logprobRows.length ?? 0;
-    if (nLp) this.lpCopy = this.grown(this.lpCopy, nLp * V, 'f32');
+    this.sampling.grow(proc, V);
     // The uploads run on the queue ahead of what the encoder still holds: submit that first.
     rt.flush();
     const queue = rt.device.queue;
@@ -590,12 +573,7 @@ export class WhisperRunner {
     queue.writeBuffer(a.pos.buffer, 0, pos);
     queue.writeBuffer(a.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
     if (R) queue.writeBuffer(a.last.buffer, 0, last, 0, R);
-    if (proc?.params) queue.writeBuffer(this.rowParams!.buffer, 0, proc.params as Uint32Array<ArrayBuffer>);
-    if (proc?.nEdits) queue.writeBuffer(this.edits!.buffer, 0, proc.edits as Uint32Array<ArrayBuffer>, 0, proc.nEdits * 4);
-    if (proc?.nMasks) {
-      queue.writeBuffer(this.masks!.buffer, 0, proc.masks as Uint32Array<ArrayBuffer>, 0, proc.nMasks * Math.ceil(V / 32));
-      queue.writeBuffer(this.maskRows!.buffer, 0, proc.maskRows as Int32Array<ArrayBuffer>);
-    }
+    this.sampling.upload(proc, V);
     const old = [this.selfPlan, this.crossPlan];
     this.selfPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
       { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: true });
@@ -636,19 +614,8 @@ export class WhisperRunner {
       if (all) return linear(rt, x, this.embed);
       if (!R) return null;
       linear(rt, x, this.embed, { rows: R, gatherRows: a.last, out: a.logits });
-      if (!proc) {
-        argmax(rt, a.logits, { rows: R, out });
-      } else {
-        // Raw logits for logprobs first, then the edits (the suppressed tokens) and masks, then each row's own draw.
-        if (nLp) {
-          const enc = rt.commandEncoder();
-          proc.logprobRows.forEach((r, i) => enc.copyBufferToBuffer(a.logits.buffer, r * V * 4, this.lpCopy!.buffer, i * V * 4, V * 4));
-        }
-        if (proc.nEdits) adjustLogits(rt, a.logits, this.edits!, proc.nEdits);
-        if (proc.nMasks) maskLogits(rt, a.logits, this.masks!, this.maskRows!, proc.nMasks);
-        if (proc.params) sampleRows(rt, a.logits, this.rowParams!, { rows: R, out });
-        else argmax(rt, a.logits, { rows: R, out });
-      }
+      // The edits carry the suppressed tokens.
+      this.sampling.record(a.logits, R, V, proc, out);
       return null;
     });
     if (all) return { step, T, sampledRow, ids: Promise.resolve(new ArrayBuffer(0)), logits: null, all: logitsAll! };
@@ -659,7 +626,7 @@ export class WhisperRunner {
     let got: Promise<ArrayBuffer>;
     if (R) got = rt.readBuffer(out.buffer, 4 * R, 0, this.reads);
     else { rt.flush(); got = Promise.resolve(new ArrayBuffer(0)); }
-    const logits = nLp ? rt.readBuffer(this.lpCopy!.buffer, nLp * V * 4, 0, this.reads) : null;
+    const logits = this.sampling.readLogprobs(proc, V, this.reads);
     return { step, T, sampledRow, ids: got, logits };
   }
 
@@ -811,7 +778,8 @@ export class WhisperRunner {
     for (const L of this.encLayers) ws.push(L.qkv, L.o, L.fc1, L.fc2);
     for (const L of this.decLayers) ws.push(L.qkv, L.o, L.cq, L.ckv, L.co, L.fc1, L.fc2);
     for (const w of ws) w?.destroy();
-    const ts: (Tensor | undefined | null)[] = [this.encPos, this.decPos, this.rowParams, this.edits, this.masks, this.maskRows, this.lpCopy];
+    const ts: (Tensor | undefined | null)[] = [this.encPos, this.decPos];
+    this.sampling.destroy();
     const norms = [this.encLn, this.decLn, ...this.encLayers.flatMap((L) => [L.ln1, L.ln2]), ...this.decLayers.flatMap((L) => [L.ln1, L.ln2, L.ln3])];
     for (const n of norms) if (n) ts.push(n.w, n.b);
     for (const t of ts) t?.destroy();
