@@ -55,6 +55,25 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
   }, 120_000);
   afterAll(() => served?.close());
 
+  type Call = { function: { name: string; arguments: string } };
+  /** A forced tool call's request whole (one call, checked; no content) and streamed (its call, checked, and finish reason). */
+  async function wholeAndStreamed(req: OpenAI.ChatCompletionCreateParamsNonStreaming, checkCall: (c: Call | undefined) => unknown) {
+    const choice = (await client.chat.completions.create(req)).choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.tool_calls).toHaveLength(1);
+    checkCall(choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall);
+    expect(choice.message.content).toBeNull();
+    let streamed: Call | undefined;
+    let finish: string | null = null;
+    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+      const d = chunk.choices[0]?.delta;
+      if (d?.tool_calls) streamed = d.tool_calls[0] as unknown as Call;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    checkCall(streamed);
+    return { choice, streamed, finish };
+  }
+
   it("concurrent streaming and non-streaming completions of the golden's prompts give HF's greedy tokens; a repeated prompt's blocks come from the cache, same tokens", async () => {
     expect((await client.models.list()).data.map((m) => m.id)).toEqual([ID]);
     const runs = golden.prompts.flatMap((prompt, p) => [false, true].map(async (stream) => ({ p, stream, ...(await greedyIds(client, prompt, stream)) })));
@@ -99,21 +118,8 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
       expect(typeof args.c === 'string' && [...(args.c as string)].length <= 2).toBe(true);
       expect(['c', 'f']).toContain(args.u);
     };
-    const whole = await client.chat.completions.create(req);
-    const choice = whole.choices[0]!;
-    expect(choice.finish_reason).toBe('tool_calls');
-    expect(choice.message.tool_calls).toHaveLength(1);
-    checkCall(choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall);
-    expect(choice.message.content).toBeNull();
-    // Streamed: the same call (greedy), in one tool_calls delta once the reply is whole.
-    let streamed: { function: { name: string; arguments: string } } | undefined;
-    let finish: string | null = null;
-    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
-      const d = chunk.choices[0]?.delta;
-      if (d?.tool_calls) streamed = d.tool_calls[0] as unknown as typeof streamed;
-      finish = chunk.choices[0]?.finish_reason ?? finish;
-    }
-    checkCall(streamed);
+    // Whole, then streamed: the same call (greedy), in one tool_calls delta once the reply is whole.
+    const { choice, streamed, finish } = await wholeAndStreamed(req, checkCall);
     expect([finish, streamed!.function.arguments]).toEqual(['tool_calls', (choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments]);
     // Unknown names, a choice without tools, a malformed choice: 400s naming the field.
     const unknown = await client.chat.completions.create({ ...req, tool_choice: { type: 'function', function: { name: 'nope' } } }).catch((e: unknown) => e);
@@ -145,20 +151,7 @@ describe('webinfer serve: the llama-gqa golden through the openai client (Node)'
       }
       return call!.function.name;
     };
-    const whole = await client.chat.completions.create(req);
-    const choice = whole.choices[0]!;
-    expect(choice.finish_reason).toBe('tool_calls');
-    expect(choice.message.tool_calls).toHaveLength(1);
-    checkCall(choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall);
-    expect(choice.message.content).toBeNull();
-    let streamed: { function: { name: string; arguments: string } } | undefined;
-    let finish: string | null = null;
-    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
-      const d = chunk.choices[0]?.delta;
-      if (d?.tool_calls) streamed = d.tool_calls[0] as unknown as typeof streamed;
-      finish = chunk.choices[0]?.finish_reason ?? finish;
-    }
-    checkCall(streamed);
+    const { choice, streamed, finish } = await wholeAndStreamed(req, checkCall);
     const w = choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
     expect([finish, streamed!.function.name, streamed!.function.arguments]).toEqual(['tool_calls', w.function.name, w.function.arguments]);
     // Sampled (n = 4 choices, seeded): every choice is a call of one of the tools.
