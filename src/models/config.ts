@@ -18,10 +18,11 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'DeepseekV3ForCausalLM',
   'Gemma2ForCausalLM',
   'GptOssForCausalLM',
+  'SmolLM3ForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -32,6 +33,7 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   DeepseekV3ForCausalLM: 'deepseek_v3',
   Gemma2ForCausalLM: 'gemma2',
   GptOssForCausalLM: 'gpt_oss',
+  SmolLM3ForCausalLM: 'smollm3',
 };
 
 export interface LayerConfig {
@@ -39,6 +41,8 @@ export interface LayerConfig {
   slidingWindow: number | null;
   /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); gpt-oss: every layer; else dense. */
   moe: boolean;
+  /** SmolLM3's NoPE layers (no_rope_layers[i] = 0): q and k are not rotated; absent or false: RoPE. */
+  noRope?: boolean;
 }
 
 /** DeepSeek's multi-head latent attention (SPEC §5). */
@@ -198,6 +202,7 @@ function architectureOf(j: Json): Architecture {
     deepseek_v3: 'DeepseekV3ForCausalLM',
     gemma2: 'Gemma2ForCausalLM',
     gpt_oss: 'GptOssForCausalLM',
+    smollm3: 'SmolLM3ForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -219,6 +224,7 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   deepseek_v3: { maxPositionEmbeddings: 4096, bos: 0, eos: 1 },
   gemma2: { maxPositionEmbeddings: 8192, bos: 2, eos: 1 },
   gpt_oss: { maxPositionEmbeddings: 131072, bos: null, eos: null },
+  smollm3: { maxPositionEmbeddings: 32768, bos: 128000, eos: 128001 },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -378,6 +384,30 @@ function parseMoe(j: Json, family: 'deepseek_v2' | 'deepseek_v3', numLayers: num
   };
 }
 
+/**
+ * SmolLM3's NoPE layers as SmolLM3Config: no_rope_layers (1 = RoPE, 0 = NoPE), else every
+ * no_rope_layer_interval-th layer (default 4) goes without: int((i + 1) % interval != 0).
+ */
+function smolNoRope(j: Json, numLayers: number): boolean[] {
+  const list = j.no_rope_layers;
+  if (list === undefined || list === null) {
+    const interval = posInt(j, 'no_rope_layer_interval', 4);
+    return Array.from({ length: numLayers }, (_, i) => (i + 1) % interval === 0);
+  }
+  chk(Array.isArray(list) && list.length === numLayers && list.every((x) => x === 0 || x === 1 || x === true || x === false),
+    'no_rope_layers', `a list of ${numLayers} flags (1: RoPE, 0: NoPE)`, list);
+  return (list as unknown[]).map((x) => !x);
+}
+
+/** SmolLM3: sliding_attention layers of layer_types slide when use_sliding_window and sliding_window are set (none do in the released models). */
+function smolWindows(j: Json, numLayers: number): (number | null)[] {
+  const w = bool(j, 'use_sliding_window', false) ? posIntOrNull(j, 'sliding_window', null) : null;
+  const types = j.layer_types;
+  if (w === null) return Array.from({ length: numLayers }, () => null);
+  chk(Array.isArray(types) && types.length === numLayers, 'layer_types', `a list of ${numLayers} layer types`, types);
+  return (types as unknown[]).map((t) => (t === 'sliding_attention' ? w : null));
+}
+
 /** Gemma2 and gpt-oss: which layers slide (layer_types, default sliding on even layers as both config classes). */
 function alternatingWindows(j: Json, numLayers: number, defaultWindow: number): (number | null)[] {
   const window = posInt(j, 'sliding_window', defaultWindow);
@@ -498,7 +528,7 @@ export function parseConfig(json: object): ModelConfig {
       : family === 'mistral'
         ? { qkv: false, o: false }
         : { qkv: attnBiasFlag, o: attnBiasFlag };
-  const mlpBias = family === 'llama' || family === 'deepseek_v2' ? bool(j, 'mlp_bias', false) : false;
+  const mlpBias = family === 'llama' || family === 'deepseek_v2' || family === 'smollm3' ? bool(j, 'mlp_bias', false) : false;
 
   let windows: (number | null)[];
   if (family === 'mistral') {
@@ -506,7 +536,9 @@ export function parseConfig(json: object): ModelConfig {
     windows = Array.from({ length: numLayers }, () => w);
   } else if (family === 'qwen2' || family === 'qwen3') windows = qwenWindows(j, numLayers);
   else if (gemma2 || gptOss) windows = alternatingWindows(j, numLayers, gemma2 ? 4096 : 128);
+  else if (family === 'smollm3') windows = smolWindows(j, numLayers);
   else windows = Array.from({ length: numLayers }, () => null);
+  const noRope = family === 'smollm3' ? smolNoRope(j, numLayers) : null;
 
   let moe: MoeConfig | null = null;
   let moeLayers: boolean[] = Array.from({ length: numLayers }, () => false);
@@ -548,7 +580,7 @@ export function parseConfig(json: object): ModelConfig {
     embedScale: gemma2 ? Math.fround(Math.sqrt(hiddenSize)) : null,
     sandwichNorms: gemma2,
     sinks: gptOss,
-    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]! })),
+    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}) })),
     maxPositionEmbeddings,
     bosTokenId: tokenId(j, 'bos_token_id', d.bos),
     eosTokenIds,
