@@ -1,5 +1,6 @@
 // The Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// SmolLM3ForCausalLM: its NoPE layers skip the rotation and still write k/v to the cache), as
+// SmolLM3ForCausalLM: its NoPE layers skip the rotation and still write k/v to the cache;
+// Phi3ForCausalLM: fused qkv_proj/gate_up_proj, partial rotary, LongRoPE tables), as
 // transformers computes it (SPEC §7): per layer h += o(attn(rope(q(x)), rope(k(x)), v(x))) with
 // x = rmsnorm(h), then h += down(silu(gate(x)) · up(x)) with x = rmsnorm(h); the family's variations
 // are data (q/k/v biases for Qwen2, q/k norms per head for Qwen3, Mistral's and Qwen's sliding windows,
@@ -103,6 +104,19 @@ export class LlamaFamily implements Architecture {
       const p = `model.layers.${i}.`;
       const a = `${p}self_attn.`;
       const bias = c.attentionBias.qkv;
+      if (c.family === 'phi3') {
+        // Phi3's projections come fused as the engine keeps them: qkv_proj rows q|k|v, gate_up_proj rows gate|up.
+        this.layers.push({
+          inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
+          qkv: await r.linear(rt, [`${a}qkv_proj.weight`], dtype),
+          o: await r.linear(rt, [`${a}o_proj.weight`], dtype),
+          qNorm: null, kNorm: null,
+          postNorm: await r.vector(rt, `${p}post_attention_layernorm.weight`),
+          gateUp: await r.linear(rt, [`${p}mlp.gate_up_proj.weight`], dtype),
+          down: await r.linear(rt, [`${p}mlp.down_proj.weight`], dtype),
+        });
+        continue;
+      }
       this.layers.push({
         inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
         qkv: await r.linear(rt, [`${a}q_proj.weight`, `${a}k_proj.weight`, `${a}v_proj.weight`], dtype,

@@ -48,4 +48,9 @@ function archCase(name: string, what: string, broken: (cfg: Record<string, unkno
 export const archNopeLongropeCases: TestCase[] = [
   archCase('smollm3-nope', 'SmolLM3, NoPE in layer 3 (no_rope_layers [1, 1, 1, 0])',
     (c) => ({ ...c, no_rope_layers: (c.no_rope_layers as number[]).map(() => 1) }), 'RoPE in the NoPE layer too'),
+  archCase('phi3-longrope', 'Phi3 (Phi-4-mini style): fused qkv/gate_up, partial rotary 0.75, LongRoPE (the 41-token prompt long, the others short)',
+    (c) => {
+      const rp = c.rope_parameters as Record<string, unknown>;
+      return { ...c, rope_parameters: { ...rp, long_factor: rp.short_factor } };
+    }, 'short factors on the long prompt'),
 ];

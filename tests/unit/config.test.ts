@@ -156,6 +156,7 @@ describe('parseConfig: the goldens', () => {
       'Gemma2ForCausalLM',
       'GptOssForCausalLM',
       'SmolLM3ForCausalLM',
+      'Phi3ForCausalLM',
     ]);
   });
 });
