@@ -458,7 +458,8 @@ export class ModelRunner {
       // they were written with (as HF's cache): a sequence that crosses the threshold while decoding
       // attends from long-rotated queries to its earlier short-rotated keys, exactly as HF's
       // generate does; a prompt longer than the threshold split over prefill chunks rotates its
-      // early chunks the short way, unlike HF's one-pass prefill (the goldens' prompts fit one step).
+      // early chunks the short way, unlike HF's one-pass prefill (the goldens' prompts fit one step),
+      // and the prefix cache (opt-in) does not key blocks by the factors they were rotated with.
       rows.forEach((r, i) => {
         const [a] = m.rows[i];
         const last = starts[i] + r.ids.length - 1;
