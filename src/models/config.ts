@@ -18,10 +18,12 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'DeepseekV3ForCausalLM',
   'Gemma2ForCausalLM',
   'GptOssForCausalLM',
+  'SmolLM3ForCausalLM',
+  'Phi3ForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -32,6 +34,8 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   DeepseekV3ForCausalLM: 'deepseek_v3',
   Gemma2ForCausalLM: 'gemma2',
   GptOssForCausalLM: 'gpt_oss',
+  SmolLM3ForCausalLM: 'smollm3',
+  Phi3ForCausalLM: 'phi3',
 };
 
 export interface LayerConfig {
@@ -39,6 +43,8 @@ export interface LayerConfig {
   slidingWindow: number | null;
   /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); gpt-oss: every layer; else dense. */
   moe: boolean;
+  /** SmolLM3's NoPE layers (no_rope_layers[i] = 0): q and k are not rotated; absent or false: RoPE. */
+  noRope?: boolean;
 }
 
 /** DeepSeek's multi-head latent attention (SPEC §5). */
@@ -198,6 +204,8 @@ function architectureOf(j: Json): Architecture {
     deepseek_v3: 'DeepseekV3ForCausalLM',
     gemma2: 'Gemma2ForCausalLM',
     gpt_oss: 'GptOssForCausalLM',
+    smollm3: 'SmolLM3ForCausalLM',
+    phi3: 'Phi3ForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -219,6 +227,8 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   deepseek_v3: { maxPositionEmbeddings: 4096, bos: 0, eos: 1 },
   gemma2: { maxPositionEmbeddings: 8192, bos: 2, eos: 1 },
   gpt_oss: { maxPositionEmbeddings: 131072, bos: null, eos: null },
+  smollm3: { maxPositionEmbeddings: 32768, bos: 128000, eos: 128001 },
+  phi3: { maxPositionEmbeddings: 4096, bos: 1, eos: 32000 },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -245,25 +255,49 @@ function parseRope(j: Json, family: ModelFamily, rotaryDim: number, maxPos: numb
   // scalar keys only draw a warning from transformers, so they pass here.
   for (const k of Object.keys(rp)) if (isObj(rp[k])) bad(`${where}.${k}`, 'one RoPE dict for all layers (a number or string)', rp[k]);
   const typeRaw = rp.rope_type ?? rp.type ?? 'default';
+  // LongRoPE is read for Phi3 only (the family its goldens check); elsewhere it is refused as before.
+  const ropeTypes = family === 'phi3' ? SUPPORTED_ROPE_TYPES : SUPPORTED_ROPE_TYPES.filter((t) => t !== 'longrope');
   chk(
-    typeof typeRaw === 'string' && (SUPPORTED_ROPE_TYPES as readonly string[]).includes(typeRaw),
+    typeof typeRaw === 'string' && (ropeTypes as readonly string[]).includes(typeRaw),
     `${where}.rope_type`,
-    `one of ${SUPPORTED_ROPE_TYPES.join(', ')} (longrope and others: unsupported)`,
+    `one of ${ropeTypes.join(', ')} (${family === 'phi3' ? 'others' : 'longrope and others'}: unsupported)`,
     typeRaw,
   );
   const type = typeRaw as RopeType;
   const theta = rp.rope_theta ?? j.rope_theta ?? 10000;
   chk(typeof theta === 'number' && Number.isFinite(theta) && theta > 0, `${rp.rope_theta !== undefined ? `${where}.` : ''}rope_theta`, 'a positive number', theta);
   const prf = rp.partial_rotary_factor ?? j.partial_rotary_factor ?? 1;
-  chk(prf === 1, 'partial_rotary_factor', `1 (partial rotary embeddings are not used by ${family})`, prf);
+  if (family === 'phi3') {
+    // Phi3RotaryEmbedding rotates the first int(head_dim · partial_rotary_factor) dims of each head.
+    chk(typeof prf === 'number' && prf > 0 && prf <= 1, 'partial_rotary_factor', 'a number in (0, 1]', prf);
+    rotaryDim = Math.floor(rotaryDim * (prf as number));
+    chk(rotaryDim > 0 && rotaryDim % 2 === 0, 'partial_rotary_factor', 'a factor giving an even rotary dim', prf);
+  } else chk(prf === 1, 'partial_rotary_factor', `1 (partial rotary embeddings are not used by ${family})`, prf);
 
   let original = optNum(rp, 'original_max_position_embeddings', where);
+  let longrope: { shortFactor: number[]; longFactor: number[] } | null = null;
+  let factorOverride: number | null = null;
+  if (type === 'longrope') {
+    // _compute_longrope_parameters: factor = max_position_embeddings / original_max_position_embeddings
+    // when the config has the latter at its top level (Phi3), else rope_parameters.factor.
+    const top = typeof j.original_max_position_embeddings === 'number' ? j.original_max_position_embeddings : null;
+    if (top !== null) original = top;
+    chk(original !== null && Number.isInteger(original) && original > 0, `${where}.original_max_position_embeddings`, 'a positive integer (required by longrope)', original);
+    const list = (k: string) => {
+      const v = rp[k];
+      chk(Array.isArray(v) && v.length === rotaryDim / 2 && v.every((x) => typeof x === 'number' && Number.isFinite(x) && x > 0),
+        `${where}.${k}`, `a list of ${rotaryDim / 2} positive numbers (one per rotary frequency)`, v);
+      return v as number[];
+    };
+    longrope = { shortFactor: list('short_factor'), longFactor: list('long_factor') };
+    factorOverride = top !== null || optNum(rp, 'factor', where) === null ? maxPos / original! : optNum(rp, 'factor', where);
+  }
   if (type === 'llama3' || type === 'yarn') {
     if (typeof j.original_max_position_embeddings === 'number') original = j.original_max_position_embeddings;
     else if (original === null) original = maxPos;
     chk(Number.isInteger(original) && original > 0, `${where}.original_max_position_embeddings`, 'a positive integer', original);
   }
-  const factor = optNum(rp, 'factor', where);
+  const factor = factorOverride ?? optNum(rp, 'factor', where);
   const needKey = (k: string, v: number | null) => chk(v !== null, `${where}.${k}`, `a number (required by rope type '${type}')`, rp[k]);
   if (type === 'linear' || type === 'dynamic' || type === 'llama3') {
     needKey('factor', factor);
@@ -288,7 +322,7 @@ function parseRope(j: Json, family: ModelFamily, rotaryDim: number, maxPos: numb
     interleaved: family === 'deepseek_v2' || (family === 'deepseek_v3' && bool(j, 'rope_interleave', true)),
     maxPositionEmbeddings: maxPos,
     factor,
-    originalMaxPositionEmbeddings: type === 'llama3' || type === 'yarn' ? original : null,
+    originalMaxPositionEmbeddings: type === 'llama3' || type === 'yarn' || type === 'longrope' ? original : null,
     lowFreqFactor,
     highFreqFactor,
     betaFast: optNum(rp, 'beta_fast', where),
@@ -297,6 +331,7 @@ function parseRope(j: Json, family: ModelFamily, rotaryDim: number, maxPos: numb
     mscaleAllDim: optNum(rp, 'mscale_all_dim', where),
     attentionFactor: optNum(rp, 'attention_factor', where),
     truncate: truncate as boolean,
+    ...(longrope ?? {}),
   };
 }
 
@@ -376,6 +411,30 @@ function parseMoe(j: Json, family: 'deepseek_v2' | 'deepseek_v3', numLayers: num
       gptOss: null,
     },
   };
+}
+
+/**
+ * SmolLM3's NoPE layers as SmolLM3Config: no_rope_layers (1 = RoPE, 0 = NoPE), else every
+ * no_rope_layer_interval-th layer (default 4) goes without: int((i + 1) % interval != 0).
+ */
+function smolNoRope(j: Json, numLayers: number): boolean[] {
+  const list = j.no_rope_layers;
+  if (list === undefined || list === null) {
+    const interval = posInt(j, 'no_rope_layer_interval', 4);
+    return Array.from({ length: numLayers }, (_, i) => (i + 1) % interval === 0);
+  }
+  chk(Array.isArray(list) && list.length === numLayers && list.every((x) => x === 0 || x === 1 || x === true || x === false),
+    'no_rope_layers', `a list of ${numLayers} flags (1: RoPE, 0: NoPE)`, list);
+  return (list as unknown[]).map((x) => !x);
+}
+
+/** SmolLM3: sliding_attention layers of layer_types slide when use_sliding_window and sliding_window are set (none do in the released models). */
+function smolWindows(j: Json, numLayers: number): (number | null)[] {
+  const w = bool(j, 'use_sliding_window', false) ? posIntOrNull(j, 'sliding_window', null) : null;
+  const types = j.layer_types;
+  if (w === null) return Array.from({ length: numLayers }, () => null);
+  chk(Array.isArray(types) && types.length === numLayers, 'layer_types', `a list of ${numLayers} layer types`, types);
+  return (types as unknown[]).map((t) => (t === 'sliding_attention' ? w : null));
 }
 
 /** Gemma2 and gpt-oss: which layers slide (layer_types, default sliding on even layers as both config classes). */
@@ -498,7 +557,7 @@ export function parseConfig(json: object): ModelConfig {
       : family === 'mistral'
         ? { qkv: false, o: false }
         : { qkv: attnBiasFlag, o: attnBiasFlag };
-  const mlpBias = family === 'llama' || family === 'deepseek_v2' ? bool(j, 'mlp_bias', false) : false;
+  const mlpBias = family === 'llama' || family === 'deepseek_v2' || family === 'smollm3' ? bool(j, 'mlp_bias', false) : false;
 
   let windows: (number | null)[];
   if (family === 'mistral') {
@@ -506,7 +565,9 @@ export function parseConfig(json: object): ModelConfig {
     windows = Array.from({ length: numLayers }, () => w);
   } else if (family === 'qwen2' || family === 'qwen3') windows = qwenWindows(j, numLayers);
   else if (gemma2 || gptOss) windows = alternatingWindows(j, numLayers, gemma2 ? 4096 : 128);
+  else if (family === 'smollm3') windows = smolWindows(j, numLayers);
   else windows = Array.from({ length: numLayers }, () => null);
+  const noRope = family === 'smollm3' ? smolNoRope(j, numLayers) : null;
 
   let moe: MoeConfig | null = null;
   let moeLayers: boolean[] = Array.from({ length: numLayers }, () => false);
@@ -548,7 +609,7 @@ export function parseConfig(json: object): ModelConfig {
     embedScale: gemma2 ? Math.fround(Math.sqrt(hiddenSize)) : null,
     sandwichNorms: gemma2,
     sinks: gptOss,
-    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]! })),
+    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}) })),
     maxPositionEmbeddings,
     bosTokenId: tokenId(j, 'bos_token_id', d.bos),
     eosTokenIds,

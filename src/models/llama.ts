@@ -1,4 +1,6 @@
-// The Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM), as
+// The Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// SmolLM3ForCausalLM: its NoPE layers skip the rotation and still write k/v to the cache;
+// Phi3ForCausalLM: fused qkv_proj/gate_up_proj, partial rotary, LongRoPE tables), as
 // transformers computes it (SPEC §7): per layer h += o(attn(rope(q(x)), rope(k(x)), v(x))) with
 // x = rmsnorm(h), then h += down(silu(gate(x)) · up(x)) with x = rmsnorm(h); the family's variations
 // are data (q/k/v biases for Qwen2, q/k norms per head for Qwen3, Mistral's and Qwen's sliding windows,
@@ -51,9 +53,15 @@ export function createGqaCaches(rt: Runtime, cfg: ModelConfig, o: { numBlocks: n
  * the layer's cache (one pass where tuning.fuseRopeCache and the shapes allow: rope_cache.wgsl), then q
  * attends over the cache by the step's plan into attn [T, Hq·D] (Llama, Gemma 2, gpt-oss).
  */
-export function gqaAttention(rt: Runtime, s: StepContext, c: ModelConfig, qkv: Tensor, attn: Tensor, cache: PagedKVCache, plan: AttentionPlan): void {
+export function gqaAttention(rt: Runtime, s: StepContext, c: ModelConfig, qkv: Tensor, attn: Tensor, cache: PagedKVCache, plan: AttentionPlan, noRope = false): void {
   const T = s.T, Hq = c.numHeads, Hkv = c.numKvHeads, D = c.headDim;
   const W = (Hq + 2 * Hkv) * D;
+  if (noRope) {
+    // SmolLM3's NoPE layers: q and k as projected; k and v still go into the cache.
+    encodeCacheWrite(rt, T, { tensor: qkv, offset: Hq * D, stride: W }, { tensor: qkv, offset: (Hq + Hkv) * D, stride: W }, cache, s.slots);
+    plan.run(qkv.view([T, W]), cache, { out: attn.view([T, Hq, D]), qRowStride: W });
+    return;
+  }
   const rows = { tensor: qkv, qHeads: Hq, stride: W, kOffset: Hq * D, vOffset: (Hq + Hkv) * D };
   const tables = { positions: s.positions, cos: s.cos, sin: s.sin, interleaved: c.rope.interleaved };
   if (rt.tuning.fuseRopeCache && ropeCacheWriteFits(rows, tables, cache)) {
@@ -96,6 +104,19 @@ export class LlamaFamily implements Architecture {
       const p = `model.layers.${i}.`;
       const a = `${p}self_attn.`;
       const bias = c.attentionBias.qkv;
+      if (c.family === 'phi3') {
+        // Phi3's projections come fused as the engine keeps them: qkv_proj rows q|k|v, gate_up_proj rows gate|up.
+        this.layers.push({
+          inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
+          qkv: await r.linear(rt, [`${a}qkv_proj.weight`], dtype),
+          o: await r.linear(rt, [`${a}o_proj.weight`], dtype),
+          qNorm: null, kNorm: null,
+          postNorm: await r.vector(rt, `${p}post_attention_layernorm.weight`),
+          gateUp: await r.linear(rt, [`${p}mlp.gate_up_proj.weight`], dtype),
+          down: await r.linear(rt, [`${p}mlp.down_proj.weight`], dtype),
+        });
+        continue;
+      }
       this.layers.push({
         inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
         qkv: await r.linear(rt, [`${a}q_proj.weight`, `${a}k_proj.weight`, `${a}v_proj.weight`], dtype,
@@ -207,7 +228,7 @@ export class LlamaFamily implements Architecture {
         rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
         rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
       }
-      gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans.get(c.layers[l].slidingWindow ?? 0)!);
+      gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans.get(c.layers[l].slidingWindow ?? 0)!, c.layers[l].noRope);
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
       this.normed(h, L.postNorm, L.gateUp, T, { out: a.gu });
       linear(rt, a.gu, L.down, { rows: T, out: h, accumulate: true, act: 'silu_mul' });

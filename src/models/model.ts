@@ -20,7 +20,7 @@ import { embedding } from '../ops/embedding.js';
 import { activate } from '../ops/elementwise.js';
 import { ChatTemplate, TextTokenizer } from '../text/text.js';
 import { parseConfig, type ModelConfig } from './config.js';
-import { ropeTable } from './rope.js';
+import { longropeRow, ropeTable, ropeTableVariants } from './rope.js';
 import type { SafetensorsFile } from '../formats/safetensors.js';
 import { validateCheckpoint, WEIGHT_DTYPES } from './schema.js';
 import type { GGUFFile } from '../formats/gguf.js';
@@ -42,7 +42,8 @@ const MAX_IN_FLIGHT = 4;
 
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
-  'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM']);
+  'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -417,8 +418,9 @@ export class ModelRunner {
     const t = ropeTable(this.config.rope, P);
     this.cos?.destroy();
     this.sin?.destroy();
-    this.cos = this.rt.tensor(t.cos, [P, t.cos.length / P], 'f32');
-    this.sin = this.rt.tensor(t.sin, [P, t.sin.length / P], 'f32');
+    const rows = P * ropeTableVariants(this.config.rope);
+    this.cos = this.rt.tensor(t.cos, [rows, t.cos.length / rows], 'f32');
+    this.sin = this.rt.tensor(t.sin, [rows, t.sin.length / rows], 'f32');
     this.tablePositions = P;
   }
 
@@ -449,6 +451,21 @@ export class ModelRunner {
       }
     });
     this.ensurePositions(maxPos);
+    if (this.config.rope.type === 'longrope') {
+      // LongRoPE picks short or long factors per sequence, as HF per forward pass: long where the
+      // sequence's last position in this step + 1 exceeds original_max_position_embeddings. The
+      // table holds the long rows after the short ones. Keys already in the cache keep the factors
+      // they were written with (as HF's cache): a sequence that crosses the threshold while decoding
+      // attends from long-rotated queries to its earlier short-rotated keys, exactly as HF's
+      // generate does; a prompt longer than the threshold split over prefill chunks rotates its
+      // early chunks the short way, unlike HF's one-pass prefill (the goldens' prompts fit one step),
+      // and the prefix cache (opt-in) does not key blocks by the factors they were rotated with.
+      rows.forEach((r, i) => {
+        const [a] = m.rows[i];
+        const last = starts[i] + r.ids.length - 1;
+        for (let j = 0; j < r.ids.length; j++) pos[a + j] = longropeRow(this.config.rope, starts[i] + j, last, this.tablePositions);
+      });
+    }
     const V = this.config.vocabSize;
     this.sampling.grow(proc, V);
     // Uploads run on the queue ahead of anything still in the encoder: submit that first (the clears

@@ -9,9 +9,9 @@
 
 import { check, fail } from '../core/errors.js';
 
-export type RopeType = 'default' | 'linear' | 'dynamic' | 'yarn' | 'llama3';
+export type RopeType = 'default' | 'linear' | 'dynamic' | 'yarn' | 'llama3' | 'longrope';
 
-export const SUPPORTED_ROPE_TYPES: readonly RopeType[] = Object.freeze(['default', 'linear', 'dynamic', 'yarn', 'llama3'] as const);
+export const SUPPORTED_ROPE_TYPES: readonly RopeType[] = Object.freeze(['default', 'linear', 'dynamic', 'yarn', 'llama3', 'longrope'] as const);
 
 /** A model's RoPE settings, normalized from either config form (see config.ts). */
 export interface RopeConfig {
@@ -39,6 +39,26 @@ export interface RopeConfig {
   mscaleAllDim: number | null; // yarn; DeepSeek V3 also scales the softmax with it
   attentionFactor: number | null; // yarn: explicit cos/sin scaling
   truncate: boolean; // yarn: floor/ceil the correction range
+  /** longrope (Phi3): per-frequency divisors of inv_freq for sequences up to original_max_position_embeddings, and beyond it. */
+  shortFactor?: readonly number[];
+  longFactor?: readonly number[];
+}
+
+/**
+ * LongRoPE's inverse frequencies (_compute_longrope_parameters): 1 / (ext[i] · base^(2i/dim)) in f32,
+ * ext the short or the long factors; the cos/sin scale is attention_factor, else
+ * sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) when factor > 1, else 1.
+ */
+export function longropeParameters(rope: RopeConfig, long: boolean): { invFreq: Float32Array; attentionScaling: number } {
+  const ext = long ? rope.longFactor : rope.shortFactor;
+  check(Array.isArray(ext) && ext.length === rope.rotaryDim / 2, 'ropeParameters', long ? 'rope.longFactor' : 'rope.shortFactor', `${rope.rotaryDim / 2} numbers (longrope)`, ext);
+  const orig = need(rope, 'originalMaxPositionEmbeddings', 'original_max_position_embeddings');
+  const factor = need(rope, 'factor', 'max_position_embeddings / original_max_position_embeddings');
+  const pos = posFreqs(rope.theta, rope.rotaryDim);
+  const inv = new Float32Array(pos.length);
+  for (let i = 0; i < inv.length; i++) inv[i] = f(1 / f(f(ext![i]!) * pos[i]!));
+  const attentionScaling = rope.attentionFactor ?? (factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(orig)));
+  return { invFreq: inv, attentionScaling };
 }
 
 const f = Math.fround;
@@ -83,6 +103,8 @@ export function ropeParameters(rope: RopeConfig): { invFreq: Float32Array; atten
   checkRope(rope, 'ropeParameters');
   const dim = rope.rotaryDim;
   switch (rope.type) {
+    case 'longrope':
+      return longropeParameters(rope, false);
     case 'default':
       return { invFreq: defaultInvFreq(rope.theta, dim), attentionScaling: 1 };
     case 'dynamic':
@@ -171,10 +193,31 @@ export function ropeTable(rope: RopeConfig, numPositions: number): { cos: Float3
       numPositions,
     );
   }
-  const { invFreq, attentionScaling } = ropeParameters(rope);
+  // LongRoPE: the short factors' rows [0, P), then the long factors' rows [P, 2P) (longropeRows).
+  const variants = rope.type === 'longrope' ? [longropeParameters(rope, false), longropeParameters(rope, true)] : [ropeParameters(rope)];
+  const half = variants[0]!.invFreq.length;
+  const cos = new Float32Array(variants.length * numPositions * half);
+  const sin = new Float32Array(variants.length * numPositions * half);
+  variants.forEach(({ invFreq, attentionScaling }, v) => fillTable(invFreq, attentionScaling, numPositions, cos.subarray(v * numPositions * half), sin.subarray(v * numPositions * half)));
+  return { cos, sin };
+}
+
+/** How many table rows ropeTable makes per position: 2 for LongRoPE (short rows, then long rows), else 1. */
+export function ropeTableVariants(rope: RopeConfig): number {
+  return rope.type === 'longrope' ? 2 : 1;
+}
+
+/**
+ * LongRoPE: the table row of a token at `position` of a sequence whose largest position in this
+ * forward pass is `seqMaxPosition` (HF's seq_len = max(position_ids) + 1 against
+ * original_max_position_embeddings): the long rows (offset by the table's positions) beyond it.
+ */
+export function longropeRow(rope: RopeConfig, position: number, seqMaxPosition: number, tablePositions: number): number {
+  return seqMaxPosition + 1 > rope.originalMaxPositionEmbeddings! ? position + tablePositions : position;
+}
+
+function fillTable(invFreq: Float32Array, attentionScaling: number, numPositions: number, cos: Float32Array, sin: Float32Array): void {
   const half = invFreq.length;
-  const cos = new Float32Array(numPositions * half);
-  const sin = new Float32Array(numPositions * half);
   const s = f(attentionScaling);
   for (let p = 0; p < numPositions; p++) {
     for (let i = 0; i < half; i++) {
@@ -185,5 +228,4 @@ export function ropeTable(rope: RopeConfig, numPositions: number): { cos: Float3
       sin[p * half + i] = s === 1 ? sn : f(sn * s);
     }
   }
-  return { cos, sin };
 }

@@ -71,6 +71,16 @@ const MLA_ATTENTION: readonly Template[] = [
   ['self_attn.o_proj.bias', ['H'], 'oBias'],
 ];
 
+/** Phi3: q|k|v fused in one projection (rows: q, k, v), gate|up in another (rows: gate, up). */
+const PHI3_ATTENTION: readonly Template[] = [
+  ['self_attn.qkv_proj.weight', ['Hq*D+2*Hkv*D', 'H']],
+  ['self_attn.o_proj.weight', ['H', 'Hq*D']],
+];
+const PHI3_MLP: readonly Template[] = [
+  ['mlp.gate_up_proj.weight', ['2*I', 'H']],
+  ['mlp.down_proj.weight', ['H', 'I']],
+];
+
 const NORMS: readonly Template[] = [
   ['input_layernorm.weight', ['H']],
   ['post_attention_layernorm.weight', ['H']],
@@ -241,13 +251,13 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
   const experts: ExpertChoice[] = [];
   expand(GLOBAL, '', required);
   if (cfg.tieWordEmbeddings) optional.push({ name: 'lm_head.weight', shape: [cfg.vocabSize, cfg.hiddenSize] });
-  const attention = cfg.mla ? MLA_ATTENTION : GQA_ATTENTION;
+  const attention = cfg.mla ? MLA_ATTENTION : cfg.family === 'phi3' ? PHI3_ATTENTION : GQA_ATTENTION;
   for (let i = 0; i < cfg.numLayers; i++) {
     const p = `model.layers.${i}.`;
     expand(attention, p, required);
     expand(NORMS, p, required);
     if (!cfg.layers[i]!.moe) {
-      expand(DENSE_MLP, p, required);
+      expand(cfg.family === 'phi3' ? PHI3_MLP : DENSE_MLP, p, required);
       continue;
     }
     if (cfg.moe!.gptOss) {

@@ -13,6 +13,7 @@ import { gemmCases } from './gemm.cases';
 import { opsCases } from './ops.cases';
 import { moeCases } from './moe.cases';
 import { modelCases } from './model.cases';
+import { archNopeLongropeCases } from './arch_nope_longrope.cases';
 import { deepseekFuzzCases } from './deepseek_fuzz.cases';
 import { quantCases } from './quant.cases';
 import { quantGroupCases } from './quant_group.cases';
@@ -34,6 +35,7 @@ export const allCases: TestCase[] = [
   ...opsCases,
   ...moeCases,
   ...modelCases,
+  ...archNopeLongropeCases,
   ...deepseekFuzzCases,
   ...faultCases,
   ...serveCases,

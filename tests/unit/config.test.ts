@@ -145,7 +145,7 @@ describe('parseConfig: the goldens', () => {
     expect(parseConfig(v3)).toEqual(parseConfig(golden('deepseek-v3-yarn-moe')));
   });
 
-  it('supports exactly the eight architectures', () => {
+  it('supports exactly these architectures', () => {
     expect([...SUPPORTED_ARCHITECTURES]).toEqual([
       'LlamaForCausalLM',
       'MistralForCausalLM',
@@ -155,6 +155,8 @@ describe('parseConfig: the goldens', () => {
       'DeepseekV3ForCausalLM',
       'Gemma2ForCausalLM',
       'GptOssForCausalLM',
+      'SmolLM3ForCausalLM',
+      'Phi3ForCausalLM',
     ]);
   });
 });

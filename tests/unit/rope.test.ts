@@ -101,9 +101,9 @@ describe('RoPE inverse frequencies, by type (values derived by hand)', () => {
   });
 
   it('rejects unsupported types listing the supported ones, and malformed settings', () => {
-    expect([...SUPPORTED_ROPE_TYPES]).toEqual(['default', 'linear', 'dynamic', 'yarn', 'llama3']);
-    expect(() => ropeParameters(rope({ type: 'longrope' as 'default' }))).toThrow(
-      "ropeParameters: rope.type: expected one of default, linear, dynamic, yarn, llama3, got longrope",
+    expect([...SUPPORTED_ROPE_TYPES]).toEqual(['default', 'linear', 'dynamic', 'yarn', 'llama3', 'longrope']);
+    expect(() => ropeParameters(rope({ type: 'su' as 'default' }))).toThrow(
+      "ropeParameters: rope.type: expected one of default, linear, dynamic, yarn, llama3, longrope, got su",
     );
     expect(() => ropeParameters(rope({ rotaryDim: 7 }))).toThrow(/rope\.rotaryDim: expected a positive even integer, got 7/);
     expect(() => ropeParameters(rope({ type: 'linear' }))).toThrow(/rope\.factor: expected a finite number \(the scaling factor of rope type 'linear'\), got null/);
