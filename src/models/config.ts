@@ -20,10 +20,11 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'GptOssForCausalLM',
   'SmolLM3ForCausalLM',
   'Phi3ForCausalLM',
+  'Qwen3MoeForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -36,12 +37,13 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   GptOssForCausalLM: 'gpt_oss',
   SmolLM3ForCausalLM: 'smollm3',
   Phi3ForCausalLM: 'phi3',
+  Qwen3MoeForCausalLM: 'qwen3_moe',
 };
 
 export interface LayerConfig {
   /** Keys visible to query i: i - j < slidingWindow (SPEC §2, as transformers' mask); null: all. */
   slidingWindow: number | null;
-  /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); gpt-oss: every layer; else dense. */
+  /** DeepSeek: a mixture-of-experts MLP (layers from first_k_dense_replace on); gpt-oss: every layer; Qwen3-MoE: as qwen3MoeLayers; else dense. */
   moe: boolean;
   /** SmolLM3's NoPE layers (no_rope_layers[i] = 0): q and k are not rotated; absent or false: RoPE. */
   noRope?: boolean;
@@ -206,6 +208,7 @@ function architectureOf(j: Json): Architecture {
     gpt_oss: 'GptOssForCausalLM',
     smollm3: 'SmolLM3ForCausalLM',
     phi3: 'Phi3ForCausalLM',
+    qwen3_moe: 'Qwen3MoeForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -229,6 +232,7 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   gpt_oss: { maxPositionEmbeddings: 131072, bos: null, eos: null },
   smollm3: { maxPositionEmbeddings: 32768, bos: 128000, eos: 128001 },
   phi3: { maxPositionEmbeddings: 4096, bos: 1, eos: 32000 },
+  qwen3_moe: { maxPositionEmbeddings: 32768, bos: null, eos: null },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -437,6 +441,36 @@ function smolWindows(j: Json, numLayers: number): (number | null)[] {
   return (types as unknown[]).map((t) => (t === 'sliding_attention' ? w : null));
 }
 
+/**
+ * Qwen3-MoE's routed experts (Qwen3MoeSparseMoeBlock) and which layers have them, as its decoder layer
+ * decides: sparse unless listed in mlp_only_layers, and only where (i + 1) % decoder_sparse_step == 0.
+ * Router: softmax over all experts, top-k, renormalized to sum 1 when norm_topk_prob; no shared expert.
+ * The expert count is `num_experts` (Hub checkpoints) or `num_local_experts` (what transformers 5 writes).
+ */
+function qwen3Moe(j: Json, numLayers: number): { moe: MoeConfig | null; layers: boolean[] } {
+  const key = j.num_experts !== undefined && j.num_experts !== null ? 'num_experts' : j.num_local_experts !== undefined && j.num_local_experts !== null ? 'num_local_experts' : 'num_experts';
+  if (key === 'num_experts' && j.num_local_experts !== undefined && j.num_local_experts !== null) {
+    chk(j.num_local_experts === j.num_experts, 'num_local_experts', `equal to num_experts (${String(j.num_experts)}) when both are given`, j.num_local_experts);
+  }
+  const numRoutedExperts = nonNegInt(j, key, 128);
+  const step = posInt(j, 'decoder_sparse_step', 1);
+  const only = j.mlp_only_layers ?? [];
+  chk(Array.isArray(only) && only.every((i) => Number.isInteger(i) && (i as number) >= 0), 'mlp_only_layers', 'a list of layer indices', only);
+  const dense = new Set(only as number[]);
+  const layers = Array.from({ length: numLayers }, (_, i) => numRoutedExperts > 0 && !dense.has(i) && (i + 1) % step === 0);
+  if (!layers.some(Boolean)) return { moe: null, layers };
+  const numExpertsPerTok = posInt(j, 'num_experts_per_tok', 8);
+  chk(numExpertsPerTok <= numRoutedExperts, 'num_experts_per_tok', `at most ${key} (${numRoutedExperts})`, numExpertsPerTok);
+  return {
+    layers,
+    moe: {
+      numRoutedExperts, numExpertsPerTok, numSharedExperts: 0, moeIntermediateSize: posInt(j, 'moe_intermediate_size', 768),
+      firstKDenseReplace: 0, moeLayerFreq: step, topkMethod: 'greedy', scoringFunc: 'softmax', nGroup: null, topkGroup: null,
+      normTopkProb: bool(j, 'norm_topk_prob', false), routedScalingFactor: 1, eScoreCorrectionBias: false, gptOss: null,
+    },
+  };
+}
+
 /** Gemma2 and gpt-oss: which layers slide (layer_types, default sliding on even layers as both config classes). */
 function alternatingWindows(j: Json, numLayers: number, defaultWindow: number): (number | null)[] {
   const window = posInt(j, 'sliding_window', defaultWindow);
@@ -563,7 +597,7 @@ export function parseConfig(json: object): ModelConfig {
   if (family === 'mistral') {
     const w = posIntOrNull(j, 'sliding_window', 4096);
     windows = Array.from({ length: numLayers }, () => w);
-  } else if (family === 'qwen2' || family === 'qwen3') windows = qwenWindows(j, numLayers);
+  } else if (family === 'qwen2' || family === 'qwen3' || family === 'qwen3_moe') windows = qwenWindows(j, numLayers);
   else if (gemma2 || gptOss) windows = alternatingWindows(j, numLayers, gemma2 ? 4096 : 128);
   else if (family === 'smollm3') windows = smolWindows(j, numLayers);
   else windows = Array.from({ length: numLayers }, () => null);
@@ -576,6 +610,7 @@ export function parseConfig(json: object): ModelConfig {
     moe = gptOssMoe(j, intermediateSize);
     moeLayers = moeLayers.map(() => true);
   }
+  if (family === 'qwen3_moe') ({ moe, layers: moeLayers } = qwen3Moe(j, numLayers));
 
   const eos = j.eos_token_id === undefined ? d.eos : j.eos_token_id;
   const eosTokenIds: number[] = [];
@@ -602,7 +637,7 @@ export function parseConfig(json: object): ModelConfig {
     tieWordEmbeddings,
     attentionBias,
     mlpBias,
-    qkNorm: family === 'qwen3',
+    qkNorm: family === 'qwen3' || family === 'qwen3_moe',
     hiddenAct,
     attnSoftcap: gemma2 ? softcap(j, 'attn_logit_softcapping', 50.0) : null,
     finalLogitSoftcap: gemma2 ? softcap(j, 'final_logit_softcapping', 30.0) : null,

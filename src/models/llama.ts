@@ -1,10 +1,13 @@
 // The Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 // SmolLM3ForCausalLM: its NoPE layers skip the rotation and still write k/v to the cache;
-// Phi3ForCausalLM: fused qkv_proj/gate_up_proj, partial rotary, LongRoPE tables), as
+// Phi3ForCausalLM: fused qkv_proj/gate_up_proj, partial rotary, LongRoPE tables; Qwen3MoeForCausalLM), as
 // transformers computes it (SPEC §7): per layer h += o(attn(rope(q(x)), rope(k(x)), v(x))) with
 // x = rmsnorm(h), then h += down(silu(gate(x)) · up(x)) with x = rmsnorm(h); the family's variations
 // are data (q/k/v biases for Qwen2, q/k norms per head for Qwen3, Mistral's and Qwen's sliding windows,
-// the rope type), not branches in kernels.
+// the rope type), not branches in kernels. Qwen3-MoE is Qwen3 whose MLP, in its sparse layers
+// (cfg.layers[l].moe), is routed experts (ops.route's 'qwen3_moe': softmax over all experts, top-k,
+// renormalized when norm_topk_prob; ops.moe runs the experts and adds into h); its dense layers
+// (mlp_only_layers, decoder_sparse_step) keep the Llama MLP.
 //
 // Projections: q|k|v fused (one pass after it rotates q in place in its rows and k on its way into the
 // cache, and writes v: rope_cache.wgsl, tuning.fuseRopeCache; attention reads q from the rows), gate|up
@@ -19,6 +22,7 @@ import { createPagedKVCache, encodeCacheWrite, encodeRopeCacheWrite, ropeCacheWr
 import type { DType } from '../core/dtype.js';
 import { planAttention, type AttentionPlan } from '../attention/paged.js';
 import { createLinearOnDevice, linear, linearWeightBytes, planLinear, type LinearWeight } from '../ops/gemm.js';
+import { createExpertsOnDevice, expertWeightBytes, moe, route, type ExpertWeights, type MoeRouting } from '../ops/moe.js';
 import { rmsNorm } from '../ops/norm.js';
 import { rope } from '../ops/rope.js';
 import type { ModelConfig } from './config.js';
@@ -29,7 +33,9 @@ interface LayerWeights {
   inNorm: Tensor; postNorm: Tensor;
   qkv: LinearWeight; o: LinearWeight;
   qNorm: Tensor | null; kNorm: Tensor | null;
-  gateUp: LinearWeight; down: LinearWeight;
+  /** The dense MLP; null in a Qwen3-MoE sparse layer, which has `moe` instead. */
+  gateUp: LinearWeight | null; down: LinearWeight | null;
+  moe: { router: LinearWeight; experts: ExpertWeights } | null;
 }
 
 /** Bytes one token takes in a layer's K and V caches (separate buffers) of Hkv heads of headDim (Llama, Gemma 2, gpt-oss). */
@@ -82,13 +88,19 @@ export class LlamaFamily implements Architecture {
   private embedW!: LinearWeight;
   private normW!: Tensor;
   private lmHeadW!: LinearWeight;
-  private acts: { x: Tensor; qkv: Tensor; attn: Tensor; gu: Tensor } | null = null;
+  private acts: { x: Tensor; qkv: Tensor; attn: Tensor; gu: Tensor; logits: Tensor; routeIds: Tensor; routeWeights: Tensor } | null = null;
+  private readonly routing: MoeRouting | null;
   /** Distinct sliding windows of the layers (0: none): one attention plan per window per step. */
   private readonly windows: number[];
   private plans = new Map<number, AttentionPlan>();
 
   constructor(private readonly rt: Runtime, readonly cfg: ModelConfig) {
     this.windows = [...new Set(cfg.layers.map((l) => l.slidingWindow ?? 0))];
+    const m = cfg.moe;
+    this.routing = m ? {
+      family: 'qwen3_moe', scoring: 'softmax', method: 'greedy', topK: m.numExpertsPerTok, nGroup: null, topkGroup: null,
+      normTopkProb: m.normTopkProb, routedScalingFactor: 1,
+    } : null;
   }
 
   get embed(): LinearWeight { return this.embedW; }
@@ -114,9 +126,11 @@ export class LlamaFamily implements Architecture {
           postNorm: await r.vector(rt, `${p}post_attention_layernorm.weight`),
           gateUp: await r.linear(rt, [`${p}mlp.gate_up_proj.weight`], dtype),
           down: await r.linear(rt, [`${p}mlp.down_proj.weight`], dtype),
+          moe: null,
         });
         continue;
       }
+      const sparse = c.layers[i].moe, m = c.moe;
       this.layers.push({
         inNorm: await r.vector(rt, `${p}input_layernorm.weight`),
         qkv: await r.linear(rt, [`${a}q_proj.weight`, `${a}k_proj.weight`, `${a}v_proj.weight`], dtype,
@@ -125,9 +139,14 @@ export class LlamaFamily implements Architecture {
         qNorm: c.qkNorm ? await r.vector(rt, `${a}q_norm.weight`) : null,
         kNorm: c.qkNorm ? await r.vector(rt, `${a}k_norm.weight`) : null,
         postNorm: await r.vector(rt, `${p}post_attention_layernorm.weight`),
-        gateUp: await r.linear(rt, [`${p}mlp.gate_proj.weight`, `${p}mlp.up_proj.weight`], dtype,
+        gateUp: sparse ? null : await r.linear(rt, [`${p}mlp.gate_proj.weight`, `${p}mlp.up_proj.weight`], dtype,
           c.mlpBias ? [`${p}mlp.gate_proj.bias`, `${p}mlp.up_proj.bias`] : undefined),
-        down: await r.linear(rt, [`${p}mlp.down_proj.weight`], dtype, c.mlpBias ? [`${p}mlp.down_proj.bias`] : undefined),
+        down: sparse ? null : await r.linear(rt, [`${p}mlp.down_proj.weight`], dtype, c.mlpBias ? [`${p}mlp.down_proj.bias`] : undefined),
+        moe: sparse && m ? {
+          // The router runs in f32, as transformers does.
+          router: await r.linear(rt, [`${p}mlp.gate.weight`], 'f32'),
+          experts: await r.experts(rt, `${p}mlp.experts.`, m.numRoutedExperts, c.hiddenSize, m.moeIntermediateSize, dtype),
+        } : null,
       });
     }
     this.normW = await r.vector(rt, 'model.norm.weight');
@@ -147,29 +166,42 @@ export class LlamaFamily implements Architecture {
     const H = c.hiddenSize, D = c.headDim, qw = c.numHeads * D, kvw = 2 * c.numKvHeads * D, I = c.intermediateSize;
     this.embedW = lin(c.vocabSize, H);
     for (let i = 0; i < c.numLayers; i++) {
+      const m = c.layers[i].moe ? c.moe : null;
       this.layers.push({
         inNorm: ones(H), qkv: lin(qw + kvw, H), o: lin(H, qw),
         qNorm: c.qkNorm ? ones(D) : null, kNorm: c.qkNorm ? ones(D) : null,
-        postNorm: ones(H), gateUp: lin(2 * I, H), down: lin(H, I),
+        postNorm: ones(H), gateUp: m ? null : lin(2 * I, H), down: m ? null : lin(H, I),
+        moe: m ? {
+          router: createLinearOnDevice(rt, { N: m.numRoutedExperts, K: H, dtype: 'f32', seed: (n++) >>> 0, std }),
+          experts: createExpertsOnDevice(rt, { E: m.numRoutedExperts, H, I: m.moeIntermediateSize, dtype, seed: (n++) >>> 0, std }),
+        } : null,
       });
     }
     this.normW = ones(H);
     this.lmHeadW = c.tieWordEmbeddings ? this.embedW : lin(c.vocabSize, H);
   }
 
-  /** Bytes of weights a decode step reads: every linear layer once (the embedding: a row per token). */
-  weightBytes(_batch: number): number {
-    const bytes = (w: LinearWeight) => linearWeightBytes(w);
+  /** Bytes of weights a decode step reads: every linear layer once (the embedding: a row per token);
+   *  of a sparse layer's E experts, the expected number a batch touches, E·(1 − (1 − k/E)^batch). */
+  weightBytes(batch: number): number {
+    const bytes = (w: LinearWeight | null) => (w ? linearWeightBytes(w) : 0);
     let total = bytes(this.lmHeadW);
-    for (const L of this.layers) total += bytes(L.qkv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);
+    for (const L of this.layers) {
+      total += bytes(L.qkv) + bytes(L.o) + bytes(L.gateUp) + bytes(L.down);
+      if (L.moe) {
+        const E = L.moe.experts.E, k = this.cfg.moe!.numExpertsPerTok;
+        total += bytes(L.moe.router) + expertWeightBytes(L.moe.experts) * (1 - Math.pow(1 - k / E, Math.max(1, batch)));
+      }
+    }
     return total;
   }
 
   storedWeightBytes(): number {
     let total = linearWeightBytes(this.embedW) + (this.lmHeadW !== this.embedW ? linearWeightBytes(this.lmHeadW) : 0) + this.normW.byteLength;
     for (const L of this.layers) {
-      total += linearWeightBytes(L.qkv) + linearWeightBytes(L.o) + linearWeightBytes(L.gateUp) + linearWeightBytes(L.down);
-      for (const t of [L.inNorm, L.postNorm, L.qNorm, L.kNorm, L.qkv.bias, L.o.bias, L.gateUp.bias, L.down.bias]) total += t?.byteLength ?? 0;
+      for (const w of [L.qkv, L.o, L.gateUp, L.down, L.moe?.router]) if (w) total += linearWeightBytes(w);
+      if (L.moe) total += expertWeightBytes(L.moe.experts);
+      for (const t of [L.inNorm, L.postNorm, L.qNorm, L.kNorm, L.qkv.bias, L.o.bias, L.gateUp?.bias, L.down?.bias]) total += t?.byteLength ?? 0;
     }
     return total;
   }
@@ -189,6 +221,9 @@ export class LlamaFamily implements Architecture {
     this.acts = {
       x: rt.zeros([maxTokens, c.hiddenSize]), qkv: rt.zeros([maxTokens, qw + kvw]),
       attn: rt.zeros([maxTokens, qw]), gu: rt.zeros([maxTokens, 2 * c.intermediateSize]),
+      // Qwen3-MoE's router logits and choices (kept for the model's life: a step's recording takes no buffer).
+      logits: rt.zeros([maxTokens, c.moe?.numRoutedExperts ?? 1]),
+      routeIds: rt.zeros([maxTokens, c.moe?.numExpertsPerTok ?? 1], 'i32'), routeWeights: rt.zeros([maxTokens, c.moe?.numExpertsPerTok ?? 1]),
     };
   }
 
@@ -230,8 +265,15 @@ export class LlamaFamily implements Architecture {
       }
       gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans.get(c.layers[l].slidingWindow ?? 0)!, c.layers[l].noRope);
       linear(rt, a.attn, L.o, { rows: T, out: h, accumulate: true });
-      this.normed(h, L.postNorm, L.gateUp, T, { out: a.gu });
-      linear(rt, a.gu, L.down, { rows: T, out: h, accumulate: true, act: 'silu_mul' });
+      if (L.moe) {
+        rmsNorm(rt, h, L.postNorm, eps, { rows: T, out: a.x });
+        linear(rt, a.x, L.moe.router, { rows: T, out: a.logits });
+        const routed = route(rt, a.logits, this.routing!, { rows: T, ids: a.routeIds, weights: a.routeWeights });
+        moe(rt, a.x, routed, L.moe.experts, { rows: T, out: h, accumulate: true });
+      } else {
+        this.normed(h, L.postNorm, L.gateUp!, T, { out: a.gu });
+        linear(rt, a.gu, L.down!, { rows: T, out: h, accumulate: true, act: 'silu_mul' });
+      }
     }
     rmsNorm(rt, h, this.normW, eps, { rows: T, out: a.x });
     return a.x;
@@ -256,7 +298,8 @@ export class LlamaFamily implements Architecture {
     for (const c of this.caches) c.destroy();
     for (const L of this.layers) {
       for (const t of [L.inNorm, L.postNorm, L.qNorm, L.kNorm]) t?.destroy();
-      for (const w of [L.qkv, L.o, L.gateUp, L.down]) w.destroy();
+      for (const w of [L.qkv, L.o, L.gateUp, L.down, L.moe?.router]) w?.destroy();
+      L.moe?.experts.destroy();
     }
     if (this.lmHeadW !== this.embedW) this.lmHeadW?.destroy();
     this.embedW?.destroy();

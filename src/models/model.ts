@@ -43,7 +43,7 @@ const MAX_IN_FLIGHT = 4;
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
-  'SmolLM3ForCausalLM', 'Phi3ForCausalLM']);
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */

@@ -336,14 +336,14 @@ function checkExperts(w: unknown, op: string): asserts w is ExpertWeights {
 
 const SCORINGS = ['softmax', 'sigmoid'];
 const METHODS = ['greedy', 'group_limited_greedy', 'noaux_tc'];
-const FAMILIES = ['deepseek_v2', 'deepseek_v3', 'gpt_oss'];
+const FAMILIES = ['deepseek_v2', 'deepseek_v3', 'gpt_oss', 'qwen3_moe'];
 
 function checkRouting(op: string, r: unknown, E: number): asserts r is MoeRouting {
   check(r !== null && typeof r === 'object', op, 'r', 'a MoeRouting { scoring, method, topK, nGroup, topkGroup, normTopkProb, routedScalingFactor, family }', r);
   const m = r as MoeRouting;
   check(SCORINGS.includes(m.scoring), op, 'r.scoring', "'softmax' or 'sigmoid'", fmt(m.scoring));
   check(METHODS.includes(m.method), op, 'r.method', "'greedy', 'group_limited_greedy' or 'noaux_tc'", fmt(m.method));
-  check(FAMILIES.includes(m.family), op, 'r.family', "'deepseek_v2', 'deepseek_v3' or 'gpt_oss'", fmt(m.family));
+  check(FAMILIES.includes(m.family), op, 'r.family', "'deepseek_v2', 'deepseek_v3', 'gpt_oss' or 'qwen3_moe'", fmt(m.family));
   check(isPosInt(m.topK) && m.topK <= E, op, 'r.topK', `a positive integer up to E=${E}`, m.topK);
   check(typeof m.normTopkProb === 'boolean', op, 'r.normTopkProb', 'a boolean', m.normTopkProb);
   checkFinite(m.routedScalingFactor, op, 'r.routedScalingFactor');
@@ -398,7 +398,7 @@ export function route(rt: Runtime, logits: Tensor, r: MoeRouting, o: { rows: num
   const EMAX = Math.max(64, pow2ceil(E));
   const kernel = rt.kernel('ops_moe_route', 'route_main', { consts: { EMAX, WG: Math.min(256, EMAX) } });
   const groupMode = r.method === 'greedy' ? 0 : r.method === 'group_limited_greedy' ? 1 : 2;
-  const flags = (r.scoring === 'sigmoid' ? 1 : 0) | (o.bias ? 2 : 0) | ((r.family === 'deepseek_v3' && r.normTopkProb) || r.family === 'gpt_oss' ? 4 : 0);
+  const flags = (r.scoring === 'sigmoid' ? 1 : 0) | (o.bias ? 2 : 0) | ((r.family === 'deepseek_v3' && r.normTopkProb) || r.family === 'gpt_oss' || (r.family === 'qwen3_moe' && r.normTopkProb) ? 4 : 0);
   rt.dispatch(kernel, { logits, bias: o.bias ?? rt.dummy, ids, weights }, {
     rows, E, top_k: K, n_group: groupMode ? r.nGroup! : 1, topk_group: groupMode ? r.topkGroup! : 1, group_mode: groupMode, flags,
     scale: r.routedScalingFactor,

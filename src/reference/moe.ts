@@ -35,7 +35,7 @@ import { checkInt, checkMinLen } from './util.js';
 
 export type MoeScoring = 'softmax' | 'sigmoid';
 export type MoeTopkMethod = 'greedy' | 'group_limited_greedy' | 'noaux_tc';
-export type MoeFamily = 'deepseek_v2' | 'deepseek_v3' | 'gpt_oss';
+export type MoeFamily = 'deepseek_v2' | 'deepseek_v3' | 'gpt_oss' | 'qwen3_moe';
 
 /** A MoE router's configuration (from config.json: scoring_func, topk_method, num_experts_per_tok,
  *  n_group, topk_group, norm_topk_prob, routed_scaling_factor, and the model's family). */
@@ -73,7 +73,7 @@ function topIndices(v: ArrayLike<number>, k: number): number[] {
 export function checkRoutingRef(r: MoeRouting, E: number): void {
   if (r.scoring !== 'softmax' && r.scoring !== 'sigmoid') throw new Error(`scoring: expected 'softmax' or 'sigmoid', got ${r.scoring}`);
   if (!['greedy', 'group_limited_greedy', 'noaux_tc'].includes(r.method)) throw new Error(`method: expected 'greedy', 'group_limited_greedy' or 'noaux_tc', got ${r.method}`);
-  if (!['deepseek_v2', 'deepseek_v3', 'gpt_oss'].includes(r.family)) throw new Error(`family: expected 'deepseek_v2', 'deepseek_v3' or 'gpt_oss', got ${r.family}`);
+  if (!['deepseek_v2', 'deepseek_v3', 'gpt_oss', 'qwen3_moe'].includes(r.family)) throw new Error(`family: expected 'deepseek_v2', 'deepseek_v3', 'gpt_oss' or 'qwen3_moe', got ${r.family}`);
   checkInt(r.topK, 'topK', 1);
   if (r.topK > E) throw new Error(`topK: expected at most E=${E}, got ${r.topK}`);
   if (r.method !== 'greedy') {
@@ -154,8 +154,8 @@ export function routeTokenRef(logits: ArrayLike<number>, offset: number, E: numb
   const margin = K < E ? choice[ranked[K - 1]] - choice[ranked[K]] : Infinity;
   let sum = 0;
   for (const e of ids) sum += score[e];
-  // gpt-oss: a softmax over the chosen logits, the chosen scores renormalized (no epsilon).
-  const norm = r.family === 'gpt_oss' ? 1 / sum : r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
+  // gpt-oss (and Qwen3-MoE with norm_topk_prob): the chosen scores renormalized (no epsilon).
+  const norm = r.family === 'gpt_oss' || (r.family === 'qwen3_moe' && r.normTopkProb) ? 1 / sum : r.family === 'deepseek_v3' && r.normTopkProb ? 1 / (sum + 1e-20) : 1;
   return { scores: score, choice, groupScores, keptGroups, ids, weights: ids.map((e) => score[e] * norm * r.routedScalingFactor), margin, groupMargin };
 }
 

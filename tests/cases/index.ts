@@ -22,6 +22,7 @@ import { layerApiCases } from './layer_api.cases';
 import { whisperCases } from './whisper.cases';
 import { decoderCases } from './decoders.cases';
 import { encoderCases } from './encoder.cases';
+import { archCases as archQwen3MoeCases } from './arch_qwen3moe.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -42,4 +43,5 @@ export const allCases: TestCase[] = [
   ...whisperCases,
   ...decoderCases,
   ...encoderCases,
+  ...archQwen3MoeCases,
 ];

@@ -449,7 +449,7 @@ export const moeCases = defineCases('moe', [
       await expectThrows(() => ops.route(engine, logits, v2({ topK: 9 }), { rows: 3 }), 'route: r.topK: expected a positive integer up to E=8, got 9');
       await expectThrows(() => ops.route(engine, logits, v2({ scoring: 'relu' as never }), { rows: 3 }), "route: r.scoring: expected 'softmax' or 'sigmoid', got 'relu'");
       await expectThrows(() => ops.route(engine, logits, v2({ method: 'topk' as never }), { rows: 3 }), "route: r.method: expected 'greedy', 'group_limited_greedy' or 'noaux_tc', got 'topk'");
-      await expectThrows(() => ops.route(engine, logits, v2({ family: 'mixtral' as never }), { rows: 3 }), "route: r.family: expected 'deepseek_v2', 'deepseek_v3' or 'gpt_oss', got 'mixtral'");
+      await expectThrows(() => ops.route(engine, logits, v2({ family: 'mixtral' as never }), { rows: 3 }), "route: r.family: expected 'deepseek_v2', 'deepseek_v3', 'gpt_oss' or 'qwen3_moe', got 'mixtral'");
       await expectThrows(() => ops.route(engine, logits, v3({ nGroup: 3 }), { rows: 3 }), 'route: r.nGroup: expected a divisor of E=8');
       await expectThrows(() => ops.route(engine, logits, v3({ nGroup: 8, topkGroup: 2 }), { rows: 3 }), 'route: r.nGroup: expected at most E/2=4');
       await expectThrows(() => ops.route(engine, logits, v3({ topkGroup: 5 }), { rows: 3 }), 'route: r.topkGroup: expected a positive integer up to nGroup=4, got 5');

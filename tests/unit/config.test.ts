@@ -157,6 +157,7 @@ describe('parseConfig: the goldens', () => {
       'GptOssForCausalLM',
       'SmolLM3ForCausalLM',
       'Phi3ForCausalLM',
+      'Qwen3MoeForCausalLM',
     ]);
   });
 });
@@ -368,3 +369,21 @@ describe('parseConfig: errors name the key, what was expected and what came', ()
 // Keep the type exported and usable by a loader.
 const _typecheck: (c: ModelConfig) => number = (c) => c.layers.length;
 void _typecheck;
+
+describe('parseConfig: Qwen3-MoE', () => {
+  const g = JSON.parse(readFileSync(join(goldens, '../goldens-arch/qwen3-moe/config.json'), 'utf8')) as Json;
+  it('reads the golden: head_dim 48, QK-norm, layer 0 dense, 8 experts top-2 renormalized', () => {
+    const c = parseConfig(g);
+    expect([c.family, c.headDim, c.qkNorm, c.layers.map((l) => l.moe)]).toEqual(['qwen3_moe', 48, true, [false, true, true]]);
+    expect([c.moe!.numRoutedExperts, c.moe!.numExpertsPerTok, c.moe!.moeIntermediateSize, c.moe!.normTopkProb, c.moe!.numSharedExperts]).toEqual([8, 2, 32, true, 0]);
+  });
+  it('takes the expert count as num_experts (Hub) or num_local_experts (transformers 5), and honours decoder_sparse_step', () => {
+    const { num_local_experts: _, ...hub } = g;
+    expect(parseConfig({ ...hub, num_experts: 6 }).moe!.numRoutedExperts).toBe(6);
+    expect(() => parseConfig({ ...g, num_experts: 6 })).toThrow('parseConfig: num_local_experts: expected equal to num_experts (6) when both are given, got 8');
+    expect(parseConfig({ ...g, mlp_only_layers: [], decoder_sparse_step: 2 }).layers.map((l) => l.moe)).toEqual([false, true, false]);
+    expect(parseConfig({ ...g, mlp_only_layers: [0, 1, 2] }).moe).toBe(null);
+    expect(() => parseConfig({ ...g, mlp_only_layers: 'none' })).toThrow('parseConfig: mlp_only_layers: expected a list of layer indices');
+    expect(() => parseConfig({ ...g, num_experts_per_tok: 9 })).toThrow('parseConfig: num_experts_per_tok: expected at most num_local_experts (8), got 9');
+  });
+});
