@@ -3,36 +3,16 @@
 // Each case: prefill logits at every position within 1e-3·max|logit|, greedy 8 tokens identical
 // together and alone, and the feature shown to matter (the model with it removed misses the bound).
 import { loadSafetensors } from '../../src/index';
-import { checkGreedy, checkLogits, type GoldenModel } from './model.cases';
-import { assert, type CaseContext, type TestCase } from './harness';
-
-const text = (b: Uint8Array) => new TextDecoder().decode(b);
-
-async function archGolden(ctx: CaseContext, name: string): Promise<GoldenModel> {
-  const dir = `goldens-arch/${name}`;
-  return {
-    name,
-    config: JSON.parse(text(await ctx.fixture(`${dir}/config.json`))),
-    weights: await ctx.fixture(`${dir}/model.safetensors`),
-    golden: JSON.parse(text(await ctx.fixture(`${dir}/golden.json`))),
-  };
-}
+import { checkGoldenModel, checkLogits, golden } from './model.cases';
+import { assert, type TestCase } from './harness';
 
 /** The golden, then the same weights under `broken` (a config without the feature): that must miss HF by more than 1e-3. */
 function archCase(name: string, what: string, broken: (cfg: Record<string, unknown>) => Record<string, unknown>, brokenWhat: string): TestCase {
   return {
     name: `${name}: ${what}: prefill logits at every position within 1e-3·max|logit| of HF; greedy tokens identical, together and alone; ${brokenWhat} misses`,
     async run(ctx) {
-      const g = await archGolden(ctx, name);
-      const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights) });
-      try {
-        assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
-        const worst = await checkLogits(model, g, name);
-        await checkGreedy(model, g, name);
-        ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
-      } finally {
-        model.destroy();
-      }
+      const g = await golden(ctx, name, 'goldens-arch');
+      await checkGoldenModel(ctx, g);
       const bad = await ctx.engine.loadModel({ config: broken(g.config), weights: await loadSafetensors(g.weights) });
       try {
         let missed = false;

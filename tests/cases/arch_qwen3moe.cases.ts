@@ -5,25 +5,13 @@
 // greedy tokens identical, the three prompts together equal to each alone. Quantize on load (q8) reads the
 // per-expert layout through the same WeightReader.experts: equal to the model on the dequantized values.
 import { encodeSafetensors, loadSafetensors, quantizeOnLoadType, quantizeRows, reference, type EncodableTensor } from '../../src/index';
-import { assert, type CaseContext, type TestCase } from './harness';
-import { checkGreedy, checkLogits, type GoldenModel } from './model.cases';
-
-const text = (b: Uint8Array) => new TextDecoder().decode(b);
-
-async function archGolden(ctx: CaseContext, name: string): Promise<GoldenModel> {
-  const dir = `goldens-arch/${name}`;
-  return {
-    name,
-    config: JSON.parse(text(await ctx.fixture(`${dir}/config.json`))),
-    weights: await ctx.fixture(`${dir}/model.safetensors`),
-    golden: JSON.parse(text(await ctx.fixture(`${dir}/golden.json`))),
-  };
-}
+import { assert, type TestCase } from './harness';
+import { checkGreedy, checkLogits, golden } from './model.cases';
 
 export const archCases: TestCase[] = [{
   name: 'qwen3-moe (goldens-arch): prefill logits at every position within 1e-3·max|logit| of HF; greedy tokens identical, together and alone; norm_topk_prob off misses; q8 on load equals the dequantized model',
   async run(ctx) {
-    const g = await archGolden(ctx, 'qwen3-moe');
+    const g = await golden(ctx, 'qwen3-moe', 'goldens-arch');
     const weights = await loadSafetensors(g.weights);
     const model = await ctx.engine.loadModel({ config: g.config, weights });
     try {

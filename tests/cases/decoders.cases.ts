@@ -11,7 +11,7 @@
 // goldenRunsHere says (Node, a browser and Deno on software adapters; every GPU).
 import { createRandomModel, encodeSafetensors, loadSafetensors, type EncodableTensor } from '../../src/index';
 import { assert, defineCases, equalArrays, goldenRunsHere, type TestCase } from './harness';
-import { checkGreedy, checkLogits, golden, type GoldenModel } from './model.cases';
+import { checkGoldenModel, golden, type GoldenModel } from './model.cases';
 
 const DECODERS = [
   ['gemma2-softcap-window', 'Gemma2: attention and final soft-capping, query_pre_attn_scalar, sliding/full layers, four (1 + w) norms a layer, scaled embeddings, GELU-tanh'],
@@ -22,16 +22,7 @@ const goldenCases: TestCase[] = DECODERS.map(([name, what]) => ({
   name: `${name}: ${what}; prefill logits within 1e-3·max|logit| of HF at every position, greedy identical together and alone (f32)`,
   async run(ctx) {
     if (!goldenRunsHere(ctx, name)) return;
-    const g = await golden(ctx, name, 'goldens-layers');
-    const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights) });
-    try {
-      assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
-      const worst = await checkLogits(model, g, name);
-      await checkGreedy(model, g, name);
-      ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
-    } finally {
-      model.destroy();
-    }
+    await checkGoldenModel(ctx, await golden(ctx, name, 'goldens-layers'));
   },
 }));
 

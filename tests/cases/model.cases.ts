@@ -22,7 +22,7 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const cache = new Map<string, Promise<GoldenModel>>();
 
 /** A golden's config, checkpoint bytes and HF outputs (read once per runtime), from ../shared/goldens or goldens-layers. */
-export function golden(ctx: CaseContext, name: string, folder: 'goldens' | 'goldens-layers' = 'goldens'): Promise<GoldenModel> {
+export function golden(ctx: CaseContext, name: string, folder: 'goldens' | 'goldens-layers' | 'goldens-arch' = 'goldens'): Promise<GoldenModel> {
   const dir = `${folder}/${name}`;
   let g = cache.get(dir);
   if (!g) {
@@ -39,6 +39,19 @@ export function golden(ctx: CaseContext, name: string, folder: 'goldens' | 'gold
 
 export async function load(engine: Engine, g: GoldenModel, o: { dtype?: 'f32' | 'f16' | 'bf16'; maxTokensPerStep?: number; maxSeqsPerStep?: number; kvCache?: { dtype: 'fp8_ds_mla' } } = {}): Promise<Model> {
   return engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...o });
+}
+
+/** A golden's f32 checkpoint loaded and held to HF: its architecture, prefill logits within 1e-3·max|logit| at every position, greedy tokens identical together and alone. */
+export async function checkGoldenModel(ctx: CaseContext, g: GoldenModel): Promise<void> {
+  const model = await load(ctx.engine, g);
+  try {
+    assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
+    const worst = await checkLogits(model, g, g.name);
+    await checkGreedy(model, g, g.name);
+    ctx.note(`${g.name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
+  } finally {
+    model.destroy();
+  }
 }
 
 /** Every position of every prompt within tol (SPEC §7: 1e-3; §8, quantized weights: 2e-3) × max|logit| of HF's. */
@@ -106,16 +119,7 @@ const GOLDENS = ['llama-gqa', 'mistral-window8', 'qwen3-qknorm-tied', 'deepseek-
 const goldenCases: TestCase[] = GOLDENS.map((name) => ({
   name: `${name}: prefill logits at every position within 1e-3·max|logit| of HF; greedy tokens identical, together and alone (f32 weights)`,
   async run(ctx) {
-    const g = await golden(ctx, name);
-    const model = await load(ctx.engine, g);
-    try {
-      assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
-      const worst = await checkLogits(model, g, name);
-      await checkGreedy(model, g, name);
-      ctx.note(`${name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
-    } finally {
-      model.destroy();
-    }
+    await checkGoldenModel(ctx, await golden(ctx, name));
   },
 }));
 
