@@ -1032,6 +1032,15 @@ function compiled(vocab: TokenVocabulary, key: string, where: string, build: (mi
  * chat template's call syntax (serve/tools.ts writes it). Errors are 400s naming `schemaPath` under
  * param 'tool_choice'. A factory of fresh constraints, as compileResponseFormat's.
  */
+/** A forced call's fixed texts (non-empty) and its parameters' schema (an object, nested at most MAX_FORMAT_DEPTH deep). */
+function checkToolCall(op: string, call: { prefix: string; schema: Record<string, unknown>; suffix: string; schemaPath: string }): void {
+  const { prefix, schema, suffix, schemaPath } = call;
+  check(typeof prefix === 'string' && prefix.length > 0 && typeof suffix === 'string' && suffix.length > 0, op, 'call', 'a non-empty prefix and suffix', call);
+  if (!isObject(schema)) bad(schemaPath, 'a JSON schema object', schema);
+  const deep = jsonDepth(schema, MAX_FORMAT_DEPTH);
+  if (deep.depth > MAX_FORMAT_DEPTH) bad(`${schemaPath}.${deep.path}`, `a schema nested at most ${MAX_FORMAT_DEPTH} deep`, 'one nested deeper');
+}
+
 /**
  * Some one call among several (tool_choice 'required'): the alternatives of compileToolCall's sequences,
  * each with its own fixed text and parameters' schema, then EOS.
@@ -1040,13 +1049,7 @@ export async function compileToolCalls(calls: readonly { prefix: string; schema:
   return forParam('tool_choice', () => {
     checkVocab(vocab);
     check(Array.isArray(calls) && calls.length > 0, 'compileToolCalls', 'calls', 'a non-empty array of calls', calls);
-    for (const call of calls) {
-      const { prefix, schema, suffix, schemaPath } = call;
-      check(typeof prefix === 'string' && prefix.length > 0 && typeof suffix === 'string' && suffix.length > 0, 'compileToolCalls', 'call', 'a non-empty prefix and suffix', call);
-      if (!isObject(schema)) bad(schemaPath, 'a JSON schema object', schema);
-      const deep = jsonDepth(schema, MAX_FORMAT_DEPTH);
-      if (deep.depth > MAX_FORMAT_DEPTH) bad(`${schemaPath}.${deep.path}`, `a schema nested at most ${MAX_FORMAT_DEPTH} deep`, 'one nested deeper');
-    }
+    for (const call of calls) checkToolCall('compileToolCalls', call);
     let key: string;
     try {
       key = `calls ${JSON.stringify(calls.map((c) => [c.prefix, c.suffix, c.schema]))}`;
@@ -1066,11 +1069,8 @@ export async function compileToolCalls(calls: readonly { prefix: string; schema:
 export async function compileToolCall(call: { prefix: string; schema: Record<string, unknown>; suffix: string; schemaPath: string }, vocab: TokenVocabulary): Promise<() => TokenConstraint> {
   return forParam('tool_choice', () => {
     checkVocab(vocab);
+    checkToolCall('compileToolCall', call);
     const { prefix, schema, suffix, schemaPath } = call;
-    check(typeof prefix === 'string' && prefix.length > 0 && typeof suffix === 'string' && suffix.length > 0, 'compileToolCall', 'call', 'a non-empty prefix and suffix', call);
-    if (!isObject(schema)) bad(schemaPath, 'a JSON schema object', schema);
-    const deep = jsonDepth(schema, MAX_FORMAT_DEPTH);
-    if (deep.depth > MAX_FORMAT_DEPTH) bad(`${schemaPath}.${deep.path}`, `a schema nested at most ${MAX_FORMAT_DEPTH} deep`, 'one nested deeper');
     let key: string;
     try {
       key = `call ${JSON.stringify([prefix, suffix, schema])}`;
