@@ -58,7 +58,7 @@
 //                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
 //                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
 //                         (MXFP4 and bf16 experts: tokens/s, read-roofline share); random weights (safetensors written in memory
-//                         for BERT and Whisper); --layers-parts=bert,whisper,gptoss --layers-gptoss=mxfp4,bf16 --commit=SHA
+//                         for BERT and Whisper); --layers-parts=bert,whisper,t5,gptoss --layers-gptoss=mxfp4,bf16 --commit=SHA
 //                         (named in the results) --layers-quick tiny shapes; layers-<device>.md/.json, rewritten after each part
 //   --compare=FILE        say how much this run differs from an earlier results file, shape by shape
 //   --f16-toggle=on|off   create the adapter with Dawn's vulkan_enable_f16_on_nvidia (default on: Dawn
@@ -773,7 +773,7 @@ if (suites.includes('hfquant')) {
 if (suites.includes('layers')) {
   // Issue 31: BERT, Whisper and gpt-oss shapes with random weights (bench/layers.ts).
   result.layers = await runLayers(engine, ceilings, {
-    quick: quick || args.has('layers-quick'), parts: (args.get('layers-parts') ?? 'bert,whisper,gptoss').split(','),
+    quick: quick || args.has('layers-quick'), parts: (args.get('layers-parts') ?? 'bert,whisper,t5,gptoss').split(','),
     gptossExperts: (args.get('layers-gptoss') ?? 'mxfp4,bf16').split(',').filter(Boolean),
     outDir, slug, device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`, runtime: String(result.runtime),
     extra: { device: deviceName, date: result.date, runtime: result.runtime, adapter: a, features: engine.features, dawnToggles }, log: (s) => console.log(s),

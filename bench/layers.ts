@@ -14,6 +14,10 @@
 //     roofline (the bytes a step reads: attention, router, the 4 chosen experts, lm_head: the model's
 //     stepBytes), with MXFP4 experts (ggml's blocks: createQuantExperts of random bytes put in place of
 //     createRandomModel's bf16 experts before any step; see gptOssMxfp4) and with the bf16 experts.
+//   - T5-small's shape (6 + 6 layers, d_model 512, 8 heads of 64, d_ff 2048, vocab 32128; issue 43): generate
+//     of N = 32, 64, 128 and 256 tokens after a 64-token input at batch 1, timed whole; the decode time
+//     must be linear in N (each step runs its one new token over the cache, no prefix recomputed): the
+//     marginal ms per token between the longest pair against the middle pair, and a least-squares line.
 //
 // Random weights for the encoder and Whisper: a safetensors file written in memory from each loader's
 // schema (names and shapes as bert.ts / whisper.ts check them), bf16 values of a seeded xorshift,
@@ -63,6 +67,13 @@ export const GPT_OSS_20B = {
   rope_parameters: { rope_type: 'yarn', factor: 32.0, beta_fast: 32.0, beta_slow: 1.0, truncate: false, original_max_position_embeddings: 4096, rope_theta: 150000 },
   bos_token_id: 199998, eos_token_id: 200002,
 };
+export const T5_SMALL = {
+  architectures: ['T5ForConditionalGeneration'], model_type: 't5', d_model: 512, d_kv: 64, num_heads: 8, d_ff: 2048, num_layers: 6,
+  num_decoder_layers: 6, vocab_size: 32128, relative_attention_num_buckets: 32, relative_attention_max_distance: 128,
+  feed_forward_proj: 'relu', layer_norm_epsilon: 1e-6, tie_word_embeddings: true, decoder_start_token_id: 0, eos_token_id: 1, pad_token_id: 0,
+};
+const T5_QUICK = { ...T5_SMALL, d_model: 64, d_kv: 16, num_heads: 4, d_ff: 128, num_layers: 2, num_decoder_layers: 2, vocab_size: 512 };
+
 const GPT_OSS_QUICK = {
   ...GPT_OSS_20B, hidden_size: 128, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32,
   num_local_experts: 4, num_experts_per_tok: 2, vocab_size: 256, sliding_window: 8, layer_types: ['sliding_attention', 'full_attention'],
@@ -118,6 +129,28 @@ function whisperTensors(c: typeof WHISPER_SMALL): Shape[] {
   return t;
 }
 
+/** T5ForConditionalGeneration's tensors (t5.ts T5Arch.schema; tied head, non-gated feed-forward). */
+function t5Tensors(c: typeof T5_SMALL): Shape[] {
+  const d = c.d_model, inner = c.num_heads * c.d_kv, t: Shape[] = [['shared.weight', [c.vocab_size, d]]];
+  const attn = (p: string, bias: boolean) => {
+    for (const n of ['q', 'k', 'v']) t.push([`${p}.${n}.weight`, [inner, d]]);
+    t.push([`${p}.o.weight`, [d, inner]]);
+    if (bias) t.push([`${p}.relative_attention_bias.weight`, [c.relative_attention_num_buckets, c.num_heads]]);
+  };
+  const ff = (p: string) => { t.push([`${p}.DenseReluDense.wi.weight`, [c.d_ff, d]], [`${p}.DenseReluDense.wo.weight`, [d, c.d_ff]], [`${p}.layer_norm.weight`, [d]]); };
+  for (let i = 0; i < c.num_layers; i++) {
+    const p = `encoder.block.${i}.layer.`;
+    attn(`${p}0.SelfAttention`, i === 0); t.push([`${p}0.layer_norm.weight`, [d]]); ff(`${p}1`);
+  }
+  for (let i = 0; i < c.num_decoder_layers; i++) {
+    const p = `decoder.block.${i}.layer.`;
+    attn(`${p}0.SelfAttention`, i === 0); t.push([`${p}0.layer_norm.weight`, [d]]);
+    attn(`${p}1.EncDecAttention`, false); t.push([`${p}1.layer_norm.weight`, [d]]); ff(`${p}2`);
+  }
+  t.push(['encoder.final_layer_norm.weight', [d]], ['decoder.final_layer_norm.weight', [d]]);
+  return t;
+}
+
 /** xorshift32 state -> the next state. */
 const xorshift = (x: number) => {
   x ^= x << 13;
@@ -169,6 +202,13 @@ interface EncoderLike {
   destroy(): void;
 }
 
+/** What the suite calls on a T5 model (serve/t5.ts T5Model). */
+interface T5Like {
+  weightBytes: number;
+  generate(prompts: number[][], o: { encoderInputs: number[][]; maxNewTokens: number; stopTokens: number[] }): Promise<number[][]>;
+  destroy(): void;
+}
+
 /** What the suite calls on a Whisper model (serve/whisper.ts WhisperModel). */
 interface WhisperLike {
   weightBytes: number;
@@ -183,6 +223,7 @@ export interface LayersResults {
   quick: boolean;
   bert?: Record<string, unknown>;
   whisper?: Record<string, unknown>;
+  t5?: Record<string, unknown>;
   gptoss?: Record<string, unknown>[];
   targets: { target: string; measured: string; met: string }[];
   errors: string[];
@@ -396,6 +437,50 @@ async function benchWhisper(engine: Engine, quick: boolean, log: (s: string) => 
 }
 
 /**
+ * T5 decode time against the number of tokens (issue 43: linear). Each N is one generate call of
+ * exactly N tokens (no stop tokens) after the same 64-token encoder input, timed whole (wall and GPU),
+ * median of 3 after a warm-up. Linear: the marginal ms per token between the two longest N within
+ * 1.25× of that between the middle two (attention over a cache of up to 256 tokens adds a little).
+ */
+async function benchT5(engine: Engine, quick: boolean, log: (s: string) => void): Promise<Record<string, unknown>> {
+  const c = quick ? T5_QUICK : T5_SMALL;
+  const file = randomSafetensors(t5Tensors(c), 31);
+  log(`t5: checkpoint of ${(file.params / 1e6).toFixed(1)} M parameters written in memory in ${file.seconds.toFixed(1)} s`);
+  const model = await engine.loadModel({ config: c, weights: await loadSafetensors(file.bytes), dtype: 'f16' }) as unknown as T5Like;
+  const Ns = quick ? [8, 16, 32, 64] : [32, 64, 128, 256];
+  const input = Array.from({ length: quick ? 16 : 64 }, (_, i) => 2 + ((i * 7919) % (c.vocab_size - 2)));
+  const res: Record<string, unknown> = { shape: quick ? 'small T5 (--layers-quick)' : 'T5-small', config: c, params: file.params, weightBytes: model.weightBytes, inputTokens: input.length, rows: [] as Record<string, number | null>[] };
+  try {
+    for (const N of Ns) {
+      const t = await timeCall(engine, async () => {
+        const out = await model.generate([[c.decoder_start_token_id]], { encoderInputs: [input], maxNewTokens: N, stopTokens: [] });
+        if (out[0].length !== N) throw new Error(`t5: expected ${N} tokens, got ${out[0].length}`);
+      }, 1, 3);
+      (res.rows as Record<string, number | null>[]).push({ tokens: N, wallMs: t.wallMs, gpuMs: t.gpuMs, msPerToken: t.wallMs / N });
+      log(`t5 generate of ${N} tokens: ${fmt(t.wallMs, 1)} ms wall (GPU ${fmt(t.gpuMs, 1)} ms), ${fmt(t.wallMs / N, 3)} ms a token`);
+    }
+    const rows = res.rows as { tokens: number; wallMs: number }[];
+    const marg = (a: { tokens: number; wallMs: number }, b: { tokens: number; wallMs: number }) => (b.wallMs - a.wallMs) / (b.tokens - a.tokens);
+    // The shortest call's fixed costs (the encoder, the first step's records) blur its pair: the
+    // comparison is between the middle pair and the longest.
+    res.marginalFirst = marg(rows[1], rows[2]);
+    res.marginalLast = marg(rows[rows.length - 2], rows[rows.length - 1]);
+    // Least squares wall = a + b·N, and its R².
+    const n = rows.length, mx = rows.reduce((x, r) => x + r.tokens, 0) / n, my = rows.reduce((x, r) => x + r.wallMs, 0) / n;
+    const sxy = rows.reduce((x, r) => x + (r.tokens - mx) * (r.wallMs - my), 0), sxx = rows.reduce((x, r) => x + (r.tokens - mx) ** 2, 0);
+    const b = sxy / sxx, a = my - b * mx;
+    const ssr = rows.reduce((x, r) => x + (r.wallMs - a - b * r.tokens) ** 2, 0), sst = rows.reduce((x, r) => x + (r.wallMs - my) ** 2, 0);
+    Object.assign(res, { fitMsPerToken: b, fitInterceptMs: a, r2: 1 - ssr / sst });
+    log(`t5: marginal ${fmt(res.marginalFirst as number, 3)} ms a token (${Ns[1]}→${Ns[2]}) vs ${fmt(res.marginalLast as number, 3)} (${Ns[n - 2]}→${Ns[n - 1]}); fit ${fmt(b, 3)} ms/token + ${fmt(a, 1)} ms, R² ${fmt(1 - ssr / sst, 4)}`);
+  } finally {
+    model.destroy();
+    await engine.sync();
+    engine.pool.trim();
+  }
+  return res;
+}
+
+/**
  * gpt-oss's experts as MXFP4 (ggml's blocks: an E8M0 scale byte, then 16 bytes of E2M1 pairs per 32
  * values), put in place of createRandomModel's bf16 experts before any step: the first layer's made by
  * createQuantExperts from random blocks (scale 2^-7: values up to ±0.047, about the std 0.02 of the bf16
@@ -533,6 +618,15 @@ function targets(r: LayersResults): LayersResults['targets'] {
       out.push({ target: 'Whisper decoder step (batch 1) within 1.5× of a decoder-only step of the same size', measured: '-', met: 'not measured' });
     }
   }
+  if (r.t5) {
+    const t = r.t5 as Record<string, number>;
+    const ok = Number.isFinite(t.marginalFirst) && Number.isFinite(t.marginalLast);
+    out.push({
+      target: 'T5: decode time linear in the number of tokens (marginal ms a token, 128→256 within 1.25× of 64→128)',
+      measured: ok ? `${fmt(t.marginalFirst, 3)} ms → ${fmt(t.marginalLast, 3)} ms a token (${fmt(t.marginalLast / t.marginalFirst, 2)}×); least squares R² ${fmt(t.r2, 4)}` : '-',
+      met: !ok ? 'not measured' : t.marginalLast <= 1.25 * t.marginalFirst ? 'met' : 'not met',
+    });
+  }
   for (const g of r.gptoss ?? []) {
     const rows = (g.rows ?? []) as Record<string, number>[];
     out.push({
@@ -548,7 +642,7 @@ function targets(r: LayersResults): LayersResults['targets'] {
 function write(r: LayersResults, o: LayersOptions, ceilings: Ceilings): void {
   r.targets = targets(r);
   const lines = [
-    `# Issue 31's models (BERT, Whisper, gpt-oss) with random weights on ${o.device}`, '',
+    `# Issue 31's models (BERT, Whisper, T5, gpt-oss) with random weights on ${o.device}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${o.commit}\` with \`${o.cmd}\` (${o.runtime}). Ceilings measured through WebGPU in the same run: `
     + `f32 FMA ${fmt(ceilings.fmaTflops)} TFLOP/s, read ${fmt(ceilings.readGBs, 0)} GB/s, copy ${fmt(ceilings.copyGBs, 0)} GB/s`
     + (ceilings.mmaTflops ? `, subgroup matrix (f16 → f32 ${ceilings.mmaConfig}) ${fmt(ceilings.mmaTflops, 1)} TFLOP/s` : ', no subgroup matrices') + '. '
@@ -587,6 +681,15 @@ function write(r: LayersResults, o: LayersOptions, ceilings: Ceilings): void {
           : [`| Llama | ${w.llamaError ?? '-'} | - |`]), '');
     }
   }
+  if (r.t5) {
+    const t = r.t5 as Record<string, unknown>;
+    lines.push(`## ${t.shape} (T5ForConditionalGeneration): decode time against tokens`, '',
+      `${fmt((t.params as number) / 1e6, 1)} M parameters, f16 weights. One generate call of exactly N tokens (no stop tokens) after the same ${t.inputTokens}-token encoder input, batch 1, `
+      + 'timed whole (wall: median of 3 after a warm-up; GPU: span timestamps). Marginal = the difference of two calls\' wall over their difference in N.', '',
+      '| tokens | wall ms | GPU ms | ms a token |', '|---|---|---|---|',
+      ...((t.rows ?? []) as Record<string, number>[]).map((x) => `| ${x.tokens} | ${fmt(x.wallMs, 1)} | ${fmt(x.gpuMs, 1)} | ${fmt(x.msPerToken, 3)} |`), '',
+      `Least squares: ${fmt(t.fitMsPerToken as number, 3)} ms a token + ${fmt(t.fitInterceptMs as number, 1)} ms, R² ${fmt(t.r2 as number, 4)}.`, '');
+  }
   for (const g of r.gptoss ?? []) {
     lines.push(`## ${g.shape} (GptOssForCausalLM), ${g.experts === 'mxfp4' ? 'MXFP4' : 'bf16'} experts: decode at batch 1`, '',
       `Random weights (createRandomModel, bf16 dense layers and lm_head, router f32${g.experts === 'mxfp4' ? '; experts replaced by random MXFP4 blocks (ggml layout, E8M0 scale 2^-7) before any step: layer 0\'s from createQuantExperts, the others GPU copies of them in buffers of their own' : ''}), bf16 KV cache. `
@@ -604,7 +707,7 @@ function write(r: LayersResults, o: LayersOptions, ceilings: Ceilings): void {
   writeFileSync(join(o.outDir, `layers-${o.slug}.json`), `${JSON.stringify({ ...o.extra, commit: o.commit, cmd: o.cmd, ceilings, ...r }, null, 1)}\n`);
 }
 
-/** The suite: each part in turn (o.parts: bert, whisper, gptoss), the results rewritten after each. */
+/** The suite: each part in turn (o.parts: bert, whisper, t5, gptoss), the results rewritten after each. */
 export async function runLayers(engine: Engine, ceilings: Ceilings, o: LayersOptions): Promise<LayersResults> {
   const r: LayersResults = { quick: o.quick, targets: [], errors: [] };
   const save = () => write(r, o, ceilings);
@@ -623,6 +726,7 @@ export async function runLayers(engine: Engine, ceilings: Ceilings, o: LayersOpt
   save();
   await part('bert', async () => { r.bert = await benchBert(engine, ceilings, o.quick, o.log); });
   await part('whisper', async () => { r.whisper = await benchWhisper(engine, o.quick, o.log, (w) => { r.whisper = w; save(); }); });
+  await part('t5', async () => { r.t5 = await benchT5(engine, o.quick, o.log); });
   await part('gptoss', async () => {
     r.gptoss = [];
     for (const experts of o.gptossExperts) {
