@@ -11,9 +11,11 @@
 # `bash bench/device/issue43.sh [FILE.gguf]`. Knobs: PARTS (burst,rates,multiturn,http), RATES (Poisson
 # rates, default 8: the TPOT target's; e.g. 2,8,32,inf), QUICK=1 (the small model, for a smoke run),
 # BUDGET (the prompt-chunk budget: auto, the default, or tokens: 2048 is the engine before issue 43),
-# NO_BF16=1. At the default rates both models should fit one 600 s call (limits 250 + 300 s); with all
+# NO_BF16=1, LAYERS=whisper,t5 (first, the layers suite's parts: Whisper-small's decoder step beside a
+# decoder-only step of its size, T5-small's decode time against tokens; LAYERS_LIMIT s). At the default rates both models should fit one 600 s call (limits 250 + 300 s); with all
 # four rates, call once per model (NO_BF16=1 for the second).
-# What comes back: serve-bf16.log, serve-q4.log, results/{bf16,q4}/serve-nvidia-h200.{md,json}.
+# What comes back: layers.log, serve-bf16.log, serve-q4.log, results/layers-nvidia-h200.{md,json},
+# results/{bf16,q4}/serve-nvidia-h200.{md,json}.
 set -u
 source .device/setup.sh
 R=$OUT/results
@@ -26,6 +28,11 @@ if [[ -z $F && -f .peer/make_gguf.py ]]; then
   ( python3 .peer/make_gguf.py --model llama-1b --types q4_k_m --out /tmp/gguf; echo "gguf rc $? $(( $(date +%s) - T0 ))s"; ls -la /tmp/gguf ) > $OUT/gguf.log 2>&1 &
   GG=$!
 fi
+if [[ -n ${LAYERS:-} ]]; then
+  timeout ${LAYERS_LIMIT:-240} node .cache/device/bench.mjs --suite=layers --layers-parts=$LAYERS --peer=none --commit=$WEBINFER_COMMIT "--device=NVIDIA H200" --out=$R > $OUT/layers.log 2>&1
+  echo "layers rc $? $(( $(date +%s) - T0 ))s" >> $OUT/layers.log
+fi
+[[ $PARTS == none ]] && exit 0
 A=(--parts=$PARTS --rates=${RATES:-8} --budget=${BUDGET:-auto} "--device=NVIDIA H200" ${QUICK:+--quick})
 if [[ -z ${NO_BF16:-} ]]; then
   timeout ${BF16_LIMIT:-250} node .cache/device/serve.mjs "${A[@]}" --out=$R/bf16 > $OUT/serve-bf16.log 2>&1
