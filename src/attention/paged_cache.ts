@@ -230,6 +230,27 @@ export function encodeCacheWrite(engine: Runtime, T: number, key: KVRows, value:
   }
 }
 
+/** One source of moveHeadRows: token t's head h starts at element off + t·stride + h·D of src (f32), and goes to dst (f32). */
+export interface HeadRows { src: Tensor; off: number; stride: number; dst: Tensor }
+
+/**
+ * The cache write's kernel as a row mover (f32 to f32, one dispatch): T tokens of `heads` heads of D
+ * values each (a: its rows, b: a second source beside it, e.g. v beside k) go to row
+ * (slot / bs · heads + h) · bs + slot % bs of dst, slot = slots[t] (an i32 tensor of T; negative: skipped).
+ * With slots 0..T-1 and bs = T that turns rows [T, heads·D] into [heads, T, D] (SDPA's layout); with
+ * the roles of tokens and heads swapped (T = heads, heads = tokens, stride = tokens·D, bs = heads) it
+ * turns SDPA's output back into rows; with one head of D values it copies whole rows to other rows of a
+ * tensor. `sink`: a small f32 tensor bound as the second destination when there is no b (written by no one).
+ */
+export function moveHeadRows(engine: Runtime, T: number, heads: number, D: number, bs: number, slots: Tensor, a: HeadRows, b: HeadRows | null, sink: Tensor): void {
+  const kernel = engine.kernel('paged_cache', 'cache_main', { overrides: { IN_DTYPE: CODE.f32, CACHE_DTYPE: CODE.f32, WG } });
+  const wv = b ? D : 0;
+  engine.dispatch(kernel, { key: a.src, value: (b ?? a).src, slots, key_cache: a.dst, value_cache: b ? b.dst : sink }, {
+    T, Hkv: heads, D, Dv: wv, bs, num_blocks: Math.max(1, Math.ceil(a.dst.shape.reduce((x, y) => x * y, 1) / (heads * bs * D))), blk_lo: 0, wk: D, wv,
+    k_inv_scale: 1, v_inv_scale: 1, k_off: a.off, k_stride: a.stride, v_off: b ? b.off : 0, v_stride: b ? b.stride : 0,
+  }, Math.ceil((T * heads * (D + wv)) / WG));
+}
+
 /** A fused q|k|v projection's rows, as ropeCacheWrite reads them: token t's q heads at t·stride, its
  *  k heads at kOffset + t·stride, its v heads at vOffset + t·stride, every head `cache.headSize` wide. */
 export interface QkvRows { tensor: Tensor; qHeads: number; stride: number; kOffset: number; vOffset: number }

@@ -6,23 +6,28 @@
 // scaled by d_model^-0.5 before a tied head (scale_decoder_outputs).
 //
 // What runs: this module is the forward pass (T5Runner); the layer above (serve/t5.ts) schedules requests
-// on the one RequestEngine (serve/engine.ts), batching every caller's. The relative bias is an additive
-// mask of each head in the dense SDPA kernels, and each head's q, k, v and o are linear layers of their
-// own (the projections' rows, the output's columns), so no transpose is needed between the linear
-// layers' [tokens, features] rows and SDPA's [heads, tokens, head size]. logits recomputes the decoder
-// over its tokens; a request decodes over a cache of its own (DecoderCache, openCache): each layer's
-// self-attention keys and values, a row per position, and its cross-attention keys and values, computed
-// once from the encoder's output, so a step runs the decoder over each sequence's new tokens only, and a
-// reply costs time linear in its length where a recompute at every step cost quadratic time. A step
-// (decodeStep) batches sequences: the norms, projections and MLP run over every sequence's rows at
-// once, the attention per sequence and head over its own cache. The paged attention kernels have no
-// additive per-head bias, so the self-attention cache is not in the engine's paged blocks: it is
-// per-sequence state the engine asks for and frees (admitSequence / freeSequence).
+// on the one RequestEngine (serve/engine.ts), batching every caller's. Each attention's projections are
+// one linear layer over all heads (self: q|k|v; cross: q, and k|v over the encoder's output; o), and the
+// relative bias is one additive mask [1, heads, Lq, Lk] in the dense SDPA kernels. Rows [tokens, heads ×
+// d_kv] become SDPA's [heads, tokens, d_kv] and back through the cache write's kernel used as a row
+// mover (attention/paged_cache.ts moveHeadRows): a dispatch each way, inside the step's compute pass.
+// logits recomputes the decoder over its tokens; a request decodes over a cache of its own (DecoderCache,
+// openCache): each layer's self-attention keys and values in SDPA's layout [1, heads, capacity, d_kv]
+// (zeroed; the positions past the sequence's length are masked), and its cross-attention keys and values,
+// computed once from the encoder's output, so a step runs the decoder over each sequence's new tokens
+// only, and a reply costs time linear in its length. A step (decodeStep) batches sequences: the norms,
+// projections and MLP run over every sequence's rows at once, the attention per sequence over its own
+// cache, all heads in one SDPA. The paged attention kernels have no additive per-head bias, so the
+// self-attention cache is not in the engine's paged blocks: it is per-sequence state the engine asks
+// for and frees (admitSequence / freeSequence). Until 2026-11-28 each head had linear layers of its own
+// and its cache writes were buffer copies, each ending the compute pass: T5-small decoded 30-40 tokens/s
+// on an H200 (bench/results/layers-*.md).
 import { WebinferError, check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { sdpa } from '../attention/sdpa.js';
-import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
+import { moveHeadRows, type HeadRows } from '../attention/paged_cache.js';
+import { linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
 import { embedding } from '../ops/embedding.js';
 import { activate, gatedAct } from '../ops/elementwise.js';
 import { rmsNorm } from '../ops/norm.js';
@@ -85,9 +90,15 @@ export function relativeBucket(rel: number, bidirectional: boolean, numBuckets: 
   return bucket + Math.min(large, n - 1);
 }
 
-/** One attention's per-head weights: q, k, v rows of head h, and the output's columns of head h. */
-interface HeadAttention { q: LinearWeight[]; k: LinearWeight[]; v: LinearWeight[]; o: LinearWeight[] }
-interface Block { norms: Tensor[]; self: HeadAttention; cross: HeadAttention | null; wi: LinearWeight; wo: LinearWeight }
+/** Self-attention's weights over all heads: q|k|v stacked (rows [3 · heads · d_kv, d_model]), and o. */
+interface SelfAttention { qkv: LinearWeight; o: LinearWeight }
+/** Cross-attention's: q over the decoder's rows, k|v stacked over the encoder's, and o. */
+interface CrossAttention { q: LinearWeight; kv: LinearWeight; o: LinearWeight }
+interface Block { norms: Tensor[]; self: SelfAttention; cross: CrossAttention | null; wi: LinearWeight; wo: LinearWeight }
+
+/** An additive mask's value for keys a query must not see where a whole tile or partition may be masked
+ *  (the decode cache's positions past a sequence's length): finite, so no partition's sum is 0/0. */
+const MASKED = -1e30;
 
 /** loadModel's options as T5 reads them (model.ts LoadModelOptions: the same object). */
 export interface T5LoadOptions {
@@ -228,36 +239,26 @@ export class T5Runner {
   }
 
   async load(r: WeightReader, dtype: WeightDType): Promise<void> {
-    const c = this.cfg, rt = this.rt, d = c.dModel, D = c.dKv, H = c.numHeads;
+    const c = this.cfg, rt = this.rt;
     const keep = <T extends { destroy(): void }>(x: T): T => { this.owned.push(x); return x; };
     this.shared = await r.linear(rt, ['shared.weight'], dtype);
     this.head = c.tied ? this.shared : await r.linear(rt, ['lm_head.weight'], dtype);
-    const heads = async (p: string): Promise<HeadAttention> => {
-      const rows = async (n: string) => {
-        const w = (await r.read(`${p}.${n}.weight`, 'f32')) as Float32Array;
-        return Array.from({ length: H }, (_, h) => keep(createLinear(rt, { data: w.slice(h * D * d, (h + 1) * D * d), N: D, K: d, dtype })));
-      };
-      const o = (await r.read(`${p}.o.weight`, 'f32')) as Float32Array;
-      const oh = Array.from({ length: H }, (_, h) => {
-        const cols = new Float32Array(d * D);
-        for (let i = 0; i < d; i++) cols.set(o.subarray(i * H * D + h * D, i * H * D + (h + 1) * D), i * D);
-        return keep(createLinear(rt, { data: cols, N: d, K: D, dtype }));
-      });
-      return { q: await rows('q'), k: await rows('k'), v: await rows('v'), o: oh };
-    };
+    const lin = async (...names: string[]) => keep(await r.linear(rt, names, dtype));
+    const selfAttn = async (p: string): Promise<SelfAttention> => ({ qkv: await lin(`${p}.q.weight`, `${p}.k.weight`, `${p}.v.weight`), o: await lin(`${p}.o.weight`) });
+    const crossAttn = async (p: string): Promise<CrossAttention> => ({ q: await lin(`${p}.q.weight`), kv: await lin(`${p}.k.weight`, `${p}.v.weight`), o: await lin(`${p}.o.weight`) });
     const ff = async (p: string) => ({
       wi: c.gated ? await r.linear(rt, [`${p}.DenseReluDense.wi_0.weight`, `${p}.DenseReluDense.wi_1.weight`], dtype) : await r.linear(rt, [`${p}.DenseReluDense.wi.weight`], dtype),
       wo: await r.linear(rt, [`${p}.DenseReluDense.wo.weight`], dtype),
     });
     for (let i = 0; i < c.encLayers; i++) {
       const p = `encoder.block.${i}.layer.`;
-      this.enc.push({ norms: [await r.vector(rt, `${p}0.layer_norm.weight`), await r.vector(rt, `${p}1.layer_norm.weight`)], self: await heads(`${p}0.SelfAttention`), cross: null, ...await ff(`${p}1`) });
+      this.enc.push({ norms: [await r.vector(rt, `${p}0.layer_norm.weight`), await r.vector(rt, `${p}1.layer_norm.weight`)], self: await selfAttn(`${p}0.SelfAttention`), cross: null, ...await ff(`${p}1`) });
     }
     for (let i = 0; i < c.decLayers; i++) {
       const p = `decoder.block.${i}.layer.`;
       this.dec.push({
         norms: [await r.vector(rt, `${p}0.layer_norm.weight`), await r.vector(rt, `${p}1.layer_norm.weight`), await r.vector(rt, `${p}2.layer_norm.weight`)],
-        self: await heads(`${p}0.SelfAttention`), cross: await heads(`${p}1.EncDecAttention`), ...await ff(`${p}2`),
+        self: await selfAttn(`${p}0.SelfAttention`), cross: await crossAttn(`${p}1.EncDecAttention`), ...await ff(`${p}2`),
       });
     }
     this.encFinal = await r.vector(rt, 'encoder.final_layer_norm.weight');
@@ -311,10 +312,10 @@ export class T5Runner {
     const t = (x: Tensor) => { temps.push(x); return x; };
     const h = t(embedding(rt, ids, this.shared));
     const x = t(rt.emptyTensor([L, c.dModel], 'f32'));
-    const masks = this.biasMasks(this.encBias, L, L, true, temps);
+    const mask = this.biasMask(this.encBias, L, L, true, temps);
     for (const b of this.enc) {
       rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
-      this.attend(x, x, b.self, masks, false, h, temps);
+      this.selfRows(x, b.self, mask, h, temps);
       rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
       this.ff(x, b, h, temps);
     }
@@ -336,6 +337,8 @@ export class T5Runner {
       for (const n of b.norms) n.destroy();
     }
     for (const x of this.sampled) x.destroy();
+    for (const x of this.iotas.values()) x.destroy();
+    this.sink?.destroy();
     if (this.head !== this.shared) this.head?.destroy();
     this.shared?.destroy();
     this.encFinal?.destroy();
@@ -351,39 +354,81 @@ export class T5Runner {
   }
 
   /**
-   * Each head's relative position bias as an additive mask [1, 1, Lq, Lk] (the decoder's causal too);
-   * the queries are positions q0 ... q0 + Lq - 1, the keys 0 ... Lk - 1.
+   * The heads' relative position bias as one additive mask [1, heads, Lq, Lk] (the decoder's causal
+   * too); the queries are positions q0 ... q0 + Lq - 1, the keys 0 ... Lk - 1, of which the first `valid`
+   * hold keys (the rest masked with MASKED: a decode cache's unwritten positions).
    */
-  private biasMasks(table: Float32Array, Lq: number, Lk: number, bidirectional: boolean, temps: Tensor[], q0 = 0): Tensor[] {
+  private biasMask(table: Float32Array, Lq: number, Lk: number, bidirectional: boolean, temps: Tensor[], q0 = 0, valid = Lk): Tensor {
     const c = this.cfg, H = c.numHeads;
-    const bucketOf = new Map<number, number>();
-    return Array.from({ length: H }, (_, h) => {
-      const m = new Float32Array(Lq * Lk);
+    const m = new Float32Array(H * Lq * Lk);
+    // Each rel = j - (q0 + i)'s bucket once, rel from lo = -(q0 + Lq - 1) to Lk - 1 - q0.
+    const lo = -(q0 + Lq - 1), buckets = new Int32Array(Lq + Lk - 1);
+    for (let r = 0; r < buckets.length; r++) buckets[r] = relativeBucket(lo + r, bidirectional, c.buckets, c.maxDistance);
+    for (let hh = 0; hh < H; hh++) {
       for (let i = 0; i < Lq; i++) {
+        const row = (hh * Lq + i) * Lk;
         for (let j = 0; j < Lk; j++) {
           const rel = j - (q0 + i);
-          let b = bucketOf.get(rel);
-          if (b === undefined) bucketOf.set(rel, b = relativeBucket(rel, bidirectional, c.buckets, c.maxDistance));
-          m[i * Lk + j] = !bidirectional && rel > 0 ? -Infinity : table[b * H + h];
+          m[row + j] = j >= valid ? MASKED : !bidirectional && rel > 0 ? -Infinity : table[buckets[rel - lo] * H + hh];
         }
       }
-      const t = this.rt.tensor(m, [1, 1, Lq, Lk], 'f32');
-      temps.push(t);
-      return t;
-    });
+    }
+    const t = this.rt.tensor(m, [1, H, Lq, Lk], 'f32');
+    temps.push(t);
+    return t;
   }
 
-  /** h += Σ_heads o_h(attention(q_h(xq), k_h(xkv), v_h(xkv))), masks: each head's additive bias (or none). */
-  private attend(xq: Tensor, xkv: Tensor, a: HeadAttention, masks: Tensor[] | null, causal: boolean, h: Tensor, temps: Tensor[]): void {
-    const rt = this.rt, D = this.cfg.dKv, Lq = xq.shape[0], Lk = xkv.shape[0];
-    for (let hh = 0; hh < this.cfg.numHeads; hh++) {
-      const q = linear(rt, xq, a.q[hh]), k = linear(rt, xkv, a.k[hh]), v = linear(rt, xkv, a.v[hh]);
-      temps.push(q, k, v);
-      const o = sdpa(rt, 'T5 attention', q.view([1, 1, Lq, D]), k.view([1, 1, Lk, D]), v.view([1, 1, Lk, D]),
-        { scale: 1, causal, ...(masks ? { mask: masks[hh] } : {}) }, false).out;
-      temps.push(o);
-      linear(rt, o.view([Lq, D]), a.o[hh], { out: h, accumulate: true });
-    }
+  /** An i32 tensor 0 ... n-1, kept (moveHeadRows' slots for a whole transpose). */
+  private iota(n: number): Tensor {
+    let t = this.iotas.get(n);
+    if (!t) this.iotas.set(n, t = this.rt.tensor(Int32Array.from({ length: n }, (_, i) => i), [n], 'i32'));
+    return t;
+  }
+
+  private readonly iotas = new Map<number, Tensor>();
+  private sink: Tensor | null = null;
+
+  /** moveHeadRows with the model's sink. */
+  private move(T: number, heads: number, D: number, bs: number, slots: Tensor, a: HeadRows, b: HeadRows | null = null): void {
+    this.sink ??= this.rt.zeros([1], 'f32');
+    moveHeadRows(this.rt, T, heads, D, bs, slots, a, b, this.sink);
+  }
+
+  /** Rows k|v of n tokens (k at off, v at off + heads·d_kv of each row of src) as SDPA's [1, heads, n, d_kv] each. */
+  private kvHeads(src: Tensor, off: number, stride: number, n: number, temps: Tensor[]): { k: Tensor; v: Tensor } {
+    const c = this.cfg, D = c.dKv, H = c.numHeads;
+    const k = this.rt.emptyTensor([1, H, n, D], 'f32'), v = this.rt.emptyTensor([1, H, n, D], 'f32');
+    temps.push(k, v);
+    this.move(n, H, D, n, this.iota(n), { src, off, stride, dst: k }, { src, off: off + H * D, stride, dst: v });
+    return { k, v };
+  }
+
+  /**
+   * SDPA of the n query rows q (token t's heads at q.off + t·q.stride) over keys/values in SDPA's layout
+   * [1, heads, Lk, d_kv], with an additive mask [1, heads, n, Lk] or none: the output as rows [n, heads·d_kv].
+   */
+  private attendRows(n: number, q: { src: Tensor; off: number; stride: number }, k: Tensor, v: Tensor, Lk: number, mask: Tensor | null, temps: Tensor[]): Tensor {
+    const rt = this.rt, D = this.cfg.dKv, H = this.cfg.numHeads;
+    const qh = rt.emptyTensor([1, H, n, D], 'f32');
+    temps.push(qh);
+    this.move(n, H, D, n, this.iota(n), { ...q, dst: qh });
+    const out = sdpa(rt, 'T5 attention', qh, k.view([1, H, Lk, D]), v.view([1, H, Lk, D]), { scale: 1, causal: false, ...(mask ? { mask } : {}) }, false).out;
+    temps.push(out);
+    if (n === 1) return out.view([1, H * D]);
+    // [heads, n, d_kv] back to rows: tokens and heads change roles.
+    const rows = rt.emptyTensor([n, H * D], 'f32');
+    temps.push(rows);
+    this.move(H, n, D, H, this.iota(H), { src: out, off: 0, stride: n * D, dst: rows });
+    return rows;
+  }
+
+  /** h += self-attention of the rows x (all of them one sequence) under `mask`. */
+  private selfRows(x: Tensor, a: SelfAttention, mask: Tensor, h: Tensor, temps: Tensor[]): void {
+    const rt = this.rt, L = x.shape[0], HD = this.cfg.numHeads * this.cfg.dKv;
+    const qkv = linear(rt, x, a.qkv);
+    temps.push(qkv);
+    const { k, v } = this.kvHeads(qkv, HD, 3 * HD, L, temps);
+    linear(rt, this.attendRows(L, { src: qkv, off: 0, stride: 3 * HD }, k, v, L, mask, temps), a.o, { out: h, accumulate: true });
   }
 
   private ff(x: Tensor, b: Block, h: Tensor, temps: Tensor[]): void {
@@ -413,13 +458,15 @@ export class T5Runner {
     padded.set(tokens);
     const h = t(embedding(rt, padded, this.shared));
     const x = t(rt.emptyTensor([L, c.dModel], 'f32'));
-    const masks = this.biasMasks(this.decBias, L, L, false, temps);
-    const e = enc.view([encLen, c.dModel]);
+    const mask = this.biasMask(this.decBias, L, L, false, temps);
+    const e = enc.view([encLen, c.dModel]), HD = c.numHeads * c.dKv;
     for (const b of this.dec) {
       rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
-      this.attend(x, x, b.self, masks, false, h, temps);
+      this.selfRows(x, b.self, mask, h, temps);
       rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
-      this.attend(x, e, b.cross!, null, false, h, temps);
+      const { k, v } = this.kvHeads(t(linear(rt, e, b.cross!.kv)), 0, 2 * HD, encLen, temps);
+      const q = t(linear(rt, x, b.cross!.q));
+      linear(rt, this.attendRows(L, { src: q, off: 0, stride: HD }, k, v, encLen, null, temps), b.cross!.o, { out: h, accumulate: true });
       rmsNorm(rt, h, b.norms[2], c.eps, { out: x });
       this.ff(x, b, h, temps);
     }
@@ -434,16 +481,24 @@ export class T5Runner {
    * self-attention ones. closeCache frees it.
    */
   protected openCache(encIds: Int32Array, capacity: number): DecoderCache {
-    const c = this.cfg, rt = this.rt, D = c.dKv;
+    const c = this.cfg, rt = this.rt, D = c.dKv, H = c.numHeads, E = encIds.length;
     const temps: Tensor[] = [];
     const enc: Tensor[] = [];
     const t = (x: Tensor) => { temps.push(x); return x; };
     try {
-      const e = this.runEncoder(encIds, enc).view([encIds.length, c.dModel]);
+      const e = this.runEncoder(encIds, enc).view([E, c.dModel]);
       return {
-        self: this.dec.map(() => Array.from({ length: c.numHeads }, () => ({ k: t(rt.emptyTensor([capacity, D], 'f32')), v: t(rt.emptyTensor([capacity, D], 'f32')) }))),
-        cross: this.dec.map((b) => b.cross!.k.map((wk, h) => ({ k: t(linear(rt, e, wk)), v: t(linear(rt, e, b.cross!.v[h])) }))),
-        encLen: encIds.length,
+        // Zeroed: the positions not yet written are masked, and a masked zero adds nothing (no NaN of a pooled buffer's bytes).
+        self: this.dec.map(() => ({ k: t(rt.zeros([1, H, capacity, D], 'f32')), v: t(rt.zeros([1, H, capacity, D], 'f32')) })),
+        cross: this.dec.map((b) => {
+          const kv = linear(rt, e, b.cross!.kv);
+          enc.push(kv);
+          const k = t(rt.emptyTensor([1, H, E, D], 'f32')), v = t(rt.emptyTensor([1, H, E, D], 'f32'));
+          this.move(E, H, D, E, this.iota(E), { src: kv, off: 0, stride: 2 * H * D, dst: k }, { src: kv, off: H * D, stride: 2 * H * D, dst: v });
+          return { k, v };
+        }),
+        capacity,
+        encLen: E,
         len: 0,
         temps,
       };
@@ -476,17 +531,18 @@ export class T5Runner {
    * One decoder step over several sequences: items[i].tokens are the positions after its cache's, their
    * keys and values join its cache, and the logits of the last token of every item that samples come
    * back, [R, vocab] in item order (null: none samples). The norms, projections and MLP run over every
-   * item's rows at once; each head's attention per item over its own cache, as decode()'s (its tensors
-   * go to temps).
+   * item's rows at once; the attention per item over its own cache, all heads in one SDPA over the
+   * cache's capacity (positions past the item's last masked), its rows then placed among the step's (its
+   * tensors go to temps).
    */
   protected decodeStep(items: readonly { cache: DecoderCache; tokens: Int32Array; sample: boolean }[], temps: Tensor[], step = 0): Tensor | null {
-    const c = this.cfg, rt = this.rt, D = c.dKv, B = 4 * D;
+    const c = this.cfg, rt = this.rt, D = c.dKv, H = c.numHeads, HD = H * D;
     const t = (x: Tensor) => { temps.push(x); return x; };
     const T = items.reduce((a, it) => a + it.tokens.length, 0);
     const ids = new Int32Array(T), starts: number[] = [], gather: number[] = [];
     let at = 0;
     for (const it of items) {
-      const n = it.tokens.length, cap = it.cache.self[0][0].k.shape[0];
+      const n = it.tokens.length, cap = it.cache.capacity;
       check(it.cache.len + n <= cap, 'T5 decode step', 'tokens', `at most ${cap} positions (the sequence's cache)`, it.cache.len + n);
       ids.set(it.tokens, at);
       starts.push(at);
@@ -498,50 +554,39 @@ export class T5Runner {
     rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: idsIn, prev: this.ring(step).prev, ids_out: idsT }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
     const h = t(embedding(rt, idsT, this.shared));
     const x = t(rt.emptyTensor([T, c.dModel], 'f32'));
-    const o = t(rt.emptyTensor([T, D], 'f32'));
-    const masks = items.map((it) => this.biasMasks(this.decBias, it.tokens.length, it.cache.len + it.tokens.length, false, temps, it.cache.len));
-    const copy = (src: Tensor, from: number, dst: Tensor, to: number, rows: number) => rt.commandEncoder().copyBufferToBuffer(src.buffer, from * B, dst.buffer, to * B, rows * B);
-    // Item i's rows of a [T, D] tensor (the tensor itself when it is the only item).
-    const rowsOf = (src: Tensor, i: number): Tensor => {
-      const n = items[i].tokens.length;
-      if (items.length === 1) return src;
-      const r = t(rt.emptyTensor([n, D], 'f32'));
-      copy(src, starts[i], r, 0, n);
-      return r;
-    };
-    const attend = (q: Tensor, i: number, k: Tensor, v: Tensor, Lk: number, mask: Tensor | null) => {
-      const n = items[i].tokens.length;
-      const out = t(sdpa(rt, 'T5 attention', rowsOf(q, i).view([1, 1, n, D]), k.view([1, 1, Lk, D]), v.view([1, 1, Lk, D]),
-        { scale: 1, causal: false, ...(mask ? { mask } : {}) }, false).out);
-      if (items.length === 1) return out;
-      copy(out, 0, o, starts[i], n);
+    // Per item: its positions in its cache, its rows among the step's, its bias over its cache.
+    const single = items.length === 1;
+    const at0 = (n: number, from: number) => t(rt.tensor(Int32Array.from({ length: n }, (_, j) => from + j), [n], 'i32'));
+    const cacheSlots = items.map((it) => at0(it.tokens.length, it.cache.len));
+    const rowSlots = single ? [] : items.map((it, i) => at0(it.tokens.length, starts[i]));
+    const masks = items.map((it) => this.biasMask(this.decBias, it.tokens.length, it.cache.capacity, false, temps, it.cache.len, it.cache.len + it.tokens.length));
+    // The attention of every item (q: its rows' heads in src at off + t·stride) as the step's rows [T, heads·d_kv].
+    const attendAll = (src: Tensor, stride: number, qOff: number, kv: (i: number) => { k: Tensor; v: Tensor; Lk: number; mask: Tensor | null }): Tensor => {
+      if (single) {
+        const a = kv(0);
+        return this.attendRows(T, { src, off: qOff, stride }, a.k, a.v, a.Lk, a.mask, temps);
+      }
+      const o = t(rt.emptyTensor([T, HD], 'f32'));
+      items.forEach((it, i) => {
+        const n = it.tokens.length, a = kv(i);
+        const rows = this.attendRows(n, { src, off: qOff + starts[i] * stride, stride }, a.k, a.v, a.Lk, a.mask, temps);
+        this.move(n, 1, HD, T, rowSlots[i], { src: rows, off: 0, stride: HD, dst: o });
+      });
       return o;
     };
     for (const [l, b] of this.dec.entries()) {
       rmsNorm(rt, h, b.norms[0], c.eps, { out: x });
-      for (let hh = 0; hh < c.numHeads; hh++) {
-        const a = b.self;
-        const q = t(linear(rt, x, a.q[hh])), k = t(linear(rt, x, a.k[hh])), v = t(linear(rt, x, a.v[hh]));
-        let res: Tensor = o;
-        items.forEach((it, i) => {
-          const kv = it.cache.self[l][hh], n = it.tokens.length;
-          copy(k, starts[i], kv.k, it.cache.len, n);
-          copy(v, starts[i], kv.v, it.cache.len, n);
-          res = attend(q, i, kv.k, kv.v, it.cache.len + n, masks[i][hh]);
-        });
-        linear(rt, res.view([T, D]), a.o[hh], { out: h, accumulate: true });
-      }
+      const qkv = t(linear(rt, x, b.self.qkv));
+      items.forEach((it, i) => {
+        const kv = it.cache.self[l], off = starts[i] * 3 * HD;
+        this.move(it.tokens.length, H, D, it.cache.capacity, cacheSlots[i], { src: qkv, off: off + HD, stride: 3 * HD, dst: kv.k }, { src: qkv, off: off + 2 * HD, stride: 3 * HD, dst: kv.v });
+      });
+      const self = attendAll(qkv, 3 * HD, 0, (i) => ({ ...items[i].cache.self[l], Lk: items[i].cache.capacity, mask: masks[i] }));
+      linear(rt, self, b.self.o, { out: h, accumulate: true });
       rmsNorm(rt, h, b.norms[1], c.eps, { out: x });
-      for (let hh = 0; hh < c.numHeads; hh++) {
-        const a = b.cross!;
-        const q = t(linear(rt, x, a.q[hh]));
-        let res: Tensor = o;
-        items.forEach((it, i) => {
-          const kv = it.cache.cross[l][hh];
-          res = attend(q, i, kv.k, kv.v, it.cache.encLen, null);
-        });
-        linear(rt, res.view([T, D]), a.o[hh], { out: h, accumulate: true });
-      }
+      const q = t(linear(rt, x, b.cross!.q));
+      const cross = attendAll(q, HD, 0, (i) => ({ ...items[i].cache.cross[l], Lk: items[i].cache.encLen, mask: null }));
+      linear(rt, cross, b.cross!.o, { out: h, accumulate: true });
       rmsNorm(rt, h, b.norms[2], c.eps, { out: x });
       this.ff(x, b, h, temps);
     }
@@ -556,8 +601,10 @@ export class T5Runner {
 
 /** One sequence's decoder keys and values, per decoder layer and head ([positions, d_kv] each, f32). */
 export interface DecoderCache {
-  self: { k: Tensor; v: Tensor }[][];
-  cross: { k: Tensor; v: Tensor }[][];
+  /** Per decoder layer, in SDPA's layout [1, heads, capacity, d_kv] (self) and [1, heads, encLen, d_kv] (cross). */
+  self: { k: Tensor; v: Tensor }[];
+  cross: { k: Tensor; v: Tensor }[];
+  capacity: number;
   encLen: number;
   /** Positions cached so far. */
   len: number;

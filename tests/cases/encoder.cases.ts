@@ -7,7 +7,8 @@
 import { encodeSafetensors, loadSafetensors, reference, roundToDType, type EncodableTensor, type Engine } from '../../src/index';
 import type { EncoderModel } from '../../src/serve/embeddings';
 import type { T5Model } from '../../src/index';
-import { assert, assertClose, defineCases, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
+import { assert, assertClose, defineCases, equalArrays, expectThrows, goldenRunsHere, randn, withTuning, type CaseContext, type TestCase } from './harness';
+import { moveHeadRows } from '../../src/attention/paged_cache';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -359,6 +360,48 @@ export const encoderCases: TestCase[] = defineCases('encoder', [
         await expectThrows(() => untied.embed(), 'encoder-decoder');
       } finally {
         untied.destroy();
+      }
+    },
+  },
+  {
+    // T5's transposes (models/t5.ts): rows [tokens, heads·D] (strided, at an offset, two sources at once)
+    // into SDPA's [heads, bs, D] at given positions, a negative slot skipped; SDPA's output back into
+    // rows (tokens and heads in each other's roles); whole rows to other rows. Destinations poisoned.
+    name: 'moveHeadRows (the cache write kernel as T5\'s row mover): rows to heads at slots, heads back to rows, rows to rows, against the host; skipped slots and the rest left alone',
+    async run(ctx) {
+      const e = ctx.engine, T = 5, H = 3, D = 4, bs = 7, stride = 2 * H * D + 3, off = 5;
+      const src = randn(off + T * stride, 31);
+      const slots = [6, 0, -1, 3, 2];
+      const POISON = 1234.5;
+      const poisoned = (n: number) => e.tensor(new Float32Array(n).fill(POISON), [n], 'f32');
+      const s = e.tensor(src, [src.length], 'f32'), sl = e.tensor(Int32Array.from(slots), [T], 'i32'), sink = e.zeros([1], 'f32');
+      const k = poisoned(H * bs * D), v = poisoned(H * bs * D);
+      const heads = H * T * D, back = poisoned(T * H * D), rows = poisoned(9 * 2 * D);
+      const o = e.tensor(randn(heads, 32), [heads], 'f32'), iotaH = e.tensor(Int32Array.from({ length: H }, (_, i) => i), [H], 'i32');
+      const rowSlots = e.tensor(Int32Array.from([8, 1, 4]), [3], 'i32');
+      try {
+        moveHeadRows(e, T, H, D, bs, sl, { src: s, off, stride, dst: k }, { src: s, off: off + H * D, stride, dst: v }, sink);
+        moveHeadRows(e, H, T, D, H, iotaH, { src: o, off: 0, stride: T * D, dst: back }, null, sink);
+        moveHeadRows(e, 3, 1, 2 * D, 9, rowSlots, { src: s, off, stride, dst: rows }, null, sink);
+        const [gk, gv, gb, gr] = await Promise.all([k.toFloat32(), v.toFloat32(), back.toFloat32(), rows.toFloat32()]);
+        const ek = new Float32Array(H * bs * D).fill(POISON), ev = new Float32Array(H * bs * D).fill(POISON);
+        slots.forEach((slot, t) => {
+          if (slot < 0) return;
+          for (let h = 0; h < H; h++) for (let d = 0; d < D; d++) {
+            ek[(h * bs + slot) * D + d] = src[off + t * stride + h * D + d];
+            ev[(h * bs + slot) * D + d] = src[off + H * D + t * stride + h * D + d];
+          }
+        });
+        const oh = await o.toFloat32(), eb = new Float32Array(T * H * D);
+        for (let t = 0; t < T; t++) for (let h = 0; h < H; h++) for (let d = 0; d < D; d++) eb[(t * H + h) * D + d] = oh[(h * T + t) * D + d];
+        const er = new Float32Array(9 * 2 * D).fill(POISON);
+        [8, 1, 4].forEach((r, t) => { for (let j = 0; j < 2 * D; j++) er[r * 2 * D + j] = src[off + t * stride + j]; });
+        equalArrays('keys in heads layout', gk, ek);
+        equalArrays('values in heads layout', gv, ev);
+        equalArrays('heads back to rows', gb, eb);
+        equalArrays('rows to rows', gr, er);
+      } finally {
+        for (const x of [s, sl, sink, k, v, back, rows, o, iotaH, rowSlots]) x.destroy();
       }
     },
   },
