@@ -216,6 +216,8 @@ interface WhisperLike {
   melConfig: { chunkSamples: number; samplingRate?: number };
   logMel(pcm: Float32Array): Promise<Float32Array>;
   generate(prompts: number[][], o: { encoderInputs: Float32Array[]; maxNewTokens: number; stopTokens: number[]; onToken?: (p: number, t: number) => void }): Promise<number[][]>;
+  /** Decoder steps whose layers were recorded, and replayed (models/whisper.ts). */
+  graphStats?: { recorded: number; replayed: number };
   destroy(): void;
 }
 
@@ -377,7 +379,9 @@ async function benchWhisper(engine: Engine, quick: boolean, log: (s: string) => 
     };
     await perToken();
     const steps: number[] = [];
+    const g0 = { ...(model.graphStats ?? { recorded: NaN, replayed: NaN }) };
     for (let i = 0; i < 3; i++) steps.push(await perToken());
+    const graphs = model.graphStats ? { recorded: model.graphStats.recorded - g0.recorded, replayed: model.graphStats.replayed - g0.replayed } : null;
     // GPU time of a step: two generate calls that differ only in the tokens decoded, timed whole.
     let stepGpuMs: number | null = null;
     if (engine.features.timestampQuery) {
@@ -400,8 +404,8 @@ async function benchWhisper(engine: Engine, quick: boolean, log: (s: string) => 
         log(`whisper: GPU step time not measured (${(e as Error).message})`);
       }
     }
-    res.decoderStep = { wallMs: median(steps), samplesMs: steps, gpuMs: stepGpuMs, context: `${prompt.length} to ${prompt.length + newTokens} self tokens, ${c.max_source_positions} cross frames` };
-    log(`whisper decoder step (batch 1): ${fmt(median(steps), 3)} ms wall per token, GPU ${fmt(stepGpuMs, 3)} ms`);
+    res.decoderStep = { wallMs: median(steps), samplesMs: steps, gpuMs: stepGpuMs, graphs, context: `${prompt.length} to ${prompt.length + newTokens} self tokens, ${c.max_source_positions} cross frames` };
+    log(`whisper decoder step (batch 1): ${fmt(median(steps), 3)} ms wall per token, GPU ${fmt(stepGpuMs, 3)} ms; layers recorded at ${graphs?.recorded ?? '-'} steps, replayed at ${graphs?.replayed ?? '-'} (3 calls)`);
     onPart(res);
   } finally {
     model.destroy();
