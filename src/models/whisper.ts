@@ -566,28 +566,34 @@ export class WhisperRunner {
     });
     const a = this.stepActs(T, S);
     this.sampling.grow(proc, V);
+    // The last step's plans go back to the pool before the submit below, which makes their buffers
+    // free again: this step's plans then take the same buffers (and bind groups), and the step's
+    // layers replay from an earlier step's graph (released after it, they went to a fresh set of
+    // buffers each step, and no key ever repeated).
+    this.selfPlan?.destroy();
+    this.crossPlan?.destroy();
+    this.selfPlan = this.crossPlan = null;
     // The uploads run on the queue ahead of what the encoder still holds: submit that first.
     rt.flush();
+    // Each plan is prepared (its runs' buffers taken: what signature() does) before the next is made,
+    // so that a plan's buffers are taken in one run and given back in reverse: the next step's plans
+    // then find exactly these buffers on the pool's free lists (made and prepared interleaved, they
+    // came back in another order, and the plans' bind groups never repeated).
+    const stepGraphs = rt.tuning.stepGraphs;
+    this.selfPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
+      { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: true });
+    const selfSig = stepGraphs ? this.selfPlan.plan.signature(T, 'f32', 'f32', 3 * d, false) : '';
+    this.crossPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: new Int32Array(S).fill(this.encoderFrames), blockTable: cross, maxBlocksPerSeq: this.crossBlocks },
+      { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: false });
+    const crossSig = stepGraphs ? this.crossPlan.plan.signature(T, 'f32', 'f32', d, false) : '';
     const queue = rt.device.queue;
     queue.writeBuffer(a.idsIn.buffer, 0, ids);
     queue.writeBuffer(a.pos.buffer, 0, pos);
     queue.writeBuffer(a.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
     if (R) queue.writeBuffer(a.last.buffer, 0, last, 0, R);
     this.sampling.upload(proc, V);
-    const old = [this.selfPlan, this.crossPlan];
-    this.selfPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
-      { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: true });
-    this.crossPlan = planAttention(rt, { queryStartLoc: m.queryStartLoc, seqLens: new Int32Array(S).fill(this.encoderFrames), blockTable: cross, maxBlocksPerSeq: this.crossBlocks },
-      { cache: this.caches[0], numHeads: H, scale: hd ** -0.5, causal: false });
     // Prepared now (not inside a capture, where their first allocations would taint it) and named.
-    const key = rt.tuning.stepGraphs
-      ? `${T}|${this.selfPlan.plan.signature(T, 'f32', 'f32', 3 * d, false)}|${this.crossPlan.plan.signature(T, 'f32', 'f32', d, false)}#${JSON.stringify(rt.tuning)}`
-      : null;
-    // The last step's plans go back to the pool after this step's took theirs: the pool then hands the
-    // next step the buffers this one's predecessor had, so steps alternate between two sets of plan
-    // buffers and their graphs repeat (releasing first let the free lists' order rotate them through
-    // a dozen sets, more than the graphs kept).
-    for (const p of old) p?.destroy();
+    const key = stepGraphs ? `${T}|${selfSig}|${crossSig}#${JSON.stringify(rt.tuning)}` : null;
     this.dc ??= new DispatchCache(rt);
     const step = this.step;
     const prev = this.sampled[(step + 1) % 2], out = this.sampled[step % 2];
@@ -605,7 +611,7 @@ export class WhisperRunner {
       } else {
         const { graph } = rt.capture(() => this.layers(T, a));
         this.graphStats.recorded++;
-        if (key !== null && !graph.taint) {
+          if (key !== null && !graph.taint) {
           this.graphs.set(key, graph);
           if (this.graphs.size > 16) this.graphs.delete(this.graphs.keys().next().value!);
         }
@@ -788,8 +794,6 @@ export class WhisperRunner {
     for (const t of this.sampled) t.destroy();
     this.fe?.destroy();
     this.dc?.destroy();
-    this.selfPlan?.destroy();
-    this.crossPlan?.destroy();
     this.dropActs();
     this.dropEnc();
     this.encCache?.destroy();

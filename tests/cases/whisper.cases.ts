@@ -214,11 +214,17 @@ export const whisperCases: TestCase[] = defineCases('whisper', [
         ctx.note(`decoder logits: worst |err| ${worst.toExponential(2)} × max|logit|`);
         const inputs = [0, 1].map((c) => flat(g.input_features[c]));
         const alone = [];
+        const r0 = model.graphStats.replayed;
         for (let c = 0; c < 2; c++) {
           const [out] = await model.generate([g.decoder_input_ids[c]], { encoderInputs: [inputs[c]], maxNewTokens: 8, stopTokens: [] });
           equalArrays(`greedy tokens of case ${c}`, out, g.greedy[c]);
           alone.push(out);
         }
+        // Each call: a prefill and 7 decode steps, whose layers replay once the plans' buffers come
+        // round again (the first two decode steps of a call record).
+        const replayed = model.graphStats.replayed - r0;
+        if (ctx.engine.tuning.stepGraphs) assert(replayed >= 2 * (7 - 3), `decoder steps replayed: ${replayed} of 14 (expected at least 8)`);
+        ctx.note(`decoder steps replayed from a step graph: ${replayed} of 14`);
         const both = await model.generate(g.decoder_input_ids, { encoderInputs: inputs, maxNewTokens: 8, stopTokens: [] });
         for (let c = 0; c < 2; c++) equalArrays(`case ${c} batched with the other`, both[c], alone[c]);
         // Two calls share the model's steps: case 1 arrives after case 0's first token, so it prefills
