@@ -8,8 +8,7 @@ import { sdpa as sdpaOp } from './attention/sdpa.js';
 import { mergeAttnStates as mergeOp } from './attention/merge.js';
 import { createMLA as createMLAOp, createMLACache as createMLACacheOp, type MLACache, type MLACacheOptions, type MLALayer, type MLAOptions } from './attention/mla.js';
 import { createPagedKVCache as createPagedKVCacheOp, reshapeAndCache as reshapeAndCacheOp, type PagedKVCache, type PagedKVCacheOptions } from './attention/paged_cache.js';
-import type { LoadModelOptions } from './models/model.js';
-import { loadModel as loadModelOp, type Model } from './serve/model.js';
+import { loadModel as loadModelOp, type Model, type ServeLoadOptions } from './serve/model.js';
 import { createAttentionLayer as createAttentionLayerOp, type AttentionLayer, type AttentionLayerOptions } from './attention/layer.js';
 import { pagedAttention as pagedOp, planAttention as planAttentionOp, type AttentionMetadata, type AttentionPlan, type PlanAttentionOptions } from './attention/paged.js';
 
@@ -76,7 +75,7 @@ export class Engine extends Runtime {
    * file(s), checked tensor by tensor before any GPU memory is taken, then uploaded in `dtype`
    * (default: the checkpoint's), with a paged KV cache sized from the device's limits unless told.
    */
-  loadModel(o: LoadModelOptions): Promise<Model> {
+  loadModel(o: ServeLoadOptions): Promise<Model> {
     return loadModelOp(this, o);
   }
 

@@ -443,13 +443,18 @@ export class ModelRunner {
       const start = starts[i];
       for (let j = 0; j < r.ids.length; j++) { idsIn[a + j] = r.ids[j]; pos[a + j] = start + j; }
       maxPos = Math.max(maxPos, start + r.ids.length);
-      if (r.sample) {
+      if (r.sample && r.sampleAll) {
+        // A verification row: every position samples, in order.
+        sampledRow[i] = R;
+        for (let j = 0; j < r.ids.length; j++) gather[R++] = a + j;
+      } else if (r.sample) {
         gather[R] = a + r.ids.length - 1;
         sampledRow[i] = R++;
         // More draws from the same row (a request's other choices): consecutive places after the first.
         for (let k = 1; k < (r.samples ?? 1); k++) gather[R++] = a + r.ids.length - 1;
       }
     });
+    if (R > this.maxSeqsPerStep) throw new WebinferError(`recordStep: rows: expected at most maxSeqsPerStep=${this.maxSeqsPerStep} sampled positions in a step, got ${R}`);
     this.ensurePositions(maxPos);
     if (this.config.rope.type === 'longrope') {
       // LongRoPE picks short or long factors per sequence, as HF per forward pass: long where the

@@ -85,6 +85,10 @@ export interface StepRow {
   /** Draws from the row's last logits (default 1): a request's n choices sampled from its prompt's one
    *  computation (serve/engine.ts forks them); they take consecutive places among the sampled ids. */
   samples?: number;
+  /** Draws at every position of the row, not only the last (a speculating request's verification: its
+   *  last token and k proposals, each position sampled with its own keyed draws); they take consecutive
+   *  places among the sampled ids, position order. A runner that has it says so (StepRunner.verifies). */
+  sampleAll?: boolean;
 }
 
 /** The sampled rows' own settings, edits, masks and logprob copies (null: all greedy, nothing else). */

@@ -23,6 +23,7 @@ import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
 import type { StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import type { KVCacheManager } from './kv_manager.js';
 import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS, type EndReason, type EngineMetrics } from './metrics.js';
+import { ngramProposals, SpecState, type SpeculationConfig } from './speculative.js';
 
 /** Per-request sampling settings (checked by the caller: generate, or the OpenAI layer). */
 export interface Sampling {
@@ -81,6 +82,8 @@ export interface RequestOptions {
   /** The random stream of choice 0 (choice i draws from stream + i; default 0): a caller whose requests
    *  share a seed keeps them apart so (Whisper's generate: the prompt's index in its call). */
   stream?: number;
+  /** false: this request never speculates (when the engine does: RequestEngine.speculation). */
+  speculative?: boolean;
 }
 
 /** A submitted request: its result, and a way to end one choice early (a stop string matched). */
@@ -128,6 +131,17 @@ export interface StepRunner {
   /** Tokens never sampled (`always`), and not as a choice's first token (`first`): Whisper's
    *  generation_config suppress_tokens and begin_suppress_tokens. */
   readonly suppress?: { readonly always: readonly number[]; readonly first: readonly number[] };
+  /** Whether recordStep takes StepRow.sampleAll (verification rows): speculation needs it. */
+  readonly verifies?: boolean;
+}
+
+/** Test and benchmark hooks of speculation (RequestEngine.specHooks): none in normal use. */
+export interface SpecHooks {
+  /** Proposals for a choice whose ids so far are `ids` (prompt then output), at most k: in place of n-gram lookup. */
+  propose?(ids: readonly number[], k: number): number[];
+  /** Asked at each proposal that equals the target's sample: false rejects it all the same (forcing an
+   *  acceptance rate; the output stays exact, only fewer tokens come a step). */
+  keep?(): boolean;
 }
 
 interface Choice {
@@ -151,6 +165,8 @@ interface Choice {
   arrival: number;
   /** performance.now() when its last token reached the host (-1: none yet): inter-token latency. */
   lastAt: number;
+  /** Its speculation (null: it never speculates). */
+  spec: SpecState | null;
 }
 
 interface Req {
@@ -170,7 +186,8 @@ interface Req {
 }
 
 interface InFlight {
-  rec: StepRecord; rows: { c: Choice; row: number }[]; lpRows: Choice[];
+  /** Each sampled choice's first sampled row; `props`: the proposals its verification row carried. */
+  rec: StepRecord; rows: { c: Choice; row: number; props?: number[] }[]; lpRows: Choice[];
   /** performance.now() once submitted; the step's prompt-chunk tokens (its decode rows are the rest of rec.T). */
   submitted: number; prefill: number; decodes: number;
 }
@@ -203,6 +220,10 @@ export interface EngineCounters {
   /** The prompt-chunk budget of the last step that had decodes beside waiting prompts (tokens; see
    *  RequestEngine.prefillBudget). */
   chunkBudget: number;
+  /** Speculation: verification rows, the proposals they carried, and those accepted (wasted: the rest). */
+  specRows: number;
+  specProposed: number;
+  specAccepted: number;
 }
 
 /**
@@ -282,7 +303,23 @@ export class RequestEngine {
   readonly counters: EngineCounters = {
     steps: 0, tokens: 0, generated: 0, hostMs: 0, preemptions: 0, scheduleMs: 0, recordMs: 0, waitMs: 0, applyMs: 0,
     recorded: 0, replayed: 0, decodeTokens: 0, prefillTokens: 0, mixedSteps: 0, chunkBudget: 0,
+    specRows: 0, specProposed: 0, specAccepted: 0,
   };
+  /**
+   * Speculative decoding for requests submitted from now on (null: none): proposals by n-gram lookup,
+   * verified in the step (see serve/speculative.ts). Only for runners that verify (StepRunner.verifies);
+   * requests with a grammar, penalties or logprobs never speculate (they need each token on the host
+   * before the next is drawn).
+   */
+  get speculation(): SpeculationConfig | null { return this.specCfg; }
+  set speculation(v: SpeculationConfig | null) {
+    check(v === null || (typeof v === 'object' && v.method === 'ngram'), 'RequestEngine', 'speculation', "null or a parsed { method: 'ngram', ... } (parseSpeculation)", v);
+    check(v === null || !!this.m.verifies, 'RequestEngine', 'speculation', 'null for a model whose steps do not verify proposals (an encoder-decoder)', v);
+    this.specCfg = v;
+  }
+  private specCfg: SpeculationConfig | null = null;
+  /** Test and benchmark hooks (SpecHooks). */
+  specHooks: SpecHooks | null = null;
   /**
    * Prompt tokens a step may take beside decode rows (vLLM's chunked prefill: decodes first, then prompt
    * chunks fill the rest). 'auto' (the default): as many as cost one decode-only step by the engine's own
@@ -397,6 +434,7 @@ export class RequestEngine {
         const c: Choice = {
           req, index: i, id: `r${this.nextId++}`, input: prompt, fed: 0, out: [], issued: 0, state: 'waiting', lastStep: -1, lastRow: -1,
           seed, constraint: constraints[i], counts: needsHost ? new Map() : null, finish: null, arrival, lastAt: -1,
+          spec: this.specCfg && o.speculative !== false && !needsHost && o.logprobs == null ? new SpecState(this.specCfg) : null,
         };
         req.choices.push(c);
         this.waiting.push(c);
@@ -506,16 +544,30 @@ export class RequestEngine {
     const lastChunk = new Map<Req, number>();
     const forks = new Map<number, Choice[]>();
     const avail = () => kv.freeBlocks - claimed;
+    // Verification rows of speculating choices (by row): the proposals after their last token.
+    const spec = new Map<number, number[]>();
+    let decoding = 0;
+    for (const c of this.running) if (c.spec && c.state === 'running' && c.fed >= c.input.length) decoding = -1;
+    if (decoding < 0) decoding = this.running.filter((c) => c.state === 'running' && c.fed >= c.input.length).length;
     // Decodes first, oldest requests first.
     this.running.sort((a, b) => a.arrival - b.arrival || a.index - b.index);
     for (let i = 0; i < this.running.length; i++) {
       const c = this.running[i];
-      if (rows.length >= m.maxSeqsPerStep || budget === 0) break;
+      if (rows.length >= m.maxSeqsPerStep || nSampled >= m.maxSeqsPerStep || budget === 0) break;
       if (c.state !== 'running' || c.fed < c.input.length || c.issued >= c.req.o.maxTokens) continue;
       const known = c.out.length === c.issued;
+      const want = c.spec ? c.spec.budget(c.out.length, decoding) : 0;
+      // A speculating choice waits for its ids on the host: its proposals follow them.
+      if (!known && want > 0) continue;
       // A token still on the GPU is read from the previous step's ids only.
       if (!known && (c.lastStep !== step - 1 || c.req.needsHost)) continue;
-      const need = kv.blocksToGrow(c.id, 1);
+      let props: number[] = [];
+      const k = Math.min(want, c.req.o.maxTokens - c.issued - 1, m.maxSeqsPerStep - nSampled - 1, budget - 1);
+      if (k > 0) {
+        props = this.propose(c, k);
+        if (kv.blocksToGrow(c.id, 1 + props.length) > avail()) props = [];
+      }
+      const need = kv.blocksToGrow(c.id, 1 + props.length);
       while (need > avail()) {
         // Preempt the newest running choice not in this step (maybe this one).
         const victim = this.newestRunning(inStep);
@@ -525,11 +577,12 @@ export class RequestEngine {
       }
       if (c.state !== 'running' || need > avail()) continue;
       claimed += need;
-      rows.push({ id: c.id, ids: [known ? c.out[c.out.length - 1] : -(1 + c.lastRow)], sample: true });
+      if (props.length) spec.set(rows.length, props);
+      rows.push({ id: c.id, ids: [known ? c.out[c.out.length - 1] : -(1 + c.lastRow), ...props], sample: true, ...(props.length ? { sampleAll: true } : {}) });
       who.push(c);
       inStep.add(c);
-      budget--;
-      nSampled++;
+      budget -= 1 + props.length;
+      nSampled += 1 + props.length;
     }
     // Then prompt chunks: running prefills, then admissions in arrival order, beside decodes within the
     // chunk budget (prefillBudget), else within the step's.
@@ -615,8 +668,23 @@ export class RequestEngine {
       else i++;
     }
     if (!rows.length) return false;
-    this.record(rows, who, rows.length > decodes ? rows.reduce((a, r, i) => a + (i < decodes ? 0 : r.ids.length), 0) : 0, decodes, forks);
+    this.record(rows, who, rows.length > decodes ? rows.reduce((a, r, i) => a + (i < decodes ? 0 : r.ids.length), 0) : 0, decodes, forks, spec);
     return true;
+  }
+
+  /** A speculating choice's proposals, at most k (n-gram lookup, or the hook's), as vocabulary ids. */
+  private propose(c: Choice, k: number): number[] {
+    const ids = c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt;
+    const cfg = c.spec!.cfg, V = this.m.vocabSize;
+    const got = this.specHooks?.propose ? this.specHooks.propose(ids, k) : ngramProposals(ids, k, cfg.minMatch, cfg.maxMatch);
+    const props: number[] = [];
+    for (const t of got) {
+      if (props.length >= k || !Number.isInteger(t) || t < 0 || t >= V) break;
+      props.push(t);
+    }
+    // None: the choice decodes pipelined (its ids read on the GPU) for a few tokens before looking again.
+    if (!props.length) c.spec!.pause(c.out.length);
+    return props;
   }
 
   /** Prompt tokens a step with `decodes` decode rows may take (prefillBudget). */
@@ -654,25 +722,28 @@ export class RequestEngine {
     this.counters.preemptions++;
   }
 
-  private record(rows: StepRow[], who: Choice[], prefill: number, decodes: number, forks: Map<number, Choice[]>): void {
+  private record(rows: StepRow[], who: Choice[], prefill: number, decodes: number, forks: Map<number, Choice[]>, spec: Map<number, number[]>): void {
     const m = this.m, kv = m.kv;
     for (const [i, f] of forks) rows[i].samples = 1 + f.length;
     // Sampled rows' settings, edits and masks, in the order the step samples them (request order; a
-    // row's forked choices right after it).
-    const sampled = who.flatMap((c, i) => (rows[i].sample ? [c, ...(forks.get(i) ?? [])] : []));
+    // row's forked choices right after it; a verification row's positions in order, position j drawing
+    // its choice's token issued + j).
+    const sampled = who.flatMap((c, i) => (!rows[i].sample ? []
+      : spec.has(i) ? Array.from({ length: 1 + spec.get(i)!.length }, (_, j) => ({ c, j }))
+        : [{ c, j: 0 }, ...(forks.get(i) ?? []).map((x) => ({ c: x, j: 0 }))]));
     let proc: StepProcessing | null = null;
     const failed = new Map<Req, unknown>();
     const sup = m.suppress;
-    const special = !!(sup && (sup.always.length || sup.first.length)) || sampled.some((c) => c.req.sampling !== GREEDY || c.req.o.logprobs != null || c.constraint);
+    const special = !!(sup && (sup.always.length || sup.first.length)) || sampled.some(({ c }) => c.req.sampling !== GREEDY || c.req.o.logprobs != null || c.constraint);
     if (special) {
       const R = sampled.length;
       if (this.paramWords.length < R * ROW_PARAM_WORDS) this.paramWords = new Uint32Array(R * ROW_PARAM_WORDS * 2);
       const edits: number[][] = [];
       const masked: number[] = [];
       const W = Math.ceil(m.vocabSize / 32);
-      sampled.forEach((c, r) => {
+      sampled.forEach(({ c, j }, r) => {
         const s = c.req.sampling;
-        packRowSampling(this.paramWords, r, { temperature: s.temperature, topK: s.topK, topP: s.topP, minP: s.minP, seed: c.seed, step: c.issued, stream: (c.req.o.stream ?? 0) + c.index });
+        packRowSampling(this.paramWords, r, { temperature: s.temperature, topK: s.topK, topP: s.topP, minP: s.minP, seed: c.seed, step: c.issued + j, stream: (c.req.o.stream ?? 0) + c.index });
         const e = this.editsFor(c);
         for (const [tok, rep, add] of e) edits.push([r, tok, rep, add]);
         if (c.constraint) masked.push(r);
@@ -688,16 +759,16 @@ export class RequestEngine {
         // its request's failure, not the step's: the row samples unmasked, and the request ends with the
         // error once the step is recorded (its blocks must outlive the recording).
         try {
-          sampled[r].constraint!.fillMask(view);
+          sampled[r].c.constraint!.fillMask(view);
         } catch (e) {
           view.fill(0xffffffff);
-          failed.set(sampled[r].req, e);
+          failed.set(sampled[r].c.req, e);
         }
       });
       proc = {
         params: this.paramWords.subarray(0, R * ROW_PARAM_WORDS), edits: this.editWords, nEdits: edits.length,
         masks: this.maskWords, maskRows: Int32Array.from(masked), nMasks: masked.length,
-        logprobRows: sampled.flatMap((c, r) => (c.req.o.logprobs != null ? [r] : [])),
+        logprobRows: sampled.flatMap(({ c }, r) => (c.req.o.logprobs != null ? [r] : [])),
       };
     }
     const g = m.graphStats, g0 = g ? g.replayed : 0, r0 = g ? g.recorded : 0;
@@ -717,16 +788,23 @@ export class RequestEngine {
       for (const [i, f] of forks) for (const c of f) { const p = kv.fork(who[i].id, c.id); if (p) pairs.push(p); }
       m.copyBlocks!(pairs);
     }
-    const out: { c: Choice; row: number }[] = [];
-    const place = (c: Choice, row: number) => {
-      c.lastStep = rec.step;
+    const out: { c: Choice; row: number; props?: number[] }[] = [];
+    const place = (c: Choice, row: number, props?: number[]) => {
+      // After a verification the next input is whichever sample ends the accepted run: known only on
+      // the host, so no step reads it from this one's ids on the GPU (lastStep -1).
+      c.lastStep = props ? -1 : rec.step;
       c.lastRow = row;
-      c.issued++;
-      out.push({ c, row });
+      c.issued += 1 + (props?.length ?? 0);
+      out.push(props ? { c, row, props } : { c, row });
     };
     who.forEach((c, i) => {
       if (!rows[i].sample) return;
-      place(c, rec.sampledRow[i]);
+      const props = spec.get(i);
+      if (props) {
+        this.counters.specRows++;
+        this.counters.specProposed += props.length;
+      }
+      place(c, rec.sampledRow[i], props);
       forks.get(i)?.forEach((x, k) => place(x, rec.sampledRow[i] + 1 + k));
     });
     this.counters.steps++;
@@ -734,7 +812,7 @@ export class RequestEngine {
     this.counters.prefillTokens += prefill;
     this.counters.decodeTokens += rec.T - prefill;
     if (prefill && decodes) this.counters.mixedSteps++;
-    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r]) : [], submitted, prefill, decodes });
+    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r].c) : [], submitted, prefill, decodes });
     for (const [req, e] of failed) this.fail(req, e);
   }
 
@@ -786,42 +864,59 @@ export class RequestEngine {
     const V = this.m.vocabSize;
     const now = performance.now();
     const events = new Map<Req, Map<number, { tokens: number[]; lps: TokenLogprob[] | null }>>();
-    for (const { c, row } of f.rows) {
+    rows: for (const { c, row, props } of f.rows) {
       if (c.state === 'done' || c.req.finished) continue;
-      const tok = ids[row];
-      let logprob: TokenLogprob | null = null;
-      if (lp && c.req.o.logprobs != null) {
-        const k = f.lpRows.indexOf(c);
-        logprob = logprobOf(lp.subarray(k * V, (k + 1) * V), tok, c.req.o.logprobs);
+      let toks: ArrayLike<number>;
+      if (props) {
+        // The longest run of proposals equal to the target's own samples, then the sample after it:
+        // the tokens plain decoding would have given (SPEC §9). The rejected positions' slots go back.
+        let a = 0;
+        while (a < props.length && props[a] === ids[row + a] && (this.specHooks?.keep?.() ?? true)) a++;
+        toks = ids.subarray(row, row + a + 1);
+        c.issued -= props.length - a;
+        if (c.state === 'running') this.m.kv.rollback(c.id, props.length - a);
+        this.counters.specAccepted += a;
+        c.spec!.record(props.length, a, c.out.length);
+      } else {
+        toks = ids.subarray(row, row + 1);
       }
-      if (c.constraint) {
-        // The request's own code: a throw ends this request, never the others in the step.
-        try {
-          c.constraint.accept(tok);
-        } catch (e) {
-          this.fail(c.req, e);
-          continue;
+      for (let t = 0; t < toks.length; t++) {
+        if ((c.state as Choice['state']) === 'done') break;
+        const tok = toks[t];
+        let logprob: TokenLogprob | null = null;
+        if (lp && c.req.o.logprobs != null) {
+          const k = f.lpRows.indexOf(c);
+          logprob = logprobOf(lp.subarray(k * V, (k + 1) * V), tok, c.req.o.logprobs);
         }
+        if (c.constraint) {
+          // The request's own code: a throw ends this request, never the others in the step.
+          try {
+            c.constraint.accept(tok);
+          } catch (e) {
+            this.fail(c.req, e);
+            continue rows;
+          }
+        }
+        c.out.push(tok);
+        if (c.req.firstAt < 0) {
+          c.req.firstAt = now;
+          this.ttft.observe((now - c.req.t0) / 1000);
+          this.promptTokens += c.req.prompt.length;
+        }
+        if (c.lastAt >= 0) this.itl.observe((now - c.lastAt) / 1000);
+        c.lastAt = now;
+        if (c.counts) c.counts.set(tok, (c.counts.get(tok) ?? 0) + 1);
+        if (c.state === 'running') this.m.kv.appendTokens(c.id, [tok]);
+        this.counters.generated++;
+        let e = events.get(c.req);
+        if (!e) events.set(c.req, e = new Map());
+        let ce = e.get(c.index);
+        if (!ce) e.set(c.index, ce = { tokens: [], lps: logprob ? [] : null });
+        ce.tokens.push(tok);
+        if (logprob) ce.lps!.push(logprob);
+        if (c.req.o.stopTokens?.has(tok)) this.finish(c, 'stop');
+        else if (c.out.length >= c.req.o.maxTokens) this.finish(c, 'length');
       }
-      c.out.push(tok);
-      if (c.req.firstAt < 0) {
-        c.req.firstAt = now;
-        this.ttft.observe((now - c.req.t0) / 1000);
-        this.promptTokens += c.req.prompt.length;
-      }
-      if (c.lastAt >= 0) this.itl.observe((now - c.lastAt) / 1000);
-      c.lastAt = now;
-      if (c.counts) c.counts.set(tok, (c.counts.get(tok) ?? 0) + 1);
-      if (c.state === 'running') this.m.kv.appendTokens(c.id, [tok]);
-      this.counters.generated++;
-      let e = events.get(c.req);
-      if (!e) events.set(c.req, e = new Map());
-      let ce = e.get(c.index);
-      if (!ce) e.set(c.index, ce = { tokens: [], lps: logprob ? [] : null });
-      ce.tokens.push(tok);
-      if (logprob) ce.lps!.push(logprob);
-      if (c.req.o.stopTokens?.has(tok)) this.finish(c, 'stop');
-      else if (c.out.length >= c.req.o.maxTokens) this.finish(c, 'length');
     }
     for (const [req, e] of events) {
       if (req.finished) continue;

@@ -232,6 +232,28 @@ export class KVCacheManager {
     this.register(s);
   }
 
+  /**
+   * Takes back the last n positions of a sequence (a speculative step's rejected proposals): its length
+   * drops by n and the blocks past it go back to the pool, their contents never read; the slots of the
+   * block it ends in are overwritten by the next tokens. Only positions whose ids are not known yet
+   * (appendTokens) may go: no registered block ever holds a rejected token.
+   */
+  rollback(id: SequenceId, n: number): void {
+    const op = 'rollback';
+    const s = this.get(op, id);
+    check(Number.isInteger(n) && n >= 0 && n <= s.len, op, 'n', `an integer in [0, ${s.len}] (the sequence's length)`, n);
+    check(s.len - n >= s.tokens.length - 1 && s.len - n >= s.hashed * this.blockSize, op, 'n',
+      `at most ${s.len - Math.max(s.tokens.length - 1, s.hashed * this.blockSize)} (positions whose ids are not known)`, n);
+    s.len -= n;
+    while (s.blocks.length * this.blockSize >= s.len + this.blockSize) {
+      const block = s.blocks.pop()!;
+      const b = this.blocks[block];
+      // Past the known ids: never registered, never shared.
+      b.ref = 0;
+      this.free.push(block);
+    }
+  }
+
   /** Registers the sequence's full blocks whose ids are known and whose contents are scheduled. */
   private register(s: Sequence): void {
     if (!this.prefixCaching) return;

@@ -19,6 +19,7 @@ import { WhisperModel } from './whisper.js';
 import { OpenAIError } from './errors.js';
 import { freshSeed, GREEDY, RequestEngine, type StepRunner } from './engine.js';
 import { KVCacheManager } from './kv_manager.js';
+import { parseSpeculation, type NgramSpeculation } from './speculative.js';
 import { OpenAIServing } from './openai.js';
 
 export interface GenerateOptions {
@@ -37,9 +38,11 @@ export interface GenerateOptions {
    */
   onToken?: ((prompt: number, token: number) => void) | ((prompt: number, token: number) => Promise<void>);
   signal?: AbortSignal;
+  /** false: these prompts never speculate (when the model does: loadModel's `speculative`). */
+  speculative?: boolean;
 }
 
-const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal'] as const;
+const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal', 'speculative'] as const;
 
 function isAbortSignal(x: unknown): x is AbortSignal {
   return typeof AbortSignal !== 'undefined' && x instanceof AbortSignal;
@@ -64,17 +67,38 @@ const MAKERS: ModelMakers<Model, EncoderModel, WhisperModel, T5Model> = {
   t5: (rt, cfg, o) => new T5Model(rt, cfg, o),
 };
 
+/** loadModel's options at this layer: the checkpoint's (models/model.ts), and how its requests are served. */
+export type ServeLoadOptions = LoadModelOptions & {
+  /** Speculative decoding for the model's requests (API.md "Speculative decoding"; serve/speculative.ts). */
+  speculative?: NgramSpeculation | false;
+};
+
 /** Engine.loadModel: a checkpoint's model, its kind read from the config (API.md "Whole models"; encoders and encoder-decoders answer as their own objects). */
-export function loadModel(rt: Runtime, o: LoadModelOptions): Promise<Model> {
-  return loadModelWith(rt, o, MAKERS) as Promise<unknown> as Promise<Model>;
+export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model> {
+  const { speculative, ...rest } = (o ?? {}) as ServeLoadOptions;
+  // Checked before anything is read or uploaded.
+  const spec = o !== null && typeof o === 'object' ? parseSpeculation('loadModel', speculative) : null;
+  const m = await loadModelWith(rt, rest, MAKERS) as unknown;
+  if (spec) {
+    if (!(m instanceof Model)) {
+      (m as { destroy(): void }).destroy();
+      fail('loadModel', 'o.speculative', 'no speculation for this model (only decoder-only models verify proposals)', speculative);
+    }
+    m.engine.speculation = spec;
+  }
+  return m as Model;
 }
 
 /**
  * A model of a config's shape with random weights made on the GPU (nothing read or uploaded): for
  * benchmarks at real model shapes and the default workload. Its outputs mean nothing.
  */
-export function createRandomModel(rt: Runtime, o: RandomModelOptions): Promise<Model> {
-  return createRandomModelWith(rt, o, MAKERS.decoder);
+export async function createRandomModel(rt: Runtime, o: RandomModelOptions & { speculative?: NgramSpeculation | false }): Promise<Model> {
+  const { speculative, ...rest } = (o ?? {}) as RandomModelOptions & { speculative?: NgramSpeculation | false };
+  const spec = o !== null && typeof o === 'object' ? parseSpeculation('createRandomModel', speculative) : null;
+  const m = await createRandomModelWith(rt, rest, MAKERS.decoder);
+  m.engine.speculation = spec;
+  return m;
 }
 
 /**
@@ -100,6 +124,8 @@ export class Model extends ModelRunner implements StepRunner {
   /** The model's request queue: continuous batching over every caller's requests. */
   readonly engine: RequestEngine;
   private nextSeq = 0;
+  /** Its steps verify proposals (StepRow.sampleAll): the engine may speculate. */
+  readonly verifies = true;
 
   constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
     super(rt, cfg, arch, o);
@@ -234,6 +260,7 @@ export class Model extends ModelRunner implements StepRunner {
     const stops = new Set(o.stopTokens ?? this.config.eosTokenIds);
     if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function (prompt, token)', o.onToken);
     if (o.signal !== undefined) check(isAbortSignal(o.signal), op, 'o.signal', 'an AbortSignal', fmt(o.signal));
+    if (o.speculative !== undefined) check(typeof o.speculative === 'boolean', op, 'o.speculative', 'a boolean (false: no speculation)', o.speculative);
     for (const [i, p] of seqPrompts.entries()) {
       if (p.length + maxNew > this.capacity) {
         fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.capacity} tokens)`, `${p.length} tokens`);
@@ -285,6 +312,7 @@ export class Model extends ModelRunner implements StepRunner {
         prompt, maxTokens: maxNew, stopTokens: stops, signal: acs[i].signal,
         sampling: sampled ? { ...GREEDY, temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (seed + Math.imul(i, 0x9e3779b9)) >>> 0 } : undefined,
         onTokens: o.onToken ? onTokens(i) : undefined,
+        ...(o.speculative === false ? { speculative: false } : {}),
       }, op));
       const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { abortAll(e); throw e; })));
       // A request finishes as its last tokens are handed over: their callbacks may still be running.

@@ -18,6 +18,7 @@ import { deepseekFuzzCases } from './deepseek_fuzz.cases';
 import { quantCases } from './quant.cases';
 import { quantGroupCases } from './quant_group.cases';
 import { serveCases } from './serve.cases';
+import { speculativeCases } from './speculative.cases';
 import { layerApiCases } from './layer_api.cases';
 import { whisperCases } from './whisper.cases';
 import { decoderCases } from './decoders.cases';
@@ -40,6 +41,7 @@ export const allCases: TestCase[] = [
   ...deepseekFuzzCases,
   ...faultCases,
   ...serveCases,
+  ...speculativeCases,
   ...whisperCases,
   ...decoderCases,
   ...encoderCases,

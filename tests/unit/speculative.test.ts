@@ -1,0 +1,166 @@
+// Speculative decoding's host side (serve/speculative.ts, the request engine's verification): n-gram
+// lookup, the options' checks, the per-choice policy, the block manager's rollback, and the engine over
+// a runner on the host whose next token is a fixed function of the last (so n-gram lookup is right once
+// the output cycles): outputs equal plain decoding, the counters add up, and a full batch speculates
+// not at all.
+import { describe, expect, it } from 'vitest';
+import { RequestEngine, type StepRunner } from '../../src/serve/engine';
+import { KVCacheManager } from '../../src/serve/kv_manager';
+import { ngramProposals, parseSpeculation, SpecState } from '../../src/serve/speculative';
+import type { StepProcessing, StepRecord, StepRow } from '../../src/models/step';
+
+const V = 32;
+/** The "model": token t is always followed by NEXT(t) (cycles of 5 tokens: 0-4, 5-9, ...; 30 and 31 repeat). */
+const NEXT = (t: number) => (t >= 30 ? t : t % 5 === 4 ? t - 4 : t + 1);
+
+class HostRunner implements StepRunner {
+  readonly kv = new KVCacheManager({ numBlocks: 64, blockSize: 4, prefixCaching: true });
+  readonly maxTokensPerStep = 64;
+  readonly maxSeqsPerStep = 16;
+  readonly vocabSize = V;
+  readonly capacity = 128;
+  readonly verifies = true;
+  stepNo = 0;
+  /** Per step: its rows (ids and whether every position samples). */
+  readonly steps: StepRow[][] = [];
+  private prev: number[] = [];
+
+  stepsInFlight(): number { return 2; }
+  assertAlive(): void {}
+
+  recordStep(rows: StepRow[], _proc: StepProcessing | null): StepRecord {
+    const step = this.stepNo++;
+    this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
+    this.steps.push(rows.map((r) => ({ ...r, ids: [...r.ids] })));
+    const sampledRow: number[] = [];
+    const out: number[] = [];
+    let T = 0;
+    for (const r of rows) {
+      T += r.ids.length;
+      const ids = r.ids.map((t) => (t < 0 ? this.prev[-(1 + t)] : t));
+      if (!r.sample) { sampledRow.push(-1); continue; }
+      sampledRow.push(out.length);
+      if (r.sampleAll) for (const t of ids) out.push(NEXT(t));
+      else for (let k = 0; k < (r.samples ?? 1); k++) out.push(NEXT(ids[ids.length - 1]));
+    }
+    this.prev = out;
+    return { step, T, sampledRow, ids: Promise.resolve(Int32Array.from(out).buffer), logits: null };
+  }
+}
+
+describe('n-gram lookup', () => {
+  it('proposes what followed the latest earlier occurrence of the longest suffix that occurs', () => {
+    expect(ngramProposals([1, 2, 3, 4, 1, 2], 3, 2, 4)).toEqual([3, 4, 1]);
+    // The latest occurrence wins: [5, 6] occurs twice, followed by 7 then by 8.
+    expect(ngramProposals([5, 6, 7, 0, 5, 6, 8, 9, 5, 6], 2, 2, 2)).toEqual([8, 9]);
+    // Longer suffixes first: [2, 3] after 1 is followed by 9; [3] alone is below minMatch.
+    expect(ngramProposals([1, 2, 3, 9, 4, 2, 3, 7, 1, 2, 3], 1, 2, 3)).toEqual([9]);
+    expect(ngramProposals([1, 2, 3, 4], 3, 2, 4)).toEqual([]);
+    expect(ngramProposals([1, 2, 1, 2], 0, 2, 4)).toEqual([]);
+    // At most k, and never past the end.
+    expect(ngramProposals([1, 2, 8, 1, 2], 5, 2, 2)).toEqual([8, 1, 2]);
+  });
+});
+
+describe('speculative options', () => {
+  it('are checked by name, with defaults', () => {
+    expect(parseSpeculation('loadModel', undefined)).toBeNull();
+    expect(parseSpeculation('loadModel', false)).toBeNull();
+    expect(parseSpeculation('loadModel', { method: 'ngram' })).toEqual({ method: 'ngram', k: 4, minMatch: 2, maxMatch: 4, maxBatch: 8 });
+    expect(() => parseSpeculation('loadModel', { method: 'draft' })).toThrow(/o\.speculative\.method.*'ngram'/);
+    expect(() => parseSpeculation('loadModel', { method: 'ngram', k: 17 })).toThrow(/o\.speculative\.k/);
+    expect(() => parseSpeculation('loadModel', { method: 'ngram', minMatch: 3, maxMatch: 2 })).toThrow(/maxMatch/);
+    expect(() => parseSpeculation('loadModel', { method: 'ngram', kk: 2 })).toThrow(/kk/);
+    expect(() => parseSpeculation('loadModel', 'ngram')).toThrow(/o\.speculative/);
+  });
+});
+
+describe('speculation policy', () => {
+  it('adapts k to what was accepted, backs off after low acceptance, and proposes less in a fuller batch', () => {
+    const s = new SpecState(parseSpeculation('t', { method: 'ngram', k: 6, maxBatch: 8 })!);
+    expect(s.budget(10, 1)).toBe(6);
+    expect(s.budget(10, 4)).toBe(3);
+    expect(s.budget(10, 9)).toBe(0);
+    s.record(6, 2, 10);
+    expect(s.k).toBe(3);
+    s.record(3, 3, 13);
+    expect(s.k).toBe(4);
+    for (let i = 0; i < 6; i++) s.record(4, 0, 20 + i);
+    expect(s.budget(26, 1)).toBe(0);
+    expect(s.budget(26 + 1024, 1)).toBeGreaterThan(0);
+    s.pause(2000);
+    expect(s.budget(2001, 1)).toBe(0);
+    expect(s.budget(2003, 1)).toBeGreaterThan(0);
+  });
+});
+
+describe('KVCacheManager.rollback', () => {
+  it('takes back positions whose ids are not known, returning the blocks past the new end', () => {
+    const kv = new KVCacheManager({ numBlocks: 8, blockSize: 4, prefixCaching: true });
+    kv.addSequence('a', { tokens: [1, 2, 3] });
+    kv.schedule([{ id: 'a', numTokens: 3 }]);
+    kv.appendTokens('a', [4]);
+    // Last token plus 6 proposals: positions 3..9, three blocks.
+    kv.schedule([{ id: 'a', numTokens: 7 }]);
+    expect(kv.blocksOf('a').length).toBe(3);
+    const free = kv.freeBlocks;
+    kv.rollback('a', 5);
+    expect(kv.seqLen('a')).toBe(5);
+    expect(kv.blocksOf('a').length).toBe(2);
+    expect(kv.freeBlocks).toBe(free + 1);
+    kv.checkInvariants();
+    // Known ids (and registered blocks) are never taken back: the accepted proposal and the sample after it.
+    kv.appendTokens('a', [9, 7]);
+    expect(() => kv.rollback('a', 1)).toThrow(/rollback: n/);
+    expect(() => kv.rollback('a', -1)).toThrow(/rollback: n/);
+    kv.freeSequence('a');
+    kv.checkInvariants();
+  });
+});
+
+describe('the request engine speculating', () => {
+  const cycle = (start: number, n: number) => { const o: number[] = []; let t = start; for (let i = 0; i < n; i++) o.push(t = NEXT(t)); return o; };
+
+  it('gives plain decoding\'s tokens in fewer steps once n-gram lookup finds the cycle; the counters add up; no block leaked', async () => {
+    const m = new HostRunner();
+    const e = new RequestEngine(m);
+    e.speculation = parseSpeculation('t', { method: 'ngram', k: 4 });
+    // The prompt already holds a cycle: lookup is right from the first decode.
+    const prompt = [1, ...cycle(1, 7)];
+    const res = await e.submit({ prompt: Int32Array.from(prompt), maxTokens: 30 }).result;
+    expect(res.tokens[0]).toEqual(cycle(prompt[prompt.length - 1], 30));
+    const c = e.counters;
+    expect(c.specRows).toBeGreaterThan(0);
+    expect(c.specAccepted).toBe(c.specProposed);
+    expect(c.generated).toBe(30);
+    expect(c.steps).toBeLessThan(15);
+    expect(m.steps.flat().filter((r) => r.sampleAll).every((r) => r.ids.length <= 5)).toBe(true);
+    m.kv.checkInvariants();
+    expect(m.kv.usedBlocks).toBe(0);
+    // Off for this request: one token a step.
+    const s0 = e.counters.steps;
+    const off = await e.submit({ prompt: Int32Array.from(prompt), maxTokens: 10, speculative: false }).result;
+    expect(off.tokens[0]).toEqual(cycle(prompt[prompt.length - 1], 10));
+    expect(e.counters.steps - s0).toBe(10);
+  });
+
+  it('with more choices decoding than maxBatch, proposes nothing', async () => {
+    const m = new HostRunner();
+    const e = new RequestEngine(m);
+    e.speculation = parseSpeculation('t', { method: 'ngram', k: 4, maxBatch: 2 });
+    const prompts = [3, 7, 11].map((s) => [s, ...cycle(s, 6)]);
+    const res = await Promise.all(prompts.map((p) => e.submit({ prompt: Int32Array.from(p), maxTokens: 12 }).result));
+    res.forEach((r, i) => expect(r.tokens[0]).toEqual(cycle(prompts[i][prompts[i].length - 1], 12)));
+    // Three decode together until they finish: no verification row ever ran beside another decode.
+    for (const rows of m.steps) if (rows.filter((r) => r.ids.length === 1 || r.sampleAll).length > 2) expect(rows.some((r) => r.sampleAll)).toBe(false);
+    m.kv.checkInvariants();
+    expect(m.kv.usedBlocks).toBe(0);
+  });
+
+  it('is refused for a runner whose steps do not verify', () => {
+    const m = new HostRunner();
+    (m as { verifies: boolean }).verifies = false;
+    const e = new RequestEngine(m);
+    expect(() => { e.speculation = parseSpeculation('t', { method: 'ngram' }); }).toThrow(/speculation/);
+  });
+});
