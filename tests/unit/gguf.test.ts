@@ -695,6 +695,33 @@ describe('ggufConfig', () => {
     expect(() => ggufConfig(meta, tensors, { name: 'x.gguf' })).toThrow(/ggufConfig: x.gguf metadata 'qwen2.rope.scaling.type': expected 'none', 'linear' or 'yarn', got longrope/);
   });
 
+  // Gemma 3: what convert_hf_to_gguf.py writes for Gemma 3 4B (its text model) and 27B, and what llama.cpp
+  // fixes for the architecture (pattern 6, local base 1e4, the 27B's scale from hidden / heads).
+  it('gemma3: the config llama.cpp runs the file as', () => {
+    const gemma3 = (layers: number, hidden: number, heads: number, headDim: number) => new Map<string, unknown>([
+      ['general.architecture', 'gemma3'], ['gemma3.block_count', layers], ['gemma3.context_length', 131072],
+      ['gemma3.embedding_length', hidden], ['gemma3.feed_forward_length', 4 * hidden], ['gemma3.attention.head_count', heads],
+      ['gemma3.attention.head_count_kv', heads / 2], ['gemma3.attention.key_length', headDim], ['gemma3.attention.value_length', headDim],
+      ['gemma3.attention.layer_norm_rms_epsilon', Math.fround(1e-6)], ['gemma3.rope.freq_base', 1000000], ['gemma3.attention.sliding_window', 1024],
+      ['gemma3.rope.scaling.type', 'linear'], ['gemma3.rope.scaling.factor', 8],
+      ['tokenizer.ggml.tokens', Array.from({ length: 300 }, (_, i) => `t${i}`)], ['tokenizer.ggml.bos_token_id', 2],
+      ['tokenizer.ggml.eos_token_id', 1], ['tokenizer.ggml.eot_token_id', 106],
+    ]);
+    const b4 = parseConfig(ggufConfig(gemma3(34, 2560, 8, 256), new Map()));
+    expect(b4).toMatchObject({
+      architecture: 'Gemma3ForCausalLM', family: 'gemma3', numLayers: 34, numKvHeads: 4, headDim: 256, qkNorm: true, sandwichNorms: true,
+      hiddenAct: 'gelu_tanh', tieWordEmbeddings: true, attnSoftcap: null, finalLogitSoftcap: null, vocabSize: 300, bosTokenId: 2, eosTokenIds: [1, 106],
+      rope: { type: 'linear', factor: 8, theta: 1e6 }, slidingRope: { type: 'default', theta: 1e4 },
+    });
+    expect(b4.attentionScale).toBe(Math.pow(256, -0.5));
+    expect(b4.layers.map((l) => l.slidingWindow === null ? 'F' : 'S').join('')).toBe('SSSSSF'.repeat(5) + 'SSSS');
+    const b27 = parseConfig(ggufConfig(gemma3(62, 5376, 32, 128), new Map()));
+    expect(b27.attentionScale).toBe(Math.pow(168, -0.5));
+    const noWindow = gemma3(34, 2560, 8, 256);
+    noWindow.delete('gemma3.attention.sliding_window');
+    expect(() => ggufConfig(noWindow, new Map(), { name: 'g.gguf' })).toThrow("ggufConfig: g.gguf metadata 'gemma3.attention.sliding_window': expected a positive integer (required), got undefined");
+  });
+
   // DeepSeek: the metadata convert_hf_to_gguf.py writes for the engine's DeepSeek goldens, read back.
   const deepseekGoldens: [string, string][] = [
     ['goldens/deepseek-v2-moe', 'config.json'],
