@@ -7,7 +7,7 @@
 // equal, each feature shown to matter, and quantize on load (q8) equal to the model on the dequantized values.
 // The GGUF form (`gemma3`, as llama.cpp's converter writes it: its names, norms stored as 1 + w) equals the
 // safetensors form.
-import { encodeSafetensors, loadGGUF, loadSafetensors, quantizeRows, reference, writeGGUF, type EncodableTensor } from '../../src/index';
+import { createRandomModel, encodeSafetensors, loadGGUF, loadSafetensors, quantizeRows, reference, writeGGUF, type EncodableTensor } from '../../src/index';
 import { assert, type TestCase } from './harness';
 import { checkAgainstDequantized, checkGreedy, checkLogits, dequantizedWant, golden, quantizedValues, type GoldenModel } from './model.cases';
 
@@ -74,10 +74,11 @@ async function gemma3GGUF(g: GoldenModel, type: 'F32' | 'Q8_0'): Promise<{ gguf:
 }
 
 export const archGemma3Cases: TestCase[] = [{
-  name: 'gemma3-text (goldens-arch): QK-norm, sliding/full layers on two RoPE bases, query_pre_attn_scalar: prefill logits at every position within 1e-3·max|logit| of HF; greedy identical together and alone, alone from the prefix cache; the older config form equal; each feature shown to matter',
+  name: 'gemma3-text (goldens-arch): QK-norm, sliding/full layers on two RoPE bases, query_pre_attn_scalar: prefill logits at every position within 1e-3·max|logit| of HF; greedy identical together and alone, alone from the prefix cache; the older config form equal; each feature shown to matter; the random model of the config runs',
   async run(ctx) {
     const g = await golden(ctx, NAME, 'goldens-arch');
     const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights) });
+    const loadedBytes = model.weightBytes;
     try {
       assert(model.architecture === 'Gemma3ForCausalLM', `architecture ${model.architecture}`);
       const worst = await checkLogits(model, g, NAME);
@@ -105,6 +106,17 @@ export const archGemma3Cases: TestCase[] = [{
     await missesWith(ctx, g, { ...g.config, rope_parameters: { ...rp, sliding_attention: rp.full_attention } }, 'sliding layers on the full layers\' RoPE base');
     await missesWith(ctx, g, { ...g.config, query_pre_attn_scalar: g.config.head_dim }, 'head_dim^-0.5 instead of query_pre_attn_scalar^-0.5');
     await missesWith(ctx, g, { ...g.config, sliding_window: 4096 }, 'no window in the sliding layers');
+    // The benchmarks' random model of the config: the same weights' bytes (the QK-norms included), and a
+    // prompt past the window decodes to finite logits.
+    const rnd = await createRandomModel(ctx.engine, { config: g.config, dtype: 'f32', seed: 5 });
+    try {
+      assert(rnd.weightBytes === loadedBytes, `${NAME} random model: ${rnd.weightBytes} bytes of weights, the loaded model ${loadedBytes}`);
+      const [seq] = await rnd.generate([Array.from({ length: 12 }, (_, i) => 10 + i)], { maxNewTokens: 4, stopTokens: [] });
+      const logits = await rnd.logits([...Array.from({ length: 12 }, (_, i) => 10 + i), ...seq]);
+      assert(seq.length === 4 && logits.every(Number.isFinite), `${NAME} random model: ${seq.length} tokens, finite logits ${logits.every(Number.isFinite)}`);
+    } finally {
+      rnd.destroy();
+    }
   },
 }, {
   name: 'gemma3-text q8 on load (every matrix Q8_0, the QK-norms and the four norms a layer as (1 + w) f32): logits within 2e-3·max|logit| of the same model on the dequantized values, greedy identical',
