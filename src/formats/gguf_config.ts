@@ -1,6 +1,7 @@
 // The HF config.json a GGUF file's metadata stands for: llama.cpp's convert_hf_to_gguf.py read
 // backwards for the architectures the engine runs (GGUF `llama`: Llama and Mistral; `qwen2`; `qwen3`;
-// `deepseek2`: DeepSeek V2 and V3). The result is what parseConfig (models/config.ts) reads, so a GGUF model
+// `deepseek2`: DeepSeek V2 and V3; `gemma3`: Gemma 3 text, with what llama.cpp fixes for it rather than
+// reads from the file). The result is what parseConfig (models/config.ts) reads, so a GGUF model
 // goes through the same validation and defaults as a Hub checkpoint. Where a key is absent the
 // default is llama.cpp's (rope.freq_base 10000, head_count_kv = head_count, softmax expert gating
 // for DeepSeek V2 files older than expert_gating_func ...).
@@ -10,7 +11,7 @@ import { check, fail, fmt } from '../core/errors.js';
 const OP = 'ggufConfig';
 
 /** GGUF `general.architecture` values this module maps, and the HF class each becomes. */
-export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'deepseek2'] as const);
+export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'deepseek2', 'gemma3'] as const);
 export type GGUFArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 /** llama.cpp's llama_expert_gating_func_type. */
@@ -311,12 +312,38 @@ export function ggufConfig(metadata: Meta, tensors: Tensors, o: GGUFConfigOption
   };
   // parseConfig refuses partial rotary embeddings with its own message.
   if (rotary !== headDim) cfg.partial_rotary_factor = rotary / headDim;
+  if (arch === 'gemma3') return { ...cfg, ...gemma3Config(r, numLayers, hidden, numHeads, headDim) };
   if (arch === 'llama') {
     cfg.attention_bias = tensors.has('blk.0.attn_q.bias') || tensors.has('blk.0.attn_output.bias');
     cfg.mlp_bias = tensors.has('blk.0.ffn_up.bias');
   } else if (arch === 'qwen3') {
     cfg.attention_bias = tensors.has('blk.0.attn_q.bias');
   }
+  return cfg;
+}
+
+/**
+ * Gemma 3 text (GGUF `gemma3`) as llama.cpp runs it. convert_hf_to_gguf.py writes the full layers' RoPE
+ * base (rope.freq_base, with rope.scaling.* where the config scales it: Gemma 3 4B-27B's linear 8) and
+ * the window (attention.sliding_window); llama.cpp fixes the rest for the architecture and does not read
+ * it from the file, and neither does this: every sixth layer full (set_swa_pattern(6), as HF's default
+ * sliding_window_pattern), the sliding layers on base 10000 unscaled, and scores × 1/sqrt(head_dim),
+ * 1/sqrt(hidden / heads) for the 62-layer 27B (whose query_pre_attn_scalar is 168 = 5376 / 32). No
+ * attention soft cap; a final one where the file has one. The norms' 1 (the file holds 1 + w) is
+ * models/gguf_weights.ts's to take off.
+ */
+function gemma3Config(r: MetaReader, numLayers: number, hidden: number, numHeads: number, headDim: number): Record<string, unknown> {
+  const cfg: Record<string, unknown> = {
+    architectures: ['Gemma3ForCausalLM'],
+    model_type: 'gemma3_text',
+    hidden_activation: 'gelu_pytorch_tanh',
+    sliding_window: r.posInt('attention.sliding_window'),
+    sliding_window_pattern: 6,
+    rope_local_base_freq: 10000,
+    query_pre_attn_scalar: numLayers === 62 ? Math.floor(hidden / numHeads) : headDim,
+  };
+  const cap = r.optNum('final_logit_softcapping');
+  if (cap !== undefined) cfg.final_logit_softcapping = cap;
   return cfg;
 }
 

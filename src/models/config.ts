@@ -21,10 +21,11 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'SmolLM3ForCausalLM',
   'Phi3ForCausalLM',
   'Qwen3MoeForCausalLM',
+  'Gemma3ForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe' | 'gemma3';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -38,6 +39,7 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   SmolLM3ForCausalLM: 'smollm3',
   Phi3ForCausalLM: 'phi3',
   Qwen3MoeForCausalLM: 'qwen3_moe',
+  Gemma3ForCausalLM: 'gemma3',
 };
 
 export interface LayerConfig {
@@ -105,7 +107,7 @@ export interface ModelConfig {
   attentionBias: { qkv: boolean; o: boolean };
   /** Biases on the dense MLP (and DeepSeek V2's shared experts); routed experts never have them. */
   mlpBias: boolean;
-  /** Qwen3: RMSNorm over each head of q and k (q_norm, k_norm [headDim]) before RoPE. */
+  /** Qwen3, Gemma 3: RMSNorm over each head of q and k (q_norm, k_norm [headDim]) before RoPE (Gemma 3's of the form x·(1 + w)). */
   qkNorm: boolean;
   /** The dense MLP's activation: silu, or Gemma2's gelu_pytorch_tanh (act(gate)·up either way). */
   hiddenAct: 'silu' | 'gelu_tanh';
@@ -117,7 +119,7 @@ export interface ModelConfig {
   finalLogitSoftcap: number | null;
   /** Gemma2: the embedding is multiplied by sqrt(hidden_size) (rounded to f32 as HF's normalizer); null: not scaled. */
   embedScale: number | null;
-  /** Gemma2's four norms a layer (post-attention and post-MLP on the sublayer outputs), RMSNorm as x·(1 + w). */
+  /** Gemma 2 and 3: four norms a layer (post-attention and post-MLP on the sublayer outputs), RMSNorm as x·(1 + w). */
   sandwichNorms: boolean;
   /** gpt-oss: a learned sink logit per query head (`self_attn.sinks` [numHeads]). */
   sinks: boolean;
@@ -127,7 +129,12 @@ export interface ModelConfig {
   eosTokenIds: number[];
   padTokenId: number | null;
   rope: RopeConfig;
-  /** The softmax scale: headDim^-0.5; DeepSeek qk_head_dim^-0.5, V3 times YaRN's mscale²; Gemma2 query_pre_attn_scalar^-0.5. */
+  /**
+   * Gemma 3: the RoPE of the sliding-window layers (rope_parameters.sliding_attention, older configs'
+   * rope_local_base_freq), `rope` being the full layers'; null: every layer uses `rope`.
+   */
+  slidingRope: RopeConfig | null;
+  /** The softmax scale: headDim^-0.5; DeepSeek qk_head_dim^-0.5, V3 times YaRN's mscale²; Gemma 2 and 3 query_pre_attn_scalar^-0.5. */
   attentionScale: number;
   mla: MlaConfig | null;
   moe: MoeConfig | null;
@@ -209,6 +216,7 @@ function architectureOf(j: Json): Architecture {
     smollm3: 'SmolLM3ForCausalLM',
     phi3: 'Phi3ForCausalLM',
     qwen3_moe: 'Qwen3MoeForCausalLM',
+    gemma3_text: 'Gemma3ForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -233,6 +241,7 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   smollm3: { maxPositionEmbeddings: 32768, bos: 128000, eos: 128001 },
   phi3: { maxPositionEmbeddings: 4096, bos: 1, eos: 32000 },
   qwen3_moe: { maxPositionEmbeddings: 32768, bos: null, eos: null },
+  gemma3: { maxPositionEmbeddings: 131072, bos: 2, eos: 1 },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -248,11 +257,11 @@ function optNum(rp: Json, key: string, where: string): number | null {
  * 10000; a missing rope_type falls back on the old `type`, then 'default'; llama3 and yarn default
  * original_max_position_embeddings to a top-level key of that name, else max_position_embeddings.
  */
-function parseRope(j: Json, family: ModelFamily, rotaryDim: number, maxPos: number): RopeConfig {
+function parseRope(j: Json, family: ModelFamily, rotaryDim: number, maxPos: number, given?: { where: string; params: Json }): RopeConfig {
   const scaling = j.rope_scaling;
   const useScaling = isObj(scaling) && Object.keys(scaling).length > 0;
-  const where = useScaling ? 'rope_scaling' : 'rope_parameters';
-  const src = useScaling ? scaling : j.rope_parameters;
+  const where = given?.where ?? (useScaling ? 'rope_scaling' : 'rope_parameters');
+  const src = given ? given.params : useScaling ? scaling : j.rope_parameters;
   chk(src === undefined || src === null || isObj(src), where, 'an object or null', src);
   const rp: Json = isObj(src) ? src : {};
   // A dict keyed by layer type (per-layer RoPE) is not a form these architectures use; unknown
@@ -471,11 +480,47 @@ function qwen3Moe(j: Json, numLayers: number): { moe: MoeConfig | null; layers: 
   };
 }
 
-/** Gemma2 and gpt-oss: which layers slide (layer_types, default sliding on even layers as both config classes). */
-function alternatingWindows(j: Json, numLayers: number, defaultWindow: number): (number | null)[] {
+/**
+ * Gemma 3's two RoPEs as Gemma3TextConfig builds them: rope_parameters keyed by layer type
+ * (transformers 5), else the older keys: rope_theta (default 1e6) for the full layers and
+ * rope_local_base_freq (default 1e4) for the sliding ones; a rope_scaling dict (Gemma 3 4B-27B's linear
+ * factor 8) is merged into the full layers' parameters, the sliding layers keep theirs.
+ */
+function gemma3Rope(j: Json, headDim: number, maxPos: number): { full: RopeConfig; sliding: RopeConfig } {
+  const rp = j.rope_parameters;
+  const TYPES = ['full_attention', 'sliding_attention'];
+  chk(rp === undefined || rp === null || isObj(rp), 'rope_parameters', "an object keyed by 'full_attention' and 'sliding_attention', or null", rp);
+  if (isObj(rp)) {
+    for (const k of Object.keys(rp)) {
+      chk(TYPES.includes(k), `rope_parameters.${k}`, "no such key: Gemma 3 keys its RoPE by layer type ('full_attention', 'sliding_attention')", rp[k]);
+    }
+  }
+  const part = (type: string): Json => {
+    const v = isObj(rp) ? rp[type] : undefined;
+    chk(v === undefined || v === null || isObj(v), `rope_parameters.${type}`, 'an object (rope_type, rope_theta, ...) or null', v);
+    return isObj(v) ? { ...v } : { rope_type: 'default' };
+  };
+  const full = part('full_attention'), sliding = part('sliding_attention');
+  const scaling = j.rope_scaling;
+  chk(scaling === undefined || scaling === null || isObj(scaling), 'rope_scaling', 'an object or null', scaling);
+  if (isObj(scaling)) Object.assign(full, scaling);
+  full.rope_theta ??= j.rope_theta ?? 1e6;
+  sliding.rope_theta ??= j.rope_local_base_freq ?? 1e4;
+  return {
+    full: parseRope(j, 'gemma3', headDim, maxPos, { where: 'rope_parameters.full_attention', params: full }),
+    sliding: parseRope(j, 'gemma3', headDim, maxPos, { where: 'rope_parameters.sliding_attention', params: sliding }),
+  };
+}
+
+/**
+ * Gemma 2, Gemma 3 and gpt-oss: which layers slide: layer_types, else every layer but each period-th
+ * (Gemma 2 and gpt-oss: 2, sliding on even layers; Gemma 3: sliding_window_pattern, default 6), as
+ * their config classes fill layer_types in.
+ */
+function alternatingWindows(j: Json, numLayers: number, defaultWindow: number, period = 2): (number | null)[] {
   const window = posInt(j, 'sliding_window', defaultWindow);
   let types: unknown = j.layer_types;
-  if (types === undefined || types === null) types = Array.from({ length: numLayers }, (_, i) => ((i + 1) % 2 ? 'sliding_attention' : 'full_attention'));
+  if (types === undefined || types === null) types = Array.from({ length: numLayers }, (_, i) => ((i + 1) % period ? 'sliding_attention' : 'full_attention'));
   chk(
     Array.isArray(types) && types.length === numLayers && types.every((t) => t === 'full_attention' || t === 'sliding_attention'),
     'layer_types',
@@ -516,7 +561,9 @@ export function parseConfig(json: object): ModelConfig {
   const architecture = architectureOf(j);
   const family = FAMILY[architecture];
   const deepseek = family === 'deepseek_v2' || family === 'deepseek_v3';
-  const gemma2 = family === 'gemma2', gptOss = family === 'gpt_oss';
+  const gemma2 = family === 'gemma2', gemma3 = family === 'gemma3', gptOss = family === 'gpt_oss';
+  // Gemma 2 and 3 share the layer: (1 + w) norms, four a layer, the scaled embedding, GELU-tanh, query_pre_attn_scalar.
+  const gemma = gemma2 || gemma3;
   const d = DEFAULTS[family];
   // GptOssConfig's RoPE when the config names none: the released checkpoints' YaRN.
   if (gptOss && !isObj(j.rope_scaling) && !isObj(j.rope_parameters)) {
@@ -528,11 +575,12 @@ export function parseConfig(json: object): ModelConfig {
   const intermediateSize = posInt(j, 'intermediate_size');
   const numLayers = posInt(j, 'num_hidden_layers');
   const numHeads = posInt(j, 'num_attention_heads');
-  const numKvHeads = j.num_key_value_heads === undefined || j.num_key_value_heads === null ? numHeads : posInt(j, 'num_key_value_heads');
+  // Gemma3TextConfig's own default is 4 key/value heads; elsewhere as many as the query heads.
+  const numKvHeads = j.num_key_value_heads === undefined || j.num_key_value_heads === null ? (gemma3 ? 4 : numHeads) : posInt(j, 'num_key_value_heads');
   if (!deepseek) chk(numHeads % numKvHeads === 0, 'num_key_value_heads', `a divisor of num_attention_heads (${numHeads})`, numKvHeads);
   let hiddenAct: 'silu' | 'gelu_tanh' = 'silu';
-  if (gemma2) {
-    // Gemma2MLP applies ACT2FN[hidden_activation].
+  if (gemma) {
+    // Gemma2MLP and Gemma3MLP apply ACT2FN[hidden_activation].
     const act = j.hidden_activation ?? 'gelu_pytorch_tanh';
     chk(act === 'gelu_pytorch_tanh', 'hidden_activation', "'gelu_pytorch_tanh'", act);
     hiddenAct = 'gelu_tanh';
@@ -543,7 +591,7 @@ export function parseConfig(json: object): ModelConfig {
   }
   const maxPositionEmbeddings = posInt(j, 'max_position_embeddings', d.maxPositionEmbeddings);
   const rmsEps = posNum(j, 'rms_norm_eps', gptOss ? 1e-5 : 1e-6);
-  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma2);
+  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma);
 
   let mla: MlaConfig | null = null;
   let headDim: number;
@@ -562,18 +610,23 @@ export function parseConfig(json: object): ModelConfig {
     headDim = qkRopeHeadDim; // both DeepSeek configs overwrite head_dim with it
   } else if (j.head_dim !== undefined && j.head_dim !== null) {
     headDim = posInt(j, 'head_dim');
-  } else if ((family === 'qwen3' || gemma2 || gptOss) && j.head_dim === undefined) {
-    headDim = gemma2 ? 256 : gptOss ? 64 : 128; // the config classes' own defaults, not hidden/heads
+  } else if ((family === 'qwen3' || gemma || gptOss) && j.head_dim === undefined) {
+    headDim = gemma ? 256 : gptOss ? 64 : 128; // the config classes' own defaults, not hidden/heads
   } else {
     chk(hiddenSize % numHeads === 0, 'hidden_size', `a multiple of num_attention_heads (${numHeads}) when head_dim is not given`, hiddenSize);
     headDim = hiddenSize / numHeads;
   }
   if (!deepseek) chk(headDim % 2 === 0, 'head_dim', 'an even number (RoPE rotates pairs)', headDim);
 
-  const rope = parseRope(j, family, headDim, maxPositionEmbeddings);
+  let rope: RopeConfig, slidingRope: RopeConfig | null = null;
+  if (gemma3) {
+    ({ full: rope, sliding: slidingRope } = gemma3Rope(j, headDim, maxPositionEmbeddings));
+    // EmbeddingGemma's encoder (Gemma3TextModel) attends both ways; a causal LM never does.
+    chk(bool(j, 'use_bidirectional_attention', false) === false, 'use_bidirectional_attention', 'false (Gemma3ForCausalLM attends causally)', j.use_bidirectional_attention);
+  } else rope = parseRope(j, family, headDim, maxPositionEmbeddings);
 
   let attentionScale = Math.pow(headDim, -0.5);
-  if (gemma2) attentionScale = Math.pow(posNum(j, 'query_pre_attn_scalar', 256), -0.5);
+  if (gemma) attentionScale = Math.pow(posNum(j, 'query_pre_attn_scalar', 256), -0.5);
   if (mla) {
     attentionScale = Math.pow(mla.qkHeadDim, -0.5);
     // DeepseekV3Attention (not V2) folds YaRN's mscale² into the softmax scale for any scaled rope.
@@ -599,6 +652,11 @@ export function parseConfig(json: object): ModelConfig {
     windows = Array.from({ length: numLayers }, () => w);
   } else if (family === 'qwen2' || family === 'qwen3' || family === 'qwen3_moe') windows = qwenWindows(j, numLayers);
   else if (gemma2 || gptOss) windows = alternatingWindows(j, numLayers, gemma2 ? 4096 : 128);
+  else if (gemma3) {
+    // Gemma3TextConfig fills layer_types in from sliding_window_pattern (transformers 5 writes it as _sliding_window_pattern).
+    const key = j.sliding_window_pattern !== undefined ? 'sliding_window_pattern' : '_sliding_window_pattern';
+    windows = alternatingWindows(j, numLayers, 4096, posInt(j, key, 6));
+  }
   else if (family === 'smollm3') windows = smolWindows(j, numLayers);
   else windows = Array.from({ length: numLayers }, () => null);
   const noRope = family === 'smollm3' ? smolNoRope(j, numLayers) : null;
@@ -637,12 +695,13 @@ export function parseConfig(json: object): ModelConfig {
     tieWordEmbeddings,
     attentionBias,
     mlpBias,
-    qkNorm: family === 'qwen3' || family === 'qwen3_moe',
+    qkNorm: family === 'qwen3' || family === 'qwen3_moe' || gemma3,
     hiddenAct,
-    attnSoftcap: gemma2 ? softcap(j, 'attn_logit_softcapping', 50.0) : null,
-    finalLogitSoftcap: gemma2 ? softcap(j, 'final_logit_softcapping', 30.0) : null,
-    embedScale: gemma2 ? Math.fround(Math.sqrt(hiddenSize)) : null,
-    sandwichNorms: gemma2,
+    // Gemma 3 has no soft caps by default (and none in the released checkpoints); its modules apply them when set.
+    attnSoftcap: gemma ? softcap(j, 'attn_logit_softcapping', gemma2 ? 50.0 : null) : null,
+    finalLogitSoftcap: gemma ? softcap(j, 'final_logit_softcapping', gemma2 ? 30.0 : null) : null,
+    embedScale: gemma ? Math.fround(Math.sqrt(hiddenSize)) : null,
+    sandwichNorms: gemma,
     sinks: gptOss,
     layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}) })),
     maxPositionEmbeddings,
@@ -650,6 +709,7 @@ export function parseConfig(json: object): ModelConfig {
     eosTokenIds,
     padTokenId: tokenId(j, 'pad_token_id', null),
     rope,
+    slidingRope,
     attentionScale,
     mla,
     moe,

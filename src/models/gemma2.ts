@@ -10,6 +10,9 @@
 // final norm, then the lm_head tied to the embedding; the model soft-caps the logits
 // (final_logit_softcapping: Architecture.logitSoftcap).
 //
+// Gemma 3 (gemma3.ts) is this layer with a (1 + w) RMSNorm on each head of q and k before RoPE
+// (cfg.qkNorm: q_norm, k_norm) and its own RoPE table in the sliding layers (the `attend` hook).
+//
 // Projections: q|k|v fused (RoPE on q in its rows and on k on its way into the cache where
 // rope_cache.wgsl fits, as llama.ts), gate|up fused; the norms are passes of their own (the post norms
 // read a product's output, so they do not fold into the product's prologue).
@@ -27,6 +30,8 @@ import type { WeightDType, WeightReader } from './weights.js';
 
 interface Layer {
   inNorm: Tensor; postAttnNorm: Tensor; preFfNorm: Tensor; postFfNorm: Tensor;
+  /** Gemma 3's per-head q and k norms (1 + w, [headDim]); null in Gemma 2. */
+  qNorm: Tensor | null; kNorm: Tensor | null;
   qkv: LinearWeight; o: LinearWeight; gateUp: LinearWeight; down: LinearWeight;
 }
 
@@ -41,9 +46,9 @@ export class Gemma2Family implements Architecture {
   private normW!: Tensor;
   private acts: { x: Tensor; qkv: Tensor; attn: Tensor; gu: Tensor; act: Tensor; y: Tensor } | null = null;
   private readonly windows: number[];
-  private plans = new Map<number, AttentionPlan>();
+  protected plans = new Map<number, AttentionPlan>();
 
-  constructor(private readonly rt: Runtime, readonly cfg: ModelConfig) {
+  constructor(protected readonly rt: Runtime, readonly cfg: ModelConfig) {
     this.windows = [...new Set(cfg.layers.map((l) => l.slidingWindow ?? 0))];
     this.logitSoftcap = cfg.finalLogitSoftcap;
   }
@@ -76,6 +81,8 @@ export class Gemma2Family implements Architecture {
         qkv: await r.linear(rt, [`${a}q_proj.weight`, `${a}k_proj.weight`, `${a}v_proj.weight`], dtype,
           bias ? [`${a}q_proj.bias`, `${a}k_proj.bias`, `${a}v_proj.bias`] : undefined),
         o: await r.linear(rt, [`${a}o_proj.weight`], dtype, c.attentionBias.o ? [`${a}o_proj.bias`] : undefined),
+        qNorm: c.qkNorm ? await this.norm(r, `${a}q_norm.weight`) : null,
+        kNorm: c.qkNorm ? await this.norm(r, `${a}k_norm.weight`) : null,
         postAttnNorm: await this.norm(r, `${p}post_attention_layernorm.weight`),
         preFfNorm: await this.norm(r, `${p}pre_feedforward_layernorm.weight`),
         gateUp: await r.linear(rt, [`${p}mlp.gate_proj.weight`, `${p}mlp.up_proj.weight`], dtype),
@@ -96,6 +103,7 @@ export class Gemma2Family implements Architecture {
     for (let i = 0; i < c.numLayers; i++) {
       this.layers.push({
         inNorm: this.ones(H), postAttnNorm: this.ones(H), preFfNorm: this.ones(H), postFfNorm: this.ones(H),
+        qNorm: c.qkNorm ? this.ones(D) : null, kNorm: c.qkNorm ? this.ones(D) : null,
         qkv: lin(qw + kvw, H), o: lin(H, qw), gateUp: lin(2 * I, H), down: lin(H, I),
       });
     }
@@ -157,12 +165,19 @@ export class Gemma2Family implements Architecture {
     const { T, h } = s;
     const eps = c.rmsEps, I = c.intermediateSize;
     const y = a.y.shape[0] === h.shape[0] ? a.y : a.y.view([h.shape[0], c.hiddenSize]);
+    const W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+    const qHeads = { tensor: a.qkv, tokenStride: W, heads: c.numHeads, headStride: c.headDim };
+    const kHeads = { tensor: a.qkv, offset: c.numHeads * c.headDim, tokenStride: W, heads: c.numKvHeads, headStride: c.headDim };
     if (c.embedScale !== null) activate(rt, h, 'none', { rows: T, out: h, scale: c.embedScale });
     for (let l = 0; l < c.numLayers; l++) {
       const L = this.layers[l];
       rmsNorm(rt, h, L.inNorm, eps, { rows: T, out: a.x });
       linear(rt, a.x, L.qkv, { rows: T, out: a.qkv });
-      gqaAttention(rt, s, c, a.qkv, a.attn, this.caches[l], this.plans.get(c.layers[l].slidingWindow ?? 0)!);
+      if (L.qNorm && L.kNorm) {
+        rmsNorm(rt, qHeads, L.qNorm, eps, { rows: T, out: qHeads });
+        rmsNorm(rt, kHeads, L.kNorm, eps, { rows: T, out: kHeads });
+      }
+      this.attend(s, l, a.qkv, a.attn);
       linear(rt, a.attn, L.o, { rows: T, out: y });
       rmsNorm(rt, y, L.postAttnNorm, eps, { rows: T, out: y });
       add(rt, h, y, { rows: T, out: h });
@@ -175,6 +190,11 @@ export class Gemma2Family implements Architecture {
     }
     rmsNorm(rt, h, this.normW, eps, { rows: T, out: a.x });
     return a.x;
+  }
+
+  /** Layer l's attention from its q|k|v rows into attn: RoPE by the step's tables, the cache write, the layer's plan. */
+  protected attend(s: StepContext, l: number, qkv: Tensor, attn: Tensor): void {
+    gqaAttention(this.rt, s, this.cfg, qkv, attn, this.caches[l], this.plans.get(this.cfg.layers[l].slidingWindow ?? 0)!);
   }
 
   destroy(): void {

@@ -10,6 +10,12 @@
 //   up-projection split (attn_k_b [heads, rank, nope]: W_UK transposed, and attn_v_b [heads, v, rank],
 //   as convert_hf_to_gguf.py writes them since mid-2025): dequantized once on the host to F32, since
 //   the model absorbs it at load into 16/32-bit W_UK and W_UV anyway (files with attn_kv_b map it).
+// Gemma 3 (`gemma3`) names its four norms a layer as llama.cpp's Gemma files do (ffn_norm is the MLP's
+// input norm, post_attention_norm and post_ffw_norm the sublayers' output norms), and its converter
+// stores every norm (the four, q/k's, the final one) as 1 + w, the gain Gemma3RMSNorm multiplies by: the
+// checkpoint this file stands for holds w, so they come back as F32 v − 1 (the model adds the 1 again,
+// in f32: exactly v wherever v >= 0.5, by Sterbenz's lemma and above 2 because 1 is a multiple of v's
+// ulp; within 2^-25 of v below that).
 import { QUANT_TYPES } from '../core/quant.js';
 import { dequantizeRows, isDequantType } from '../reference/quant.js';
 import { WebinferError } from '../core/errors.js';
@@ -55,6 +61,15 @@ const LAYER_NAMES: readonly (readonly [string, string])[] = [
   ['mlp.shared_experts.down_proj.weight', 'ffn_down_shexp.weight'],
 ];
 
+/** Per-layer names of architectures whose files name a tensor otherwise (looked up before LAYER_NAMES). */
+const ARCH_LAYER_NAMES: Readonly<Record<string, readonly (readonly [string, string])[]>> = {
+  gemma3: [
+    ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
+    ['pre_feedforward_layernorm.weight', 'ffn_norm.weight'],
+    ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'],
+  ],
+};
+
 /** GGUF tensors a made-up HF tensor is built from (see the top of this file). */
 const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight']);
 
@@ -64,12 +79,12 @@ const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
   ['lm_head.weight', 'output.weight'],
 ];
 
-/** The HF name of a GGUF tensor of the Llama family, or null for one this table does not map. */
-function hfName(gguf: string): string | null {
+/** The HF name of a GGUF tensor of architecture `arch`, or null for one these tables do not map. */
+function hfName(gguf: string, arch: string): string | null {
   for (const [hf, g] of GLOBAL_NAMES) if (g === gguf) return hf;
   const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
   if (!m) return null;
-  for (const [hf, g] of LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
+  for (const [hf, g] of [...(ARCH_LAYER_NAMES[arch] ?? []), ...LAYER_NAMES]) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   return null;
 }
 
@@ -99,10 +114,20 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
   const unknown: string[] = [];
   const hfShape = (name: string) => g.tensors.get(name)!.shape.slice().reverse();
   for (const [name, t] of g.tensors) {
-    const hf = hfName(name);
+    const hf = hfName(name, arch);
     if (hf === null) {
       const m = /^blk\.(\d+)\.(.+)$/.exec(name);
       if (!(cfg.mla && m && MADE_UP.has(m[2]))) unknown.push(name);
+      continue;
+    }
+    if (arch === 'gemma3' && hf.endsWith('norm.weight')) {
+      // Gemma 3's norms as the checkpoint holds them: w, the file's 1 + w less 1 (see the top of this file).
+      tensors.set(hf, { dtype: 'F32', shape: hfShape(name) });
+      madeUp.set(hf, async () => {
+        const v = await floatRows(g, name);
+        for (let i = 0; i < v.length; i++) v[i] = v[i] - 1;
+        return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+      });
       continue;
     }
     tensors.set(hf, { dtype: t.type, shape: hfShape(name) });

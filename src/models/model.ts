@@ -34,6 +34,7 @@ import { isEncoderConfig, loadEncoderModel, type EncoderRunner, type MakeEncoder
 import { loadWhisperWith, type MakeWhisper, type WhisperRunner } from './whisper.js';
 import { DeepSeekFamily } from './deepseek.js';
 import { Gemma2Family } from './gemma2.js';
+import { Gemma3Family } from './gemma3.js';
 import { GptOssFamily } from './gpt_oss.js';
 import { loadT5With, type MakeT5, type T5Runner } from './t5.js';
 
@@ -43,7 +44,7 @@ const MAX_IN_FLIGHT = 4;
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
-  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM']);
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -211,6 +212,7 @@ function textSetup(o: LoadModelOptions, gguf: GGUFFile | null, cfg: ModelConfig)
 function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
   if (cfg.mla) return new DeepSeekFamily(rt, cfg);
   if (cfg.family === 'gemma2') return new Gemma2Family(rt, cfg);
+  if (cfg.family === 'gemma3') return new Gemma3Family(rt, cfg);
   if (cfg.family === 'gpt_oss') return new GptOssFamily(rt, cfg);
   return new LlamaFamily(rt, cfg);
 }

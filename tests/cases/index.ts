@@ -24,6 +24,7 @@ import { whisperCases } from './whisper.cases';
 import { decoderCases } from './decoders.cases';
 import { encoderCases } from './encoder.cases';
 import { archCases as archQwen3MoeCases } from './arch_qwen3moe.cases';
+import { archGemma3Cases } from './arch_gemma3.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -46,4 +47,5 @@ export const allCases: TestCase[] = [
   ...decoderCases,
   ...encoderCases,
   ...archQwen3MoeCases,
+  ...archGemma3Cases,
 ];

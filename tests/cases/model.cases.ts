@@ -302,9 +302,25 @@ async function worstLogitError(model: Model, g: GoldenModel): Promise<number> {
 }
 
 /** What the model on a checkpoint's dequantized values (f32) computes for the golden's prompts. */
-interface DequantizedWant { logits: Float32Array[]; greedy: number[][]; weightBytes: number }
+export interface DequantizedWant { logits: Float32Array[]; greedy: number[][]; weightBytes: number }
 
-async function dequantizedWant(ctx: CaseContext, g: GoldenModel): Promise<DequantizedWant> {
+/**
+ * A checkpoint's tensors with every matrix (2-D, and `quantize(name)`) replaced by the values quantizing
+ * it on load as `dtype` gives (quantizeRows with quantizeOnLoadType's type, then reference.dequantizeRows),
+ * as F32: the model quantize-on-load must equal.
+ */
+export async function quantizedValues(file: SafetensorsFile, dtype: 'q8' | 'q4', quantize: (name: string) => boolean = () => true): Promise<Record<string, EncodableTensor>> {
+  const tensors: Record<string, EncodableTensor> = {};
+  for (const [n, info] of file.tensors) {
+    const v = new Float32Array((await file.bytes(n)).slice().buffer);
+    const type = info.shape.length === 2 && quantize(n) ? quantizeOnLoadType(dtype, info.shape[1]) : null;
+    tensors[n] = { dtype: 'F32', shape: info.shape, data: type ? Float32Array.from(reference.dequantizeRows(type, quantizeRows(type, v, info.shape[0], info.shape[1]), info.shape[0], info.shape[1])) : v };
+  }
+  return tensors;
+}
+
+/** The f32 model's logits of every golden prompt and its greedy tokens (the reference a quantized model is held to). */
+export async function dequantizedWant(ctx: CaseContext, g: GoldenModel): Promise<DequantizedWant> {
   const exact = await load(ctx.engine, g, { dtype: 'f32' });
   try {
     const logits: Float32Array[] = [];
@@ -317,7 +333,7 @@ async function dequantizedWant(ctx: CaseContext, g: GoldenModel): Promise<Dequan
 
 /** Every prompt's logits within 2e-3 × max|logit| of the dequantized model's (SPEC §8), its greedy tokens
  *  identical; returns the worst error as a share of max|logit|. */
-async function checkAgainstDequantized(model: Model, g: GoldenModel, want: DequantizedWant, what: string): Promise<number> {
+export async function checkAgainstDequantized(model: Model, g: GoldenModel, want: DequantizedWant, what: string): Promise<number> {
   const V = g.config.vocab_size as number;
   let worst = 0;
   for (const [p, prompt] of g.golden.prompts.entries()) {
@@ -358,13 +374,7 @@ const quantizeOnLoadCase: TestCase = {
       full.destroy();
       for (const dtype of ['q8', 'q4'] as const) {
         // The golden's matrices as the quantized values, in an f32 checkpoint.
-        const tensors: Record<string, EncodableTensor> = {};
-        for (const [n, info] of file.tensors) {
-          const b = await file.bytes(n);
-          const v = new Float32Array(b.slice().buffer);
-          const type = info.shape.length === 2 && !n.endsWith('kv_b_proj.weight') ? quantizeOnLoadType(dtype, info.shape[1]) : null;
-          tensors[n] = { dtype: 'F32', shape: info.shape, data: type ? Float32Array.from(reference.dequantizeRows(type, quantizeRows(type, v, info.shape[0], info.shape[1]), info.shape[0], info.shape[1])) : v };
-        }
+        const tensors = await quantizedValues(file, dtype, (n) => !n.endsWith('kv_b_proj.weight'));
         const want = await dequantizedWant(ctx, { ...g, weights: encodeSafetensors(tensors) });
         const model = await ctx.engine.loadModel({ config: g.config, weights: file, dtype });
         try {

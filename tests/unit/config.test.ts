@@ -158,6 +158,7 @@ describe('parseConfig: the goldens', () => {
       'SmolLM3ForCausalLM',
       'Phi3ForCausalLM',
       'Qwen3MoeForCausalLM',
+      'Gemma3ForCausalLM',
     ]);
   });
 });
@@ -385,5 +386,43 @@ describe('parseConfig: Qwen3-MoE', () => {
     expect(parseConfig({ ...g, mlp_only_layers: [0, 1, 2] }).moe).toBe(null);
     expect(() => parseConfig({ ...g, mlp_only_layers: 'none' })).toThrow('parseConfig: mlp_only_layers: expected a list of layer indices');
     expect(() => parseConfig({ ...g, num_experts_per_tok: 9 })).toThrow('parseConfig: num_experts_per_tok: expected at most num_local_experts (8), got 9');
+  });
+});
+
+describe('parseConfig: Gemma 3 text', () => {
+  const g = JSON.parse(readFileSync(join(goldens, '../goldens-arch/gemma3-text/config.json'), 'utf8')) as Json;
+  it('reads the golden: QK-norm, [sliding, sliding, full, sliding] window 8, bases 1e4 / 1e6, scale 24^-0.5, no soft caps', () => {
+    const c = parseConfig(g);
+    expect(c).toMatchObject({
+      architecture: 'Gemma3ForCausalLM', family: 'gemma3', headDim: 32, numKvHeads: 2, qkNorm: true, sandwichNorms: true, hiddenAct: 'gelu_tanh',
+      attnSoftcap: null, finalLogitSoftcap: null, embedScale: Math.fround(Math.sqrt(128)), tieWordEmbeddings: true, bosTokenId: 2, eosTokenIds: [1],
+      layers: [{ slidingWindow: 8 }, { slidingWindow: 8 }, { slidingWindow: null }, { slidingWindow: 8 }],
+    });
+    expect(c.attentionScale).toBe(Math.pow(24, -0.5));
+    expect([c.rope.type, c.rope.theta, c.slidingRope!.type, c.slidingRope!.theta]).toEqual(['default', 1e6, 'default', 1e4]);
+  });
+  it('reads the older form (rope_theta, rope_local_base_freq, sliding_window_pattern, rope_scaling on the full layers only) and the defaults', () => {
+    const { layer_types: _t, rope_parameters: _r, _sliding_window_pattern: _p, ...rest } = g;
+    const older = parseConfig({ ...rest, rope_theta: 1e6, rope_local_base_freq: 1e4, sliding_window_pattern: 3 });
+    expect(older).toEqual(parseConfig(g));
+    // Gemma 3 4B's form: linear scaling 8 on the full layers; the sliding layers stay default.
+    const scaled = parseConfig({ ...rest, rope_scaling: { rope_type: 'linear', factor: 8 } });
+    expect([scaled.rope.type, scaled.rope.factor, scaled.rope.theta, scaled.slidingRope!.type, scaled.slidingRope!.theta]).toEqual(['linear', 8, 1e6, 'default', 1e4]);
+    // Pattern 6 by default (every sixth layer full), window 4096, scalar 256, 4 kv heads.
+    const base = { model_type: 'gemma3_text', vocab_size: 64, hidden_size: 64, intermediate_size: 64, num_hidden_layers: 7, num_attention_heads: 8 };
+    const d = parseConfig(base);
+    expect(d.layers.map((l) => l.slidingWindow)).toEqual([4096, 4096, 4096, 4096, 4096, null, 4096]);
+    expect([d.architecture, d.numKvHeads, d.headDim, d.attentionScale, d.attnSoftcap, d.finalLogitSoftcap]).toEqual(['Gemma3ForCausalLM', 4, 256, 1 / 16, null, null]);
+    expect(parseConfig({ ...base, final_logit_softcapping: 30 }).finalLogitSoftcap).toBe(30);
+  });
+  it('refuses what Gemma3ForCausalLM does not compute, by name', () => {
+    const rp = g.rope_parameters as Json;
+    expect(() => parseConfig({ ...g, rope_parameters: { rope_type: 'default', rope_theta: 1e6 } }))
+      .toThrow("parseConfig: rope_parameters.rope_type: expected no such key: Gemma 3 keys its RoPE by layer type ('full_attention', 'sliding_attention'), got 'default'");
+    expect(() => parseConfig({ ...g, rope_parameters: { ...rp, sliding_attention: { rope_type: 'longrope', rope_theta: 1e4 } } }))
+      .toThrow('parseConfig: rope_parameters.sliding_attention.rope_type: expected one of default, linear, dynamic, yarn, llama3');
+    expect(() => parseConfig({ ...g, use_bidirectional_attention: true })).toThrow('parseConfig: use_bidirectional_attention: expected false (Gemma3ForCausalLM attends causally), got true');
+    expect(() => parseConfig({ ...g, layer_types: ['sliding_attention'] })).toThrow('parseConfig: layer_types: expected 4 entries');
+    expect(() => parseConfig({ ...g, hidden_activation: 'silu' })).toThrow("parseConfig: hidden_activation: expected 'gelu_pytorch_tanh', got 'silu'");
   });
 });

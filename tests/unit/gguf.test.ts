@@ -471,8 +471,8 @@ describe('loadGGUF: malformed files give named errors', () => {
     ['duplicate metadata keys', () => tinyLlama({ kv: [...tinyLlamaKv(), ['llama.block_count', T.U32, 2]] }), /expected unique metadata keys, got 'llama.block_count' twice/],
     ['an unknown value type', () => tinyLlama({ kv: [...tinyLlamaKv(), ['x', 13, 0]] }), /metadata 'x' type: a GGUF value type 0..12 .*, got 13/],
     ['too many dimensions', () => tinyLlama({ tensors: [{ name: 'w', shape: [1, 1, 1, 1, 8], typeId: F32, data: fill(32) }] }), /loadGGUF: bytes tensor 'w': expected at most 4 dimensions, got 5/],
-    ['an unknown architecture', () => tinyLlama({ kv: [['general.architecture', T.STRING, 'gemma2'], ...tinyLlamaKv().slice(1)] }), /ggufConfig: bytes metadata 'general.architecture': expected one of llama, qwen2, qwen3, deepseek2 \(the architectures supported\), got 'gemma2'/],
-    ['no architecture', () => tinyLlama({ kv: tinyLlamaKv().slice(1) }), /metadata 'general.architecture': expected one of llama, qwen2, qwen3, deepseek2 .*, got no such key/],
+    ['an unknown architecture', () => tinyLlama({ kv: [['general.architecture', T.STRING, 'gemma2'], ...tinyLlamaKv().slice(1)] }), /ggufConfig: bytes metadata 'general.architecture': expected one of llama, qwen2, qwen3, deepseek2, gemma3 \(the architectures supported\), got 'gemma2'/],
+    ['no architecture', () => tinyLlama({ kv: tinyLlamaKv().slice(1) }), /metadata 'general.architecture': expected one of llama, qwen2, qwen3, deepseek2, gemma3 .*, got no such key/],
     ['a Mixtral-style llama', () => tinyLlama({ kv: [...tinyLlamaKv(), ['llama.expert_count', T.U32, 8]] }), /ggufConfig: bytes metadata 'llama.expert_count': expected none \(a dense llama model; mixture-of-experts llama is not supported\), got 8/],
     ['a missing required key', () => tinyLlama({ kv: tinyLlamaKv().filter(([k]) => k !== 'llama.attention.layer_norm_rms_epsilon') }), /ggufConfig: bytes metadata 'llama.attention.layer_norm_rms_epsilon': expected a number \(required\), got undefined/],
     ['a Blob with the same flaw', () => new File([tinyLlama({ magic: 'GGML' })], 'broken.gguf'), /loadGGUF: broken.gguf: expected a GGUF file/],
@@ -693,6 +693,33 @@ describe('ggufConfig', () => {
     expect((ggufConfig(meta, tensors) as Json).rope_scaling).toEqual({ rope_type: 'linear', factor: 4 });
     meta.set('qwen2.rope.scaling.type', 'longrope');
     expect(() => ggufConfig(meta, tensors, { name: 'x.gguf' })).toThrow(/ggufConfig: x.gguf metadata 'qwen2.rope.scaling.type': expected 'none', 'linear' or 'yarn', got longrope/);
+  });
+
+  // Gemma 3: what convert_hf_to_gguf.py writes for Gemma 3 4B (its text model) and 27B, and what llama.cpp
+  // fixes for the architecture (pattern 6, local base 1e4, the 27B's scale from hidden / heads).
+  it('gemma3: the config llama.cpp runs the file as', () => {
+    const gemma3 = (layers: number, hidden: number, heads: number, headDim: number) => new Map<string, unknown>([
+      ['general.architecture', 'gemma3'], ['gemma3.block_count', layers], ['gemma3.context_length', 131072],
+      ['gemma3.embedding_length', hidden], ['gemma3.feed_forward_length', 4 * hidden], ['gemma3.attention.head_count', heads],
+      ['gemma3.attention.head_count_kv', heads / 2], ['gemma3.attention.key_length', headDim], ['gemma3.attention.value_length', headDim],
+      ['gemma3.attention.layer_norm_rms_epsilon', Math.fround(1e-6)], ['gemma3.rope.freq_base', 1000000], ['gemma3.attention.sliding_window', 1024],
+      ['gemma3.rope.scaling.type', 'linear'], ['gemma3.rope.scaling.factor', 8],
+      ['tokenizer.ggml.tokens', Array.from({ length: 300 }, (_, i) => `t${i}`)], ['tokenizer.ggml.bos_token_id', 2],
+      ['tokenizer.ggml.eos_token_id', 1], ['tokenizer.ggml.eot_token_id', 106],
+    ]);
+    const b4 = parseConfig(ggufConfig(gemma3(34, 2560, 8, 256), new Map()));
+    expect(b4).toMatchObject({
+      architecture: 'Gemma3ForCausalLM', family: 'gemma3', numLayers: 34, numKvHeads: 4, headDim: 256, qkNorm: true, sandwichNorms: true,
+      hiddenAct: 'gelu_tanh', tieWordEmbeddings: true, attnSoftcap: null, finalLogitSoftcap: null, vocabSize: 300, bosTokenId: 2, eosTokenIds: [1, 106],
+      rope: { type: 'linear', factor: 8, theta: 1e6 }, slidingRope: { type: 'default', theta: 1e4 },
+    });
+    expect(b4.attentionScale).toBe(Math.pow(256, -0.5));
+    expect(b4.layers.map((l) => l.slidingWindow === null ? 'F' : 'S').join('')).toBe('SSSSSF'.repeat(5) + 'SSSS');
+    const b27 = parseConfig(ggufConfig(gemma3(62, 5376, 32, 128), new Map()));
+    expect(b27.attentionScale).toBe(Math.pow(168, -0.5));
+    const noWindow = gemma3(34, 2560, 8, 256);
+    noWindow.delete('gemma3.attention.sliding_window');
+    expect(() => ggufConfig(noWindow, new Map(), { name: 'g.gguf' })).toThrow("ggufConfig: g.gguf metadata 'gemma3.attention.sliding_window': expected a positive integer (required), got undefined");
   });
 
   // DeepSeek: the metadata convert_hf_to_gguf.py writes for the engine's DeepSeek goldens, read back.
