@@ -4,7 +4,7 @@
 // `deno run -A dist/serve.js ...` runs it in Deno (import.meta.main). Everything comes from the public
 // entry point, so the bundle shares the library's classes (an OpenAIError is one class in both).
 import { dawnNodeFlags } from './dawn.js';
-import { createEngine, loadCheckpoint, serve, warmup, WebinferError, type Engine, type LoadModelOptions, type Model } from '../index.js';
+import { createEngine, loadCheckpoint, serve, warmup, WebinferError, type Engine, type Model, type ServeLoadOptions } from '../index.js';
 import { isBadIPv4, isCorsOrigin } from './addresses.js';
 
 export const USAGE = `Usage: webinfer serve <checkpoint folder | file.gguf> [options]
@@ -21,6 +21,8 @@ Options:
   --dtype D         weights on the GPU: checkpoint (default), f32, f16, bf16, q8, q4
   --max-queue N     requests waiting or running at most, past it 503 (default 256)
   --kv-blocks N     blocks of the KV cache (default: the model's own choice)
+  --speculative M   speculative decoding: ngram (prompt lookup: proposals from each request's own
+                    prompt and output, verified in the step; output unchanged)
   --name ID         the model id clients send (default: the folder's or file's name, without its path)
   --api-key KEY     ask clients for "Authorization: Bearer KEY" (default: no key)
   --cors ORIGIN     let web pages of ORIGIN (e.g. http://localhost:5173, or * for any) call the server
@@ -54,6 +56,7 @@ export interface ServeArgs {
   dtype?: (typeof DTYPES)[number];
   maxQueue?: number;
   kvBlocks?: number;
+  speculative?: 'ngram';
   name?: string;
   apiKey?: string;
   cors?: string;
@@ -73,7 +76,7 @@ function integer(flag: string, v: string, min: number, max: number, what: string
 
 /** The arguments after `serve`; 'help' for -h/--help. Throws UsageError. */
 export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
-  const flags = ['--port', '--host', '--dtype', '--max-queue', '--kv-blocks', '--name', '--api-key', '--cors', '--allowed-hosts', '--body-timeout', '--stream-stall'];
+  const flags = ['--port', '--host', '--dtype', '--max-queue', '--kv-blocks', '--speculative', '--name', '--api-key', '--cors', '--allowed-hosts', '--body-timeout', '--stream-stall'];
   const out: Partial<ServeArgs> = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -122,6 +125,10 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
         break;
       case '--max-queue': out.maxQueue = integer(flag, v, 1, 1e9, 'a positive integer'); break;
       case '--kv-blocks': out.kvBlocks = integer(flag, v, 1, 1e9, 'a positive integer'); break;
+      case '--speculative':
+        if (v !== 'ngram') throw new UsageError(flag, "'ngram' (n-gram lookup in each request's prompt and output)", shown(v));
+        out.speculative = v;
+        break;
       case '--name': out.name = v; break;
       case '--api-key': out.apiKey = v; break;
     }
@@ -297,7 +304,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     const a = engine.adapter;
     err(`adapter: ${[a.vendor, a.architecture, a.description].filter(Boolean).join(' / ') || 'unknown'}${a.software ? ' (software: slow)' : ''}\n`);
     const ckpt = await loadCheckpoint(args.source);
-    const o: LoadModelOptions = { ...ckpt, onProgress: progress(h, ckpt.name) };
+    const o: ServeLoadOptions = { ...ckpt, onProgress: progress(h, ckpt.name) };
+    if (args.speculative) o.speculative = { method: args.speculative };
     if (args.dtype) o.dtype = args.dtype;
     if (args.kvBlocks) o.kvCache = { numBlocks: args.kvBlocks };
     // The id clients send: the name given, else the file's or folder's own name, never its path (a

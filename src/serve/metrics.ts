@@ -34,6 +34,10 @@ export interface EngineMetrics {
   /** Tokens sampled and handed to requests, every choice's. */
   generationTokens: number;
   preemptions: number;
+  /** Speculative decoding: verifications, the proposals they carried, and those accepted. */
+  specDrafts: number;
+  specDraftTokens: number;
+  specAcceptedTokens: number;
   /** Requests ended, by how (a request's reason is its first choice's). */
   finished: Readonly<Record<EndReason, number>>;
   /** Seconds from submit to the request's first token on the host. */
@@ -159,6 +163,10 @@ export function renderMetrics(model: MetricsModel, now: EngineMetrics, since?: E
   counter('vllm:num_preemptions', 'Cumulative number of preemption from the engine.', now.preemptions, since?.preemptions);
   counter('vllm:prompt_tokens', 'Number of prefill tokens processed.', now.promptTokens, since?.promptTokens);
   counter('vllm:generation_tokens', 'Number of generation tokens processed.', now.generationTokens, since?.generationTokens);
+  // vLLM's speculative-decoding counters (v1 spec_decode metrics): drafts verified, tokens proposed, tokens accepted.
+  counter('vllm:spec_decode_num_drafts', 'Number of spec decoding drafts.', now.specDrafts, since?.specDrafts);
+  counter('vllm:spec_decode_num_draft_tokens', 'Number of draft tokens.', now.specDraftTokens, since?.specDraftTokens);
+  counter('vllm:spec_decode_num_accepted_tokens', 'Number of accepted tokens.', now.specAcceptedTokens, since?.specAcceptedTokens);
   head('vllm:request_success_total', 'counter', 'Count of successfully processed requests.');
   for (const reason of ['stop', 'length', 'abort', 'error'] as const) {
     out.push(`vllm:request_success_total${labels({ ...base, finished_reason: reason })} ${num(now.finished[reason] - (since?.finished[reason] ?? 0))}`);

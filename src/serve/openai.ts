@@ -54,7 +54,7 @@ export interface TextSetup {
 
 const SAMPLING_FIELDS = ['max_tokens', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'stop', 'n', 'presence_penalty', 'frequency_penalty',
   'repetition_penalty', 'logit_bias', 'stream', 'stream_options', 'signal', 'return_token_ids', 'model', 'user', 'stop_token_ids', 'ignore_eos',
-  'response_format', 'logprobs'];
+  'response_format', 'logprobs', 'speculative'];
 const CHAT_FIELDS = [...SAMPLING_FIELDS, 'messages', 'max_completion_tokens', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls',
   'chat_template_kwargs', 'add_generation_prompt'];
 const COMPLETION_FIELDS = [...SAMPLING_FIELDS, 'prompt', 'echo', 'best_of', 'suffix'];
@@ -129,6 +129,7 @@ interface Parsed {
   stream: boolean;
   includeUsage: boolean;
   returnTokenIds: boolean;
+  speculative: boolean;
   signal?: AbortSignal;
   constraint?: () => TokenConstraint;
   toolFormat: ToolCallFormat | null;
@@ -481,6 +482,8 @@ export class OpenAIServing {
     return {
       prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, harmony, echo, constraint,
       returnTokenIds: bool(r, 'return_token_ids') ?? !this.tok,
+      // webinfer's own field: false keeps this request out of speculative decoding (loadModel's speculative).
+      speculative: bool(r, 'speculative') ?? true,
       signal: r.signal as AbortSignal | undefined,
       sampling: {
         temperature, topP, topK: topK < 0 ? 0 : topK, minP, seed: seed === undefined ? undefined : Number(BigInt.asUintN(32, BigInt(seed))),
@@ -609,7 +612,7 @@ export class OpenAIServing {
     let handle: { stopChoice(i: number): void } | null = null;
     const h = this.m.engine.submit({
       prompt: Int32Array.from(p.prompt), maxTokens: p.maxTokens, n: p.n, sampling: p.sampling, stopTokens: p.stopIds,
-      logprobs: p.logprobs, constraint: p.constraint, signal: p.signal,
+      logprobs: p.logprobs, constraint: p.constraint, signal: p.signal, ...(p.speculative ? {} : { speculative: false }),
       onTokens: (i, tokens, lps) => {
         const c = choices[i];
         if (c.ended) return;

@@ -210,6 +210,32 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
     },
   },
   {
+    name: 'the OpenAI surface: a completion with speculation equals the same request with speculative: false, text and tokens; the counters and /metrics families move; a non-boolean speculative field is a named 400',
+    async run(ctx) {
+      const g = await golden(ctx, 'llama-gqa');
+      const { byteTokenizerJson, byteTokenizerConfig } = await import('./text_fixture');
+      const model = await ctx.engine.loadModel({
+        config: g.config, weights: await loadSafetensors(g.weights), tokenizer: byteTokenizerJson(), tokenizerConfig: byteTokenizerConfig(),
+        name: 'golden', speculative: { method: 'ngram', k: 3 },
+      });
+      try {
+        type Json = Record<string, any>;
+        const req = { prompt: 'abcabcabcabcabc', max_tokens: 24, temperature: 0, return_token_ids: true };
+        const off = await model.completions.create({ ...req, speculative: false }) as Json;
+        const m0 = model.engine.metrics();
+        const on = await model.completions.create(req) as Json;
+        assert(on.choices[0].text === off.choices[0].text, `text with speculation ${JSON.stringify(on.choices[0].text)}, without ${JSON.stringify(off.choices[0].text)}`);
+        equalArrays('token ids with and without speculation', on.choices[0].token_ids, off.choices[0].token_ids);
+        const m1 = model.engine.metrics();
+        assert(m1.specDrafts > m0.specDrafts && m1.specDraftTokens > m0.specDraftTokens && m1.specAcceptedTokens <= m1.specDraftTokens, `speculation counters: ${JSON.stringify([m0.specDrafts, m1.specDrafts, m1.specDraftTokens, m1.specAcceptedTokens])}`);
+        ctx.note(`completion of 24 tokens: ${m1.specDrafts - m0.specDrafts} verifications, ${m1.specAcceptedTokens - m0.specAcceptedTokens} of ${m1.specDraftTokens - m0.specDraftTokens} proposals accepted`);
+        await expectThrows(() => model.completions.create({ ...req, speculative: 'off' }), 'speculative', 'a boolean');
+      } finally {
+        model.destroy();
+      }
+    },
+  },
+  {
     name: 'refusals: loadModel speculative options checked by name before loading; generate speculative a boolean',
     async run(ctx) {
       const g = await golden(ctx, 'llama-gqa');

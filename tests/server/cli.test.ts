@@ -14,8 +14,8 @@ describe('webinfer serve: the command line', () => {
   it('parses the checkpoint and every option, in both --flag value and --flag=value forms', () => {
     expect(parseServeArgs(['/m/llama'])).toEqual({ source: '/m/llama', port: 8000, host: '127.0.0.1', warmup: true });
     expect(parseServeArgs(['--port', '0', 'x.gguf', '--host=0.0.0.0', '--dtype', 'q4', '--max-queue=8', '--kv-blocks', '64', '--name', 'tiny', '--api-key', 'k',
-      '--cors', 'http://localhost:5173', '--allowed-hosts=a.test,10.0.0.5', '--body-timeout', '5', '--stream-stall=7', '--no-warmup']))
-      .toEqual({ source: 'x.gguf', port: 0, host: '0.0.0.0', dtype: 'q4', maxQueue: 8, kvBlocks: 64, name: 'tiny', apiKey: 'k',
+      '--cors', 'http://localhost:5173', '--allowed-hosts=a.test,10.0.0.5', '--body-timeout', '5', '--stream-stall=7', '--no-warmup', '--speculative', 'ngram']))
+      .toEqual({ source: 'x.gguf', port: 0, host: '0.0.0.0', dtype: 'q4', maxQueue: 8, kvBlocks: 64, name: 'tiny', apiKey: 'k', speculative: 'ngram',
         cors: 'http://localhost:5173', allowedHosts: ['a.test', '10.0.0.5'], bodyTimeoutMs: 5000, streamStallMs: 7000, warmup: false });
     expect((parseServeArgs(['m', '--host', '[::1]']) as { host: string }).host).toBe('::1');
     // The model id defaults to the file's or folder's name, never the path as typed.
@@ -36,7 +36,7 @@ describe('webinfer serve: the command line', () => {
       [['m', '--dtype', 'int4'], "webinfer serve: --dtype: expected one of checkpoint, f32, f16, bf16, q8, q4, got 'int4'"],
       [['m', '--max-queue', '0'], "webinfer serve: --max-queue: expected a positive integer, got '0'"],
       [['m', '--kv-blocks=1.5'], "webinfer serve: --kv-blocks: expected a positive integer, got '1.5'"],
-      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --name, --api-key, --cors, --allowed-hosts, --body-timeout, --stream-stall, --no-warmup, --help, got an unknown option'],
+      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --speculative, --name, --api-key, --cors, --allowed-hosts, --body-timeout, --stream-stall, --no-warmup, --help, got an unknown option'],
       // A bad address is the host's problem, not the port's.
       [['m', '--host', '256.1.1.1'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got '256.1.1.1'"],
       [['m', '--host', 'a b'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got 'a b'"],

@@ -30,6 +30,9 @@ const FAMILIES: Record<string, { type: Family['type']; labels: string[] }> = {
   'vllm:num_preemptions_total': { type: 'COUNTER', labels: BASE },
   'vllm:prompt_tokens_total': { type: 'COUNTER', labels: BASE },
   'vllm:generation_tokens_total': { type: 'COUNTER', labels: BASE },
+  'vllm:spec_decode_num_drafts_total': { type: 'COUNTER', labels: BASE },
+  'vllm:spec_decode_num_draft_tokens_total': { type: 'COUNTER', labels: BASE },
+  'vllm:spec_decode_num_accepted_tokens_total': { type: 'COUNTER', labels: BASE },
   'vllm:request_success_total': { type: 'COUNTER', labels: ['engine', 'finished_reason', 'model_name'] },
   'vllm:time_to_first_token_seconds': { type: 'HISTOGRAM', labels: BASE },
   'vllm:inter_token_latency_seconds': { type: 'HISTOGRAM', labels: BASE },
@@ -77,7 +80,7 @@ function fakeEngine(): { metrics(): EngineMetrics; m: EngineMetrics; ttft: Histo
   const ttft = new Histogram(TTFT_BUCKETS), itl = new Histogram(ITL_BUCKETS), e2e = new Histogram(E2E_BUCKETS);
   const m: EngineMetrics = {
     running: 0, waiting: 0, numBlocks: 64, blockSize: 16, cacheDtype: 'f16', prefixCaching: true, kvCacheUsage: 0,
-    prefixCacheQueries: 100, prefixCacheHits: 48, promptTokens: 100, generationTokens: 20, preemptions: 1,
+    prefixCacheQueries: 100, prefixCacheHits: 48, promptTokens: 100, generationTokens: 20, preemptions: 1, specDrafts: 3, specDraftTokens: 12, specAcceptedTokens: 7,
     finished: { stop: 1, length: 2, abort: 0, error: 0 }, ttft: ttft.snapshot(), itl: itl.snapshot(), e2e: e2e.snapshot(),
   };
   return { m, ttft, itl, e2e, metrics: () => ({ ...m, finished: { ...m.finished }, ttft: ttft.snapshot(), itl: itl.snapshot(), e2e: e2e.snapshot() }) };
