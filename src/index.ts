@@ -88,7 +88,7 @@ export { decodeImage, decodeImageBytes, imageHeaderSize, sniffImage, DEFAULT_MAX
 export type { ImageInput, RgbImage, DecodeOptions as ImageDecodeOptions } from './vision/image.js';
 export { resizeRgb } from './vision/resize.js';
 export type { ResampleFilter } from './vision/resize.js';
-export { readPreprocessorConfig, gemma3ImageProcessor, qwen2VLImageProcessor, qwen2VLImageGrid, smartResize, preprocessRgb } from './vision/processors.js';
+export { readPreprocessorConfig, gemma3ImageProcessor, qwen2VLImageProcessor, qwen2VLImageGrid, smartResize, preprocessRgb, preprocessImage } from './vision/processors.js';
 export type { ImageProcessorConfig, Gemma3ProcessorConfig, Qwen2VLProcessorConfig } from './vision/processors.js';
 export { expandImageTokens, imagesDigest } from './vision/tokens.js';
 export type { VisionTokens } from './vision/tokens.js';

@@ -9,7 +9,7 @@
 // merge-window order (the merge × merge patches of merged token (0,0), then (0,1), ...; merged tokens
 // row-major), each row channel, time, y, x: [N, C·T·P·P], grid [t, h, w] in patches.
 import { fmt, WebinferError } from '../core/errors.js';
-import type { RgbImage } from './image.js';
+import { decodeImage, type DecodeOptions, type ImageInput, type RgbImage } from './image.js';
 import { resampleFilter, resizeRgb, type ResampleFilter } from './resize.js';
 
 const isObj = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
@@ -231,4 +231,13 @@ export function qwen2VLImageProcessor(rgb: RgbImage, config: Qwen2VLProcessorCon
 /** Either processor by its config: what a vision model's preprocessImage returns. */
 export function preprocessRgb(rgb: RgbImage, config: ImageProcessorConfig): { pixelValues: Float32Array; shape: number[]; grid?: [number, number, number] } {
   return config.kind === 'gemma3' ? gemma3ImageProcessor(rgb, config) : qwen2VLImageProcessor(rgb, config);
+}
+
+/**
+ * An ImageInput decoded and preprocessed as the checkpoint's processor does (API.md's
+ * model.preprocessImage): Gemma 3 [3, H, W]; Qwen2-VL [N, C·T·P·P] with its grid.
+ */
+export async function preprocessImage(image: ImageInput, config: ImageProcessorConfig | unknown, o: DecodeOptions = {}): Promise<{ pixelValues: Float32Array; shape: number[]; grid?: [number, number, number] }> {
+  const c = isGemma(config) || isQwen(config) ? config : readPreprocessorConfig(config);
+  return preprocessRgb(await decodeImage(image, o), c);
 }

@@ -8,7 +8,7 @@ import * as jpeg from 'jpeg-js';
 import { encode as encodePng } from 'fast-png';
 import { decodeImage, imageHeaderSize, type RgbImage } from '../../src/vision/image.js';
 import { resizeRgb } from '../../src/vision/resize.js';
-import { gemma3ImageProcessor, qwen2VLImageGrid, qwen2VLImageProcessor, readPreprocessorConfig, smartResize, type Qwen2VLProcessorConfig } from '../../src/vision/processors.js';
+import { gemma3ImageProcessor, preprocessImage, qwen2VLImageGrid, qwen2VLImageProcessor, readPreprocessorConfig, smartResize, type Qwen2VLProcessorConfig } from '../../src/vision/processors.js';
 import { rng as seededRandom } from '../../src/core/random.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-arch');
@@ -166,6 +166,11 @@ describe('image processors', () => {
     expect((g.prompts as number[][])[0].filter((t) => t === g.image_token_id).length).toBe(out.imageTokens);
     expectClose(out.pixelValues, flat(g.pixel_values as Nested), 1e-6);
     expect(qwen2VLImageGrid(64, 48, cfg).tokens).toBe(12);
+    // preprocessImage: the same from the file's path and the parsed config.json.
+    const viaPath = await preprocessImage(join(root, 'qwen2.5-vl', 'image.png'), json('qwen2.5-vl', 'preprocessor_config.json'));
+    expect(viaPath.shape).toEqual([48, 384]);
+    expect(viaPath.grid).toEqual([1, 6, 8]);
+    expect(viaPath.pixelValues).toEqual(out.pixelValues);
   });
 
   it("Qwen2VLImageProcessor resizes with bicubic to smart_resize's size", async () => {
