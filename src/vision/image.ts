@@ -174,8 +174,56 @@ async function decodeWithPlatform(op: string, l: Limits, bytes: Uint8Array, kind
   }
 }
 
+/**
+ * Refuses a PNG whose compressed pixel data inflates past what its header's size needs (a
+ * decompression bomb: a few MiB of IDAT can inflate to gigabytes, and fast-png inflates whatever it
+ * is given). The IDAT stream is inflated once through the platform's DecompressionStream, counting.
+ */
+async function checkPngInflation(op: string, l: Limits, b: Uint8Array): Promise<void> {
+  if (b.length < 33 || typeof DecompressionStream !== 'function') return;
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const width = dv.getUint32(16), height = dv.getUint32(20), depth = b[24], colorType = b[25];
+  const channels = ({ 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 } as Record<number, number>)[colorType] ?? 4;
+  // Rows with their filter byte; Adam7's seven passes add at most a filter byte and a partial byte per row each.
+  const need = height * (1 + Math.ceil((width * channels * depth) / 8)) + 14 * (height + 8);
+  const idat: Uint8Array[] = [];
+  for (let at = 8; at + 8 <= b.length;) {
+    const len = dv.getUint32(at);
+    const type = String.fromCharCode(b[at + 4], b[at + 5], b[at + 6], b[at + 7]);
+    if (type === 'IDAT') idat.push(b.subarray(at + 8, Math.min(at + 8 + len, b.length)));
+    if (type === 'IEND') break;
+    at += 12 + len;
+  }
+  const ds = new DecompressionStream('deflate');
+  const writer = ds.writable.getWriter();
+  const written = (async () => {
+    try {
+      for (const chunk of idat) await writer.write(chunk as Uint8Array<ArrayBuffer>);
+      await writer.close();
+    } catch { /* the reader cancelled, or the data is malformed: the decoder says which below */ }
+  })();
+  const reader = ds.readable.getReader();
+  let n = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      n += value.length;
+      if (n > need) {
+        await reader.cancel();
+        bad(op, l.name, `a PNG whose pixel data inflates to at most ${need} bytes (${width} × ${height}, ${channels} × ${depth}-bit samples)`, 'more (a decompression bomb?)');
+      }
+    }
+  } catch (e) {
+    if (e instanceof WebinferError) throw e;   // malformed data: fast-png names the fault
+  } finally {
+    await written;
+  }
+}
+
 async function decodeWithLibrary(op: string, l: Limits, bytes: Uint8Array, kind: 'png' | 'jpeg'): Promise<RgbImage> {
   if (kind === 'png') {
+    await checkPngInflation(op, l, bytes);
     const png = await import('fast-png');
     let img: ReturnType<typeof png.decode>;
     try {

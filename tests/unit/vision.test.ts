@@ -112,6 +112,29 @@ describe('decodeImage', () => {
     await expect(decodeImage(`data:image/png;base64,${'A'.repeat(4000)}`, { maxBytes: 1000 })).rejects.toThrow(/at most 1000 bytes, got a data: URL of about 3000 bytes/);
   });
 
+  it('refuses a PNG whose pixel data inflates past its header (a decompression bomb) before decoding it', async () => {
+    const { deflateSync } = await import('node:zlib');
+    const crc = (await import('node:zlib')).crc32;
+    const chunk = (type: string, data: Uint8Array): Buffer => {
+      const head = Buffer.alloc(8);
+      head.writeUInt32BE(data.length, 0);
+      head.write(type, 4, 'latin1');
+      const tail = Buffer.alloc(4);
+      tail.writeUInt32BE(crc(Buffer.concat([head.subarray(4), data])) >>> 0, 0);
+      return Buffer.concat([head, data, tail]);
+    };
+    const ihdr = Buffer.alloc(13);
+    ihdr.writeUInt32BE(4, 0); ihdr.writeUInt32BE(4, 4);
+    ihdr[8] = 8; ihdr[9] = 2;   // 8-bit RGB, 4 × 4: 4 · (1 + 12) = 52 bytes of rows
+    const sig = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    const bomb = Buffer.concat([sig, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(64 << 20))), chunk('IEND', new Uint8Array(0))]);
+    expect(bomb.length).toBeLessThan(100_000);
+    await expect(decodeImage(new Uint8Array(bomb))).rejects.toThrow(/image: expected a PNG whose pixel data inflates to at most 220 bytes \(4 × 4, 3 × 8-bit samples\), got more/);
+    // The same header with its true 52 bytes of rows decodes.
+    const ok = Buffer.concat([sig, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(52, 0))), chunk('IEND', new Uint8Array(0))]);
+    expect((await decodeImage(new Uint8Array(ok))).data).toEqual(new Uint8Array(48));
+  });
+
   it('fetches http(s) URLs with a byte cap and a timeout', async () => {
     const http = await import('node:http');
     const png = file('gemma3-vision', 'image.png');
