@@ -9,6 +9,8 @@
 // - strings: data: URLs everywhere; http(s) URLs through fetch with a timeout and a byte cap; file: URLs
 //   and paths in Node and Deno when the caller allows files (the server does not, for its clients).
 //
+// JPEGs are turned upright by their EXIF orientation, as HF's load_image and browsers do.
+//
 // Bounded work: bytes past `maxBytes` are refused before they are read whole, and an image whose header
 // says more than `maxPixels` is refused before its pixels are decoded.
 import { fmt, WebinferError } from '../core/errors.js';
@@ -114,6 +116,68 @@ export function imageHeaderSize(b: Uint8Array): { width: number; height: number 
   return null;
 }
 
+/**
+ * A JPEG's EXIF orientation (1-8; 1 when it has none): how a camera's pixels must turn to stand
+ * upright. HF's load_image applies it (PIL's ImageOps.exif_transpose) and so does a browser's
+ * createImageBitmap; jpeg-js does not, so the library path applies it here.
+ */
+export function jpegOrientation(b: Uint8Array): number {
+  if (sniffImage(b) !== 'jpeg') return 1;
+  let at = 2;
+  while (at + 4 <= b.length && b[at] === 0xff) {
+    const marker = b[at + 1];
+    const len = (b[at + 2] << 8) | b[at + 3];
+    if (marker === 0xda || len < 2) return 1;
+    const body = at + 4;
+    if (marker === 0xe1 && len >= 16 && body + len - 2 <= b.length
+      && b[body] === 0x45 && b[body + 1] === 0x78 && b[body + 2] === 0x69 && b[body + 3] === 0x66 && b[body + 4] === 0 && b[body + 5] === 0) {
+      const tiff = body + 6;
+      const end = body + len - 2;
+      const le = b[tiff] === 0x49;
+      const u16 = (o: number): number => (o + 2 > end ? -1 : le ? b[o] | (b[o + 1] << 8) : (b[o] << 8) | b[o + 1]);
+      const u32 = (o: number): number => (o + 4 > end ? -1 : le ? (b[o] | (b[o + 1] << 8) | (b[o + 2] << 16)) + b[o + 3] * 2 ** 24 : b[o] * 2 ** 24 + ((b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]));
+      const ifd = tiff + u32(tiff + 4);
+      const count = u16(ifd);
+      for (let i = 0; i < count && i < 512; i++) {
+        const e = ifd + 2 + i * 12;
+        if (u16(e) === 0x0112) {
+          const v = u16(e + 8);
+          return v >= 1 && v <= 8 ? v : 1;
+        }
+      }
+      return 1;
+    }
+    at = body + len - 2;
+  }
+  return 1;
+}
+
+/** An image turned upright by its EXIF orientation (as PIL's ImageOps.exif_transpose). */
+export function applyOrientation(img: RgbImage, orientation: number): RgbImage {
+  if (orientation <= 1 || orientation > 8) return img;
+  const { width: W, height: H, data } = img;
+  const swap = orientation >= 5;
+  const ow = swap ? H : W, oh = swap ? W : H;
+  const out = new Uint8Array(data.length);
+  for (let y = 0; y < oh; y++) {
+    for (let x = 0; x < ow; x++) {
+      let sx: number, sy: number;
+      switch (orientation) {
+        case 2: sx = W - 1 - x; sy = y; break;            // mirrored
+        case 3: sx = W - 1 - x; sy = H - 1 - y; break;    // turned 180°
+        case 4: sx = x; sy = H - 1 - y; break;            // flipped
+        case 5: sx = y; sy = x; break;                    // transposed
+        case 6: sx = y; sy = H - 1 - x; break;            // turned 90° clockwise
+        case 7: sx = W - 1 - y; sy = H - 1 - x; break;    // transversed
+        default: sx = W - 1 - y; sy = x; break;           // 8: turned 90° counter-clockwise
+      }
+      const o = (y * ow + x) * 3, i = (sy * W + sx) * 3;
+      out[o] = data[i]; out[o + 1] = data[i + 1]; out[o + 2] = data[i + 2];
+    }
+  }
+  return { width: ow, height: oh, data: out };
+}
+
 /** Raw pixels checked and copied to RGB. */
 export function rgbFromRaw(op: string, image: { width: unknown; height: unknown; data: unknown; channels?: unknown }, o: DecodeOptions = {}): RgbImage {
   const l = limitsOf(op, o);
@@ -157,7 +221,7 @@ async function decodeWithPlatform(op: string, l: Limits, bytes: Uint8Array, kind
   let bitmap: ImageBitmap;
   try {
     bitmap = await createImageBitmap(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: `image/${kind}` }),
-      { colorSpaceConversion: 'none', premultiplyAlpha: 'none' });
+      { colorSpaceConversion: 'none', premultiplyAlpha: 'none', imageOrientation: 'from-image' });
   } catch (e) {
     return bad(op, l.name, `a ${kind.toUpperCase()} image the browser can decode`, `${bytes.length} bytes it refused (${(e as Error).message})`);
   }
@@ -254,7 +318,8 @@ async function decodeWithLibrary(op: string, l: Limits, bytes: Uint8Array, kind:
   try {
     const img = jpeg.decode(bytes, { useTArray: true, formatAsRGBA: false, maxResolutionInMP: Math.ceil(l.maxPixels / 1e6), maxMemoryUsageInMB: 1024 });
     checkPixels(op, l, img.width, img.height);
-    return { width: img.width, height: img.height, data: toRgb(img.data, img.width * img.height, img.data.length / (img.width * img.height)) };
+    const rgb = { width: img.width, height: img.height, data: toRgb(img.data, img.width * img.height, img.data.length / (img.width * img.height)) };
+    return applyOrientation(rgb, jpegOrientation(bytes));
   } catch (e) {
     if (e instanceof WebinferError) throw e;
     return bad(op, l.name, 'a valid baseline or progressive JPEG image', `${bytes.length} bytes it could not decode (${(e as Error).message})`);

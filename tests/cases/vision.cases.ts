@@ -59,7 +59,7 @@ export const visionCases = defineCases('vision', [
     },
   },
   {
-    name: 'decodes a JPEG made from seeded pixels close to them',
+    name: 'decodes a JPEG made from seeded pixels close to them, turned upright by its EXIF orientation',
     async run(ctx) {
       const rnd = rng(44);
       const W = 40, H = 24;
@@ -80,6 +80,18 @@ export const visionCases = defineCases('vision', [
         sum += d; most = Math.max(most, d);
       }
       assert(sum / (W * H * 3) < 3 && most < 24, `mean difference ${sum / (W * H * 3)}, worst ${most}`);
+      // EXIF orientation 6 (a quarter turn clockwise) in an APP1 segment after SOI: the platform (a
+      // browser's createImageBitmap) and the library path both stand the image upright.
+      const exif = [0xff, 0xe1, 0, 34, 0x45, 0x78, 0x69, 0x66, 0, 0, 0x4d, 0x4d, 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0];
+      const turned = new Uint8Array([...encoded.subarray(0, 2), ...exif, ...encoded.subarray(2)]);
+      const a = await decodeImage(turned);
+      const b = await decodeImage(turned, { forceLibrary: true });
+      assert(a.width === H && a.height === W && b.width === H && b.height === W, `oriented sizes ${a.width} × ${a.height} and ${b.width} × ${b.height}, expected ${H} × ${W}`);
+      let diff = 0;
+      for (let i = 0; i < a.data.length; i++) diff += Math.abs(a.data[i] - b.data[i]);
+      assert(diff / a.data.length < 3, `the platform's oriented decode differs from the library's by ${diff / a.data.length} a sample`);
+      // Its top-left pixel is the source's bottom-left: red near 0, green near 200.
+      assert(b.data[0] < 24 && b.data[1] > 170, `top-left pixel ${b.data[0]}, ${b.data[1]} after the turn`);
     },
   },
   {

@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as jpeg from 'jpeg-js';
 import { encode as encodePng } from 'fast-png';
-import { decodeImage, imageHeaderSize, type RgbImage } from '../../src/vision/image.js';
+import { applyOrientation, decodeImage, imageHeaderSize, jpegOrientation, type RgbImage } from '../../src/vision/image.js';
 import { resizeRgb } from '../../src/vision/resize.js';
 import { gemma3ImageProcessor, preprocessImage, qwen2VLImageGrid, qwen2VLImageProcessor, readPreprocessorConfig, smartResize, type Qwen2VLProcessorConfig } from '../../src/vision/processors.js';
 import { rng as seededRandom } from '../../src/core/random.js';
@@ -80,6 +80,31 @@ describe('decodeImage', () => {
     }
     expect(sum / (W * H * 3)).toBeLessThan(3);
     expect(worst).toBeLessThan(24);
+  });
+
+  it("turns a JPEG upright by its EXIF orientation, as PIL's exif_transpose", async () => {
+    const W = 24, H = 16;
+    const rgba = new Uint8Array(W * H * 4);
+    for (let i = 0; i < W * H; i++) { rgba[i * 4] = (i % W) * 10; rgba[i * 4 + 1] = Math.floor(i / W) * 15; rgba[i * 4 + 2] = 60; rgba[i * 4 + 3] = 255; }
+    const plain = new Uint8Array(jpeg.encode({ width: W, height: H, data: rgba }, 95).data);
+    // APP1 Exif, big-endian TIFF, IFD0 with one entry: Orientation (0x0112), SHORT, 6 (turn 90° clockwise).
+    const exif = (o: number): Uint8Array => new Uint8Array([0xff, 0xe1, 0, 34, 0x45, 0x78, 0x69, 0x66, 0, 0, 0x4d, 0x4d, 0, 42, 0, 0, 0, 8,
+      0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, o, 0, 0, 0, 0, 0, 0]);
+    const upright = await decodeImage(plain);
+    expect(jpegOrientation(plain)).toBe(1);
+    for (const o of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      const withExif = new Uint8Array([...plain.subarray(0, 2), ...exif(o), ...plain.subarray(2)]);
+      expect(jpegOrientation(withExif)).toBe(o);
+      const img = await decodeImage(withExif);
+      expect([img.width, img.height]).toEqual(o >= 5 ? [H, W] : [W, H]);
+      expect(img).toEqual(applyOrientation(upright, o));
+    }
+    // 6 is a clockwise quarter turn: the output's top-left pixel is the input's bottom-left.
+    const turned = applyOrientation({ width: 2, height: 3, data: new Uint8Array([1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6]) }, 6);
+    expect([turned.width, turned.height]).toEqual([3, 2]);
+    expect(Array.from(turned.data.filter((_, i) => i % 3 === 0))).toEqual([5, 3, 1, 6, 4, 2]);
+    const ccw = applyOrientation({ width: 2, height: 3, data: new Uint8Array([1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6]) }, 8);
+    expect(Array.from(ccw.data.filter((_, i) => i % 3 === 0))).toEqual([2, 4, 6, 1, 3, 5]);
   });
 
   it('takes raw RGB and RGBA pixels, and 16-bit and gray PNGs', async () => {
