@@ -90,5 +90,5 @@ export { resizeRgb } from './vision/resize.js';
 export type { ResampleFilter } from './vision/resize.js';
 export { readPreprocessorConfig, gemma3ImageProcessor, qwen2VLImageProcessor, qwen2VLImageGrid, smartResize, preprocessRgb, preprocessImage } from './vision/processors.js';
 export type { ImageProcessorConfig, Gemma3ProcessorConfig, Qwen2VLProcessorConfig } from './vision/processors.js';
-export { expandImageTokens, imagesDigest } from './vision/tokens.js';
+export { expandImageTokens, expandImageText, imagesDigest, gemma3VisionTokens, qwen2VLVisionTokens } from './vision/tokens.js';
 export type { VisionTokens } from './vision/tokens.js';

@@ -33,7 +33,7 @@ import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessa
 import { forcedCallText, parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
 import { harmonyTokens, isHarmonyTemplate, parseHarmony, type HarmonyTokens } from './harmony.js';
 import { decodeImage, DEFAULT_MAX_BYTES, type DecodeOptions, type RgbImage } from '../vision/image.js';
-import { expandImageTokens, imagesDigest, isVisionTokens, type VisionTokens } from '../vision/tokens.js';
+import { expandImageText, expandImageTokens, imagesDigest, isVisionTokens, type VisionTokens } from '../vision/tokens.js';
 
 /** What the serving surface needs of a model. */
 export interface ServedModel {
@@ -410,7 +410,6 @@ export class OpenAIServing {
             { param: 'tools', code: 'tools_not_supported' });
         }
       }
-      prompt = await this.encodeBounded(text, false, limit, 'messages');
       if (vision) {
         // Decoded only now, every other field checked: each within decodeImage's byte and pixel caps.
         const sources = (r as Record<symbol, unknown>)[IMAGE_SOURCES];
@@ -423,12 +422,22 @@ export class OpenAIServing {
             throw new OpenAIError((e as Error).message, { param: part.at, code: 'invalid_image' });
           }
         }
-        try {
-          prompt = expandImageTokens(vision, prompt, images);
-        } catch (e) {
-          throw new OpenAIError(`messages: ${(e as Error).message.replace(/^expandImageTokens: messages: /, '')}${imageParts.length ? " (the chat template must write one image placeholder per image part; a text part must not write it)" : ''}`,
+      }
+      const refuse = (e: unknown): OpenAIError => new OpenAIError(`messages: ${(e as Error).message.replace(/^expand\w+: messages: /, '')}${imageParts.length ? ' (the chat template must write one image placeholder per image part; a text part must not write it)' : ''}`,
+        { param: 'messages', code: 'invalid_image_tokens' });
+      if (vision?.placeholderText && vision.imageText) {
+        // As HF's processors: the images expanded in the text, then the whole text tokenized.
+        let expanded: { text: string; imageTokens: number };
+        try { expanded = expandImageText(vision, text, images); } catch (e) { throw refuse(e); }
+        prompt = await this.encodeBounded(expanded.text, false, limit, 'messages');
+        const got = prompt.reduce((n, t) => n + (t === vision.imageTokenId ? 1 : 0), 0);
+        if (got !== expanded.imageTokens) {
+          throw new OpenAIError(`messages: expected ${expanded.imageTokens} image tokens (${vision.imageTokenId}) for ${images.length} image${images.length === 1 ? '' : 's'}, got ${got} after tokenizing (a text part writes the image token?)`,
             { param: 'messages', code: 'invalid_image_tokens' });
         }
+      } else {
+        prompt = await this.encodeBounded(text, false, limit, 'messages');
+        if (vision) { try { prompt = expandImageTokens(vision, prompt, images); } catch (e) { throw refuse(e); } }
       }
       if (tools) toolFormat = toolCallFormat(this.template.source(true));
       if (isHarmonyTemplate(this.template.source(!!tools))) harmony = harmonyTokens((t) => this.tok!.tokenToId(t));

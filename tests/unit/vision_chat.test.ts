@@ -11,7 +11,7 @@ import { OpenAIError } from '../../src/serve/errors';
 import { ChatTemplate, TextTokenizer } from '../../src/text/text';
 import { decodeImage, type RgbImage } from '../../src/vision/image';
 import { qwen2VLImageGrid, readPreprocessorConfig, type Qwen2VLProcessorConfig } from '../../src/vision/processors';
-import { expandImageTokens, type VisionTokens } from '../../src/vision/tokens';
+import { expandImageText, expandImageTokens, gemma3VisionTokens, qwen2VLVisionTokens, type VisionTokens } from '../../src/vision/tokens';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-arch');
 const read = (dir: string, name: string): Buffer => readFileSync(join(root, dir, name));
@@ -167,6 +167,36 @@ describe('image_url content parts', () => {
     const r = await refusal(serving.chatPrompt({ ...user(image(path)), [IMAGE_SOURCES]: { allowFiles: false } }));
     expect(r).toMatchObject({ param: 'messages[0].content[0].image_url.url', code: 'invalid_image' });
     expect(r.message).toMatch(/paths are not read here/);
+  });
+
+  it("gemma3VisionTokens and qwen2VLVisionTokens read the goldens' configs; the text-level expansion gives processor_check", async () => {
+    const g = gemma3VisionTokens(json('gemma3-vision', 'config.json'), (id) => tok.idToToken(id));
+    expect(g).toMatchObject({ imageTokenId: 255, placeholderTokenId: 253, blockBefore: [253], blockAfter: [254], placeholderText: '<start_of_image>' });
+    expect(g.imageText!(2)).toBe('\n\n<start_of_image><image_soft_token><image_soft_token><end_of_image>\n\n');
+    const req = user(text('<t17> <t93>'), image(dataUrl('gemma3-vision', 'image.png')), text('<t41> <t7>'));
+    const check = (gemma.processor_check as { input_ids: number[] }).input_ids;
+    // In the text (as Gemma3Processor: the toy tokenizer drops the newlines), and by tokens without tokenText.
+    expect((await served(g).serving.chatPrompt(req)).prompt).toEqual(check);
+    expect((await served(gemma3VisionTokens(json('gemma3-vision', 'config.json'))).serving.chatPrompt(req)).prompt).toEqual(check);
+    expect(expandImageText(g, 'a <start_of_image> b', [{ width: 1, height: 1, data: new Uint8Array(3) }]).imageTokens).toBe(16);
+    // A text part that writes the image token's text is counted after tokenizing and refused.
+    const written = await refusal(served(g).serving.chatPrompt(user(text('<image_soft_token>'), image(dataUrl('gemma3-vision', 'image.png')))));
+    expect(written.message).toMatch(/messages: expected 16 image tokens \(255\) for 1 image, got 17 after tokenizing/);
+    const none = await refusal(served(g).serving.chatPrompt(user(text('<t17> <start_of_image>'))));
+    expect(none.message).toMatch(/one image placeholder \('<start_of_image>'\) per image, 0 in all, got 1 placeholder and no image/);
+
+    const q = qwen2VLVisionTokens(json('qwen2.5-vl', 'config.json'), qwenCfg);
+    expect(q.imageTokenId).toBe(251);
+    expect(q.tokensPerImage(64, 48)).toBe(12);
+    expect(q.tokensPerImage(96, 72)).toBe(24);
+    // Over the toy vocabulary, with <image_soft_token> (255, an added token) as the image pad: n copies in the text.
+    const q255 = qwen2VLVisionTokens({ image_token_id: 255 }, qwenCfg, (id) => tok.idToToken(id));
+    const qp = await served(q255, new ChatTemplate("{% for message in messages %}{% for item in message['content'] %}{% if item['type'] == 'image' %} <start_of_image><image_soft_token><end_of_image> {% else %} {{ item['text'] }} {% endif %}{% endfor %}{% endfor %}"))
+      .serving.chatPrompt(user(image(dataUrl('qwen2.5-vl', 'image.png')), text('<t17>')));
+    expect(qp.prompt).toEqual([253, ...Array(12).fill(255), 254, 17]);
+    expect(() => gemma3VisionTokens({})).toThrow(/gemma3VisionTokens: config\.image_token_index: expected a token id, got none/);
+    expect(() => gemma3VisionTokens({ ...json('gemma3-vision', 'config.json'), mm_tokens_per_image: 1.5 })).toThrow(/config\.mm_tokens_per_image: expected a non-negative integer, got 1\.5/);
+    expect(() => qwen2VLVisionTokens(json('qwen2.5-vl', 'config.json'), readPreprocessorConfig(json('gemma3-vision', 'preprocessor_config.json')) as never)).toThrow(/qwen2VLVisionTokens: processor: expected a Qwen2VLImageProcessor config/);
   });
 
   it('tells templates that walk content parts from those that print a string', () => {
