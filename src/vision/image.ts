@@ -411,11 +411,12 @@ async function fetchBytes(op: string, l: Limits, url: string, o: DecodeOptions):
   return out;
 }
 
-const isBrowser = (): boolean => typeof (globalThis as { window?: unknown }).window !== 'undefined'
-  && typeof (globalThis as { Deno?: unknown }).Deno === 'undefined';
+/** Node or Deno: the runtimes with a file system (a page or a worker has none). */
+const hasFiles = (): boolean => typeof (globalThis as { Deno?: unknown }).Deno !== 'undefined'
+  || typeof (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node === 'string';
 
 async function fileBytes(op: string, l: Limits, spec: string): Promise<Uint8Array> {
-  if (isBrowser()) bad(op, l.name, 'a data: or http(s) URL (a page cannot read paths)', fmt(spec.slice(0, 200)));
+  if (!hasFiles()) bad(op, l.name, 'a data: or http(s) URL (a page or worker cannot read paths)', fmt(spec.slice(0, 200)));
   let path = spec;
   if (spec.startsWith('file:')) {
     const specifier = 'node:url';

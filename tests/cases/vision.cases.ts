@@ -50,6 +50,12 @@ export const visionCases = defineCases('vision', [
           assert(img.data[i * 3 + c] === want, `pixel ${i} channel ${c}: ${img.data[i * 3 + c]}, the golden's ${want}`);
         }
       }
+      if (ctx.runtime === 'chromium' || ctx.runtime === 'firefox') {
+        // A page has no file system: a path is refused by name, not fetched.
+        let message = 'no error';
+        await decodeImage('images/cat.png').catch((e: Error) => { message = e.message; });
+        assert(/decodeImage: image: expected a data: or http\(s\) URL \(a page or worker cannot read paths\), got 'images\/cat.png'/.test(message), `a path in a page: ${message}`);
+      }
       for (const path of [`${DIR}/gemma3-vision/image-resize.png`, `${DIR}/qwen2.5-vl/image.png`]) {
         const b = await ctx.fixture(path);
         const a = await decodeImage(new Blob([b as Uint8Array<ArrayBuffer>]));
