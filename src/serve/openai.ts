@@ -412,9 +412,14 @@ export class OpenAIServing {
       }
       if (vision) {
         // Decoded only now, every other field checked: each within decodeImage's byte and pixel caps.
+        // The request's sources (the server's) only narrow the serving's own.
         const sources = (r as Record<symbol, unknown>)[IMAGE_SOURCES];
-        const policy: DecodeOptions = isObj(sources) ? { allowFiles: sources.allowFiles !== false, allowHttp: sources.allowHttp !== false } : {};
-        const opts: DecodeOptions = { ...this.imageOptions, ...policy, signal: r.signal as AbortSignal | undefined };
+        const narrow = isObj(sources) ? sources : {};
+        const opts: DecodeOptions = {
+          ...this.imageOptions, signal: r.signal as AbortSignal | undefined,
+          allowFiles: this.imageOptions.allowFiles !== false && narrow.allowFiles !== false,
+          allowHttp: this.imageOptions.allowHttp !== false && narrow.allowHttp !== false,
+        };
         for (const part of imageParts) {
           try {
             images.push(await decodeImage(part.url, { ...opts, name: part.at }));

@@ -167,6 +167,10 @@ describe('image_url content parts', () => {
     const r = await refusal(serving.chatPrompt({ ...user(image(path)), [IMAGE_SOURCES]: { allowFiles: false } }));
     expect(r).toMatchObject({ param: 'messages[0].content[0].image_url.url', code: 'invalid_image' });
     expect(r.message).toMatch(/paths are not read here/);
+    // A serving that reads no http(s) URLs keeps refusing them whatever the request's sources say.
+    const closed = served(gemmaVision, partsTemplate, { allowHttp: false });
+    const h = await refusal(closed.serving.chatPrompt({ ...user(image('https://example.invalid/a.png')), [IMAGE_SOURCES]: { allowFiles: false } }));
+    expect(h.message).toMatch(/http\(s\) URLs are not fetched here/);
   });
 
   it("gemma3VisionTokens and qwen2VLVisionTokens read the goldens' configs; the text-level expansion gives processor_check", async () => {
