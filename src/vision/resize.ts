@@ -1,8 +1,10 @@
 // Resampling as the image processors do it: separable convolution with a filter whose support widens
 // by the scale when shrinking (antialiasing), the weights of each output pixel normalized to sum 1 —
-// PIL's Image.resize and torchvision's resize(antialias=True) both compute this. Each pass rounds to
-// 8 bits (horizontal first, then vertical), as both do on uint8 images; they differ from each other
-// and from this by at most one 8-bit level, which is the tolerance the goldens allow for resized pixels.
+// PIL's Image.resize and torchvision's resize(antialias=True) both compute this. On 8-bit images both
+// run the horizontal pass, round to 8 bits, then the vertical pass, with fixed-point weights: PIL with
+// 22 fraction bits, torchvision's uint8 kernel with int16 weights of as many bits as fit. This follows
+// torchvision's (the goldens' processors are its backend, and their resize case comes out byte for
+// byte); PIL's differs from it by at most one 8-bit level here and there.
 import { fmt, WebinferError } from '../core/errors.js';
 import type { RgbImage } from './image.js';
 
@@ -59,7 +61,21 @@ function coefficients(f: ResampleFilter, inSize: number, outSize: number): { sta
   return { start, weights };
 }
 
-const u8 = (v: number): number => (v <= 0 ? 0 : v >= 255 ? 255 : Math.floor(v + 0.5));
+const u8 = (v: number): number => (v <= 0 ? 0 : v >= 255 ? 255 : v);
+
+/**
+ * A pass's weights in fixed point as torchvision's uint8 kernel holds them: int16 with as many fraction
+ * bits as the largest weight leaves room for, each rounded half away from zero. Its sums start at
+ * half a unit and are shifted down (rounding half up), as PIL's 8-bit resampling does with 22 bits.
+ */
+function fixedPoint(weights: Float64Array[]): { bits: number; ints: Int32Array[] } {
+  let most = 0;
+  for (const w of weights) for (const v of w) most = Math.max(most, v);
+  let bits = 0;
+  for (; bits < 22; bits++) if (Math.trunc(0.5 + most * 2 ** (bits + 1)) >= 1 << 15) break;
+  const ints = weights.map((w) => Int32Array.from(w, (v) => Math.trunc(v * 2 ** bits + (v >= 0 ? 0.5 : -0.5))));
+  return { bits, ints };
+}
 
 /** An RGB image resized to width × height with the filter (antialiased when shrinking). */
 export function resizeRgb(img: RgbImage, width: number, height: number, filter: ResampleFilter): RgbImage {
@@ -72,15 +88,17 @@ export function resizeRgb(img: RgbImage, width: number, height: number, filter: 
   let w = img.width;
   if (width !== img.width) {
     const { start, weights } = coefficients(filter, img.width, width);
+    const { bits, ints } = fixedPoint(weights);
+    const half = 2 ** (bits - 1);
     const out = new Uint8Array(width * img.height * 3);
     for (let y = 0; y < img.height; y++) {
       const row = y * img.width * 3;
       for (let x = 0; x < width; x++) {
-        const ws = weights[x];
-        let r = 0, g = 0, b = 0;
+        const ws = ints[x];
+        let r = half, g = half, b = half;
         for (let i = 0, at = row + start[x] * 3; i < ws.length; i++, at += 3) { r += ws[i] * src[at]; g += ws[i] * src[at + 1]; b += ws[i] * src[at + 2]; }
         const o = (y * width + x) * 3;
-        out[o] = u8(r); out[o + 1] = u8(g); out[o + 2] = u8(b);
+        out[o] = u8(Math.floor(r / 2 ** bits)); out[o + 1] = u8(Math.floor(g / 2 ** bits)); out[o + 2] = u8(Math.floor(b / 2 ** bits));
       }
     }
     src = out;
@@ -88,14 +106,16 @@ export function resizeRgb(img: RgbImage, width: number, height: number, filter: 
   }
   if (height !== img.height) {
     const { start, weights } = coefficients(filter, img.height, height);
+    const { bits, ints } = fixedPoint(weights);
+    const half = 2 ** (bits - 1);
     const out = new Uint8Array(w * height * 3);
     for (let y = 0; y < height; y++) {
-      const ws = weights[y];
+      const ws = ints[y];
       for (let x = 0; x < w; x++) {
-        let r = 0, g = 0, b = 0;
+        let r = half, g = half, b = half;
         for (let i = 0, at = ((start[y]) * w + x) * 3; i < ws.length; i++, at += w * 3) { r += ws[i] * src[at]; g += ws[i] * src[at + 1]; b += ws[i] * src[at + 2]; }
         const o = (y * w + x) * 3;
-        out[o] = u8(r); out[o + 1] = u8(g); out[o + 2] = u8(b);
+        out[o] = u8(Math.floor(r / 2 ** bits)); out[o + 1] = u8(Math.floor(g / 2 ** bits)); out[o + 2] = u8(Math.floor(b / 2 ** bits));
       }
     }
     src = out;

@@ -194,14 +194,15 @@ describe('image processors', () => {
     expect(readPreprocessorConfig(json('gemma3-vision', 'processor_config.json'))).toEqual(cfg);
   });
 
-  it("resizes gemma3-vision's resize case (72×96 → 64×64, bilinear with antialiasing) within one 8-bit level", async () => {
+  it("resizes gemma3-vision's resize case (72×96 → 64×64, bilinear with antialiasing) as torchvision does, byte for byte", async () => {
     const g = json('gemma3-vision', 'golden.json');
     const rc = g.resize_case as { image: string; image_size_hw: number[]; pixel_values: Nested };
     const img = await decodeImage(file('gemma3-vision', rc.image));
     expect([img.height, img.width]).toEqual(rc.image_size_hw);
     const out = gemma3ImageProcessor(img, json('gemma3-vision', 'preprocessor_config.json'));
     expect(out.shape).toEqual([3, 64, 64]);
-    expectClose(out.pixelValues, flat(rc.pixel_values), 0.01);
+    // The README allows one 8-bit level (0.0078 here) for PIL's rounding; torchvision's fixed point gives the same bytes.
+    expectClose(out.pixelValues, flat(rc.pixel_values), 1e-6);
   });
 
   it("Qwen2VLImageProcessor gives qwen2.5-vl's pixel_values, grid and image tokens", async () => {
