@@ -421,6 +421,8 @@ export class OpenAIServing {
           allowHttp: this.imageOptions.allowHttp !== false && narrow.allowHttp !== false,
         };
         for (const part of imageParts) {
+          // Node's and Deno's decoders run on this thread: other requests' steps go between images.
+          if (images.length) await nextTick();
           try {
             images.push(await decodeImage(part.url, { ...opts, name: part.at }));
           } catch (e) {
