@@ -18,7 +18,9 @@ export default defineConfig({
     sourcemap: true,
     minify: false,
     // No PLUGIN_TIMINGS report: a slow machine's plugin times are not the user's business.
-    rolldownOptions: { checks: { bundlerTimings: false } },
+    // The image decoders (fast-png, jpeg-js: src/vision/image.ts imports them on first use) stay inside
+    // the one file: no chunk beside it for a page, a worker or Deno to resolve.
+    rolldownOptions: { checks: { bundlerTimings: false }, output: { codeSplitting: false } },
     lib: { entry: 'src/index.ts', formats: ['es'], fileName: () => 'webinfer.js' },
   },
 });

@@ -83,3 +83,13 @@ export { OpenAIServing } from './serve/openai.js';
 export type { ServedModel, TextSetup } from './serve/openai.js';
 export { compileResponseFormat } from './serve/grammar.js';
 export type { TokenVocabulary, TokenConstraint } from './serve/grammar.js';
+// Images in (API.md "Images in"): decoding, resizing and the image processors, and the image tokens a
+// vision-language model declares for the chat path.
+export { decodeImage, decodeImageBytes, imageHeaderSize, sniffImage, DEFAULT_MAX_PIXELS, DEFAULT_MAX_BYTES } from './vision/image.js';
+export type { ImageInput, RgbImage, DecodeOptions as ImageDecodeOptions } from './vision/image.js';
+export { resizeRgb } from './vision/resize.js';
+export type { ResampleFilter } from './vision/resize.js';
+export { readPreprocessorConfig, gemma3ImageProcessor, qwen2VLImageProcessor, qwen2VLImageGrid, smartResize, preprocessRgb, preprocessImage } from './vision/processors.js';
+export type { ImageProcessorConfig, Gemma3ProcessorConfig, Qwen2VLProcessorConfig } from './vision/processors.js';
+export { expandImageTokens, expandImageText, imagesDigest, gemma3VisionTokens, qwen2VLVisionTokens } from './vision/tokens.js';
+export type { VisionTokens } from './vision/tokens.js';

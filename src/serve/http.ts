@@ -11,6 +11,9 @@ import { multipartBoundary, parseMultipart, type FormPart } from './multipart.js
 import { renderMetrics } from './metrics.js';
 import type { EngineMetrics } from './engine.js';
 
+/** openai.ts's IMAGE_SOURCES (the same registered symbol, without loading the OpenAI surface here). */
+const IMAGE_SOURCES = Symbol.for('webinfer.imageSources');
+
 /** What serve() needs of a model: its id and the two create calls (every loaded Model has them), and
  *  embeddings.create for POST /v1/embeddings (an encoder-only model's; a decoder's refuses). */
 export interface ServableModel {
@@ -426,7 +429,8 @@ class Handler {
     }
     let result: unknown;
     try {
-      result = await api.create({ ...req, signal });
+      // A client's image_url parts may be data: or http(s) URLs, never paths on this machine.
+      result = await api.create({ ...req, signal, [IMAGE_SOURCES]: { allowFiles: false } });
     } catch (e) {
       return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
     }

@@ -32,6 +32,8 @@ import type { FinishReason, RequestEngine, RequestResult, Sampling, TokenLogprob
 import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from '../text/text.js';
 import { forcedCallText, parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
 import { harmonyTokens, isHarmonyTemplate, parseHarmony, type HarmonyTokens } from './harmony.js';
+import { decodeImage, DEFAULT_MAX_BYTES, type DecodeOptions, type RgbImage } from '../vision/image.js';
+import { expandImageText, expandImageTokens, imagesDigest, isVisionTokens, type VisionTokens } from '../vision/tokens.js';
 
 /** What the serving surface needs of a model. */
 export interface ServedModel {
@@ -43,6 +45,8 @@ export interface ServedModel {
   readonly maxContext: number;
   /** End-of-sequence ids of the config and generation config. */
   readonly eosTokenIds: readonly number[];
+  /** A vision-language model's image tokens (src/vision/tokens.ts); without it, image parts are refused. */
+  readonly vision?: VisionTokens;
 }
 
 export interface TextSetup {
@@ -50,6 +54,27 @@ export interface TextSetup {
   template?: ChatTemplate;
   /** generation_config.json's sampling defaults (temperature, top_p, top_k, repetition_penalty ...). */
   generationConfig?: Record<string, unknown>;
+  /** Limits and sources for image_url parts (decodeImage's options; default: its limits, data:, http(s) and paths). */
+  images?: DecodeOptions;
+}
+
+/**
+ * A request's key (a symbol: no JSON body can set it) for where its image_url parts may come from:
+ * the HTTP server sets { allowFiles: false }, so a client cannot make it read the server's files.
+ */
+export const IMAGE_SOURCES: unique symbol = Symbol.for('webinfer.imageSources');
+
+/** Content parts in one message at most, and images in one request at most. */
+export const MAX_CONTENT_PARTS = 256;
+export const MAX_IMAGES = 16;
+
+/** A message's image parts, as the chat path found them: where, and the URL. */
+interface ImagePart { at: string; url: string }
+
+/** Whether a chat template walks a message's content as a list of parts (HF's multimodal templates:
+ *  `for item in message['content']`), rather than printing it as a string. */
+export function templateTakesParts(source: string): boolean {
+  return /\bfor\s+\w+\s+in\s+\w+(\[\s*['"]content['"]\s*\]|\.content)(?!\w)/.test(source);
 }
 
 const SAMPLING_FIELDS = ['max_tokens', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'stop', 'n', 'presence_penalty', 'frequency_penalty',
@@ -136,6 +161,8 @@ interface Parsed {
   /** gpt-oss's harmony output (serve/harmony.ts): content is the final channel, the analysis channel reasoning_content. */
   harmony: HarmonyTokens | null;
   echo: boolean;
+  /** The chat's images in order of appearance (their tokens expanded in `prompt`). */
+  images: RgbImage[];
 }
 
 const isObj = (x: unknown): x is Json => x !== null && typeof x === 'object' && !Array.isArray(x);
@@ -209,6 +236,7 @@ export class OpenAIServing {
   private readonly template?: ChatTemplate;
   private readonly gen: Record<string, unknown>;
   private vocab: TokenVocabulary | null = null;
+  private readonly imageOptions: DecodeOptions;
 
   readonly chat: { completions: { create: (req: unknown) => Promise<Json> | AsyncIterable<Json> } };
   readonly completions: { create: (req: unknown) => Promise<Json> | AsyncIterable<Json> };
@@ -217,6 +245,7 @@ export class OpenAIServing {
     this.tok = text.tokenizer;
     this.template = text.template;
     this.gen = text.generationConfig ?? {};
+    this.imageOptions = text.images ?? {};
     this.chat = { completions: { create: (req) => this.create('chat', req) } };
     this.completions = { create: (req) => this.create('completions', req) };
   }
@@ -294,22 +323,27 @@ export class OpenAIServing {
     /** The functions a call is forced among (tool_choice naming one, or 'required': any of the tools),
      *  each with its index in tools and its parameters' schema. */
     let forced: { name: string; index: number; schema: Json }[] | null = null;
+    const images: RgbImage[] = [];
     if (kind === 'chat') {
       if (!Array.isArray(r.messages) || r.messages.length === 0) throw badRequest('messages', 'a non-empty array of { role, content }', r.messages);
+      const vision = isVisionTokens(this.m.vision) ? this.m.vision : null;
+      const imageParts: ImagePart[] = [];
+      // A vision model's template that walks content parts gets them (images as { type: 'image' }, as
+      // HF's processors pass them); every other template gets the text parts joined.
+      const asParts = vision !== null && !!this.template && templateTakesParts(this.template.source(false));
       const messages = r.messages.map((msg, i) => {
         if (!isObj(msg)) throw badRequest(`messages[${i}]`, '{ role, content }', msg);
         if (!['system', 'user', 'assistant', 'tool', 'developer'].includes(msg.role as string)) throw badRequest(`messages[${i}].role`, "'system', 'developer', 'user', 'assistant' or 'tool'", msg.role);
         let content = msg.content;
         if (Array.isArray(content)) {
-          // Parts: text only.
-          content = content.map((part, j) => {
-            if (!isObj(part) || part.type !== 'text' || typeof part.text !== 'string') {
-              throw new OpenAIError(`messages[${i}].content[${j}]: only { type: 'text', text } parts are supported (this model reads text), got ${preview(part, 80)}`, { param: `messages[${i}].content` });
-            }
-            return part.text;
-          }).join('');
+          const parts = this.contentParts(content, i, msg.role as string, vision, imageParts);
+          content = asParts ? parts : parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+          if (!asParts && parts.some((p) => p.type === 'image')) {
+            throw new OpenAIError(`messages[${i}].content: this model's chat template takes text only (it does not walk content parts), so it cannot place images`,
+              { param: `messages[${i}].content`, code: 'images_not_supported' });
+          }
         }
-        if (content !== undefined && content !== null && typeof content !== 'string') throw badRequest(`messages[${i}].content`, 'a string or text parts', content);
+        if (content !== undefined && content !== null && typeof content !== 'string' && !Array.isArray(content)) throw badRequest(`messages[${i}].content`, 'a string or an array of content parts', content);
         if ((content === undefined || content === null) && !(msg.role === 'assistant' && Array.isArray(msg.tool_calls))) throw badRequest(`messages[${i}].content`, 'a string', content);
         return { ...msg, role: msg.role === 'developer' ? 'system' : msg.role, content: content ?? '' } as ChatMessage;
       });
@@ -357,7 +391,10 @@ export class OpenAIServing {
       const addGen = bool(r, 'add_generation_prompt') ?? true;
       // The messages' text alone may already be past the context: refused before the template runs.
       let contentBytes = 0;
-      for (const m of messages) if (typeof m.content === 'string') contentBytes += utf8Bytes(m.content);
+      for (const m of messages) {
+        if (typeof m.content === 'string') contentBytes += utf8Bytes(m.content);
+        else if (Array.isArray(m.content)) for (const p of m.content as { text?: string }[]) if (typeof p.text === 'string') contentBytes += utf8Bytes(p.text);
+      }
       this.checkBytes(contentBytes, limit, 'messages');
       let text: string;
       try {
@@ -374,7 +411,42 @@ export class OpenAIServing {
             { param: 'tools', code: 'tools_not_supported' });
         }
       }
-      prompt = await this.encodeBounded(text, false, limit, 'messages');
+      if (vision) {
+        // Decoded only now, every other field checked: each within decodeImage's byte and pixel caps.
+        // The request's sources (the server's) only narrow the serving's own.
+        const sources = (r as Record<symbol, unknown>)[IMAGE_SOURCES];
+        const narrow = isObj(sources) ? sources : {};
+        const opts: DecodeOptions = {
+          ...this.imageOptions, signal: r.signal as AbortSignal | undefined,
+          allowFiles: this.imageOptions.allowFiles !== false && narrow.allowFiles !== false,
+          allowHttp: this.imageOptions.allowHttp !== false && narrow.allowHttp !== false,
+        };
+        for (const part of imageParts) {
+          // Node's and Deno's decoders run on this thread: other requests' steps go between images.
+          if (images.length) await nextTick();
+          try {
+            images.push(await decodeImage(part.url, { ...opts, name: part.at }));
+          } catch (e) {
+            throw new OpenAIError((e as Error).message, { param: part.at, code: 'invalid_image' });
+          }
+        }
+      }
+      const refuse = (e: unknown): OpenAIError => new OpenAIError(`messages: ${(e as Error).message.replace(/^expand\w+: messages: /, '')}${imageParts.length ? ' (the chat template must write one image placeholder per image part; a text part must not write it)' : ''}`,
+        { param: 'messages', code: 'invalid_image_tokens' });
+      if (vision?.placeholderText && vision.imageText) {
+        // As HF's processors: the images expanded in the text, then the whole text tokenized.
+        let expanded: { text: string; imageTokens: number };
+        try { expanded = expandImageText(vision, text, images); } catch (e) { throw refuse(e); }
+        prompt = await this.encodeBounded(expanded.text, false, limit, 'messages');
+        const got = prompt.reduce((n, t) => n + (t === vision.imageTokenId ? 1 : 0), 0);
+        if (got !== expanded.imageTokens) {
+          throw new OpenAIError(`messages: expected ${expanded.imageTokens} image tokens (${vision.imageTokenId}) for ${images.length} image${images.length === 1 ? '' : 's'}, got ${got} after tokenizing (a text part writes the image token?)`,
+            { param: 'messages', code: 'invalid_image_tokens' });
+        }
+      } else {
+        prompt = await this.encodeBounded(text, false, limit, 'messages');
+        if (vision) { try { prompt = expandImageTokens(vision, prompt, images); } catch (e) { throw refuse(e); } }
+      }
       if (tools) toolFormat = toolCallFormat(this.template.source(true));
       if (isHarmonyTemplate(this.template.source(!!tools))) harmony = harmonyTokens((t) => this.tok!.tokenToId(t));
     } else {
@@ -480,7 +552,7 @@ export class OpenAIServing {
       throw new OpenAIError(`${param}: constrained output ends with an end-of-sequence token, and this model names none (eos_token_id); add stop_token_ids`, { param });
     }
     return {
-      prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, harmony, echo, constraint,
+      prompt, maxTokens, n, stops, stopIds, logprobs, stream, includeUsage, toolFormat, harmony, echo, constraint, images,
       returnTokenIds: bool(r, 'return_token_ids') ?? !this.tok,
       // webinfer's own field: false keeps this request out of speculative decoding (loadModel's speculative).
       speculative: bool(r, 'speculative') ?? true,
@@ -490,6 +562,55 @@ export class OpenAIServing {
         presencePenalty: presence, frequencyPenalty: frequency, repetitionPenalty: repetition, logitBias,
       },
     };
+  }
+
+  /**
+   * A message's content parts checked: { type: 'text', text } and, in a user message to a vision model,
+   * { type: 'image_url', image_url: { url, detail?: 'auto' } } (collected in `images`, in order). Returns
+   * the parts as templates read them: { type: 'text', text } and { type: 'image' }.
+   */
+  private contentParts(content: unknown[], i: number, role: string, vision: VisionTokens | null, images: ImagePart[]): ({ type: 'text'; text: string } | { type: 'image' })[] {
+    const where = `messages[${i}].content`;
+    if (content.length > MAX_CONTENT_PARTS) throw badRequest(where, `at most ${MAX_CONTENT_PARTS} content parts`, `${content.length} parts`);
+    const maxUrl = Math.ceil(((this.imageOptions.maxBytes ?? DEFAULT_MAX_BYTES) * 4) / 3) + 256;
+    return content.map((part, j) => {
+      const at = `${where}[${j}]`;
+      if (!isObj(part) || typeof part.type !== 'string') throw badRequest(at, "a content part { type: 'text', text } or { type: 'image_url', image_url: { url } }", part);
+      const extra = Object.keys(part).find((k) => k !== 'type' && k !== (part.type === 'text' ? 'text' : part.type));
+      if (extra !== undefined) throw badRequest(`${at}.${extra.slice(0, 64)}`, `no field other than type and ${part.type === 'text' ? 'text' : fmt(String(part.type).slice(0, 32))}`, extra.slice(0, 64));
+      if (part.type === 'text') {
+        if (typeof part.text !== 'string') throw badRequest(`${at}.text`, 'a string', part.text);
+        return { type: 'text', text: part.text };
+      }
+      if (part.type !== 'image_url') {
+        throw new OpenAIError(`${at}.type: expected 'text' or 'image_url', got ${fmt(part.type.slice(0, 64))} (webinfer reads text and images)`, { param: `${at}.type`, code: 'unsupported_content_part' });
+      }
+      if (!vision) {
+        throw new OpenAIError(`${at}: this model reads no images (it has no vision tower); send text parts only, or use a vision-language model (Gemma 3, Qwen2.5-VL)`,
+          { param: at, code: 'images_not_supported' });
+      }
+      if (role !== 'user') throw badRequest(`${at}.type`, `'text' in a ${role} message (images go in user messages)`, 'image_url');
+      const iu = part.image_url;
+      if (!isObj(iu) || typeof iu.url !== 'string') throw badRequest(`${at}.image_url`, "{ url: 'data:image/png;base64,...' | 'https://...' | path, detail? }", iu);
+      for (const k of Object.keys(iu)) if (k !== 'url' && k !== 'detail') throw badRequest(`${at}.image_url.${k.slice(0, 64)}`, 'url and detail only', k.slice(0, 64));
+      if (iu.detail !== undefined && iu.detail !== null && iu.detail !== 'auto') {
+        throw new OpenAIError(`${at}.image_url.detail: expected 'auto' or none (the model's processor decides the resolution), got ${preview(iu.detail, 40)}`, { param: `${at}.image_url.detail`, code: 'unsupported_parameter' });
+      }
+      if (iu.url.length === 0 || iu.url.length > maxUrl) throw badRequest(`${at}.image_url.url`, `a URL of 1 to ${maxUrl} characters`, `${iu.url.length} characters`);
+      if (images.length >= MAX_IMAGES) throw badRequest(at, `at most ${MAX_IMAGES} images in a request`, `image ${images.length + 1}`);
+      images.push({ at: `${at}.image_url.url`, url: iu.url });
+      return { type: 'image' };
+    });
+  }
+
+  /**
+   * A chat request's prompt as the engine gets it: the messages rendered by the template, tokenized,
+   * each image's placeholder expanded to its image tokens, and the decoded images in order. Every
+   * field is checked as create() checks it; nothing is queued.
+   */
+  async chatPrompt(req: unknown): Promise<{ prompt: number[]; images: RgbImage[] }> {
+    const p = await this.parse('chat', req);
+    return { prompt: p.prompt, images: p.images };
   }
 
   /** Refuses (413) a text of more UTF-8 bytes than `limit` tokens can hold, before it is tokenized. */
@@ -613,6 +734,9 @@ export class OpenAIServing {
     const h = this.m.engine.submit({
       prompt: Int32Array.from(p.prompt), maxTokens: p.maxTokens, n: p.n, sampling: p.sampling, stopTokens: p.stopIds,
       logprobs: p.logprobs, constraint: p.constraint, signal: p.signal, ...(p.speculative ? {} : { speculative: false }),
+      // A request with images: the images go to the model with the request (its admitSequence), and
+      // their digest keeps its cached blocks apart from those of the same tokens with other images.
+      ...(p.images.length ? { encoderInput: { images: p.images }, cacheSalt: await imagesDigest(p.images) } : {}),
       onTokens: (i, tokens, lps) => {
         const c = choices[i];
         if (c.ended) return;

@@ -25,6 +25,7 @@ import { decoderCases } from './decoders.cases';
 import { encoderCases } from './encoder.cases';
 import { archCases as archQwen3MoeCases } from './arch_qwen3moe.cases';
 import { archGemma3Cases } from './arch_gemma3.cases';
+import { visionCases } from './vision.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -48,4 +49,5 @@ export const allCases: TestCase[] = [
   ...encoderCases,
   ...archQwen3MoeCases,
   ...archGemma3Cases,
+  ...visionCases,
 ];

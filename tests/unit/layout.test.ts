@@ -84,10 +84,12 @@ describe('source layout', () => {
       text: ['text', 'core'],
       // File formats and checkpoint sources: bytes to tensors and configs, knowing no model.
       formats: ['formats', 'core', 'reference'],
+      // Images in: decoding, resizing and the image processors, up to the pixel tensor; no model.
+      vision: ['vision', 'core', 'formats'],
       // Architectures, the forward pass behind the step contract, loading: no request, block or server.
-      models: ['models', 'core', 'reference', 'attention', 'ops', 'text', 'formats'],
+      models: ['models', 'core', 'reference', 'attention', 'ops', 'text', 'formats', 'vision'],
       // The request engine, blocks, the OpenAI surface and the servers: above the models they serve.
-      serve: ['serve', 'core', 'reference', 'attention', 'ops', 'text', 'formats', 'models'],
+      serve: ['serve', 'core', 'reference', 'attention', 'ops', 'text', 'formats', 'models', 'vision'],
     };
     // Programs over a whole model (the HTTP server, its command line, the worker host and its page
     // client) sit on top of everything, as an application would.
