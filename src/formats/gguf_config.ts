@@ -1,6 +1,6 @@
 // The HF config.json a GGUF file's metadata stands for: llama.cpp's convert_hf_to_gguf.py read
 // backwards for the architectures the engine runs (GGUF `llama`: Llama and Mistral; `qwen2`; `qwen3`;
-// `deepseek2`: DeepSeek V2 and V3). The result is what parseConfig (models/config.ts) reads, so a GGUF model
+// `deepseek2`: DeepSeek V2 and V3; `gpt-oss`). The result is what parseConfig (models/config.ts) reads, so a GGUF model
 // goes through the same validation and defaults as a Hub checkpoint. Where a key is absent the
 // default is llama.cpp's (rope.freq_base 10000, head_count_kv = head_count, softmax expert gating
 // for DeepSeek V2 files older than expert_gating_func ...).
@@ -10,7 +10,7 @@ import { check, fail, fmt } from '../core/errors.js';
 const OP = 'ggufConfig';
 
 /** GGUF `general.architecture` values this module maps, and the HF class each becomes. */
-export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'deepseek2'] as const);
+export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'deepseek2', 'gpt-oss'] as const);
 export type GGUFArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 /** llama.cpp's llama_expert_gating_func_type. */
@@ -286,6 +286,7 @@ export function ggufConfig(metadata: Meta, tensors: Tensors, o: GGUFConfigOption
   if (dtype) common.torch_dtype = dtype;
 
   if (arch === 'deepseek2') return { ...deepseekConfig(r, tensors, maxPos, numHeads), ...common };
+  if (arch === 'gpt-oss') return { ...common, ...gptOssConfig(r, tensors, maxPos, numHeads, hidden, numLayers) };
 
   // Mixtral-style models are `llama` with experts: not a model the llama family here runs.
   const experts = r.raw('expert_count');
@@ -399,4 +400,50 @@ function deepseekRopeScaling(r: MetaReader, maxPos: number): object | null {
   base.beta_fast ??= 32;
   base.beta_slow ??= 1;
   return base;
+}
+
+/**
+ * gpt-oss (GGUF `gpt-oss`, llama.cpp's LLM_ARCH_OPENAI_MOE) as convert_hf_to_gguf.py writes it: the
+ * experts' width in expert_feed_forward_length (feed_forward_length is the same number), the window in
+ * attention.sliding_window, and no layer types: llama.cpp alternates them (set_swa_pattern(2): layers
+ * 0, 2, ... slide, 1, 3, ... attend to everything), as the released checkpoints' layer_types do. RoPE is
+ * YaRN (the converter refuses anything else) without truncation (GptOssConfig's). The experts are ggml
+ * MXFP4 blocks (the converter repacks the checkpoint's blocks without rounding): they come back as an
+ * MXFP4 checkpoint's (quantization_config mxfp4); experts of another type are refused by name.
+ */
+function gptOssConfig(r: MetaReader, tensors: Tensors, maxPos: number, numHeads: number, hidden: number, numLayers: number): Record<string, unknown> {
+  const gate = tensors.get('blk.0.ffn_gate_exps.weight');
+  check(gate !== undefined, OP, `${r.name} tensor 'blk.0.ffn_gate_exps.weight'`, "gpt-oss's routed experts (gate)", 'no such tensor');
+  check(gate!.type === 'MXFP4', OP, `${r.name} tensor 'blk.0.ffn_gate_exps.weight'`, 'MXFP4 experts (as convert_hf_to_gguf.py writes gpt-oss)', gate!.type);
+  const headDim = r.posInt('attention.key_length', Math.floor(hidden / numHeads));
+  const vDim = r.posInt('attention.value_length', headDim);
+  check(vDim === headDim, OP, r.where(r.key('attention.value_length')), `${headDim} (the key length: gpt-oss uses one head_dim)`, vDim);
+  const rotary = r.posInt('rope.dimension_count', headDim);
+  check(rotary === headDim, OP, r.where(r.key('rope.dimension_count')), `${headDim} (gpt-oss rotates whole heads)`, rotary);
+  const moeWidth = r.posInt('expert_feed_forward_length');
+  const theta = r.num('rope.freq_base', 150000);
+  const scaling = ropeScaling(r, maxPos) as Record<string, unknown> | null;
+  let rope: Record<string, unknown>;
+  if (scaling === null) rope = { rope_type: 'default', rope_theta: theta };
+  else {
+    check(scaling.rope_type === 'yarn', OP, r.where(r.key('rope.scaling.type')), "'yarn' (gpt-oss's RoPE)", scaling.rope_type);
+    rope = { beta_fast: 32, beta_slow: 1, ...scaling, truncate: false, rope_theta: theta };
+  }
+  const window = r.posInt('attention.sliding_window');
+  return {
+    architectures: ['GptOssForCausalLM'],
+    model_type: 'gpt_oss',
+    intermediate_size: moeWidth,
+    num_local_experts: r.posInt('expert_count'),
+    num_experts_per_tok: r.posInt('expert_used_count'),
+    num_key_value_heads: r.posInt('attention.head_count_kv', numHeads),
+    head_dim: headDim,
+    sliding_window: window,
+    layer_types: Array.from({ length: numLayers }, (_, i) => (i % 2 === 0 ? 'sliding_attention' : 'full_attention')),
+    attention_bias: tensors.has('blk.0.attn_q.bias'),
+    rope_theta: theta,
+    rope_scaling: null,
+    rope_parameters: rope,
+    quantization_config: { quant_method: 'mxfp4' },
+  };
 }

@@ -10,6 +10,11 @@
 //   up-projection split (attn_k_b [heads, rank, nope]: W_UK transposed, and attn_v_b [heads, v, rank],
 //   as convert_hf_to_gguf.py writes them since mid-2025): dequantized once on the host to F32, since
 //   the model absorbs it at load into 16/32-bit W_UK and W_UV anyway (files with attn_kv_b map it).
+// gpt-oss (`gpt-oss`) maps onto transformers' GptOss names, its MXFP4 experts as an MXFP4 checkpoint's
+// are presented (formats/hf_mxfp4.ts: rows of ggml blocks), with two tensors made up:
+// - `mlp.experts.gate_up_proj` [E, 2I, H] from ffn_gate_exps and ffn_up_exps, as DeepSeek's (blocks kept);
+// - `mlp.experts.gate_up_proj_bias` [E, 2I] F32 in the checkpoint's interleaved order (gate column 2n,
+//   up 2n + 1) from ffn_gate_exps.bias and ffn_up_exps.bias, which convert_hf_to_gguf.py splits it into.
 import { QUANT_TYPES } from '../core/quant.js';
 import { dequantizeRows, isDequantType } from '../reference/quant.js';
 import { WebinferError } from '../core/errors.js';
@@ -55,8 +60,17 @@ const LAYER_NAMES: readonly (readonly [string, string])[] = [
   ['mlp.shared_experts.down_proj.weight', 'ffn_down_shexp.weight'],
 ];
 
+/** gpt-oss's names where they differ from the table above (llama.cpp's LLM_ARCH_OPENAI_MOE tensors). */
+const GPT_OSS_LAYER_NAMES: readonly (readonly [string, string])[] = [
+  ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
+  ['self_attn.sinks', 'attn_sinks.weight'],
+  ['mlp.router.weight', 'ffn_gate_inp.weight'],
+  ['mlp.router.bias', 'ffn_gate_inp.bias'],
+  ['mlp.experts.down_proj_bias', 'ffn_down_exps.bias'],
+];
+
 /** GGUF tensors a made-up HF tensor is built from (see the top of this file). */
-const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight']);
+const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight', 'ffn_gate_exps.bias', 'ffn_up_exps.bias']);
 
 const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
   ['model.embed_tokens.weight', 'token_embd.weight'],
@@ -64,11 +78,12 @@ const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
   ['lm_head.weight', 'output.weight'],
 ];
 
-/** The HF name of a GGUF tensor of the Llama family, or null for one this table does not map. */
-function hfName(gguf: string): string | null {
+/** The HF name of a GGUF tensor of architecture `arch`, or null for one these tables do not map. */
+function hfName(gguf: string, arch: string): string | null {
   for (const [hf, g] of GLOBAL_NAMES) if (g === gguf) return hf;
   const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
   if (!m) return null;
+  if (arch === 'gpt-oss') for (const [hf, g] of GPT_OSS_LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   for (const [hf, g] of LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   return null;
 }
@@ -98,21 +113,22 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
   const madeUp = new Map<string, () => Promise<Uint8Array>>();
   const unknown: string[] = [];
   const hfShape = (name: string) => g.tensors.get(name)!.shape.slice().reverse();
+  const packedExperts = cfg.mla !== null || arch === 'gpt-oss';
   for (const [name, t] of g.tensors) {
-    const hf = hfName(name);
+    const hf = hfName(name, arch);
     if (hf === null) {
       const m = /^blk\.(\d+)\.(.+)$/.exec(name);
-      if (!(cfg.mla && m && MADE_UP.has(m[2]))) unknown.push(name);
+      if (!(packedExperts && m && MADE_UP.has(m[2]))) unknown.push(name);
       continue;
     }
     tensors.set(hf, { dtype: t.type, shape: hfShape(name) });
     source.set(hf, name);
   }
-  if (cfg.mla) {
+  if (packedExperts) {
     for (let i = 0; i < cfg.numLayers; i++) {
       const blk = `blk.${i}.`, p = `model.layers.${i}.`;
       const [kb, vb] = [`${blk}attn_k_b.weight`, `${blk}attn_v_b.weight`];
-      if (g.tensors.has(kb) && g.tensors.has(vb) && !g.tensors.has(`${blk}attn_kv_b.weight`)) {
+      if (cfg.mla && g.tensors.has(kb) && g.tensors.has(vb) && !g.tensors.has(`${blk}attn_kv_b.weight`)) {
         const name = `${p}self_attn.kv_b_proj.weight`;
         const { numHeads: N, mla } = cfg;
         const { qkNopeHeadDim: P, vHeadDim: V, kvLoraRank: L } = mla;
@@ -139,6 +155,18 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
         const [E, I, H] = sg;
         tensors.set(name, { dtype: tg, shape: [E, 2 * I, H] });
         madeUp.set(name, async () => interleaveExperts(await g.tensorBytes(gate), await g.tensorBytes(up), E));
+      }
+      const [gb, ub] = [`${blk}ffn_gate_exps.bias`, `${blk}ffn_up_exps.bias`];
+      if (g.tensors.has(gb) && g.tensors.has(ub)) {
+        const name = `${p}mlp.experts.gate_up_proj_bias`;
+        const [sg, su] = [hfShape(gb), hfShape(ub)];
+        if (sg.length !== 2 || su.length !== 2 || sg[0] !== su[0] || sg[1] !== su[1]) {
+          throw new WebinferError(`loadModel: ${g.name}: layer ${i}: ffn_gate_exps.bias [${sg.join(', ')}] and ffn_up_exps.bias [${su.join(', ')}] `
+            + 'must share a shape [experts, width]');
+        }
+        const [E, I] = sg;
+        tensors.set(name, { dtype: 'F32', shape: [E, 2 * I] });
+        madeUp.set(name, async () => interleaveColumns(await floatRows(g, gb), await floatRows(g, ub), E * I));
       }
     }
   }
@@ -190,6 +218,16 @@ export function kvBFromSplit(kb: Float32Array, vb: Float32Array, N: number, P: n
     const o = h * (P + V) * L;
     for (let l = 0; l < L; l++) for (let j = 0; j < P; j++) out[o + j * L + l] = kb[(h * L + l) * P + j];
     out.set(vb.subarray(h * V * L, (h + 1) * V * L), o + P * L);
+  }
+  return new Uint8Array(out.buffer);
+}
+
+/** Gate and up biases as one row of 2n values, gate value j at column 2j and up value j at 2j + 1, as f32 bytes. */
+function interleaveColumns(gate: Float32Array, up: Float32Array, n: number): Uint8Array {
+  const out = new Float32Array(2 * n);
+  for (let j = 0; j < n; j++) {
+    out[2 * j] = gate[j]!;
+    out[2 * j + 1] = up[j]!;
   }
   return new Uint8Array(out.buffer);
 }

@@ -304,7 +304,7 @@ async function worstLogitError(model: Model, g: GoldenModel): Promise<number> {
 /** What the model on a checkpoint's dequantized values (f32) computes for the golden's prompts. */
 interface DequantizedWant { logits: Float32Array[]; greedy: number[][]; weightBytes: number }
 
-async function dequantizedWant(ctx: CaseContext, g: GoldenModel): Promise<DequantizedWant> {
+export async function dequantizedWant(ctx: CaseContext, g: GoldenModel): Promise<DequantizedWant> {
   const exact = await load(ctx.engine, g, { dtype: 'f32' });
   try {
     const logits: Float32Array[] = [];
@@ -317,7 +317,7 @@ async function dequantizedWant(ctx: CaseContext, g: GoldenModel): Promise<Dequan
 
 /** Every prompt's logits within 2e-3 × max|logit| of the dequantized model's (SPEC §8), its greedy tokens
  *  identical; returns the worst error as a share of max|logit|. */
-async function checkAgainstDequantized(model: Model, g: GoldenModel, want: DequantizedWant, what: string): Promise<number> {
+export async function checkAgainstDequantized(model: Model, g: GoldenModel, want: DequantizedWant, what: string): Promise<number> {
   const V = g.config.vocab_size as number;
   let worst = 0;
   for (const [p, prompt] of g.golden.prompts.entries()) {
