@@ -14,6 +14,7 @@
 import { loadGGUF, loadSafetensors, encodeSafetensors, quantizeRows, reference, writeGGUF, type EncodableTensor, type SafetensorsFile } from '../../src/index';
 import { assert, defineCases, goldenRunsHere, type TestCase } from './harness';
 import { golden, dequantizedWant, checkAgainstDequantized, type GoldenModel } from './model.cases';
+import { GPTOSS_SHAPES, gptOssGGUFBytes } from '../../bench/gguf_gptoss';
 
 const f32Bytes = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 
@@ -154,7 +155,7 @@ function checkPattern(g: GoldenModel): void {
 }
 
 const gptOssCase: TestCase = {
-  name: 'gpt-oss GGUF (llama.cpp names, MXFP4 experts of ggml type 39, split gate/up and their biases, sinks, Q8_0 matrices, YaRN and window keys): its config from the metadata; logits within 2e-3·max|logit| of the same model on the dequantized values, greedy identical; experts kept as MXFP4',
+  name: 'gpt-oss GGUF (llama.cpp names, MXFP4 experts of ggml type 39, split gate/up and their biases, sinks, Q8_0 matrices, YaRN and window keys): its config from the metadata; logits within 2e-3·max|logit| of the same model on the dequantized values, greedy identical; experts kept as MXFP4; the benchmark writer\'s random file of that shape runs steps',
   async run(ctx) {
     if (!goldenRunsHere(ctx, 'gpt-oss GGUF')) return;
     const g = await golden(ctx, 'gptoss-sinks-window-moe', 'goldens-layers');
@@ -162,6 +163,7 @@ const gptOssCase: TestCase = {
     const { gguf, dequantized } = await gptOssGGUF(await loadSafetensors(g.weights), g.config);
     const want = await dequantizedWant(ctx, { ...g, weights: encodeSafetensors(dequantized) });
     const model = await ctx.engine.loadModel({ weights: await loadGGUF(gguf) });
+    const goldenBytes = model.weightBytes;
     try {
       assert(model.architecture === 'GptOssForCausalLM', `gpt-oss GGUF: architecture ${model.architecture}`);
       // Experts as MXFP4 (17 bytes a block of 32), the other matrices Q8_0 (34 bytes a block of 32).
@@ -172,6 +174,20 @@ const gptOssCase: TestCase = {
       ctx.note(`gpt-oss GGUF: worst logit error ${worst.toExponential(2)} of max|logit| against the dequantized model; greedy identical; ${model.weightBytes} bytes of weights (f32 ${want.weightBytes})`);
     } finally {
       model.destroy();
+    }
+    // The device benchmark's random gpt-oss file (bench/gguf_gptoss.ts) at the golden's shape: it loads
+    // (its own config, tokenizer and MXFP4 experts) and runs prefill and decode steps to finite logits.
+    const rnd = await ctx.engine.loadModel({ weights: await loadGGUF(gptOssGGUFBytes(GPTOSS_SHAPES.tiny!, 3)) });
+    try {
+      assert(rnd.architecture === 'GptOssForCausalLM', `random gpt-oss GGUF: architecture ${rnd.architecture}`);
+      assert(rnd.weightBytes === goldenBytes, `random gpt-oss GGUF: ${rnd.weightBytes} bytes of weights, expected the golden's GGUF's ${goldenBytes} (same shape and types)`);
+      const logits = await rnd.logits([1, 5, 9, 200]);
+      assert(logits.length === 4 * 256 && logits.every(Number.isFinite), 'random gpt-oss GGUF: expected 4 × 256 finite logits');
+      const out = await rnd.generate([[1, 5, 9]], { maxNewTokens: 4, stopTokens: [] });
+      assert(out[0]!.length === 4, `random gpt-oss GGUF: generated ${out[0]!.length} tokens, expected 4`);
+      ctx.note(`random gpt-oss GGUF (the benchmark writer's tiny shape): greedy ${out[0]!.join(' ')}`);
+    } finally {
+      rnd.destroy();
     }
   },
 };
