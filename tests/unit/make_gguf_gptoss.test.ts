@@ -14,6 +14,7 @@ import { parseConfig } from '../../src/models/config';
 import { validateCheckpoint, WEIGHT_DTYPES } from '../../src/models/schema';
 import { QUANT_TYPES } from '../../src/core/quant';
 import { dequantizeRows } from '../../src/reference/quant';
+import { ggufConfig } from '../../src/formats/gguf_config';
 import { GPTOSS_SHAPES, gptOssGGUFBytes, gptOssMetadata, gptOssTensors } from '../../bench/gguf_gptoss';
 import { writeGptOssGGUF } from '../../bench/make_gguf_gptoss';
 
@@ -81,5 +82,25 @@ describe('make_gguf_gptoss', () => {
     const experts = ts.filter((t) => t.type === 'MXFP4').reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
     expect(experts).toBe(24 * 32 * 3 * 2880 * 2880);
     expect(() => writeGptOssGGUF(tmp, '7b')).toThrow(/--shape: expected one of 20b, tiny, got 7b/);
+  });
+
+  it("ggufConfig for gpt-oss: GptOssConfig's keys from llama.cpp's; experts of another type, or RoPE other than YaRN, refused by name", () => {
+    const s = GPTOSS_SHAPES.tiny!;
+    const meta = (edit: Record<string, unknown> = {}) => new Map<string, unknown>([...gptOssMetadata(s, 'x').map(([k, v]) => [k, (v as { value?: unknown })?.value ?? v] as [string, unknown]), ...Object.entries(edit)]);
+    const tensors = (type = 'MXFP4') => new Map(gptOssTensors(s).map((t) => [t.name, { type: t.name.includes("_exps.weight") ? type : t.type, shape: [...t.shape] }]));
+    const c = ggufConfig(meta(), tensors(), { name: 'f' }) as Record<string, unknown>;
+    expect(c).toMatchObject({
+      architectures: ['GptOssForCausalLM'], model_type: 'gpt_oss', hidden_size: 128, intermediate_size: 128, num_hidden_layers: 2,
+      num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32, num_local_experts: 4, num_experts_per_tok: 2, sliding_window: 8,
+      layer_types: ['sliding_attention', 'full_attention'], attention_bias: true, rms_norm_eps: 1e-5, tie_word_embeddings: false, vocab_size: 256,
+      rope_parameters: { rope_type: 'yarn', factor: 32, original_max_position_embeddings: 4096, beta_fast: 32, beta_slow: 1, truncate: false, rope_theta: 150000 },
+      quantization_config: { quant_method: 'mxfp4' },
+    });
+    expect(() => ggufConfig(meta(), tensors('Q8_0'), { name: 'f' })).toThrow(/ggufConfig: f tensor 'blk.0.ffn_gate_exps.weight': expected MXFP4 experts \(as convert_hf_to_gguf.py writes gpt-oss\), got Q8_0/);
+    expect(() => ggufConfig(meta({ 'gpt-oss.rope.scaling.type': 'linear' }), tensors(), { name: 'f' })).toThrow(/f metadata 'gpt-oss.rope.scaling.type': expected 'yarn' \(gpt-oss's RoPE\), got linear/);
+    expect(() => ggufConfig(meta({ 'gpt-oss.attention.sliding_window': undefined }), tensors(), { name: 'f' })).toThrow(/f metadata 'gpt-oss.attention.sliding_window': expected a positive integer \(required\)/);
+    const noScaling = meta();
+    noScaling.delete('gpt-oss.rope.scaling.type');
+    expect((ggufConfig(noScaling, tensors(), { name: 'f' }) as Record<string, unknown>).rope_parameters).toEqual({ rope_type: 'default', rope_theta: 150000 });
   });
 });
