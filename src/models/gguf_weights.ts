@@ -69,6 +69,21 @@ const GPT_OSS_LAYER_NAMES: readonly (readonly [string, string])[] = [
   ['mlp.experts.down_proj_bias', 'ffn_down_exps.bias'],
 ];
 
+/** Phi-3's fused projections (llama.cpp's attn_qkv, and ffn_up holding gate then up). */
+const PHI3_LAYER_NAMES: readonly (readonly [string, string])[] = [
+  ['self_attn.qkv_proj.weight', 'attn_qkv.weight'],
+  ['mlp.gate_up_proj.weight', 'ffn_up.weight'],
+];
+
+/** Names by architecture where they differ from LAYER_NAMES. */
+const ARCH_LAYER_NAMES: Readonly<Record<string, readonly (readonly [string, string])[]>> = { 'gpt-oss': GPT_OSS_LAYER_NAMES, phi3: PHI3_LAYER_NAMES };
+
+/** Tensors the config is made from (gguf_config.ts), not weights. */
+const CONFIG_TENSORS = new Set(['rope_freqs.weight', 'rope_factors_long.weight', 'rope_factors_short.weight']);
+
+/** Architectures whose q/k rows llama.cpp's converter permutes (LlamaModel and its subclasses: interleaved RoPE in llama.cpp). */
+const PERMUTED_ARCHS = new Set(['llama', 'smollm3']);
+
 /** GGUF tensors a made-up HF tensor is built from (see the top of this file). */
 const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight', 'ffn_gate_exps.bias', 'ffn_up_exps.bias']);
 
@@ -83,7 +98,7 @@ function hfName(gguf: string, arch: string): string | null {
   for (const [hf, g] of GLOBAL_NAMES) if (g === gguf) return hf;
   const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
   if (!m) return null;
-  if (arch === 'gpt-oss') for (const [hf, g] of GPT_OSS_LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
+  for (const [hf, g] of ARCH_LAYER_NAMES[arch] ?? []) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   for (const [hf, g] of LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   return null;
 }
@@ -113,8 +128,9 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
   const madeUp = new Map<string, () => Promise<Uint8Array>>();
   const unknown: string[] = [];
   const hfShape = (name: string) => g.tensors.get(name)!.shape.slice().reverse();
-  const packedExperts = cfg.mla !== null || arch === 'gpt-oss';
+  const packedExperts = cfg.mla !== null || arch === 'gpt-oss' || arch === 'qwen3moe';
   for (const [name, t] of g.tensors) {
+    if (CONFIG_TENSORS.has(name)) continue;
     const hf = hfName(name, arch);
     if (hf === null) {
       const m = /^blk\.(\d+)\.(.+)$/.exec(name);
@@ -173,7 +189,7 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
   // Names the table does not know stay visible to the schema check (reported as unexpected).
   for (const name of unknown) tensors.set(name, { dtype: g.tensors.get(name)!.type, shape: hfShape(name) });
   const permuted = (hf: string): number => {
-    if (arch !== 'llama') return 0;
+    if (!PERMUTED_ARCHS.has(arch)) return 0;
     if (/self_attn\.q_proj\.weight$/.test(hf)) return cfg.numHeads;
     if (/self_attn\.k_proj\.weight$/.test(hf)) return cfg.numKvHeads;
     return 0;
