@@ -1,7 +1,9 @@
 // A GGUF file seen as the HF checkpoint it stands for (SPEC §8: "a GGUF model is the HF model whose
 // weights are the dequantized tensors, q/k rows un-permuted"): tensors renamed to transformers' state
-// dict names, shapes given outermost first, and for the `llama` architecture the rows of attn_q and
-// attn_k put back in HF's order. It is a SafetensorsFile, so the checkpoint schema validates it and
+// dict names, shapes given outermost first, and for `llama` and `smollm3` (LlamaModel's converter) the
+// rows of attn_q and attn_k put back in HF's order. Phi-3's fused attn_qkv and ffn_up (gate then up) are
+// its qkv_proj and gate_up_proj; Qwen3-MoE's experts are made up as DeepSeek's (below); tensors the
+// config is made from (rope_freqs, rope_factors_long/short) are not weights. It is a SafetensorsFile, so the checkpoint schema validates it and
 // the WeightReader streams it like any checkpoint; its dtypes are GGUF's ('Q4_K', 'F16', ...).
 // DeepSeek (`deepseek2`) maps onto transformers' DeepSeek V2/V3 names with two tensors made up:
 // - `mlp.experts.gate_up_proj` [E, 2I, H] (transformers 5's packed layout): per expert its rows of
@@ -118,7 +120,7 @@ export function unpermuteRows(heads: number, D: number): Int32Array {
 }
 
 /**
- * The checkpoint a GGUF file stands for, for a config of the Llama family (its own, or one the caller
+ * The checkpoint a GGUF file stands for, for a config of an architecture gguf_config.ts reads (its own, or one the caller
  * passes): tensors under transformers' names with their GGUF types, rows read on demand.
  */
 export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
