@@ -23,38 +23,26 @@
 import { loadGGUF, loadSafetensors, encodeSafetensors, quantizeRows, reference, writeGGUF, type EncodableTensor, type SafetensorsFile } from '../../src/index';
 import { assert, defineCases, goldenRunsHere, type TestCase } from './harness';
 import { golden, dequantizedWant, checkAgainstDequantized, type GoldenModel } from './model.cases';
+import { quantizeMxfp4Hf } from './decoders.cases';
 import { GPTOSS_SHAPES, gptOssGGUFBytes } from '../../bench/gguf_gptoss';
 
 const f32Bytes = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 
-/** E2M1 magnitudes of codes 0..7 (8..15 are their negatives). */
-const FP4 = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
-
 /**
- * Rows of K values as ggml MXFP4 blocks, and the values they stand for. Per block of 32 the smallest
- * E8M0 exponent e with max|v| ≤ 6·2^(e − 127), each value the nearest E2M1 code under 2^(e − 127) (ties
- * to the smaller magnitude); ggml's byte j holds code j (low nibble) and code j + 16 (high nibble).
+ * Rows of K values as ggml MXFP4 blocks, and the values they stand for: decoders.cases.ts's quantizer
+ * (transformers' layout: code 2i in the low nibble of byte i, 2i + 1 in the high, one E8M0 byte a block
+ * apart) with its codes moved as convert_hf_to_gguf.py's repack_mxfp4 moves them: per block of 32 the
+ * scale byte, then byte j = code j | code (j + 16) << 4.
  */
 export function quantizeMxfp4Ggml(v: Float32Array, rows: number, K: number): { bytes: Uint8Array; values: Float32Array } {
-  const G = K / 32;
-  const bytes = new Uint8Array(rows * G * 17), values = new Float32Array(rows * K);
-  for (let b = 0; b < rows * G; b++) {
-    const o = b * 32;
-    let amax = 0;
-    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(v[o + j]));
-    const e = amax === 0 ? 127 : Math.min(254, Math.max(1, Math.ceil(Math.log2(amax / 6)) + 127));
-    const s = 2 ** (e - 127);
-    bytes[b * 17] = e;
-    for (let j = 0; j < 32; j++) {
-      const x = v[o + j] / s;
-      let best = 0;
-      for (let c = 1; c < 8; c++) if (Math.abs(Math.abs(x) - FP4[c]) < Math.abs(Math.abs(x) - FP4[best])) best = c;
-      const code = best | (x < 0 && best ? 8 : 0);
-      values[o + j] = (code & 8 ? -1 : 1) * FP4[best] * s;
-      bytes[b * 17 + 1 + (j & 15)] |= code << (j < 16 ? 0 : 4);
-    }
+  const q = quantizeMxfp4Hf(v, rows, K);
+  const n = rows * (K / 32), bytes = new Uint8Array(n * 17);
+  const code = (b: number, j: number) => (q.blocks[b * 16 + (j >> 1)] >> ((j & 1) * 4)) & 0xf;
+  for (let b = 0; b < n; b++) {
+    bytes[b * 17] = q.scales[b];
+    for (let j = 0; j < 16; j++) bytes[b * 17 + 1 + j] = code(b, j) | (code(b, j + 16) << 4);
   }
-  return { bytes, values };
+  return { bytes, values: q.values };
 }
 
 interface Built { gguf: Uint8Array; dequantized: Record<string, EncodableTensor> }
