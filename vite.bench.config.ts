@@ -47,7 +47,7 @@ export default defineConfig({
     assetsInlineLimit: 0,
     rollupOptions: {
       // The GPU test pass (tests/device/run.ts) travels with it: the cases no CPU adapter here runs.
-      input: { bench: 'bench/cli.ts', gputest: 'tests/device/run.ts', serve: 'bench/serve.ts' },
+      input: { bench: 'bench/cli.ts', gputest: 'tests/device/run.ts', serve: 'bench/serve.ts', make_gguf: 'bench/make_gguf_gptoss.ts' },
       external: ['webgpu', ...builtinModules, ...builtinModules.map((m) => `node:${m}`)],
       output: { entryFileNames: '[name].mjs', chunkFileNames: '[name]-[hash].mjs', format: 'es' },
     },

@@ -38,8 +38,8 @@ export { loadSafetensors, loadShardedSafetensors, encodeSafetensors, tensorByteS
 export type { SafetensorsFile, SafetensorsTensorInfo, EncodableTensor, EncodableDType } from './formats/safetensors.js';
 export { loadCheckpoint } from './formats/checkpoint.js';
 export { loadGGUF } from './formats/gguf.js';
-export { writeGGUF, writeGGUFSplit } from './formats/gguf_write.js';
-export type { GGUFWriteOptions, GGUFWriteTensor, GGUFTypedValue } from './formats/gguf_write.js';
+export { writeGGUF, writeGGUFHeader, writeGGUFSplit } from './formats/gguf_write.js';
+export type { GGUFWriteOptions, GGUFWriteTensor, GGUFTypedValue, GGUFHeader, GGUFHeaderTensor } from './formats/gguf_write.js';
 export { quantizeRows, QUANTIZABLE_TYPES } from './models/quantize.js';
 export type { QuantizableType } from './models/quantize.js';
 export { quantizeOnLoadType } from './models/weights.js';

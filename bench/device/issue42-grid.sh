@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 42, third session, on the H200: the whole-model grid beside llama.cpp at one commit, the files
 # benched while the later ones are still being written. FILES: groups of make_gguf.py models, each
-# "model:type,type" (default the 1B files, then DeepSeek-V2-Lite); GGUF_ARGS (default both contexts);
+# "model:type,type" (default the 1B files, then DeepSeek-V2-Lite, then gpt-oss-20b), and the group
+# gpt-oss-20b:mxfp4 (gpt-oss-20b's shape with MXFP4 experts and Q8_0 matrices, 12.1 GB, written with
+# writeGGUF's header by .cache/device/make_gguf.mjs: bench/make_gguf_gptoss.ts); GGUF_ARGS (default both contexts);
 # GGUF_LIMIT a file. Before the call: as issue42-span.sh says (.device, .cache/device, .peer carried).
 # What comes back: gen.log, bench.log, results/gguf-nvidia-h200.md (every file's tables, in order).
 set -u
@@ -19,9 +21,13 @@ bench_file() {
   cat /tmp/res-$b/gguf-nvidia-h200.md >> $R/gguf-nvidia-h200.md 2>/dev/null; echo >> $R/gguf-nvidia-h200.md
 }
 prev=""
-for g in ${FILES:-llama-1b:q4_k_m,q8_0,q4_0 dsv2-lite:q4_k_m}; do
+for g in ${FILES:-llama-1b:q4_k_m,q8_0,q4_0 dsv2-lite:q4_k_m gpt-oss-20b:mxfp4}; do
   # Write this group while the one before is benched (the GPU is idle while the writer runs).
-  python3 .peer/make_gguf.py --model ${g%%:*} --types ${g#*:} --out /tmp/gguf/${g%%:*} >> $OUT/gen.log 2>&1 &
+  if [[ $g == gpt-oss-20b:mxfp4 ]]; then
+    node .cache/device/make_gguf.mjs --shape=20b --out=/tmp/gguf/${g%%:*} >> $OUT/gen.log 2>&1 &
+  else
+    python3 .peer/make_gguf.py --model ${g%%:*} --types ${g#*:} --out /tmp/gguf/${g%%:*} >> $OUT/gen.log 2>&1 &
+  fi
   W=$!
   for f in $prev; do bench_file $f; done
   wait $W; echo "written $g rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gen.log

@@ -643,15 +643,16 @@ function checkSplit(parts: Part[]): void {
 }
 
 /**
- * The tensor the config needs (Llama 3's rope_freqs), read at load and kept so that a stream source
- * can still hand it out. convert_hf_to_gguf.py writes it first, inside the header's chunk.
+ * A tensor the config needs (Llama 3's rope_freqs, Phi-3's rope_factors_long / rope_factors_short), read at
+ * load and kept so that a stream source can still hand it out. convert_hf_to_gguf.py writes them first,
+ * inside the header's chunk.
  */
-async function readRopeFreqs(parts: Part[], tensors: Map<string, GGUFTensorInfo>, cache: Map<string, Uint8Array>): Promise<Float32Array | undefined> {
-  const info = tensors.get('rope_freqs.weight');
+async function readConfigTensor(parts: Part[], tensors: Map<string, GGUFTensorInfo>, cache: Map<string, Uint8Array>, name: string): Promise<Float32Array | undefined> {
+  const info = tensors.get(name);
   if (!info) return undefined;
-  check(info.type === 'F32', OP, `${parts[info.file]!.src.name} tensor 'rope_freqs.weight' type`, 'F32', info.type);
-  const bytes = await readTensor(parts, info, 'rope_freqs.weight');
-  cache.set('rope_freqs.weight', bytes);
+  check(info.type === 'F32', OP, `${parts[info.file]!.src.name} tensor '${name}' type`, 'F32', info.type);
+  const bytes = await readTensor(parts, info, name);
+  cache.set(name, bytes);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   return Float32Array.from({ length: bytes.byteLength / 4 }, (_, i) => dv.getFloat32(4 * i, true));
 }
@@ -677,7 +678,7 @@ class GGUFFileImpl implements GGUFFile {
     readonly config: object,
     readonly tokenizer: object | undefined,
     readonly tokenizerConfig: object | undefined,
-    /** Bytes read at load time (rope_freqs), served from memory so stream sources can read them again. */
+    /** Bytes read at load time (rope_freqs, rope_factors_*), served from memory so stream sources can read them again. */
     private readonly cached: Map<string, Uint8Array>,
   ) {}
 
@@ -735,8 +736,10 @@ export async function loadGGUF(src: GGUFSource | (Blob | string)[]): Promise<GGU
     }
     const metadata = parts[0]!.metadata;
     const cached = new Map<string, Uint8Array>();
-    const ropeFreqs = await readRopeFreqs(parts, tensors, cached);
-    const config = ggufConfig(metadata, tensors, { ropeFreqs, name: parts[0]!.src.name });
+    const ropeFreqs = await readConfigTensor(parts, tensors, cached, 'rope_freqs.weight');
+    const long = await readConfigTensor(parts, tensors, cached, 'rope_factors_long.weight');
+    const short = await readConfigTensor(parts, tensors, cached, 'rope_factors_short.weight');
+    const config = ggufConfig(metadata, tensors, { ropeFreqs, ropeFactors: long || short ? { long, short } : undefined, name: parts[0]!.src.name });
     const tok = ggufTokenizer(metadata, { name: parts[0]!.src.name });
     // No file stays open between here and the first tensor read.
     await Promise.all(parts.map((p) => p.src.release?.()));

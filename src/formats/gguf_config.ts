@@ -1,7 +1,7 @@
 // The HF config.json a GGUF file's metadata stands for: llama.cpp's convert_hf_to_gguf.py read
 // backwards for the architectures the engine runs (GGUF `llama`: Llama and Mistral; `qwen2`; `qwen3`;
-// `deepseek2`: DeepSeek V2 and V3; `gemma3`: Gemma 3 text, with what llama.cpp fixes for it rather than
-// reads from the file). The result is what parseConfig (models/config.ts) reads, so a GGUF model
+// `qwen3moe`; `smollm3`; `phi3`: Phi-3 and Phi-4-mini; `deepseek2`: DeepSeek V2 and V3; `gpt-oss`; `gemma3`: Gemma 3 text,
+// with what llama.cpp fixes for it rather than reads from the file). The result is what parseConfig (models/config.ts) reads, so a GGUF model
 // goes through the same validation and defaults as a Hub checkpoint. Where a key is absent the
 // default is llama.cpp's (rope.freq_base 10000, head_count_kv = head_count, softmax expert gating
 // for DeepSeek V2 files older than expert_gating_func ...).
@@ -11,7 +11,7 @@ import { check, fail, fmt } from '../core/errors.js';
 const OP = 'ggufConfig';
 
 /** GGUF `general.architecture` values this module maps, and the HF class each becomes. */
-export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'deepseek2', 'gemma3'] as const);
+export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'qwen3moe', 'smollm3', 'phi3', 'deepseek2', 'gpt-oss', 'gemma3'] as const);
 export type GGUFArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 /** llama.cpp's llama_expert_gating_func_type. */
@@ -235,9 +235,18 @@ function tokenCount(m: Meta): number | undefined {
   return Array.isArray(t) ? t.length : undefined;
 }
 
+/** The HF class and model_type of the dense and Qwen3-MoE architectures. */
+const HF_CLASS: Readonly<Record<string, readonly [string, string]>> = {
+  llama: ['LlamaForCausalLM', 'llama'], qwen2: ['Qwen2ForCausalLM', 'qwen2'], qwen3: ['Qwen3ForCausalLM', 'qwen3'],
+  qwen3moe: ['Qwen3MoeForCausalLM', 'qwen3_moe'], smollm3: ['SmolLM3ForCausalLM', 'smollm3'], phi3: ['Phi3ForCausalLM', 'phi3'],
+  gemma3: ['Gemma3ForCausalLM', 'gemma3_text'],
+};
+
 export interface GGUFConfigOptions {
   /** The F32 values of `rope_freqs.weight` when the file has one (Llama 3.1+ RoPE scaling). */
   ropeFreqs?: Float32Array;
+  /** Phi-3's LongRoPE factors (`rope_factors_long.weight`, `rope_factors_short.weight`) when the file has them. */
+  ropeFactors?: { long?: Float32Array; short?: Float32Array };
   /** The file's name, for messages. */
   name?: string;
 }
@@ -287,23 +296,30 @@ export function ggufConfig(metadata: Meta, tensors: Tensors, o: GGUFConfigOption
   if (dtype) common.torch_dtype = dtype;
 
   if (arch === 'deepseek2') return { ...deepseekConfig(r, tensors, maxPos, numHeads), ...common };
+  if (arch === 'gpt-oss') return { ...common, ...gptOssConfig(r, tensors, maxPos, numHeads, hidden, numLayers) };
 
   // Mixtral-style models are `llama` with experts: not a model the llama family here runs.
   const experts = r.raw('expert_count');
-  check(experts === undefined || experts === 0, OP, r.where(r.key('expert_count')), `none (a dense ${arch} model; mixture-of-experts ${arch} is not supported)`, experts);
+  if (arch !== 'qwen3moe') check(experts === undefined || experts === 0, OP, r.where(r.key('expert_count')), `none (a dense ${arch} model; mixture-of-experts ${arch} is not supported)`, experts);
   const numKv = r.posInt('attention.head_count_kv', numHeads);
   const headDim = r.posInt('attention.key_length', Math.floor(hidden / numHeads));
   const vDim = r.posInt('attention.value_length', headDim);
   check(vDim === headDim, OP, r.where(r.key('attention.value_length')), `${headDim} (the key length: ${arch} uses one head_dim)`, vDim);
   const rotary = r.posInt('rope.dimension_count', headDim);
   let ropeScalingValue = ropeScaling(r, maxPos);
+  if (arch === 'phi3' && o.ropeFactors) {
+    check(ropeScalingValue === null, OP, `${name} tensor 'rope_factors_long.weight'`, `no ${r.key('rope.scaling.type')} alongside it`, 'both');
+    ropeScalingValue = phi3LongRope(r, o.ropeFactors, rotary, common.rope_theta as number);
+  } else if (o.ropeFactors) {
+    fail(OP, `${name} tensor 'rope_factors_long.weight'`, `none in a ${arch} file (LongRoPE factors belong to phi3)`, 'present');
+  }
   if (o.ropeFreqs) {
     check(ropeScalingValue === null, OP, `${name} tensor 'rope_freqs.weight'`, `no ${r.key('rope.scaling.type')} alongside it`, 'both');
     ropeScalingValue = llama3RopeFromFactors(o.ropeFreqs, common.rope_theta as number, rotary, `${name} tensor 'rope_freqs.weight'`);
   }
   const cfg: Record<string, unknown> = {
-    architectures: [arch === 'llama' ? 'LlamaForCausalLM' : arch === 'qwen2' ? 'Qwen2ForCausalLM' : 'Qwen3ForCausalLM'],
-    model_type: arch,
+    architectures: [HF_CLASS[arch]![0]],
+    model_type: HF_CLASS[arch]![1],
     intermediate_size: r.posInt('feed_forward_length'),
     num_key_value_heads: numKv,
     head_dim: headDim,
@@ -313,12 +329,22 @@ export function ggufConfig(metadata: Meta, tensors: Tensors, o: GGUFConfigOption
   // parseConfig refuses partial rotary embeddings with its own message.
   if (rotary !== headDim) cfg.partial_rotary_factor = rotary / headDim;
   if (arch === 'gemma3') return { ...cfg, ...gemma3Config(r, numLayers, hidden, numHeads, headDim) };
-  if (arch === 'llama') {
+  if (arch === 'llama' || arch === 'smollm3') {
     cfg.attention_bias = tensors.has('blk.0.attn_q.bias') || tensors.has('blk.0.attn_output.bias');
     cfg.mlp_bias = tensors.has('blk.0.ffn_up.bias');
-  } else if (arch === 'qwen3') {
+  } else if (arch === 'qwen3' || arch === 'qwen3moe') {
     cfg.attention_bias = tensors.has('blk.0.attn_q.bias');
   }
+  if (arch === 'smollm3') {
+    // llama.cpp has no key for SmolLM3's NoPE layers: every 4th layer skips RoPE (its hparams.n_no_rope_layer_step).
+    cfg.no_rope_layer_interval = 4;
+    cfg.no_rope_layers = Array.from({ length: numLayers }, (_, i) => ((i + 1) % 4 === 0 ? 0 : 1));
+  }
+  if (arch === 'phi3') {
+    const window = r.optPosInt('attention.sliding_window');
+    if (window !== undefined) cfg.sliding_window = window;
+  }
+  if (arch === 'qwen3moe') Object.assign(cfg, qwen3MoeConfig(r, tensors, numLayers));
   return cfg;
 }
 
@@ -345,6 +371,51 @@ function gemma3Config(r: MetaReader, numLayers: number, hidden: number, numHeads
   const cap = r.optNum('final_logit_softcapping');
   if (cap !== undefined) cfg.final_logit_softcapping = cap;
   return cfg;
+}
+
+/**
+ * Qwen3-MoE (GGUF `qwen3moe`): the router and packed experts in every layer that has ffn_gate_inp; a
+ * layer with a dense MLP instead (HF's mlp_only_layers) comes back as one (llama.cpp itself requires
+ * experts in every layer: the released models have them). norm_topk_prob defaults to true, as
+ * llama.cpp's qwen3moe graph normalizes the chosen weights; shared experts are Qwen2-MoE's, not this one's.
+ */
+function qwen3MoeConfig(r: MetaReader, tensors: Tensors, numLayers: number): Record<string, unknown> {
+  check(!tensors.has('blk.0.ffn_gate_shexp.weight') && !r.has('expert_shared_feed_forward_length'), OP, r.where(r.key('expert_shared_feed_forward_length')),
+    'no shared experts (Qwen3-MoE has none)', 'shared experts');
+  const dense = Array.from({ length: numLayers }, (_, i) => i).filter((i) => !tensors.has(`blk.${i}.ffn_gate_inp.weight`));
+  return {
+    num_experts: r.posInt('expert_count'),
+    num_experts_per_tok: r.posInt('expert_used_count'),
+    moe_intermediate_size: r.posInt('expert_feed_forward_length'),
+    norm_topk_prob: r.bool('expert_weights_norm', true),
+    decoder_sparse_step: 1,
+    mlp_only_layers: dense,
+  };
+}
+
+/**
+ * Phi-3's LongRoPE (convert_hf_to_gguf.py's Phi3MiniModel): the short and long factors as tensors, the
+ * original context in rope.scaling.original_context_length, context_length the extended one. The
+ * attention factor the converter writes (rope.scaling.attn_factor) is HF's own function of the two
+ * lengths, recomputed by the model from them, so it is checked, not carried.
+ */
+function phi3LongRope(r: MetaReader, f: { long?: Float32Array; short?: Float32Array }, rotary: number, theta: number): object {
+  const where = (n: string) => `${r.name} tensor 'rope_factors_${n}.weight'`;
+  check(f.long !== undefined && f.short !== undefined, OP, where(f.long ? 'short' : 'long'), 'both LongRoPE factor tensors', 'only one');
+  for (const [n, v] of [['long', f.long!], ['short', f.short!]] as const) check(v.length === rotary / 2, OP, where(n), `${rotary / 2} factors (rotary dim ${rotary} / 2)`, v.length);
+  const maxPos = r.posInt('context_length');
+  const orig = r.posInt('rope.scaling.original_context_length');
+  const scale = maxPos / orig;
+  const want = scale > 1 ? Math.sqrt(1 + Math.log(scale) / Math.log(orig)) : 1;
+  const attn = r.optNum('rope.scaling.attn_factor');
+  check(attn === undefined || Math.abs(attn - want) <= 1e-5 * want, OP, r.where(r.key('rope.scaling.attn_factor')), `${want} (LongRoPE's sqrt(1 + ln(${maxPos}/${orig}) / ln ${orig}))`, attn);
+  return {
+    rope_type: 'longrope',
+    long_factor: Array.from(f.long!, f32Decimal),
+    short_factor: Array.from(f.short!, f32Decimal),
+    original_max_position_embeddings: orig,
+    rope_theta: theta,
+  };
 }
 
 /**
@@ -426,4 +497,50 @@ function deepseekRopeScaling(r: MetaReader, maxPos: number): object | null {
   base.beta_fast ??= 32;
   base.beta_slow ??= 1;
   return base;
+}
+
+/**
+ * gpt-oss (GGUF `gpt-oss`, llama.cpp's LLM_ARCH_OPENAI_MOE) as convert_hf_to_gguf.py writes it: the
+ * experts' width in expert_feed_forward_length (feed_forward_length is the same number), the window in
+ * attention.sliding_window, and no layer types: llama.cpp alternates them (set_swa_pattern(2): layers
+ * 0, 2, ... slide, 1, 3, ... attend to everything), as the released checkpoints' layer_types do. RoPE is
+ * YaRN (the converter refuses anything else) without truncation (GptOssConfig's). The experts are ggml
+ * MXFP4 blocks (the converter repacks the checkpoint's blocks without rounding): they come back as an
+ * MXFP4 checkpoint's (quantization_config mxfp4); experts of another type are refused by name.
+ */
+function gptOssConfig(r: MetaReader, tensors: Tensors, maxPos: number, numHeads: number, hidden: number, numLayers: number): Record<string, unknown> {
+  const gate = tensors.get('blk.0.ffn_gate_exps.weight');
+  check(gate !== undefined, OP, `${r.name} tensor 'blk.0.ffn_gate_exps.weight'`, "gpt-oss's routed experts (gate)", 'no such tensor');
+  check(gate!.type === 'MXFP4', OP, `${r.name} tensor 'blk.0.ffn_gate_exps.weight'`, 'MXFP4 experts (as convert_hf_to_gguf.py writes gpt-oss)', gate!.type);
+  const headDim = r.posInt('attention.key_length', Math.floor(hidden / numHeads));
+  const vDim = r.posInt('attention.value_length', headDim);
+  check(vDim === headDim, OP, r.where(r.key('attention.value_length')), `${headDim} (the key length: gpt-oss uses one head_dim)`, vDim);
+  const rotary = r.posInt('rope.dimension_count', headDim);
+  check(rotary === headDim, OP, r.where(r.key('rope.dimension_count')), `${headDim} (gpt-oss rotates whole heads)`, rotary);
+  const moeWidth = r.posInt('expert_feed_forward_length');
+  const theta = r.num('rope.freq_base', 150000);
+  const scaling = ropeScaling(r, maxPos) as Record<string, unknown> | null;
+  let rope: Record<string, unknown>;
+  if (scaling === null) rope = { rope_type: 'default', rope_theta: theta };
+  else {
+    check(scaling.rope_type === 'yarn', OP, r.where(r.key('rope.scaling.type')), "'yarn' (gpt-oss's RoPE)", scaling.rope_type);
+    rope = { beta_fast: 32, beta_slow: 1, ...scaling, truncate: false, rope_theta: theta };
+  }
+  const window = r.posInt('attention.sliding_window');
+  return {
+    architectures: ['GptOssForCausalLM'],
+    model_type: 'gpt_oss',
+    intermediate_size: moeWidth,
+    num_local_experts: r.posInt('expert_count'),
+    num_experts_per_tok: r.posInt('expert_used_count'),
+    num_key_value_heads: r.posInt('attention.head_count_kv', numHeads),
+    head_dim: headDim,
+    sliding_window: window,
+    layer_types: Array.from({ length: numLayers }, (_, i) => (i % 2 === 0 ? 'sliding_attention' : 'full_attention')),
+    attention_bias: tensors.has('blk.0.attn_q.bias'),
+    rope_theta: theta,
+    rope_scaling: null,
+    rope_parameters: rope,
+    quantization_config: { quant_method: 'mxfp4' },
+  };
 }

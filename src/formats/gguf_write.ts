@@ -285,6 +285,46 @@ function writeValue(s: Sink, r: Resolved, where: string): void {
  *  data length that disagrees with the type and shape, a duplicate or over-long name, ...). */
 export function writeGGUF(o: GGUFWriteOptions): Uint8Array {
   if (o === null || typeof o !== 'object') fail(OP, 'options', 'an object', o);
+  const tensors = o.tensors ?? [];
+  if (!Array.isArray(tensors)) fail(OP, 'tensors', 'an array', tensors);
+  const head = ggufHeader(o, (t, what) => {
+    if (!(t.data instanceof Uint8Array)) fail(OP, `${what}.data`, 'a Uint8Array', t.data);
+    return t.data.length;
+  });
+  const s = new Sink();
+  s.bytes(head.header);
+  for (const t of tensors) {
+    s.bytes(t.data);
+    s.pad(head.alignment);
+  }
+  return s.result();
+}
+
+/** A tensor as writeGGUFHeader takes it: its data comes later, from the caller. */
+export type GGUFHeaderTensor = Omit<GGUFWriteTensor, 'data'>;
+
+export interface GGUFHeader {
+  /** The header (magic to tensor infos), zero-padded to the alignment: the data section starts after it. */
+  header: Uint8Array;
+  /** Each tensor's offset in the data section, and its byte length (ggmlTensorBytes). */
+  offsets: number[];
+  sizes: number[];
+  alignment: number;
+  /** The data section's length: every tensor padded to the alignment. */
+  dataBytes: number;
+}
+
+/**
+ * The header of the GGUF v3 file writeGGUF writes for these tensors, without their data: for files
+ * too large to hold (a writer streams each tensor's bytes after it, each padded with zeros to
+ * `alignment`, in the order given). Checks as writeGGUF does.
+ */
+export function writeGGUFHeader(o: Omit<GGUFWriteOptions, 'tensors'> & { tensors: readonly GGUFHeaderTensor[] }): GGUFHeader {
+  if (o === null || typeof o !== 'object') fail(OP, 'options', 'an object', o);
+  return ggufHeader(o, null);
+}
+
+function ggufHeader(o: Omit<GGUFWriteOptions, 'tensors'> & { tensors: readonly GGUFHeaderTensor[] }, dataLength: ((t: GGUFWriteTensor, what: string) => number) | null): GGUFHeader {
   const entries: [string, unknown, GGUFValueTypeName | undefined][] = Array.isArray(o.metadata)
     ? (o.metadata as readonly (readonly [string, unknown, GGUFValueTypeName?])[]).map(([k, v, t]) => [k, v, t])
     : Object.entries(o.metadata ?? {}).map(([k, v]) => [k, v, undefined]);
@@ -317,6 +357,7 @@ export function writeGGUF(o: GGUFWriteOptions): Uint8Array {
   // tensors: validate, and lay out the data section
   const names = new Set<string>();
   const offsets: bigint[] = [];
+  const sizes: number[] = [];
   let dataLen = 0;
   tensors.forEach((t, i) => {
     const what = `tensors[${i}]`;
@@ -333,11 +374,12 @@ export function writeGGUF(o: GGUFWriteOptions): Uint8Array {
         || !t.shape.every((d: unknown) => Number.isSafeInteger(d) && (d as number) >= 0)) {
       fail(OP, `${what}.shape`, `1 to ${MAX_DIMS} non-negative integers (ggml ne, fastest first)`, t.shape);
     }
-    if (!(t.data instanceof Uint8Array)) fail(OP, `${what}.data`, 'a Uint8Array', t.data);
+    const got = dataLength ? dataLength(t as GGUFWriteTensor, what) : null;
     const need = ggmlTensorBytes(t.type, t.shape, OP, what);
-    if (t.data.length !== need) {
-      throw new WebinferError(`${OP}: ${what}.data: expected ${need} bytes for '${t.name}' of ${t.type} with ne ${fmt([...t.shape])}, got ${t.data.length} bytes`);
+    if (got !== null && got !== need) {
+      throw new WebinferError(`${OP}: ${what}.data: expected ${need} bytes for '${t.name}' of ${t.type} with ne ${fmt([...t.shape])}, got ${got} bytes`);
     }
+    sizes.push(need);
     offsets.push(BigInt(dataLen));
     dataLen += need + ((alignment! - (need % alignment!)) % alignment!);
   });
@@ -361,11 +403,7 @@ export function writeGGUF(o: GGUFWriteOptions): Uint8Array {
     s.u64(offsets[i]!);
   });
   s.pad(alignment);
-  for (const t of tensors) {
-    s.bytes(t.data);
-    s.pad(alignment);
-  }
-  return s.result();
+  return { header: s.result(), offsets: offsets.map(Number), sizes, alignment, dataBytes: dataLen };
 }
 
 /**

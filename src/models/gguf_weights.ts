@@ -1,7 +1,9 @@
 // A GGUF file seen as the HF checkpoint it stands for (SPEC §8: "a GGUF model is the HF model whose
 // weights are the dequantized tensors, q/k rows un-permuted"): tensors renamed to transformers' state
-// dict names, shapes given outermost first, and for the `llama` architecture the rows of attn_q and
-// attn_k put back in HF's order. It is a SafetensorsFile, so the checkpoint schema validates it and
+// dict names, shapes given outermost first, and for `llama` and `smollm3` (LlamaModel's converter) the
+// rows of attn_q and attn_k put back in HF's order. Phi-3's fused attn_qkv and ffn_up (gate then up) are
+// its qkv_proj and gate_up_proj; Qwen3-MoE's experts are made up as DeepSeek's (below); tensors the
+// config is made from (rope_freqs, rope_factors_long/short) are not weights. It is a SafetensorsFile, so the checkpoint schema validates it and
 // the WeightReader streams it like any checkpoint; its dtypes are GGUF's ('Q4_K', 'F16', ...).
 // DeepSeek (`deepseek2`) maps onto transformers' DeepSeek V2/V3 names with two tensors made up:
 // - `mlp.experts.gate_up_proj` [E, 2I, H] (transformers 5's packed layout): per expert its rows of
@@ -16,6 +18,12 @@
 // checkpoint this file stands for holds w, so they come back as F32 v − 1 (the model adds the 1 again,
 // in f32: exactly v wherever v >= 0.5, by Sterbenz's lemma and above 2 because 1 is a multiple of v's
 // ulp; within 2^-25 of v below that).
+//
+// gpt-oss (`gpt-oss`) maps onto transformers' GptOss names, its MXFP4 experts as an MXFP4 checkpoint's
+// are presented (formats/hf_mxfp4.ts: rows of ggml blocks), with two tensors made up:
+// - `mlp.experts.gate_up_proj` [E, 2I, H] from ffn_gate_exps and ffn_up_exps, as DeepSeek's (blocks kept);
+// - `mlp.experts.gate_up_proj_bias` [E, 2I] F32 in the checkpoint's interleaved order (gate column 2n,
+//   up 2n + 1) from ffn_gate_exps.bias and ffn_up_exps.bias, which convert_hf_to_gguf.py splits it into.
 import { QUANT_TYPES } from '../core/quant.js';
 import { dequantizeRows, isDequantType } from '../reference/quant.js';
 import { WebinferError } from '../core/errors.js';
@@ -61,8 +69,25 @@ const LAYER_NAMES: readonly (readonly [string, string])[] = [
   ['mlp.shared_experts.down_proj.weight', 'ffn_down_shexp.weight'],
 ];
 
-/** Per-layer names of architectures whose files name a tensor otherwise (looked up before LAYER_NAMES). */
+/** gpt-oss's names where they differ from the table above (llama.cpp's LLM_ARCH_OPENAI_MOE tensors). */
+const GPT_OSS_LAYER_NAMES: readonly (readonly [string, string])[] = [
+  ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
+  ['self_attn.sinks', 'attn_sinks.weight'],
+  ['mlp.router.weight', 'ffn_gate_inp.weight'],
+  ['mlp.router.bias', 'ffn_gate_inp.bias'],
+  ['mlp.experts.down_proj_bias', 'ffn_down_exps.bias'],
+];
+
+/** Phi-3's fused projections (llama.cpp's attn_qkv, and ffn_up holding gate then up). */
+const PHI3_LAYER_NAMES: readonly (readonly [string, string])[] = [
+  ['self_attn.qkv_proj.weight', 'attn_qkv.weight'],
+  ['mlp.gate_up_proj.weight', 'ffn_up.weight'],
+];
+
+/** Names by architecture where they differ from LAYER_NAMES. */
 const ARCH_LAYER_NAMES: Readonly<Record<string, readonly (readonly [string, string])[]>> = {
+  'gpt-oss': GPT_OSS_LAYER_NAMES,
+  phi3: PHI3_LAYER_NAMES,
   gemma3: [
     ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
     ['pre_feedforward_layernorm.weight', 'ffn_norm.weight'],
@@ -70,8 +95,14 @@ const ARCH_LAYER_NAMES: Readonly<Record<string, readonly (readonly [string, stri
   ],
 };
 
+/** Tensors the config is made from (gguf_config.ts), not weights. */
+const CONFIG_TENSORS = new Set(['rope_freqs.weight', 'rope_factors_long.weight', 'rope_factors_short.weight']);
+
+/** Architectures whose q/k rows llama.cpp's converter permutes (LlamaModel and its subclasses: interleaved RoPE in llama.cpp). */
+const PERMUTED_ARCHS = new Set(['llama', 'smollm3']);
+
 /** GGUF tensors a made-up HF tensor is built from (see the top of this file). */
-const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight']);
+const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight', 'ffn_gate_exps.bias', 'ffn_up_exps.bias']);
 
 const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
   ['model.embed_tokens.weight', 'token_embd.weight'],
@@ -84,7 +115,8 @@ function hfName(gguf: string, arch: string): string | null {
   for (const [hf, g] of GLOBAL_NAMES) if (g === gguf) return hf;
   const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
   if (!m) return null;
-  for (const [hf, g] of [...(ARCH_LAYER_NAMES[arch] ?? []), ...LAYER_NAMES]) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
+  for (const [hf, g] of ARCH_LAYER_NAMES[arch] ?? []) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
+  for (const [hf, g] of LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   return null;
 }
 
@@ -103,7 +135,7 @@ export function unpermuteRows(heads: number, D: number): Int32Array {
 }
 
 /**
- * The checkpoint a GGUF file stands for, for a config of the Llama family (its own, or one the caller
+ * The checkpoint a GGUF file stands for, for a config of an architecture gguf_config.ts reads (its own, or one the caller
  * passes): tensors under transformers' names with their GGUF types, rows read on demand.
  */
 export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
@@ -113,11 +145,13 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
   const madeUp = new Map<string, () => Promise<Uint8Array>>();
   const unknown: string[] = [];
   const hfShape = (name: string) => g.tensors.get(name)!.shape.slice().reverse();
+  const packedExperts = cfg.mla !== null || arch === 'gpt-oss' || arch === 'qwen3moe';
   for (const [name, t] of g.tensors) {
+    if (CONFIG_TENSORS.has(name)) continue;
     const hf = hfName(name, arch);
     if (hf === null) {
       const m = /^blk\.(\d+)\.(.+)$/.exec(name);
-      if (!(cfg.mla && m && MADE_UP.has(m[2]))) unknown.push(name);
+      if (!(packedExperts && m && MADE_UP.has(m[2]))) unknown.push(name);
       continue;
     }
     if (arch === 'gemma3' && hf.endsWith('norm.weight')) {
@@ -133,11 +167,11 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     tensors.set(hf, { dtype: t.type, shape: hfShape(name) });
     source.set(hf, name);
   }
-  if (cfg.mla) {
+  if (packedExperts) {
     for (let i = 0; i < cfg.numLayers; i++) {
       const blk = `blk.${i}.`, p = `model.layers.${i}.`;
       const [kb, vb] = [`${blk}attn_k_b.weight`, `${blk}attn_v_b.weight`];
-      if (g.tensors.has(kb) && g.tensors.has(vb) && !g.tensors.has(`${blk}attn_kv_b.weight`)) {
+      if (cfg.mla && g.tensors.has(kb) && g.tensors.has(vb) && !g.tensors.has(`${blk}attn_kv_b.weight`)) {
         const name = `${p}self_attn.kv_b_proj.weight`;
         const { numHeads: N, mla } = cfg;
         const { qkNopeHeadDim: P, vHeadDim: V, kvLoraRank: L } = mla;
@@ -165,12 +199,24 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
         tensors.set(name, { dtype: tg, shape: [E, 2 * I, H] });
         madeUp.set(name, async () => interleaveExperts(await g.tensorBytes(gate), await g.tensorBytes(up), E));
       }
+      const [gb, ub] = [`${blk}ffn_gate_exps.bias`, `${blk}ffn_up_exps.bias`];
+      if (g.tensors.has(gb) && g.tensors.has(ub)) {
+        const name = `${p}mlp.experts.gate_up_proj_bias`;
+        const [sg, su] = [hfShape(gb), hfShape(ub)];
+        if (sg.length !== 2 || su.length !== 2 || sg[0] !== su[0] || sg[1] !== su[1]) {
+          throw new WebinferError(`loadModel: ${g.name}: layer ${i}: ffn_gate_exps.bias [${sg.join(', ')}] and ffn_up_exps.bias [${su.join(', ')}] `
+            + 'must share a shape [experts, width]');
+        }
+        const [E, I] = sg;
+        tensors.set(name, { dtype: 'F32', shape: [E, 2 * I] });
+        madeUp.set(name, async () => interleaveColumns(await floatRows(g, gb), await floatRows(g, ub), E * I));
+      }
     }
   }
   // Names the table does not know stay visible to the schema check (reported as unexpected).
   for (const name of unknown) tensors.set(name, { dtype: g.tensors.get(name)!.type, shape: hfShape(name) });
   const permuted = (hf: string): number => {
-    if (arch !== 'llama') return 0;
+    if (!PERMUTED_ARCHS.has(arch)) return 0;
     if (/self_attn\.q_proj\.weight$/.test(hf)) return cfg.numHeads;
     if (/self_attn\.k_proj\.weight$/.test(hf)) return cfg.numKvHeads;
     return 0;
@@ -215,6 +261,16 @@ export function kvBFromSplit(kb: Float32Array, vb: Float32Array, N: number, P: n
     const o = h * (P + V) * L;
     for (let l = 0; l < L; l++) for (let j = 0; j < P; j++) out[o + j * L + l] = kb[(h * L + l) * P + j];
     out.set(vb.subarray(h * V * L, (h + 1) * V * L), o + P * L);
+  }
+  return new Uint8Array(out.buffer);
+}
+
+/** Gate and up biases as one row of 2n values, gate value j at column 2j and up value j at 2j + 1, as f32 bytes. */
+function interleaveColumns(gate: Float32Array, up: Float32Array, n: number): Uint8Array {
+  const out = new Float32Array(2 * n);
+  for (let j = 0; j < n; j++) {
+    out[2 * j] = gate[j]!;
+    out[2 * j + 1] = up[j]!;
   }
   return new Uint8Array(out.buffer);
 }

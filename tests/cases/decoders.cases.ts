@@ -35,7 +35,7 @@ const FP4 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
  * lower magnitude); blocks [rows, K/32, 16] (code 2i in the low nibble of byte i, 2i + 1 in the high),
  * scales [rows, K/32], and the values they stand for.
  */
-function quantizeMxfp4Hf(v: Float32Array, rows: number, K: number): { blocks: Uint8Array; scales: Uint8Array; values: Float32Array } {
+export function quantizeMxfp4Hf(v: Float32Array, rows: number, K: number): { blocks: Uint8Array; scales: Uint8Array; values: Float32Array } {
   const G = K / 32;
   const blocks = new Uint8Array(rows * G * 16), scales = new Uint8Array(rows * G), values = new Float32Array(rows * K);
   for (let r = 0; r < rows; r++) {

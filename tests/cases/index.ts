@@ -26,6 +26,7 @@ import { encoderCases } from './encoder.cases';
 import { archCases as archQwen3MoeCases } from './arch_qwen3moe.cases';
 import { archGemma3Cases } from './arch_gemma3.cases';
 import { visionCases } from './vision.cases';
+import { ggufArchCases } from './gguf_arch.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -50,4 +51,5 @@ export const allCases: TestCase[] = [
   ...archQwen3MoeCases,
   ...archGemma3Cases,
   ...visionCases,
+  ...ggufArchCases,
 ];

@@ -17,7 +17,7 @@ import { randn } from '../../src/core/random';
 import { dequantizeRows, type DequantType } from '../../src/reference/quant';
 import { randomQuantRows } from '../../src/reference/quant_random';
 import { quantizeRows } from '../../src/models/quantize';
-import { writeGGUF, writeGGUFSplit, type GGUFTypedValue, type GGUFWriteTensor } from '../../src/formats/gguf_write';
+import { writeGGUF, writeGGUFHeader, writeGGUFSplit, type GGUFTypedValue, type GGUFWriteTensor } from '../../src/formats/gguf_write';
 import { loadGGUF } from '../../src/formats/gguf';
 
 const goldens = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens-quant');
@@ -487,6 +487,25 @@ describe('writeGGUF', () => {
     expect(g.metadata).toEqual([['general.architecture', { type: 'string', value: 'llama' }], ['x.n', { type: 'u32', value: 3 }]]);
     expect(g.dataStart % 32).toBe(0);
     expect(g.tensors[1]!.offset % 32).toBe(0);
+  });
+
+  it("writeGGUFHeader: its header, then each tensor's bytes zero-padded to the alignment, is the file writeGGUF writes", () => {
+    for (const alignment of [32, 64]) {
+      const tensors = allTensors();
+      const whole = writeGGUF({ metadata, tensors, alignment });
+      const h = writeGGUFHeader({ metadata, tensors: tensors.map(({ name, type, shape }) => ({ name, type, shape })), alignment });
+      expect(h.alignment).toBe(alignment);
+      expect(h.header.length % alignment).toBe(0);
+      expect(h.sizes).toEqual(tensors.map((t) => t.data.length));
+      const parts: number[] = [...h.header];
+      tensors.forEach((t, i) => {
+        expect(parts.length - h.header.length).toBe(h.offsets[i]);
+        parts.push(...t.data, ...new Array((alignment - (t.data.length % alignment)) % alignment).fill(0));
+      });
+      expect(parts.length - h.header.length).toBe(h.dataBytes);
+      expect(new Uint8Array(parts)).toEqual(whole);
+    }
+    expect(() => writeGGUFHeader({ metadata: {}, tensors: [{ name: 'w', type: 'Q4_K', shape: [128, 2] }] })).toThrow(/ne\[0\] a multiple of Q4_K's block of 256/);
   });
 
   it('rejects invalid inputs with named errors', () => {

@@ -1,0 +1,61 @@
+// Writes a gpt-oss GGUF with random weights (bench/gguf_gptoss.ts says what is in it) for the device
+// benchmark, streamed to disk: writeGGUFHeader's header, then each tensor's bytes as they are made (the
+// 20b file is 12 GiB: it is never held whole). Built beside bench.mjs (vite.bench.config.ts) as
+// .cache/device/make_gguf.mjs, for the GPU machine (issue42-grid.sh's FILES group gpt-oss-20b:mxfp4).
+//
+//   node .cache/device/make_gguf.mjs [--shape=20b|tiny] [--out=DIR] [--seed=N]
+// writes DIR/gpt-oss-<shape>-mxfp4.gguf (default DIR '.'); prints the size and the time taken.
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { writeGGUFHeader } from '../src/formats/gguf_write';
+import { GPTOSS_SHAPES, gptOssMetadata, gptOssTensors, tensorChunks } from './gguf_gptoss';
+
+export interface Written { path: string; bytes: number; tensors: number; seconds: number }
+
+/** Streams the file of shape `shape` (a GPTOSS_SHAPES key) to `dir`; the same bytes as gptOssGGUFBytes. */
+export function writeGptOssGGUF(dir: string, shape: string, seed = 0, log: (s: string) => void = () => {}): Written {
+  const s = GPTOSS_SHAPES[shape];
+  if (!s) throw new Error(`make_gguf: --shape: expected one of ${Object.keys(GPTOSS_SHAPES).join(', ')}, got ${shape}`);
+  const t0 = performance.now();
+  const tensors = gptOssTensors(s);
+  const head = writeGGUFHeader({ metadata: gptOssMetadata(s, `gpt-oss-${shape} random`), tensors: tensors.map(({ name, type, shape: ne }) => ({ name, type, shape: ne })) });
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `gpt-oss-${shape}-mxfp4.gguf`);
+  const fd = openSync(path, 'w');
+  let at = 0;
+  const put = (b: Uint8Array) => {
+    let off = 0;
+    while (off < b.length) off += writeSync(fd, b, off, b.length - off);
+    at += b.length;
+  };
+  try {
+    put(head.header);
+    const zeros = new Uint8Array(head.alignment);
+    tensors.forEach((t, i) => {
+      let n = 0;
+      for (const c of tensorChunks(t, seed, i)) { put(c); n += c.length; }
+      if (n !== head.sizes[i]) throw new Error(`make_gguf: ${t.name}: made ${n} bytes, expected ${head.sizes[i]}`);
+      put(zeros.subarray(0, (head.alignment - (n % head.alignment)) % head.alignment));
+      if (i % 40 === 0) log(`  ${i + 1}/${tensors.length} tensors, ${(at / 2 ** 30).toFixed(2)} GiB, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    });
+  } finally {
+    closeSync(fd);
+  }
+  const want = head.header.length + head.dataBytes;
+  if (at !== want) throw new Error(`make_gguf: ${path}: wrote ${at} bytes, expected ${want}`);
+  return { path, bytes: at, tensors: tensors.length, seconds: (performance.now() - t0) / 1000 };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const args = new Map(process.argv.slice(2).map((a) => {
+    const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
+    if (!m) throw new Error(`make_gguf: expected --key=value arguments, got ${a}`);
+    return [m[1]!, m[2] ?? ''] as const;
+  }));
+  for (const k of args.keys()) if (!['shape', 'out', 'seed'].includes(k)) throw new Error(`make_gguf: unknown option --${k} (expected --shape, --out, --seed)`);
+  const seed = Number(args.get('seed') ?? 0);
+  if (!Number.isInteger(seed)) throw new Error(`make_gguf: --seed: expected an integer, got ${args.get('seed')}`);
+  const w = writeGptOssGGUF(args.get('out') || '.', args.get('shape') || '20b', seed, (s) => console.log(s));
+  console.log(`wrote ${w.path}: ${w.tensors} tensors, ${(w.bytes / 2 ** 30).toFixed(2)} GiB in ${w.seconds.toFixed(1)} s`);
+}
