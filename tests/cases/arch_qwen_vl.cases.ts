@@ -32,7 +32,7 @@ async function vlGolden(ctx: CaseContext): Promise<{ g: GoldenModel; vl: VLGolde
   return { g, vl, image };
 }
 
-async function loadVL(ctx: CaseContext, g: GoldenModel, config: Record<string, unknown> = g.config, o: { maxTokensPerStep?: number } = {}): Promise<Model> {
+async function loadVL(ctx: CaseContext, g: GoldenModel, config: Record<string, unknown> = g.config, o: { maxTokensPerStep?: number; kvCache?: { numBlocks: number; blockSize?: number } } = {}): Promise<Model> {
   return ctx.engine.loadModel({ config, weights: await loadSafetensors(g.weights), ...o });
 }
 
@@ -187,6 +187,32 @@ export const archQwenVLCases: TestCase[] = [{
       await expectThrows(() => model.logits(vl.prompts[0], { images: [{ ...image, grid: [1, 6, 10] }] }), 'o.images[0].shape', '[60, 384]');
     } finally {
       model.destroy();
+    }
+  },
+}, {
+  name: 'qwen2.5-vl (goldens-arch): image requests preempted under an 18-block cache of 4-token blocks and recomputed give the tokens they give with room (the rope delta and features kept per sequence)',
+  async run(ctx) {
+    const { g, vl, image } = await vlGolden(ctx);
+    const images = vl.prompts.map(() => [image]);
+    const roomy = await loadVL(ctx, g);
+    let want: number[][];
+    try {
+      want = await roomy.generate(vl.prompts, { maxNewTokens: 16, stopTokens: [], images });
+    } finally {
+      roomy.destroy();
+    }
+    vl.greedy.forEach((gr, p) => equalArrays(`${NAME} 16 tokens, prompt ${p}: HF's first 8`, want[p].slice(0, 8), gr));
+    // 22 + 15 and 34 + 15 placed tokens: 10 and 13 blocks of 4, 23 in all; with 18 the second is preempted as both grow.
+    const tight = await loadVL(ctx, g, g.config, { kvCache: { numBlocks: 18, blockSize: 4 } });
+    try {
+      const p0 = tight.engine.counters.preemptions;
+      const got = await tight.generate(vl.prompts, { maxNewTokens: 16, stopTokens: [], images });
+      const preempted = tight.engine.counters.preemptions - p0;
+      assert(preempted > 0, `${NAME}: no preemption under an 18-block cache of 4-token blocks (the case would prove nothing)`);
+      want.forEach((w, p) => equalArrays(`${NAME} under preemption, prompt ${p}`, got[p], w));
+      ctx.note(`${NAME}: ${preempted} preemptions, tokens unchanged`);
+    } finally {
+      tight.destroy();
     }
   },
 }];
