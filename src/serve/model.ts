@@ -150,7 +150,7 @@ export class Model extends ModelRunner implements StepRunner {
    * name: images for a model that reads none, image tokens with no image, an image with no image
    * tokens, a run whose length is not its image's token count.
    */
-  private async promptImages(op: string, arg: string, tokens: Int32Array, images: unknown): Promise<PromptImages | null> {
+  private async promptImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded = new Map<string, Float32Array>()): Promise<PromptImages | null> {
     const v = this.config.vision;
     const none = images === undefined || images === null || (Array.isArray(images) && images.length === 0);
     if (!v) {
@@ -166,7 +166,13 @@ export class Model extends ModelRunner implements StepRunner {
     const list = (images as unknown[]).map((x, i) => checkQwenImage(v, op, `${arg}[${i}]`, x));
     const pos = mropePositions(v, op, arg, tokens, list.map((x) => x.grid));
     const parts: Float32Array[] = [];
-    for (const im of list) parts.push(await (this.arch as QwenVLFamily).tower.encode(im));
+    // An image the call has encoded already (the same image in several prompts) is encoded once.
+    for (const im of list) {
+      const key = imageDigest([im]);
+      let f = encoded.get(key);
+      if (!f) encoded.set(key, f = await (this.arch as QwenVLFamily).tower.encode(im));
+      parts.push(f);
+    }
     const H = this.config.hiddenSize;
     const features = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
     let at = 0;
@@ -312,7 +318,8 @@ export class Model extends ModelRunner implements StepRunner {
       }
     }
     const promptImages: (PromptImages | null)[] = [];
-    for (const [i, p] of seqPrompts.entries()) promptImages.push(await this.promptImages(op, `o.images[${i}]`, p, o.images?.[i]));
+    const encoded = new Map<string, Float32Array>();
+    for (const [i, p] of seqPrompts.entries()) promptImages.push(await this.promptImages(op, `o.images[${i}]`, p, o.images?.[i], encoded));
     if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
     this.stepsInFlight(op);
     const sampled = temperature > 0 && o.topK !== 1;
