@@ -32,7 +32,7 @@ async function vlGolden(ctx: CaseContext): Promise<{ g: GoldenModel; vl: VLGolde
   return { g, vl, image };
 }
 
-async function loadVL(ctx: CaseContext, g: GoldenModel, config: Record<string, unknown> = g.config, o: { maxTokensPerStep?: number; kvCache?: { numBlocks: number; blockSize?: number }; dtype?: 'f16' | 'bf16' } = {}): Promise<Model> {
+async function loadVL(ctx: CaseContext, g: GoldenModel, config: Record<string, unknown> = g.config, o: { maxTokensPerStep?: number; kvCache?: { numBlocks: number; blockSize?: number }; dtype?: 'f16' | 'bf16' | 'q8' } = {}): Promise<Model> {
   return ctx.engine.loadModel({ config, weights: await loadSafetensors(g.weights), ...o });
 }
 
@@ -190,21 +190,21 @@ export const archQwenVLCases: TestCase[] = [{
     }
   },
 }, {
-  name: 'qwen2.5-vl (goldens-arch): greedy with the image under f16 and bf16 weights (the vision tower\'s too): identical, except after a step HF decided by less than the rounding (1e-3, 1e-2 of max|logit|)',
+  name: 'qwen2.5-vl (goldens-arch): greedy with the image under f16, bf16 and q8-on-load weights (the vision tower\'s too): identical, except after a step HF decided by less than the rounding (1e-3, 1e-2, 1e-2 of max|logit|)',
   async run(ctx) {
     const { g, vl, image } = await vlGolden(ctx);
     const ties: string[] = [];
-    for (const [dtype, bound] of [['f16', 1e-3], ['bf16', 1e-2]] as const) {
+    for (const [dtype, bound] of [['f16', 1e-3], ['bf16', 1e-2], ['q8', 1e-2]] as const) {
       const model = await loadVL(ctx, g, g.config, { dtype });
       try {
-        assert(model.weightDType === dtype, `weights stored as ${model.weightDType}, asked for ${dtype}`);
+        if (dtype !== 'q8') assert(model.weightDType === dtype, `weights stored as ${model.weightDType}, asked for ${dtype}`);
         const got = await model.generate(vl.prompts, { maxNewTokens: 8, stopTokens: [], images: vl.prompts.map(() => [image]) });
         for (const t of greedyWithinMargins(`${NAME} greedy with ${dtype} weights`, got, g, bound)) ties.push(`${dtype}: ${t}`);
       } finally {
         model.destroy();
       }
     }
-    ctx.note(ties.length ? `${NAME}: diverged after near-ties: ${ties.join('; ')}` : `${NAME}: every greedy token identical under f16 and bf16 weights`);
+    ctx.note(ties.length ? `${NAME}: diverged after near-ties: ${ties.join('; ')}` : `${NAME}: every greedy token identical under f16, bf16 and q8 weights`);
   },
 }, {
   name: 'qwen2.5-vl (goldens-arch): image requests preempted under an 18-block cache of 4-token blocks and recomputed give the tokens they give with room (the rope delta and features kept per sequence)',
