@@ -5,7 +5,7 @@
 // greedy tokens identical (decode steps at position + rope delta), together and alone; a text request and
 // an image request in one step; the same tokens with another image share no cached block; and the
 // refusals (an image with no image tokens, image tokens with no image, a run of the wrong length).
-import { loadSafetensors, mropePositions, parseConfig, qwenWindows, type Model, type QwenImageInput } from '../../src/index';
+import { createRandomModel, loadSafetensors, mropePositions, parseConfig, qwenWindows, type Model, type QwenImageInput } from '../../src/index';
 import { assert, equalArrays, expectThrows, type CaseContext, type TestCase } from './harness';
 import { golden, greedyWithinMargins, type GoldenModel } from './model.cases';
 
@@ -185,6 +185,7 @@ export const archQwenVLCases: TestCase[] = [{
       await expectThrows(() => model.logits(vl.prompts[0], { images: [image, image] }), 'o.images', 'a run of the image token 251 for each of the 2 images', '1 runs');
       await expectThrows(() => model.logits(vl.prompts[0], { images: [new Uint8Array(4) as unknown as QwenImageInput] }), 'o.images[0]', 'pixelValues');
       await expectThrows(() => model.logits(vl.prompts[0], { images: [{ ...image, grid: [1, 6, 10] }] }), 'o.images[0].shape', '[60, 384]');
+      await expectThrows(() => createRandomModel(ctx.engine, { config: g.config, dtype: 'f32' }), 'createRandomModel', 'Qwen2_5_VLForConditionalGeneration', 'load one');
     } finally {
       model.destroy();
     }
