@@ -128,6 +128,9 @@ export class Model extends ModelRunner implements StepRunner {
     }
   }
 
+  /** A vision model's image placeholder token, or null (the OpenAI layer refuses it without an image). */
+  get imageTokenId(): number | null { return this.config.vision?.imageTokenId ?? null; }
+
   /** StepRunner's: a vision model's sequence placed with its images (see the constructor). */
   admitSequence?: (id: string, encoderInput: unknown, freeBlocks: number) => boolean;
   /** StepRunner's: the images of a sequence whose blocks went back. */

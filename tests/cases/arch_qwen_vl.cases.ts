@@ -185,6 +185,7 @@ export const archQwenVLCases: TestCase[] = [{
       await expectThrows(() => model.logits(vl.prompts[0], { images: [image, image] }), 'o.images', 'a run of the image token 251 for each of the 2 images', '1 runs');
       await expectThrows(() => model.logits(vl.prompts[0], { images: [new Uint8Array(4) as unknown as QwenImageInput] }), 'o.images[0]', 'pixelValues');
       await expectThrows(() => model.logits(vl.prompts[0], { images: [{ ...image, grid: [1, 6, 10] }] }), 'o.images[0].shape', '[60, 384]');
+      await expectThrows(() => model.completions.create({ model: model.id, prompt: vl.prompts[0], max_tokens: 2 }), 'prompt', 'no image token (id 251) without its image', 'position 4');
       await expectThrows(() => createRandomModel(ctx.engine, { config: g.config, dtype: 'f32' }), 'createRandomModel', 'Qwen2_5_VLForConditionalGeneration', 'load one');
     } finally {
       model.destroy();
