@@ -22,6 +22,7 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'Phi3ForCausalLM',
   'Qwen3MoeForCausalLM',
   'Gemma3ForCausalLM',
+  'Qwen2_5_VLForConditionalGeneration',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
@@ -40,6 +41,8 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   Phi3ForCausalLM: 'phi3',
   Qwen3MoeForCausalLM: 'qwen3_moe',
   Gemma3ForCausalLM: 'gemma3',
+  // Qwen2.5-VL's text model is Qwen2 with M-RoPE (ModelConfig.mrope); its vision tower is ModelConfig.vision.
+  Qwen2_5_VLForConditionalGeneration: 'qwen2',
 };
 
 export interface LayerConfig {
@@ -140,6 +143,38 @@ export interface ModelConfig {
   moe: MoeConfig | null;
   /** The config's `dtype` / `torch_dtype` (e.g. 'bfloat16'), or null. */
   dtype: string | null;
+  /**
+   * Qwen2.5-VL's multimodal RoPE: each token has positions (t, h, w); of the rotary frequencies the first
+   * section[0] take their angle from t, the next section[1] from h, the last section[2] from w. null: 1-D RoPE.
+   */
+  mrope?: { section: readonly [number, number, number] } | null;
+  /** A vision-language model's vision tower and image tokens (Qwen2.5-VL); absent or null: text only. */
+  vision?: QwenVisionConfig | null;
+}
+
+/** Qwen2.5-VL's vision tower (Qwen2_5_VisionTransformerPretrainedModel) and its image tokens. */
+export interface QwenVisionConfig {
+  depth: number;
+  hiddenSize: number;
+  numHeads: number;
+  headDim: number;
+  intermediateSize: number;
+  /** The merger's output: the text model's hidden size. */
+  outHiddenSize: number;
+  inChannels: number;
+  patchSize: number;
+  temporalPatchSize: number;
+  spatialMergeSize: number;
+  /** Window attention's window in pixels (window_size / spatial_merge_size / patch_size merged tokens a side). */
+  windowSize: number;
+  /** Blocks attending over the whole image; the others attend within windows. */
+  fullattBlockIndexes: readonly number[];
+  /** The 2-D rotary's base. */
+  ropeTheta: number;
+  rmsEps: number;
+  imageTokenId: number;
+  visionStartTokenId: number | null;
+  visionEndTokenId: number | null;
 }
 
 const OP = 'parseConfig';
@@ -217,6 +252,7 @@ function architectureOf(j: Json): Architecture {
     phi3: 'Phi3ForCausalLM',
     qwen3_moe: 'Qwen3MoeForCausalLM',
     gemma3_text: 'Gemma3ForCausalLM',
+    qwen2_5_vl: 'Qwen2_5_VLForConditionalGeneration',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -554,12 +590,80 @@ function gptOssMoe(j: Json, intermediateSize: number): MoeConfig {
   };
 }
 
+/**
+ * Qwen2.5-VL: the text model's keys (transformers 5 nests them in text_config; Hub configs keep them at
+ * the top level) with M-RoPE's mrope_section taken out of the RoPE dict (rope_parameters, or Hub's
+ * rope_scaling {"type": "mrope"}), which leaves default RoPE of theta.
+ */
+function qwenVlText(j: Json): { text: Json; section: [number, number, number] } {
+  chk(j.text_config === undefined || j.text_config === null || isObj(j.text_config), 'text_config', 'an object (the text model of Qwen2.5-VL)', j.text_config);
+  const text: Json = isObj(j.text_config) ? { ...j, ...j.text_config } : { ...j };
+  delete text.text_config;
+  delete text.vision_config;
+  const useScaling = isObj(text.rope_scaling) && Object.keys(text.rope_scaling).length > 0;
+  const where = useScaling ? 'rope_scaling' : 'rope_parameters';
+  const rp = useScaling ? text.rope_scaling : text.rope_parameters;
+  chk(isObj(rp), where, 'an object with mrope_section (Qwen2.5-VL\'s multimodal RoPE)', rp);
+  const sec = rp.mrope_section;
+  chk(Array.isArray(sec) && sec.length === 3 && sec.every((x) => Number.isInteger(x) && (x as number) > 0), `${where}.mrope_section`,
+    'three positive integers (rotary frequencies taking their angle from t, h and w)', sec);
+  const type = rp.rope_type ?? rp.type ?? 'default';
+  chk(type === 'default' || type === 'mrope', `${where}.rope_type`, "'default' or 'mrope' (Qwen2.5-VL's M-RoPE over default frequencies)", type);
+  const rest: Json = { ...rp, rope_type: 'default' };
+  delete rest.mrope_section;
+  delete rest.type;
+  text[where] = rest;
+  return { text, section: sec as [number, number, number] };
+}
+
+/** Qwen2.5-VL's vision_config and the image token ids of the top-level config. */
+function qwenVision(j: Json): QwenVisionConfig {
+  const v = j.vision_config;
+  chk(isObj(v), 'vision_config', 'an object (Qwen2.5-VL\'s vision tower)', v);
+  const at = (k: string) => `vision_config.${k}`;
+  const vi = (k: string, def?: number) => {
+    const x = v[k] === undefined ? def : v[k];
+    chk(typeof x === 'number' && Number.isInteger(x) && x > 0, at(k), def === undefined ? 'a positive integer (required)' : 'a positive integer', x);
+    return x as number;
+  };
+  const depth = vi('depth', 32), hiddenSize = vi('hidden_size', 3584), numHeads = vi('num_heads', 16);
+  chk(hiddenSize % numHeads === 0, at('hidden_size'), `a multiple of num_heads (${numHeads})`, hiddenSize);
+  const headDim = hiddenSize / numHeads;
+  chk(headDim % 4 === 0, at('num_heads'), 'heads of a multiple of 4 dims (the 2-D rotary splits a head\'s rotary half between rows and columns)', numHeads);
+  const act = v.hidden_act ?? 'silu';
+  chk(act === 'silu', at('hidden_act'), "'silu'", act);
+  const full = v.fullatt_block_indexes ?? [7, 15, 23, 31];
+  chk(Array.isArray(full) && full.every((i) => Number.isInteger(i) && (i as number) >= 0 && (i as number) < depth), at('fullatt_block_indexes'),
+    `a list of block indices below depth (${depth})`, full);
+  const rp = v.rope_parameters;
+  const theta = isObj(rp) && rp.rope_theta !== undefined ? rp.rope_theta : 10000;
+  chk(typeof theta === 'number' && theta > 0, at('rope_parameters.rope_theta'), 'a positive number', theta);
+  const merge = vi('spatial_merge_size', 2), patch = vi('patch_size', 14), window = vi('window_size', 112);
+  chk(window % (merge * patch) === 0, at('window_size'), `a multiple of spatial_merge_size × patch_size (${merge * patch})`, window);
+  const outHiddenSize = vi('out_hidden_size', 3584);
+  const imageTokenId = tokenId(j, 'image_token_id', 151655);
+  chk(imageTokenId !== null, 'image_token_id', 'a token id', imageTokenId);
+  return {
+    depth, hiddenSize, numHeads, headDim, intermediateSize: vi('intermediate_size', 3420), outHiddenSize, inChannels: vi('in_channels', 3),
+    patchSize: patch, temporalPatchSize: vi('temporal_patch_size', 2), spatialMergeSize: merge, windowSize: window,
+    fullattBlockIndexes: full as number[], ropeTheta: theta, rmsEps: 1e-6, imageTokenId,
+    visionStartTokenId: tokenId(j, 'vision_start_token_id', 151652), visionEndTokenId: tokenId(j, 'vision_end_token_id', 151653),
+  };
+}
+
 /** Normalizes a parsed config.json of a supported architecture; throws naming the key on anything invalid. */
 export function parseConfig(json: object): ModelConfig {
   chk(isObj(json), 'config', 'a parsed config.json object', json);
   let j = json as Json;
   const architecture = architectureOf(j);
   const family = FAMILY[architecture];
+  let mrope: ModelConfig['mrope'] = null, vision: QwenVisionConfig | null = null;
+  if (architecture === 'Qwen2_5_VLForConditionalGeneration') {
+    vision = qwenVision(j);
+    const { text, section } = qwenVlText(j);
+    j = text;
+    mrope = { section };
+  }
   const deepseek = family === 'deepseek_v2' || family === 'deepseek_v3';
   const gemma2 = family === 'gemma2', gemma3 = family === 'gemma3', gptOss = family === 'gpt_oss';
   // Gemma 2 and 3 share the layer: (1 + w) norms, four a layer, the scaled embedding, GELU-tanh, query_pre_attn_scalar.
@@ -680,6 +784,11 @@ export function parseConfig(json: object): ModelConfig {
     }
   }
   const dtype = j.dtype ?? j.torch_dtype ?? null;
+  if (mrope) {
+    const sum = mrope.section[0] + mrope.section[1] + mrope.section[2];
+    chk(sum === rope.rotaryDim / 2, 'rope_parameters.mrope_section', `sections summing to head_dim / 2 (${rope.rotaryDim / 2})`, mrope.section);
+    chk(vision!.outHiddenSize === hiddenSize, 'vision_config.out_hidden_size', `the text model's hidden_size (${hiddenSize})`, vision!.outHiddenSize);
+  }
 
   return {
     architecture,
@@ -714,5 +823,7 @@ export function parseConfig(json: object): ModelConfig {
     mla,
     moe,
     dtype: typeof dtype === 'string' ? dtype : null,
+    mrope,
+    vision,
   };
 }

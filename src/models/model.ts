@@ -30,6 +30,7 @@ import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
 import { checkTokenIds, StepSampling, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
+import { mropeRow, QwenVLFamily, type ImageRun } from './qwen_vl.js';
 import { isEncoderConfig, loadEncoderModel, type EncoderRunner, type MakeEncoder } from './encoder.js';
 import { loadWhisperWith, type MakeWhisper, type WhisperRunner } from './whisper.js';
 import { DeepSeekFamily } from './deepseek.js';
@@ -38,13 +39,19 @@ import { Gemma3Family } from './gemma3.js';
 import { GptOssFamily } from './gpt_oss.js';
 import { loadT5With, type MakeT5, type T5Runner } from './t5.js';
 
+/** A sequence carrying images (Qwen2.5-VL): its prompt's M-RoPE positions, rope delta, image runs and their features [rows, hidden]. */
+export interface VisionSequence { t: Int32Array; h: Int32Array; w: Int32Array; ropeDelta: number; runs: readonly ImageRun[]; features: Float32Array }
+
+/** What a vision step adds: own table rows (step rows), their cos/sin, feature rows, the largest position + 1. */
+interface VisionStep { rows: number[]; cos: Float32Array[]; sin: Float32Array[]; features: { row: number; data: Float32Array }[]; maxPos: number }
+
 /** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
 const MAX_IN_FLIGHT = 4;
 
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
-  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM']);
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM', 'Qwen2_5_VLForConditionalGeneration']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -214,6 +221,7 @@ function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
   if (cfg.family === 'gemma2') return new Gemma2Family(rt, cfg);
   if (cfg.family === 'gemma3') return new Gemma3Family(rt, cfg);
   if (cfg.family === 'gpt_oss') return new GptOssFamily(rt, cfg);
+  if (cfg.vision) return new QwenVLFamily(rt, cfg);
   return new LlamaFamily(rt, cfg);
 }
 
@@ -349,6 +357,14 @@ export class ModelRunner {
   private readonly reads = new Set<GPUBuffer>();
   /** Recorded layers by the architecture's step signature, least recently used first (tuning.stepGraphs). */
   private readonly graphs = new Map<string, { graph: StepGraph; x: Tensor }>();
+  /**
+   * Sequences of a vision-language model that carry images (Qwen2.5-VL), by sequence id: their prompt's
+   * M-RoPE positions, rope delta, image runs and features (the layer above sets them as it places the
+   * sequence: serve/model.ts). A sequence not here is text: t = h = w = its index.
+   */
+  protected readonly visionSeqs = new Map<string, VisionSequence>();
+  /** Image features of a step's image tokens at their rows, copied over the embeddings (vision models). */
+  private imageRows: Tensor | null = null;
   /** Steps whose layers were replayed, and recorded anew, for tests and the benchmark. */
   readonly graphStats: { replayed: number; recorded: number; lastTaint: string | null } = { replayed: 0, recorded: 0, lastTaint: null };
 
@@ -421,8 +437,12 @@ export class ModelRunner {
     this.cos?.destroy();
     this.sin?.destroy();
     const rows = P * ropeTableVariants(this.config.rope);
-    this.cos = this.rt.tensor(t.cos, [rows, t.cos.length / rows], 'f32');
-    this.sin = this.rt.tensor(t.sin, [rows, t.sin.length / rows], 'f32');
+    const half = t.cos.length / rows;
+    // M-RoPE: a row per token of a step after the positions' rows, for the tokens whose t, h and w differ.
+    const extra = this.config.mrope ? this.maxTokensPerStep : 0;
+    const grow = (a: Float32Array) => { if (!extra) return a; const b = new Float32Array((rows + extra) * half); b.set(a); return b; };
+    this.cos = this.rt.tensor(grow(t.cos), [rows + extra, half], 'f32');
+    this.sin = this.rt.tensor(grow(t.sin), [rows + extra, half], 'f32');
     this.tablePositions = P;
   }
 
@@ -457,7 +477,10 @@ export class ModelRunner {
       }
     });
     if (R > this.maxSeqsPerStep) throw new WebinferError(`recordStep: rows: expected at most maxSeqsPerStep=${this.maxSeqsPerStep} sampled positions in a step, got ${R}`);
+    const mixed = this.config.mrope && this.visionSeqs.size ? this.visionPositions(rows, m, starts, pos) : null;
+    if (mixed) maxPos = Math.max(maxPos, mixed.maxPos);
     this.ensurePositions(maxPos);
+    if (mixed) for (const k of mixed.rows) pos[k] += this.tablePositions;
     if (this.config.rope.type === 'longrope') {
       // LongRoPE picks short or long factors per sequence, as HF per forward pass: long where the
       // sequence's last position in this step + 1 exceeds original_max_position_embeddings. The
@@ -484,6 +507,7 @@ export class ModelRunner {
     q.writeBuffer(this.slots.buffer, 0, m.slotMapping as Int32Array<ArrayBuffer>);
     if (R) q.writeBuffer(this.gather.buffer, 0, gather, 0, R);
     this.sampling.upload(proc, V);
+    if (mixed) this.uploadVision(mixed);
     const ctx: StepContext = {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
       meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
@@ -496,6 +520,7 @@ export class ModelRunner {
     rt.recording(this.dc, () => {
       rt.dispatch(rt.kernel('model_step', 'ids_main'), { ids_in: this.idsIn, prev, ids_out: this.ids }, { rows: T, prev_rows: this.maxSeqsPerStep }, Math.ceil(T / 64));
       embedding(rt, this.ids, this.arch.embed, { rows: T, out: this.h });
+      if (mixed?.features.length) this.copyImageRows(mixed.features);
       const x = key === null ? this.arch.forward(ctx) : this.layers(key, ctx);
       const cap = this.arch.logitSoftcap;
       if (all) {
@@ -514,6 +539,72 @@ export class ModelRunner {
     else { rt.flush(); ids = Promise.resolve(new ArrayBuffer(0)); }
     const logits = this.sampling.readLogprobs(proc, V, this.reads);
     return { step, T, sampledRow, ids, logits };
+  }
+
+  /**
+   * A vision model's step: each token's M-RoPE position. A text token (t = h = w, the prompt's text and
+   * every decoded token at index + rope delta) takes that position's row of the tables; an image token
+   * takes a row of its own after them (`rows`: its index in the step, offset by the table's positions
+   * once they are known), its cos/sin computed here. `features`: the step's image-token rows and the
+   * sequence feature rows that replace their embeddings.
+   */
+  private visionPositions(rows: StepRow[], m: StepPlacement, starts: readonly number[], pos: Int32Array): VisionStep | null {
+    const H = this.config.hiddenSize, half = this.config.rope.rotaryDim / 2;
+    const out: VisionStep = { rows: [], cos: [], sin: [], features: [], maxPos: 0 };
+    rows.forEach((r, i) => {
+      const vs = this.visionSeqs.get(r.id);
+      if (!vs) return;
+      const [a] = m.rows[i];
+      const L = vs.t.length;
+      for (let j = 0; j < r.ids.length; j++) {
+        const idx = starts[i] + j;
+        if (idx >= L) {
+          pos[a + j] = idx + vs.ropeDelta;
+          out.maxPos = Math.max(out.maxPos, pos[a + j] + 1);
+          continue;
+        }
+        const t = vs.t[idx], h = vs.h[idx], w = vs.w[idx];
+        out.maxPos = Math.max(out.maxPos, t + 1, h + 1, w + 1);
+        if (t === h && h === w) { pos[a + j] = t; continue; }
+        const c = new Float32Array(half), sn = new Float32Array(half);
+        mropeRow(this.config, t, h, w, c, sn, 0);
+        pos[a + j] = a + j;
+        out.rows.push(a + j);
+        out.cos.push(c);
+        out.sin.push(sn);
+      }
+      // Image tokens of this chunk: their feature rows over their embeddings.
+      const lo = starts[i], hi = starts[i] + r.ids.length;
+      for (const run of vs.runs) {
+        const s = Math.max(lo, run.start), e = Math.min(hi, run.start + run.count);
+        if (s >= e) continue;
+        out.features.push({ row: a + (s - lo), data: vs.features.subarray((run.featureRow + s - run.start) * H, (run.featureRow + e - run.start) * H) });
+      }
+    });
+    return out.rows.length || out.features.length || out.maxPos ? out : null;
+  }
+
+  /** Writes a vision step's own table rows and image-feature rows (before the step's commands run). */
+  private uploadVision(v: VisionStep): void {
+    const q = this.rt.device.queue, half = this.config.rope.rotaryDim / 2, H = this.config.hiddenSize;
+    v.rows.forEach((row, k) => {
+      const at = (this.tablePositions + row) * half * 4;   // after the positions' rows
+      q.writeBuffer(this.cos!.buffer, at, v.cos[k] as Float32Array<ArrayBuffer>);
+      q.writeBuffer(this.sin!.buffer, at, v.sin[k] as Float32Array<ArrayBuffer>);
+    });
+    if (!v.features.length) return;
+    if (!this.imageRows) {
+      this.imageRows = this.rt.zeros([this.maxTokensPerStep, H]);
+      // Its clear is recorded: submitted before the rows are written over it.
+      this.rt.flush();
+    }
+    for (const f of v.features) q.writeBuffer(this.imageRows.buffer, f.row * H * 4, f.data as Float32Array<ArrayBuffer>);
+  }
+
+  /** After the embedding: the image tokens' rows of h replaced by their features. */
+  private copyImageRows(features: VisionStep['features']): void {
+    const enc = this.rt.commandEncoder(), H = this.config.hiddenSize;
+    for (const f of features) enc.copyBufferToBuffer(this.imageRows!.buffer, f.row * H * 4, this.h.buffer, f.row * H * 4, f.data.length * 4);
   }
 
   /**
@@ -574,7 +665,8 @@ export class ModelRunner {
     this.graphs.clear();
     this.dc.destroy();
     this.arch.destroy();
-    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin]) t?.destroy();
+    for (const t of [this.h, this.idsIn, this.ids, this.pos, this.slots, this.gather, this.logitsT, ...this.sampled, this.cos, this.sin, this.imageRows]) t?.destroy();
+    this.visionSeqs.clear();
     this.sampling.destroy();
     // Steps still in flight: their ids are wanted by no one, and their staging buffers would come back
     // to the pool only once their maps resolve (after the next model's first steps, often), the pool

@@ -237,6 +237,30 @@ function flags(cfg: ModelConfig): Record<Flag, boolean> {
   };
 }
 
+/** Qwen2.5-VL's vision tower (`visual.*`): patch embedding, blocks, the patch merger. */
+function visionSchema(cfg: ModelConfig): SchemaEntry[] {
+  const v = cfg.vision!;
+  const C = v.hiddenSize, I = v.intermediateSize, M = C * v.spatialMergeSize * v.spatialMergeSize;
+  const out: SchemaEntry[] = [{ name: 'visual.patch_embed.proj.weight', shape: [C, v.inChannels, v.temporalPatchSize, v.patchSize, v.patchSize] }];
+  for (let b = 0; b < v.depth; b++) {
+    const p = `visual.blocks.${b}.`;
+    out.push(
+      { name: `${p}norm1.weight`, shape: [C] }, { name: `${p}norm2.weight`, shape: [C] },
+      { name: `${p}attn.qkv.weight`, shape: [3 * C, C] }, { name: `${p}attn.qkv.bias`, shape: [3 * C] },
+      { name: `${p}attn.proj.weight`, shape: [C, C] }, { name: `${p}attn.proj.bias`, shape: [C] },
+      { name: `${p}mlp.gate_proj.weight`, shape: [I, C] }, { name: `${p}mlp.gate_proj.bias`, shape: [I] },
+      { name: `${p}mlp.up_proj.weight`, shape: [I, C] }, { name: `${p}mlp.up_proj.bias`, shape: [I] },
+      { name: `${p}mlp.down_proj.weight`, shape: [C, I] }, { name: `${p}mlp.down_proj.bias`, shape: [C] },
+    );
+  }
+  out.push(
+    { name: 'visual.merger.ln_q.weight', shape: [C] },
+    { name: 'visual.merger.mlp.0.weight', shape: [M, M] }, { name: 'visual.merger.mlp.0.bias', shape: [M] },
+    { name: 'visual.merger.mlp.2.weight', shape: [v.outHiddenSize, M] }, { name: 'visual.merger.mlp.2.bias', shape: [v.outHiddenSize] },
+  );
+  return out;
+}
+
 /** The expected tensor names and shapes of a checkpoint for this config. */
 export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
   const d = dims(cfg);
@@ -271,6 +295,7 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
     expand(EXPERT_PACKED, p, packed);
     experts.push({ layer: i, perExpert, packed });
   }
+  if (cfg.vision) required.push(...visionSchema(cfg));
   const mtpFrom = cfg.family === 'deepseek_v3' ? cfg.numLayers : Infinity;
   return {
     required,

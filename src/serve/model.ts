@@ -12,6 +12,8 @@ import type { ModelConfig } from '../models/config.js';
 import { createRandomModelWith, loadModelWith, ModelRunner, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
   type RunnerOptions } from '../models/model.js';
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
+import { checkQwenImage, imageDigest, mropePositions, QwenVLFamily, type QwenImageInput } from '../models/qwen_vl.js';
+import type { VisionSequence } from '../models/model.js';
 import { PagedKVCache } from '../attention/paged_cache.js';
 import { EncoderModel } from './embeddings.js';
 import { T5Model } from './t5.js';
@@ -40,9 +42,14 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** false: these prompts never speculate (when the model does: loadModel's `speculative`). */
   speculative?: boolean;
+  /** A vision-language model's images, per prompt, in the order of their runs of image tokens (API.md "Images in"). */
+  images?: (readonly QwenImageInput[] | undefined)[];
 }
 
-const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal', 'speculative'] as const;
+const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal', 'speculative', 'images'] as const;
+
+/** A prompt's images as the engine carries them: the sequence's positions and features, and the prefix cache's salt. */
+interface PromptImages { seq: VisionSequence; salt: string }
 
 function isAbortSignal(x: unknown): x is AbortSignal {
   return typeof AbortSignal !== 'undefined' && x instanceof AbortSignal;
@@ -135,6 +142,74 @@ export class Model extends ModelRunner implements StepRunner {
     // Late-bound: useText replaces the serving object when a tokenizer comes.
     this.chat = { completions: { create: (req: unknown) => this.serving.chat.completions.create(req) } };
     this.completions = { create: (req: unknown) => this.serving.completions.create(req) };
+    if (cfg.vision) {
+      // A vision model's sequences carry their images' positions and features beside their blocks, set
+      // as the engine places a sequence (admission, readmission after a preemption) and dropped with its
+      // blocks. (Only vision models have these: a request's choices then do not fork from one prefill.)
+      this.admitSequence = (id, input) => {
+        if (input) this.visionSeqs.set(id, input as VisionSequence);
+        return true;
+      };
+      this.freeSequence = (id) => { this.visionSeqs.delete(id); };
+    }
+  }
+
+  /** A vision model's image placeholder token, or null (the OpenAI layer refuses it without an image). */
+  get imageTokenId(): number | null { return this.config.vision?.imageTokenId ?? null; }
+
+  /** StepRunner's: a vision model's sequence placed with its images (see the constructor). */
+  admitSequence?: (id: string, encoderInput: unknown, freeBlocks: number) => boolean;
+  /** StepRunner's: the images of a sequence whose blocks went back. */
+  freeSequence?: (id: string) => void;
+
+  /**
+   * A vision model's image features: the merged tokens the vision tower makes of one preprocessed image,
+   * [tokens × hidden] row-major (what replaces its run of image tokens).
+   */
+  encodeImage(image: QwenImageInput): Promise<Float32Array> {
+    const op = 'Model.encodeImage';
+    this.assertAlive(op);
+    const v = this.config.vision;
+    if (!v) fail(op, 'image', `none: ${this.architecture} reads no images`, 'an image');
+    return (this.arch as QwenVLFamily).tower.encode(checkQwenImage(v, op, 'image', image));
+  }
+
+  /**
+   * A prompt's images checked against its image tokens and encoded: null for a text prompt. Refused by
+   * name: images for a model that reads none, image tokens with no image, an image with no image
+   * tokens, a run whose length is not its image's token count.
+   */
+  private async promptImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded = new Map<string, Float32Array>()): Promise<PromptImages | null> {
+    const v = this.config.vision;
+    const none = images === undefined || images === null || (Array.isArray(images) && images.length === 0);
+    if (!v) {
+      if (!none) fail(op, arg, `no images: ${this.architecture} reads no images`, images);
+      return null;
+    }
+    if (none) {
+      const at = tokens.indexOf(v.imageTokenId);
+      if (at >= 0) fail(op, arg, `an image for the image tokens (id ${v.imageTokenId}) of the prompt`, `none, and the image token at position ${at}`);
+      return null;
+    }
+    check(Array.isArray(images), op, arg, 'an array of preprocessed images ({ pixelValues, shape, grid })', images);
+    const list = (images as unknown[]).map((x, i) => checkQwenImage(v, op, `${arg}[${i}]`, x));
+    const pos = mropePositions(v, op, arg, tokens, list.map((x) => x.grid));
+    const parts: Float32Array[] = [];
+    // An image the call has encoded already (the same image in several prompts) is encoded once.
+    for (const im of list) {
+      const key = imageDigest([im]);
+      let f = encoded.get(key);
+      if (!f) encoded.set(key, f = await (this.arch as QwenVLFamily).tower.encode(im));
+      parts.push(f);
+    }
+    const H = this.config.hiddenSize;
+    const features = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
+    let at = 0;
+    for (const p of parts) { features.set(p, at); at += p.length; }
+    if (features.length !== pos.runs.reduce((a, r) => a + r.count, 0) * H) {
+      throw new Error(`${op}: ${features.length / H} feature rows for ${pos.runs.reduce((a, r) => a + r.count, 0)} image tokens (internal error)`);
+    }
+    return { seq: { t: pos.t, h: pos.h, w: pos.w, ropeDelta: pos.ropeDelta, runs: pos.runs, features }, salt: `img:${imageDigest(list)}` };
   }
 
   /** Gives the model its text side (loadModel does): tokenizer, chat template, generation defaults, name. */
@@ -201,17 +276,21 @@ export class Model extends ModelRunner implements StepRunner {
   }
 
   /** Prefill of one fresh sequence: the logits at every position, [tokens.length × vocab] row-major. */
-  async logits(tokens: number[] | Int32Array): Promise<Float32Array> {
+  async logits(tokens: number[] | Int32Array, o: { images?: readonly QwenImageInput[] } = {}): Promise<Float32Array> {
     const op = 'Model.logits';
     this.assertAlive(op);
     const t = this.checkTokens(op, 'tokens', tokens);
+    check(o !== null && typeof o === 'object' && !Array.isArray(o), op, 'o', '{ images? }', o);
+    checkKeys(op, 'o', o, ['images']);
     const V = this.config.vocabSize;
     if (this.blocksFor(t.length) > this.numBlocks) {
       fail(op, 'tokens', `at most ${this.numBlocks * this.blockSize} tokens (the cache's ${this.numBlocks} blocks of ${this.blockSize})`, `${t.length} tokens`);
     }
+    const images = await this.promptImages(op, 'o.images', t, o.images);
     return this.exclusive(op, async () => {
       const id = this.seqId();
       this.kv.addSequence(id);
+      if (images) this.visionSeqs.set(id, images.seq);
       const result = new Float32Array(t.length * V);
       const t0 = performance.now();
       let host = 0, steps = 0;
@@ -231,6 +310,7 @@ export class Model extends ModelRunner implements StepRunner {
       } finally {
         chunk.destroy();
         this.kv.freeSequence(id);
+        this.visionSeqs.delete(id);
       }
       this.lastRun = { steps, tokens: t.length, generated: 0, wallMs: performance.now() - t0, hostMs: host };
       return result;
@@ -261,11 +341,15 @@ export class Model extends ModelRunner implements StepRunner {
     if (o.onToken !== undefined) check(typeof o.onToken === 'function', op, 'o.onToken', 'a function (prompt, token)', o.onToken);
     if (o.signal !== undefined) check(isAbortSignal(o.signal), op, 'o.signal', 'an AbortSignal', fmt(o.signal));
     if (o.speculative !== undefined) check(typeof o.speculative === 'boolean', op, 'o.speculative', 'a boolean (false: no speculation)', o.speculative);
+    if (o.images !== undefined) check(Array.isArray(o.images) && o.images.length === prompts.length, op, 'o.images', `${prompts.length} lists of images (one per prompt; an empty list or undefined for a text prompt)`, o.images);
     for (const [i, p] of seqPrompts.entries()) {
       if (p.length + maxNew > this.capacity) {
         fail(op, `prompts[${i}]`, `a prompt that fits the cache with maxNewTokens=${maxNew} (${this.capacity} tokens)`, `${p.length} tokens`);
       }
     }
+    const promptImages: (PromptImages | null)[] = [];
+    const encoded = new Map<string, Float32Array>();
+    for (const [i, p] of seqPrompts.entries()) promptImages.push(await this.promptImages(op, `o.images[${i}]`, p, o.images?.[i], encoded));
     if (o.signal?.aborted) throw o.signal.reason ?? new DOMException('generate was aborted', 'AbortError');
     this.stepsInFlight(op);
     const sampled = temperature > 0 && o.topK !== 1;
@@ -313,6 +397,7 @@ export class Model extends ModelRunner implements StepRunner {
         sampling: sampled ? { ...GREEDY, temperature, topK: o.topK ?? 0, topP: o.topP ?? 1, seed: (seed + Math.imul(i, 0x9e3779b9)) >>> 0 } : undefined,
         onTokens: o.onToken ? onTokens(i) : undefined,
         ...(o.speculative === false ? { speculative: false } : {}),
+        ...(promptImages[i] ? { encoderInput: promptImages[i]!.seq, cacheSalt: promptImages[i]!.salt } : {}),
       }, op));
       const results = await Promise.all(handles.map((h) => h.result.catch((e: unknown) => { abortAll(e); throw e; })));
       // A request finishes as its last tokens are handed over: their callbacks may still be running.

@@ -47,6 +47,8 @@ export interface ServedModel {
   readonly eosTokenIds: readonly number[];
   /** A vision-language model's image tokens (src/vision/tokens.ts); without it, image parts are refused. */
   readonly vision?: VisionTokens;
+  /** A vision-language model's image placeholder token (its features come with an image), or null. */
+  readonly imageTokenId?: number | null;
 }
 
 export interface TextSetup {
@@ -465,6 +467,13 @@ export class OpenAIServing {
       }
     }
     if (prompt.length === 0) throw badRequest(kind === 'chat' ? 'messages' : 'prompt', 'at least one token', '0 tokens');
+    // A vision model's image tokens stand for an image's features: without the image they would be read
+    // as ordinary embeddings. Images do not come through this API yet (only through generate and logits).
+    const img = this.m.imageTokenId ?? null;
+    if (img !== null && prompt.includes(img)) {
+      throw badRequest(kind === 'chat' ? 'messages' : 'prompt', `no image token (id ${img}) without its image (images come through generate and logits, not this API yet)`,
+        `the image token at position ${prompt.indexOf(img)}`);
+    }
     // Lengths: the prompt must leave room for one token.
     if (prompt.length + 1 > limit) {
       throw new OpenAIError(`${kind === 'chat' ? 'messages' : 'prompt'}: the prompt has ${prompt.length} tokens; this model serves at most ${limit - 1} prompt tokens (context ${this.m.maxContext}, cache ${this.m.capacity})`,

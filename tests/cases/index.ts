@@ -27,6 +27,7 @@ import { archCases as archQwen3MoeCases } from './arch_qwen3moe.cases';
 import { archGemma3Cases } from './arch_gemma3.cases';
 import { visionCases } from './vision.cases';
 import { ggufArchCases } from './gguf_arch.cases';
+import { archQwenVLCases } from './arch_qwen_vl.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -52,4 +53,5 @@ export const allCases: TestCase[] = [
   ...archGemma3Cases,
   ...visionCases,
   ...ggufArchCases,
+  ...archQwenVLCases,
 ];

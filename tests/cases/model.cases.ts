@@ -95,7 +95,7 @@ export async function checkGreedy(model: Model, g: GoldenModel, tag: string): Pr
  * where HF itself was less sure than the storage's error, `bound` × max|logit| at that step; after
  * such a step the sequence may go its own way. Returns the steps where it did.
  */
-function greedyWithinMargins(what: string, got: number[][], g: GoldenModel, bound: number): string[] {
+export function greedyWithinMargins(what: string, got: number[][], g: GoldenModel, bound: number): string[] {
   const ties: string[] = [];
   assert(got.length === g.golden.greedy.length, `${what}: ${got.length} sequences, expected ${g.golden.greedy.length}`);
   got.forEach((seq, p) => {

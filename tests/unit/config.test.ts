@@ -159,6 +159,7 @@ describe('parseConfig: the goldens', () => {
       'Phi3ForCausalLM',
       'Qwen3MoeForCausalLM',
       'Gemma3ForCausalLM',
+      'Qwen2_5_VLForConditionalGeneration',
     ]);
   });
 });
@@ -424,5 +425,38 @@ describe('parseConfig: Gemma 3 text', () => {
     expect(() => parseConfig({ ...g, use_bidirectional_attention: true })).toThrow('parseConfig: use_bidirectional_attention: expected false (Gemma3ForCausalLM attends causally), got true');
     expect(() => parseConfig({ ...g, layer_types: ['sliding_attention'] })).toThrow('parseConfig: layer_types: expected 4 entries');
     expect(() => parseConfig({ ...g, hidden_activation: 'silu' })).toThrow("parseConfig: hidden_activation: expected 'gelu_pytorch_tanh', got 'silu'");
+  });
+});
+
+describe('parseConfig: Qwen2.5-VL', () => {
+  const g = JSON.parse(readFileSync(join(goldens, '../goldens-arch/qwen2.5-vl/config.json'), 'utf8')) as Json;
+  const text = g.text_config as Json;
+  it('reads the golden: a Qwen2 text model (text_config) with M-RoPE sections [4, 6, 6], and the vision tower', () => {
+    const c = parseConfig(g);
+    expect([c.architecture, c.family, c.hiddenSize, c.numLayers, c.headDim, c.attentionBias.qkv, c.tieWordEmbeddings, c.rope.type, c.rope.theta])
+      .toEqual(['Qwen2_5_VLForConditionalGeneration', 'qwen2', 128, 2, 32, true, false, 'default', 1e6]);
+    expect(c.mrope).toEqual({ section: [4, 6, 6] });
+    expect(c.vision).toMatchObject({ depth: 2, hiddenSize: 64, numHeads: 4, headDim: 16, intermediateSize: 128, outHiddenSize: 128, patchSize: 8,
+      temporalPatchSize: 2, spatialMergeSize: 2, windowSize: 32, fullattBlockIndexes: [1], ropeTheta: 10000, imageTokenId: 251, visionStartTokenId: 249 });
+  });
+  it('reads the Hub form: text keys at the top level, rope_scaling {type: mrope, mrope_section}', () => {
+    const { text_config: _t, ...top } = g;
+    const { rope_parameters: _r, ...keys } = text;
+    const hub = { ...top, ...keys, model_type: 'qwen2_5_vl', rope_theta: 1e6, rope_scaling: { type: 'mrope', mrope_section: [4, 6, 6] } };
+    const c = parseConfig(hub);
+    expect([c.hiddenSize, c.rope.type, c.rope.theta, c.mrope]).toEqual([128, 'default', 1e6, { section: [4, 6, 6] }]);
+  });
+  it('refuses a missing or wrong mrope_section, a missing vision_config, a merger of another width', () => {
+    const rp = text.rope_parameters as Json;
+    const withRope = (r: Json) => ({ ...g, text_config: { ...text, rope_parameters: r } });
+    expect(() => parseConfig(withRope({ rope_theta: 1e6 }))).toThrow('parseConfig: rope_parameters.mrope_section: expected three positive integers');
+    expect(() => parseConfig(withRope({ ...rp, mrope_section: [4, 6, 8] }))).toThrow('parseConfig: rope_parameters.mrope_section: expected sections summing to head_dim / 2 (16), got [4, 6, 8]');
+    expect(() => parseConfig(withRope({ ...rp, rope_type: 'yarn' }))).toThrow("parseConfig: rope_parameters.rope_type: expected 'default' or 'mrope'");
+    const { vision_config: _v, ...noVision } = g;
+    expect(() => parseConfig(noVision)).toThrow("parseConfig: vision_config: expected an object (Qwen2.5-VL's vision tower)");
+    expect(() => parseConfig({ ...g, vision_config: { ...(g.vision_config as Json), out_hidden_size: 64 } }))
+      .toThrow("parseConfig: vision_config.out_hidden_size: expected the text model's hidden_size (128), got 64");
+    expect(() => parseConfig({ ...g, vision_config: { ...(g.vision_config as Json), window_size: 20 } }))
+      .toThrow('parseConfig: vision_config.window_size: expected a multiple of spatial_merge_size × patch_size (16), got 20');
   });
 });
