@@ -21,10 +21,11 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'SmolLM3ForCausalLM',
   'Phi3ForCausalLM',
   'Qwen3MoeForCausalLM',
+  'Lfm2ForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe' | 'lfm2';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -38,6 +39,7 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   SmolLM3ForCausalLM: 'smollm3',
   Phi3ForCausalLM: 'phi3',
   Qwen3MoeForCausalLM: 'qwen3_moe',
+  Lfm2ForCausalLM: 'lfm2',
 };
 
 export interface LayerConfig {
@@ -47,6 +49,8 @@ export interface LayerConfig {
   moe: boolean;
   /** SmolLM3's NoPE layers (no_rope_layers[i] = 0): q and k are not rotated; absent or false: RoPE. */
   noRope?: boolean;
+  /** LFM2's short-convolution layers (layer_types 'conv'): no attention and no KV cache, a conv state per sequence instead. */
+  conv?: boolean;
 }
 
 /** DeepSeek's multi-head latent attention (SPEC §5). */
@@ -133,6 +137,8 @@ export interface ModelConfig {
   moe: MoeConfig | null;
   /** The config's `dtype` / `torch_dtype` (e.g. 'bfloat16'), or null. */
   dtype: string | null;
+  /** LFM2: the short convolutions' kernel width (conv_L_cache; a sequence's state is its last width − 1 inputs); null: no conv layers. */
+  convLCache: number | null;
 }
 
 const OP = 'parseConfig';
@@ -209,6 +215,7 @@ function architectureOf(j: Json): Architecture {
     smollm3: 'SmolLM3ForCausalLM',
     phi3: 'Phi3ForCausalLM',
     qwen3_moe: 'Qwen3MoeForCausalLM',
+    lfm2: 'Lfm2ForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -233,6 +240,7 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   smollm3: { maxPositionEmbeddings: 32768, bos: 128000, eos: 128001 },
   phi3: { maxPositionEmbeddings: 4096, bos: 1, eos: 32000 },
   qwen3_moe: { maxPositionEmbeddings: 32768, bos: null, eos: null },
+  lfm2: { maxPositionEmbeddings: 128000, bos: 1, eos: 2 },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -509,6 +517,43 @@ function gptOssMoe(j: Json, intermediateSize: number): MoeConfig {
   };
 }
 
+/**
+ * LFM2's layer kinds as Lfm2Config builds them: layer_types ('conv' | 'full_attention'), else the older
+ * full_attn_idxs (the attention layers' indices; absent: every layer attention). true: a conv layer.
+ */
+function lfm2ConvLayers(j: Json, numLayers: number): boolean[] {
+  const types = j.layer_types;
+  if (types !== undefined && types !== null) {
+    chk(Array.isArray(types) && types.length === numLayers && types.every((t) => t === 'conv' || t === 'full_attention'),
+      'layer_types', `${numLayers} entries, each 'conv' or 'full_attention'`, types);
+    return (types as string[]).map((t) => t === 'conv');
+  }
+  const idx = j.full_attn_idxs ?? Array.from({ length: numLayers }, (_, i) => i);
+  chk(Array.isArray(idx) && idx.every((i) => Number.isInteger(i) && (i as number) >= 0 && (i as number) < numLayers),
+    'full_attn_idxs', `a list of layer indices below ${numLayers}`, idx);
+  const attn = new Set(idx as number[]);
+  return Array.from({ length: numLayers }, (_, i) => !attn.has(i));
+}
+
+/**
+ * LFM2's feed-forward width (Lfm2MLP): with block_auto_adjust_ff_dim, int(2·I/3), times
+ * block_ffn_dim_multiplier (int again) when given, rounded up to a multiple of block_multiple_of;
+ * else intermediate_size as it is.
+ */
+function lfm2FfWidth(j: Json, intermediate: number): number {
+  if (!bool(j, 'block_auto_adjust_ff_dim', true)) return intermediate;
+  let w = Math.trunc((2 * intermediate) / 3);
+  const mult = j.block_ffn_dim_multiplier === undefined ? 1.0 : j.block_ffn_dim_multiplier;
+  if (mult !== null) {
+    chk(typeof mult === 'number' && Number.isFinite(mult) && mult > 0, 'block_ffn_dim_multiplier', 'a positive number or null', mult);
+    w = Math.trunc((mult as number) * w);
+  }
+  const m = posInt(j, 'block_multiple_of', 256);
+  w = m * Math.ceil(w / m);
+  chk(w > 0, 'intermediate_size', 'a size whose adjusted feed-forward width (block_auto_adjust_ff_dim) is positive', intermediate);
+  return w;
+}
+
 /** Normalizes a parsed config.json of a supported architecture; throws naming the key on anything invalid. */
 export function parseConfig(json: object): ModelConfig {
   chk(isObj(json), 'config', 'a parsed config.json object', json);
@@ -525,7 +570,8 @@ export function parseConfig(json: object): ModelConfig {
 
   const vocabSize = posInt(j, 'vocab_size');
   const hiddenSize = posInt(j, 'hidden_size');
-  const intermediateSize = posInt(j, 'intermediate_size');
+  const lfm2 = family === 'lfm2';
+  const intermediateSize = lfm2 ? lfm2FfWidth(j, posInt(j, 'intermediate_size')) : posInt(j, 'intermediate_size');
   const numLayers = posInt(j, 'num_hidden_layers');
   const numHeads = posInt(j, 'num_attention_heads');
   const numKvHeads = j.num_key_value_heads === undefined || j.num_key_value_heads === null ? numHeads : posInt(j, 'num_key_value_heads');
@@ -542,8 +588,19 @@ export function parseConfig(json: object): ModelConfig {
     chk(act === 'silu', 'hidden_act', "'silu'", act);
   }
   const maxPositionEmbeddings = posInt(j, 'max_position_embeddings', d.maxPositionEmbeddings);
-  const rmsEps = posNum(j, 'rms_norm_eps', gptOss ? 1e-5 : 1e-6);
-  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma2);
+  // Lfm2Config names its RMSNorm epsilon norm_eps.
+  const rmsEps = lfm2 ? posNum(j, 'norm_eps', 1e-5) : posNum(j, 'rms_norm_eps', gptOss ? 1e-5 : 1e-6);
+  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma2 || lfm2);
+  let convLayers: boolean[] | null = null;
+  let convLCache: number | null = null;
+  if (lfm2) {
+    convLayers = lfm2ConvLayers(j, numLayers);
+    convLCache = posInt(j, 'conv_L_cache', 3);
+    chk(convLCache >= 2, 'conv_L_cache', 'at least 2 (a convolution over the previous inputs)', convLCache);
+    // conv_bias puts biases on in_proj, the convolution and out_proj; no released LFM2 has them.
+    chk(!bool(j, 'conv_bias', false), 'conv_bias', 'false (convolution biases are not supported)', j.conv_bias);
+    if (!convLayers.some(Boolean)) convLCache = null;
+  }
 
   let mla: MlaConfig | null = null;
   let headDim: number;
@@ -637,14 +694,14 @@ export function parseConfig(json: object): ModelConfig {
     tieWordEmbeddings,
     attentionBias,
     mlpBias,
-    qkNorm: family === 'qwen3' || family === 'qwen3_moe',
+    qkNorm: family === 'qwen3' || family === 'qwen3_moe' || lfm2,
     hiddenAct,
     attnSoftcap: gemma2 ? softcap(j, 'attn_logit_softcapping', 50.0) : null,
     finalLogitSoftcap: gemma2 ? softcap(j, 'final_logit_softcapping', 30.0) : null,
     embedScale: gemma2 ? Math.fround(Math.sqrt(hiddenSize)) : null,
     sandwichNorms: gemma2,
     sinks: gptOss,
-    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}) })),
+    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}), ...(convLayers?.[i] ? { conv: true } : {}) })),
     maxPositionEmbeddings,
     bosTokenId: tokenId(j, 'bos_token_id', d.bos),
     eosTokenIds,
@@ -654,5 +711,6 @@ export function parseConfig(json: object): ModelConfig {
     mla,
     moe,
     dtype: typeof dtype === 'string' ? dtype : null,
+    convLCache,
   };
 }

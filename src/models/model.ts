@@ -35,6 +35,7 @@ import { loadWhisperWith, type MakeWhisper, type WhisperRunner } from './whisper
 import { DeepSeekFamily } from './deepseek.js';
 import { Gemma2Family } from './gemma2.js';
 import { GptOssFamily } from './gpt_oss.js';
+import { Lfm2Family } from './lfm2.js';
 import { loadT5With, type MakeT5, type T5Runner } from './t5.js';
 
 /** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
@@ -43,7 +44,7 @@ const MAX_IN_FLIGHT = 4;
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
-  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM']);
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Lfm2ForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -212,7 +213,17 @@ function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
   if (cfg.mla) return new DeepSeekFamily(rt, cfg);
   if (cfg.family === 'gemma2') return new Gemma2Family(rt, cfg);
   if (cfg.family === 'gpt_oss') return new GptOssFamily(rt, cfg);
+  if (cfg.family === 'lfm2') return new Lfm2Family(rt, cfg);
   return new LlamaFamily(rt, cfg);
+}
+
+/**
+ * Per-sequence state slots of an architecture that keeps them (LFM2's conv states): twice the
+ * sequences a step serves, so a step's worth of sequences can run while as many more are admitted;
+ * the block manager holds a sequence beyond them back until one frees (serve/kv_manager.ts).
+ */
+export function stateSlots(arch: Architecture, maxSeqs: number): number {
+  return arch.createStates ? 2 * maxSeqs : 0;
 }
 
 /**
@@ -241,6 +252,7 @@ async function build<M extends ModelRunner>(rt: Runtime, op: string, cfg: ModelC
     arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype });
     // Before the host builds its block list of the cache's size.
     await stage();
+    arch.createStates?.(stateSlots(arch, o.maxSeqs));
     arch.allocate(o.maxTokens);
     model = make(rt, cfg, arch, o);
     return model;
@@ -479,7 +491,8 @@ export class ModelRunner {
     this.sampling.upload(proc, V);
     const ctx: StepContext = {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
-      meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
+      meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq,
+        ...(m.stateSlots ? { stateSlots: m.stateSlots } : {}) },
     };
     this.arch.plan(ctx);
     const sig = rt.tuning.stepGraphs && this.arch.signature ? this.arch.signature(ctx) : null;

@@ -9,7 +9,7 @@ import { check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ModelConfig } from '../models/config.js';
-import { createRandomModelWith, loadModelWith, ModelRunner, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
+import { createRandomModelWith, loadModelWith, ModelRunner, stateSlots, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
   type RunnerOptions } from '../models/model.js';
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import { PagedKVCache } from '../attention/paged_cache.js';
@@ -103,7 +103,9 @@ export class Model extends ModelRunner implements StepRunner {
 
   constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
     super(rt, cfg, arch, o);
-    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true });
+    // An architecture with per-sequence state (LFM2's conv layers) gets its slots in the block manager,
+    // which then keeps the prefix cache off (kv_manager.ts says why).
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true, stateSlots: stateSlots(arch, o.maxSeqs) });
     this.engine = new RequestEngine(this);
     this.serving = new OpenAIServing(this);
     // Late-bound: useText replaces the serving object when a tokenizer comes.
@@ -139,6 +141,9 @@ export class Model extends ModelRunner implements StepRunner {
    * next (its uploads submit what is recorded first).
    */
   copyBlocks(pairs: readonly (readonly [number, number])[]): void {
+    // The forks' per-sequence states (LFM2's conv states) go with their blocks.
+    const states = this.kv.takeStateCopies();
+    if (states.length) this.arch.copyStates!(states);
     if (!pairs.length) return;
     const caches = (this.arch as { caches?: unknown }).caches as PagedKVCache[];
     const at = (c: PagedKVCache, b: number) => c.parts.find((p) => b >= p.blockLo && b < p.blockLo + p.blocks)!;

@@ -23,6 +23,7 @@ import { whisperCases } from './whisper.cases';
 import { decoderCases } from './decoders.cases';
 import { encoderCases } from './encoder.cases';
 import { archCases as archQwen3MoeCases } from './arch_qwen3moe.cases';
+import { archLfm2Cases } from './arch_lfm2.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -44,4 +45,5 @@ export const allCases: TestCase[] = [
   ...decoderCases,
   ...encoderCases,
   ...archQwen3MoeCases,
+  ...archLfm2Cases,
 ];
