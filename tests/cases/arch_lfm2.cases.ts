@@ -127,14 +127,25 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
     },
   },
   {
-    name: 'lfm2 engine: more sequences than conv state slots (maxSeqsPerStep 2: 4 slots) wait for a slot and get their tokens alone',
+    name: 'lfm2 engine: requests beyond the free conv state slots (maxSeqsPerStep 2: 4 slots, 3 held) wait for a slot and get their tokens alone',
     async run(ctx) {
       const { g, model } = await lfm2(ctx, undefined, 2);
       try {
         assert(model.kv.stateSlots === 4, `state slots ${model.kv.stateSlots}`);
-        const prompts = [...g.golden.prompts, ...g.golden.prompts];
-        const got = await model.generate(prompts, { maxNewTokens: 8, stopTokens: [] });
-        got.forEach((t, i) => equalArrays(`lfm2 with 4 slots: prompt ${i}`, t, g.golden.greedy[i % 3]));
+        // Three of the four slots held by sequences that never run: the three prompts, submitted at once,
+        // can only run one at a time, each waiting for the slot the one before frees.
+        const holds = ['hold0', 'hold1', 'hold2'];
+        for (const h of holds) model.kv.addSequence(h);
+        let least = model.kv.stateSlots, most = 0;
+        try {
+          const got = await Promise.all(g.golden.prompts.map((p) => model.engine.submit({ prompt: Int32Array.from(p), maxTokens: 8, sampling: GREEDY,
+            onTokens: () => { least = Math.min(least, model.kv.freeStateSlots); most = Math.max(most, model.engine.pending); } }).result));
+          got.forEach((r, i) => equalArrays(`lfm2 with one free slot: prompt ${i}`, r.tokens[0], g.golden.greedy[i]));
+        } finally {
+          for (const h of holds) model.kv.freeSequence(h);
+        }
+        assert(least === 0 && most === 3, `lfm2 with one free slot: ${least} slots free at least, ${most} requests pending at most`);
+        assert(model.kv.freeStateSlots === 4, `${4 - model.kv.freeStateSlots} slots still held`);
         model.kv.checkInvariants();
       } finally {
         model.destroy();
