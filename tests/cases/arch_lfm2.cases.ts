@@ -6,7 +6,7 @@
 // together and alone; the engine under preemption, with the prefix cache asked for (off for conv
 // models: kv_manager.ts), and with n choices forked from one prompt (the state copied).
 import { GREEDY } from '../../src/serve/engine';
-import { loadSafetensors, ops, reference, type Model } from '../../src/index';
+import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
 import { checkGreedy, checkLogits, golden, type GoldenModel } from './model.cases';
 
@@ -16,6 +16,77 @@ async function lfm2(ctx: Parameters<TestCase['run']>[0], kvCache?: { numBlocks: 
   const g = await golden(ctx, 'lfm2', 'goldens-arch');
   const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...(kvCache ? { kvCache } : {}), ...(maxSeqsPerStep ? { maxSeqsPerStep } : {}) });
   return { g, model };
+}
+
+/**
+ * The golden as llama.cpp's convert_hf_to_gguf.py (LFM2Model) writes it: GGUF `lfm2`, tensor names
+ * token_embd, token_embd_norm (the final embedding_norm), blk.i.{attn_norm, ffn_norm, ffn_gate (w1),
+ * ffn_up (w3), ffn_down (w2)}, attention layers' attn_q/k/v/output and attn_q_norm/attn_k_norm,
+ * conv layers' shortconv.{in_proj, conv (squeezed to ne [L, H]), out_proj}; metadata with
+ * head_count_kv per layer (0 on conv layers), shortconv.l_cache and the adjusted feed_forward_length.
+ * Matrices as `type` (F32, or Q8_0 with their dequantized values returned as an HF checkpoint).
+ */
+async function lfm2GGUF(file: SafetensorsFile, c: Record<string, unknown>, type: 'F32' | 'Q8_0', alsoOutputNorm = false): Promise<{ gguf: Uint8Array; dequantized: Record<string, EncodableTensor> }> {
+  const tensors: { name: string; type: string; shape: number[]; data: Uint8Array }[] = [];
+  const dequantized: Record<string, EncodableTensor> = {};
+  const read = async (n: string) => new Float32Array((await file.bytes(n)).slice().buffer);
+  const f32 = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  const put = async (hf: string, gguf: string, matrix: boolean) => {
+    const v = await read(hf);
+    const shape = file.tensors.get(hf)!.shape;
+    if (matrix && type === 'Q8_0') {
+      const [rows, K] = shape;
+      const bytes = quantizeRows('Q8_0', v, rows, K);
+      tensors.push({ name: gguf, type, shape: [K, rows], data: bytes });
+      dequantized[hf] = { dtype: 'F32', shape, data: Float32Array.from(reference.dequantizeRows('Q8_0', bytes, rows, K)) };
+      return;
+    }
+    // ne: fastest dimension first; the conv taps [H, 1, L] squeezed to [H, L] as the converter does.
+    const ne = hf.endsWith('conv.conv.weight') ? [shape[2], shape[0]] : shape.slice().reverse();
+    tensors.push({ name: gguf, type: 'F32', shape: ne, data: f32(v) });
+    dequantized[hf] = { dtype: 'F32', shape, data: v };
+  };
+  await put('model.embed_tokens.weight', 'token_embd.weight', true);
+  await put('model.embedding_norm.weight', 'token_embd_norm.weight', false);
+  if (alsoOutputNorm) await put('model.embedding_norm.weight', 'output_norm.weight', false);
+  const types = c.layer_types as string[];
+  for (const [i, t] of types.entries()) {
+    const p = `model.layers.${i}.`, b = `blk.${i}.`;
+    await put(`${p}operator_norm.weight`, `${b}attn_norm.weight`, false);
+    await put(`${p}ffn_norm.weight`, `${b}ffn_norm.weight`, false);
+    await put(`${p}feed_forward.w1.weight`, `${b}ffn_gate.weight`, true);
+    await put(`${p}feed_forward.w3.weight`, `${b}ffn_up.weight`, true);
+    await put(`${p}feed_forward.w2.weight`, `${b}ffn_down.weight`, true);
+    if (t === 'conv') {
+      await put(`${p}conv.in_proj.weight`, `${b}shortconv.in_proj.weight`, true);
+      await put(`${p}conv.conv.weight`, `${b}shortconv.conv.weight`, false);
+      await put(`${p}conv.out_proj.weight`, `${b}shortconv.out_proj.weight`, true);
+    } else {
+      for (const [hf, g] of [['q_proj', 'attn_q'], ['k_proj', 'attn_k'], ['v_proj', 'attn_v'], ['out_proj', 'attn_output']]) await put(`${p}self_attn.${hf}.weight`, `${b}${g}.weight`, true);
+      await put(`${p}self_attn.q_layernorm.weight`, `${b}attn_q_norm.weight`, false);
+      await put(`${p}self_attn.k_layernorm.weight`, `${b}attn_k_norm.weight`, false);
+    }
+  }
+  const a = 'lfm2';
+  const rope = (c.rope_parameters as { rope_theta: number }).rope_theta;
+  const metadata: [string, unknown, 'f32'?][] = [
+    ['general.architecture', a],
+    ['general.name', 'lfm2 golden'],
+    [`${a}.block_count`, types.length],
+    [`${a}.context_length`, c.max_position_embeddings],
+    [`${a}.embedding_length`, c.hidden_size],
+    // The adjusted width (int(2·160/3) = 106 → 128), as LFM2Model._add_feed_forward_length writes it.
+    [`${a}.feed_forward_length`, 128],
+    [`${a}.attention.head_count`, c.num_attention_heads],
+    [`${a}.attention.head_count_kv`, Uint32Array.from(types, (t) => (t === 'conv' ? 0 : c.num_key_value_heads as number))],
+    [`${a}.rope.freq_base`, rope, 'f32'],
+    [`${a}.attention.layer_norm_rms_epsilon`, c.norm_eps, 'f32'],
+    [`${a}.vocab_size`, c.vocab_size],
+    [`${a}.shortconv.l_cache`, c.conv_L_cache],
+    ['tokenizer.ggml.bos_token_id', c.bos_token_id],
+    ['tokenizer.ggml.eos_token_id', c.eos_token_id],
+  ];
+  return { gguf: writeGGUF({ metadata, tensors }), dequantized };
 }
 
 export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
@@ -124,6 +195,57 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
       } finally {
         model.destroy();
       }
+    },
+  },
+  {
+    name: 'lfm2 GGUF (llama.cpp names, writeGGUF): its own config; F32 equal to the safetensors form (logits bit for bit, greedy identical); Q8_0 matrices within 2e-3·max|logit| of the model on the dequantized values, greedy identical; a file with both token_embd_norm and output_norm refused',
+    async run(ctx) {
+      const g = await golden(ctx, 'lfm2', 'goldens-arch');
+      const st = await loadSafetensors(g.weights);
+      const ref = await ctx.engine.loadModel({ config: g.config, weights: st, dtype: 'f32' });
+      try {
+        const f = await lfm2GGUF(st, g.config, 'F32');
+        const m = await ctx.engine.loadModel({ weights: await loadGGUF(f.gguf), dtype: 'f32' });
+        try {
+          assert(m.architecture === 'Lfm2ForCausalLM' && m.config.intermediateSize === 128 && m.config.layers.map((l) => !!l.conv).join() === 'true,true,false,true',
+            `GGUF lfm2 config: ${m.architecture}, ff ${m.config.intermediateSize}, conv ${m.config.layers.map((l) => !!l.conv)}`);
+          for (const [p, prompt] of g.golden.prompts.entries()) equalArrays(`lfm2 GGUF F32 logits of prompt ${p}`, await m.logits(prompt), await ref.logits(prompt));
+          await checkGreedy(m, g, 'lfm2 GGUF F32');
+        } finally {
+          m.destroy();
+        }
+      } finally {
+        ref.destroy();
+      }
+      const q = await lfm2GGUF(st, g.config, 'Q8_0');
+      const qm = await ctx.engine.loadModel({ weights: await loadGGUF(q.gguf) });
+      const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(q.dequantized)), dtype: 'f32' });
+      try {
+        const V = g.config.vocab_size as number;
+        let worst = 0;
+        for (const [p, prompt] of g.golden.prompts.entries()) {
+          const got = await qm.logits(prompt), want = await deq.logits(prompt);
+          for (let t = 0; t < prompt.length; t++) {
+            let max = 0;
+            for (let v = 0; v < V; v++) max = Math.max(max, Math.abs(want[t * V + v]));
+            for (let v = 0; v < V; v++) {
+              const err = Math.abs(got[t * V + v] - want[t * V + v]);
+              assert(err <= 2e-3 * max, `lfm2 GGUF Q8_0: prompt ${p} position ${t} logit ${v}: ${got[t * V + v]}, the dequantized model ${want[t * V + v]}`);
+              worst = Math.max(worst, err / max);
+            }
+          }
+        }
+        const a = await qm.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+        const b = await deq.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+        assert(JSON.stringify(a) === JSON.stringify(b), `lfm2 GGUF Q8_0 greedy ${JSON.stringify(a)}, the dequantized model ${JSON.stringify(b)}`);
+        ctx.note(`lfm2 GGUF: F32 logits bit for bit the safetensors model's; Q8_0 worst ${worst.toExponential(2)} of max|logit| against the dequantized model, greedy identical`);
+      } finally {
+        qm.destroy();
+        deq.destroy();
+      }
+      // output_norm is read as the final norm too, but a file with both names is refused by name.
+      const extra = await lfm2GGUF(st, g.config, 'F32', true);
+      await expectThrows(async () => ctx.engine.loadModel({ weights: await loadGGUF(extra.gguf) }), 'unexpected output_norm.weight');
     },
   },
   {
