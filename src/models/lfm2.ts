@@ -183,6 +183,18 @@ export class Lfm2Family implements Architecture {
     }
   }
 
+  /**
+   * The step's recording, named (a step graph replays an equal one): its tokens and rows (the conv
+   * kernel's uniforms; its row table is an upload, like the ids), the RoPE tables, the attention plan's run.
+   */
+  signature(s: StepContext): string | null {
+    const c = this.cfg, a = this.acts!;
+    const W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+    let sig = `${s.T}|${this.rows}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}`;
+    if (this.plan_) sig += `|${this.plan_.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false)}`;
+    return sig;
+  }
+
   forward(s: StepContext): Tensor {
     const c = this.cfg, rt = this.rt, a = this.acts!;
     const { T, h } = s;

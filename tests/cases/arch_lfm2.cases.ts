@@ -151,10 +151,14 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         assert(model.architecture === 'Lfm2ForCausalLM', `architecture ${model.architecture}`);
         assert(model.config.intermediateSize === 128, `feed-forward width ${model.config.intermediateSize}, HF's 128 (block_auto_adjust_ff_dim)`);
         const worst = await checkLogits(model, g, 'lfm2');
+        const r0 = model.graphStats.replayed;
         await checkGreedy(model, g, 'lfm2');
+        // Decode steps repeat their recording (step graphs): the conv rows' table is an upload, not a recording.
+        const replayed = model.graphStats.replayed - r0;
+        assert(!ctx.engine.tuning.stepGraphs || replayed > 0, `lfm2: no step replayed its recording (${model.graphStats.recorded} recorded)`);
         model.kv.checkInvariants();
         assert(model.kv.freeStateSlots === model.kv.stateSlots, `${model.kv.stateSlots - model.kv.freeStateSlots} conv state slots still held`);
-        ctx.note(`lfm2: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical together and alone`);
+        ctx.note(`lfm2: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical together and alone (${replayed} steps replayed)`);
       } finally {
         model.destroy();
       }
