@@ -7,6 +7,9 @@
 // tokens in order with the window in registers: the state is read once and written once, by the same
 // thread, so a step needs no second pass and no barrier; the work per token is L multiply-adds, so the
 // serial walk costs little even for a prefill chunk (its parallelism is the channels).
+// Snapshots (the prefix cache's): where a token is the last of its cache block (its slot in the paged
+// cache is block·block_size + block_size − 1), the window after it — the sequence's state at the block's
+// end — is also written to snap[block], so a later sequence that finds the block cached starts from it.
 
 const WG: u32 = 64u;
 // The most taps a kernel holds (the host checks L <= LMAX): the window is a private array.
@@ -18,6 +21,7 @@ struct Params {
   rows: u32,
   in_stride: u32,  // f32 elements per in row (3H for a dense in_proj output)
   out_stride: u32,
+  block_size: u32,  // 0: no snapshots
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -27,6 +31,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> row_info: array<i32>;
 @group(0) @binding(4) var<storage, read_write> state: array<f32>; // [slots, L - 1, H]
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read> slots: array<i32>;       // each token's cache slot
+@group(0) @binding(7) var<storage, read_write> snap: array<f32>;  // [blocks, L - 1, H]
 
 @compute @workgroup_size(WG)
 fn short_conv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -54,6 +60,13 @@ fn short_conv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     out[(start + t) * params.out_stride + c] = bcx[i + H + c] * y;
     for (var k = 0u; k + 2u < L; k++) { win[k] = win[k + 1u]; }
     win[L - 2u] = bx;
+    if (params.block_size != 0u) {
+      let slot_t = slots[start + t];
+      if (slot_t >= 0 && u32(slot_t) % params.block_size == params.block_size - 1u) {
+        let b = (u32(slot_t) / params.block_size) * (L - 1u) * H + c;
+        for (var k = 0u; k < L - 1u; k++) { snap[b + k * H] = win[k]; }
+      }
+    }
   }
   if (slot >= 0) {
     for (var k = 0u; k < L - 1u; k++) { state[sbase + k * H] = win[k]; }

@@ -46,6 +46,11 @@ export interface ShortConvOptions {
   out: Tensor;
   /** f32 elements per in row (default 3H). */
   inStride?: number;
+  /**
+   * The prefix cache's snapshots: where a token's cache slot (`slots`, i32 per token) is the last of its
+   * block of `blockSize`, the state after it is also written to `out` [blocks, L − 1, H] at that block.
+   */
+  snapshots?: { slots: Tensor; blockSize: number; out: Tensor };
 }
 
 /**
@@ -69,7 +74,17 @@ export function shortConv(rt: Runtime, bcx: Tensor, weight: Tensor, state: Tenso
   check(state.numel % ((L - 1) * H) === 0 && state.numel > 0, op, 'state', `[slots, L − 1, H] = [slots, ${L - 1}, ${H}]`, shapeStr(state.shape));
   check(o.meta.numel >= 4 * rows, op, 'o.meta', `at least 4·rows = ${4 * rows} values`, shapeStr(o.meta.shape));
   check(o.out.numel % H === 0, op, 'o.out', `rows of H = ${H}`, shapeStr(o.out.shape));
+  const sn = o.snapshots;
+  if (sn !== undefined) {
+    check(sn !== null && typeof sn === 'object', op, 'o.snapshots', '{ slots, blockSize, out }', sn);
+    checkPosInt(sn.blockSize, op, 'o.snapshots.blockSize');
+    checkTensor(sn.slots, op, 'o.snapshots.slots');
+    check(sn.slots.dtype === 'i32', op, 'o.snapshots.slots.dtype', "'i32'", fmt(sn.slots.dtype));
+    checkTensor(sn.out, op, 'o.snapshots.out');
+    check(sn.out.dtype === 'f32' && sn.out.numel % ((L - 1) * H) === 0, op, 'o.snapshots.out', `f32 [blocks, L − 1, H] = [blocks, ${L - 1}, ${H}]`, `${sn.out.dtype} ${shapeStr(sn.out.shape)}`);
+  }
   const kernel = rt.kernel('ops_short_conv', 'short_conv_main', { consts: { WG } });
-  rt.dispatch(kernel, { bcx, w: weight, row_info: o.meta, state, out: o.out }, { H, L, rows, in_stride: inStride, out_stride: H }, Math.ceil((rows * H) / WG));
+  rt.dispatch(kernel, { bcx, w: weight, row_info: o.meta, state, out: o.out, slots: sn?.slots ?? o.meta, snap: sn?.out ?? rt.dummy },
+    { H, L, rows, in_stride: inStride, out_stride: H, block_size: sn?.blockSize ?? 0 }, Math.ceil((rows * H) / WG));
   return o.out;
 }

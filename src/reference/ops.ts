@@ -449,11 +449,14 @@ export function sampleRef(logits: ArrayLike<number>, rows: number, V: number, op
  * token `start`, `tokens` tokens, state `slot` or -1, `fresh`: zeros before it), from in rows [B | C | x]
  * (`inStride` per token) and the weight [H, L], out[t, c] = C_t·Σ_k w[c, k]·Bx_{t−(L−1)+k}. `state`
  * [slots, L − 1, H] is read where a row is not fresh and is updated in place with each row's last L − 1
- * values of Bx (oldest first), as the kernel leaves it. Returns out [tokens of the rows' span, H].
+ * values of Bx (oldest first), as the kernel leaves it; with `snapshots`, the state after each token whose
+ * cache slot is its block's last is written to snapshots.out [blocks, L − 1, H] at that block. Returns out
+ * [tokens of the rows' span, H].
  */
 export function shortConvRef(bcx: ArrayLike<number>, weight: ArrayLike<number>, state: Float64Array,
                              rows: readonly { start: number; tokens: number; slot: number; fresh: boolean }[],
-                             H: number, L: number, inStride = 3 * H): Float64Array {
+                             H: number, L: number, inStride = 3 * H,
+                             snapshots?: { slots: ArrayLike<number>; blockSize: number; out: Float64Array }): Float64Array {
   checkInt(H, 'H', 1);
   checkInt(L, 'L', 2);
   if (weight.length !== H * L) throw new Error(`shortConvRef: weight: expected ${H * L} values ([H, L]), got ${weight.length}`);
@@ -471,6 +474,12 @@ export function shortConvRef(bcx: ArrayLike<number>, weight: ArrayLike<number>, 
         let y = 0;
         for (let k = 0; k < L; k++) y += weight[c * L + k] * seq[seq.length - L + k];
         out[(r.start + t) * H + c] = bcx[i + H + c] * y;
+        // The state at the end of a cache block (the token's slot its block's last): that block's snapshot.
+        const slot = snapshots ? snapshots.slots[r.start + t] : -1;
+        if (snapshots && slot >= 0 && slot % snapshots.blockSize === snapshots.blockSize - 1) {
+          const b = Math.floor(slot / snapshots.blockSize);
+          for (let k = 0; k < L - 1; k++) snapshots.out[(b * (L - 1) + k) * H + c] = seq[seq.length - (L - 1) + k];
+        }
       }
       if (r.slot >= 0) for (let k = 0; k < L - 1; k++) state[(r.slot * (L - 1) + k) * H + c] = seq[seq.length - (L - 1) + k];
     }

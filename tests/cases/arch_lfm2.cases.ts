@@ -91,11 +91,11 @@ async function lfm2GGUF(file: SafetensorsFile, c: Record<string, unknown>, type:
 
 export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
   {
-    name: 'shortConv: prefill rows with their states, decode rows of many sequences, a fresh row over a garbage slot, a row with no slot; widths 2, 3 and 4; out and states against the float64 reference, unused rows and slots untouched',
+    name: 'shortConv: prefill rows with their states, decode rows of many sequences, a fresh row over a garbage slot, a row with no slot; widths 2, 3 and 4; with and without block-end snapshots; out, states and snapshots against the float64 reference, unused rows, slots and blocks untouched',
     async run(ctx) {
       const rt = ctx.engine;
-      for (const L of [2, 3, 4]) {
-        const H = 40, slots = 7, seed = 100 * L;
+      for (const [L, snapshots] of [[2, false], [3, false], [3, true], [4, true]] as const) {
+        const H = 40, slots = 7, seed = 100 * L + (snapshots ? 1 : 0);
         // Rows: a prefill of 5 tokens continuing slot 2; 1-token decodes of slots 0, 4, 5; a fresh prompt
         // of 4 tokens in slot 6 (which holds garbage); a fresh row of 2 tokens with no slot; a 1-token
         // row starting its sequence in slot 3 (fresh with one token).
@@ -113,10 +113,23 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         const out = rt.tensor(new Float32Array(Tpad * H).fill(SENTINEL), [Tpad, H], 'f32');
         const meta = rt.tensor(ops.shortConvMeta(rows), [4 * rows.length], 'i32');
         const x = rt.tensor(bcx, [Tpad, inStride], 'f32'), wt = rt.tensor(w, [H, L], 'f32');
+        // Snapshots: token t's cache slot 3t + 1 (blocks of 4): tokens 2, 6, 10 and 14 end blocks 1, 4, 7 and 10.
+        const bs = 4, blocks = 12;
+        const tokSlots = Int32Array.from({ length: Tpad }, (_, t) => (t < T ? 3 * t + 1 : -1));
+        const snapT = rt.tensor(new Float32Array(blocks * (L - 1) * H).fill(SENTINEL), [blocks, L - 1, H], 'f32');
+        const slotsT = rt.tensor(tokSlots, [Tpad], 'i32');
         try {
-          ops.shortConv(rt, x, wt, state, { H, L, rows: rows.length, meta, out, inStride });
+          ops.shortConv(rt, x, wt, state, { H, L, rows: rows.length, meta, out, inStride, ...(snapshots ? { snapshots: { slots: slotsT, blockSize: bs, out: snapT } } : {}) });
           const refState = Float64Array.from(st0);
-          const ref = reference.shortConvRef(bcx, w, refState, rows, H, L, inStride);
+          const refSnap = new Float64Array(blocks * (L - 1) * H).fill(SENTINEL);
+          const ref = reference.shortConvRef(bcx, w, refState, rows, H, L, inStride, snapshots ? { slots: tokSlots, blockSize: bs, out: refSnap } : undefined);
+          const gotSnap = await snapT.toFloat32();
+          if (snapshots) {
+            assertClose(`shortConv L=${L} snapshots`, gotSnap, refSnap, 'f32');
+            assert(refSnap.filter((v) => v !== SENTINEL).length === 4 * (L - 1) * H, `shortConv L=${L}: the reference wrote ${refSnap.filter((v) => v !== SENTINEL).length} snapshot values`);
+          } else {
+            assert(gotSnap.every((v) => v === SENTINEL), `shortConv L=${L}: snapshots written though none were asked for`);
+          }
           const got = await out.toFloat32();
           assertClose(`shortConv L=${L} out`, got.subarray(0, T * H), ref, 'f32');
           for (let i = T * H; i < Tpad * H; i++) assert(got[i] === SENTINEL, `shortConv L=${L}: out[${i}] past the rows written (${got[i]})`);
@@ -128,7 +141,7 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
           const fresh = reference.shortConvRef(bcx, w, new Float64Array(slots * (L - 1) * H), [{ ...rows[4], slot: -1 }], H, L, inStride);
           assertClose(`shortConv L=${L}: the fresh row equals one over zeros`, got.subarray(8 * H, 12 * H), fresh.subarray(8 * H, 12 * H), 'f32');
         } finally {
-          for (const t of [state, out, meta, x, wt]) t.destroy();
+          for (const t of [state, out, meta, x, wt, snapT, slotsT]) t.destroy();
         }
       }
       const t = rt.tensor(new Float32Array(12), [4, 3], 'f32'), m = rt.tensor(new Int32Array(4), [4], 'i32'), w6 = rt.tensor(new Float32Array(6), [2, 3], 'f32');
