@@ -11,6 +11,12 @@
 // ops.shortConv reads it before the row's tokens and leaves the row's last values in it. A row whose
 // first token is its sequence's position 0 starts from zeros whatever its slot held, so a preempted
 // sequence recomputed from its prompt rebuilds its state. Only the attention layers have K/V caches.
+// For the prefix cache each conv layer also keeps, per cache block, the state at the block's end
+// (snapshots [blocks, L − 1, H], written by ops.shortConv as the block's last token is computed); a
+// sequence that finds cached blocks starts from its last block's snapshot (restoreStates). Their memory,
+// (L − 1)·H f32 a block and conv layer, is within what the cache budget counts for a conv layer
+// (cacheBytes counts every layer as an attention layer: 2·Hkv·D values a token) for LFM2's released
+// shapes (Hkv·D = H/4 or more) with an f16 cache and blocks of 8 or more (the default is 16).
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { WebinferError } from '../core/errors.js';
@@ -42,6 +48,10 @@ export class Lfm2Family implements Architecture {
   private normW!: Tensor;
   /** Each conv layer's states [slots, L − 1, H], in layer order. */
   private states: Tensor[] = [];
+  /** Each conv layer's state at every cache block's end [blocks, L − 1, H] (the prefix cache's). */
+  private snapshots: Tensor[] = [];
+  private blockSize = 0;
+  readonly stateSnapshots = true;
   private acts: { x: Tensor; bcx: Tensor; y: Tensor; qkv: Tensor; attn: Tensor; gu: Tensor; meta: Tensor } | null = null;
   private plan_: AttentionPlan | null = null;
   private rows = 0;
@@ -131,10 +141,21 @@ export class Lfm2Family implements Architecture {
     return gqaCacheBytes(this.cfg, dtype);
   }
 
-  /** K/V caches for the attention layers only. */
+  /** K/V caches for the attention layers, block-end state snapshots for the conv layers. */
   createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void {
     const attention = this.cfg.layers.filter((l) => !l.conv).length;
     this.caches.push(...createGqaCaches(this.rt, { ...this.cfg, numLayers: attention }, o));
+    this.blockSize = o.blockSize;
+    this.snapshots = this.cfg.layers.filter((l) => l.conv).map(() => this.rt.zeros([o.numBlocks, this.L - 1, this.cfg.hiddenSize]));
+  }
+
+  restoreStates(pairs: readonly (readonly [number, number])[]): void {
+    if (!pairs.length) return;
+    const bytes = (this.L - 1) * this.cfg.hiddenSize * 4;
+    const enc = this.rt.commandEncoder();
+    this.snapshots.forEach((snap, i) => {
+      for (const [block, slot] of pairs) enc.copyBufferToBuffer(snap.buffer, block * bytes, this.states[i].buffer, slot * bytes, bytes);
+    });
   }
 
   createStates(slots: number): void {
@@ -205,7 +226,8 @@ export class Lfm2Family implements Architecture {
       const L = this.layers[l];
       if (L.conv) {
         this.normed(h, L.opNorm, L.conv.inProj, T, a.bcx);
-        shortConv(rt, a.bcx, L.conv.weight, this.states[this.slotOf[l]], { H: c.hiddenSize, L: this.L, rows: this.rows, meta: a.meta, out: a.y });
+        shortConv(rt, a.bcx, L.conv.weight, this.states[this.slotOf[l]], { H: c.hiddenSize, L: this.L, rows: this.rows, meta: a.meta, out: a.y,
+          snapshots: { slots: s.slots, blockSize: this.blockSize, out: this.snapshots[this.slotOf[l]] } });
         linear(rt, a.y, L.conv.outProj, { rows: T, out: h, accumulate: true });
       } else {
         const A = L.attn!;
@@ -238,7 +260,7 @@ export class Lfm2Family implements Architecture {
     this.plan_?.destroy();
     this.plan_ = null;
     for (const c of this.caches) c.destroy();
-    for (const s of this.states) s.destroy();
+    for (const s of [...this.states, ...this.snapshots]) s.destroy();
     for (const L of this.layers) {
       for (const t of [L.opNorm, L.ffNorm, L.attn?.qNorm, L.attn?.kNorm]) t?.destroy();
       for (const w of this.linears(L)) w.destroy();

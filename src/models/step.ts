@@ -55,6 +55,13 @@ export interface Architecture {
   createStates?(slots: number): void;
   /** Copies whole states, [from, to] slot pairs (a forked choice starts from its prompt's state). */
   copyStates?(pairs: readonly (readonly [number, number])[]): void;
+  /**
+   * Whether the states are also kept at each full cache block's end (written as the block's last token
+   * is computed): the prefix cache can then serve such a model, a hit restored by restoreStates.
+   */
+  readonly stateSnapshots?: boolean;
+  /** Copies the state kept at a block's end into a slot, [block, slot] pairs (a prefix hit's start). */
+  restoreStates?(pairs: readonly (readonly [number, number])[]): void;
   allocate(maxTokens: number): void;
   /** Plans the step's attention (once per step, before forward). */
   plan(s: StepContext): void;

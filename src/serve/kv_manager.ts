@@ -16,9 +16,11 @@
 // back when it is freed (finished, aborted or preempted); a fork takes a slot of its own and the
 // parent's state is copied into it (takeStateCopies: the model copies them after the step that wrote
 // the parent's). A preempted sequence is recomputed from position 0 in a fresh slot, its state rebuilt
-// by the prefill. The prefix cache is off for such a model: a block's K/V do not carry the conv state
-// at the block's end, so a prefix hit would start the sequence with no state for the tokens it skips.
-// (Saving the state at each full block boundary beside the block would allow hits; not done.)
+// by the prefill. A block's K/V do not carry the state at the block's end, so the prefix cache needs the
+// model to keep that state beside each full block (stateSnapshots: LFM2 writes it as it computes the
+// block's last token); a sequence that finds cached blocks then starts from the snapshot of the last
+// one, copied into its slot before its first step (takeStateRestores). Without snapshots the prefix
+// cache is off for such a model.
 import { WebinferError, check, checkPosInt, fmt } from '../core/errors.js';
 import type { StepPlacement } from '../models/step.js';
 
@@ -98,8 +100,10 @@ export class KVCacheManager {
   readonly stateSlots: number;
   private readonly freeStates: number[];
   private stateCopies: [number, number][] = [];
+  /** [block, slot]: a prefix hit's state, the snapshot of its last cached block, to copy into its slot. */
+  private stateRestores: [number, number][] = [];
 
-  constructor(o: { numBlocks: number; blockSize: number; prefixCaching?: boolean; stateSlots?: number }) {
+  constructor(o: { numBlocks: number; blockSize: number; prefixCaching?: boolean; stateSlots?: number; stateSnapshots?: boolean }) {
     const op = 'KVCacheManager';
     check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
     this.numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
@@ -108,8 +112,9 @@ export class KVCacheManager {
     check(o.stateSlots === undefined || (Number.isInteger(o.stateSlots) && o.stateSlots >= 0), op, 'stateSlots', 'a non-negative integer', o.stateSlots);
     this.stateSlots = o.stateSlots ?? 0;
     this.freeStates = Array.from({ length: this.stateSlots }, (_, i) => this.stateSlots - 1 - i);
-    // No prefix cache where sequences carry state the blocks do not hold (the header says why).
-    this.prefixCaching = (o.prefixCaching ?? false) && this.stateSlots === 0;
+    check(o.stateSnapshots === undefined || typeof o.stateSnapshots === 'boolean', op, 'stateSnapshots', 'a boolean', o.stateSnapshots);
+    // No prefix cache where sequences carry state the blocks do not hold and no snapshot keeps it (the header says why).
+    this.prefixCaching = (o.prefixCaching ?? false) && (this.stateSlots === 0 || o.stateSnapshots === true);
     // Pop from the end: block 0 is handed out first.
     this.free = Array.from({ length: this.numBlocks }, (_, i) => this.numBlocks - 1 - i);
     this.blocks = Array.from({ length: this.numBlocks }, () => ({ ref: 0, key: null }));
@@ -144,6 +149,14 @@ export class KVCacheManager {
   /** State slots free. */
   get freeStateSlots(): number {
     return this.freeStates.length;
+  }
+
+  /** The prefix hits' state restores since the last call, [block, slot] pairs: the caller copies each
+   *  block's snapshot into the slot before the step that continues the sequence. */
+  takeStateRestores(): [number, number][] {
+    const r = this.stateRestores;
+    this.stateRestores = [];
+    return r;
   }
 
   /** The state copies forks asked for since the last call, [from, to] slot pairs (the caller copies them on the GPU). */
@@ -236,6 +249,7 @@ export class KVCacheManager {
       s.hashed = s.blocks.length;
       s.len = s.blocks.length * this.blockSize;
       this.stats.hits += s.len;
+      if (s.len > 0 && s.state >= 0) this.stateRestores.push([s.blocks[s.blocks.length - 1], s.state]);
     }
     this.seqs.set(id, s);
     return s.len;
@@ -307,8 +321,9 @@ export class KVCacheManager {
     }
     if (s.state >= 0) {
       this.freeStates.push(s.state);
-      // A fork's copy not yet made has nothing to copy into any more.
+      // A fork's copy or a hit's restore not yet made has nothing to copy into any more.
       this.stateCopies = this.stateCopies.filter(([, to]) => to !== s.state);
+      this.stateRestores = this.stateRestores.filter(([, to]) => to !== s.state);
     }
     this.seqs.delete(id);
   }

@@ -103,9 +103,10 @@ export class Model extends ModelRunner implements StepRunner {
 
   constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
     super(rt, cfg, arch, o);
-    // An architecture with per-sequence state (LFM2's conv layers) gets its slots in the block manager,
-    // which then keeps the prefix cache off (kv_manager.ts says why).
-    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true, stateSlots: stateSlots(arch, o.maxSeqs) });
+    // An architecture with per-sequence state (LFM2's conv layers) gets its slots in the block manager;
+    // the prefix cache serves it where the architecture keeps the state at each block's end (kv_manager.ts).
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true, stateSlots: stateSlots(arch, o.maxSeqs),
+      stateSnapshots: arch.stateSnapshots === true });
     this.engine = new RequestEngine(this);
     this.serving = new OpenAIServing(this);
     // Late-bound: useText replaces the serving object when a tokenizer comes.
@@ -126,6 +127,10 @@ export class Model extends ModelRunner implements StepRunner {
   recordStep(rows: StepRow[], proc: StepProcessing | null, all: Tensor | null = null): StepRecord {
     const step = this.step++;
     const m = this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
+    // Prefix hits of a model with per-sequence state start from their last cached block's snapshot,
+    // copied now: before this step's commands, after those of the steps that wrote it.
+    const restores = this.kv.takeStateRestores();
+    if (restores.length) this.arch.restoreStates!(restores);
     return this.runStep(step, rows, m, rows.map((r) => this.kv.seqLen(r.id) - r.ids.length), proc, all);
   }
 

@@ -3,8 +3,9 @@
 // norms, the adjusted feed-forward width, embedding_norm last. The conv kernel against the float64
 // reference (prefill rows with their states, decode rows of many sequences, a fresh row whose slot holds
 // garbage, a row with no slot); the golden's prefill logits at every position and greedy tokens,
-// together and alone; the engine under preemption, with the prefix cache asked for (off for conv
-// models: kv_manager.ts), and with n choices forked from one prompt (the state copied).
+// together and alone; the engine under preemption, with the prefix cache (a hit starts from the conv
+// state snapshot of its last cached block: kv_manager.ts), and with n choices forked from one prompt
+// (the state copied).
 import { GREEDY } from '../../src/serve/engine';
 import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
@@ -178,21 +179,37 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
     },
   },
   {
-    name: 'lfm2 engine: output unchanged under preemption (a cache of 14 blocks of 4), with the prefix cache asked for (off for conv layers: no hits, repeats equal), and with n = 3 choices forked from one prompt (greedy and sampled equal to single requests); no block or state slot leaked',
+    name: 'lfm2 engine: output unchanged under preemption (a cache of 14 blocks of 4), with prefix-cache hits (repeats start from the conv state snapshot of their last cached block; without the restore they miss), and with n = 3 choices forked from one prompt (greedy and sampled equal to single requests); no block or state slot leaked',
     async run(ctx) {
       const { g, model } = await lfm2(ctx, { numBlocks: 14, blockSize: 4 });
       try {
-        assert(!model.kv.prefixCaching && model.kv.stateSlots > 0, `prefix caching ${model.kv.prefixCaching}, state slots ${model.kv.stateSlots}`);
+        assert(model.kv.prefixCaching && model.kv.stateSlots > 0, `prefix caching ${model.kv.prefixCaching}, state slots ${model.kv.stateSlots}`);
         // The three prompts (7, 3, 41 tokens + 8 each) need 4 + 3 + 13 blocks: some must be preempted.
         const p0 = model.engine.counters.preemptions;
         const got = await model.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
         got.forEach((t, i) => equalArrays(`lfm2 under preemption: prompt ${i}`, t, g.golden.greedy[i]));
         const preempted = model.engine.counters.preemptions - p0;
         assert(preempted > 0, 'lfm2: the three prompts together were never preempted (cache too large for the case)');
-        // The same prompts again (a prefix cache would hit their blocks): still HF's tokens, and no hits.
-        const again = await model.generate([g.golden.prompts[0], g.golden.prompts[0]], { maxNewTokens: 8, stopTokens: [] });
-        again.forEach((t, i) => equalArrays(`lfm2 repeat ${i}`, t, g.golden.greedy[0]));
-        assert(model.engine.metrics().prefixCacheHits === 0, `lfm2: ${model.engine.metrics().prefixCacheHits} prefix-cache hits (off for conv models)`);
+        // The long prompt again, alone: its first 10 blocks come from the prefix cache and its conv layers
+        // start from the snapshot of the 10th.
+        const h0 = model.kv.stats.hits;
+        const again = await model.generate([g.golden.prompts[2]], { maxNewTokens: 8, stopTokens: [] });
+        equalArrays('lfm2 repeat of the 41-token prompt', again[0], g.golden.greedy[2]);
+        const hits = model.kv.stats.hits - h0;
+        assert(hits === 40, `lfm2 repeat: ${hits} prompt tokens from the prefix cache (40: ten blocks of 4)`);
+        // The same with the restore skipped (the slot keeps whatever it held): the case sees the snapshot.
+        const arch = (model as unknown as { arch: { restoreStates: (p: readonly (readonly [number, number])[]) => void } }).arch;
+        const restore = arch.restoreStates;
+        arch.restoreStates = () => {};
+        let without: number[];
+        try {
+          without = (await model.generate([g.golden.prompts[2]], { maxNewTokens: 8, stopTokens: [] }))[0];
+        } finally {
+          arch.restoreStates = restore;
+        }
+        assert(without.join() !== g.golden.greedy[2].join(), 'lfm2: the repeat without its state restored still gave HF\'s tokens (the case would not see the snapshot)');
+        const hits2 = model.kv.stats.hits - h0 - hits;
+        assert(hits2 === 40, `lfm2 repeat without restore: ${hits2} cached tokens`);
         // n choices: the prompt computed once, each choice's conv state a copy of the prompt's.
         for (const [p, prompt] of [[0, g.golden.prompts[0]], [1, g.golden.prompts[1]]] as const) {
           const c0 = { ...model.engine.counters };
@@ -208,7 +225,7 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         model.kv.checkInvariants();
         assert(model.kv.usedBlocks === 0, `${model.kv.usedBlocks} blocks still held`);
         assert(model.kv.freeStateSlots === model.kv.stateSlots, `${model.kv.stateSlots - model.kv.freeStateSlots} conv state slots still held`);
-        ctx.note(`lfm2 engine: ${preempted} preemptions, greedy unchanged; repeats equal with no prefix-cache hits; n=3 forks equal single requests`);
+        ctx.note(`lfm2 engine: ${preempted} preemptions, greedy unchanged; a repeat with 40 cached tokens equal (and unequal without its state restored); n=3 forks equal single requests`);
       } finally {
         model.destroy();
       }

@@ -1,6 +1,7 @@
 // KVCacheManager's per-sequence state slots (LFM2's conv states): a slot taken when a sequence is added,
 // given back when it is freed, a slot of its own for a fork with the copy asked for, each step's rows
-// naming theirs in placement order; none left to take refused by name; the prefix cache kept off.
+// naming theirs in placement order; none left to take refused by name; the prefix cache off unless the
+// model keeps block-end snapshots, and then a hit restores the last cached block's snapshot.
 import { describe, expect, it } from 'vitest';
 import { KVCacheManager } from '../../src/serve/kv_manager';
 
@@ -50,5 +51,26 @@ describe('KVCacheManager state slots', () => {
     expect(plain.schedule([{ id: 'x', numTokens: 2 }]).stateSlots).toBeUndefined();
     expect(plain.canAddSequence()).toBe(true);
     expect(() => new KVCacheManager({ numBlocks: 8, blockSize: 4, stateSlots: -1 })).toThrow(/stateSlots/);
+  });
+
+  it('with block-end snapshots, keeps the prefix cache and restores a hit from its last cached block', () => {
+    const kv = new KVCacheManager({ numBlocks: 16, blockSize: 4, prefixCaching: true, stateSlots: 4, stateSnapshots: true });
+    expect(kv.prefixCaching).toBe(true);
+    const prompt = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
+    kv.addSequence('a', { tokens: prompt });
+    expect(kv.takeStateRestores()).toEqual([]);
+    kv.schedule([{ id: 'a', numTokens: 10 }]);
+    const blocks = [...kv.blocksOf('a')];
+    // Two full blocks cached (the last token is always computed): b starts at 8 from block 1's snapshot.
+    expect(kv.addSequence('b', { tokens: prompt })).toBe(8);
+    const m = kv.schedule([{ id: 'b', numTokens: 2 }]);
+    expect(kv.takeStateRestores()).toEqual([[blocks[1], m.stateSlots![0]]]);
+    // A hit freed before its restore is taken asks for none.
+    kv.addSequence('c', { tokens: prompt });
+    kv.freeSequence('c');
+    expect(kv.takeStateRestores()).toEqual([]);
+    for (const id of ['a', 'b']) kv.freeSequence(id);
+    kv.checkInvariants();
+    expect(kv.freeStateSlots).toBe(4);
   });
 });
