@@ -7,11 +7,13 @@
 // state snapshot of its last cached block: kv_manager.ts), and with n choices forked from one prompt
 // (the state copied).
 import { GREEDY } from '../../src/serve/engine';
+import { rng } from '../../src/core/random';
 import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
 import { checkGreedy, checkLogits, golden, type GoldenModel } from './model.cases';
 
 const SENTINEL = 777.25;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function lfm2(ctx: Parameters<TestCase['run']>[0], kvCache?: { numBlocks: number; blockSize: number }, maxSeqsPerStep?: number): Promise<{ g: GoldenModel; model: Model }> {
   const g = await golden(ctx, 'lfm2', 'goldens-arch');
@@ -303,6 +305,60 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         assert(least === 0 && most === 3, `lfm2 with one free slot: ${least} slots free at least, ${most} requests pending at most`);
         assert(model.kv.freeStateSlots === 4, `${4 - model.kv.freeStateSlots} slots still held`);
         model.kv.checkInvariants();
+      } finally {
+        model.destroy();
+      }
+    },
+  },
+  {
+    name: 'lfm2 engine fuzz: random arrivals and cancellations over a cache that forces preemption, eviction and prefix hits, prompt chunks of 3 beside decodes (the conv state carried across chunks, restored at hits, rebuilt after preemption); each request gets its tokens alone; no block or state slot leaked',
+    async run(ctx) {
+      const { g, model } = await lfm2(ctx, { numBlocks: 16, blockSize: 4 });
+      try {
+        // Prompts that share prefixes: the goldens', with their greedy continuations, and cut short.
+        const base = g.golden.prompts.map((p, i) => [...p, ...g.golden.greedy[i].slice(0, 4)]);
+        const prompts = [...g.golden.prompts, ...base, ...g.golden.prompts.map((p) => p.slice(0, Math.max(2, p.length - 3)))];
+        const alone = new Map<string, number[]>();
+        for (const p of prompts) alone.set(p.join(','), (await model.generate([p], { maxNewTokens: 10, stopTokens: [] }))[0]);
+        const r = rng(44);
+        const h0 = model.kv.stats.hits, p0 = model.engine.counters.preemptions, e0 = model.kv.stats.evictions;
+        model.engine.prefillBudget = 3;
+        const runs: Promise<void>[] = [];
+        let checked = 0;
+        for (let i = 0; i < 14; i++) {
+          const prompt = prompts[Math.floor(r() * prompts.length)];
+          const want = alone.get(prompt.join(','))!;
+          const maxTokens = 3 + Math.floor(r() * 8);
+          const cancelAt = r() < 0.2 ? 1 + Math.floor(r() * 3) : -1;
+          const delay = Math.floor(r() * 20);
+          runs.push((async () => {
+            await sleep(delay);
+            const ac = new AbortController();
+            let seen = 0;
+            const h = model.engine.submit({ prompt: Int32Array.from(prompt), maxTokens, signal: ac.signal,
+              onTokens: (_c, toks) => { seen += toks.length; if (cancelAt >= 0 && seen >= cancelAt) ac.abort(new Error('cancelled by the test')); } });
+            try {
+              const res = await h.result;
+              equalArrays(`lfm2 fuzz request ${i} (prompt of ${prompt.length}, max ${maxTokens}) against alone`, res.tokens[0], want.slice(0, maxTokens));
+              checked++;
+            } catch (e) {
+              if (!(cancelAt >= 0 && (e as Error).message === 'cancelled by the test')) throw e;
+            }
+          })());
+        }
+        await Promise.all(runs);
+        await sleep(0);
+        assert(checked >= 8, `only ${checked} requests ran to their end`);
+        assert(model.engine.pending === 0, `${model.engine.pending} requests still pending`);
+        model.kv.checkInvariants();
+        assert(model.kv.freeBlocks === model.numBlocks, `blocks leaked: ${model.kv.freeBlocks} of ${model.numBlocks} free`);
+        assert(model.kv.freeStateSlots === model.kv.stateSlots, `${model.kv.stateSlots - model.kv.freeStateSlots} conv state slots leaked`);
+        const preempted = model.engine.counters.preemptions - p0, hits = model.kv.stats.hits - h0;
+        assert(preempted > 0, 'the lfm2 fuzz never preempted (cache too large for it)');
+        assert(hits > 0, 'the lfm2 fuzz never hit the prefix cache');
+        const evictions = model.kv.stats.evictions - e0;
+        assert(evictions > 0, 'the lfm2 fuzz never evicted a cached block');
+        ctx.note(`lfm2 fuzz: ${checked} requests equal alone; ${preempted} preemptions, ${hits} prompt tokens from the prefix cache, ${evictions} evictions`);
       } finally {
         model.destroy();
       }
