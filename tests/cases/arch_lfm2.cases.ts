@@ -8,7 +8,7 @@
 // (the state copied).
 import { GREEDY } from '../../src/serve/engine';
 import { rng } from '../../src/core/random';
-import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
+import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeOnLoadType, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
 import { checkGreedy, checkLogits, golden, type GoldenModel } from './model.cases';
 
@@ -361,6 +361,53 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         ctx.note(`lfm2 fuzz: ${checked} requests equal alone; ${preempted} preemptions, ${hits} prompt tokens from the prefix cache, ${evictions} evictions`);
       } finally {
         model.destroy();
+      }
+    },
+  },
+  {
+    name: 'lfm2 weights in f16 and bf16 (greedy identical to HF), and quantized on load (q8: within 2e-3·max|logit| of the model on the dequantized values, greedy identical)',
+    async run(ctx) {
+      const g = await golden(ctx, 'lfm2', 'goldens-arch');
+      const st = await loadSafetensors(g.weights);
+      for (const dtype of ['f16', 'bf16'] as const) {
+        const m = await ctx.engine.loadModel({ config: g.config, weights: st, dtype });
+        try {
+          const got = await m.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+          got.forEach((t, i) => equalArrays(`lfm2 ${dtype} greedy, prompt ${i}`, t, g.golden.greedy[i]));
+        } finally {
+          m.destroy();
+        }
+      }
+      const tensors: Record<string, EncodableTensor> = {};
+      for (const [n, info] of st.tensors) {
+        const v = new Float32Array((await st.bytes(n)).slice().buffer);
+        const type = info.shape.length === 2 ? quantizeOnLoadType('q8', info.shape[1]) : null;
+        tensors[n] = { dtype: 'F32', shape: info.shape, data: type ? Float32Array.from(reference.dequantizeRows(type, quantizeRows(type, v, info.shape[0], info.shape[1]), info.shape[0], info.shape[1])) : v };
+      }
+      const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(tensors)), dtype: 'f32' });
+      const q8 = await ctx.engine.loadModel({ config: g.config, weights: st, dtype: 'q8' });
+      try {
+        const V = g.config.vocab_size as number;
+        let worst = 0;
+        for (const [p, prompt] of g.golden.prompts.entries()) {
+          const got = await q8.logits(prompt), want = await deq.logits(prompt);
+          for (let t = 0; t < prompt.length; t++) {
+            let max = 0;
+            for (let v = 0; v < V; v++) max = Math.max(max, Math.abs(want[t * V + v]));
+            for (let v = 0; v < V; v++) {
+              const err = Math.abs(got[t * V + v] - want[t * V + v]);
+              assert(err <= 2e-3 * max, `lfm2 q8: prompt ${p} position ${t} logit ${v}: ${got[t * V + v]}, the dequantized model ${want[t * V + v]}`);
+              worst = Math.max(worst, err / max);
+            }
+          }
+        }
+        const a = await q8.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+        const b = await deq.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
+        assert(JSON.stringify(a) === JSON.stringify(b), `lfm2 q8 greedy ${JSON.stringify(a)}, the dequantized model ${JSON.stringify(b)}`);
+        ctx.note(`lfm2: f16 and bf16 greedy identical to HF; q8 on load worst ${worst.toExponential(2)} of max|logit| against the dequantized model, greedy identical`);
+      } finally {
+        q8.destroy();
+        deq.destroy();
       }
     },
   },
