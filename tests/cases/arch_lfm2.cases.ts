@@ -11,6 +11,7 @@ import { rng } from '../../src/core/random';
 import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeOnLoadType, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
 import { checkGreedy, checkLogits, golden, type GoldenModel } from './model.cases';
+import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
 const SENTINEL = 777.25;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -408,6 +409,32 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
       } finally {
         q8.destroy();
         deq.destroy();
+      }
+    },
+  },
+  {
+    name: 'lfm2 through the OpenAI API in process: completions of token-id prompts, concurrent and streamed, give HF\'s greedy tokens; a repeat reports its cached prompt tokens',
+    async run(ctx) {
+      const g = await golden(ctx, 'lfm2', 'goldens-arch');
+      const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), tokenizer: byteTokenizerJson(), tokenizerConfig: byteTokenizerConfig(), name: 'lfm2' });
+      type Json = { choices: { token_ids?: number[] }[]; usage?: { prompt_tokens_details?: { cached_tokens?: number } } };
+      try {
+        const reqs = g.golden.prompts.map((p, i) => ({ prompt: p, max_tokens: 8, temperature: 0, ignore_eos: true, return_token_ids: true, stream: i === 1 }));
+        const outs = await Promise.all(reqs.map(async (req) => {
+          const r = model.completions.create(req);
+          if (!req.stream) return ((await r) as Json).choices[0].token_ids as number[];
+          const ids: number[] = [];
+          for await (const c of r as AsyncIterable<Json>) if (c.choices[0]?.token_ids) ids.push(...c.choices[0].token_ids);
+          return ids;
+        }));
+        outs.forEach((t, i) => equalArrays(`lfm2 completions, prompt ${i}`, t, g.golden.greedy[i]));
+        const again = (await model.completions.create({ ...reqs[2], stream: false })) as Json;
+        equalArrays('lfm2 completions repeat of prompt 2', again.choices[0].token_ids!, g.golden.greedy[2]);
+        const cached = again.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+        assert(cached > 0, `lfm2 completions repeat: ${cached} cached prompt tokens`);
+        ctx.note(`lfm2 OpenAI completions: HF's greedy tokens concurrently and streamed; the repeat had ${cached} cached prompt tokens`);
+      } finally {
+        model.destroy();
       }
     },
   },
