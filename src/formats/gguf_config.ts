@@ -1,7 +1,7 @@
 // The HF config.json a GGUF file's metadata stands for: llama.cpp's convert_hf_to_gguf.py read
 // backwards for the architectures the engine runs (GGUF `llama`: Llama and Mistral; `qwen2`; `qwen3`;
 // `qwen3moe`; `smollm3`; `phi3`: Phi-3 and Phi-4-mini; `deepseek2`: DeepSeek V2 and V3; `gpt-oss`; `gemma3`: Gemma 3 text,
-// with what llama.cpp fixes for it rather than reads from the file). The result is what parseConfig (models/config.ts) reads, so a GGUF model
+// with what llama.cpp fixes for it rather than reads from the file; `lfm2`). The result is what parseConfig (models/config.ts) reads, so a GGUF model
 // goes through the same validation and defaults as a Hub checkpoint. Where a key is absent the
 // default is llama.cpp's (rope.freq_base 10000, head_count_kv = head_count, softmax expert gating
 // for DeepSeek V2 files older than expert_gating_func ...).
@@ -11,7 +11,7 @@ import { check, fail, fmt } from '../core/errors.js';
 const OP = 'ggufConfig';
 
 /** GGUF `general.architecture` values this module maps, and the HF class each becomes. */
-export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'qwen3moe', 'smollm3', 'phi3', 'deepseek2', 'gpt-oss', 'gemma3'] as const);
+export const GGUF_ARCHITECTURES = Object.freeze(['llama', 'qwen2', 'qwen3', 'qwen3moe', 'smollm3', 'phi3', 'deepseek2', 'gpt-oss', 'gemma3', 'lfm2'] as const);
 export type GGUFArchitecture = (typeof GGUF_ARCHITECTURES)[number];
 
 /** llama.cpp's llama_expert_gating_func_type. */
@@ -297,6 +297,7 @@ export function ggufConfig(metadata: Meta, tensors: Tensors, o: GGUFConfigOption
 
   if (arch === 'deepseek2') return { ...deepseekConfig(r, tensors, maxPos, numHeads), ...common };
   if (arch === 'gpt-oss') return { ...common, ...gptOssConfig(r, tensors, maxPos, numHeads, hidden, numLayers) };
+  if (arch === 'lfm2') return lfm2Config(r, common, numLayers, numHeads, hidden);
 
   // Mixtral-style models are `llama` with experts: not a model the llama family here runs.
   const experts = r.raw('expert_count');
@@ -542,5 +543,36 @@ function gptOssConfig(r: MetaReader, tensors: Tensors, maxPos: number, numHeads:
     rope_scaling: null,
     rope_parameters: rope,
     quantization_config: { quant_method: 'mxfp4' },
+  };
+}
+
+/**
+ * LFM2 (GGUF `lfm2`), as convert_hf_to_gguf.py's LFM2Model writes it: attention.head_count_kv per layer
+ * with 0 on the conv layers (the only record of which layers are which), shortconv.l_cache,
+ * feed_forward_length already the adjusted width (so the config says block_auto_adjust_ff_dim false),
+ * and the RMSNorm epsilon under Lfm2Config's name norm_eps.
+ */
+function lfm2Config(r: MetaReader, common: Record<string, unknown>, numLayers: number, numHeads: number, hidden: number): Record<string, unknown> {
+  const kvRaw = r.raw('attention.head_count_kv');
+  const where = r.where(r.key('attention.head_count_kv'));
+  const perLayer = Array.isArray(kvRaw) ? kvRaw : Array.from({ length: numLayers }, () => kvRaw ?? numHeads);
+  check(perLayer.length === numLayers && perLayer.every((k) => typeof k === 'number' && Number.isInteger(k) && k >= 0), OP, where,
+    `a head count per layer (${numLayers}; 0 on the conv layers)`, kvRaw);
+  const attn = (perLayer as number[]).filter((k) => k > 0);
+  check(attn.every((k) => k === attn[0]), OP, where, 'one kv head count on every attention layer', kvRaw);
+  const headDim = r.posInt('attention.key_length', Math.floor(hidden / numHeads));
+  const { rms_norm_eps: eps, ...rest } = common;
+  return {
+    architectures: ['Lfm2ForCausalLM'],
+    model_type: 'lfm2',
+    ...rest,
+    norm_eps: eps,
+    intermediate_size: r.posInt('feed_forward_length'),
+    block_auto_adjust_ff_dim: false,
+    num_key_value_heads: attn[0] ?? numHeads,
+    head_dim: headDim,
+    layer_types: (perLayer as number[]).map((k) => (k === 0 ? 'conv' : 'full_attention')),
+    conv_L_cache: r.posInt('shortconv.l_cache'),
+    conv_bias: false,
   };
 }

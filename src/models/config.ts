@@ -23,10 +23,11 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'Qwen3MoeForCausalLM',
   'Gemma3ForCausalLM',
   'Qwen2_5_VLForConditionalGeneration',
+  'Lfm2ForCausalLM',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
-export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe' | 'gemma3';
+export type ModelFamily = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'deepseek_v2' | 'deepseek_v3' | 'gemma2' | 'gpt_oss' | 'smollm3' | 'phi3' | 'qwen3_moe' | 'gemma3' | 'lfm2';
 
 const FAMILY: Record<Architecture, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -43,6 +44,7 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   Gemma3ForCausalLM: 'gemma3',
   // Qwen2.5-VL's text model is Qwen2 with M-RoPE (ModelConfig.mrope); its vision tower is ModelConfig.vision.
   Qwen2_5_VLForConditionalGeneration: 'qwen2',
+  Lfm2ForCausalLM: 'lfm2',
 };
 
 export interface LayerConfig {
@@ -52,6 +54,8 @@ export interface LayerConfig {
   moe: boolean;
   /** SmolLM3's NoPE layers (no_rope_layers[i] = 0): q and k are not rotated; absent or false: RoPE. */
   noRope?: boolean;
+  /** LFM2's short-convolution layers (layer_types 'conv'): no attention and no KV cache, a conv state per sequence instead. */
+  conv?: boolean;
 }
 
 /** DeepSeek's multi-head latent attention (SPEC §5). */
@@ -143,6 +147,8 @@ export interface ModelConfig {
   moe: MoeConfig | null;
   /** The config's `dtype` / `torch_dtype` (e.g. 'bfloat16'), or null. */
   dtype: string | null;
+  /** LFM2: the short convolutions' kernel width (conv_L_cache; a sequence's state is its last width − 1 inputs); null: no conv layers. */
+  convLCache: number | null;
   /**
    * Qwen2.5-VL's multimodal RoPE: each token has positions (t, h, w); of the rotary frequencies the first
    * section[0] take their angle from t, the next section[1] from h, the last section[2] from w. null: 1-D RoPE.
@@ -253,6 +259,7 @@ function architectureOf(j: Json): Architecture {
     qwen3_moe: 'Qwen3MoeForCausalLM',
     gemma3_text: 'Gemma3ForCausalLM',
     qwen2_5_vl: 'Qwen2_5_VLForConditionalGeneration',
+    lfm2: 'Lfm2ForCausalLM',
   };
   const a = typeof j.model_type === 'string' ? byType[j.model_type] : undefined;
   if (a) return a;
@@ -278,6 +285,7 @@ const DEFAULTS: Record<ModelFamily, FamilyDefaults> = {
   phi3: { maxPositionEmbeddings: 4096, bos: 1, eos: 32000 },
   qwen3_moe: { maxPositionEmbeddings: 32768, bos: null, eos: null },
   gemma3: { maxPositionEmbeddings: 131072, bos: 2, eos: 1 },
+  lfm2: { maxPositionEmbeddings: 128000, bos: 1, eos: 2 },
 };
 
 function optNum(rp: Json, key: string, where: string): number | null {
@@ -651,6 +659,43 @@ function qwenVision(j: Json): QwenVisionConfig {
   };
 }
 
+/**
+ * LFM2's layer kinds as Lfm2Config builds them: layer_types ('conv' | 'full_attention'), else the older
+ * full_attn_idxs (the attention layers' indices; absent: every layer attention). true: a conv layer.
+ */
+function lfm2ConvLayers(j: Json, numLayers: number): boolean[] {
+  const types = j.layer_types;
+  if (types !== undefined && types !== null) {
+    chk(Array.isArray(types) && types.length === numLayers && types.every((t) => t === 'conv' || t === 'full_attention'),
+      'layer_types', `${numLayers} entries, each 'conv' or 'full_attention'`, types);
+    return (types as string[]).map((t) => t === 'conv');
+  }
+  const idx = j.full_attn_idxs ?? Array.from({ length: numLayers }, (_, i) => i);
+  chk(Array.isArray(idx) && idx.every((i) => Number.isInteger(i) && (i as number) >= 0 && (i as number) < numLayers),
+    'full_attn_idxs', `a list of layer indices below ${numLayers}`, idx);
+  const attn = new Set(idx as number[]);
+  return Array.from({ length: numLayers }, (_, i) => !attn.has(i));
+}
+
+/**
+ * LFM2's feed-forward width (Lfm2MLP): with block_auto_adjust_ff_dim, int(2·I/3), times
+ * block_ffn_dim_multiplier (int again) when given, rounded up to a multiple of block_multiple_of;
+ * else intermediate_size as it is.
+ */
+function lfm2FfWidth(j: Json, intermediate: number): number {
+  if (!bool(j, 'block_auto_adjust_ff_dim', true)) return intermediate;
+  let w = Math.trunc((2 * intermediate) / 3);
+  const mult = j.block_ffn_dim_multiplier === undefined ? 1.0 : j.block_ffn_dim_multiplier;
+  if (mult !== null) {
+    chk(typeof mult === 'number' && Number.isFinite(mult) && mult > 0, 'block_ffn_dim_multiplier', 'a positive number or null', mult);
+    w = Math.trunc((mult as number) * w);
+  }
+  const m = posInt(j, 'block_multiple_of', 256);
+  w = m * Math.ceil(w / m);
+  chk(w > 0, 'intermediate_size', 'a size whose adjusted feed-forward width (block_auto_adjust_ff_dim) is positive', intermediate);
+  return w;
+}
+
 /** Normalizes a parsed config.json of a supported architecture; throws naming the key on anything invalid. */
 export function parseConfig(json: object): ModelConfig {
   chk(isObj(json), 'config', 'a parsed config.json object', json);
@@ -676,7 +721,8 @@ export function parseConfig(json: object): ModelConfig {
 
   const vocabSize = posInt(j, 'vocab_size');
   const hiddenSize = posInt(j, 'hidden_size');
-  const intermediateSize = posInt(j, 'intermediate_size');
+  const lfm2 = family === 'lfm2';
+  const intermediateSize = lfm2 ? lfm2FfWidth(j, posInt(j, 'intermediate_size')) : posInt(j, 'intermediate_size');
   const numLayers = posInt(j, 'num_hidden_layers');
   const numHeads = posInt(j, 'num_attention_heads');
   // Gemma3TextConfig's own default is 4 key/value heads; elsewhere as many as the query heads.
@@ -694,8 +740,19 @@ export function parseConfig(json: object): ModelConfig {
     chk(act === 'silu', 'hidden_act', "'silu'", act);
   }
   const maxPositionEmbeddings = posInt(j, 'max_position_embeddings', d.maxPositionEmbeddings);
-  const rmsEps = posNum(j, 'rms_norm_eps', gptOss ? 1e-5 : 1e-6);
-  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma);
+  // Lfm2Config names its RMSNorm epsilon norm_eps.
+  const rmsEps = lfm2 ? posNum(j, 'norm_eps', 1e-5) : posNum(j, 'rms_norm_eps', gptOss ? 1e-5 : 1e-6);
+  const tieWordEmbeddings = bool(j, 'tie_word_embeddings', gemma || lfm2);
+  let convLayers: boolean[] | null = null;
+  let convLCache: number | null = null;
+  if (lfm2) {
+    convLayers = lfm2ConvLayers(j, numLayers);
+    convLCache = posInt(j, 'conv_L_cache', 3);
+    chk(convLCache >= 2, 'conv_L_cache', 'at least 2 (a convolution over the previous inputs)', convLCache);
+    // conv_bias puts biases on in_proj, the convolution and out_proj; no released LFM2 has them.
+    chk(!bool(j, 'conv_bias', false), 'conv_bias', 'false (convolution biases are not supported)', j.conv_bias);
+    if (!convLayers.some(Boolean)) convLCache = null;
+  }
 
   let mla: MlaConfig | null = null;
   let headDim: number;
@@ -804,7 +861,7 @@ export function parseConfig(json: object): ModelConfig {
     tieWordEmbeddings,
     attentionBias,
     mlpBias,
-    qkNorm: family === 'qwen3' || family === 'qwen3_moe' || gemma3,
+    qkNorm: family === 'qwen3' || family === 'qwen3_moe' || gemma3 || lfm2,
     hiddenAct,
     // Gemma 3 has no soft caps by default (and none in the released checkpoints); its modules apply them when set.
     attnSoftcap: gemma ? softcap(j, 'attn_logit_softcapping', gemma2 ? 50.0 : null) : null,
@@ -812,7 +869,7 @@ export function parseConfig(json: object): ModelConfig {
     embedScale: gemma ? Math.fround(Math.sqrt(hiddenSize)) : null,
     sandwichNorms: gemma,
     sinks: gptOss,
-    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}) })),
+    layers: windows.map((slidingWindow, i) => ({ slidingWindow, moe: moeLayers[i]!, ...(noRope?.[i] ? { noRope: true } : {}), ...(convLayers?.[i] ? { conv: true } : {}) })),
     maxPositionEmbeddings,
     bosTokenId: tokenId(j, 'bos_token_id', d.bos),
     eosTokenIds,
@@ -825,5 +882,6 @@ export function parseConfig(json: object): ModelConfig {
     dtype: typeof dtype === 'string' ? dtype : null,
     mrope,
     vision,
+    convLCache,
   };
 }

@@ -101,6 +101,34 @@ const CONFIG_TENSORS = new Set(['rope_freqs.weight', 'rope_factors_long.weight',
 /** Architectures whose q/k rows llama.cpp's converter permutes (LlamaModel and its subclasses: interleaved RoPE in llama.cpp). */
 const PERMUTED_ARCHS = new Set(['llama', 'smollm3']);
 
+/**
+ * LFM2 (`lfm2`) by transformers' names: operator_norm is attn_norm, w1/w3/w2 are ffn_gate/up/down, the
+ * conv layers' shortconv.* (conv.conv squeezed to [H, L] by the converter), and the final
+ * model.embedding_norm is token_embd_norm (llama.cpp's name for it; output_norm accepted too).
+ */
+const LFM2_LAYER_NAMES: readonly (readonly [string, string])[] = [
+  ['operator_norm.weight', 'attn_norm.weight'],
+  ['ffn_norm.weight', 'ffn_norm.weight'],
+  ['feed_forward.w1.weight', 'ffn_gate.weight'],
+  ['feed_forward.w3.weight', 'ffn_up.weight'],
+  ['feed_forward.w2.weight', 'ffn_down.weight'],
+  ['self_attn.q_proj.weight', 'attn_q.weight'],
+  ['self_attn.k_proj.weight', 'attn_k.weight'],
+  ['self_attn.v_proj.weight', 'attn_v.weight'],
+  ['self_attn.out_proj.weight', 'attn_output.weight'],
+  ['self_attn.q_layernorm.weight', 'attn_q_norm.weight'],
+  ['self_attn.k_layernorm.weight', 'attn_k_norm.weight'],
+  ['conv.conv.weight', 'shortconv.conv.weight'],
+  ['conv.in_proj.weight', 'shortconv.in_proj.weight'],
+  ['conv.out_proj.weight', 'shortconv.out_proj.weight'],
+];
+const LFM2_GLOBAL_NAMES: readonly (readonly [string, string])[] = [
+  ['model.embed_tokens.weight', 'token_embd.weight'],
+  ['model.embedding_norm.weight', 'token_embd_norm.weight'],
+  ['model.embedding_norm.weight', 'output_norm.weight'],
+  ['lm_head.weight', 'output.weight'],
+];
+
 /** GGUF tensors a made-up HF tensor is built from (see the top of this file). */
 const MADE_UP = new Set(['attn_k_b.weight', 'attn_v_b.weight', 'ffn_gate_exps.weight', 'ffn_up_exps.weight', 'ffn_gate_exps.bias', 'ffn_up_exps.bias']);
 
@@ -112,11 +140,12 @@ const GLOBAL_NAMES: readonly (readonly [string, string])[] = [
 
 /** The HF name of a GGUF tensor of architecture `arch`, or null for one these tables do not map. */
 function hfName(gguf: string, arch: string): string | null {
-  for (const [hf, g] of GLOBAL_NAMES) if (g === gguf) return hf;
+  const [global, layer] = arch === 'lfm2' ? [LFM2_GLOBAL_NAMES, LFM2_LAYER_NAMES] : [GLOBAL_NAMES, LAYER_NAMES];
+  for (const [hf, g] of global) if (g === gguf) return hf;
   const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
   if (!m) return null;
   for (const [hf, g] of ARCH_LAYER_NAMES[arch] ?? []) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
-  for (const [hf, g] of LAYER_NAMES) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
+  for (const [hf, g] of layer) if (g === m[2]) return `model.layers.${m[1]}.${hf}`;
   return null;
 }
 
@@ -164,7 +193,15 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
       });
       continue;
     }
-    tensors.set(hf, { dtype: t.type, shape: hfShape(name) });
+    let shape = hfShape(name);
+    // LFM2's depthwise taps: the converter squeezed HF's [H, 1, L] to [H, L] (same bytes).
+    if (arch === 'lfm2' && hf.endsWith('conv.conv.weight') && shape.length === 2) shape = [shape[0], 1, shape[1]];
+    // Two GGUF names for one HF tensor (LFM2's token_embd_norm and output_norm): the second is unexpected.
+    if (tensors.has(hf)) {
+      unknown.push(name);
+      continue;
+    }
+    tensors.set(hf, { dtype: t.type, shape });
     source.set(hf, name);
   }
   if (packedExperts) {

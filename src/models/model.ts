@@ -37,6 +37,7 @@ import { DeepSeekFamily } from './deepseek.js';
 import { Gemma2Family } from './gemma2.js';
 import { Gemma3Family } from './gemma3.js';
 import { GptOssFamily } from './gpt_oss.js';
+import { Lfm2Family } from './lfm2.js';
 import { loadT5With, type MakeT5, type T5Runner } from './t5.js';
 
 /** A sequence carrying images (Qwen2.5-VL): its prompt's M-RoPE positions, rope delta, image runs and their features [rows, hidden]. */
@@ -51,7 +52,7 @@ const MAX_IN_FLIGHT = 4;
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
-  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM', 'Qwen2_5_VLForConditionalGeneration']);
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM', 'Qwen2_5_VLForConditionalGeneration', 'Lfm2ForCausalLM']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -222,7 +223,17 @@ function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
   if (cfg.family === 'gemma3') return new Gemma3Family(rt, cfg);
   if (cfg.family === 'gpt_oss') return new GptOssFamily(rt, cfg);
   if (cfg.vision) return new QwenVLFamily(rt, cfg);
+  if (cfg.family === 'lfm2') return new Lfm2Family(rt, cfg);
   return new LlamaFamily(rt, cfg);
+}
+
+/**
+ * Per-sequence state slots of an architecture that keeps them (LFM2's conv states): twice the
+ * sequences a step serves, so a step's worth of sequences can run while as many more are admitted;
+ * the block manager holds a sequence beyond them back until one frees (serve/kv_manager.ts).
+ */
+export function stateSlots(arch: Architecture, maxSeqs: number): number {
+  return arch.createStates ? 2 * maxSeqs : 0;
 }
 
 /**
@@ -251,6 +262,7 @@ async function build<M extends ModelRunner>(rt: Runtime, op: string, cfg: ModelC
     arch.createCaches({ numBlocks: o.numBlocks, blockSize: o.blockSize, dtype: o.cacheDtype });
     // Before the host builds its block list of the cache's size.
     await stage();
+    arch.createStates?.(stateSlots(arch, o.maxSeqs));
     arch.allocate(o.maxTokens);
     model = make(rt, cfg, arch, o);
     return model;
@@ -510,7 +522,8 @@ export class ModelRunner {
     if (mixed) this.uploadVision(mixed);
     const ctx: StepContext = {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
-      meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq },
+      meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq,
+        ...(m.stateSlots ? { stateSlots: m.stateSlots } : {}) },
     };
     this.arch.plan(ctx);
     const sig = rt.tuning.stepGraphs && this.arch.signature ? this.arch.signature(ctx) : null;

@@ -81,6 +81,38 @@ const PHI3_MLP: readonly Template[] = [
   ['mlp.down_proj.weight', ['H', 'I']],
 ];
 
+/**
+ * LFM2 (Lfm2ForCausalLM): every layer has operator_norm (before the attention or convolution) and
+ * ffn_norm, and the feed-forward w1 (gate), w3 (up), w2 (down); an attention layer q/k/v, out_proj and
+ * per-head q/k norms; a conv layer in_proj (rows B | C | x), the depthwise conv.conv [H, 1, L] and
+ * out_proj. The final norm is model.embedding_norm (applied after the last layer despite its name).
+ */
+const LFM2_GLOBAL: readonly Template[] = [
+  ['model.embed_tokens.weight', ['V', 'H']],
+  ['model.embedding_norm.weight', ['H']],
+  ['lm_head.weight', ['V', 'H'], 'untied'],
+];
+const LFM2_LAYER: readonly Template[] = [
+  ['operator_norm.weight', ['H']],
+  ['ffn_norm.weight', ['H']],
+  ['feed_forward.w1.weight', ['I', 'H']],
+  ['feed_forward.w3.weight', ['I', 'H']],
+  ['feed_forward.w2.weight', ['H', 'I']],
+];
+const LFM2_ATTENTION: readonly Template[] = [
+  ['self_attn.q_proj.weight', ['Hq*D', 'H']],
+  ['self_attn.k_proj.weight', ['Hkv*D', 'H']],
+  ['self_attn.v_proj.weight', ['Hkv*D', 'H']],
+  ['self_attn.out_proj.weight', ['H', 'Hq*D']],
+  ['self_attn.q_layernorm.weight', ['D']],
+  ['self_attn.k_layernorm.weight', ['D']],
+];
+const LFM2_CONV: readonly Template[] = [
+  ['conv.in_proj.weight', ['3*H', 'H']],
+  ['conv.conv.weight', ['H', '1', 'L']],
+  ['conv.out_proj.weight', ['H', 'H']],
+];
+
 const NORMS: readonly Template[] = [
   ['input_layernorm.weight', ['H']],
   ['post_attention_layernorm.weight', ['H']],
@@ -174,6 +206,7 @@ function dims(cfg: ModelConfig): Record<string, number> {
     D: cfg.headDim,
   };
   if (cfg.mla) Object.assign(d, { QL: cfg.mla.qLoraRank ?? 0, KVL: cfg.mla.kvLoraRank, P: cfg.mla.qkNopeHeadDim, R: cfg.mla.qkRopeHeadDim, Vd: cfg.mla.vHeadDim });
+  if (cfg.convLCache !== null) d.L = cfg.convLCache;
   if (cfg.moe) Object.assign(d, { E: cfg.moe.numRoutedExperts, MI: cfg.moe.moeIntermediateSize, S: cfg.moe.numSharedExperts });
   return d;
 }
@@ -273,8 +306,16 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
   const required: SchemaEntry[] = [];
   const optional: SchemaEntry[] = [];
   const experts: ExpertChoice[] = [];
-  expand(GLOBAL, '', required);
+  expand(cfg.family === 'lfm2' ? LFM2_GLOBAL : GLOBAL, '', required);
   if (cfg.tieWordEmbeddings) optional.push({ name: 'lm_head.weight', shape: [cfg.vocabSize, cfg.hiddenSize] });
+  if (cfg.family === 'lfm2') {
+    for (let i = 0; i < cfg.numLayers; i++) {
+      const p = `model.layers.${i}.`;
+      expand(LFM2_LAYER, p, required);
+      expand(cfg.layers[i]!.conv ? LFM2_CONV : LFM2_ATTENTION, p, required);
+    }
+    return { required, optional, experts, ignored: (name) => /(^|\.)rotary_emb\.inv_freq$/.test(name) };
+  }
   const attention = cfg.mla ? MLA_ATTENTION : cfg.family === 'phi3' ? PHI3_ATTENTION : GQA_ATTENTION;
   for (let i = 0; i < cfg.numLayers; i++) {
     const p = `model.layers.${i}.`;

@@ -22,7 +22,9 @@ export interface StepContext {
   cos: Tensor;
   sin: Tensor;
   /** The batch's attention metadata (host arrays: planned on the host, once per step). */
-  meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number };
+  meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number;
+    /** Each row's per-sequence state slot (Architecture.createStates), in the rows' placement order; absent: none. */
+    stateSlots?: Int32Array };
 }
 
 export interface Architecture {
@@ -45,6 +47,21 @@ export interface Architecture {
   /** Bytes one token takes in one layer's cache, and in the largest single cache buffer's row. */
   cacheBytes(dtype: string): { perToken: number; perBufferRow: number };
   createCaches(o: { numBlocks: number; blockSize: number; dtype: string }): void;
+  /**
+   * Per-sequence state beside the paged cache (LFM2's conv state: a recurrence a block table cannot
+   * page), made for `slots` sequences; a step names each row's slot (StepContext.meta.stateSlots).
+   * Absent: the architecture keeps none.
+   */
+  createStates?(slots: number): void;
+  /** Copies whole states, [from, to] slot pairs (a forked choice starts from its prompt's state). */
+  copyStates?(pairs: readonly (readonly [number, number])[]): void;
+  /**
+   * Whether the states are also kept at each full cache block's end (written as the block's last token
+   * is computed): the prefix cache can then serve such a model, a hit restored by restoreStates.
+   */
+  readonly stateSnapshots?: boolean;
+  /** Copies the state kept at a block's end into a slot, [block, slot] pairs (a prefix hit's start). */
+  restoreStates?(pairs: readonly (readonly [number, number])[]): void;
   allocate(maxTokens: number): void;
   /** Plans the step's attention (once per step, before forward). */
   plan(s: StepContext): void;
@@ -75,6 +92,8 @@ export interface StepPlacement {
   maxBlocksPerSeq: number;
   /** Cache slot of every new token, in batch order. */
   slotMapping: Int32Array;
+  /** Each row's per-sequence state slot, in the order of seqLens (where the architecture keeps states). */
+  stateSlots?: Int32Array;
 }
 
 export interface StepRow {

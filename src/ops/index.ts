@@ -10,3 +10,4 @@ export * from './moe.js';
 export * from './quant.js';
 export * from './audio.js';
 export * from './conv.js';
+export * from './short_conv.js';

@@ -440,3 +440,49 @@ export function sampleRef(logits: ArrayLike<number>, rows: number, V: number, op
   }
   return { ids, u, margin, topPMargin };
 }
+
+// ---------------------------------------------------------------------------------------------
+// LFM2's short convolution
+
+/**
+ * The gated depthwise causal convolution of rows of a step (ops.shortConv): for each row (its first
+ * token `start`, `tokens` tokens, state `slot` or -1, `fresh`: zeros before it), from in rows [B | C | x]
+ * (`inStride` per token) and the weight [H, L], out[t, c] = C_t·Σ_k w[c, k]·Bx_{t−(L−1)+k}. `state`
+ * [slots, L − 1, H] is read where a row is not fresh and is updated in place with each row's last L − 1
+ * values of Bx (oldest first), as the kernel leaves it; with `snapshots`, the state after each token whose
+ * cache slot is its block's last is written to snapshots.out [blocks, L − 1, H] at that block. Returns out
+ * [tokens of the rows' span, H].
+ */
+export function shortConvRef(bcx: ArrayLike<number>, weight: ArrayLike<number>, state: Float64Array,
+                             rows: readonly { start: number; tokens: number; slot: number; fresh: boolean }[],
+                             H: number, L: number, inStride = 3 * H,
+                             snapshots?: { slots: ArrayLike<number>; blockSize: number; out: Float64Array }): Float64Array {
+  checkInt(H, 'H', 1);
+  checkInt(L, 'L', 2);
+  if (weight.length !== H * L) throw new Error(`shortConvRef: weight: expected ${H * L} values ([H, L]), got ${weight.length}`);
+  const T = rows.reduce((a, r) => Math.max(a, r.start + r.tokens), 0);
+  if (T * inStride > bcx.length + inStride - 3 * H) throw new Error(`shortConvRef: bcx: expected ${T} rows of ${inStride}, got ${bcx.length} values`);
+  const out = new Float64Array(T * H);
+  for (const r of rows) {
+    for (let c = 0; c < H; c++) {
+      // The sequence's Bx values: the state (or zeros), then this row's.
+      const seq: number[] = [];
+      for (let k = 0; k < L - 1; k++) seq.push(r.fresh || r.slot < 0 ? 0 : state[(r.slot * (L - 1) + k) * H + c]);
+      for (let t = 0; t < r.tokens; t++) {
+        const i = (r.start + t) * inStride;
+        seq.push(bcx[i + c] * bcx[i + 2 * H + c]);
+        let y = 0;
+        for (let k = 0; k < L; k++) y += weight[c * L + k] * seq[seq.length - L + k];
+        out[(r.start + t) * H + c] = bcx[i + H + c] * y;
+        // The state at the end of a cache block (the token's slot its block's last): that block's snapshot.
+        const slot = snapshots ? snapshots.slots[r.start + t] : -1;
+        if (snapshots && slot >= 0 && slot % snapshots.blockSize === snapshots.blockSize - 1) {
+          const b = Math.floor(slot / snapshots.blockSize);
+          for (let k = 0; k < L - 1; k++) snapshots.out[(b * (L - 1) + k) * H + c] = seq[seq.length - (L - 1) + k];
+        }
+      }
+      if (r.slot >= 0) for (let k = 0; k < L - 1; k++) state[(r.slot * (L - 1) + k) * H + c] = seq[seq.length - (L - 1) + k];
+    }
+  }
+  return out;
+}

@@ -622,7 +622,7 @@ export class RequestEngine {
       const at = lastChunk.get(c.req);
       if (at === undefined || !this.forkable || c.index === 0 || c.issued !== 0 || c.out.length !== 0 || c.input !== c.req.prompt) return false;
       const need = c.req.prompt.length % kv.blockSize ? 1 : 0;
-      if (nSampled >= m.maxSeqsPerStep || need > avail()) return false;
+      if (nSampled >= m.maxSeqsPerStep || need > avail() || !kv.canAddSequence()) return false;
       claimed += need;
       nSampled++;
       let f = forks.get(at);
@@ -647,6 +647,8 @@ export class RequestEngine {
         const first = c.req.choices[0];
         if (first.state === 'waiting' || (first.state === 'running' && first.fed < first.input.length)) break;
       }
+      // A sequence state slot (LFM2's conv state) must be free, as blocks must.
+      if (!kv.canAddSequence()) break;
       // A preempted choice is recomputed from its prompt and every token it had.
       if (c.out.length) c.input = [...c.req.prompt, ...c.out];
       const cached = kv.addSequence(c.id, { tokens: c.input, salt: c.req.o.cacheSalt });

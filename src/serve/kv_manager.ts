@@ -10,6 +10,17 @@
 // user frees it stays registered and evictable: it is handed out again, least recently freed first, only
 // when no never-used block is left. Only full blocks are shared, and a sequence always computes at least
 // its last prompt token (its logits are needed), so nobody ever writes into a shared block.
+//
+// Per-sequence state (stateSlots > 0: LFM2's conv layers, a recurrence over all of a sequence's tokens
+// that no block holds): a pool of slots beside the blocks, one taken when a sequence is added and given
+// back when it is freed (finished, aborted or preempted); a fork takes a slot of its own and the
+// parent's state is copied into it (takeStateCopies: the model copies them after the step that wrote
+// the parent's). A preempted sequence is recomputed from position 0 in a fresh slot, its state rebuilt
+// by the prefill. A block's K/V do not carry the state at the block's end, so the prefix cache needs the
+// model to keep that state beside each full block (stateSnapshots: LFM2 writes it as it computes the
+// block's last token); a sequence that finds cached blocks then starts from the snapshot of the last
+// one, copied into its slot before its first step (takeStateRestores). Without snapshots the prefix
+// cache is off for such a model.
 import { WebinferError, check, checkPosInt, fmt } from '../core/errors.js';
 import type { StepPlacement } from '../models/step.js';
 
@@ -40,6 +51,8 @@ interface Sequence {
   /** The chained key of each registered block. */
   keys: string[];
   salt: string;
+  /** Its per-sequence state slot (-1: the manager keeps none). */
+  state: number;
 }
 
 interface Block {
@@ -83,14 +96,25 @@ export class KVCacheManager {
   /** Registered blocks by key. */
   private readonly cached = new Map<string, number>();
   private readonly seqs = new Map<SequenceId, Sequence>();
+  /** Per-sequence state slots (0: none), the free ones, and the copies forks asked for. */
+  readonly stateSlots: number;
+  private readonly freeStates: number[];
+  private stateCopies: [number, number][] = [];
+  /** [block, slot]: a prefix hit's state, the snapshot of its last cached block, to copy into its slot. */
+  private stateRestores: [number, number][] = [];
 
-  constructor(o: { numBlocks: number; blockSize: number; prefixCaching?: boolean }) {
+  constructor(o: { numBlocks: number; blockSize: number; prefixCaching?: boolean; stateSlots?: number; stateSnapshots?: boolean }) {
     const op = 'KVCacheManager';
     check(o !== null && typeof o === 'object', op, 'o', 'an options object', o);
     this.numBlocks = checkPosInt(o.numBlocks, op, 'numBlocks');
     this.blockSize = checkPosInt(o.blockSize, op, 'blockSize');
     check(o.prefixCaching === undefined || typeof o.prefixCaching === 'boolean', op, 'prefixCaching', 'a boolean', o.prefixCaching);
-    this.prefixCaching = o.prefixCaching ?? false;
+    check(o.stateSlots === undefined || (Number.isInteger(o.stateSlots) && o.stateSlots >= 0), op, 'stateSlots', 'a non-negative integer', o.stateSlots);
+    this.stateSlots = o.stateSlots ?? 0;
+    this.freeStates = Array.from({ length: this.stateSlots }, (_, i) => this.stateSlots - 1 - i);
+    check(o.stateSnapshots === undefined || typeof o.stateSnapshots === 'boolean', op, 'stateSnapshots', 'a boolean', o.stateSnapshots);
+    // No prefix cache where sequences carry state the blocks do not hold and no snapshot keeps it (the header says why).
+    this.prefixCaching = (o.prefixCaching ?? false) && (this.stateSlots === 0 || o.stateSnapshots === true);
     // Pop from the end: block 0 is handed out first.
     this.free = Array.from({ length: this.numBlocks }, (_, i) => this.numBlocks - 1 - i);
     this.blocks = Array.from({ length: this.numBlocks }, () => ({ ref: 0, key: null }));
@@ -115,6 +139,38 @@ export class KVCacheManager {
   /** Registered blocks (in use or evictable). */
   get cachedBlocks(): number {
     return this.cached.size;
+  }
+
+  /** Whether a sequence can be added (or forked) now: a state slot is free, or none is kept. */
+  canAddSequence(): boolean {
+    return this.stateSlots === 0 || this.freeStates.length > 0;
+  }
+
+  /** State slots free. */
+  get freeStateSlots(): number {
+    return this.freeStates.length;
+  }
+
+  /** The prefix hits' state restores since the last call, [block, slot] pairs: the caller copies each
+   *  block's snapshot into the slot before the step that continues the sequence. */
+  takeStateRestores(): [number, number][] {
+    const r = this.stateRestores;
+    this.stateRestores = [];
+    return r;
+  }
+
+  /** The state copies forks asked for since the last call, [from, to] slot pairs (the caller copies them on the GPU). */
+  takeStateCopies(): [number, number][] {
+    const c = this.stateCopies;
+    this.stateCopies = [];
+    return c;
+  }
+
+  private takeState(op: string): number {
+    if (this.stateSlots === 0) return -1;
+    const slot = this.freeStates.pop();
+    if (slot === undefined) throw new WebinferError(`${op}: out of sequence state slots: all ${this.stateSlots} are held by sequences; free one first (canAddSequence)`);
+    return slot;
   }
 
   /** New blocks a sequence needs to grow by `numTokens`. */
@@ -180,7 +236,7 @@ export class KVCacheManager {
     const op = 'addSequence';
     check(typeof id === 'number' || typeof id === 'string', op, 'id', 'a number or string', id);
     if (this.seqs.has(id)) throw new WebinferError(`${op}: id: expected a new sequence id, got ${fmt(id)}, which exists`);
-    const s: Sequence = { len: 0, blocks: [], tokens: o.tokens ? Array.from(o.tokens) : [], hashed: 0, keys: [], salt: o.salt ?? '' };
+    const s: Sequence = { len: 0, blocks: [], tokens: o.tokens ? Array.from(o.tokens) : [], hashed: 0, keys: [], salt: o.salt ?? '', state: this.takeState(op) };
     if (o.tokens && this.prefixCaching) {
       this.stats.queried += Math.floor((s.tokens.length - 1) / this.blockSize) * this.blockSize;
       this.stats.queries += s.tokens.length;
@@ -193,6 +249,7 @@ export class KVCacheManager {
       s.hashed = s.blocks.length;
       s.len = s.blocks.length * this.blockSize;
       this.stats.hits += s.len;
+      if (s.len > 0 && s.state >= 0) this.stateRestores.push([s.blocks[s.blocks.length - 1], s.state]);
     }
     this.seqs.set(id, s);
     return s.len;
@@ -212,7 +269,8 @@ export class KVCacheManager {
     if (this.seqs.has(id)) throw new WebinferError(`${op}: id: expected a new sequence id, got ${fmt(id)}, which exists`);
     const partial = p.len % this.blockSize !== 0;
     if (partial && this.freeBlocks === 0) throw new WebinferError(`${op}: out of KV cache blocks: the copy of the partial block needs one and none is free`);
-    const s: Sequence = { len: p.len, blocks: [...p.blocks], tokens: [...p.tokens], hashed: p.hashed, keys: [...p.keys], salt: p.salt };
+    const s: Sequence = { len: p.len, blocks: [...p.blocks], tokens: [...p.tokens], hashed: p.hashed, keys: [...p.keys], salt: p.salt, state: this.takeState(op) };
+    if (s.state >= 0) this.stateCopies.push([p.state, s.state]);
     const shared = partial ? s.blocks.length - 1 : s.blocks.length;
     for (let i = 0; i < shared; i++) this.blocks[s.blocks[i]].ref++;
     let copy: [number, number] | null = null;
@@ -283,6 +341,12 @@ export class KVCacheManager {
       if (b.key !== null) this.evictable.set(block, true);
       else this.free.push(block);
     }
+    if (s.state >= 0) {
+      this.freeStates.push(s.state);
+      // A fork's copy or a hit's restore not yet made has nothing to copy into any more.
+      this.stateCopies = this.stateCopies.filter(([, to]) => to !== s.state);
+      this.stateRestores = this.stateRestores.filter(([, to]) => to !== s.state);
+    }
     this.seqs.delete(id);
   }
 
@@ -341,6 +405,11 @@ export class KVCacheManager {
       if (blk.key !== null && this.cached.get(blk.key) !== b) throw new WebinferError(`block ${b}: its key points elsewhere`);
     }
     for (const [key, b] of this.cached) if (this.blocks[b].key !== key) throw new WebinferError(`cached key of block ${b} is stale`);
+    const states = [...this.seqs.values()].map((s) => s.state).filter((x) => x >= 0);
+    const all = new Set([...states, ...this.freeStates]);
+    if (all.size !== states.length + this.freeStates.length || all.size !== this.stateSlots) {
+      throw new WebinferError(`state slots: ${states.length} held and ${this.freeStates.length} free of ${this.stateSlots}, some twice or missing`);
+    }
   }
 
   private get(op: string, id: SequenceId): Sequence {
@@ -397,6 +466,8 @@ export class KVCacheManager {
     }
     const blockTable = new Int32Array(S * maxBlocksPerSeq);
     for (const [k, i] of ordered.entries()) blockTable.set(this.seqs.get(batch[i].id)!.blocks, k * maxBlocksPerSeq);
-    return { order: ordered.map((i) => batch[i].id), rows, numTokens, queryStartLoc, seqLens, blockTable, maxBlocksPerSeq, slotMapping };
+    const meta: StepMetadata = { order: ordered.map((i) => batch[i].id), rows, numTokens, queryStartLoc, seqLens, blockTable, maxBlocksPerSeq, slotMapping };
+    if (this.stateSlots) meta.stateSlots = Int32Array.from(ordered, (i) => this.seqs.get(batch[i].id)!.state);
+    return meta;
   }
 }

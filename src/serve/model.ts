@@ -9,7 +9,7 @@ import { check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ModelConfig } from '../models/config.js';
-import { createRandomModelWith, loadModelWith, ModelRunner, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
+import { createRandomModelWith, loadModelWith, ModelRunner, stateSlots, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
   type RunnerOptions } from '../models/model.js';
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import { checkQwenImage, imageDigest, mropePositions, QwenVLFamily, type QwenImageInput } from '../models/qwen_vl.js';
@@ -86,13 +86,11 @@ export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model
   // Checked before anything is read or uploaded.
   const spec = o !== null && typeof o === 'object' ? parseSpeculation('loadModel', speculative) : null;
   const m = await loadModelWith(rt, rest, MAKERS) as unknown;
-  if (spec) {
-    if (!(m instanceof Model)) {
-      (m as { destroy(): void }).destroy();
-      fail('loadModel', 'o.speculative', 'no speculation for this model (only decoder-only models verify proposals)', speculative);
-    }
-    m.engine.speculation = spec;
+  if (spec && !(m instanceof Model && m.verifies)) {
+    (m as { destroy(): void }).destroy();
+    fail('loadModel', 'o.speculative', 'no speculation for this model (decoder-only models verify proposals; not encoders, encoder-decoders, LFM2\'s convolutions or vision models)', speculative);
   }
+  if (spec) (m as Model).engine.speculation = spec;
   return m as Model;
 }
 
@@ -104,6 +102,10 @@ export async function createRandomModel(rt: Runtime, o: RandomModelOptions & { s
   const { speculative, ...rest } = (o ?? {}) as RandomModelOptions & { speculative?: NgramSpeculation | false };
   const spec = o !== null && typeof o === 'object' ? parseSpeculation('createRandomModel', speculative) : null;
   const m = await createRandomModelWith(rt, rest, MAKERS.decoder);
+  if (spec && !m.verifies) {
+    m.destroy();
+    fail('createRandomModel', 'o.speculative', 'no speculation for this model (LFM2\'s convolutions and vision models do not verify proposals)', speculative);
+  }
   m.engine.speculation = spec;
   return m;
 }
@@ -131,12 +133,21 @@ export class Model extends ModelRunner implements StepRunner {
   /** The model's request queue: continuous batching over every caller's requests. */
   readonly engine: RequestEngine;
   private nextSeq = 0;
-  /** Its steps verify proposals (StepRow.sampleAll): the engine may speculate. */
-  readonly verifies = true;
+  /**
+   * Its steps verify proposals (StepRow.sampleAll): the engine may speculate. Not LFM2's: a rejected
+   * proposal would stay in the short convolutions' state, which a rollback of the cache's slots does
+   * not undo; nor a vision model's (its image rows and M-RoPE positions are not verified with proposals).
+   */
+  get verifies(): boolean {
+    return !this.config.convLCache && !this.config.vision;
+  }
 
   constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
     super(rt, cfg, arch, o);
-    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true });
+    // An architecture with per-sequence state (LFM2's conv layers) gets its slots in the block manager;
+    // the prefix cache serves it where the architecture keeps the state at each block's end (kv_manager.ts).
+    this.kv = new KVCacheManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, prefixCaching: true, stateSlots: stateSlots(arch, o.maxSeqs),
+      stateSnapshots: arch.stateSnapshots === true });
     this.engine = new RequestEngine(this);
     this.serving = new OpenAIServing(this);
     // Late-bound: useText replaces the serving object when a tokenizer comes.
@@ -225,6 +236,10 @@ export class Model extends ModelRunner implements StepRunner {
   recordStep(rows: StepRow[], proc: StepProcessing | null, all: Tensor | null = null): StepRecord {
     const step = this.step++;
     const m = this.kv.schedule(rows.map((r) => ({ id: r.id, numTokens: r.ids.length })));
+    // Prefix hits of a model with per-sequence state start from their last cached block's snapshot,
+    // copied now: before this step's commands, after those of the steps that wrote it.
+    const restores = this.kv.takeStateRestores();
+    if (restores.length) this.arch.restoreStates!(restores);
     return this.runStep(step, rows, m, rows.map((r) => this.kv.seqLen(r.id) - r.ids.length), proc, all);
   }
 
@@ -240,6 +255,9 @@ export class Model extends ModelRunner implements StepRunner {
    * next (its uploads submit what is recorded first).
    */
   copyBlocks(pairs: readonly (readonly [number, number])[]): void {
+    // The forks' per-sequence states (LFM2's conv states) go with their blocks.
+    const states = this.kv.takeStateCopies();
+    if (states.length) this.arch.copyStates!(states);
     if (!pairs.length) return;
     const caches = (this.arch as { caches?: unknown }).caches as PagedKVCache[];
     const at = (c: PagedKVCache, b: number) => c.parts.find((p) => b >= p.blockLo && b < p.blockLo + p.blocks)!;

@@ -28,6 +28,7 @@ import { archGemma3Cases } from './arch_gemma3.cases';
 import { visionCases } from './vision.cases';
 import { ggufArchCases } from './gguf_arch.cases';
 import { archQwenVLCases } from './arch_qwen_vl.cases';
+import { archLfm2Cases } from './arch_lfm2.cases';
 import type { TestCase } from './harness';
 
 export type { CaseContext, TestCase } from './harness';
@@ -54,4 +55,5 @@ export const allCases: TestCase[] = [
   ...visionCases,
   ...ggufArchCases,
   ...archQwenVLCases,
+  ...archLfm2Cases,
 ];

@@ -160,6 +160,7 @@ describe('parseConfig: the goldens', () => {
       'Qwen3MoeForCausalLM',
       'Gemma3ForCausalLM',
       'Qwen2_5_VLForConditionalGeneration',
+      'Lfm2ForCausalLM',
     ]);
   });
 });
@@ -458,5 +459,44 @@ describe('parseConfig: Qwen2.5-VL', () => {
       .toThrow("parseConfig: vision_config.out_hidden_size: expected the text model's hidden_size (128), got 64");
     expect(() => parseConfig({ ...g, vision_config: { ...(g.vision_config as Json), window_size: 20 } }))
       .toThrow('parseConfig: vision_config.window_size: expected a multiple of spatial_merge_size × patch_size (16), got 20');
+  });
+});
+
+const archGolden = (name: string): Json => JSON.parse(readFileSync(join(goldens, '../goldens-arch', name, 'config.json'), 'utf8')) as Json;
+
+describe('parseConfig: LFM2 (goldens-arch/lfm2)', () => {
+  it('reads the conv layers, the kernel width, norm_eps, the adjusted feed-forward width and the q/k norms', () => {
+    const c = parseConfig(archGolden('lfm2'));
+    expect(c.architecture).toBe('Lfm2ForCausalLM');
+    expect(c.layers.map((l) => !!l.conv)).toEqual([true, true, false, true]);
+    expect(c.convLCache).toBe(3);
+    expect(c.rmsEps).toBe(1e-5);
+    // int(2·160/3) = 106, × 1.0, up to a multiple of 32: 128 (README).
+    expect(c.intermediateSize).toBe(128);
+    expect(c.qkNorm).toBe(true);
+    expect(c.tieWordEmbeddings).toBe(true);
+    expect(c.rope.theta).toBe(1e6);
+    expect(c.headDim).toBe(32);
+  });
+
+  it('applies the feed-forward rule as Lfm2MLP (multiplier, multiple, auto-adjust off) and the older full_attn_idxs', () => {
+    const base = archGolden('lfm2');
+    expect(parseConfig({ ...base, block_ffn_dim_multiplier: 1.5 }).intermediateSize).toBe(160); // int(1.5·106) = 159 → 160
+    expect(parseConfig({ ...base, block_multiple_of: 256 }).intermediateSize).toBe(256);
+    expect(parseConfig({ ...base, block_ffn_dim_multiplier: null }).intermediateSize).toBe(128);
+    expect(parseConfig({ ...base, block_auto_adjust_ff_dim: false }).intermediateSize).toBe(160);
+    const old = { ...base, layer_types: undefined, full_attn_idxs: [2] };
+    expect(parseConfig(old).layers.map((l) => !!l.conv)).toEqual([true, true, false, true]);
+    const allAttn = parseConfig({ ...base, layer_types: undefined, full_attn_idxs: null });
+    expect(allAttn.layers.every((l) => !l.conv)).toBe(true);
+    expect(allAttn.convLCache).toBe(null);
+  });
+
+  it('refuses what it does not run, naming the key', () => {
+    const base = archGolden('lfm2');
+    expect(() => parseConfig({ ...base, conv_bias: true })).toThrow(/conv_bias/);
+    expect(() => parseConfig({ ...base, conv_L_cache: 1 })).toThrow(/conv_L_cache/);
+    expect(() => parseConfig({ ...base, layer_types: ['conv', 'mamba', 'conv', 'conv'] })).toThrow(/layer_types/);
+    expect(() => parseConfig({ ...base, layer_types: undefined, full_attn_idxs: [9] })).toThrow(/full_attn_idxs/);
   });
 });
