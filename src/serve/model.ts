@@ -12,7 +12,10 @@ import type { ModelConfig } from '../models/config.js';
 import { createRandomModelWith, loadModelWith, ModelRunner, stateSlots, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
   type RunnerOptions } from '../models/model.js';
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
-import { checkQwenImage, imageDigest, mropePositions, QwenVLFamily, type QwenImageInput } from '../models/qwen_vl.js';
+import { checkQwenImage, imageDigest, isQwenImageInput, mropePositions, QwenVLFamily, type QwenImageInput } from '../models/qwen_vl.js';
+import type { ImageInput, RgbImage } from '../vision/image.js';
+import { preprocessImage, preprocessRgb, readPreprocessorConfig, type Qwen2VLProcessorConfig } from '../vision/processors.js';
+import { qwen2VLVisionTokens, type VisionTokens } from '../vision/tokens.js';
 import type { VisionSequence } from '../models/model.js';
 import { PagedKVCache } from '../attention/paged_cache.js';
 import { EncoderModel } from './embeddings.js';
@@ -43,7 +46,7 @@ export interface GenerateOptions {
   /** false: these prompts never speculate (when the model does: loadModel's `speculative`). */
   speculative?: boolean;
   /** A vision-language model's images, per prompt, in the order of their runs of image tokens (API.md "Images in"). */
-  images?: (readonly QwenImageInput[] | undefined)[];
+  images?: (readonly (QwenImageInput | ImageInput)[] | undefined)[];
 }
 
 const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stopTokens', 'onToken', 'signal', 'speculative', 'images'] as const;
@@ -85,7 +88,18 @@ export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model
   const { speculative, ...rest } = (o ?? {}) as ServeLoadOptions;
   // Checked before anything is read or uploaded.
   const spec = o !== null && typeof o === 'object' ? parseSpeculation('loadModel', speculative) : null;
+  // A vision-language model's image processor (preprocessor_config.json) is this layer's: the models'
+  // loader takes a feature extractor for speech models only.
+  const cfgJson = rest.config as Record<string, unknown> | undefined;
+  let processor: Qwen2VLProcessorConfig | null = null;
+  if (rest.preprocessorConfig !== undefined && cfgJson && typeof cfgJson === 'object' && cfgJson.vision_config !== undefined) {
+    const pp = readPreprocessorConfig(rest.preprocessorConfig);
+    if (pp.kind !== 'qwen2vl') fail('loadModel', 'o.preprocessorConfig', "a Qwen2VLImageProcessor config (the model's vision tower is Qwen2.5-VL's)", pp.kind);
+    processor = pp as Qwen2VLProcessorConfig;
+    delete rest.preprocessorConfig;
+  }
   const m = await loadModelWith(rt, rest, MAKERS) as unknown;
+  if (processor && m instanceof Model) m.useImageProcessor(processor);
   if (spec && !(m instanceof Model && m.verifies)) {
     (m as { destroy(): void }).destroy();
     fail('loadModel', 'o.speculative', 'no speculation for this model (decoder-only models verify proposals; not encoders, encoder-decoders, LFM2\'s convolutions or vision models)', speculative);
@@ -168,6 +182,43 @@ export class Model extends ModelRunner implements StepRunner {
   /** A vision model's image placeholder token, or null (the OpenAI layer refuses it without an image). */
   get imageTokenId(): number | null { return this.config.vision?.imageTokenId ?? null; }
 
+  private imageProcessor: Qwen2VLProcessorConfig | null = null;
+  private visionTokens: VisionTokens | undefined;
+
+  /** Gives a vision model its image processor (loadModel does, from preprocessor_config.json). */
+  useImageProcessor(p: Qwen2VLProcessorConfig): void {
+    this.imageProcessor = p;
+    this.visionTokens = undefined;
+  }
+
+  /**
+   * A vision model's image tokens (API.md: imageTokenId, tokensPerImage), which the chat path expands its
+   * images by; undefined for a text model or a vision model loaded without its preprocessor config.
+   */
+  get vision(): VisionTokens | undefined {
+    const v = this.config.vision;
+    if (!v || !this.imageProcessor) return undefined;
+    this.visionTokens ??= qwen2VLVisionTokens({ image_token_id: v.imageTokenId }, this.imageProcessor, (id) => this.tokenizer?.idToToken(id));
+    return this.visionTokens;
+  }
+
+  /** An image as the checkpoint's processor makes it (API.md preprocessImage): decoded, resized, normalized, in patch order. */
+  async preprocessImage(image: ImageInput): Promise<{ pixelValues: Float32Array; shape: number[]; grid?: [number, number, number] }> {
+    const op = 'Model.preprocessImage';
+    this.assertAlive(op);
+    if (!this.config.vision) fail(op, 'image', `none: ${this.architecture} reads no images`, 'an image');
+    if (!this.imageProcessor) fail(op, 'image', 'a model loaded with its preprocessor_config.json (loadModel o.preprocessorConfig)', 'none given');
+    return preprocessImage(image, this.imageProcessor);
+  }
+
+  /** The OpenAI layer's: a chat's decoded images placed as the model's sequence input, and their prefix-cache salt. */
+  async imageInput(prompt: readonly number[], images: readonly RgbImage[]): Promise<{ encoderInput: unknown; cacheSalt: string }> {
+    if (!this.imageProcessor) fail('Model.chat', 'messages', 'a model loaded with its preprocessor_config.json', 'none given');
+    const pre = images.map((rgb) => preprocessRgb(rgb, this.imageProcessor!));
+    const got = await this.promptImages('chat.completions.create', 'messages', Int32Array.from(prompt), pre);
+    return { encoderInput: got!.seq, cacheSalt: got!.salt };
+  }
+
   /** StepRunner's: a vision model's sequence placed with its images (see the constructor). */
   admitSequence?: (id: string, encoderInput: unknown, freeBlocks: number) => boolean;
   /** StepRunner's: the images of a sequence whose blocks went back. */
@@ -202,8 +253,15 @@ export class Model extends ModelRunner implements StepRunner {
       if (at >= 0) fail(op, arg, `an image for the image tokens (id ${v.imageTokenId}) of the prompt`, `none, and the image token at position ${at}`);
       return null;
     }
-    check(Array.isArray(images), op, arg, 'an array of preprocessed images ({ pixelValues, shape, grid })', images);
-    const list = (images as unknown[]).map((x, i) => checkQwenImage(v, op, `${arg}[${i}]`, x));
+    check(Array.isArray(images), op, arg, 'an array of images (ImageInput, or preprocessed: { pixelValues, shape, grid })', images);
+    // Images not yet preprocessed (bytes, a URL or path, raw pixels) go through the checkpoint's processor.
+    const ready: unknown[] = [];
+    for (const [i, x] of (images as unknown[]).entries()) {
+      if (isQwenImageInput(x) || (typeof x === 'object' && x !== null && 'pixelValues' in x)) ready.push(x);
+      else if (!this.imageProcessor) fail(op, `${arg}[${i}]`, 'a preprocessed image { pixelValues, shape, grid } (or a model loaded with its preprocessor_config.json, which preprocesses images as they come)', x);
+      else ready.push(await this.preprocessImage(x as ImageInput));
+    }
+    const list = ready.map((x, i) => checkQwenImage(v, op, `${arg}[${i}]`, x));
     const pos = mropePositions(v, op, arg, tokens, list.map((x) => x.grid));
     const parts: Float32Array[] = [];
     // An image the call has encoded already (the same image in several prompts) is encoded once.
@@ -294,7 +352,7 @@ export class Model extends ModelRunner implements StepRunner {
   }
 
   /** Prefill of one fresh sequence: the logits at every position, [tokens.length × vocab] row-major. */
-  async logits(tokens: number[] | Int32Array, o: { images?: readonly QwenImageInput[] } = {}): Promise<Float32Array> {
+  async logits(tokens: number[] | Int32Array, o: { images?: readonly (QwenImageInput | ImageInput)[] } = {}): Promise<Float32Array> {
     const op = 'Model.logits';
     this.assertAlive(op);
     const t = this.checkTokens(op, 'tokens', tokens);

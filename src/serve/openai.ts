@@ -49,6 +49,8 @@ export interface ServedModel {
   readonly vision?: VisionTokens;
   /** A vision-language model's image placeholder token (its features come with an image), or null. */
   readonly imageTokenId?: number | null;
+  /** A vision model's chat images placed as its sequence input (encoderInput) with their prefix-cache salt. */
+  imageInput?(prompt: readonly number[], images: readonly RgbImage[]): Promise<{ encoderInput: unknown; cacheSalt: string }>;
 }
 
 export interface TextSetup {
@@ -468,10 +470,10 @@ export class OpenAIServing {
     }
     if (prompt.length === 0) throw badRequest(kind === 'chat' ? 'messages' : 'prompt', 'at least one token', '0 tokens');
     // A vision model's image tokens stand for an image's features: without the image they would be read
-    // as ordinary embeddings. Images do not come through this API yet (only through generate and logits).
+    // as ordinary embeddings. Images come as chat image_url parts (expanded into their tokens above).
     const img = this.m.imageTokenId ?? null;
-    if (img !== null && prompt.includes(img)) {
-      throw badRequest(kind === 'chat' ? 'messages' : 'prompt', `no image token (id ${img}) without its image (images come through generate and logits, not this API yet)`,
+    if (img !== null && !images.length && prompt.includes(img)) {
+      throw badRequest(kind === 'chat' ? 'messages' : 'prompt', `no image token (id ${img}) without its image (images come as chat image_url parts)`,
         `the image token at position ${prompt.indexOf(img)}`);
     }
     // Lengths: the prompt must leave room for one token.
@@ -745,7 +747,7 @@ export class OpenAIServing {
       logprobs: p.logprobs, constraint: p.constraint, signal: p.signal, ...(p.speculative ? {} : { speculative: false }),
       // A request with images: the images go to the model with the request (its admitSequence), and
       // their digest keeps its cached blocks apart from those of the same tokens with other images.
-      ...(p.images.length ? { encoderInput: { images: p.images }, cacheSalt: await imagesDigest(p.images) } : {}),
+      ...(p.images.length ? (this.m.imageInput ? await this.m.imageInput(p.prompt, p.images) : { encoderInput: { images: p.images }, cacheSalt: await imagesDigest(p.images) }) : {}),
       onTokens: (i, tokens, lps) => {
         const c = choices[i];
         if (c.ended) return;

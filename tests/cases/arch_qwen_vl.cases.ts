@@ -234,4 +234,42 @@ export const archQwenVLCases: TestCase[] = [{
       tight.destroy();
     }
   },
+}, {
+  name: 'qwen2.5-vl (goldens-arch) with its preprocessor_config.json: model.preprocessImage of image.png equals pixel_values; vision.tokensPerImage as the processor rounds; generate and logits take the PNG bytes as they come and give the golden greedy tokens; without the config, a named refusal',
+  async run(ctx) {
+    const { g, vl } = await vlGolden(ctx);
+    const dec = new TextDecoder();
+    const pp = JSON.parse(dec.decode(await ctx.fixture(`goldens-arch/${NAME}/preprocessor_config.json`)));
+    const png = await ctx.fixture(`goldens-arch/${NAME}/image.png`);
+    const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), preprocessorConfig: pp });
+    try {
+      const pre = await model.preprocessImage!(png);
+      const want = vl.pixel_values.flat();
+      assert(pre.pixelValues.length === want.length, `pixel values: ${pre.pixelValues.length}, golden ${want.length}`);
+      let worst = 0;
+      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(pre.pixelValues[i] - want[i]));
+      assert(worst <= 1e-6, `preprocessImage differs from the golden's pixel_values by ${worst}`);
+      equalArrays('grid', pre.grid!, vl.image_grid_thw[0]);
+      const vision = model.vision!;
+      assert(vision && vision.imageTokenId === vl.image_token_id, `vision.imageTokenId ${vision?.imageTokenId}`);
+      assert(vision.tokensPerImage(64, 48) === 12, `tokensPerImage(64, 48) = ${vision.tokensPerImage(64, 48)}, expected 12`);
+      const out = await model.generate(vl.prompts, { images: vl.prompts.map(() => [png]), maxNewTokens: vl.greedy[0].length, stopTokens: [] });
+      vl.prompts.forEach((_, p) => equalArrays(`greedy of prompt ${p} from the PNG bytes`, out[p], vl.greedy[p]));
+      const lg = await model.logits(vl.prompts[0], { images: [png] });
+      const ref = await model.logits(vl.prompts[0], { images: [{ pixelValues: Float32Array.from(want), shape: [vl.pixel_values.length, vl.pixel_values[0].length], grid: vl.image_grid_thw[0] as [number, number, number] }] });
+      let d = 0;
+      for (let i = 0; i < lg.length; i++) d = Math.max(d, Math.abs(lg[i] - ref[i]));
+      assert(d <= 1e-4, `logits from the PNG differ from those of the golden's pixel_values by ${d}`);
+      ctx.note(`qwen2.5-vl: preprocessImage within ${worst.toExponential(2)} of pixel_values; logits from the PNG within ${d.toExponential(2)} of the golden pixels'`);
+    } finally {
+      model.destroy();
+    }
+    const bare = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights) });
+    try {
+      assert(bare.vision === undefined, 'a model loaded without its preprocessor config has vision tokens');
+      await expectThrows(() => bare.generate([vl.prompts[0]], { images: [[png]], maxNewTokens: 1 }), 'preprocessor_config');
+    } finally {
+      bare.destroy();
+    }
+  },
 }];
