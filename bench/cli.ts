@@ -54,6 +54,9 @@
 //                         made on the GPU; --hfquant-wait=S waits S s for a GGUF file still being made; --hfquant-from=JSON,...
 //                         keeps earlier calls' runs in the results written); the model suite's grid
 //                         on each, the issue's targets checked (hfquant-<device>.md/.json, rewritten after each model)
+//   --suite=spec          issue 45 (bench/speculative.ts): speculative decoding's verification step against a plain one,
+//                         and batch-1 decoding with an oracle's proposals at forced acceptance rates; --spec-gguf=FILE[:LABEL],...
+//                         (--spec-no-bf16: the GGUF files only; --spec-tag=T: spec-T-<device>.md)
 //   --suite=layers        issue 31 (bench/layers.ts): BERT-base's shape (encode, 128-token inputs, batch 1 and 32: sentences/s,
 //                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
 //                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
@@ -78,6 +81,7 @@ import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBe
 import { plotResults, type ResultsFile } from './plot';
 import { hfqEntries, runHfQuant, writeHfQuantResults, type HfqRun } from './hfquant';
 import { runLayers } from './layers';
+import { runSpeculative } from './speculative';
 import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
@@ -778,6 +782,24 @@ if (suites.includes('layers')) {
     outDir, slug, device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`, runtime: String(result.runtime),
     extra: { device: deviceName, date: result.date, runtime: result.runtime, adapter: a, features: engine.features, dawnToggles }, log: (s) => console.log(s),
   });
+}
+
+if (suites.includes('spec')) {
+  // Issue 45 (bench/speculative.ts): a verification step's cost against a plain step, and batch-1 decoding
+  // with an oracle's proposals at k 2/4/8 and forced acceptance 0.5/0.7/0.9, bf16 1B and each --spec-gguf file.
+  const gguf = (args.get('spec-gguf') ?? '').split(',').filter(Boolean).map((s) => {
+    const at = s.lastIndexOf(':');
+    return at > 0 && !s.slice(at + 1).includes('/') ? { path: s.slice(0, at), label: s.slice(at + 1) } : { path: s, label: s.split('/').pop()! };
+  });
+  const r = await runSpeculative(engine, {
+    quick, gguf, bf16: !args.has('spec-no-bf16'), readFile: async (p) => new Uint8Array(readFileSync(p)), log: (s) => console.log(s),
+    device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`,
+  });
+  result.speculative = r.subjects;
+  mkdirSync(outDir, { recursive: true });
+  const tag = args.get('spec-tag') ? `-${args.get('spec-tag')}` : '';
+  writeFileSync(join(outDir, `spec${tag}-${slug}.md`), r.markdown);
+  writeFileSync(join(outDir, `spec${tag}-${slug}.svg`), r.svg);
 }
 
 if (suites.includes('deepseek')) {

@@ -494,12 +494,15 @@ export class Model extends ModelRunner implements StepRunner {
    * back on the GPU). Per step: wall and host milliseconds, and (with timestamps) the GPU time of one
    * step, its passes timed whole.
    */
-  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean; interleave?: boolean }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
+  async profileDecode(o: { batch: number; context: number; steps: number; warmup?: number; perKernel?: boolean; interleave?: boolean; verify?: number }): Promise<{ wallMs: number; hostMs: number; gpuMs: number | null; dispatches: number; replayed: number; kernels?: Record<string, number> }> {
     const op = 'Model.profileDecode';
     const B = checkPosInt(o.batch, op, 'o.batch'), C = checkPosInt(o.context, op, 'o.context'), N = checkPosInt(o.steps, op, 'o.steps');
     const warm = o.warmup ?? 3;
-    check(B <= this.maxSeqsPerStep && B <= this.maxTokensPerStep, op, 'o.batch', `at most ${Math.min(this.maxSeqsPerStep, this.maxTokensPerStep)} (the step limits)`, B);
-    const need = B * this.blocksFor(C + N + warm + 4);
+    // verify = k + 1: each sequence's row is a speculative verification, its last token and k proposals,
+    // every position sampled (the engine's verification rows).
+    const v = o.verify === undefined ? 1 : checkPosInt(o.verify, op, 'o.verify');
+    check(B * v <= this.maxSeqsPerStep && B * v <= this.maxTokensPerStep, op, 'o.batch', `batch × verify at most ${Math.min(this.maxSeqsPerStep, this.maxTokensPerStep)} (the step limits)`, B * v);
+    const need = B * this.blocksFor(C + (N + warm + 8) * v);
     check(need <= this.numBlocks, op, 'o', `batch × context within the cache's ${this.numBlocks} blocks`, `${need} blocks`);
     return this.exclusive(op, async () => {
     const seqs = Array.from({ length: B }, () => this.seqId());
@@ -515,7 +518,8 @@ export class Model extends ModelRunner implements StepRunner {
       // One decode step of every sequence, fed its last greedy id (the first step a fixed id); sequence
       // i samples into row i.
       const record = () => {
-        const r = this.recordStep(seqs.map((s, i) => ({ id: s, ids: [first ? 1 : -(1 + i)], sample: true })), null, null);
+        const r = this.recordStep(seqs.map((s, i) => (v === 1 ? { id: s, ids: [first ? 1 : -(1 + i)], sample: true }
+          : { id: s, ids: [first ? 1 : -(1 + i * v), ...Array.from({ length: v - 1 }, (_, j) => 2 + j)], sample: true, sampleAll: true })), null, null);
         first = false;
         return r.ids;
       };
