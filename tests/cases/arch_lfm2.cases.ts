@@ -8,9 +8,9 @@
 // (the state copied).
 import { GREEDY } from '../../src/serve/engine';
 import { rng } from '../../src/core/random';
-import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeOnLoadType, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
+import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
 import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
-import { checkGreedy, checkLogits, golden, type GoldenModel } from './model.cases';
+import { checkGreedy, checkLogits, golden, quantizedValues, type GoldenModel } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
 const SENTINEL = 777.25;
@@ -379,12 +379,7 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
           m.destroy();
         }
       }
-      const tensors: Record<string, EncodableTensor> = {};
-      for (const [n, info] of st.tensors) {
-        const v = new Float32Array((await st.bytes(n)).slice().buffer);
-        const type = info.shape.length === 2 ? quantizeOnLoadType('q8', info.shape[1]) : null;
-        tensors[n] = { dtype: 'F32', shape: info.shape, data: type ? Float32Array.from(reference.dequantizeRows(type, quantizeRows(type, v, info.shape[0], info.shape[1]), info.shape[0], info.shape[1])) : v };
-      }
+      const tensors = await quantizedValues(st, 'q8');
       const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(tensors)), dtype: 'f32' });
       const q8 = await ctx.engine.loadModel({ config: g.config, weights: st, dtype: 'q8' });
       try {

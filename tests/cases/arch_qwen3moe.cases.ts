@@ -4,9 +4,9 @@
 // layout, the count under `num_local_experts`. Prefill logits at every position within 1e-3·max|logit|,
 // greedy tokens identical, the three prompts together equal to each alone. Quantize on load (q8) reads the
 // per-expert layout through the same WeightReader.experts: equal to the model on the dequantized values.
-import { encodeSafetensors, loadSafetensors, quantizeOnLoadType, quantizeRows, reference, type EncodableTensor } from '../../src/index';
+import { encodeSafetensors, loadSafetensors } from '../../src/index';
 import { assert, type TestCase } from './harness';
-import { checkGreedy, checkLogits, golden } from './model.cases';
+import { checkGreedy, checkLogits, golden, quantizedValues } from './model.cases';
 
 export const archCases: TestCase[] = [{
   name: 'qwen3-moe (goldens-arch): prefill logits at every position within 1e-3·max|logit| of HF; greedy tokens identical, together and alone; norm_topk_prob off misses; q8 on load equals the dequantized model',
@@ -36,12 +36,7 @@ export const archCases: TestCase[] = [{
     }
     // Quantize on load (Q8_0: every matrix, the router and the experts too) against the same model on
     // the quantized values dequantized on the host and loaded as f32 (SPEC §8: 2e-3·max|logit|, greedy identical).
-    const tensors: Record<string, EncodableTensor> = {};
-    for (const [n, info] of weights.tensors) {
-      const v = new Float32Array((await weights.bytes(n)).slice().buffer);
-      const type = info.shape.length === 2 ? quantizeOnLoadType('q8', info.shape[1]) : null;
-      tensors[n] = { dtype: 'F32', shape: info.shape, data: type ? Float32Array.from(reference.dequantizeRows(type, quantizeRows(type, v, info.shape[0], info.shape[1]), info.shape[0], info.shape[1])) : v };
-    }
+    const tensors = await quantizedValues(weights, 'q8');
     const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(tensors)), dtype: 'f32' });
     const q8 = await ctx.engine.loadModel({ config: g.config, weights, dtype: 'q8' });
     try {
