@@ -266,22 +266,33 @@ async function checkPngInflation(op: string, l: Limits, b: Uint8Array): Promise<
       await writer.close();
     } catch { /* the reader cancelled, or the data is malformed: the decoder says which below */ }
   })();
-  const reader = ds.readable.getReader();
-  let n = 0;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      n += value.length;
-      if (n > need) {
-        await reader.cancel();
-        bad(op, l.name, `a PNG whose pixel data inflates to at most ${need} bytes (${width} × ${height}, ${channels} × ${depth}-bit samples)`, 'more (a decompression bomb?)');
-      }
-    }
+    await readCapped(ds.readable, need, false,
+      () => bad(op, l.name, `a PNG whose pixel data inflates to at most ${need} bytes (${width} × ${height}, ${channels} × ${depth}-bit samples)`, 'more (a decompression bomb?)'));
   } catch (e) {
     if (e instanceof WebinferError) throw e;   // malformed data: fast-png names the fault
   } finally {
     await written;
+  }
+}
+
+/**
+ * Reads a stream to its end (its chunks kept when `keep`); past `max` bytes it cancels the stream and
+ * calls `over`, which throws: a download's size cap, a PNG's inflation bound.
+ */
+async function readCapped(stream: ReadableStream<Uint8Array>, max: number, keep: boolean, over: () => never): Promise<Uint8Array[]> {
+  const reader = stream.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return parts;
+    n += value.length;
+    if (n > max) {
+      await reader.cancel();
+      over();
+    }
+    if (keep) parts.push(value);
   }
 }
 
@@ -386,26 +397,16 @@ async function fetchBytes(op: string, l: Limits, url: string, o: DecodeOptions):
     bad(op, l.name, `an encoded image of at most ${l.maxBytes} bytes`, `${fmt(url.slice(0, 200))} of ${declared} bytes`);
   }
   if (!res.body) return new Uint8Array(await res.arrayBuffer());
-  const reader = res.body.getReader();
-  const parts: Uint8Array[] = [];
-  let n = 0;
+  let parts: Uint8Array[];
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      n += value.length;
-      if (n > l.maxBytes) {
-        await reader.cancel();
-        bad(op, l.name, `an encoded image of at most ${l.maxBytes} bytes`, `${fmt(url.slice(0, 200))} of more than ${l.maxBytes} bytes`);
-      }
-      parts.push(value);
-    }
+    parts = await readCapped(res.body, l.maxBytes, true,
+      () => bad(op, l.name, `an encoded image of at most ${l.maxBytes} bytes`, `${fmt(url.slice(0, 200))} of more than ${l.maxBytes} bytes`));
   } catch (e) {
     if (e instanceof WebinferError) throw e;
     const why = signal.aborted && !o.signal?.aborted ? `not downloaded within ${timeoutMs} ms` : (e as Error).message;
     return bad(op, l.name, 'a URL that can be downloaded', `${fmt(url.slice(0, 200))}: ${why}`);
   }
-  const out = new Uint8Array(n);
+  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
   let at = 0;
   for (const p of parts) { out.set(p, at); at += p.length; }
   return out;
