@@ -139,24 +139,36 @@ export class Gemma2Family implements Architecture {
     };
   }
 
+  /** The last step's plans back to the pool before the step's submit (Architecture.releasePlans). */
+  releasePlans(): void {
+    for (const p of this.plans.values()) p.destroy();
+    this.plans.clear();
+  }
+
   /** One attention plan per distinct window (soft-capped, Gemma's scale), run by the layers that have it. */
   plan(s: StepContext): void {
     for (const p of this.plans.values()) p.destroy();
     this.plans.clear();
     const c = this.cfg;
+    const a = this.acts!, W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+    this.planSigs.clear();
     for (const w of this.windows) {
-      this.plans.set(w, planAttention(this.rt, s.meta, {
+      const p = planAttention(this.rt, s.meta, {
         cache: this.caches[0], numHeads: c.numHeads, scale: c.attentionScale, causal: true,
         ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}), ...(w ? { slidingWindow: w } : {}),
-      }));
+      });
+      this.plans.set(w, p);
+      // Prepared before the next plan is made, so its buffers come back to the pool in one run and the
+      // next step's plans take the same ones (see LlamaFamily.plan).
+      this.planSigs.set(w, p.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false));
     }
   }
 
+  private readonly planSigs = new Map<number, string>();
+
   signature(s: StepContext): string | null {
-    const c = this.cfg, a = this.acts!;
-    const W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
     let sig = `${s.T}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}`;
-    for (const w of this.windows) sig += `|${this.plans.get(w)!.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false)}`;
+    for (const w of this.windows) sig += `|${this.planSigs.get(w)}`;
     return sig;
   }
 

@@ -214,23 +214,33 @@ export class GptOssFamily implements Architecture {
     };
   }
 
+  /** The last step's plans back to the pool before the step's submit (Architecture.releasePlans). */
+  releasePlans(): void {
+    for (const p of this.plans) p.destroy();
+    this.plans = [];
+  }
+
   plan(s: StepContext): void {
     for (const p of this.plans) p.destroy();
-    const c = this.cfg;
+    const c = this.cfg, a = this.acts!, W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+    this.planSigs = [];
     this.plans = this.layers.map((L, l) => {
       const w = c.layers[l].slidingWindow;
-      return planAttention(this.rt, s.meta, {
+      const p = planAttention(this.rt, s.meta, {
         cache: this.caches[l], numHeads: c.numHeads, scale: c.attentionScale, causal: true, sinks: L.sinks, ...(w ? { slidingWindow: w } : {}),
       });
+      // Prepared before the next layer's plan is made, so each plan's buffers come back to the pool in
+      // one run and the next step's plans take the same ones (see LlamaFamily.plan): made all first and
+      // prepared after, the 24 plans' buffers rotated and no step graph ever replayed (the H200's grid).
+      this.planSigs.push(p.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false));
+      return p;
     });
   }
 
+  private planSigs: string[] = [];
+
   signature(s: StepContext): string | null {
-    const c = this.cfg, a = this.acts!;
-    const W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
-    let sig = `${s.T}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}`;
-    for (const p of this.plans) sig += `|${p.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false)}`;
-    return sig;
+    return `${s.T}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}|${this.planSigs.join('|')}`;
   }
 
   forward(s: StepContext): Tensor {

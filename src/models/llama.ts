@@ -227,24 +227,38 @@ export class LlamaFamily implements Architecture {
     };
   }
 
+  /** The last step's plans back to the pool before the step's submit (Architecture.releasePlans). */
+  releasePlans(): void {
+    for (const p of this.plans.values()) p.destroy();
+    this.plans.clear();
+  }
+
   /** The step's attention plans (one per distinct window): made once per step, run in every layer. */
   plan(s: StepContext): void {
     for (const p of this.plans.values()) p.destroy();
     this.plans.clear();
+    this.planSigs.clear();
+    const c = this.cfg, a = this.acts!, W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
     for (const w of this.windows) {
-      this.plans.set(w, planAttention(this.rt, s.meta, {
+      const p = planAttention(this.rt, s.meta, {
         cache: this.caches[0], numHeads: this.cfg.numHeads, scale: this.cfg.attentionScale, causal: true,
         ...(w ? { slidingWindow: w } : {}),
-      }));
+      });
+      this.plans.set(w, p);
+      // Prepared (its buffers taken) before the next plan is made: each plan's buffers then go back to
+      // the pool in one run, and the next step's plans find the same ones, so step graphs repeat (made
+      // and prepared interleaved, several plans' buffers came back in another order every step: Whisper's
+      // two plans and gpt-oss's one a layer never replayed on the H200).
+      this.planSigs.set(w, p.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false));
     }
   }
 
+  private readonly planSigs = new Map<number, string>();
+
   /** The step's recording, named: its rows, its attention plans' runs (prepared now), the RoPE tables. */
   signature(s: StepContext): string | null {
-    const c = this.cfg, a = this.acts!;
-    const W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
     let sig = `${s.T}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}`;
-    for (const w of this.windows) sig += `|${this.plans.get(w)!.plan.signature(s.T, a.qkv.dtype, a.attn.dtype, W, false)}`;
+    for (const w of this.windows) sig += `|${this.planSigs.get(w)}`;
     return sig;
   }
 

@@ -510,6 +510,8 @@ export class ModelRunner {
     }
     const V = this.config.vocabSize;
     this.sampling.grow(proc, V);
+    // The last step's plans go back first: the submit below frees their buffers for this step's plans.
+    this.arch.releasePlans?.();
     // Uploads run on the queue ahead of anything still in the encoder: submit that first (the clears
     // of freshly made buffers, say), so the step's inputs land after it.
     rt.flush();

@@ -66,6 +66,12 @@ export interface Architecture {
   /** Plans the step's attention (once per step, before forward). */
   plan(s: StepContext): void;
   /**
+   * Gives the last step's attention plans back to the pool before the step's submit of earlier work
+   * (plan() comes after it): their buffers are then free for this step's plans, which take the same
+   * ones in the same order, so step graphs repeat. Optional; plan() releases what is left.
+   */
+  releasePlans?(): void;
+  /**
    * After plan(): a name for what forward(s) will record, equal between steps whose recordings are equal
    * (the model then replays the first one's commands: a StepGraph), or null where it cannot say.
    */

@@ -47,8 +47,12 @@ export async function checkGoldenModel(ctx: CaseContext, g: GoldenModel): Promis
   try {
     assert(model.architecture === g.golden.architecture, `architecture ${model.architecture}, golden ${g.golden.architecture}`);
     const worst = await checkLogits(model, g, g.name);
+    const r0 = model.graphStats.replayed, s0 = model.engine.counters.steps;
     await checkGreedy(model, g, g.name);
-    ctx.note(`${g.name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical`);
+    // Decode steps replay their recorded layers (step graphs): the first steps of each run record.
+    const replayed = model.graphStats.replayed - r0, steps = model.engine.counters.steps - s0;
+    if (ctx.engine.tuning.stepGraphs) assert(2 * replayed >= steps, `${g.name}: ${replayed} of ${steps} greedy steps replayed their layers (step graphs)`);
+    ctx.note(`${g.name}: worst logit error ${worst.toExponential(2)} of max|logit|; greedy tokens identical; ${replayed} of ${steps} steps replayed`);
   } finally {
     model.destroy();
   }
