@@ -11,6 +11,7 @@ import type { SpecHooks } from '../../src/serve/engine';
 import { ngramProposals } from '../../src/serve/speculative';
 import { assert, defineCases, equalArrays, expectThrows, spreadOverSoftware, type CaseContext, type TestCase } from './harness';
 import { golden } from './model.cases';
+import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
 const SUBJECTS = ['llama-gqa', 'qwen3-qknorm-tied', 'deepseek-v2-moe', 'gguf-llama-q4-k-m'] as const;
 type Subject = typeof SUBJECTS[number];
@@ -213,7 +214,6 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
     name: 'the OpenAI surface: a completion with speculation equals the same request with speculative: false, text and tokens; the counters and /metrics families move; a non-boolean speculative field is a named 400',
     async run(ctx) {
       const g = await golden(ctx, 'llama-gqa');
-      const { byteTokenizerJson, byteTokenizerConfig } = await import('./text_fixture');
       const model = await ctx.engine.loadModel({
         config: g.config, weights: await loadSafetensors(g.weights), tokenizer: byteTokenizerJson(), tokenizerConfig: byteTokenizerConfig(),
         name: 'golden', speculative: { method: 'ngram', k: 3 },
