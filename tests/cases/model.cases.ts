@@ -698,7 +698,7 @@ export const modelCases: TestCase[] = defineCases('models', [
         const during = await model.logits(g.golden.prompts[0]);
         equalArrays('logits during a generate', Array.from(during), Array.from(alone));
         sameTokens('the generate around a logits call', await busy, g.golden.greedy);
-        await expectThrows(() => model.generate(g.golden.prompts, { maxTokens: 8 } as object), "Model.generate: o: expected only the options maxNewTokens, temperature, topK, topP, seed, stopTokens, onToken, signal, got 'maxTokens' (did you mean 'maxNewTokens'?)");
+        await expectThrows(() => model.generate(g.golden.prompts, { maxTokens: 8 } as object), "Model.generate: o: expected only the options maxNewTokens, temperature, topK, topP, seed, stopTokens, onToken, signal, speculative, images, got 'maxTokens' (did you mean 'maxNewTokens'?)");
         await expectThrows(() => model.generate(g.golden.prompts, { signal: 'x' } as object), "Model.generate: o.signal: expected an AbortSignal, got 'x'");
         await expectThrows(() => model.generate([[2 ** 32 + 1]]), 'Model.generate: prompts[0][0]: expected a token id in [0, 256), got 4294967297');
       } finally {
