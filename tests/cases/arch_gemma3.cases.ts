@@ -8,7 +8,7 @@
 // The GGUF form (`gemma3`, as llama.cpp's converter writes it: its names, norms stored as 1 + w) equals the
 // safetensors form.
 import { createRandomModel, encodeSafetensors, loadGGUF, loadSafetensors, quantizeRows, reference, writeGGUF, type EncodableTensor } from '../../src/index';
-import { assert, type TestCase } from './harness';
+import { assert, type TestCase, wholeModelCases } from './harness';
 import { checkAgainstDequantized, checkGreedy, checkLogits, dequantizedWant, golden, quantizedValues, type GoldenModel } from './model.cases';
 
 const NAME = 'gemma3-text';
@@ -73,7 +73,7 @@ async function gemma3GGUF(g: GoldenModel, type: 'F32' | 'Q8_0'): Promise<{ gguf:
   return { gguf: writeGGUF({ metadata, tensors }), dequantized };
 }
 
-export const archGemma3Cases: TestCase[] = [{
+export const archGemma3Cases: TestCase[] = wholeModelCases([{
   name: 'gemma3-text (goldens-arch): QK-norm, sliding/full layers on two RoPE bases, query_pre_attn_scalar: prefill logits at every position within 1e-3·max|logit| of HF; greedy identical together and alone, alone from the prefix cache; the older config form equal; each feature shown to matter; the random model of the config runs',
   async run(ctx) {
     const g = await golden(ctx, NAME, 'goldens-arch');
@@ -167,4 +167,4 @@ export const archGemma3Cases: TestCase[] = [{
       }
     }
   },
-}];
+}]);

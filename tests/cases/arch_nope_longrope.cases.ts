@@ -4,7 +4,7 @@
 // together and alone, and the feature shown to matter (the model with it removed misses the bound).
 import { loadSafetensors } from '../../src/index';
 import { checkGoldenModel, checkLogits, golden } from './model.cases';
-import { assert, type TestCase } from './harness';
+import { assert, type TestCase, wholeModelCases } from './harness';
 
 /** The golden, then the same weights under `broken` (a config without the feature): that must miss HF by more than 1e-3. */
 function archCase(name: string, what: string, broken: (cfg: Record<string, unknown>) => Record<string, unknown>, brokenWhat: string): TestCase {
@@ -25,7 +25,7 @@ function archCase(name: string, what: string, broken: (cfg: Record<string, unkno
   };
 }
 
-export const archNopeLongropeCases: TestCase[] = [
+export const archNopeLongropeCases: TestCase[] = wholeModelCases([
   archCase('smollm3-nope', 'SmolLM3, NoPE in layer 3 (no_rope_layers [1, 1, 1, 0])',
     (c) => ({ ...c, no_rope_layers: (c.no_rope_layers as number[]).map(() => 1) }), 'RoPE in the NoPE layer too'),
   archCase('phi3-longrope', 'Phi3 (Phi-4-mini style): fused qkv/gate_up, partial rotary 0.75, LongRoPE (the 41-token prompt long, the others short)',
@@ -33,4 +33,4 @@ export const archNopeLongropeCases: TestCase[] = [
       const rp = c.rope_parameters as Record<string, unknown>;
       return { ...c, rope_parameters: { ...rp, long_factor: rp.short_factor } };
     }, 'short factors on the long prompt'),
-];
+]);

@@ -6,7 +6,7 @@
 // an image request in one step; the same tokens with another image share no cached block; and the
 // refusals (an image with no image tokens, image tokens with no image, a run of the wrong length).
 import { createRandomModel, loadSafetensors, mropePositions, parseConfig, qwenWindows, type Model, type QwenImageInput } from '../../src/index';
-import { assert, equalArrays, expectThrows, type CaseContext, type TestCase } from './harness';
+import { assert, equalArrays, expectThrows, type CaseContext, type TestCase, wholeModelCases } from './harness';
 import { golden, greedyWithinMargins, type GoldenModel } from './model.cases';
 
 interface VLGolden {
@@ -65,7 +65,7 @@ function otherImage(image: QwenImageInput): QwenImageInput {
   return { ...image, pixelValues: px };
 }
 
-export const archQwenVLCases: TestCase[] = [{
+export const archQwenVLCases: TestCase[] = wholeModelCases([{
   name: 'qwen2.5-vl (goldens-arch): window index and M-RoPE positions as HF; vision tower (window attention, 2-D rotary, merger) equals image_features within 1e-5',
   async run(ctx) {
     const { g, vl, image } = await vlGolden(ctx);
@@ -272,4 +272,4 @@ export const archQwenVLCases: TestCase[] = [{
       bare.destroy();
     }
   },
-}];
+}]);

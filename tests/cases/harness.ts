@@ -32,35 +32,51 @@ export function swiftShader(engine: Engine): boolean {
 export const SOFTWARE_RUNTIMES = ['node-lavapipe', 'node-swiftshader', 'chromium', 'firefox', 'deno'] as const;
 
 /**
- * On a software adapter, the share of `items` this runtime runs: item k goes to runtime
- * k mod 5 of SOFTWARE_RUNTIMES (plus every item for a runtime not listed), so that the CI's five
- * software runtimes together run every item once while each compiles a fifth of the pipelines (each
- * ggml type's decoder is its own pipeline, 5-12 s to compile on lavapipe); on a GPU every item. The
- * note says which ran.
+ * On a software adapter, the share of `items` this runtime runs: item k goes to runtime k mod n of
+ * `runtimes` (SOFTWARE_RUNTIMES unless given; none to a CI software runtime left out of them, every
+ * item to a runtime the CI does not know), so that the CI's software runtimes together run every item
+ * once while each compiles its share of the pipelines (each ggml type's decoder is its own pipeline,
+ * 5-12 s to compile on lavapipe); on a GPU every item. The note says which ran.
  */
-export function spreadOverSoftware<T>(ctx: CaseContext, items: readonly T[], what: string, name: (t: T) => string = String): T[] {
+export function spreadOverSoftware<T>(ctx: CaseContext, items: readonly T[], what: string, name: (t: T) => string = String,
+  runtimes: readonly string[] = SOFTWARE_RUNTIMES): T[] {
   if (!ctx.engine.adapter.software) return [...items];
-  const at = (SOFTWARE_RUNTIMES as readonly string[]).indexOf(ctx.runtime);
-  if (at < 0) return [...items];
-  const mine = items.filter((_, k) => k % SOFTWARE_RUNTIMES.length === at);
-  ctx.note(`${what}: this software runtime runs ${mine.map(name).join(', ')} (the CI's five software runtimes share the ${items.length}; the GPU pass runs all)`);
+  const at = runtimes.indexOf(ctx.runtime);
+  if (at < 0) return (SOFTWARE_RUNTIMES as readonly string[]).includes(ctx.runtime) ? [] : [...items];
+  const mine = items.filter((_, k) => k % runtimes.length === at);
+  ctx.note(`${what}: this software runtime runs ${mine.map(name).join(', ') || 'none'} (the CI's software runtimes ${runtimes.join(', ')} share the ${items.length}; the GPU pass runs all)`);
   return mine;
 }
 
-/** The software runtimes a whole-model golden of issue 31's layer types runs on: Node, a browser and Deno. */
-export const GOLDEN_RUNTIMES = ['node-lavapipe', 'chromium', 'deno'] as const;
+/**
+ * The software runtimes a whole-model golden runs on: one Node, one browser and one Deno runtime, all
+ * three on lavapipe (Mesa 25 under Dawn; Debian's Mesa 22 under wgpu in Firefox and Deno). Compiling a
+ * model's pipelines costs most of a case on a software adapter, and SwiftShader compiles them 3-4x
+ * slower than lavapipe: node-swiftshader and the Chromium page (Dawn on SwiftShader, subgroups of 4)
+ * run every kernel case, their shares of spreadOverSoftware, and the demo's Check of the goldens.
+ */
+export const GOLDEN_RUNTIMES = ['node-lavapipe', 'firefox', 'deno'] as const;
 
 /**
  * Whether a whole-model golden runs here: on a GPU always, on a software adapter in GOLDEN_RUNTIMES
- * (one Node, one browser and one Deno runtime: compiling a model's pipelines costs most of a case on
- * a software adapter, and the other two runtimes run the same WGSL through the same compilers).
- * Where it does not, the note says where it runs.
+ * (Dawn and wgpu, in Node, a page and Deno; the other software runtimes run the same WGSL through
+ * the same two compilers). Where it does not, the note says where it runs.
  */
 export function goldenRunsHere(ctx: CaseContext, what = 'this golden'): boolean {
   if (!ctx.engine.adapter.software || (GOLDEN_RUNTIMES as readonly string[]).includes(ctx.runtime)) return true;
   if (!(SOFTWARE_RUNTIMES as readonly string[]).includes(ctx.runtime)) return true;
   ctx.note(`${what}: runs in ${GOLDEN_RUNTIMES.join(', ')} and on GPUs, not in ${ctx.runtime}`);
   return false;
+}
+
+/** Whole-model cases, run where goldenRunsHere says (the note names where else they run). */
+export function wholeModelCases(list: TestCase[]): TestCase[] {
+  return list.map((c) => ({
+    ...c,
+    run: async (ctx: CaseContext) => {
+      if (goldenRunsHere(ctx, c.name.split(':')[0])) await c.run(ctx);
+    },
+  }));
 }
 
 /** Why the written-out (unrolled) kernels are not compiled on SwiftShader. */

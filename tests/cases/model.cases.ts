@@ -5,7 +5,7 @@
 // tokens, abort, and continuous batching under a tight token budget.
 import { deepseekGGUF } from './gguf_deepseek';
 import { encodeSafetensors, loadCheckpoint, loadGGUF, loadSafetensors, quantizeOnLoadType, quantizeRows, reference, type Engine, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
-import { assert, defineCases, equalArrays, expectThrows, SOFTWARE_RUNTIMES, spreadOverSoftware, type CaseContext, type TestCase, withTuning } from './harness';
+import { assert, defineCases, equalArrays, expectThrows, GOLDEN_RUNTIMES, spreadOverSoftware, type CaseContext, type TestCase, wholeModelCases, withTuning } from './harness';
 
 interface Golden {
   architecture: string;
@@ -134,9 +134,9 @@ const GGUF_GOLDENS = ['gguf-llama-q8-0', 'gguf-llama-q4-0', 'gguf-llama-q4-k-m',
 const ggufCases: TestCase[] = GGUF_GOLDENS.map((name, k) => ({
   name: `${name}: the GGUF file's own config and quantized blocks; prefill logits within 2e-3·max|logit| of HF on the dequantized weights; greedy tokens identical, together and alone`,
   async run(ctx) {
-    // Each golden compiles its types' pipelines: on software adapters the CI's runtimes share the eight.
-    if (!spreadOverSoftware(ctx, GGUF_GOLDENS, 'GGUF goldens').includes(name)) {
-      ctx.note(`${name}: run by the software runtime ${SOFTWARE_RUNTIMES[k % SOFTWARE_RUNTIMES.length]} and in the GPU pass, not here (compile time)`);
+    // Each golden compiles its types' pipelines: on software adapters the golden runtimes share the eight.
+    if (!spreadOverSoftware(ctx, GGUF_GOLDENS, 'GGUF goldens', String, GOLDEN_RUNTIMES).includes(name)) {
+      ctx.note(`${name}: run by the software runtime ${GOLDEN_RUNTIMES[k % GOLDEN_RUNTIMES.length]} and in the GPU pass, not here (compile time)`);
       return;
     }
     const g: GoldenModel = {
@@ -189,7 +189,7 @@ const idotCase: TestCase = {
       ctx.note('GGUF goldens on 8-bit activations: not run here: this WGSL has no packed_4x8_integer_dot_product');
       return;
     }
-    for (const name of spreadOverSoftware(ctx, IDOT_GOLDENS, 'GGUF goldens on 8-bit activations')) {
+    for (const name of spreadOverSoftware(ctx, IDOT_GOLDENS, 'GGUF goldens on 8-bit activations', String, GOLDEN_RUNTIMES)) {
       const g: GoldenModel = {
         name,
         config: JSON.parse(text(await ctx.fixture(`goldens-quant/${name}/config.hf.json`))),
@@ -218,9 +218,9 @@ const idotCase: TestCase = {
 /**
  * ../shared/goldens-quant's HF quantized safetensors folders (src/formats/hf_quant.ts, hf_fp8.ts): MLX
  * affine, AWQ GEMM, GPTQ, block FP8, read by loadCheckpoint from the folder's files as they ship; HF
- * transformers on the weights dequantized from them. On software adapters the CI's five runtimes share
- * them (item k on SOFTWARE_RUNTIMES[k mod 5]: node-lavapipe mlx-llama-4bit and fp8-deepseek-v3,
- * node-swiftshader awq, chromium gptq (and its desc_act rewrite), firefox mlx-llama-8bit, deno fp8-qwen3).
+ * transformers on the weights dequantized from them. On software adapters the golden runtimes share
+ * them (item k on GOLDEN_RUNTIMES[k mod 3]: node-lavapipe mlx-llama-4bit and mlx-llama-8bit, firefox
+ * awq and fp8-qwen3, deno gptq (and its desc_act rewrite) and fp8-deepseek-v3).
  */
 const HF_QUANT_GOLDENS = ['mlx-llama-4bit', 'awq-llama-4bit-g128', 'gptq-llama-4bit-g128', 'mlx-llama-8bit', 'fp8-qwen3', 'fp8-deepseek-v3'] as const;
 
@@ -265,8 +265,8 @@ const hfQuantCases: TestCase[] = HF_QUANT_GOLDENS.map((name, k) => ({
   name: `${name}: the folder as it ships (loadCheckpoint), quantized modules in group types; prefill logits within 2e-3·max|logit| of HF on the dequantized weights; greedy tokens identical, together and alone`
     + (name.startsWith('gptq') ? '; the same rewritten as desc_act (g_idx relabelled: permuted input columns) gives the same' : ''),
   async run(ctx) {
-    if (!spreadOverSoftware(ctx, HF_QUANT_GOLDENS, 'HF quantized goldens').includes(name)) {
-      ctx.note(`${name}: run by the software runtime ${SOFTWARE_RUNTIMES[k % SOFTWARE_RUNTIMES.length]} and in the GPU pass, not here (compile time)`);
+    if (!spreadOverSoftware(ctx, HF_QUANT_GOLDENS, 'HF quantized goldens', String, GOLDEN_RUNTIMES).includes(name)) {
+      ctx.note(`${name}: run by the software runtime ${GOLDEN_RUNTIMES[k % GOLDEN_RUNTIMES.length]} and in the GPU pass, not here (compile time)`);
       return;
     }
     const { g, checkpoint } = await quantFolder(ctx, name);
@@ -366,11 +366,11 @@ export async function checkAgainstDequantized(model: Model, g: GoldenModel, want
 const quantizeOnLoadCase: TestCase = {
   name: "quantize on load (dtype 'q8': Q8_0, 'q4': Q4_K/Q4_0) of the dense Llama-family goldens and DeepSeek's (experts too): weights in their blocks (fewer bytes); logits within 2e-3·max|logit| of the same model on the dequantized values, greedy identical; q8 within 6e-2 of HF's f32 model",
   async run(ctx) {
-    // One golden a software runtime (each compiles Q8_0, Q4_K and Q4_0's pipelines); all on a GPU.
+    // One golden a golden runtime (each compiles Q8_0, Q4_K and Q4_0's pipelines); all on a GPU.
     // DeepSeek: its experts and its q / kv_a rows (split into nope and rope) quantized too; MLA's
     // kv_b stays as it is (the model absorbs it into f32 W_UK / W_UV, counted in its bytes).
-    const goldens = ['llama-gqa', 'qwen3-qknorm-tied', 'deepseek-v2-moe', 'qwen3-qknorm-tied', 'llama-gqa'] as const;
-    for (const name of new Set(spreadOverSoftware(ctx, goldens, 'quantize on load'))) {
+    const goldens = ['llama-gqa', 'qwen3-qknorm-tied', 'deepseek-v2-moe'] as const;
+    for (const name of spreadOverSoftware(ctx, goldens, 'quantize on load', String, GOLDEN_RUNTIMES)) {
       const g = await golden(ctx, name);
       const file = await loadSafetensors(g.weights);
       const full = await load(ctx.engine, g, { dtype: 'f32' });
@@ -431,13 +431,15 @@ const deepseekGGUFCase: TestCase = {
 };
 
 export const modelCases: TestCase[] = defineCases('models', [
-  ...goldenCases,
+  // llama-gqa on every runtime; the other whole-model cases where goldenRunsHere says.
+  goldenCases[0],
+  ...wholeModelCases(goldenCases.slice(1)),
   ...ggufCases,
   idotCase,
   ...hfQuantCases,
-  deepseekGGUFCase,
+  ...wholeModelCases([deepseekGGUFCase]),
   quantizeOnLoadCase,
-  {
+  ...wholeModelCases([{
     // A decode step's layers are recorded once and their commands replayed by the steps after it
     // (tuning.stepGraphs): a token a step, every step after the first of each shape replays.
     name: 'step graphs (every golden): a token a step, logits within 1e-3·max|logit| of HF and bit-identical to the same model recording every step; greedy tokens identical; steps replayed',
@@ -540,7 +542,7 @@ export const modelCases: TestCase[] = defineCases('models', [
       }
       ctx.note(notes.join(' | '));
     },
-  },
+  }]),
   {
     name: 'DeepSeek: the packed expert layout (mlp.experts.gate_up_proj, down_proj) and the older config form (rope_theta + rope_scaling yarn) give the same logits',
     async run(ctx) {
@@ -638,7 +640,7 @@ export const modelCases: TestCase[] = defineCases('models', [
       assert(engine.counters.createBuffer === before, `refused loads created ${engine.counters.createBuffer - before} GPU buffers`);
     },
   },
-  {
+  ...wholeModelCases([{
     name: 'continuous batching under a tight budget (prompt chunks of 5 tokens beside decodes, 2 sequences a step) gives the same greedy tokens',
     async run(ctx) {
       const g = await golden(ctx, 'mistral-window8');
@@ -706,5 +708,5 @@ export const modelCases: TestCase[] = defineCases('models', [
       }
       await expectThrows(() => model.logits([1]), 'Model.logits: the model was destroyed');
     },
-  },
+  }]),
 ]);

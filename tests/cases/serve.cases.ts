@@ -7,7 +7,7 @@
 import { rng } from '../../src/core/random';
 import { OpenAIError, type Model } from '../../src/index';
 import { GREEDY, type Sampling, type TokenConstraint, type TokenLogprob } from '../../src/serve/engine';
-import { assert, defineCases, equalArrays, expectThrows, type TestCase } from './harness';
+import { assert, defineCases, equalArrays, expectThrows, goldenRunsHere, type TestCase } from './harness';
 import { golden, load, type GoldenModel } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
@@ -35,14 +35,12 @@ async function withText(ctx: Parameters<TestCase['run']>[0], g: GoldenModel, o: 
 
 /**
  * The serving cases test the request engine's and the API's JavaScript over kernels the model cases
- * check on every runtime; the two Node runtimes run the same JavaScript, so Node runs them on
- * node-lavapipe (4 s) and not on node-swiftshader, where SwiftShader's slow execution made them 69 s
- * of the CI. Chromium, Firefox and Deno run them too, and a GPU runs them all.
+ * check on every runtime: they run where the whole-model goldens run (goldenRunsHere: Node, Firefox
+ * and Deno on lavapipe, and every GPU), not on SwiftShader, whose slow execution made them 69 s of
+ * node-swiftshader and 86 s of the Chromium page.
  */
 function servedElsewhere(ctx: Parameters<TestCase['run']>[0], what: string): boolean {
-  if (ctx.runtime !== 'node-swiftshader') return false;
-  ctx.note(`serving › ${what}: runs in Node on node-lavapipe (the same JavaScript; chromium, firefox and deno run it too), not on SwiftShader`);
-  return true;
+  return !goldenRunsHere(ctx, `serving › ${what}`);
 }
 
 export const serveCases: TestCase[] = defineCases('serving', [
