@@ -9,8 +9,8 @@
 import { GREEDY } from '../../src/serve/engine';
 import { rng } from '../../src/core/random';
 import { encodeSafetensors, loadGGUF, loadSafetensors, ops, quantizeRows, reference, writeGGUF, type EncodableTensor, type Model, type SafetensorsFile } from '../../src/index';
-import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase } from './harness';
-import { checkGreedy, checkLogits, golden, quantizedValues, type GoldenModel } from './model.cases';
+import { assert, assertClose, defineCases, equalArrays, expectThrows, randn, type TestCase, wholeModelCases } from './harness';
+import { checkAgainstDequantized, checkGreedy, checkLogits, dequantizedWant, golden, quantizedValues, type GoldenModel } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
 const SENTINEL = 777.25;
@@ -160,7 +160,8 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
       }
     },
   },
-  {
+  // The whole-model cases, where goldenRunsHere says.
+  ...wholeModelCases([{
     name: 'lfm2 (goldens-arch): prefill logits at every position within 1e-3·max|logit| of HF; greedy tokens identical (decode steps read the conv state), together and alone; no state slot leaked',
     async run(ctx) {
       const { g, model } = await lfm2(ctx);
@@ -255,30 +256,13 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         ref.destroy();
       }
       const q = await lfm2GGUF(st, g.config, 'Q8_0');
+      const want = await dequantizedWant(ctx, { ...g, weights: encodeSafetensors(q.dequantized) });
       const qm = await ctx.engine.loadModel({ weights: await loadGGUF(q.gguf) });
-      const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(q.dequantized)), dtype: 'f32' });
       try {
-        const V = g.config.vocab_size as number;
-        let worst = 0;
-        for (const [p, prompt] of g.golden.prompts.entries()) {
-          const got = await qm.logits(prompt), want = await deq.logits(prompt);
-          for (let t = 0; t < prompt.length; t++) {
-            let max = 0;
-            for (let v = 0; v < V; v++) max = Math.max(max, Math.abs(want[t * V + v]));
-            for (let v = 0; v < V; v++) {
-              const err = Math.abs(got[t * V + v] - want[t * V + v]);
-              assert(err <= 2e-3 * max, `lfm2 GGUF Q8_0: prompt ${p} position ${t} logit ${v}: ${got[t * V + v]}, the dequantized model ${want[t * V + v]}`);
-              worst = Math.max(worst, err / max);
-            }
-          }
-        }
-        const a = await qm.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-        const b = await deq.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-        assert(JSON.stringify(a) === JSON.stringify(b), `lfm2 GGUF Q8_0 greedy ${JSON.stringify(a)}, the dequantized model ${JSON.stringify(b)}`);
+        const worst = await checkAgainstDequantized(qm, g, want, 'lfm2 GGUF Q8_0');
         ctx.note(`lfm2 GGUF: F32 logits bit for bit the safetensors model's; Q8_0 worst ${worst.toExponential(2)} of max|logit| against the dequantized model, greedy identical`);
       } finally {
         qm.destroy();
-        deq.destroy();
       }
       // output_norm is read as the final norm too, but a file with both names is refused by name.
       const extra = await lfm2GGUF(st, g.config, 'F32', true);
@@ -379,31 +363,13 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
           m.destroy();
         }
       }
-      const tensors = await quantizedValues(st, 'q8');
-      const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(tensors)), dtype: 'f32' });
+      const want = await dequantizedWant(ctx, { ...g, weights: encodeSafetensors(await quantizedValues(st, 'q8')) });
       const q8 = await ctx.engine.loadModel({ config: g.config, weights: st, dtype: 'q8' });
       try {
-        const V = g.config.vocab_size as number;
-        let worst = 0;
-        for (const [p, prompt] of g.golden.prompts.entries()) {
-          const got = await q8.logits(prompt), want = await deq.logits(prompt);
-          for (let t = 0; t < prompt.length; t++) {
-            let max = 0;
-            for (let v = 0; v < V; v++) max = Math.max(max, Math.abs(want[t * V + v]));
-            for (let v = 0; v < V; v++) {
-              const err = Math.abs(got[t * V + v] - want[t * V + v]);
-              assert(err <= 2e-3 * max, `lfm2 q8: prompt ${p} position ${t} logit ${v}: ${got[t * V + v]}, the dequantized model ${want[t * V + v]}`);
-              worst = Math.max(worst, err / max);
-            }
-          }
-        }
-        const a = await q8.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-        const b = await deq.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-        assert(JSON.stringify(a) === JSON.stringify(b), `lfm2 q8 greedy ${JSON.stringify(a)}, the dequantized model ${JSON.stringify(b)}`);
+        const worst = await checkAgainstDequantized(q8, g, want, 'lfm2 q8');
         ctx.note(`lfm2: f16 and bf16 greedy identical to HF; q8 on load worst ${worst.toExponential(2)} of max|logit| against the dequantized model, greedy identical`);
       } finally {
         q8.destroy();
-        deq.destroy();
       }
     },
   },
@@ -432,5 +398,5 @@ export const archLfm2Cases: TestCase[] = defineCases('lfm2', [
         model.destroy();
       }
     },
-  },
+  }]),
 ]);

@@ -5,10 +5,10 @@
 // greedy tokens identical, the three prompts together equal to each alone. Quantize on load (q8) reads the
 // per-expert layout through the same WeightReader.experts: equal to the model on the dequantized values.
 import { encodeSafetensors, loadSafetensors } from '../../src/index';
-import { assert, type TestCase } from './harness';
-import { checkGreedy, checkLogits, golden, quantizedValues } from './model.cases';
+import { assert, type TestCase, wholeModelCases } from './harness';
+import { checkAgainstDequantized, checkGreedy, checkLogits, dequantizedWant, golden, quantizedValues } from './model.cases';
 
-export const archCases: TestCase[] = [{
+export const archCases: TestCase[] = wholeModelCases([{
   name: 'qwen3-moe (goldens-arch): prefill logits at every position within 1e-3·max|logit| of HF; greedy tokens identical, together and alone; norm_topk_prob off misses; q8 on load equals the dequantized model',
   async run(ctx) {
     const g = await golden(ctx, 'qwen3-moe', 'goldens-arch');
@@ -36,31 +36,13 @@ export const archCases: TestCase[] = [{
     }
     // Quantize on load (Q8_0: every matrix, the router and the experts too) against the same model on
     // the quantized values dequantized on the host and loaded as f32 (SPEC §8: 2e-3·max|logit|, greedy identical).
-    const tensors = await quantizedValues(weights, 'q8');
-    const deq = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(encodeSafetensors(tensors)), dtype: 'f32' });
+    const want = await dequantizedWant(ctx, { ...g, weights: encodeSafetensors(await quantizedValues(weights, 'q8')) });
     const q8 = await ctx.engine.loadModel({ config: g.config, weights, dtype: 'q8' });
     try {
-      const V = g.config.vocab_size as number;
-      let worst = 0;
-      for (const [p, prompt] of g.golden.prompts.entries()) {
-        const got = await q8.logits(prompt), want = await deq.logits(prompt);
-        for (let t = 0; t < prompt.length; t++) {
-          let max = 0;
-          for (let v = 0; v < V; v++) max = Math.max(max, Math.abs(want[t * V + v]));
-          for (let v = 0; v < V; v++) {
-            const err = Math.abs(got[t * V + v] - want[t * V + v]);
-            assert(err <= 2e-3 * max, `qwen3-moe q8: prompt ${p} position ${t} logit ${v}: ${got[t * V + v]}, the dequantized model ${want[t * V + v]}`);
-            worst = Math.max(worst, err / max);
-          }
-        }
-      }
-      const a = await q8.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-      const b = await deq.generate(g.golden.prompts, { maxNewTokens: 8, stopTokens: [] });
-      assert(JSON.stringify(a) === JSON.stringify(b), `qwen3-moe q8 greedy ${JSON.stringify(a)}, the dequantized model ${JSON.stringify(b)}`);
+      const worst = await checkAgainstDequantized(q8, g, want, 'qwen3-moe q8');
       ctx.note(`qwen3-moe q8 on load: worst logit error ${worst.toExponential(2)} of max|logit| against the dequantized model; greedy identical`);
     } finally {
       q8.destroy();
-      deq.destroy();
     }
   },
-}];
+}]);

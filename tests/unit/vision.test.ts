@@ -57,29 +57,15 @@ describe('decodeImage', () => {
     }
   });
 
-  it('decodes a JPEG made from seeded pixels close to them', async () => {
-    const rnd = seededRandom(44);
+  // Decoding a JPEG close to its seeded pixels is a shared case (tests/cases/vision.cases.ts), run in
+  // Node, the pages and Deno; here the header read that bounds work before any decode.
+  it("reads a JPEG's size from its header, before decoding it", async () => {
     const W = 40, H = 24;
-    // Smooth content (JPEG keeps low frequencies): gradients plus a little noise.
-    const rgba = new Uint8Array(W * H * 4);
-    for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) {
-      const o = (y * W + x) * 4;
-      rgba[o] = Math.round((x / W) * 200 + rnd() * 8);
-      rgba[o + 1] = Math.round((y / H) * 200 + rnd() * 8);
-      rgba[o + 2] = 100;
-      rgba[o + 3] = 255;
-    }
+    const rgba = new Uint8Array(W * H * 4).fill(128);
     const encoded = new Uint8Array(jpeg.encode({ width: W, height: H, data: rgba }, 95).data);
     expect(imageHeaderSize(encoded)).toEqual({ width: W, height: H });
     const img = await decodeImage(encoded);
     expect([img.width, img.height]).toEqual([W, H]);
-    let sum = 0, worst = 0;
-    for (let i = 0; i < W * H; i++) for (let c = 0; c < 3; c++) {
-      const d = Math.abs(img.data[i * 3 + c] - rgba[i * 4 + c]);
-      sum += d; worst = Math.max(worst, d);
-    }
-    expect(sum / (W * H * 3)).toBeLessThan(3);
-    expect(worst).toBeLessThan(24);
   });
 
   it("turns a JPEG upright by its EXIF orientation, as PIL's exif_transpose", async () => {
