@@ -33,7 +33,7 @@ export { RUNNABLE_ARCHITECTURES } from './models/model.js';
 export type { LoadModelOptions } from './models/model.js';
 export { Model, createRandomModel } from './serve/model.js';
 export type { GenerateOptions, RunStats, ServeLoadOptions } from './serve/model.js';
-export type { NgramSpeculation } from './serve/speculative.js';
+export type { DraftSpeculation, NgramSpeculation } from './serve/speculative.js';
 export { loadSafetensors, loadShardedSafetensors, encodeSafetensors, tensorByteSize } from './formats/safetensors.js';
 export type { SafetensorsFile, SafetensorsTensorInfo, EncodableTensor, EncodableDType } from './formats/safetensors.js';
 export { loadCheckpoint } from './formats/checkpoint.js';

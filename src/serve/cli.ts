@@ -21,8 +21,9 @@ Options:
   --dtype D         weights on the GPU: checkpoint (default), f32, f16, bf16, q8, q4
   --max-queue N     requests waiting or running at most, past it 503 (default 256)
   --kv-blocks N     blocks of the KV cache (default: the model's own choice)
-  --speculative M   speculative decoding: ngram (prompt lookup: proposals from each request's own
-                    prompt and output, verified in the step; output unchanged)
+  --speculative M   speculative decoding, verified in the step (output unchanged): ngram (prompt
+                    lookup: proposals from each request's own prompt and output), or draft:PATH (a
+                    smaller model of the same tokenizer, a folder or .gguf like SOURCE, proposes)
   --name ID         the model id clients send (default: the folder's or file's name, without its path)
   --api-key KEY     ask clients for "Authorization: Bearer KEY" (default: no key)
   --cors ORIGIN     let web pages of ORIGIN (e.g. http://localhost:5173, or * for any) call the server
@@ -56,7 +57,7 @@ export interface ServeArgs {
   dtype?: (typeof DTYPES)[number];
   maxQueue?: number;
   kvBlocks?: number;
-  speculative?: 'ngram';
+  speculative?: 'ngram' | { draft: string };
   name?: string;
   apiKey?: string;
   cors?: string;
@@ -126,8 +127,9 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
       case '--max-queue': out.maxQueue = integer(flag, v, 1, 1e9, 'a positive integer'); break;
       case '--kv-blocks': out.kvBlocks = integer(flag, v, 1, 1e9, 'a positive integer'); break;
       case '--speculative':
-        if (v !== 'ngram') throw new UsageError(flag, "'ngram' (n-gram lookup in each request's prompt and output)", shown(v));
-        out.speculative = v;
+        if (v === 'ngram') out.speculative = v;
+        else if (v.startsWith('draft:') && v.length > 6) out.speculative = { draft: v.slice(6) };
+        else throw new UsageError(flag, "'ngram' (n-gram lookup in each request's prompt and output) or 'draft:PATH' (a draft model's folder or .gguf)", shown(v));
         break;
       case '--name': out.name = v; break;
       case '--api-key': out.apiKey = v; break;
@@ -292,6 +294,12 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   let engine: Engine | undefined;
   let model: Model | undefined;
+  let draft: Model | undefined;
+  const release = (): void => {
+    model?.destroy();
+    draft?.destroy();
+    engine?.destroy();
+  };
   try {
     try {
       engine = await createEngine({ gpu: await h.gpu(argv), powerPreference: 'high-performance' });
@@ -305,7 +313,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     err(`adapter: ${[a.vendor, a.architecture, a.description].filter(Boolean).join(' / ') || 'unknown'}${a.software ? ' (software: slow)' : ''}\n`);
     const ckpt = await loadCheckpoint(args.source);
     const o: ServeLoadOptions = { ...ckpt, onProgress: progress(h, ckpt.name) };
-    if (args.speculative) o.speculative = { method: args.speculative };
+    if (args.speculative === 'ngram') o.speculative = { method: 'ngram' };
+    else if (args.speculative) {
+      // The draft first, in the same weights' form as the target (--dtype), with its own cache.
+      const d = await loadCheckpoint(args.speculative.draft);
+      const t1 = Date.now();
+      draft = await engine.loadModel({ ...d, onProgress: progress(h, d.name), name: `${sourceName(args.speculative.draft)} (draft)`, ...(args.dtype ? { dtype: args.dtype } : {}) });
+      err(`loaded the draft ${d.name} in ${((Date.now() - t1) / 1000).toFixed(1)} s: ${mb(draft.weightBytes)} MB of weights on the GPU\n`);
+      o.speculative = { method: 'draft', draft };
+    }
     if (args.dtype) o.dtype = args.dtype;
     if (args.kvBlocks) o.kvCache = { numBlocks: args.kvBlocks };
     // The id clients send: the name given, else the file's or folder's own name, never its path (a
@@ -316,8 +332,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     err(`loaded ${ckpt.name} in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${mb(model.weightBytes)} MB of weights on the GPU\n`);
   } catch (e) {
     err(`\n${e instanceof WebinferError ? e.message : (e as Error)?.stack ?? String(e)}\n`);
-    model?.destroy();
-    engine?.destroy();
+    release();
     return 1;
   }
 
@@ -340,8 +355,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (!stop.signal.aborted) err(`warm-up failed (serving anyway; first requests compile what they need): ${e instanceof Error ? e.message : String(e)}\n`);
     }
     if (stop.signal.aborted) {
-      model.destroy();
-      engine.destroy();
+      release();
       err('stopped\n');
       return 0;
     }
@@ -356,15 +370,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
   } catch (e) {
     err(`${e instanceof Error ? e.message : String(e)}\n`);
-    model.destroy();
-    engine.destroy();
+    release();
     return 1;
   }
   h.write('out', `serving '${model.id}' on ${server.url} (OpenAI base URL: ${server.url}/v1; Ctrl-C stops)\n`);
   await new Promise<void>((resolve) => (stop.signal.aborted ? resolve() : stop.signal.addEventListener('abort', () => resolve(), { once: true })));
   await server.close();
-  model.destroy();
-  engine.destroy();
+  release();
   err('stopped\n');
   return 0;
 }

@@ -167,6 +167,8 @@ interface Choice {
   lastAt: number;
   /** Its speculation (null: it never speculates). */
   spec: SpecState | null;
+  /** A draft model's proposals, made when the choice had `at` output tokens (speculative method 'draft'). */
+  drafted: { at: number; props: number[] } | null;
 }
 
 interface Req {
@@ -224,6 +226,8 @@ export interface EngineCounters {
   specRows: number;
   specProposed: number;
   specAccepted: number;
+  /** Host ms waiting for a draft model's proposals (its steps run on the same GPU: the target's waits). */
+  draftMs: number;
 }
 
 /**
@@ -288,6 +292,9 @@ export class StepCost {
 /** The smallest prompt chunk the automatic budget gives a step with decodes: prompts keep moving. */
 export const MIN_CHUNK = 64;
 
+/** A draft request's stop tokens: none (it proposes k tokens whatever they are). */
+const NO_STOP: ReadonlySet<number> = new Set();
+
 /** How requests ended and the engine's snapshot for GET /metrics: serve/metrics.ts defines them (it
  *  writes them out), so that the engine imports the metrics module and not the other way round. */
 export type { EndReason, EngineMetrics } from './metrics.js';
@@ -303,17 +310,17 @@ export class RequestEngine {
   readonly counters: EngineCounters = {
     steps: 0, tokens: 0, generated: 0, hostMs: 0, preemptions: 0, scheduleMs: 0, recordMs: 0, waitMs: 0, applyMs: 0,
     recorded: 0, replayed: 0, decodeTokens: 0, prefillTokens: 0, mixedSteps: 0, chunkBudget: 0,
-    specRows: 0, specProposed: 0, specAccepted: 0,
+    specRows: 0, specProposed: 0, specAccepted: 0, draftMs: 0,
   };
   /**
-   * Speculative decoding for requests submitted from now on (null: none): proposals by n-gram lookup,
-   * verified in the step (see serve/speculative.ts). Only for runners that verify (StepRunner.verifies);
+   * Speculative decoding for requests submitted from now on (null: none): proposals by n-gram lookup or
+   * a draft model, verified in the step (see serve/speculative.ts). Only for runners that verify (StepRunner.verifies);
    * requests with a grammar, penalties or logprobs never speculate (they need each token on the host
    * before the next is drawn).
    */
   get speculation(): SpeculationConfig | null { return this.specCfg; }
   set speculation(v: SpeculationConfig | null) {
-    check(v === null || (typeof v === 'object' && v.method === 'ngram'), 'RequestEngine', 'speculation', "null or a parsed { method: 'ngram', ... } (parseSpeculation)", v);
+    check(v === null || (typeof v === 'object' && (v.method === 'ngram' || v.method === 'draft')), 'RequestEngine', 'speculation', "null or a parsed { method: 'ngram' | 'draft', ... } (parseSpeculation)", v);
     check(v === null || !!this.m.verifies, 'RequestEngine', 'speculation', 'null for a model whose steps do not verify proposals (an encoder-decoder)', v);
     this.specCfg = v;
   }
@@ -437,7 +444,7 @@ export class RequestEngine {
         const c: Choice = {
           req, index: i, id: `r${this.nextId++}`, input: prompt, fed: 0, out: [], issued: 0, state: 'waiting', lastStep: -1, lastRow: -1,
           seed, constraint: constraints[i], counts: needsHost ? new Map() : null, finish: null, arrival, lastAt: -1,
-          spec: this.specCfg && o.speculative !== false && !needsHost && o.logprobs == null ? new SpecState(this.specCfg) : null,
+          spec: this.specCfg && o.speculative !== false && !needsHost && o.logprobs == null ? new SpecState(this.specCfg) : null, drafted: null,
         };
         req.choices.push(c);
         this.waiting.push(c);
@@ -504,6 +511,8 @@ export class RequestEngine {
           return;
         }
         if (this.inflight.length === 0) this.inFlightSteps = this.m.stepsInFlight('RequestEngine');
+        if (this.specCfg?.method === 'draft') await this.draftRound();
+        if (this.destroyed) return;
         const h0 = performance.now(), rec0 = this.counters.recordMs;
         const planned = this.plan();
         if (!planned) {
@@ -549,9 +558,7 @@ export class RequestEngine {
     const avail = () => kv.freeBlocks - claimed;
     // Verification rows of speculating choices (by row): the proposals after their last token.
     const spec = new Map<number, number[]>();
-    let decoding = 0;
-    for (const c of this.running) if (c.spec && c.state === 'running' && c.fed >= c.input.length) decoding = -1;
-    if (decoding < 0) decoding = this.running.filter((c) => c.state === 'running' && c.fed >= c.input.length).length;
+    const decoding = this.decodingChoices();
     // Decodes first, oldest requests first.
     this.running.sort((a, b) => a.arrival - b.arrival || a.index - b.index);
     for (let i = 0; i < this.running.length; i++) {
@@ -677,11 +684,19 @@ export class RequestEngine {
     return true;
   }
 
-  /** A speculating choice's proposals, at most k (n-gram lookup, or the hook's), as vocabulary ids. */
+  /** Choices decoding (the speculation policy's batch), when some speculate; else 0 (unused). */
+  private decodingChoices(): number {
+    if (!this.running.some((c) => c.spec && c.state === 'running' && c.fed >= c.input.length)) return 0;
+    return this.running.filter((c) => c.state === 'running' && c.fed >= c.input.length).length;
+  }
+
+  /** A speculating choice's proposals, at most k (n-gram lookup, the draft's, or the hook's), as vocabulary ids. */
   private propose(c: Choice, k: number): number[] {
-    const ids = c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt;
     const cfg = c.spec!.cfg, V = this.m.vocabSize;
-    const got = this.specHooks?.propose ? this.specHooks.propose(ids, k) : ngramProposals(ids, k, cfg.minMatch, cfg.maxMatch);
+    let got: readonly number[];
+    if (this.specHooks?.propose) got = this.specHooks.propose(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k);
+    else if (cfg.method === 'draft') got = c.drafted?.at === c.out.length ? c.drafted.props : [];
+    else got = ngramProposals(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k, cfg.minMatch, cfg.maxMatch);
     const props: number[] = [];
     for (const t of got) {
       if (props.length >= k || !Number.isInteger(t) || t < 0 || t >= V) break;
@@ -690,6 +705,33 @@ export class RequestEngine {
     // None: the choice decodes pipelined (its ids read on the GPU) for a few tokens before looking again.
     if (!props.length) c.spec!.pause(c.out.length);
     return props;
+  }
+
+  /**
+   * A draft model's proposals for every speculating choice the next step may verify (decoding, its ids
+   * on the host, none drafted yet at its length): one greedy request of k tokens each to the draft's own
+   * request engine, all at once (its steps batch them; its prefix cache keeps each sequence's full blocks
+   * from the last round). The target's loop waits for them: at the batch sizes where speculation pays,
+   * the next step needs them. A draft that fails proposes nothing; the target decodes on.
+   */
+  private async draftRound(): Promise<void> {
+    const cfg = this.specCfg;
+    if (cfg?.method !== 'draft' || this.specHooks?.propose) return;
+    const decoding = this.decodingChoices();
+    const asks: Promise<void>[] = [];
+    for (const c of this.running) {
+      if (!c.spec || c.state !== 'running' || c.fed < c.input.length || c.out.length !== c.issued || c.drafted?.at === c.out.length) continue;
+      const k = Math.min(c.spec.budget(c.out.length, decoding), c.req.o.maxTokens - c.issued - 1, this.m.maxSeqsPerStep - 1);
+      if (k <= 0) continue;
+      const at = c.out.length;
+      const prompt = Int32Array.from(at ? [...c.req.prompt, ...c.out] : c.req.prompt);
+      asks.push(cfg.draft.engine.submit({ prompt, maxTokens: k, stopTokens: NO_STOP, speculative: false, ...(c.req.o.cacheSalt ? { cacheSalt: c.req.o.cacheSalt } : {}) }, 'speculative draft').result
+        .then((r) => { c.drafted = { at, props: r.tokens[0] ?? [] }; }, () => { c.drafted = { at, props: [] }; }));
+    }
+    if (!asks.length) return;
+    const t0 = performance.now();
+    await Promise.all(asks);
+    this.counters.draftMs += performance.now() - t0;
   }
 
   /** Prompt tokens a step with `decodes` decode rows may take (prefillBudget). */

@@ -24,7 +24,7 @@ import { WhisperModel } from './whisper.js';
 import { OpenAIError } from './errors.js';
 import { freshSeed, GREEDY, RequestEngine, type StepRunner } from './engine.js';
 import { KVCacheManager } from './kv_manager.js';
-import { parseSpeculation, type NgramSpeculation } from './speculative.js';
+import { parseSpeculation, type DraftSpeculation, type NgramSpeculation, type SpeculationConfig } from './speculative.js';
 import { OpenAIServing } from './openai.js';
 
 export interface GenerateOptions {
@@ -80,14 +80,29 @@ const MAKERS: ModelMakers<Model, EncoderModel, WhisperModel, T5Model> = {
 /** loadModel's options at this layer: the checkpoint's (models/model.ts), and how its requests are served. */
 export type ServeLoadOptions = LoadModelOptions & {
   /** Speculative decoding for the model's requests (API.md "Speculative decoding"; serve/speculative.ts). */
-  speculative?: NgramSpeculation | false;
+  speculative?: NgramSpeculation | DraftSpeculation | false;
 };
+
+/** A draft model must be a live decoder-only Model of the target's engine: checked before the target loads. */
+function checkDraft(op: string, rt: Runtime, spec: SpeculationConfig | null): void {
+  if (spec?.method !== 'draft') return;
+  const d = spec.draft as unknown;
+  const expected = 'a decoder-only Model loaded on the same engine (engine.loadModel)';
+  if (!(d instanceof Model)) fail(op, 'o.speculative.draft', expected, d);
+  if (!d.runsOn(rt)) fail(op, 'o.speculative.draft', expected, `a Model of another engine ('${d.id}')`);
+  try {
+    d.assertAlive(op);
+  } catch {
+    fail(op, 'o.speculative.draft', expected, `a destroyed Model ('${d.id}')`);
+  }
+}
 
 /** Engine.loadModel: a checkpoint's model, its kind read from the config (API.md "Whole models"; encoders and encoder-decoders answer as their own objects). */
 export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model> {
   const { speculative, ...rest } = (o ?? {}) as ServeLoadOptions;
   // Checked before anything is read or uploaded.
   const spec = o !== null && typeof o === 'object' ? parseSpeculation('loadModel', speculative) : null;
+  checkDraft('loadModel', rt, spec);
   // A vision-language model's image processor (preprocessor_config.json) is this layer's: the models'
   // loader takes a feature extractor for speech models only.
   const cfgJson = rest.config as Record<string, unknown> | undefined;
@@ -112,9 +127,10 @@ export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model
  * A model of a config's shape with random weights made on the GPU (nothing read or uploaded): for
  * benchmarks at real model shapes and the default workload. Its outputs mean nothing.
  */
-export async function createRandomModel(rt: Runtime, o: RandomModelOptions & { speculative?: NgramSpeculation | false }): Promise<Model> {
-  const { speculative, ...rest } = (o ?? {}) as RandomModelOptions & { speculative?: NgramSpeculation | false };
+export async function createRandomModel(rt: Runtime, o: RandomModelOptions & { speculative?: NgramSpeculation | DraftSpeculation | false }): Promise<Model> {
+  const { speculative, ...rest } = (o ?? {}) as RandomModelOptions & { speculative?: NgramSpeculation | DraftSpeculation | false };
   const spec = o !== null && typeof o === 'object' ? parseSpeculation('createRandomModel', speculative) : null;
+  checkDraft('createRandomModel', rt, spec);
   const m = await createRandomModelWith(rt, rest, MAKERS.decoder);
   if (spec && !m.verifies) {
     m.destroy();
@@ -152,6 +168,11 @@ export class Model extends ModelRunner implements StepRunner {
    * proposal would stay in the short convolutions' state, which a rollback of the cache's slots does
    * not undo; nor a vision model's (its image rows and M-RoPE positions are not verified with proposals).
    */
+  /** Whether this model runs on `rt` (a draft model's check: the target's engine). */
+  runsOn(rt: Runtime): boolean {
+    return this.rt === rt;
+  }
+
   get verifies(): boolean {
     return !this.config.convLCache && !this.config.vision;
   }

@@ -5,9 +5,13 @@
 // the output is the target's own, token for token, whatever was proposed; proposals only decide how
 // many tokens one step yields.
 //
-// Proposals here: n-gram lookup (prompt lookup decoding) in the request's own prompt and output, on the
-// host (a scan of the sequence's ids: microseconds at the batch sizes where speculation pays, and the
-// ids of a speculating request are on the host anyway, since its next row depends on what was accepted).
+// Proposals come from one of two places:
+// - n-gram lookup (prompt lookup decoding) in the request's own prompt and output, on the host (a scan
+//   of the sequence's ids: microseconds at the batch sizes where speculation pays, and the ids of a
+//   speculating request are on the host anyway, since its next row depends on what was accepted);
+// - a draft model sharing the tokenizer: its own request engine, paged cache and steps on the same
+//   GPU, asked for k greedy tokens after the sequence's ids. Its prefix cache keeps each sequence's full
+//   blocks between rounds, so a round prefills the tokens since the last full block and decodes k - 1.
 //
 // Policy (per choice): k adapts to what the last verifications accepted (all accepted: one more, up to
 // k; else one more than were accepted); a choice whose acceptance stays low stops speculating for a
@@ -27,29 +31,63 @@ export interface NgramSpeculation {
   maxBatch?: number;
 }
 
-/** What the engine takes: a checked, complete setting. */
-export interface SpeculationConfig {
-  method: 'ngram';
-  k: number;
-  minMatch: number;
-  maxMatch: number;
-  maxBatch: number;
+/**
+ * What speculation needs of a draft model: its request queue (a Model is one: loadModel checks that the
+ * draft is a decoder-only Model of the same engine, not the target itself).
+ */
+export interface DraftModel {
+  readonly vocabSize: number;
+  readonly engine: { submit(o: DraftRequest, op?: string): { readonly result: Promise<{ tokens: number[][] }> } };
 }
 
-/** Checks loadModel's `speculative` option (undefined or false: none). */
+/** A draft request as the draft's RequestEngine takes it (greedy, no stop tokens). */
+export interface DraftRequest {
+  prompt: Int32Array;
+  maxTokens: number;
+  stopTokens?: ReadonlySet<number>;
+  cacheSalt?: string;
+  speculative?: boolean;
+}
+
+export interface DraftSpeculation {
+  method: 'draft';
+  /** A smaller model sharing the target's tokenizer, loaded on the same engine. */
+  draft: DraftModel;
+  /** Proposals per step at most (default 4). */
+  k?: number;
+  /** No proposals while more choices than this decode (default 8). */
+  maxBatch?: number;
+}
+
+/** What the engine takes: a checked, complete setting. */
+export type SpeculationConfig =
+  | { method: 'ngram'; k: number; minMatch: number; maxMatch: number; maxBatch: number }
+  | { method: 'draft'; draft: DraftModel; k: number; maxBatch: number };
+
+const SHAPES = "{ method: 'ngram', k?, minMatch?, maxMatch?, maxBatch? } or { method: 'draft', draft: Model, k?, maxBatch? }";
+
+/** Checks loadModel's `speculative` option (undefined or false: none). The draft's own checks (a Model of
+ *  this engine) are loadModel's. */
 export function parseSpeculation(op: string, v: unknown): SpeculationConfig | null {
   if (v === undefined || v === false || v === null) return null;
-  check(typeof v === 'object' && !Array.isArray(v), op, 'o.speculative', "{ method: 'ngram', k?, minMatch?, maxMatch?, maxBatch? }", v);
+  check(typeof v === 'object' && !Array.isArray(v), op, 'o.speculative', SHAPES, v);
   const o = v as Record<string, unknown>;
-  check(o.method === 'ngram', op, 'o.speculative.method', "'ngram'", o.method);
-  checkKeys(op, 'o.speculative', o, ['method', 'k', 'minMatch', 'maxMatch', 'maxBatch']);
+  check(o.method === 'ngram' || o.method === 'draft', op, 'o.speculative.method', "'ngram' or 'draft'", o.method);
   const k = o.k === undefined ? 4 : checkPosInt(o.k, op, 'o.speculative.k');
   check(k <= 16, op, 'o.speculative.k', 'at most 16 proposals a step', k);
+  const maxBatch = o.maxBatch === undefined ? 8 : checkPosInt(o.maxBatch, op, 'o.speculative.maxBatch');
+  if (o.method === 'draft') {
+    checkKeys(op, 'o.speculative', o, ['method', 'draft', 'k', 'maxBatch']);
+    const d = o.draft as Partial<DraftModel> | undefined;
+    check(!!d && typeof d === 'object' && typeof d.engine?.submit === 'function' && Number.isInteger(d.vocabSize), op, 'o.speculative.draft',
+      'a decoder-only Model loaded on the same engine (engine.loadModel)', d);
+    return { method: 'draft', draft: d as DraftModel, k, maxBatch };
+  }
+  checkKeys(op, 'o.speculative', o, ['method', 'k', 'minMatch', 'maxMatch', 'maxBatch']);
   const minMatch = o.minMatch === undefined ? 2 : checkPosInt(o.minMatch, op, 'o.speculative.minMatch');
   const maxMatch = o.maxMatch === undefined ? Math.max(4, minMatch) : checkPosInt(o.maxMatch, op, 'o.speculative.maxMatch');
   check(maxMatch >= minMatch, op, 'o.speculative.maxMatch', `at least minMatch=${minMatch}`, maxMatch);
   check(maxMatch <= 64, op, 'o.speculative.maxMatch', 'at most 64', maxMatch);
-  const maxBatch = o.maxBatch === undefined ? 8 : checkPosInt(o.maxBatch, op, 'o.speculative.maxBatch');
   return { method: 'ngram', k, minMatch, maxMatch, maxBatch };
 }
 

@@ -3,21 +3,22 @@
 // quantized GGUF): greedy output with proposals that are always right (an oracle hook: the plain run's
 // own tokens), always wrong, right at a forced rate, and from n-gram lookup, equals plain decoding;
 // seeded sampled output is identical with speculation on and off; the counters say what was proposed
-// and accepted. Then, on one model: batched equals alone under preemption and the prefix cache with
+// and accepted; a draft model (the same weights in another instance, and another golden of the same
+// vocabulary) changes neither greedy nor seeded output. Then, on one model: batched equals alone under preemption and the prefix cache with
 // rejected proposals never cached; cancelling mid-verification frees every block.
 import { rng } from '../../src/core/random';
 import { loadGGUF, loadSafetensors, type Model } from '../../src/index';
 import type { SpecHooks } from '../../src/serve/engine';
-import { ngramProposals } from '../../src/serve/speculative';
-import { assert, defineCases, equalArrays, expectThrows, spreadOverSoftware, type CaseContext, type TestCase } from './harness';
+import { ngramProposals, parseSpeculation } from '../../src/serve/speculative';
+import { assert, defineCases, equalArrays, expectThrows, GOLDEN_RUNTIMES, spreadOverSoftware, type CaseContext, type TestCase } from './harness';
 import { golden } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
 const SUBJECTS = ['llama-gqa', 'qwen3-qknorm-tied', 'deepseek-v2-moe', 'gguf-llama-q4-k-m'] as const;
 type Subject = typeof SUBJECTS[number];
 
-async function loadSubject(ctx: CaseContext, name: Subject, o: { kvCache?: { numBlocks: number; blockSize: number } } = {}): Promise<Model> {
-  const spec = { speculative: { method: 'ngram' as const, k: 4 } };
+async function loadSubject(ctx: CaseContext, name: Subject, o: { kvCache?: { numBlocks: number; blockSize: number } } = {}, speculates = true): Promise<Model> {
+  const spec = speculates ? { speculative: { method: 'ngram' as const, k: 4 } } : {};
   if (name.startsWith('gguf-')) return ctx.engine.loadModel({ weights: await loadGGUF(await ctx.fixture(`goldens-quant/${name}/model.gguf`)), ...spec, ...o });
   const g = await golden(ctx, name);
   return ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...spec, ...o });
@@ -50,9 +51,9 @@ function oracle(prompts: number[][], want: number[][], wrong = false, V = 0): Sp
 
 function specCase(name: Subject): TestCase {
   return {
-    name: `${name}: greedy output with proposals always right, always wrong, right at a forced rate 0.6, and from n-gram lookup equals plain decoding, batched and alone; seeded sampling identical with speculation on and off; the counters say what was proposed and accepted; no block leaked`,
+    name: `${name}: greedy output with proposals always right, always wrong, right at a forced rate 0.6, from n-gram lookup, and from draft models (itself, another golden of its vocabulary) equals plain decoding, batched and alone; seeded sampling identical with speculation on and off; the counters say what was proposed and accepted; no block leaked`,
     async run(ctx) {
-      if (!spreadOverSoftware(ctx, SUBJECTS, 'speculation subjects').includes(name)) {
+      if (!spreadOverSoftware(ctx, SUBJECTS, 'speculation subjects', String, GOLDEN_RUNTIMES).includes(name)) {
         ctx.note(`${name}: run by another software runtime and in the GPU pass, not here (compile time)`);
         return;
       }
@@ -139,6 +140,33 @@ function specCase(name: Subject): TestCase {
         } finally {
           eng.specHooks = null;
         }
+        // A draft model (its own engine, cache and steps on this GPU): the same weights in another
+        // instance (its greedy proposals are the target's tokens), then another golden of the same
+        // vocabulary (mostly wrong): greedy output plain decoding's, seeded sampling unchanged.
+        const other: Subject = name === 'llama-gqa' ? 'qwen3-qknorm-tied' : 'llama-gqa';
+        const notes: string[] = [];
+        for (const d of [name, other]) {
+          const draft = await loadSubject(ctx, d, {}, false);
+          try {
+            eng.speculation = parseSpeculation('t', { method: 'draft', draft, k: 4 });
+            const x0 = { ...eng.counters };
+            const got = await model.generate(prompts, { maxNewTokens: N, stopTokens: [] });
+            for (let i = 0; i < prompts.length; i++) equalArrays(`${name} with the draft ${d}: prompt ${i} batched`, got[i], plain[i]);
+            const prop = eng.counters.specProposed - x0.specProposed, acc = eng.counters.specAccepted - x0.specAccepted;
+            assert(prop > 0 && acc <= prop, `${name} with the draft ${d}: ${acc} of ${prop} proposals accepted`);
+            // The same weights agree except where the target's rows (verified k + 1 at a time) round
+            // differently from the draft's one-token steps by more than a near-tie: nearly all accepted.
+            if (d === name) assert(acc >= 0.8 * prop, `${name} with itself as the draft: only ${acc} of ${prop} proposals accepted`);
+            const sampled = await model.generate(prompts, s);
+            for (let i = 0; i < prompts.length; i++) equalArrays(`${name} with the draft ${d}: seeded sampling, prompt ${i}`, sampled[i], sampledPlain[i]);
+            notes.push(`${d === name ? 'itself' : d} ${acc}/${prop} in ${eng.counters.steps - x0.steps} steps`);
+            draft.kv.checkInvariants();
+          } finally {
+            eng.speculation = parseSpeculation('t', { method: 'ngram', k: 4 });
+            draft.destroy();
+          }
+        }
+        ctx.note(`${name}: draft models, accepted/proposed: ${notes.join('; ')}`);
         model.kv.checkInvariants();
         assert(model.kv.usedBlocks === 0, `${name}: ${model.kv.usedBlocks} blocks still held`);
       } finally {
@@ -236,7 +264,7 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
     },
   },
   {
-    name: 'refusals: loadModel speculative options checked by name before loading; generate speculative a boolean',
+    name: 'refusals: loadModel speculative options checked by name before loading (a draft: a live Model of this engine); generate speculative a boolean',
     async run(ctx) {
       const g = await golden(ctx, 'llama-gqa');
       const file = await loadSafetensors(g.weights);
@@ -244,6 +272,19 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
       await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'ngram', k: 0 } }), 'o.speculative.k');
       await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'ngram', minMatch: 5, maxMatch: 3 } }), 'o.speculative.maxMatch');
       await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'ngram', depth: 2 } as never }), 'depth');
+      // A draft: a Model of this engine, alive; checked before the target loads.
+      await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'draft' } as never }), 'o.speculative.draft', 'a decoder-only Model');
+      await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'draft', draft: { engine: {}, vocabSize: 256 } } as never }), 'o.speculative.draft');
+      const gone = await ctx.engine.loadModel({ config: g.config, weights: file });
+      gone.destroy();
+      await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'draft', draft: gone } }), 'o.speculative.draft', 'a destroyed Model');
+      const other = await ctx.newEngine();
+      try {
+        const foreign = await other.loadModel({ config: g.config, weights: file });
+        await expectThrows(() => ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'draft', draft: foreign } }), 'o.speculative.draft', 'another engine');
+      } finally {
+        other.destroy();
+      }
       const model = await ctx.engine.loadModel({ config: g.config, weights: file, speculative: { method: 'ngram' } });
       try {
         await expectThrows(() => model.generate([[1, 2]], { speculative: 'no' as never }), 'o.speculative', 'a boolean');

@@ -14,6 +14,8 @@ const V = 32;
 const NEXT = (t: number) => (t >= 30 ? t : t % 5 === 4 ? t - 4 : t + 1);
 
 class HostRunner implements StepRunner {
+  /** `next`: the runner's "model" (a draft that disagrees has another). */
+  constructor(private readonly next: (t: number) => number = NEXT) {}
   readonly kv = new KVCacheManager({ numBlocks: 64, blockSize: 4, prefixCaching: true });
   readonly maxTokensPerStep = 64;
   readonly maxSeqsPerStep = 16;
@@ -40,8 +42,8 @@ class HostRunner implements StepRunner {
       const ids = r.ids.map((t) => (t < 0 ? this.prev[-(1 + t)] : t));
       if (!r.sample) { sampledRow.push(-1); continue; }
       sampledRow.push(out.length);
-      if (r.sampleAll) for (const t of ids) out.push(NEXT(t));
-      else for (let k = 0; k < (r.samples ?? 1); k++) out.push(NEXT(ids[ids.length - 1]));
+      if (r.sampleAll) for (const t of ids) out.push(this.next(t));
+      else for (let k = 0; k < (r.samples ?? 1); k++) out.push(this.next(ids[ids.length - 1]));
     }
     this.prev = out;
     return { step, T, sampledRow, ids: Promise.resolve(Int32Array.from(out).buffer), logits: null };
@@ -67,7 +69,13 @@ describe('speculative options', () => {
     expect(parseSpeculation('loadModel', undefined)).toBeNull();
     expect(parseSpeculation('loadModel', false)).toBeNull();
     expect(parseSpeculation('loadModel', { method: 'ngram' })).toEqual({ method: 'ngram', k: 4, minMatch: 2, maxMatch: 4, maxBatch: 8 });
-    expect(() => parseSpeculation('loadModel', { method: 'draft' })).toThrow(/o\.speculative\.method.*'ngram'/);
+    expect(() => parseSpeculation('loadModel', { method: 'medusa' })).toThrow(/o\.speculative\.method: expected 'ngram' or 'draft'/);
+    expect(() => parseSpeculation('loadModel', { method: 'draft' })).toThrow(/o\.speculative\.draft: expected a decoder-only Model/);
+    expect(() => parseSpeculation('loadModel', { method: 'draft', draft: {}, k: 2 })).toThrow(/o\.speculative\.draft/);
+    expect(() => parseSpeculation('loadModel', { method: 'draft', draft: new RequestEngine(new HostRunner()) })).toThrow(/o\.speculative\.draft/);
+    const draft = { vocabSize: V, engine: new RequestEngine(new HostRunner()) };
+    expect(parseSpeculation('loadModel', { method: 'draft', draft })).toEqual({ method: 'draft', draft, k: 4, maxBatch: 8 });
+    expect(() => parseSpeculation('loadModel', { method: 'draft', draft, minMatch: 2 })).toThrow(/minMatch/);
     expect(() => parseSpeculation('loadModel', { method: 'ngram', k: 17 })).toThrow(/o\.speculative\.k/);
     expect(() => parseSpeculation('loadModel', { method: 'ngram', minMatch: 3, maxMatch: 2 })).toThrow(/maxMatch/);
     expect(() => parseSpeculation('loadModel', { method: 'ngram', kk: 2 })).toThrow(/kk/);
@@ -154,6 +162,47 @@ describe('the request engine speculating', () => {
     // Three decode together until they finish: no verification row ever ran beside another decode.
     for (const rows of m.steps) if (rows.filter((r) => r.ids.length === 1 || r.sampleAll).length > 2) expect(rows.some((r) => r.sampleAll)).toBe(false);
     m.kv.checkInvariants();
+    expect(m.kv.usedBlocks).toBe(0);
+  });
+
+  it('with a draft model (its own engine and cache): plain decoding\'s tokens; an agreeing draft has all accepted in fewer steps, a disagreeing one none; nothing leaked in either', async () => {
+    const prompts = [[1, 2], [5, 6, 7], [12]];
+    const want = prompts.map((p) => cycle(p[p.length - 1], 20));
+    for (const agree of [true, false]) {
+      const dm = new HostRunner(agree ? NEXT : (t) => (t + 7) % V);
+      const draft = { vocabSize: V, engine: new RequestEngine(dm) };
+      const m = new HostRunner();
+      const e = new RequestEngine(m);
+      e.speculation = parseSpeculation('t', { method: 'draft', draft, k: 3 });
+      const res = await Promise.all(prompts.map((p) => e.submit({ prompt: Int32Array.from(p), maxTokens: 20 }).result));
+      res.forEach((r, i) => expect(r.tokens[0], `agree ${agree}, prompt ${i}`).toEqual(want[i]));
+      const c = e.counters;
+      expect(c.specRows).toBeGreaterThan(0);
+      expect(c.generated).toBe(60);
+      if (agree) {
+        expect(c.specAccepted).toBe(c.specProposed);
+        expect(c.steps).toBeLessThan(20);
+      } else {
+        expect(c.specAccepted).toBe(0);
+      }
+      // The draft was asked for at most k tokens a round, greedy, never speculating itself.
+      expect(draft.engine.counters.generated).toBeGreaterThan(0);
+      expect(draft.engine.counters.specRows).toBe(0);
+      for (const r of [m, dm]) {
+        r.kv.checkInvariants();
+        expect(r.kv.usedBlocks).toBe(0);
+      }
+    }
+  });
+
+  it('with a draft that fails, decodes on without proposals', async () => {
+    const draft = { vocabSize: V, engine: { submit: () => ({ result: Promise.reject(new Error('the draft was destroyed')) }) } };
+    const m = new HostRunner();
+    const e = new RequestEngine(m);
+    e.speculation = parseSpeculation('t', { method: 'draft', draft });
+    const res = await e.submit({ prompt: Int32Array.from([3, 4]), maxTokens: 12 }).result;
+    expect(res.tokens[0]).toEqual(cycle(4, 12));
+    expect(e.counters.specProposed).toBe(0);
     expect(m.kv.usedBlocks).toBe(0);
   });
 
