@@ -18,6 +18,7 @@ describe('webinfer serve: the command line', () => {
       .toEqual({ source: 'x.gguf', port: 0, host: '0.0.0.0', dtype: 'q4', maxQueue: 8, kvBlocks: 64, name: 'tiny', apiKey: 'k', speculative: 'ngram',
         cors: 'http://localhost:5173', allowedHosts: ['a.test', '10.0.0.5'], bodyTimeoutMs: 5000, streamStallMs: 7000, warmup: false });
     expect((parseServeArgs(['m', '--host', '[::1]']) as { host: string }).host).toBe('::1');
+    expect((parseServeArgs(['m', '--speculative=draft:/m/small.gguf']) as { speculative: unknown }).speculative).toEqual({ draft: '/m/small.gguf' });
     // The model id defaults to the file's or folder's name, never the path as typed.
     expect([sourceName('/home/me/models/tiny-q4_k_m.gguf'), sourceName('./Llama-3.2-1B/'), sourceName('hf:org/repo'), sourceName('C:\\m\\x.gguf')])
       .toEqual(['tiny-q4_k_m.gguf', 'Llama-3.2-1B', 'repo', 'x.gguf']);
@@ -36,6 +37,7 @@ describe('webinfer serve: the command line', () => {
       [['m', '--dtype', 'int4'], "webinfer serve: --dtype: expected one of checkpoint, f32, f16, bf16, q8, q4, got 'int4'"],
       [['m', '--max-queue', '0'], "webinfer serve: --max-queue: expected a positive integer, got '0'"],
       [['m', '--kv-blocks=1.5'], "webinfer serve: --kv-blocks: expected a positive integer, got '1.5'"],
+      [['m', '--speculative', 'draft:'], "webinfer serve: --speculative: expected 'ngram' (n-gram lookup in each request's prompt and output) or 'draft:PATH' (a draft model's folder or .gguf), got 'draft:'"],
       [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --speculative, --name, --api-key, --cors, --allowed-hosts, --body-timeout, --stream-stall, --no-warmup, --help, got an unknown option'],
       // A bad address is the host's problem, not the port's.
       [['m', '--host', '256.1.1.1'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got '256.1.1.1'"],
@@ -69,7 +71,8 @@ describe('webinfer serve: the command line', () => {
     delete env.XDG_RUNTIME_DIR;
     delete env.WEBINFER_SOFTWARE_ADAPTER;
     const golden = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens/llama-gqa');
-    const child = spawn(process.execPath, [bin, 'serve', golden, '--port', '0', '--no-warmup'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // With the golden as its own draft model (--speculative draft:PATH loads it first, on the same adapter).
+    const child = spawn(process.execPath, [bin, 'serve', golden, '--port', '0', '--no-warmup', '--speculative', `draft:${golden}`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -82,6 +85,7 @@ describe('webinfer serve: the command line', () => {
       // It serves: on this machine's GPU, or on a software driver it names.
       expect(out).toMatch(/serving 'llama-gqa' on http:\/\/127\.0\.0\.1:\d+/);
       expect(err).toMatch(/adapter: /);
+      expect(err).toMatch(/loaded the draft llama-gqa in [\d.]+ s/);
       if (/software: slow/.test(err) && !/VK_ICD_FILENAMES/.test(JSON.stringify(process.env.VK_ICD_FILENAMES ?? ''))) {
         expect(err).toMatch(/running on the CPU with the software driver \S+|adapter: .*software/);
       }
