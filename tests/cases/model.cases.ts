@@ -442,10 +442,11 @@ export const modelCases: TestCase[] = defineCases('models', [
   ...wholeModelCases([{
     // A decode step's layers are recorded once and their commands replayed by the steps after it
     // (tuning.stepGraphs): a token a step, every step after the first of each shape replays.
-    name: 'step graphs (every golden): a token a step, logits within 1e-3·max|logit| of HF and bit-identical to the same model recording every step; greedy tokens identical; steps replayed',
+    name: 'step graphs (every golden; on software adapters the golden runtimes share them): a token a step, logits within 1e-3·max|logit| of HF and bit-identical to the same model recording every step; greedy tokens identical; steps replayed',
     async run(ctx) {
       const notes: string[] = [];
-      for (const name of GOLDENS) {
+      // On software adapters the golden runtimes share the goldens (a GPU runs them all).
+      for (const name of spreadOverSoftware(ctx, GOLDENS, 'step graphs', String, GOLDEN_RUNTIMES)) {
         const g = await golden(ctx, name);
         const model = await load(ctx.engine, g, { maxTokensPerStep: 1 });
         const before = ctx.engine.tuning.stepGraphs;
@@ -479,10 +480,10 @@ export const modelCases: TestCase[] = defineCases('models', [
     // SPEC §7 asks for identical greedy tokens; deepseek-v2-moe's prompt 0 step 4 has HF margin 0.0025
     // at max|logit| 2.78 (9e-4 relative), under bf16's rounding of the weights (~5e-3 of max|logit| on
     // these models), so there the token is a coin toss: a divergence is accepted only at such a step.
-    name: 'greedy tokens with f16 and with bf16 weights (every golden): identical, except after a step HF decided by less than the weights\' rounding (1e-3, 1e-2 of max|logit|)',
+    name: 'greedy tokens with f16 and with bf16 weights (every golden; on software adapters the golden runtimes share them): identical, except after a step HF decided by less than the weights\' rounding (1e-3, 1e-2 of max|logit|)',
     async run(ctx) {
       const ties: string[] = [];
-      for (const name of GOLDENS) {
+      for (const name of spreadOverSoftware(ctx, GOLDENS, 'f16 and bf16 weights', String, GOLDEN_RUNTIMES)) {
         const g = await golden(ctx, name);
         for (const [dtype, bound] of [['f16', 1e-3], ['bf16', 1e-2]] as const) {
           const model = await load(ctx.engine, g, { dtype });
@@ -507,10 +508,12 @@ export const modelCases: TestCase[] = defineCases('models', [
     name: 'DeepSeek with an fp8_ds_mla KV cache: logits within 1e-1·max|logit| of HF at ≥90% of positions, in one step and a token a step; greedy tokens identical where HF\'s margin is above that',
     async run(ctx) {
       const notes: string[] = [];
-      for (const name of ['deepseek-v2-moe', 'deepseek-v3-yarn-moe'] as const) {
+      // Two goldens, in one step and a token a step: on software adapters the golden runtimes share the four.
+      const runs = (['deepseek-v2-moe', 'deepseek-v3-yarn-moe'] as const).flatMap((name) => [512, 1].map((n) => [name, n] as const));
+      for (const [name, maxTokensPerStep] of spreadOverSoftware(ctx, runs, 'fp8_ds_mla runs', ([n, t]) => `${n} (${t} a step)`, GOLDEN_RUNTIMES)) {
         const g = await golden(ctx, name);
         const V = g.config.vocab_size as number;
-        for (const maxTokensPerStep of [512, 1]) {
+        {
           const model = await load(ctx.engine, g, { kvCache: { dtype: 'fp8_ds_mla' }, maxTokensPerStep });
           try {
             const errs: number[] = [];
