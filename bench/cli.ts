@@ -56,7 +56,8 @@
 //                         on each, the issue's targets checked (hfquant-<device>.md/.json, rewritten after each model)
 //   --suite=spec          issue 45 (bench/speculative.ts): speculative decoding's verification step against a plain one,
 //                         and batch-1 decoding with an oracle's proposals at forced acceptance rates; --spec-gguf=FILE[:LABEL],...
-//                         (--spec-no-bf16: the GGUF files only; --spec-tag=T: spec-T-<device>.md)
+//                         (--spec-no-bf16: the GGUF files only; --spec-tag=T: spec-T-<device>.md);
+//                         --spec-draft=TARGET:DRAFT[:LABEL],...: draft-model setups of two GGUF files
 //   --suite=layers        issue 31 (bench/layers.ts): BERT-base's shape (encode, 128-token inputs, batch 1 and 32: sentences/s,
 //                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
 //                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
@@ -791,8 +792,14 @@ if (suites.includes('spec')) {
     const at = s.lastIndexOf(':');
     return at > 0 && !s.slice(at + 1).includes('/') ? { path: s.slice(0, at), label: s.slice(at + 1) } : { path: s, label: s.split('/').pop()! };
   });
+  // --spec-draft=TARGET:DRAFT:LABEL,...: draft-model setups (GGUF files; a file as its own draft is right every time).
+  const drafts = (args.get('spec-draft') ?? '').split(',').filter(Boolean).map((s) => {
+    const [target, draft, label] = s.split(':');
+    if (!target || !draft) throw new Error(`--spec-draft: expected TARGET.gguf:DRAFT.gguf[:LABEL], got '${s}'`);
+    return { target, draft, label: label ?? `${target.split('/').pop()} with the draft ${draft.split('/').pop()}` };
+  });
   const r = await runSpeculative(engine, {
-    quick, gguf, bf16: !args.has('spec-no-bf16'), readFile: async (p) => new Uint8Array(readFileSync(p)), log: (s) => console.log(s),
+    quick, gguf, drafts, ab: modelAb, bf16: !args.has('spec-no-bf16'), readFile: async (p) => new Uint8Array(readFileSync(p)), log: (s) => console.log(s),
     device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`,
   });
   result.speculative = r.subjects;

@@ -6,10 +6,15 @@
 //   speculating with an oracle's proposals (the plain run's own tokens: acceptance 100%, the ceiling) at
 //   k = 2, 4, 8, and at k = 4 with proposals kept at rates 0.5, 0.7 and 0.9 (RequestEngine.specHooks.keep:
 //   a right proposal rejected all the same); every run's tokens checked equal to plain decoding's.
+// - with a draft model (--spec-draft=TARGET:DRAFT:LABEL, GGUF files): plain decoding of each alone; the
+//   draft's own proposals at k = 2, 4, 8 (the same file as its own draft: every proposal right; a smaller
+//   model of random weights: hardly any); then the draft running and its proposals replaced by the
+//   oracle's at k = 4 kept at rates 1, 0.9, 0.7 and 0.5: the draft's cost in every token.
 // The speed-up against acceptance goes to a plot.
 import { createRandomModel, loadGGUF, type Engine, type Model } from 'webinfer';
 import { rng } from '../src/core/random';
 import { parseSpeculation } from '../src/serve/speculative';
+import { withTuning } from './harness';
 import { lineChart } from './plot';
 import { LLAMA_3_2_1B, SMALL_LLAMA } from './model';
 
@@ -19,15 +24,21 @@ export interface SpecBenchOptions {
   gguf: { path: string; label: string }[];
   /** The bf16 1B model made on the GPU first (default true). */
   bf16?: boolean;
+  /** Draft-model setups: a target and a draft GGUF file. */
+  drafts?: { target: string; draft: string; label: string }[];
+  /** engine.tuning fields the verification steps are timed under a second time (--model-ab). */
+  ab?: Partial<Engine['tuning']> | null;
   readFile(path: string): Promise<Uint8Array>;
   log(s: string): void;
 }
 
 interface SubjectResult {
   name: string;
-  verify: { rows: number; wallMs: number; gpuMs: number | null; wallRatio: number; gpuRatio: number | null }[];
+  verify: { rows: number; wallMs: number; gpuMs: number | null; wallRatio: number; gpuRatio: number | null; ab?: { wallMs: number; gpuMs: number | null } }[];
   plain: { tokensPerS: number; wallMs: number };
-  runs: { k: number; rate: number; tokensPerS: number; speedup: number; proposed: number; accepted: number; steps: number }[];
+  runs: { k: number; rate: number; tokensPerS: number; speedup: number; proposed: number; accepted: number; steps: number; draft?: 'own' | 'oracle'; draftMsPerProposal?: number }[];
+  /** A draft setup's draft alone, plain decoding. */
+  draftPlain?: { tokensPerS: number };
 }
 
 export interface SpecResults { subjects: SubjectResult[]; markdown: string; svg: string }
@@ -35,7 +46,6 @@ export interface SpecResults { subjects: SubjectResult[]; markdown: string; svg:
 const fmt = (x: number | null, d = 2) => (x === null || !Number.isFinite(x) ? '-' : x.toFixed(d));
 
 async function benchSubject(engine: Engine, name: string, model: Model, o: SpecBenchOptions): Promise<SubjectResult> {
-  const V = model.config.vocabSize;
   const ctx = o.quick ? 64 : 1024;
   const res: SubjectResult = { name, verify: [], plain: { tokensPerS: 0, wallMs: 0 }, runs: [] };
   // 1. A verification step's cost.
@@ -44,16 +54,15 @@ async function benchSubject(engine: Engine, name: string, model: Model, o: SpecB
     const base = res.verify[0];
     res.verify.push({ rows, wallMs: p.wallMs, gpuMs: p.gpuMs, wallRatio: base ? p.wallMs / base.wallMs : 1, gpuRatio: base && base.gpuMs && p.gpuMs ? p.gpuMs / base.gpuMs : base ? null : 1 });
     o.log(`${name}: a step of ${rows} row${rows > 1 ? 's' : ''} (k = ${rows - 1}): ${fmt(p.wallMs, 3)} ms wall, GPU ${fmt(p.gpuMs, 3)} ms`);
+    if (o.ab && rows > 1) {
+      const q = await withTuning(engine, o.ab, () => model.profileDecode({ batch: 1, context: ctx, steps: o.quick ? 4 : 20, verify: rows }));
+      res.verify[res.verify.length - 1].ab = { wallMs: q.wallMs, gpuMs: q.gpuMs };
+      o.log(`${name}: the same under ${JSON.stringify(o.ab)}: ${fmt(q.wallMs, 3)} ms wall, GPU ${fmt(q.gpuMs, 3)} ms`);
+    }
   }
   // 2. End to end at batch 1.
-  const r = rng(45);
-  const prompt = Array.from({ length: 32 }, () => Math.floor(r() * V));
   const N = o.quick ? 24 : 128;
-  const gen = async (spec: boolean) => {
-    const t0 = performance.now();
-    const [out] = await model.generate([prompt], { maxNewTokens: N, stopTokens: [], speculative: spec });
-    return { out, ms: performance.now() - t0 };
-  };
+  const { prompt, gen } = decoder(model, N);
   await gen(false);
   const plainRuns = [await gen(false), await gen(false)];
   const plain = plainRuns[0].out;
@@ -94,6 +103,73 @@ async function benchSubject(engine: Engine, name: string, model: Model, o: SpecB
   return res;
 }
 
+/** Batch-1 decoding of a 32-token prompt: plain (best of two after a warm-up), then `run`s checked equal to it. */
+function decoder(model: Model, N: number) {
+  const V = model.config.vocabSize;
+  const r = rng(45);
+  const prompt = Array.from({ length: 32 }, () => Math.floor(r() * V));
+  const gen = async (spec: boolean) => {
+    const t0 = performance.now();
+    const [out] = await model.generate([prompt], { maxNewTokens: N, stopTokens: [], speculative: spec });
+    return { out, ms: performance.now() - t0 };
+  };
+  return { prompt, gen };
+}
+
+async function benchDraft(target: Model, draft: Model, label: string, o: SpecBenchOptions): Promise<SubjectResult> {
+  const N = o.quick ? 24 : 128;
+  const res: SubjectResult = { name: label, verify: [], plain: { tokensPerS: 0, wallMs: 0 }, runs: [] };
+  const t = decoder(target, N), d = decoder(draft, N);
+  await t.gen(false);
+  const tp = [await t.gen(false), await t.gen(false)];
+  const plain = tp[0].out;
+  const plainMs = Math.min(...tp.map((x) => x.ms));
+  res.plain = { tokensPerS: (N * 1000) / plainMs, wallMs: plainMs };
+  await d.gen(false);
+  const dMs = Math.min((await d.gen(false)).ms, (await d.gen(false)).ms);
+  res.draftPlain = { tokensPerS: (N * 1000) / dMs };
+  o.log(`${label}: plain decoding ${fmt(res.plain.tokensPerS, 1)} tokens/s; the draft alone ${fmt(res.draftPlain.tokensPerS, 1)} tokens/s`);
+  const oracle = (ids: readonly number[], k: number) => {
+    const at = ids.length - t.prompt.length;
+    return at >= 0 && at < plain.length ? plain.slice(at, at + k) : [];
+  };
+  const eng = target.engine;
+  const saved = eng.speculation;
+  try {
+    const cases: { k: number; rate: number; draft: 'own' | 'oracle' }[] = [
+      { k: 2, rate: 1, draft: 'own' }, { k: 4, rate: 1, draft: 'own' }, { k: 8, rate: 1, draft: 'own' },
+      { k: 4, rate: 1, draft: 'oracle' }, { k: 4, rate: 0.9, draft: 'oracle' }, { k: 4, rate: 0.7, draft: 'oracle' }, { k: 4, rate: 0.5, draft: 'oracle' },
+    ];
+    for (const c of cases) {
+      eng.speculation = parseSpeculation('bench', { method: 'draft', draft, k: c.k, maxBatch: 8 });
+      const keep = rng(7 + c.k);
+      eng.specHooks = c.draft === 'own' ? null : { propose: oracle, ...(c.rate < 1 ? { keep: () => keep() < c.rate } : {}) };
+      const times: number[] = [];
+      let stats = { proposed: 0, accepted: 0, steps: 0, draftMs: 0 };
+      for (let i = 0; i < 3; i++) {
+        const x0 = { ...eng.counters };
+        const g = await t.gen(true);
+        if (g.out.join(',') !== plain.join(',')) throw new Error(`${label}: the draft at k ${c.k} (${c.draft}, rate ${c.rate}) changed the output`);
+        times.push(g.ms);
+        const x = eng.counters;
+        stats = { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, steps: x.steps - x0.steps, draftMs: x.draftMs - x0.draftMs };
+      }
+      const ms = Math.min(...times.slice(1));
+      const tps = (N * 1000) / ms;
+      // The oracle runs measure the mechanism at a forced acceptance; the draft's own proposals say
+      // what these random weights accept (none, unless the draft is the target's file).
+      const rate = c.draft === 'own' ? (stats.proposed ? stats.accepted / stats.proposed : 0) : c.rate;
+      const { draftMs, ...counts } = stats;
+      res.runs.push({ k: c.k, rate, tokensPerS: tps, speedup: tps / res.plain.tokensPerS, ...counts, draft: c.draft, draftMsPerProposal: stats.proposed ? draftMs / stats.proposed : 0 });
+      o.log(`${label}: k ${c.k}, ${c.draft === 'own' ? "the draft's own proposals" : `the oracle's, kept at ${c.rate}`}: ${fmt(tps, 1)} tokens/s (${fmt(tps / res.plain.tokensPerS)}× plain), ${stats.accepted} of ${stats.proposed} accepted in ${stats.steps} steps, the draft ${fmt(stats.proposed ? draftMs / stats.proposed : 0, 3)} ms a proposal`);
+    }
+  } finally {
+    eng.specHooks = null;
+    eng.speculation = saved;
+  }
+  return res;
+}
+
 export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { device: string; commit: string; cmd: string }): Promise<SpecResults> {
   const subjects: SubjectResult[] = [];
   const config = o.quick ? SMALL_LLAMA : LLAMA_3_2_1B;
@@ -114,13 +190,34 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
       model.destroy();
     }
   }
+  for (const f of o.drafts ?? []) {
+    const draft = await engine.loadModel({ weights: await loadGGUF(await o.readFile(f.draft)), ...opts });
+    try {
+      const target = await engine.loadModel({ weights: await loadGGUF(await o.readFile(f.target)), ...opts });
+      try {
+        subjects.push(await benchDraft(target, draft, f.label, o));
+      } finally {
+        target.destroy();
+      }
+    } finally {
+      draft.destroy();
+    }
+  }
   const lines = [
     `# Speculative decoding's mechanism on ${o.device}`, '',
     `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${o.commit}\` with \`${o.cmd}\`. Random weights make acceptance meaningless, so the proposals here are an oracle's (the plain run's own tokens: every one right) and a hook rejects right ones at a forced rate (RequestEngine.specHooks); every run's tokens equal plain decoding's (checked). Batch 1, a 32-token prompt, 128 new tokens, best of the last two of three runs; verification steps at context 1024 (Model.profileDecode with verify = k + 1).`, '',
   ];
   for (const s of subjects) {
-    lines.push(`## ${s.name}`, '', '| rows (k + 1) | step wall ms | step GPU ms | wall vs plain | GPU vs plain |', '|---|---|---|---|---|');
-    for (const v of s.verify) lines.push(`| ${v.rows} | ${fmt(v.wallMs, 3)} | ${fmt(v.gpuMs, 3)} | ${fmt(v.wallRatio)}× | ${fmt(v.gpuRatio)}× |`);
+    if (s.draftPlain) {
+      lines.push(`## ${s.name}`, '', `Plain decoding: ${fmt(s.plain.tokensPerS, 1)} tokens/s; the draft alone ${fmt(s.draftPlain.tokensPerS, 1)} tokens/s. Every run below has the draft model make its proposals (its steps, its cache, its time in the wall time); "oracle" runs then replace them with the plain run's own tokens, kept at the forced rate.`, '',
+        '| k | proposals | acceptance | tokens/s | speed-up | accepted / proposed | steps | draft ms a proposal |', '|---|---|---|---|---|---|---|---|');
+      for (const r of s.runs) lines.push(`| ${r.k} | ${r.draft === 'own' ? "the draft's" : 'oracle (forced)'} | ${fmt(r.rate)} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} | ${fmt(r.draftMsPerProposal ?? null, 3)} |`);
+      lines.push('');
+      continue;
+    }
+    const ab = o.ab ? ` under ${JSON.stringify(o.ab)}` : '';
+    lines.push(`## ${s.name}`, '', `| rows (k + 1) | step wall ms | step GPU ms | wall vs plain | GPU vs plain |${ab ? ` wall ms${ab} | GPU ms${ab} |` : ''}`, `|---|---|---|---|---|${ab ? '---|---|' : ''}`);
+    for (const v of s.verify) lines.push(`| ${v.rows} | ${fmt(v.wallMs, 3)} | ${fmt(v.gpuMs, 3)} | ${fmt(v.wallRatio)}× | ${fmt(v.gpuRatio)}× |${ab ? ` ${fmt(v.ab?.wallMs ?? null, 3)} | ${fmt(v.ab?.gpuMs ?? null, 3)} |` : ''}`);
     lines.push('', `Plain decoding: ${fmt(s.plain.tokensPerS, 1)} tokens/s.`, '', '| k | acceptance (forced) | tokens/s | speed-up | accepted / proposed | steps |', '|---|---|---|---|---|---|');
     for (const r of s.runs) lines.push(`| ${r.k} | ${r.rate} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} |`);
     const v4 = s.verify.find((v) => v.rows === 4);
@@ -131,7 +228,7 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
     title: 'Speculative decoding: speed-up against acceptance (k = 4, batch 1)', xLabel: 'acceptance rate (forced)', yLabel: 'speed-up over plain decoding',
     series: subjects.map((s, i) => ({
       name: s.name, color: ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e'][i % 4],
-      points: s.runs.filter((r) => r.k === 4).map((r) => [r.rate, r.speedup] as [number, number]).sort((a, b) => a[0] - b[0]),
+      points: s.runs.filter((r) => r.k === 4 && r.draft !== 'own').map((r) => [r.rate, r.speedup] as [number, number]).sort((a, b) => a[0] - b[0]),
     })),
     ceiling: { value: 1, label: 'plain decoding' },
   });

@@ -137,8 +137,9 @@ export interface StepRunner {
 
 /** Test and benchmark hooks of speculation (RequestEngine.specHooks): none in normal use. */
 export interface SpecHooks {
-  /** Proposals for a choice whose ids so far are `ids` (prompt then output), at most k: in place of n-gram lookup. */
-  propose?(ids: readonly number[], k: number): number[];
+  /** Proposals for a choice whose ids so far are `ids` (prompt then output), at most k: in place of n-gram
+   *  lookup's or the draft's (`drafted`: what the draft model proposed, which ran all the same; else null). */
+  propose?(ids: readonly number[], k: number, drafted: readonly number[] | null): number[];
   /** Asked at each proposal that equals the target's sample: false rejects it all the same (forcing an
    *  acceptance rate; the output stays exact, only fewer tokens come a step). */
   keep?(): boolean;
@@ -693,9 +694,10 @@ export class RequestEngine {
   /** A speculating choice's proposals, at most k (n-gram lookup, the draft's, or the hook's), as vocabulary ids. */
   private propose(c: Choice, k: number): number[] {
     const cfg = c.spec!.cfg, V = this.m.vocabSize;
+    const drafted = cfg.method === 'draft' ? (c.drafted?.at === c.out.length ? c.drafted.props : []) : null;
     let got: readonly number[];
-    if (this.specHooks?.propose) got = this.specHooks.propose(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k);
-    else if (cfg.method === 'draft') got = c.drafted?.at === c.out.length ? c.drafted.props : [];
+    if (this.specHooks?.propose) got = this.specHooks.propose(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k, drafted);
+    else if (cfg.method === 'draft') got = drafted!;
     else got = ngramProposals(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k, cfg.minMatch, cfg.maxMatch);
     const props: number[] = [];
     for (const t of got) {
@@ -716,7 +718,7 @@ export class RequestEngine {
    */
   private async draftRound(): Promise<void> {
     const cfg = this.specCfg;
-    if (cfg?.method !== 'draft' || this.specHooks?.propose) return;
+    if (cfg?.method !== 'draft') return;
     const decoding = this.decodingChoices();
     const asks: Promise<void>[] = [];
     for (const c of this.running) {
