@@ -1,7 +1,8 @@
 // The Model section's conversation: each turn is an OpenAI request to the model in the worker
 // (chat.completions with the whole history, or a standalone completion), its text streamed into the
 // page as chunks arrive, and a line of what the turn cost: tokens/s, the prompt's tokens and how many
-// of them came from the prefix cache (usage.prompt_tokens_details.cached_tokens).
+// of them came from the prefix cache (usage.prompt_tokens_details.cached_tokens), and, when the model
+// speculates, how many proposed tokens its steps accepted (usage.completion_tokens_details).
 import type { WorkerModel } from 'webinfer';
 import { el, fmt } from './ui';
 
@@ -27,6 +28,8 @@ export interface TurnResult {
   stopped: boolean;
   promptTokens: number | null;
   cachedTokens: number | null;
+  /** Speculative decoding: proposals verified and accepted (null: the request did not speculate). */
+  speculation: { proposed: number; accepted: number } | null;
   completionTokens: number;
   finishReason: string | null;
   tokensPerSecond: number;
@@ -35,7 +38,11 @@ export interface TurnResult {
 }
 
 type Json = Record<string, unknown>;
-interface Usage { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null }
+interface Usage {
+  prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null;
+  /** Speculative decoding's proposals (the model speculated for this request). */
+  completion_tokens_details?: { accepted_prediction_tokens?: number; rejected_prediction_tokens?: number } | null;
+}
 
 /** A prompt without a tokenizer: token ids separated by spaces or commas, each below the vocabulary size. */
 export function parseIds(text: string, vocab: number): number[] {
@@ -150,7 +157,11 @@ export class Conversation {
     show();
     const wallMs = performance.now() - t0;
     const completion = usage?.completion_tokens ?? ids.length;
+    const det = usage?.completion_tokens_details;
+    const accepted = det?.accepted_prediction_tokens ?? 0, rejected = det?.rejected_prediction_tokens ?? 0;
+    const speculation = accepted + rejected > 0 ? { proposed: accepted + rejected, accepted } : null;
     const r: TurnResult = {
+      speculation,
       text, ids, stopped, finishReason: finish, wallMs, firstTokenMs: first, completionTokens: completion,
       promptTokens: usage?.prompt_tokens ?? null, cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? null,
       tokensPerSecond: wallMs > 0 ? (1000 * completion) / wallMs : 0,
@@ -160,6 +171,10 @@ export class Conversation {
     if (r.promptTokens !== null) turn.dataset.promptTokens = String(r.promptTokens);
     if (r.cachedTokens !== null) turn.dataset.cachedTokens = String(r.cachedTokens);
     turn.dataset.completionTokens = String(completion);
+    if (speculation) {
+      turn.dataset.specProposed = String(speculation.proposed);
+      turn.dataset.specAccepted = String(speculation.accepted);
+    }
     if (finish) turn.dataset.finishReason = finish;
     if (stopped && !usage) {
       // A stopped stream ends before its last chunks (token ids, usage): what it showed is what there is.
@@ -173,7 +188,9 @@ export class Conversation {
       el('span', { class: 'prompt-tokens' }, r.promptTokens === null ? '–' : String(r.promptTokens)),
       ' tokens, ',
       el('strong', { class: 'cached-tokens' }, r.cachedTokens === null ? '–' : String(r.cachedTokens)),
-      ` from the prefix cache · ${stopped ? 'stopped' : finish === 'length' ? `reached ${s.maxTokens} tokens` : finish === 'stop' ? 'ended by the model' : finish ?? 'ended'}`
+      ' from the prefix cache · ',
+      ...(speculation ? [el('span', { class: 'spec' }, `${speculation.accepted} of ${speculation.proposed} proposed tokens accepted (${fmt((100 * speculation.accepted) / speculation.proposed, 0)}%)`), ' · '] : []),
+      `${stopped ? 'stopped' : finish === 'length' ? `reached ${s.maxTokens} tokens` : finish === 'stop' ? 'ended by the model' : finish ?? 'ended'}`
         + `${s.stream ? '' : ' · not streamed'}`,
     );
     return r;

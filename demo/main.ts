@@ -224,7 +224,7 @@ function loadCheckpointInto(src: FileList | string): void {
     try {
       const l = await openCheckpoint(modelWorker(), src, {
         dtype: byId<HTMLSelectElement>('model-dtype').value as LoadDType, hubHost: byId<HTMLInputElement>('model-hub-host').value.trim() || undefined,
-        cache: byId<HTMLInputElement>('model-cache').checked, progress: loadProgress,
+        cache: byId<HTMLInputElement>('model-cache').checked, speculative: byId<HTMLInputElement>('model-speculative').checked, progress: loadProgress,
       });
       loaded = l;
       renderInfo(info, l);

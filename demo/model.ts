@@ -169,6 +169,8 @@ export interface Loaded {
   totalBytes: number;
   /** The storage asked for. */
   dtype: LoadDType;
+  /** Whether speculative decoding was asked for (info.speculative: whether the model took it). */
+  speculative: boolean;
   /** Files downloaded, and how many of them came from the browser's cache. */
   downloads: { files: number; cached: number };
 }
@@ -186,12 +188,12 @@ function progressText(p: LoadProgress): string {
  * Loads a checkpoint in the worker with the load's progress: each file's download (or cache read),
  * then the weights' upload in MB.
  */
-export async function openCheckpoint(worker: Worker, src: FileList | File[] | string, o: { dtype: LoadDType; hubHost?: string; cache: boolean; progress: Progress }): Promise<Loaded> {
+export async function openCheckpoint(worker: Worker, src: FileList | File[] | string, o: { dtype: LoadDType; hubHost?: string; cache: boolean; speculative?: boolean; progress: Progress }): Promise<Loaded> {
   o.progress.set(0, 1, src instanceof FileList || Array.isArray(src) ? 'reading the config and the weights\' headers…' : 'fetching the config…');
   let totalBytes = 0;
   const files = new Map<string, boolean>();
   const model = await WorkerModel.load(worker, src, {
-    dtype: o.dtype, hubHost: o.hubHost, cache: o.cache,
+    dtype: o.dtype, hubHost: o.hubHost, cache: o.cache, ...(o.speculative ? { speculative: { method: 'ngram' as const, k: 4 } } : {}),
     onProgress: (p) => {
       if (p.phase === 'upload') totalBytes = p.total;
       else files.set(p.url, p.cached);
@@ -199,7 +201,7 @@ export async function openCheckpoint(worker: Worker, src: FileList | File[] | st
     },
   });
   const downloads = { files: files.size, cached: [...files.values()].filter(Boolean).length };
-  return { model, info: model.info, totalBytes, dtype: o.dtype, downloads };
+  return { model, info: model.info, totalBytes, dtype: o.dtype, speculative: !!o.speculative, downloads };
 }
 
 /** What the page shows about a loaded model. */
@@ -233,6 +235,7 @@ export function renderInfo(dl: HTMLElement, l: Loaded): void {
     ...(c ? [
       ['chat template', info.chatTemplate ? `from ${info.checkpoint.format === 'gguf' ? 'the GGUF metadata' : 'tokenizer_config.json'}` : 'none: completions only'],
       ['stop tokens', c.eosTokenIds.length ? c.eosTokenIds.join(', ') : 'none'],
+      ['speculative decoding', info.speculative ? `n-gram lookup, up to ${info.speculative.k} proposals a step (verified: the output is unchanged)` : l.speculative ? 'off: this model does not verify proposals (its state beside the cache is not rolled back)' : 'off'],
     ] as [string, string][] : []),
     ['downloads', l.downloads.files ? `${l.downloads.files} file${l.downloads.files > 1 ? 's' : ''}, ${l.downloads.cached} from this browser's cache` : 'none (local files)'],
     ['loaded in', `${(info.loadMs / 1000).toFixed(2)} s, in a Web Worker`],

@@ -99,6 +99,9 @@ export interface RequestResult {
   promptTokens: number;
   /** Prompt tokens the prefix cache gave the first choice. */
   cachedTokens: number;
+  /** Proposals its choices' verification rows carried, and those accepted (speculative decoding; 0 and 0 without). */
+  specProposed: number;
+  specAccepted: number;
 }
 
 /** What the model does for the engine: one step recorded and submitted. */
@@ -179,6 +182,8 @@ interface Req {
   sampling: Sampling;
   needsHost: boolean;
   cachedTokens: number;
+  specProposed: number;
+  specAccepted: number;
   finished: boolean;
   /** performance.now() at submit, and when its first token reached the host (-1: not yet). */
   t0: number;
@@ -438,7 +443,7 @@ export class RequestEngine {
     let req!: Req;
     const result = new Promise<RequestResult>((resolve, reject) => {
       const prompt = Array.from(o.prompt);
-      req = { o, prompt, choices: [], sampling, needsHost, cachedTokens: 0, finished: false, t0: performance.now(), firstAt: -1, resolve, reject };
+      req = { o, prompt, choices: [], sampling, needsHost, cachedTokens: 0, specProposed: 0, specAccepted: 0, finished: false, t0: performance.now(), firstAt: -1, resolve, reject };
       const seed = sampling.seed ?? freshSeed();
       const arrival = this.arrivals++;
       for (let i = 0; i < n; i++) {
@@ -925,6 +930,8 @@ export class RequestEngine {
         c.issued -= props.length - a;
         if (c.state === 'running') this.m.kv.rollback(c.id, props.length - a);
         this.counters.specAccepted += a;
+        c.req.specProposed += props.length;
+        c.req.specAccepted += a;
         c.spec!.record(props.length, a, c.out.length);
       } else {
         toks = ids.subarray(row, row + 1);
@@ -1011,7 +1018,8 @@ export class RequestEngine {
     req.finished = true;
     this.countEnd(req, req.choices[0].finish ?? 'length');
     if (req.onAbort) req.o.signal?.removeEventListener('abort', req.onAbort);
-    req.resolve({ tokens: req.choices.map((c) => c.out), finish: req.choices.map((c) => c.finish ?? 'length'), promptTokens: req.prompt.length, cachedTokens: req.cachedTokens });
+    req.resolve({ tokens: req.choices.map((c) => c.out), finish: req.choices.map((c) => c.finish ?? 'length'), promptTokens: req.prompt.length, cachedTokens: req.cachedTokens,
+      specProposed: req.specProposed, specAccepted: req.specAccepted });
   }
 
   /** Ends a request with an error: its choices leave the queues and their blocks go back. */

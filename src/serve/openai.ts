@@ -772,6 +772,9 @@ export class OpenAIServing {
     const usage = {
       prompt_tokens: res.promptTokens, completion_tokens: completionTokens, total_tokens: res.promptTokens + completionTokens,
       prompt_tokens_details: { cached_tokens: res.cachedTokens },
+      // Speculative decoding's proposals, under OpenAI's names for predicted tokens: accepted ones came
+      // with the step that verified them, rejected ones cost a row and were dropped. Only when it speculated.
+      ...(res.specProposed ? { completion_tokens_details: { accepted_prediction_tokens: res.specAccepted, rejected_prediction_tokens: res.specProposed - res.specAccepted } } : {}),
     };
     const finals = choices.map((c, i) => {
       const tail = closeText(i);

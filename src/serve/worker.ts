@@ -26,6 +26,7 @@ import { Model } from './model.js';
 import type { ModelConfig } from '../models/config.js';
 import { quantSettings } from '../formats/hf_quant.js';
 import { OpenAIError } from './errors.js';
+import { parseSpeculation, type NgramSpeculation } from './speculative.js';
 
 /** A checkpoint as the page names it: a URL or 'hf:' id, GGUF File(s), or a folder's files by path. */
 export type WorkerSource = string | File[] | { [path: string]: Blob };
@@ -36,6 +37,9 @@ export interface WorkerLoadOptions {
   kvCache?: LoadModelOptions['kvCache'];
   maxTokensPerStep?: number;
   maxSeqsPerStep?: number;
+  /** n-gram speculative decoding where the model can (a decoder-only text model; others load without
+   *  it, and WorkerModelInfo.speculative says which). A draft model cannot be sent to a worker. */
+  speculative?: NgramSpeculation | false;
   /** loadCheckpoint's: where 'hf:' ids are fetched, and whether downloads are kept in the browser. */
   hubHost?: string;
   cache?: boolean;
@@ -82,6 +86,8 @@ export interface WorkerModelInfo {
   tokenizer: { source: 'tokenizer.json' | 'gguf'; type: string; size: number } | null;
   /** True when the checkpoint has a chat template (chat requests need one). */
   chatTemplate: boolean;
+  /** Its speculative decoding (WorkerLoadOptions.speculative where the model can), or null. */
+  speculative: { method: 'ngram'; k: number } | null;
   /** Wall time of the load in the worker (downloads included). */
   loadMs: number;
 }
@@ -210,6 +216,7 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
       ? { source: gguf ? 'gguf' : 'tokenizer.json', type: typeof tokType === 'string' ? tokType : 'unknown', size: vocabSize(ckpt.tokenizer) }
       : null,
     chatTemplate: kind === 'decoder' && template !== undefined && template !== null && !!model.tokenizer,
+    speculative: kind === 'decoder' && model.engine.speculation?.method === 'ngram' ? { method: 'ngram', k: model.engine.speculation.k } : null,
     loadMs,
   };
 }
@@ -234,7 +241,10 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
 
   async function load(id: number, source: WorkerSource, options: WorkerLoadOptions): Promise<void> {
     const t0 = performance.now();
-    const { hubHost, cache, ...modelOptions } = options ?? {};
+    const { hubHost, cache, speculative, ...modelOptions } = options ?? {};
+    // Checked before anything is fetched; set once the model is known to verify proposals.
+    const spec = parseSpeculation('WorkerModel.load', speculative);
+    check(spec === null || spec.method === 'ngram', 'WorkerModel.load', 'o.speculative.method', "'ngram' (a draft Model cannot be sent to a worker)", spec?.method);
     // Download reports come a chunk at a time: a few a frame is what a progress bar shows.
     let lastPost = 0;
     const ckpt = await loadCheckpoint(source, {
@@ -259,6 +269,7 @@ export function serveInWorker(scope: WorkerScope = self as unknown as WorkerScop
       await engine.catch(() => { engine = null; });
       throw e;
     }
+    if (spec && model instanceof Model && model.verifies) model.engine.speculation = spec;
     const handle = nextHandle++;
     models.set(handle, model);
     post({ type: 'loaded', id, info: describe(handle, model, ckpt, performance.now() - t0) });

@@ -239,7 +239,7 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
     },
   },
   {
-    name: 'the OpenAI surface: a completion with speculation equals the same request with speculative: false, text and tokens; the counters and /metrics families move; a non-boolean speculative field is a named 400',
+    name: 'the OpenAI surface: a completion with speculation equals the same request with speculative: false, text and tokens; the counters and /metrics families move; its usage counts its accepted and rejected proposals (completion_tokens_details); a non-boolean speculative field is a named 400',
     async run(ctx) {
       const g = await golden(ctx, 'llama-gqa');
       const model = await ctx.engine.loadModel({
@@ -257,6 +257,12 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
         const m1 = model.engine.metrics();
         assert(m1.specDrafts > m0.specDrafts && m1.specDraftTokens > m0.specDraftTokens && m1.specAcceptedTokens <= m1.specDraftTokens, `speculation counters: ${JSON.stringify([m0.specDrafts, m1.specDrafts, m1.specDraftTokens, m1.specAcceptedTokens])}`);
         ctx.note(`completion of 24 tokens: ${m1.specDrafts - m0.specDrafts} verifications, ${m1.specAcceptedTokens - m0.specAcceptedTokens} of ${m1.specDraftTokens - m0.specDraftTokens} proposals accepted`);
+        // Its own proposals in its usage, under OpenAI's names for predicted tokens; none without speculation.
+        const d = on.usage.completion_tokens_details as Json | undefined;
+        assert(d && d.accepted_prediction_tokens === m1.specAcceptedTokens - m0.specAcceptedTokens
+          && d.accepted_prediction_tokens + d.rejected_prediction_tokens === m1.specDraftTokens - m0.specDraftTokens,
+          `usage.completion_tokens_details ${JSON.stringify(d)}, the counters ${m1.specAcceptedTokens - m0.specAcceptedTokens} of ${m1.specDraftTokens - m0.specDraftTokens}`);
+        assert(off.usage.completion_tokens_details === undefined, `without speculation: usage.completion_tokens_details ${JSON.stringify(off.usage.completion_tokens_details)}`);
         await expectThrows(() => model.completions.create({ ...req, speculative: 'off' }), 'speculative', 'a boolean');
       } finally {
         model.destroy();

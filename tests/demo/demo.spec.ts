@@ -338,6 +338,8 @@ test('Model: a local checkpoint folder loads in the worker and continues a golde
   const root = mkdtempSync(join(tmpdir(), 'webinfer-demo-'));
   try {
     const dir = writeCheckpoint(root);
+    // With speculative decoding asked for: the model takes it; outputs stay the golden's.
+    await page.locator('#model-speculative').setChecked(true);
     await recordTexts('#model-load-status', 'loadTexts');
     await page.setInputFiles('#model-folder', dir);
     await expectLoaded();
@@ -368,6 +370,13 @@ test('Model: a local checkpoint folder loads in the worker and continues a golde
     expect(r.ids).toBe(g.greedy[2].join(' '));
     expect(r.text).toBe(Buffer.from(g.greedy[2]).toString('utf8'));
     expect(r.finish).toBe('length');
+    // Text that repeats itself: n-gram lookup proposes, the turn's line says how many were accepted.
+    await expect(fact('speculative decoding')).toContainText('n-gram lookup, up to 4 proposals a step');
+    await send({ text: 'abcabcabcabcabcabcab', maxNew: 12, mode: 'completion' });
+    const t = answers().last();
+    expect(Number(await t.getAttribute('data-spec-proposed'))).toBeGreaterThan(0);
+    await expect(t.locator('.spec')).toHaveText(/^\d+ of \d+ proposed tokens accepted \(\d+%\)$/);
+    await page.locator('#model-speculative').setChecked(false);
     expect(errors).toEqual([]);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -140,6 +140,28 @@ describe('serveInWorker ↔ WorkerModel over a MessageChannel', () => {
     expect(r.usage.completion_tokens).toBe(2);
   });
 
+  it('n-gram speculation where the model can: the info says so, the tokens are the plain model\'s, usage counts the proposals; a draft is refused by name', async () => {
+    const files = async () => ({
+      's/config.json': new Blob([await readFile(join(golden, 'config.json'))]),
+      's/model.safetensors': new Blob([await readFile(join(golden, 'model.safetensors'))]),
+    });
+    await expect(WorkerModel.load(channel.port2, await files(), { speculative: { method: 'draft', draft: {} } as never })).rejects.toThrow(/WorkerModel\.load: o\.speculative/);
+    const spec = await WorkerModel.load(channel.port2, await files(), { speculative: { method: 'ngram', k: 3 } });
+    try {
+      expect(spec.info.speculative).toEqual({ method: 'ngram', k: 3 });
+      expect(model.info.speculative).toBeNull();
+      const req = { prompt: [7, 8, 9, 7, 8, 9, 7, 8, 9, 7, 8], max_tokens: 16, temperature: 0, return_token_ids: true };
+      const a = await spec.completions.create(req) as Json;
+      const b = await model.completions.create(req) as Json;
+      expect(a.choices[0].token_ids).toEqual(b.choices[0].token_ids);
+      const d = a.usage.completion_tokens_details;
+      expect(d.accepted_prediction_tokens + d.rejected_prediction_tokens).toBeGreaterThan(0);
+      expect(b.usage.completion_tokens_details).toBeUndefined();
+    } finally {
+      spec.destroy();
+    }
+  });
+
   it('a load that fails rejects with the worker\'s named error', async () => {
     await expect(WorkerModel.load(channel.port2, { 'config.json': new Blob(['{}']) })).rejects.toThrow(/loadCheckpoint: weights: expected model\.safetensors/);
   });
