@@ -32,6 +32,8 @@ Options:
                     when bound to loopback, any otherwise)
   --body-timeout S  seconds a client has to send its request body (default 30)
   --stream-stall S  seconds a stream waits for a client that stopped reading before ending it (default 30)
+  --image-urls      download the http(s) image URLs clients send (default: data: URLs only; a client
+                    could otherwise make the server reach any address it can, its own network's too)
   --no-warmup       listen at once, without first running the common request shapes (their GPU
                     pipelines then compile on the first requests, which wait for them)
   -h, --help        this text
@@ -64,6 +66,7 @@ export interface ServeArgs {
   allowedHosts?: string[];
   bodyTimeoutMs?: number;
   streamStallMs?: number;
+  imageUrls?: boolean;
   warmup: boolean;
 }
 
@@ -83,6 +86,7 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
     const a = argv[i]!;
     if (a === '-h' || a === '--help') return 'help';
     if (a === '--no-warmup' || a === '--warmup') { out.warmup = a === '--warmup'; continue; }
+    if (a === '--image-urls') { out.imageUrls = true; continue; }
     if (!a.startsWith('-') || a === '-') {
       if (out.source !== undefined) throw new UsageError('<checkpoint>', 'one checkpoint folder or .gguf file', `a second one, ${shown(a)}`);
       out.source = a;
@@ -90,7 +94,7 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs | 'help' {
     }
     const eq = a.indexOf('=');
     const flag = eq < 0 ? a : a.slice(0, eq);
-    if (!flags.includes(flag)) throw new UsageError(flag.slice(0, 64), `one of the options ${flags.join(', ')}, --no-warmup, --help`, 'an unknown option');
+    if (!flags.includes(flag)) throw new UsageError(flag.slice(0, 64), `one of the options ${flags.join(', ')}, --image-urls, --no-warmup, --help`, 'an unknown option');
     let v: string | undefined;
     if (eq >= 0) v = a.slice(eq + 1);
     else {
@@ -367,6 +371,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       ...(args.maxQueue ? { maxQueue: args.maxQueue } : {}), ...(args.apiKey ? { apiKey: args.apiKey } : {}),
       ...(args.cors ? { cors: args.cors } : {}), ...(args.allowedHosts ? { allowedHosts: args.allowedHosts } : {}),
       ...(args.bodyTimeoutMs ? { bodyTimeoutMs: args.bodyTimeoutMs } : {}), ...(args.streamStallMs ? { streamStallMs: args.streamStallMs } : {}),
+      ...(args.imageUrls ? { imageUrls: true } : {}),
     });
   } catch (e) {
     err(`${e instanceof Error ? e.message : String(e)}\n`);

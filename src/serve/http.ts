@@ -71,6 +71,12 @@ export interface ServeOptions {
    * not hold its place in the queue.
    */
   streamStallMs?: number;
+  /**
+   * Whether a client's image_url parts may be http(s) URLs the server downloads (default false: data:
+   * URLs only). Fetching lets any client make the server reach any address it can reach (its own
+   * network's included) and wait on slow hosts; turn it on for clients you trust.
+   */
+  imageUrls?: boolean;
 }
 
 export interface Server {
@@ -429,8 +435,8 @@ class Handler {
     }
     let result: unknown;
     try {
-      // A client's image_url parts may be data: or http(s) URLs, never paths on this machine.
-      result = await api.create({ ...req, signal, [IMAGE_SOURCES]: { allowFiles: false } });
+      // A client's image_url parts are data: URLs (http(s) URLs too with imageUrls), never paths on this machine.
+      result = await api.create({ ...req, signal, [IMAGE_SOURCES]: { allowFiles: false, allowHttp: this.o.imageUrls === true } });
     } catch (e) {
       return errorReply(this.closing && signal.aborted ? shuttingDown() : e);
     }
@@ -907,8 +913,8 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   const serves = typeof model.chat?.completions?.create === 'function' || typeof model.completions?.create === 'function'
     || typeof model.embeddings?.create === 'function' || typeof model.transcribe === 'function';
   check(serves, OP, 'model', 'a model with chat.completions.create and completions.create (a decoder), embeddings.create (an encoder) or transcribe (a speech model)', model);
-  check(opts !== null && typeof opts === 'object', OP, 'opts', '{ port?, hostname?, signal?, maxQueue?, apiKey?, maxBodyBytes?, log?, cors?, allowedHosts?, bodyTimeoutMs?, streamStallMs? }', opts);
-  const known = ['port', 'hostname', 'signal', 'maxQueue', 'apiKey', 'maxBodyBytes', 'log', 'cors', 'allowedHosts', 'bodyTimeoutMs', 'streamStallMs'];
+  check(opts !== null && typeof opts === 'object', OP, 'opts', '{ port?, hostname?, signal?, maxQueue?, apiKey?, maxBodyBytes?, log?, cors?, allowedHosts?, bodyTimeoutMs?, streamStallMs?, imageUrls? }', opts);
+  const known = ['port', 'hostname', 'signal', 'maxQueue', 'apiKey', 'maxBodyBytes', 'log', 'cors', 'allowedHosts', 'bodyTimeoutMs', 'streamStallMs', 'imageUrls'];
   for (const k of Object.keys(opts)) check(known.includes(k), OP, `opts.${k}`, `one of the options ${known.join(', ')}`, `an unknown option '${k}'`);
   const port = opts.port ?? 8000;
   check(Number.isInteger(port) && port >= 0 && port <= 65535, OP, 'opts.port', 'an integer from 0 to 65535 (0: any free port)', port);
@@ -932,6 +938,7 @@ export async function serve(model: ServableModel, opts: ServeOptions = {}): Prom
   check(Number.isInteger(bodyTimeoutMs) && bodyTimeoutMs > 0, OP, 'opts.bodyTimeoutMs', 'a positive integer (milliseconds)', bodyTimeoutMs);
   const streamStallMs = opts.streamStallMs ?? 30_000;
   check(Number.isInteger(streamStallMs) && streamStallMs > 0, OP, 'opts.streamStallMs', 'a positive integer (milliseconds)', streamStallMs);
+  if (opts.imageUrls !== undefined) check(typeof opts.imageUrls === 'boolean', OP, 'opts.imageUrls', 'a boolean (true: fetch the http(s) image URLs clients send)', opts.imageUrls);
   check(!isBadIPv4(hostname), OP, 'opts.hostname', 'an IPv4 address of four numbers from 0 to 255', hostname);
   const signal = opts.signal;
   if (signal !== undefined) {

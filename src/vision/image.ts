@@ -456,7 +456,7 @@ export async function decodeImage(input: ImageInput, o: DecodeOptions = {}): Pro
     if (/^[a-z][a-z0-9+.-]*:/i.test(input) && !lower.startsWith('file:') && !/^[a-z]:[\\/]/i.test(input)) {
       bad(op, l.name, 'a data: URL, an http(s) URL, a file: URL or a path', `a URL of scheme ${fmt(input.slice(0, input.indexOf(':') + 1))}`);
     }
-    if (o.allowFiles === false) bad(op, l.name, 'a data: or http(s) URL (paths are not read here)', fmt(input.slice(0, 200)));
+    if (o.allowFiles === false) bad(op, l.name, o.allowHttp === false ? 'a data: URL (paths are not read here)' : 'a data: or http(s) URL (paths are not read here)', fmt(input.slice(0, 200)));
     return decodeImageBytes(await fileBytes(op, l, input), o, op);
   }
   if (input instanceof Uint8Array) return decodeImageBytes(input, o, op);

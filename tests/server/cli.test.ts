@@ -19,6 +19,8 @@ describe('webinfer serve: the command line', () => {
         cors: 'http://localhost:5173', allowedHosts: ['a.test', '10.0.0.5'], bodyTimeoutMs: 5000, streamStallMs: 7000, warmup: false });
     expect((parseServeArgs(['m', '--host', '[::1]']) as { host: string }).host).toBe('::1');
     expect((parseServeArgs(['m', '--speculative=draft:/m/small.gguf']) as { speculative: unknown }).speculative).toEqual({ draft: '/m/small.gguf' });
+    expect((parseServeArgs(['m', '--image-urls']) as { imageUrls?: boolean }).imageUrls).toBe(true);
+    expect((parseServeArgs(['m']) as { imageUrls?: boolean }).imageUrls).toBeUndefined();
     // The model id defaults to the file's or folder's name, never the path as typed.
     expect([sourceName('/home/me/models/tiny-q4_k_m.gguf'), sourceName('./Llama-3.2-1B/'), sourceName('hf:org/repo'), sourceName('C:\\m\\x.gguf')])
       .toEqual(['tiny-q4_k_m.gguf', 'Llama-3.2-1B', 'repo', 'x.gguf']);
@@ -38,7 +40,7 @@ describe('webinfer serve: the command line', () => {
       [['m', '--max-queue', '0'], "webinfer serve: --max-queue: expected a positive integer, got '0'"],
       [['m', '--kv-blocks=1.5'], "webinfer serve: --kv-blocks: expected a positive integer, got '1.5'"],
       [['m', '--speculative', 'draft:'], "webinfer serve: --speculative: expected 'ngram' (n-gram lookup in each request's prompt and output) or 'draft:PATH' (a draft model's folder or .gguf), got 'draft:'"],
-      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --speculative, --name, --api-key, --cors, --allowed-hosts, --body-timeout, --stream-stall, --no-warmup, --help, got an unknown option'],
+      [['m', '--prot', '80'], 'webinfer serve: --prot: expected one of the options --port, --host, --dtype, --max-queue, --kv-blocks, --speculative, --name, --api-key, --cors, --allowed-hosts, --body-timeout, --stream-stall, --image-urls, --no-warmup, --help, got an unknown option'],
       // A bad address is the host's problem, not the port's.
       [['m', '--host', '256.1.1.1'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got '256.1.1.1'"],
       [['m', '--host', 'a b'], "webinfer serve: --host: expected an address (127.0.0.1, 0.0.0.0, ::) or a host name, got 'a b'"],

@@ -2,7 +2,10 @@
 // `webinfer serve`. CPU only: the served objects are the real OpenAI surface (serve/openai.ts) over a
 // scripted engine, one with a vision model's image tokens (Gemma 3's layout on gemma3-vision's toy
 // tokenizer) and one text-only. A text-only model answers an image with a named 400; a vision model
-// gets the placeholder expanded and the decoded image; a path is refused from a client.
+// gets the placeholder expanded and the decoded image; a path is refused from a client, and an http(s)
+// URL too unless the server was started to fetch them (imageUrls: a local server hands it the PNG).
+import { createServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -84,9 +87,33 @@ describe('image_url parts over HTTP (openai client)', () => {
     const before = vision.got.length;
     const file = await visionClient.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: parts(join(root, 'image.png')) }] }).then(() => null, (x: unknown) => x);
     expect(file).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((file as Error).message).toMatch(/messages\[0\]\.content\[1\]\.image_url\.url: expected a data: or http\(s\) URL \(paths are not read here\)/);
+    expect((file as Error).message).toMatch(/messages\[0\]\.content\[1\]\.image_url\.url: expected a data: URL \(paths are not read here\)/);
     const gif = await visionClient.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: parts('data:image/gif;base64,R0lGODlh') }] }).then(() => null, (x: unknown) => x);
     expect((gif as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('messages[0].content[1].image_url.url');
     expect(vision.got.length).toBe(before);
+  });
+
+  it('an http(s) image URL is fetched only by a server started with imageUrls; otherwise a named 400 and no request goes out', async () => {
+    let fetched = 0;
+    const images: HttpServer = createServer((_, res) => { fetched++; res.writeHead(200, { 'content-type': 'image/png' }).end(png); });
+    await new Promise<void>((r) => images.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(images.address() as AddressInfo).port}/image.png`;
+    const fetching = await serve(vision.model, { port: 0, imageUrls: true });
+    try {
+      const before = vision.got.length;
+      const e = await visionClient.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: parts(url) }] }).then(() => null, (x: unknown) => x);
+      expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((e as Error).message).toMatch(/image_url\.url: expected a data: URL \(http\(s\) URLs are not fetched here\)/);
+      expect(fetched).toBe(0);
+      expect(vision.got.length).toBe(before);
+      const client = new OpenAI({ baseURL: `${fetching.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const r = await client.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: parts(url) }], max_tokens: 1 });
+      expect(r.choices[0].message.content?.trim()).toBe('<t41>');
+      expect(fetched).toBe(1);
+      expect(vision.got.at(-1)!.images).toEqual([await decodeImage(new Uint8Array(png))]);
+    } finally {
+      await fetching.close();
+      await new Promise((r) => images.close(r));
+    }
   });
 });
