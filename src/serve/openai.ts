@@ -32,7 +32,7 @@ import type { FinishReason, RequestEngine, RequestResult, Sampling, TokenLogprob
 import { ChatTemplate, StopMatcher, StreamDecoder, TextTokenizer, type ChatMessage } from '../text/text.js';
 import { forcedCallText, parseToolCalls, toolCallFormat, type ToolCall, type ToolCallFormat } from './tools.js';
 import { harmonyTokens, isHarmonyTemplate, parseHarmony, type HarmonyTokens } from './harmony.js';
-import { decodeImage, DEFAULT_MAX_BYTES, type DecodeOptions, type RgbImage } from '../vision/image.js';
+import { decodeImage, DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, type DecodeOptions, type RgbImage } from '../vision/image.js';
 import { expandImageText, expandImageTokens, imagesDigest, isVisionTokens, type VisionTokens } from '../vision/tokens.js';
 
 /** What the serving surface needs of a model. */
@@ -425,13 +425,21 @@ export class OpenAIServing {
           allowFiles: this.imageOptions.allowFiles !== false && narrow.allowFiles !== false,
           allowHttp: this.imageOptions.allowHttp !== false && narrow.allowHttp !== false,
         };
+        // The request's images share one pixel budget (decodeImage's maxPixels, read from each header
+        // before its decode): sixteen images cost what one may, in memory and in decoding time.
+        const budget = opts.maxPixels ?? DEFAULT_MAX_PIXELS;
+        let used = 0;
         for (const part of imageParts) {
           // Node's and Deno's decoders run on this thread: other requests' steps go between images.
           if (images.length) await nextTick();
+          if (used >= budget) throw new OpenAIError(`${part.at}: expected the request's images to hold at most ${budget} pixels in all, got ${used} before this one`, { param: part.at, code: 'invalid_image' });
           try {
-            images.push(await decodeImage(part.url, { ...opts, name: part.at }));
+            const img = await decodeImage(part.url, { ...opts, maxPixels: budget - used, name: part.at });
+            used += img.width * img.height;
+            images.push(img);
           } catch (e) {
-            throw new OpenAIError((e as Error).message, { param: part.at, code: 'invalid_image' });
+            const m = (e as Error).message;
+            throw new OpenAIError(used ? `${m} (the request's images share ${budget} pixels; ${used} were taken)` : m, { param: part.at, code: 'invalid_image' });
           }
         }
       }

@@ -31,7 +31,7 @@ const gemmaVision: VisionTokens = { imageTokenId: 255, placeholderTokenId: 253, 
 
 interface Submitted { prompt: number[]; images?: RgbImage[] }
 
-function servable(id: string, vision?: VisionTokens): { model: { id: string; chat: OpenAIServing['chat']; completions: OpenAIServing['completions'] }; got: Submitted[] } {
+function servable(id: string, vision?: VisionTokens, images?: { maxPixels: number }): { model: { id: string; chat: OpenAIServing['chat']; completions: OpenAIServing['completions'] }; got: Submitted[] } {
   const got: Submitted[] = [];
   const engine = {
     submit(o: { prompt: Int32Array; encoderInput?: { images: RgbImage[] }; onTokens?: (i: number, t: number[], l: null) => void }) {
@@ -40,7 +40,7 @@ function servable(id: string, vision?: VisionTokens): { model: { id: string; cha
       return { result: Promise.resolve({ tokens: [[41]], finish: ['length'], promptTokens: o.prompt.length, cachedTokens: 0 }), stopChoice: () => undefined };
     },
   };
-  const s = new OpenAIServing({ engine: engine as never, id, vocabSize: 256, capacity: 4096, maxContext: 4096, eosTokenIds: [1], vision }, { tokenizer: tok, template });
+  const s = new OpenAIServing({ engine: engine as never, id, vocabSize: 256, capacity: 4096, maxContext: 4096, eosTokenIds: [1], vision }, { tokenizer: tok, template, ...(images ? { images } : {}) });
   return { model: { id, chat: s.chat, completions: s.completions }, got };
 }
 
@@ -91,6 +91,16 @@ describe('image_url parts over HTTP (openai client)', () => {
     const gif = await visionClient.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: parts('data:image/gif;base64,R0lGODlh') }] }).then(() => null, (x: unknown) => x);
     expect((gif as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('messages[0].content[1].image_url.url');
     expect(vision.got.length).toBe(before);
+  });
+
+  it("a request's images share one pixel budget: the image past it is refused by name before its decode", async () => {
+    const small = servable('vision', gemmaVision, { maxPixels: 64 * 64 + 100 });
+    const one = await small.model.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: parts(dataUrl) }], max_tokens: 1 }) as { choices: { message: { content: string } }[] };
+    expect(one.choices[0].message.content.trim()).toBe('<t41>');
+    const two = [...parts(dataUrl), { type: 'image_url' as const, image_url: { url: dataUrl } }];
+    await expect(small.model.chat.completions.create({ model: 'vision', messages: [{ role: 'user', content: two }], max_tokens: 1 }))
+      .rejects.toThrow(/messages\[0\]\.content\[3\]\.image_url\.url: expected an image of at most 100 pixels, got 64 × 64 = 4096 pixels \(the request's images share 4196 pixels; 4096 were taken\)/);
+    expect(small.got.length).toBe(1);
   });
 
   it('an http(s) image URL is fetched only by a server started with imageUrls; otherwise a named 400 and no request goes out', async () => {
