@@ -6,12 +6,7 @@
 # writeGGUF's header by .cache/device/make_gguf.mjs: bench/make_gguf_gptoss.ts); GGUF_ARGS (default both contexts);
 # GGUF_LIMIT a file. Before the call: as issue42-span.sh says (.device, .cache/device, .peer carried).
 # What comes back: gen.log, bench.log, results/gguf-nvidia-h200.md (every file's tables, in order).
-set -u
-source .device/setup.sh
-R=$OUT/results
-mkdir -p $R /tmp/gguf
-T0=$(date +%s)
-COMMIT=$(cat .cache/device/COMMIT 2>/dev/null || echo unknown)
+source bench/device/preamble.sh
 mkdir -p /tmp/llama && tar xJf .peer/llama-libs.tar.xz -C /tmp/llama
 bench_file() {
   local f=$1 b; b=$(basename $f .gguf)

@@ -11,12 +11,7 @@
 # fields for the verification steps' second timing, default linearDecodeMmaMinM=2: rows 2-7 on the matrix
 # GEMM), NO_8B=1.
 # What comes back: gen.log, spec-1b.log, spec-8b.log, results/spec-{1b-draft,8b}-nvidia-h200.{md,svg}.
-set -u
-source .device/setup.sh
-R=$OUT/results
-mkdir -p $R /tmp/gguf
-T0=$(date +%s)
-COMMIT=$(cat .cache/device/COMMIT 2>/dev/null || echo unknown)
+source bench/device/preamble.sh
 AB=${AB:-linearDecodeMmaMinM=2}
 python3 .peer/make_gguf.py --model llama-1b --types q4_k_m --out /tmp/gguf/1b --threads 12 > $OUT/gen.log 2>&1
 echo "written 1b rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gen.log
