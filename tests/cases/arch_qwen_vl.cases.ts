@@ -8,6 +8,7 @@
 import { createRandomModel, loadSafetensors, mropePositions, parseConfig, qwenWindows, type Model, type QwenImageInput } from '../../src/index';
 import { assert, equalArrays, expectThrows, type CaseContext, type TestCase, wholeModelCases } from './harness';
 import { golden, greedyWithinMargins, type GoldenModel } from './model.cases';
+import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
 interface VLGolden {
   prompts: number[][];
@@ -270,6 +271,43 @@ export const archQwenVLCases: TestCase[] = wholeModelCases([{
       await expectThrows(() => bare.generate([vl.prompts[0]], { images: [[png]], maxNewTokens: 1 }), 'preprocessor_config');
     } finally {
       bare.destroy();
+    }
+  },
+}, {
+  name: "qwen2.5-vl (goldens-arch) through chat.completions: an image_url part (the PNG as a data: URL) and a text part, rendered by the chat template as <|vision_start|><|image_pad|><|vision_end|> and text, tokenized, the pad expanded to the image's tokens, the image decoded and processed: HF's greedy tokens of the golden's second prompt",
+  async run(ctx) {
+    const { g, vl } = await vlGolden(ctx);
+    const dec = new TextDecoder();
+    const pp = JSON.parse(dec.decode(await ctx.fixture(`goldens-arch/${NAME}/preprocessor_config.json`)));
+    const png = await ctx.fixture(`goldens-arch/${NAME}/image.png`);
+    // The byte-level tokenizer with Qwen2-VL's three vision tokens at the config's ids (249-251: bytes
+    // that never occur in UTF-8 text), and a template that writes the parts in order, nothing around them.
+    const tok = byteTokenizerJson() as { added_tokens: unknown[] };
+    tok.added_tokens = [[249, '<|vision_start|>'], [250, '<|vision_end|>'], [251, '<|image_pad|>']].map(([id, content]) => ({
+      id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+    }));
+    const template = "{% for m in messages %}{% for item in m['content'] %}{% if item['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+      + "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endfor %}";
+    const model = await ctx.engine.loadModel({
+      config: g.config, weights: await loadSafetensors(g.weights), preprocessorConfig: pp,
+      tokenizer: tok, tokenizerConfig: { ...(byteTokenizerConfig() as object), chat_template: template }, name: 'vl',
+    });
+    try {
+      // The second prompt: the image block, then bytes 20-39 as text.
+      const prompt = vl.prompts[1];
+      const textIds = prompt.slice(prompt.indexOf(250) + 1);
+      assert(prompt[0] === 249 && textIds.every((t) => t < 128), `the golden's second prompt starts ${prompt.slice(0, 3)}`);
+      let b64 = '';
+      for (const x of png) b64 += String.fromCharCode(x);
+      const url = `data:image/png;base64,${btoa(b64)}`;
+      const r = await model.chat.completions.create({
+        model: 'vl', max_tokens: vl.greedy[1].length, temperature: 0, return_token_ids: true,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: String.fromCharCode(...textIds) }] }],
+      } as never) as { choices: { token_ids: number[] }[]; usage: { prompt_tokens: number }; prompt_token_ids?: number[] };
+      assert(r.usage.prompt_tokens === prompt.length, `the chat path's prompt: ${r.usage.prompt_tokens} tokens, the golden's ${prompt.length}`);
+      equalArrays('greedy through chat.completions with the image', r.choices[0].token_ids, vl.greedy[1]);
+    } finally {
+      model.destroy();
     }
   },
 }]);
