@@ -2,11 +2,15 @@
 // (chat.completions with the whole history, or a standalone completion), its text streamed into the
 // page as chunks arrive, and a line of what the turn cost: tokens/s, the prompt's tokens and how many
 // of them came from the prefix cache (usage.prompt_tokens_details.cached_tokens), and, when the model
-// speculates, how many proposed tokens its steps accepted (usage.completion_tokens_details).
+// speculates, how many proposed tokens its steps accepted (usage.completion_tokens_details). A vision
+// model's message may carry an attached image (an image_url part), shown beside the user's text.
 import type { WorkerModel } from 'webinfer';
 import { el, fmt } from './ui';
 
 export type Mode = 'chat' | 'completion';
+
+/** An image attached to the next chat message: its file name and a data: URL of its bytes. */
+export interface Attachment { name: string; url: string }
 
 export interface TurnSettings {
   mode: Mode;
@@ -57,7 +61,7 @@ export function parseIds(text: string, vocab: number): number[] {
 
 /** The conversation: its messages (what the next chat request sends) and their turns on the page. */
 export class Conversation {
-  readonly messages: { role: 'user' | 'assistant'; content: string }[] = [];
+  readonly messages: { role: 'user' | 'assistant'; content: string | Json[] }[] = [];
 
   constructor(private readonly log: HTMLElement) {}
 
@@ -66,9 +70,10 @@ export class Conversation {
     this.log.replaceChildren();
   }
 
-  private turn(role: string, label: string, text: string): { turn: HTMLElement; body: HTMLElement } {
+  private turn(role: string, label: string, text: string, image?: Attachment): { turn: HTMLElement; body: HTMLElement } {
     const body = el('div', { class: 'text' }, text);
-    const turn = el('div', { class: `turn ${role}`, 'data-role': role }, el('div', { class: 'who' }, label), body);
+    const turn = el('div', { class: `turn ${role}`, 'data-role': role }, el('div', { class: 'who' }, label),
+      ...(image ? [el('img', { class: 'thumb', src: image.url, alt: image.name, title: image.name })] : []), body);
     this.log.append(turn);
     this.log.scrollTop = this.log.scrollHeight;
     return { turn, body };
@@ -79,7 +84,7 @@ export class Conversation {
    * text or token ids), the model's answer streamed into the page, its stats under it. A turn that
    * fails leaves the history as it was; a stopped one keeps what came.
    */
-  async send(model: WorkerModel, input: string, s: TurnSettings, signal: AbortSignal): Promise<TurnResult> {
+  async send(model: WorkerModel, input: string, s: TurnSettings, signal: AbortSignal, image?: Attachment): Promise<TurnResult> {
     const info = model.info;
     const chat = s.mode === 'chat';
     const prompt = chat || info.tokenizer ? input : parseIds(input, info.vocabSize);
@@ -90,11 +95,13 @@ export class Conversation {
     // Token ids come back too (vLLM's return_token_ids): a model without a tokenizer shows them.
     sampling.return_token_ids = true;
     const history = [...(chat && s.system.trim() ? [{ role: 'system', content: s.system }] : []), ...this.messages];
+    // An attached image goes first in the message, as an OpenAI image_url part (a data: URL).
+    const content: string | Json[] = chat && image ? [{ type: 'image_url', image_url: { url: image.url } }, { type: 'text', text: input }] : input;
     const request = chat
-      ? { messages: [...history, { role: 'user', content: input }], ...sampling }
+      ? { messages: [...history, { role: 'user', content }], ...sampling }
       : { prompt, ...sampling };
 
-    this.turn('user', chat ? 'you' : 'prompt', input);
+    this.turn('user', chat ? 'you' : 'prompt', input, chat ? image : undefined);
     const { turn, body } = this.turn('assistant', chat ? 'model' : 'completion', '');
     turn.dataset.state = 'running';
     const stats = el('p', { class: 'turn-stats small' }, 'waiting for the first token…');
@@ -166,7 +173,7 @@ export class Conversation {
       promptTokens: usage?.prompt_tokens ?? null, cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? null,
       tokensPerSecond: wallMs > 0 ? (1000 * completion) / wallMs : 0,
     };
-    if (chat) this.messages.push({ role: 'user', content: input }, { role: 'assistant', content: text });
+    if (chat) this.messages.push({ role: 'user', content }, { role: 'assistant', content: text });
     turn.dataset.state = stopped ? 'stopped' : 'done';
     if (r.promptTokens !== null) turn.dataset.promptTokens = String(r.promptTokens);
     if (r.cachedTokens !== null) turn.dataset.cachedTokens = String(r.cachedTokens);

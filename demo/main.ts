@@ -6,7 +6,7 @@ import { clearWeightCache, hasWeightCache, weightCacheSize, type Engine } from '
 import { renderAdapter, start, type AdapterReport } from './adapter';
 import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type Ceilings, type DemoResults, type Suite } from './bench';
 import { acceptedAbove, casesFor, families, runCheck, shippedFiles, type CheckScope } from './check';
-import { Conversation, type Mode, type TurnSettings } from './chat';
+import { Conversation, type Attachment, type Mode, type TurnSettings } from './chat';
 import { mb, openCheckpoint, renderInfo, runGoldens, type LoadDType, type Loaded } from './model';
 import { audioFileToPcm, embedLines, record, renderSimilarity, renderTranscript } from './speech';
 import { FIELDS, OP_LABELS, renderFields, renderPlaygroundResult, runPlayground, type Op } from './playground';
@@ -88,7 +88,45 @@ function syncModelControls(): void {
   const chatOption = modeSelect.querySelector<HTMLOptionElement>('option[value=chat]')!;
   chatOption.disabled = !loaded?.info.chatTemplate;
   if (chatOption.disabled && modeSelect.value === 'chat') modeSelect.value = 'completion';
+  // Images go with chat messages to a model with a vision tower.
+  const images = !!loaded?.info.vision && modeSelect.value === 'chat';
+  byId('model-image-row').hidden = !images;
+  if (!images) attach(null);
 }
+
+// ------------------------------------------------------------------------- an attached image
+
+let attached: Attachment | null = null;
+const imageInput = byId<HTMLInputElement>('model-image');
+const imagePreview = byId<HTMLImageElement>('model-image-preview');
+
+/** Sets (or clears) the image the next chat message carries, and shows it. */
+function attach(a: Attachment | null): void {
+  attached = a;
+  imagePreview.hidden = !a;
+  if (a) imagePreview.src = a.url;
+  else imagePreview.removeAttribute('src');
+  byId('model-image-name').textContent = a ? a.name : '';
+  byId('model-image-clear').hidden = !a;
+}
+byId('model-attach').addEventListener('click', () => imageInput.click());
+byId('model-image-clear').addEventListener('click', () => attach(null));
+imageInput.addEventListener('change', () => {
+  const f = imageInput.files?.[0];
+  imageInput.value = '';
+  if (!f) return;
+  const msg = byId('model-gen-message');
+  msg.hidden = true;
+  // The worker's decoder checks the bytes and the size again; this spares sending a file that is not one.
+  if (!/^image\/(png|jpeg)$/.test(f.type) || f.size > 32 << 20) {
+    showMessage(msg, `${f.name}: expected a PNG or JPEG of at most 32 MiB, got ${f.type || 'a file of unknown type'} of ${mb(f.size)} MB`, 'warn');
+    return;
+  }
+  const r = new FileReader();
+  r.onload = () => attach({ name: f.name, url: String(r.result) });
+  r.onerror = () => showMessage(msg, `${f.name}: the file could not be read (${r.error?.message ?? 'unknown error'})`, 'warn');
+  r.readAsDataURL(f);
+});
 new MutationObserver(syncModelControls).observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
 
 /** What the browser keeps: the weight cache's files and bytes. */
@@ -123,7 +161,7 @@ function syncHint(): void {
         : '(token ids separated by spaces: this checkpoint has no tokenizer)';
   promptBox.placeholder = !info || info.tokenizer ? 'Enter sends, Shift+Enter starts a new line' : '1 17 93 5';
 }
-modeSelect.addEventListener('change', syncHint);
+modeSelect.addEventListener('change', () => { syncHint(); syncModelControls(); });
 
 // -------------------------------------------------------------- embeddings and transcription
 
@@ -308,8 +346,9 @@ function send(): void {
     stopper = ac;
     stopButton.disabled = false;
     try {
-      const r = await conversation.send(l.model, input, turnSettings(), ac.signal);
+      const r = await conversation.send(l.model, input, turnSettings(), ac.signal, attached ?? undefined);
       promptBox.value = '';
+      attach(null);
       status.textContent = r.stopped ? 'stopped' : 'done';
       status.dataset.state = r.stopped ? 'stopped' : 'ready';
     } catch (e) {

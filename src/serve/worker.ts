@@ -86,6 +86,8 @@ export interface WorkerModelInfo {
   tokenizer: { source: 'tokenizer.json' | 'gguf'; type: string; size: number } | null;
   /** True when the checkpoint has a chat template (chat requests need one). */
   chatTemplate: boolean;
+  /** A vision-language model's image tokens (chat requests may carry image_url parts), or null. */
+  vision: { imageTokenId: number } | null;
   /** Its speculative decoding (WorkerLoadOptions.speculative where the model can), or null. */
   speculative: { method: 'ngram'; k: number } | null;
   /** Wall time of the load in the worker (downloads included). */
@@ -216,6 +218,7 @@ function describe(handle: number, model: Model, ckpt: Checkpoint, loadMs: number
       ? { source: gguf ? 'gguf' : 'tokenizer.json', type: typeof tokType === 'string' ? tokType : 'unknown', size: vocabSize(ckpt.tokenizer) }
       : null,
     chatTemplate: kind === 'decoder' && template !== undefined && template !== null && !!model.tokenizer,
+    vision: kind === 'decoder' && model.vision ? { imageTokenId: model.vision.imageTokenId } : null,
     speculative: kind === 'decoder' && model.engine.speculation?.method === 'ngram' ? { method: 'ngram', k: model.engine.speculation.k } : null,
     loadMs,
   };

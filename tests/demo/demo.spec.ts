@@ -383,6 +383,53 @@ test('Model: a local checkpoint folder loads in the worker and continues a golde
   }
 });
 
+test('Model: a vision-language folder (Qwen2.5-VL) takes an attached image with a chat message and answers as HF does with that image', async () => {
+  // qwen2.5-vl's golden with its preprocessor config, the byte-level tokenizer with Qwen2-VL's vision
+  // tokens at the config's ids (249-251, bytes UTF-8 text never holds), and a template that writes an
+  // image part as <|vision_start|><|image_pad|><|vision_end|>: the golden's second prompt is that block,
+  // then bytes 20-39 as text.
+  const src = join(process.cwd(), '..', 'shared', 'goldens-arch', 'qwen2.5-vl');
+  const g = JSON.parse(readFileSync(join(src, 'golden.json'), 'utf8')) as Golden;
+  const root = mkdtempSync(join(tmpdir(), 'webinfer-demo-vl-'));
+  try {
+    const dir = join(root, 'tiny-vl');
+    mkdirSync(dir);
+    for (const f of ['config.json', 'model.safetensors', 'preprocessor_config.json']) copyFileSync(join(src, f), join(dir, f));
+    const tok = byteTokenizerJson() as { added_tokens: unknown[] };
+    tok.added_tokens = [[249, '<|vision_start|>'], [250, '<|vision_end|>'], [251, '<|image_pad|>']].map(([id, content]) => ({
+      id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+    }));
+    writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tok));
+    const template = "{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for item in m['content'] %}"
+      + "{% if item['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+      + '{% endfor %}{% endif %}{% endfor %}';
+    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ ...(byteTokenizerConfig() as object), chat_template: template }));
+    await page.setInputFiles('#model-folder', dir);
+    await expectLoaded();
+    await expect(fact('architecture')).toHaveText('Qwen2_5_VLForConditionalGeneration');
+    await expect(page.locator('#model-mode')).toHaveValue('chat');
+    await expect(page.locator('#model-image-row')).toBeVisible();
+    await page.setInputFiles('#model-image', join(src, 'image.png'));
+    await expect(page.locator('#model-image-preview')).toBeVisible();
+    await expect(page.locator('#model-image-name')).toHaveText('image.png');
+    const prompt = g.prompts[1];
+    await send({ text: String.fromCharCode(...prompt.slice(prompt.indexOf(250) + 1)), maxNew: g.greedy[1].length, mode: 'chat' });
+    const r = await lastAnswer();
+    expect(r.promptTokens).toBe(prompt.length);
+    expect(r.ids).toBe(g.greedy[1].join(' '));
+    // The message shows its image; the attachment is spent.
+    await expect(page.locator('#model-chat-log .turn[data-role=user] img.thumb')).toHaveCount(1);
+    await expect(page.locator('#model-image-preview')).toBeHidden();
+    await page.locator('#model-section').screenshot({ path: `${SHOTS}/demo-chat-image.png` });
+    // Completion mode sends no images: the row goes.
+    await page.selectOption('#model-mode', 'completion');
+    await expect(page.locator('#model-image-row')).toBeHidden();
+    expect(errors).toEqual([]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test('Model: an MLX 4-bit folder at a URL loads with its packed weights as shipped, its tokenizer, and generates text', async () => {
   // The goldens' own check (HF's logits and greedy tokens) is the goldens suite's; here, the page's path.
   await loadFromUrl('./shared/goldens-quant/mlx-llama-4bit');
