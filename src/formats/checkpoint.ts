@@ -1,6 +1,6 @@
 // An HF checkpoint folder as the Hub lays it out: config.json, the weights (model.safetensors, or
 // model.safetensors.index.json and its shards), and the optional tokenizer.json,
-// tokenizer_config.json and generation_config.json (and a speech model's preprocessor_config.json). The folder can be a directory (Node, Deno), a
+// tokenizer_config.json and generation_config.json (and a speech or vision model's preprocessor_config.json). The folder can be a directory (Node, Deno), a
 // base URL (browser), what a browser folder picker returns, or a map of names to Blobs. Or a GGUF
 // file (a path or URL ending in .gguf, or picked File(s): split parts in order), whose metadata holds
 // the config, tokenizer and chat template (loadGGUF). Or a Hugging Face Hub id, 'hf:<org>/<name>'
@@ -19,7 +19,8 @@ export interface Checkpoint {
   tokenizer?: object;
   tokenizerConfig?: object;
   generationConfig?: object;
-  /** preprocessor_config.json: a speech model's feature extractor (read for Whisper checkpoints). */
+  /** preprocessor_config.json: a speech model's feature extractor or a vision model's image processor
+   *  (read for Whisper checkpoints and configs with a vision_config). */
   preprocessorConfig?: object;
   /** The folder's name (directory or URL basename, the picked folder's name), for messages and UIs. */
   name: string;
@@ -263,15 +264,16 @@ export async function loadCheckpoint(src: CheckpointSource, o: CheckpointOptions
       return f;
     });
   }
-  // A feature extractor's settings only where the architecture has one (one fewer request, and no 404
-  // in a page's console, for every text model).
+  // A feature extractor's or image processor's settings only where the model has one (a speech
+  // architecture, or a vision tower): one fewer request, and no 404 in a page's console, for every text model.
   const archs = (config as { architectures?: unknown }).architectures;
-  const speech = Array.isArray(archs) && archs.some((a) => typeof a === 'string' && /^Whisper/.test(a));
+  const processor = (Array.isArray(archs) && archs.some((a) => typeof a === 'string' && /^Whisper/.test(a)))
+    || (config as { vision_config?: unknown }).vision_config !== undefined;
   const [tokenizer, tokenizerConfig, generationConfig, preprocessorConfig] = await Promise.all([
     json(folder, 'tokenizer.json', false),
     json(folder, 'tokenizer_config.json', false),
     json(folder, 'generation_config.json', false),
-    speech ? json(folder, 'preprocessor_config.json', false) : Promise.resolve(null),
+    processor ? json(folder, 'preprocessor_config.json', false) : Promise.resolve(null),
   ]);
   const out: Checkpoint = { config, weights, name: folder.name };
   if (tokenizer) out.tokenizer = tokenizer;

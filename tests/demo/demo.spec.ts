@@ -370,9 +370,10 @@ test('Model: a local checkpoint folder loads in the worker and continues a golde
     expect(r.ids).toBe(g.greedy[2].join(' '));
     expect(r.text).toBe(Buffer.from(g.greedy[2]).toString('utf8'));
     expect(r.finish).toBe('length');
-    // Text that repeats itself: n-gram lookup proposes, the turn's line says how many were accepted.
+    // Text the model goes on repeating (found by trying: its greedy run continues " the cat"): n-gram
+    // lookup proposes from the prompt, and the turn's line says how many proposals were accepted.
     await expect(fact('speculative decoding')).toContainText('n-gram lookup, up to 4 proposals a step');
-    await send({ text: 'abcabcabcabcabcabcab', maxNew: 12, mode: 'completion' });
+    await send({ text: 'the cat the cat the cat', maxNew: 12, mode: 'completion' });
     const t = answers().last();
     expect(Number(await t.getAttribute('data-spec-proposed'))).toBeGreaterThan(0);
     await expect(t.locator('.spec')).toHaveText(/^\d+ of \d+ proposed tokens accepted \(\d+%\)$/);

@@ -72,7 +72,9 @@ describe.runIf(hasProc)('local files are held open only while read; directories 
     const cfgDir = join(tmp, 'cfgdir');
     await mkdir(join(cfgDir, 'config.json'), { recursive: true });
     await expect(loadCheckpoint(cfgDir)).rejects.toThrow(`loadCheckpoint: config.json: expected a readable file in directory '${cfgDir}', got a directory`);
-    for (const e of [loadSafetensors(dir), loadGGUF(dir), loadCheckpoint(cfgDir)]) await expect(e).rejects.not.toThrow(/EISDIR/);
+    // Each call made as it is awaited: three made at once left the later rejections unhandled for a while
+    // (an unhandled-rejection error in vitest when one settled first).
+    for (const call of [() => loadSafetensors(dir), () => loadGGUF(dir), () => loadCheckpoint(cfgDir)]) await expect(call()).rejects.not.toThrow(/EISDIR/);
   });
 
   it('loadCheckpoint of a file or of nothing says so', async () => {
@@ -81,5 +83,17 @@ describe.runIf(hasProc)('local files are held open only while read; directories 
     await expect(loadCheckpoint(file)).rejects.toThrow(
       `loadCheckpoint: src: expected a checkpoint directory (config.json and model.safetensors) or a .gguf file, got '${file}' (a file: loadSafetensors reads one)`);
     await expect(loadCheckpoint(join(tmp, 'absent'))).rejects.toThrow(`loadCheckpoint: src: expected a checkpoint directory (config.json and model.safetensors) or a .gguf file, got '${join(tmp, 'absent')}' (no such directory)`);
+  });
+
+  it("loadCheckpoint reads preprocessor_config.json where the model has a processor (a vision tower, Whisper), and not for a text model", async () => {
+    const vl = await loadCheckpoint(join(shared, 'goldens-arch', 'qwen2.5-vl'));
+    expect((vl.preprocessorConfig as { image_processor_type?: string } | undefined)?.image_processor_type).toMatch(/Qwen2VLImageProcessor/);
+    // A text model's folder with a stray preprocessor_config.json: not read (one fewer request in a page).
+    const dir = join(tmp, 'text');
+    await mkdir(dir);
+    await writeFile(join(dir, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'] }));
+    await writeFile(join(dir, 'model.safetensors'), encodeSafetensors({ w: { dtype: 'F32', shape: [1], data: Float32Array.of(1) } }));
+    await writeFile(join(dir, 'preprocessor_config.json'), '{}');
+    expect((await loadCheckpoint(dir)).preprocessorConfig).toBeUndefined();
   });
 });
