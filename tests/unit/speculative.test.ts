@@ -4,6 +4,7 @@
 // the output cycles): outputs equal plain decoding, the counters add up, and a full batch speculates
 // not at all.
 import { describe, expect, it } from 'vitest';
+import { rng } from '../../src/core/random';
 import { RequestEngine, type StepRunner } from '../../src/serve/engine';
 import { KVCacheManager } from '../../src/serve/kv_manager';
 import { ngramProposals, parseSpeculation, SpecState } from '../../src/serve/speculative';
@@ -192,6 +193,52 @@ describe('the request engine speculating', () => {
         r.kv.checkInvariants();
         expect(r.kv.usedBlocks).toBe(0);
       }
+    }
+  });
+
+  it('with a draft model, under random arrivals, cancellations and a cache that forces preemption: each finished request gets plain decoding\'s tokens, each cancelled one its reason, and neither cache keeps a block', async () => {
+    const rnd = rng(451);
+    // The draft agrees below token 16 and proposes wrong tokens above: some proposals kept, some not.
+    const dm = new HostRunner((t) => (t < 16 ? NEXT(t) : (t + 3) % V));
+    const draft = { vocabSize: V, engine: new RequestEngine(dm) };
+    const m = new HostRunner();
+    // A cache of 8 blocks of 4 for 8 requests of up to 20 tokens each, arriving together: preemption happens.
+    (m as { kv: KVCacheManager }).kv = new KVCacheManager({ numBlocks: 8, blockSize: 4, prefixCaching: true });
+    const e = new RequestEngine(m);
+    e.speculation = parseSpeculation('t', { method: 'draft', draft, k: 3 });
+    // Submitted together (the runner is synchronous: requests apart would run one after another); a
+    // third cancelled after a few of their tokens, some while a verification or a draft is in flight.
+    const runs = Array.from({ length: 8 }, async (_, i) => {
+      const start = Math.floor(rnd() * V);
+      const prompt = [start, NEXT(start)];
+      const max = 6 + Math.floor(rnd() * 10);
+      const ac = new AbortController();
+      const cancelAt = rnd() < 0.35 ? 1 + Math.floor(rnd() * 4) : -1;
+      let seen = 0;
+      const h = e.submit({
+        prompt: Int32Array.from(prompt), maxTokens: max, signal: ac.signal,
+        onTokens: (_c, t) => { seen += t.length; if (cancelAt > 0 && seen >= cancelAt) ac.abort(new Error(`cancelled ${i}`)); },
+      });
+      try {
+        const r = await h.result;
+        expect(r.tokens[0], `request ${i}`).toEqual(cycle(prompt[1], max));
+        return 'done';
+      } catch (err) {
+        expect(cancelAt > 0, `request ${i} failed uncancelled: ${(err as Error).message}`).toBe(true);
+        expect((err as Error).message).toBe(`cancelled ${i}`);
+        return 'cancelled';
+      }
+    });
+    const outcomes = await Promise.all(runs);
+    expect(outcomes.filter((o) => o === 'done').length, outcomes.join(' ')).toBeGreaterThan(0);
+    expect(outcomes.filter((o) => o === 'cancelled').length, outcomes.join(' ')).toBeGreaterThan(0);
+    expect(e.counters.specProposed).toBeGreaterThan(0);
+    expect(e.counters.preemptions, JSON.stringify({ ...e.counters, outcomes })).toBeGreaterThan(0);
+    // The draft's requests end within a round of their target's: let the last ones finish.
+    await new Promise((r) => setTimeout(r, 20));
+    for (const r of [m, dm]) {
+      r.kv.checkInvariants();
+      expect(r.kv.usedBlocks).toBe(0);
     }
   });
 
