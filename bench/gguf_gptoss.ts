@@ -26,8 +26,8 @@ export const GPTOSS_SHAPES: Readonly<Record<string, GptOssShape>> = Object.freez
   tiny: { layers: 2, hidden: 128, experts: 4, expertsUsed: 2, heads: 4, kvHeads: 2, headDim: 32, expertWidth: 128, vocab: 256, window: 8, context: 131072 },
 });
 
-/** What fills a tensor (see the top of this file). */
-type Fill = 'q8' | 'mxfp4' | 'uniform' | 'sinks' | 'ones';
+/** What fills a tensor (see the top of this file; q4k and q6k: bench/gguf_arch_random.ts's files). */
+export type Fill = 'q8' | 'mxfp4' | 'q4k' | 'q6k' | 'uniform' | 'sinks' | 'ones';
 export interface GptOssTensor extends GGUFHeaderTensor { fill: Fill }
 
 /** The file's tensors in llama.cpp's names and ne orders (fastest first), with their types. */
@@ -58,9 +58,6 @@ export function gptOssTensors(s: GptOssShape): GptOssTensor[] {
 /** The metadata convert_hf_to_gguf.py writes for gpt-oss (GptOssModel.set_gguf_parameters), and make_gguf.py's vocabulary. */
 export function gptOssMetadata(s: GptOssShape, name: string): [string, unknown, GGUFValueTypeName?][] {
   const a = 'gpt-oss';
-  const toks = ['<unk>', '<s>', '</s>'], types = [2, 3, 3];
-  if (s.vocab >= 3 + 256 + 1) for (let i = 0; i < 256; i++) { toks.push(`<0x${i.toString(16).toUpperCase().padStart(2, '0')}>`); types.push(6); }
-  for (let i = toks.length; i < s.vocab; i++) { toks.push(`t${i}`); types.push(1); }
   return [
     ['general.architecture', a], ['general.name', name],
     ['general.file_type', 38, 'u32'], // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
@@ -73,8 +70,19 @@ export function gptOssMetadata(s: GptOssShape, name: string): [string, unknown, 
     [`${a}.attention.sliding_window`, s.window, 'u32'], [`${a}.expert_feed_forward_length`, s.expertWidth, 'u32'],
     [`${a}.rope.scaling.type`, 'yarn'], [`${a}.rope.scaling.factor`, 32, 'f32'], [`${a}.rope.scaling.original_context_length`, 4096, 'u32'],
     [`${a}.vocab_size`, s.vocab, 'u32'],
+    ...randomVocab(s.vocab),
+  ];
+}
+
+/** make_gguf.py's vocabulary as metadata: a SentencePiece ('llama') list of <unk>, <s>, </s>, the 256 byte
+ *  tokens where they fit, then t<i>. */
+export function randomVocab(vocab: number): [string, unknown, GGUFValueTypeName?][] {
+  const toks = ['<unk>', '<s>', '</s>'], types = [2, 3, 3];
+  if (vocab >= 3 + 256 + 1) for (let i = 0; i < 256; i++) { toks.push(`<0x${i.toString(16).toUpperCase().padStart(2, '0')}>`); types.push(6); }
+  for (let i = toks.length; i < vocab; i++) { toks.push(`t${i}`); types.push(1); }
+  return [
     ['tokenizer.ggml.model', 'llama'], ['tokenizer.ggml.tokens', toks],
-    ['tokenizer.ggml.scores', { type: 'array', itemType: 'f32', value: Float32Array.from({ length: s.vocab }, (_, i) => -i) }],
+    ['tokenizer.ggml.scores', { type: 'array', itemType: 'f32', value: Float32Array.from({ length: vocab }, (_, i) => -i) }],
     ['tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: Int32Array.from(types) }],
     ['tokenizer.ggml.unknown_token_id', 0, 'u32'], ['tokenizer.ggml.bos_token_id', 1, 'u32'], ['tokenizer.ggml.eos_token_id', 2, 'u32'],
     ['tokenizer.ggml.add_bos_token', true], ['tokenizer.ggml.add_eos_token', false],
@@ -82,9 +90,12 @@ export function gptOssMetadata(s: GptOssShape, name: string): [string, unknown, 
 }
 
 /** Bytes a block and values a block of the blocked fills. */
-const BLOCK = { q8: [34, 32], mxfp4: [17, 32] } as const;
+const BLOCK = { q8: [34, 32], mxfp4: [17, 32], q4k: [144, 256], q6k: [210, 256] } as const;
 /** Q8_0's d: uniform int8 codes have a standard deviation of 73.9, so 0.02 / 73.9. */
 const Q8_D = f32ToF16Bits(0.02 / 73.9);
+/** Q4_K's d and dmin (random 6-bit scales and mins, 4-bit codes: values of a few hundredths) and Q6_K's d
+ *  (random int8 scales, 6-bit codes centred on 32). The values mean nothing; they stay finite and small. */
+const Q4K_D = f32ToF16Bits(2e-5), Q4K_DMIN = f32ToF16Bits(1e-5), Q6K_D = f32ToF16Bits(4e-6);
 /** Uniform in [-a, a] has standard deviation a/√3. */
 const UNIFORM_A = 0.02 * Math.sqrt(3);
 
@@ -92,7 +103,7 @@ const UNIFORM_A = 0.02 * Math.sqrt(3);
 export function* tensorChunks(t: GptOssTensor, seed: number, index: number, chunkBytes = 1 << 24): Generator<Uint8Array> {
   let x = (Math.imul(seed ^ 0x5bd1e995, 0x01000193) ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0 || 1;
   const n = t.shape.reduce((a, b) => a * b, 1);
-  if (t.fill === 'q8' || t.fill === 'mxfp4') {
+  if (t.fill === 'q8' || t.fill === 'mxfp4' || t.fill === 'q4k' || t.fill === 'q6k') {
     const [bb, be] = BLOCK[t.fill];
     const blocks = n / be, per = Math.max(1, Math.floor(chunkBytes / bb / 4) * 4);
     for (let b0 = 0; b0 < blocks; b0 += per) {
@@ -107,6 +118,13 @@ export function* tensorChunks(t: GptOssTensor, seed: number, index: number, chun
           out[o] = Q8_D & 0xff; out[o + 1] = Q8_D >> 8;
           for (let j = 2; j < bb; j++) if (out[o + j] === 0x80) out[o + j] = 0x81; // −128 → −127: ggml's codes stay in ±127
         }
+      } else if (t.fill === 'q4k') {
+        for (let b = 0; b < nb; b++) {
+          const o = b * bb;
+          out[o] = Q4K_D & 0xff; out[o + 1] = Q4K_D >> 8; out[o + 2] = Q4K_DMIN & 0xff; out[o + 3] = Q4K_DMIN >> 8;
+        }
+      } else if (t.fill === 'q6k') {
+        for (let b = 0; b < nb; b++) { const o = b * bb + 208; out[o] = Q6K_D & 0xff; out[o + 1] = Q6K_D >> 8; }
       } else {
         for (let b = 0; b < nb; b++) out[b * bb] = 120;
       }

@@ -1,27 +1,30 @@
-// Writes a gpt-oss GGUF with random weights (bench/gguf_gptoss.ts says what is in it) for the device
-// benchmark, streamed to disk: writeGGUFHeader's header, then each tensor's bytes as they are made (the
-// 20b file is 12 GiB: it is never held whole). Built beside bench.mjs (vite.bench.config.ts) as
+// Writes a GGUF with random weights for the device benchmark, streamed to disk: writeGGUFHeader's header,
+// then each tensor's bytes as they are made (the gpt-oss-20b file is 12 GiB, Qwen3-30B-A3B's 17: never
+// held whole). gpt-oss shapes (bench/gguf_gptoss.ts: MXFP4 experts) and Gemma 3 / Qwen3-MoE shapes
+// (bench/gguf_arch_random.ts: Q4_K matrices). Built beside bench.mjs (vite.bench.config.ts) as
 // .cache/device/make_gguf.mjs, for the GPU machine (issue42-grid.sh's FILES group gpt-oss-20b:mxfp4).
 //
-//   node .cache/device/make_gguf.mjs [--shape=20b|tiny] [--out=DIR] [--seed=N]
-// writes DIR/gpt-oss-<shape>-mxfp4.gguf (default DIR '.'); prints the size and the time taken.
+//   node .cache/device/make_gguf.mjs [--shape=20b|tiny|gemma3-4b|qwen3-30b-a3b|gemma3-tiny|qwen3moe-tiny] [--out=DIR] [--seed=N]
+// writes DIR/gpt-oss-<shape>-mxfp4.gguf or DIR/<shape>-q4_k.gguf (default DIR '.'); prints the size and the time taken.
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { writeGGUFHeader } from '../src/formats/gguf_write';
 import { GPTOSS_SHAPES, gptOssMetadata, gptOssTensors, tensorChunks } from './gguf_gptoss';
+import { ARCH_SHAPES, archMetadata, archTensors } from './gguf_arch_random';
 
 export interface Written { path: string; bytes: number; tensors: number; seconds: number }
 
 /** Streams the file of shape `shape` (a GPTOSS_SHAPES key) to `dir`; the same bytes as gptOssGGUFBytes. */
 export function writeGptOssGGUF(dir: string, shape: string, seed = 0, log: (s: string) => void = () => {}): Written {
-  const s = GPTOSS_SHAPES[shape];
-  if (!s) throw new Error(`make_gguf: --shape: expected one of ${Object.keys(GPTOSS_SHAPES).join(', ')}, got ${shape}`);
+  const g = GPTOSS_SHAPES[shape], a = ARCH_SHAPES[shape];
+  if (!g && !a) throw new Error(`make_gguf: --shape: expected one of ${[...Object.keys(GPTOSS_SHAPES), ...Object.keys(ARCH_SHAPES)].join(', ')}, got ${shape}`);
   const t0 = performance.now();
-  const tensors = gptOssTensors(s);
-  const head = writeGGUFHeader({ metadata: gptOssMetadata(s, `gpt-oss-${shape} random`), tensors: tensors.map(({ name, type, shape: ne }) => ({ name, type, shape: ne })) });
+  const tensors = g ? gptOssTensors(g) : archTensors(a!);
+  const metadata = g ? gptOssMetadata(g, `gpt-oss-${shape} random`) : archMetadata(a!, `${shape} random`);
+  const head = writeGGUFHeader({ metadata, tensors: tensors.map(({ name, type, shape: ne }) => ({ name, type, shape: ne })) });
   mkdirSync(dir, { recursive: true });
-  const path = join(dir, `gpt-oss-${shape}-mxfp4.gguf`);
+  const path = join(dir, g ? `gpt-oss-${shape}-mxfp4.gguf` : `${shape}-q4_k.gguf`);
   const fd = openSync(path, 'w');
   let at = 0;
   const put = (b: Uint8Array) => {

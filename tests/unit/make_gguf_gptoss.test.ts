@@ -17,6 +17,7 @@ import { dequantizeRows } from '../../src/reference/quant';
 import { ggufConfig } from '../../src/formats/gguf_config';
 import { GPTOSS_SHAPES, gptOssGGUFBytes, gptOssMetadata, gptOssTensors } from '../../bench/gguf_gptoss';
 import { writeGptOssGGUF } from '../../bench/make_gguf_gptoss';
+import { ARCH_SHAPES, archMetadata, archTensors } from '../../bench/gguf_arch_random';
 
 const tmp = mkdtempSync(join(tmpdir(), 'gptoss-gguf-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -81,7 +82,7 @@ describe('make_gguf_gptoss', () => {
     expect(gib).toBeLessThan(11.4);
     const experts = ts.filter((t) => t.type === 'MXFP4').reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
     expect(experts).toBe(24 * 32 * 3 * 2880 * 2880);
-    expect(() => writeGptOssGGUF(tmp, '7b')).toThrow(/--shape: expected one of 20b, tiny, got 7b/);
+    expect(() => writeGptOssGGUF(tmp, '7b')).toThrow(/--shape: expected one of 20b, tiny, gemma3-4b, qwen3-30b-a3b, gemma3-tiny, qwen3moe-tiny, got 7b/);
   });
 
   it("ggufConfig for gpt-oss: GptOssConfig's keys from llama.cpp's; experts of another type, or RoPE other than YaRN, refused by name", () => {
@@ -102,5 +103,38 @@ describe('make_gguf_gptoss', () => {
     const noScaling = meta();
     noScaling.delete('gpt-oss.rope.scaling.type');
     expect((ggufConfig(noScaling, tensors(), { name: 'f' }) as Record<string, unknown>).rope_parameters).toEqual({ rope_type: 'default', rope_theta: 150000 });
+  });
+});
+
+describe('make_gguf: Gemma 3 and Qwen3-MoE shapes (bench/gguf_arch_random.ts)', () => {
+  it('streams the tiny files; webinfer reads them as their architectures with Q4_K matrices (Q6_K output), the checkpoint check passes and the values stay finite', async () => {
+    for (const [shape, arch] of [['gemma3-tiny', 'Gemma3ForCausalLM'], ['qwen3moe-tiny', 'Qwen3MoeForCausalLM']] as const) {
+      const w = writeGptOssGGUF(tmp, shape, 3);
+      const s = ARCH_SHAPES[shape]!;
+      const g = await loadGGUF(w.path);
+      expect(g.tensors.size).toBe(archTensors(s).length);
+      expect(g.tensors.get('blk.0.attn_q.weight')).toMatchObject({ type: 'Q4_K', shape: [s.hidden, s.heads * s.headDim] });
+      expect(g.tensors.get(arch === 'Gemma3ForCausalLM' ? 'token_embd.weight' : 'output.weight')).toMatchObject({ type: 'Q6_K', shape: [s.hidden, s.vocab] });
+      if (s.experts) expect(g.tensors.get('blk.1.ffn_down_exps.weight')).toMatchObject({ type: 'Q4_K', shape: [s.ffn, s.hidden, s.experts] });
+      const cfg = parseConfig(g.config);
+      expect([shape, cfg.architecture]).toEqual([shape, arch]);
+      validateCheckpoint(cfg, [ggufCheckpoint(g, cfg)], [...WEIGHT_DTYPES, ...QUANT_TYPES]);
+      const q4 = dequantizeRows('Q4_K', await g.tensorBytes('blk.0.attn_q.weight'), s.heads * s.headDim, s.hidden);
+      const q6 = dequantizeRows('Q6_K', await g.tensorBytes(arch === 'Gemma3ForCausalLM' ? 'token_embd.weight' : 'output.weight'), s.vocab, s.hidden);
+      expect([...q4, ...q6].every(Number.isFinite)).toBe(true);
+      expect(std(q4)).toBeGreaterThan(1e-3); expect(std(q4)).toBeLessThan(0.1);
+      expect(std(q6)).toBeGreaterThan(1e-4); expect(std(q6)).toBeLessThan(0.1);
+      await g.close?.();
+    }
+  });
+
+  it('the benchmark shapes: Gemma-3-4B about 2.4 GB, Qwen3-30B-A3B about 17 GB', () => {
+    const gb = (shape: string) => {
+      const s = ARCH_SHAPES[shape]!;
+      const h = writeGGUFHeader({ metadata: archMetadata(s, 'x'), tensors: archTensors(s).map(({ name, type, shape: ne }) => ({ name, type, shape: ne })) });
+      return (h.header.length + h.dataBytes) / 1e9;
+    };
+    expect(gb('gemma3-4b')).toBeGreaterThan(2.2); expect(gb('gemma3-4b')).toBeLessThan(2.8);
+    expect(gb('qwen3-30b-a3b')).toBeGreaterThan(16); expect(gb('qwen3-30b-a3b')).toBeLessThan(18.5);
   });
 });
