@@ -62,37 +62,19 @@ async function benchSubject(engine: Engine, name: string, model: Model, o: SpecB
   }
   // 2. End to end at batch 1.
   const N = o.quick ? 24 : 128;
-  const { prompt, gen } = decoder(model, N);
-  await gen(false);
-  const plainRuns = [await gen(false), await gen(false)];
-  const plain = plainRuns[0].out;
-  const plainMs = Math.min(...plainRuns.map((x) => x.ms));
+  const d = decoder(model, N);
+  const { plain, ms: plainMs } = await d.plain();
   res.plain = { tokensPerS: (N * 1000) / plainMs, wallMs: plainMs };
   o.log(`${name}: plain decoding ${fmt(res.plain.tokensPerS, 1)} tokens/s (${N} tokens, ${fmt(plainMs, 1)} ms)`);
-  const oracle = (ids: readonly number[], k: number) => {
-    const at = ids.length - prompt.length;
-    return at >= 0 && at < plain.length ? plain.slice(at, at + k) : [];
-  };
+  const oracle = oracleOf(d.prompt, plain);
   const eng = model.engine;
   const saved = eng.speculation;
   try {
     const cases: { k: number; rate: number }[] = [{ k: 2, rate: 1 }, { k: 4, rate: 1 }, { k: 8, rate: 1 }, { k: 4, rate: 0.5 }, { k: 4, rate: 0.7 }, { k: 4, rate: 0.9 }];
     for (const c of cases) {
       eng.speculation = parseSpeculation('bench', { method: 'ngram', k: c.k, maxBatch: 8 });
-      const keep = rng(7 + c.k);
-      eng.specHooks = { propose: oracle, ...(c.rate < 1 ? { keep: () => keep() < c.rate } : {}) };
-      const times: number[] = [];
-      let stats = { proposed: 0, accepted: 0, steps: 0 };
-      for (let i = 0; i < 3; i++) {
-        const x0 = { ...eng.counters };
-        const g = await gen(true);
-        if (g.out.join(',') !== plain.join(',')) throw new Error(`${name}: speculation at k ${c.k}, rate ${c.rate} changed the output`);
-        times.push(g.ms);
-        const x = eng.counters;
-        stats = { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, steps: x.steps - x0.steps };
-      }
-      const ms = Math.min(...times.slice(1));
-      const tps = (N * 1000) / ms;
+      eng.specHooks = { propose: oracle, ...keepAt(c.rate, c.k) };
+      const { tps, draftMs: _, ...stats } = await timeSpeculating(d, plain, `${name}: speculation at k ${c.k}, rate ${c.rate}`);
       res.runs.push({ k: c.k, rate: c.rate, tokensPerS: tps, speedup: tps / res.plain.tokensPerS, ...stats });
       o.log(`${name}: k ${c.k}, proposals kept at ${c.rate}: ${fmt(tps, 1)} tokens/s (${fmt(tps / res.plain.tokensPerS)}× plain), ${stats.accepted} of ${stats.proposed} accepted in ${stats.steps} steps`);
     }
@@ -103,7 +85,8 @@ async function benchSubject(engine: Engine, name: string, model: Model, o: SpecB
   return res;
 }
 
-/** Batch-1 decoding of a 32-token prompt: plain (best of two after a warm-up), then `run`s checked equal to it. */
+/** Batch-1 decoding of N tokens after a seeded 32-token prompt: `gen` one run; `plain` the plain run's
+ *  tokens and its best time of two after a warm-up. */
 function decoder(model: Model, N: number) {
   const V = model.config.vocabSize;
   const r = rng(45);
@@ -113,26 +96,55 @@ function decoder(model: Model, N: number) {
     const [out] = await model.generate([prompt], { maxNewTokens: N, stopTokens: [], speculative: spec });
     return { out, ms: performance.now() - t0 };
   };
-  return { prompt, gen };
+  const plain = async () => {
+    await gen(false);
+    const runs = [await gen(false), await gen(false)];
+    return { plain: runs[0].out, ms: Math.min(...runs.map((x) => x.ms)) };
+  };
+  return { model, N, prompt, gen, plain };
+}
+
+/** Proposals that are the plain run's own tokens (every one right). */
+function oracleOf(prompt: readonly number[], plain: readonly number[]) {
+  return (ids: readonly number[], k: number) => {
+    const at = ids.length - prompt.length;
+    return at >= 0 && at < plain.length ? plain.slice(at, at + k) : [];
+  };
+}
+
+/** SpecHooks.keep rejecting right proposals at a forced rate (none below 1), from its own seeded stream. */
+function keepAt(rate: number, k: number): { keep?: () => boolean } {
+  if (rate >= 1) return {};
+  const keep = rng(7 + k);
+  return { keep: () => keep() < rate };
+}
+
+/** Three speculating runs, each checked equal to plain decoding: tokens/s (best of the last two) and the
+ *  last run's counters. */
+async function timeSpeculating(d: ReturnType<typeof decoder>, plain: readonly number[], what: string) {
+  const eng = d.model.engine;
+  const times: number[] = [];
+  let stats = { proposed: 0, accepted: 0, steps: 0, draftMs: 0 };
+  for (let i = 0; i < 3; i++) {
+    const x0 = { ...eng.counters };
+    const g = await d.gen(true);
+    if (g.out.join(',') !== plain.join(',')) throw new Error(`${what} changed the output`);
+    times.push(g.ms);
+    const x = eng.counters;
+    stats = { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, steps: x.steps - x0.steps, draftMs: x.draftMs - x0.draftMs };
+  }
+  return { tps: (d.N * 1000) / Math.min(...times.slice(1)), ...stats };
 }
 
 async function benchDraft(target: Model, draft: Model, label: string, o: SpecBenchOptions): Promise<SubjectResult> {
   const N = o.quick ? 24 : 128;
   const res: SubjectResult = { name: label, verify: [], plain: { tokensPerS: 0, wallMs: 0 }, runs: [] };
-  const t = decoder(target, N), d = decoder(draft, N);
-  await t.gen(false);
-  const tp = [await t.gen(false), await t.gen(false)];
-  const plain = tp[0].out;
-  const plainMs = Math.min(...tp.map((x) => x.ms));
+  const t = decoder(target, N);
+  const { plain, ms: plainMs } = await t.plain();
   res.plain = { tokensPerS: (N * 1000) / plainMs, wallMs: plainMs };
-  await d.gen(false);
-  const dMs = Math.min((await d.gen(false)).ms, (await d.gen(false)).ms);
-  res.draftPlain = { tokensPerS: (N * 1000) / dMs };
+  res.draftPlain = { tokensPerS: (N * 1000) / (await decoder(draft, N).plain()).ms };
   o.log(`${label}: plain decoding ${fmt(res.plain.tokensPerS, 1)} tokens/s; the draft alone ${fmt(res.draftPlain.tokensPerS, 1)} tokens/s`);
-  const oracle = (ids: readonly number[], k: number) => {
-    const at = ids.length - t.prompt.length;
-    return at >= 0 && at < plain.length ? plain.slice(at, at + k) : [];
-  };
+  const oracle = oracleOf(t.prompt, plain);
   const eng = target.engine;
   const saved = eng.speculation;
   try {
@@ -142,26 +154,14 @@ async function benchDraft(target: Model, draft: Model, label: string, o: SpecBen
     ];
     for (const c of cases) {
       eng.speculation = parseSpeculation('bench', { method: 'draft', draft, k: c.k, maxBatch: 8 });
-      const keep = rng(7 + c.k);
-      eng.specHooks = c.draft === 'own' ? null : { propose: oracle, ...(c.rate < 1 ? { keep: () => keep() < c.rate } : {}) };
-      const times: number[] = [];
-      let stats = { proposed: 0, accepted: 0, steps: 0, draftMs: 0 };
-      for (let i = 0; i < 3; i++) {
-        const x0 = { ...eng.counters };
-        const g = await t.gen(true);
-        if (g.out.join(',') !== plain.join(',')) throw new Error(`${label}: the draft at k ${c.k} (${c.draft}, rate ${c.rate}) changed the output`);
-        times.push(g.ms);
-        const x = eng.counters;
-        stats = { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, steps: x.steps - x0.steps, draftMs: x.draftMs - x0.draftMs };
-      }
-      const ms = Math.min(...times.slice(1));
-      const tps = (N * 1000) / ms;
+      eng.specHooks = c.draft === 'own' ? null : { propose: oracle, ...keepAt(c.rate, c.k) };
+      const { tps, draftMs, ...counts } = await timeSpeculating(t, plain, `${label}: the draft at k ${c.k} (${c.draft}, rate ${c.rate})`);
       // The oracle runs measure the mechanism at a forced acceptance; the draft's own proposals say
       // what these random weights accept (none, unless the draft is the target's file).
-      const rate = c.draft === 'own' ? (stats.proposed ? stats.accepted / stats.proposed : 0) : c.rate;
-      const { draftMs, ...counts } = stats;
-      res.runs.push({ k: c.k, rate, tokensPerS: tps, speedup: tps / res.plain.tokensPerS, ...counts, draft: c.draft, draftMsPerProposal: stats.proposed ? draftMs / stats.proposed : 0 });
-      o.log(`${label}: k ${c.k}, ${c.draft === 'own' ? "the draft's own proposals" : `the oracle's, kept at ${c.rate}`}: ${fmt(tps, 1)} tokens/s (${fmt(tps / res.plain.tokensPerS)}× plain), ${stats.accepted} of ${stats.proposed} accepted in ${stats.steps} steps, the draft ${fmt(stats.proposed ? draftMs / stats.proposed : 0, 3)} ms a proposal`);
+      const rate = c.draft === 'own' ? (counts.proposed ? counts.accepted / counts.proposed : 0) : c.rate;
+      const perProposal = counts.proposed ? draftMs / counts.proposed : 0;
+      res.runs.push({ k: c.k, rate, tokensPerS: tps, speedup: tps / res.plain.tokensPerS, ...counts, draft: c.draft, draftMsPerProposal: perProposal });
+      o.log(`${label}: k ${c.k}, ${c.draft === 'own' ? "the draft's own proposals" : `the oracle's, kept at ${c.rate}`}: ${fmt(tps, 1)} tokens/s (${fmt(tps / res.plain.tokensPerS)}× plain), ${counts.accepted} of ${counts.proposed} accepted in ${counts.steps} steps, the draft ${fmt(perProposal, 3)} ms a proposal`);
     }
   } finally {
     eng.specHooks = null;
