@@ -301,6 +301,9 @@ export const MIN_CHUNK = 64;
 /** A draft request's stop tokens: none (it proposes k tokens whatever they are). */
 const NO_STOP: ReadonlySet<number> = new Set();
 
+/** A choice's ids so far: its prompt, then its output (proposals follow them). */
+const idsOf = (c: { req: { prompt: number[] }; out: number[] }): number[] => (c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt);
+
 /** How requests ended and the engine's snapshot for GET /metrics: serve/metrics.ts defines them (it
  *  writes them out), so that the engine imports the metrics module and not the other way round. */
 export type { EndReason, EngineMetrics } from './metrics.js';
@@ -517,7 +520,7 @@ export class RequestEngine {
           return;
         }
         if (this.inflight.length === 0) this.inFlightSteps = this.m.stepsInFlight('RequestEngine');
-        if (this.specCfg?.method === 'draft') await this.draftRound();
+        await this.draftRound();
         if (this.destroyed) return;
         const h0 = performance.now(), rec0 = this.counters.recordMs;
         const planned = this.plan();
@@ -701,9 +704,9 @@ export class RequestEngine {
     const cfg = c.spec!.cfg, V = this.m.vocabSize;
     const drafted = cfg.method === 'draft' ? (c.drafted?.at === c.out.length ? c.drafted.props : []) : null;
     let got: readonly number[];
-    if (this.specHooks?.propose) got = this.specHooks.propose(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k, drafted);
+    if (this.specHooks?.propose) got = this.specHooks.propose(idsOf(c), k, drafted);
     else if (cfg.method === 'draft') got = drafted!;
-    else got = ngramProposals(c.out.length ? [...c.req.prompt, ...c.out] : c.req.prompt, k, cfg.minMatch, cfg.maxMatch);
+    else got = ngramProposals(idsOf(c), k, cfg.minMatch, cfg.maxMatch);
     const props: number[] = [];
     for (const t of got) {
       if (props.length >= k || !Number.isInteger(t) || t < 0 || t >= V) break;
@@ -731,7 +734,7 @@ export class RequestEngine {
       const k = Math.min(c.spec.budget(c.out.length, decoding), c.req.o.maxTokens - c.issued - 1, this.m.maxSeqsPerStep - 1);
       if (k <= 0) continue;
       const at = c.out.length;
-      const prompt = Int32Array.from(at ? [...c.req.prompt, ...c.out] : c.req.prompt);
+      const prompt = Int32Array.from(idsOf(c));
       asks.push(cfg.draft.engine.submit({ prompt, maxTokens: k, stopTokens: NO_STOP, speculative: false, ...(c.req.o.cacheSalt ? { cacheSalt: c.req.o.cacheSalt } : {}) }, 'speculative draft').result
         .then((r) => { c.drafted = { at, props: r.tokens[0] ?? [] }; }, () => { c.drafted = { at, props: [] }; }));
     }

@@ -163,16 +163,16 @@ export class Model extends ModelRunner implements StepRunner {
   /** The model's request queue: continuous batching over every caller's requests. */
   readonly engine: RequestEngine;
   private nextSeq = 0;
-  /**
-   * Its steps verify proposals (StepRow.sampleAll): the engine may speculate. Not LFM2's: a rejected
-   * proposal would stay in the short convolutions' state, which a rollback of the cache's slots does
-   * not undo; nor a vision model's (its image rows and M-RoPE positions are not verified with proposals).
-   */
   /** Whether this model runs on `rt` (a draft model's check: the target's engine). */
   runsOn(rt: Runtime): boolean {
     return this.rt === rt;
   }
 
+  /**
+   * Its steps verify proposals (StepRow.sampleAll): the engine may speculate. Not LFM2's: a rejected
+   * proposal would stay in the short convolutions' state, which a rollback of the cache's slots does
+   * not undo; nor a vision model's (its image rows and M-RoPE positions are not verified with proposals).
+   */
   get verifies(): boolean {
     return !this.config.convLCache && !this.config.vision;
   }

@@ -32,8 +32,8 @@ export interface NgramSpeculation {
 }
 
 /**
- * What speculation needs of a draft model: its request queue (a Model is one: loadModel checks that the
- * draft is a decoder-only Model of the same engine, not the target itself).
+ * What speculation needs of a draft model: its request queue (a Model is one: loadModel checks, before
+ * the target loads, that the draft is a live decoder-only Model of the same engine).
  */
 export interface DraftModel {
   readonly vocabSize: number;
