@@ -33,6 +33,12 @@ async function vlGolden(ctx: CaseContext): Promise<{ g: GoldenModel; vl: VLGolde
   return { g, vl, image };
 }
 
+/** The golden's preprocessor_config.json (parsed) and image.png (its bytes). */
+async function vlFiles(ctx: CaseContext): Promise<{ pp: object; png: Uint8Array }> {
+  const pp = JSON.parse(new TextDecoder().decode(await ctx.fixture(`goldens-arch/${NAME}/preprocessor_config.json`))) as object;
+  return { pp, png: await ctx.fixture(`goldens-arch/${NAME}/image.png`) };
+}
+
 async function loadVL(ctx: CaseContext, g: GoldenModel, config: Record<string, unknown> = g.config, o: { maxTokensPerStep?: number; kvCache?: { numBlocks: number; blockSize?: number }; dtype?: 'f16' | 'bf16' | 'q8' } = {}): Promise<Model> {
   return ctx.engine.loadModel({ config, weights: await loadSafetensors(g.weights), ...o });
 }
@@ -239,9 +245,7 @@ export const archQwenVLCases: TestCase[] = wholeModelCases([{
   name: 'qwen2.5-vl (goldens-arch) with its preprocessor_config.json: model.preprocessImage of image.png equals pixel_values; vision.tokensPerImage as the processor rounds; generate and logits take the PNG bytes as they come and give the golden greedy tokens; without the config, a named refusal',
   async run(ctx) {
     const { g, vl } = await vlGolden(ctx);
-    const dec = new TextDecoder();
-    const pp = JSON.parse(dec.decode(await ctx.fixture(`goldens-arch/${NAME}/preprocessor_config.json`)));
-    const png = await ctx.fixture(`goldens-arch/${NAME}/image.png`);
+    const { pp, png } = await vlFiles(ctx);
     const model = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), preprocessorConfig: pp });
     try {
       const pre = await model.preprocessImage!(png);
@@ -277,9 +281,7 @@ export const archQwenVLCases: TestCase[] = wholeModelCases([{
   name: "qwen2.5-vl (goldens-arch) through chat.completions: an image_url part (the PNG as a data: URL) and a text part, rendered by the chat template as <|vision_start|><|image_pad|><|vision_end|> and text, tokenized, the pad expanded to the image's tokens, the image decoded and processed: HF's greedy tokens of the golden's second prompt",
   async run(ctx) {
     const { g, vl } = await vlGolden(ctx);
-    const dec = new TextDecoder();
-    const pp = JSON.parse(dec.decode(await ctx.fixture(`goldens-arch/${NAME}/preprocessor_config.json`)));
-    const png = await ctx.fixture(`goldens-arch/${NAME}/image.png`);
+    const { pp, png } = await vlFiles(ctx);
     // The byte-level tokenizer with Qwen2-VL's three vision tokens at the config's ids (249-251: bytes
     // that never occur in UTF-8 text), and a template that writes the parts in order, nothing around them.
     const tok = byteTokenizerJson() as { added_tokens: unknown[] };
