@@ -2,7 +2,7 @@
 // and chat with it, check every operation family (and whole models) against the references, then
 // measure (Benchmark, Playground); the adapter's details last. Every failure is shown in the page;
 // nothing assumes subgroups or shader-f16.
-import { clearWeightCache, hasWeightCache, weightCacheSize, type Engine } from 'webinfer';
+import { clearWeightCache, DEFAULT_MAX_BYTES, hasWeightCache, weightCacheSize, type Engine } from 'webinfer';
 import { renderAdapter, start, type AdapterReport } from './adapter';
 import { PRESETS, renderPlots, resultsFileName, resultsJson, runBenchmark, type Ceilings, type DemoResults, type Suite } from './bench';
 import { acceptedAbove, casesFor, families, runCheck, shippedFiles, type CheckScope } from './check';
@@ -117,9 +117,10 @@ imageInput.addEventListener('change', () => {
   if (!f) return;
   const msg = byId('model-gen-message');
   msg.hidden = true;
-  // The worker's decoder checks the bytes and the size again; this spares sending a file that is not one.
-  if (!/^image\/(png|jpeg)$/.test(f.type) || f.size > 32 << 20) {
-    showMessage(msg, `${f.name}: expected a PNG or JPEG of at most 32 MiB, got ${f.type || 'a file of unknown type'} of ${mb(f.size)} MB`, 'warn');
+  // The worker's decoder checks the bytes and the size again (the library's limit, used here too); this
+  // spares sending a file that is not one.
+  if (!/^image\/(png|jpeg)$/.test(f.type) || f.size > DEFAULT_MAX_BYTES) {
+    showMessage(msg, `${f.name}: expected a PNG or JPEG of at most ${mb(DEFAULT_MAX_BYTES)} MB, got ${f.type || 'a file of unknown type'} of ${mb(f.size)} MB`, 'warn');
     return;
   }
   const r = new FileReader();

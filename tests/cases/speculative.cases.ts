@@ -4,8 +4,9 @@
 // own tokens), always wrong, right at a forced rate, and from n-gram lookup, equals plain decoding;
 // seeded sampled output is identical with speculation on and off; the counters say what was proposed
 // and accepted; a draft model (the same weights in another instance, and another golden of the same
-// vocabulary) changes neither greedy nor seeded output. Then, on one model: batched equals alone under preemption and the prefix cache with
-// rejected proposals never cached; cancelling mid-verification frees every block.
+// vocabulary) changes neither greedy nor seeded output. Then, on one model: batched equals alone under
+// preemption and the prefix cache with rejected proposals never cached; cancelling mid-verification
+// frees every block.
 import { rng } from '../../src/core/random';
 import { loadGGUF, loadSafetensors, type Model } from '../../src/index';
 import type { SpecHooks } from '../../src/serve/engine';
