@@ -57,7 +57,8 @@
 //   --suite=spec          issue 45 (bench/speculative.ts): speculative decoding's verification step against a plain one,
 //                         and batch-1 decoding with an oracle's proposals at forced acceptance rates; --spec-gguf=FILE[:LABEL],...
 //                         (--spec-no-bf16: the GGUF files only; --spec-tag=T: spec-T-<device>.md);
-//                         --spec-draft=TARGET:DRAFT[:LABEL],...: draft-model setups of two GGUF files
+//                         --spec-draft=TARGET:DRAFT[:LABEL],...: draft-model setups of two GGUF files;
+//                         --spec-cases=k:rate,...: the end-to-end runs (default 2:1,4:1,8:1,4:0.5,4:0.7,4:0.9)
 //   --suite=layers        issue 31 (bench/layers.ts): BERT-base's shape (encode, 128-token inputs, batch 1 and 32: sentences/s,
 //                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
 //                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
@@ -798,8 +799,14 @@ if (suites.includes('spec')) {
     if (!target || !draft) throw new Error(`--spec-draft: expected TARGET.gguf:DRAFT.gguf[:LABEL], got '${s}'`);
     return { target, draft, label: label ?? `${target.split('/').pop()} with the draft ${draft.split('/').pop()}` };
   });
+  // --spec-cases=k:rate,...: the end-to-end runs (default k 2/4/8 at 1, k 4 at 0.5/0.7/0.9).
+  const specCases = (v: string | undefined) => v?.split(',').map((c) => {
+    const [k, rate] = c.split(':').map(Number);
+    if (!(Number.isInteger(k) && k > 0 && rate > 0 && rate <= 1)) throw new Error(`--spec-cases: expected k:rate pairs (k a positive integer, rate in (0, 1]), got '${c}'`);
+    return { k, rate };
+  });
   const r = await runSpeculative(engine, {
-    quick, gguf, drafts, ab: modelAb, bf16: !args.has('spec-no-bf16'), readFile: async (p) => new Uint8Array(readFileSync(p)), log: (s) => console.log(s),
+    quick, gguf, drafts, ab: modelAb, bf16: !args.has('spec-no-bf16'), cases: specCases(args.get('spec-cases')), log: (s) => console.log(s),
     device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`,
   });
   result.speculative = r.subjects;

@@ -28,15 +28,16 @@ export interface SpecBenchOptions {
   drafts?: { target: string; draft: string; label: string }[];
   /** engine.tuning fields the verification steps are timed under a second time (--model-ab). */
   ab?: Partial<Engine['tuning']> | null;
-  readFile(path: string): Promise<Uint8Array>;
+  /** Which end-to-end runs (default all): k and forced acceptance, 'k:rate' (--spec-cases). */
+  cases?: { k: number; rate: number }[];
   log(s: string): void;
 }
 
 interface SubjectResult {
   name: string;
-  verify: { rows: number; wallMs: number; gpuMs: number | null; wallRatio: number; gpuRatio: number | null; ab?: { wallMs: number; gpuMs: number | null } }[];
+  verify: { rows: number; wallMs: number; gpuMs: number | null; wallRatio: number; gpuRatio: number | null; ab?: { wallMs: number; gpuMs: number | null }; kernels?: Record<string, number> }[];
   plain: { tokensPerS: number; wallMs: number };
-  runs: { k: number; rate: number; tokensPerS: number; speedup: number; proposed: number; accepted: number; steps: number; draft?: 'own' | 'oracle'; draftMsPerProposal?: number }[];
+  runs: { k: number; rate: number; tokensPerS: number; speedup: number; proposed: number; accepted: number; steps: number; draft?: 'own' | 'oracle'; draftMsPerProposal?: number; policy?: boolean }[];
   /** A draft setup's draft alone, plain decoding. */
   draftPlain?: { tokensPerS: number };
 }
@@ -50,10 +51,11 @@ async function benchSubject(engine: Engine, name: string, model: Model, o: SpecB
   const res: SubjectResult = { name, verify: [], plain: { tokensPerS: 0, wallMs: 0 }, runs: [] };
   // 1. A verification step's cost.
   for (const rows of [1, 2, 4, 6, 8]) {
-    const p = await model.profileDecode({ batch: 1, context: ctx, steps: o.quick ? 4 : 20, verify: rows });
+    const p = await model.profileDecode({ batch: 1, context: ctx, steps: o.quick ? 4 : 20, verify: rows, perKernel: true });
     const base = res.verify[0];
-    res.verify.push({ rows, wallMs: p.wallMs, gpuMs: p.gpuMs, wallRatio: base ? p.wallMs / base.wallMs : 1, gpuRatio: base && base.gpuMs && p.gpuMs ? p.gpuMs / base.gpuMs : base ? null : 1 });
-    o.log(`${name}: a step of ${rows} row${rows > 1 ? 's' : ''} (k = ${rows - 1}): ${fmt(p.wallMs, 3)} ms wall, GPU ${fmt(p.gpuMs, 3)} ms`);
+    res.verify.push({ rows, wallMs: p.wallMs, gpuMs: p.gpuMs, wallRatio: base ? p.wallMs / base.wallMs : 1, gpuRatio: base && base.gpuMs && p.gpuMs ? p.gpuMs / base.gpuMs : base ? null : 1, kernels: p.kernels });
+    o.log(`${name}: a step of ${rows} row${rows > 1 ? 's' : ''} (k = ${rows - 1}): ${fmt(p.wallMs, 3)} ms wall, GPU ${fmt(p.gpuMs, 3)} ms, host ${fmt(p.hostMs, 3)} ms, ${p.dispatches} dispatches (${fmt(p.replayed * 100, 0)}% replayed)`);
+    if (p.kernels) o.log(`  its kernels (timed one by one): ${kernelLine(p.kernels)}`);
     if (o.ab && rows > 1) {
       const q = await withTuning(engine, o.ab, () => model.profileDecode({ batch: 1, context: ctx, steps: o.quick ? 4 : 20, verify: rows }));
       res.verify[res.verify.length - 1].ab = { wallMs: q.wallMs, gpuMs: q.gpuMs };
@@ -70,19 +72,28 @@ async function benchSubject(engine: Engine, name: string, model: Model, o: SpecB
   const eng = model.engine;
   const saved = eng.speculation;
   try {
-    const cases: { k: number; rate: number }[] = [{ k: 2, rate: 1 }, { k: 4, rate: 1 }, { k: 8, rate: 1 }, { k: 4, rate: 0.5 }, { k: 4, rate: 0.7 }, { k: 4, rate: 0.9 }];
+    // Fixed k (the mechanism: every step k proposals, whatever the costs), then the policy (k up to 8
+    // chosen by the steps' measured costs and the acceptance estimate, or plain decoding where it wins).
+    const fixed = o.cases ?? [{ k: 2, rate: 1 }, { k: 4, rate: 1 }, { k: 8, rate: 1 }, { k: 4, rate: 0.5 }, { k: 4, rate: 0.7 }, { k: 4, rate: 0.9 }];
+    const cases = [...fixed.map((c) => ({ ...c, policy: false })), ...(o.cases ? [] : [0.5, 0.7, 0.9, 1].map((rate) => ({ k: 8, rate, policy: true })))];
     for (const c of cases) {
       eng.speculation = parseSpeculation('bench', { method: 'ngram', k: c.k, maxBatch: 8 });
-      eng.specHooks = { propose: oracle, ...keepAt(c.rate, c.k) };
-      const { tps, draftMs: _, ...stats } = await timeSpeculating(d, plain, `${name}: speculation at k ${c.k}, rate ${c.rate}`);
-      res.runs.push({ k: c.k, rate: c.rate, tokensPerS: tps, speedup: tps / res.plain.tokensPerS, ...stats });
-      o.log(`${name}: k ${c.k}, proposals kept at ${c.rate}: ${fmt(tps, 1)} tokens/s (${fmt(tps / res.plain.tokensPerS)}× plain), ${stats.accepted} of ${stats.proposed} accepted in ${stats.steps} steps`);
+      eng.specHooks = { propose: oracle, ...keepAt(c.rate, c.k), ignoreCosts: !c.policy };
+      const what = `${c.policy ? `the policy (k ≤ ${c.k})` : `k ${c.k}`}, proposals kept at ${c.rate}`;
+      const { tps, draftMs: _, ...stats } = await timeSpeculating(d, plain, `${name}: ${what}`, o.log);
+      res.runs.push({ k: c.k, rate: c.rate, tokensPerS: tps, speedup: tps / res.plain.tokensPerS, ...stats, policy: c.policy });
+      o.log(`${name}: ${what}: ${fmt(tps, 1)} tokens/s (${fmt(tps / res.plain.tokensPerS)}× plain), ${stats.accepted} of ${stats.proposed} accepted in ${stats.steps} steps`);
     }
   } finally {
     eng.specHooks = null;
     eng.speculation = saved;
   }
   return res;
+}
+
+/** GPU ms per kernel, the largest first. */
+function kernelLine(k: Record<string, number>): string {
+  return Object.entries(k).sort((a, b) => b[1] - a[1]).map(([n, ms]) => `${n} ${ms.toFixed(3)}`).join(', ');
 }
 
 /** Batch-1 decoding of N tokens after a seeded 32-token prompt: `gen` one run; `plain` the plain run's
@@ -121,10 +132,11 @@ function keepAt(rate: number, k: number): { keep?: () => boolean } {
 
 /** Three speculating runs, each checked equal to plain decoding: tokens/s (best of the last two) and the
  *  last run's counters. */
-async function timeSpeculating(d: ReturnType<typeof decoder>, plain: readonly number[], what: string) {
+async function timeSpeculating(d: ReturnType<typeof decoder>, plain: readonly number[], what: string, log: (s: string) => void) {
   const eng = d.model.engine;
   const times: number[] = [];
   let stats = { proposed: 0, accepted: 0, steps: 0, draftMs: 0 };
+  let host = '';
   for (let i = 0; i < 3; i++) {
     const x0 = { ...eng.counters };
     const g = await d.gen(true);
@@ -132,7 +144,11 @@ async function timeSpeculating(d: ReturnType<typeof decoder>, plain: readonly nu
     times.push(g.ms);
     const x = eng.counters;
     stats = { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, steps: x.steps - x0.steps, draftMs: x.draftMs - x0.draftMs };
+    // Where a step's wall time went (the last run): recording, waiting for ids, scheduling, handing out.
+    const per = (k: 'recordMs' | 'waitMs' | 'scheduleMs' | 'applyMs') => fmt((x[k] - x0[k]) / stats.steps, 3);
+    host = `a step ${fmt(g.ms / stats.steps, 3)} ms wall: record ${per('recordMs')}, wait ${per('waitMs')}, schedule ${per('scheduleMs')}, apply ${per('applyMs')}; ${x.replayed - x0.replayed} replayed, ${x.recorded - x0.recorded} recorded`;
   }
+  log(`  ${what}: ${host}`);
   return { tps: (d.N * 1000) / Math.min(...times.slice(1)), ...stats };
 }
 
@@ -154,8 +170,8 @@ async function benchDraft(target: Model, draft: Model, label: string, o: SpecBen
     ];
     for (const c of cases) {
       eng.speculation = parseSpeculation('bench', { method: 'draft', draft, k: c.k, maxBatch: 8 });
-      eng.specHooks = c.draft === 'own' ? null : { propose: oracle, ...keepAt(c.rate, c.k) };
-      const { tps, draftMs, ...counts } = await timeSpeculating(t, plain, `${label}: the draft at k ${c.k} (${c.draft}, rate ${c.rate})`);
+      eng.specHooks = c.draft === 'own' ? { ignoreCosts: true } : { propose: oracle, ...keepAt(c.rate, c.k), ignoreCosts: true };
+      const { tps, draftMs, ...counts } = await timeSpeculating(t, plain, `${label}: the draft at k ${c.k} (${c.draft}, rate ${c.rate})`, o.log);
       // The oracle runs measure the mechanism at a forced acceptance; the draft's own proposals say
       // what these random weights accept (none, unless the draft is the target's file).
       const rate = c.draft === 'own' ? (counts.proposed ? counts.accepted / counts.proposed : 0) : c.rate;
@@ -183,7 +199,7 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
     }
   }
   for (const f of o.gguf) {
-    const model = await engine.loadModel({ weights: await loadGGUF(await o.readFile(f.path)), ...opts });
+    const model = await engine.loadModel({ weights: await loadGGUF(f.path), ...opts });
     try {
       subjects.push(await benchSubject(engine, f.label, model, o));
     } finally {
@@ -191,9 +207,9 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
     }
   }
   for (const f of o.drafts ?? []) {
-    const draft = await engine.loadModel({ weights: await loadGGUF(await o.readFile(f.draft)), ...opts });
+    const draft = await engine.loadModel({ weights: await loadGGUF(f.draft), ...opts });
     try {
-      const target = await engine.loadModel({ weights: await loadGGUF(await o.readFile(f.target)), ...opts });
+      const target = await engine.loadModel({ weights: await loadGGUF(f.target), ...opts });
       try {
         subjects.push(await benchDraft(target, draft, f.label, o));
       } finally {
@@ -218,18 +234,29 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
     const ab = o.ab ? ` under ${JSON.stringify(o.ab)}` : '';
     lines.push(`## ${s.name}`, '', `| rows (k + 1) | step wall ms | step GPU ms | wall vs plain | GPU vs plain |${ab ? ` wall ms${ab} | GPU ms${ab} |` : ''}`, `|---|---|---|---|---|${ab ? '---|---|' : ''}`);
     for (const v of s.verify) lines.push(`| ${v.rows} | ${fmt(v.wallMs, 3)} | ${fmt(v.gpuMs, 3)} | ${fmt(v.wallRatio)}× | ${fmt(v.gpuRatio)}× |${ab ? ` ${fmt(v.ab?.wallMs ?? null, 3)} | ${fmt(v.ab?.gpuMs ?? null, 3)} |` : ''}`);
-    lines.push('', `Plain decoding: ${fmt(s.plain.tokensPerS, 1)} tokens/s.`, '', '| k | acceptance (forced) | tokens/s | speed-up | accepted / proposed | steps |', '|---|---|---|---|---|---|');
-    for (const r of s.runs) lines.push(`| ${r.k} | ${r.rate} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} |`);
+    // Where the GPU time of a plain step and of a verification of 4 rows goes.
+    const one = s.verify.find((v) => v.rows === 1)?.kernels, four = s.verify.find((v) => v.rows === 4)?.kernels;
+    if (one && four) {
+      const names = [...new Set([...Object.keys(one), ...Object.keys(four)])].sort((a, b) => (four[b] ?? 0) - (four[a] ?? 0));
+      lines.push('', 'Where a step\'s GPU time goes (ms, dispatches timed one by one, so a little more than the step):', '', '| kernel | 1 row | 4 rows |', '|---|---|---|');
+      for (const n of names) lines.push(`| ${n} | ${fmt(one[n] ?? null, 3)} | ${fmt(four[n] ?? null, 3)} |`);
+    }
+    lines.push('', `Plain decoding: ${fmt(s.plain.tokensPerS, 1)} tokens/s. "k" a number: that many proposals every step (the mechanism); "≤ 8, policy": as many as the policy chooses by the steps' measured costs and the acceptance it has seen, none where plain decoding wins (serve/speculative.ts).`, '',
+      '| k | acceptance (forced) | tokens/s | speed-up | accepted / proposed | steps |', '|---|---|---|---|---|---|');
+    for (const r of s.runs) lines.push(`| ${r.policy ? `≤ ${r.k}, policy` : r.k} | ${r.rate} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} |`);
     const v4 = s.verify.find((v) => v.rows === 4);
-    const at7 = s.runs.find((r) => r.k === 4 && r.rate === 0.7);
+    const at7 = s.runs.find((r) => r.k === 4 && r.rate === 0.7 && !r.policy);
     lines.push('', `Targets: a verification of 4 rows ≤ 1.3× a plain step: ${fmt(v4?.wallRatio ?? null)}× wall, ${fmt(v4?.gpuRatio ?? null)}× GPU; at acceptance 0.7 and k = 4 ≥ 1.8× plain: ${fmt(at7?.speedup ?? null)}× (the issue names the 8B Q4_K_M shape for it).`, '');
   }
   const svg = lineChart({
-    title: 'Speculative decoding: speed-up against acceptance (k = 4, batch 1)', xLabel: 'acceptance rate (forced)', yLabel: 'speed-up over plain decoding',
-    series: subjects.map((s, i) => ({
-      name: s.name, color: ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e'][i % 4],
-      points: s.runs.filter((r) => r.k === 4 && r.draft !== 'own').map((r) => [r.rate, r.speedup] as [number, number]).sort((a, b) => a[0] - b[0]),
-    })),
+    title: 'Speculative decoding: speed-up against acceptance (batch 1)', xLabel: 'acceptance rate (forced)', yLabel: 'speed-up over plain decoding',
+    series: subjects.flatMap((s, i) => {
+      const color = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e'][i % 4];
+      const pts = (f: (r: SubjectResult['runs'][number]) => boolean) => s.runs.filter(f).map((r) => [r.rate, r.speedup] as [number, number]).sort((a, b) => a[0] - b[0]);
+      const fixed = { name: `${s.name}${s.draftPlain ? ' (draft running, oracle proposals)' : ''}, k = 4`, color, points: pts((r) => r.k === 4 && r.draft !== 'own' && !r.policy) };
+      const policy = { name: `${s.name}, the policy (k ≤ 8)`, color, dashed: true, points: pts((r) => !!r.policy) };
+      return policy.points.length ? [fixed, policy] : [fixed];
+    }),
     ceiling: { value: 1, label: 'plain decoding' },
   });
   return { subjects, markdown: `${lines.join('\n')}\n`, svg };

@@ -55,14 +55,16 @@
 //   bench/notes/gemm.md). The tile: the first of LINEAR_MMA_TILES with LINEAR_MMA_TARGET_WORKGROUPS. The same
 //   core serves ops.moe's grouped products (moe_gemm_mma.wgsl).
 //
-// Decode-sized steps on subgroup matrices (M from engine.tuning.linearDecodeMmaMinM, 8, to LINEAR_GEMV_MAX_M):
+// Decode-sized steps on subgroup matrices (M from engine.tuning.linearDecodeMmaMinM, 2, or quantDecodeMmaMinM, 3,
+//   for quantized weights, to LINEAR_GEMV_MAX_M):
 //   the GEMV above reads the weights once per 16 rows of x and, from 8 rows on, is far from both ceilings;
 //   the same matrix GEMM over row tiles of 16, 32 or 64 rows (LINEAR_MMA_DECODE_TILES: narrow column tiles
 //   so that decode's small N still fills the GPU; a weight tile is read once per row tile) ran Llama-3.2-1B's
 //   layers 1.3-5x faster from 16 rows on (H200, run 103). Where the grid is short (o and down, N 2048),
 //   K is split over workgroups and a second pass (gemm_splitk.wgsl) adds the splits with the epilogue:
 //   down at M 16 went from 0.117 to 0.036 ms (run 106). planLinear takes it where the adapter has f16
-//   subgroup matrices, from 8 rows (linearDecodeMmaMinM) where its grid has LINEAR_MMA_DECODE_MIN_WORKGROUPS;
+//   subgroup matrices, from 2 or 3 rows (linearDecodeMmaMinM, quantDecodeMmaMinM: whole steps measured, issue 45)
+//   where its grid has LINEAR_MMA_DECODE_MIN_WORKGROUPS;
 //   `npm run bench -- --suite=gemv` times both and says which it picked.
 //
 // Weights larger than the device's largest storage binding (min of maxStorageBufferBindingSize and
@@ -509,7 +511,8 @@ const LINEAR_MMA_DECODE_PLANNED = 3;
  * Below 16 rows decode-sized steps take the matrix GEMM only where its grid (K splits included) has this
  * many workgroups. Without split-K, at M 8 it lost to the GEMV at N 2048 (32 workgroups; H200, run 103);
  * with it, it won at every layer of Llama-3.2-1B from M 8 (o 0.034 ms against 0.037, down 0.036 against
- * 0.066; run 106) and lost at M 4 (down 0.036 against 0.029): linearDecodeMmaMinM is 8.
+ * 0.066; run 106) and lost at M 4 (down 0.036 against 0.029); whole steps later won from M 2 (runtime.ts
+ * linearDecodeMmaMinM says where).
  */
 export const LINEAR_MMA_DECODE_MIN_WORKGROUPS = 48;
 /** The planner takes the tallest planned tile whose grid has this many workgroups (see LINEAR_MMA_DECODE_TILES). */
@@ -707,7 +710,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
     ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.WG}|${t.linearMma},`
-      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot}` : '';
+      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.quantDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
   if (hit) return hit;
@@ -737,7 +740,8 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // Decode-sized steps of many rows on the tensor units: every row in one row tile, the weights read once.
   // Quantized weights too (H200, issue 28's runs 4-5: Q4_K at batch 8 and 32 took 8.1 and 11.7 ms a step on
   // the matrices, 12.6 and 40.1 on the quantized GEMV in chunks of 4 rows).
-  const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= rt.tuning.linearDecodeMmaMinM
+  const minM = isQuantType(p.dtype) ? rt.tuning.quantDecodeMmaMinM : rt.tuning.linearDecodeMmaMinM;
+  const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= minM
     && rt.tuning.linearDecodeMma === 'auto' && rt.tuning.linearMma === 'auto' ? planLinearMmaDecode(rt, p, op) : null;
   if (decodeMma && (p.M >= 16 || Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) * decodeMma.KS >= LINEAR_MMA_DECODE_MIN_WORKGROUPS)) return decodeMma;
   if (kernel === 'gemm-mma' && p.decodeTiles) {

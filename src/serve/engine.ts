@@ -23,7 +23,7 @@ import { EDIT_WORDS, packRowSampling, ROW_PARAM_WORDS } from '../ops/sample.js';
 import type { StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import type { KVCacheManager } from './kv_manager.js';
 import { E2E_BUCKETS, Histogram, ITL_BUCKETS, TTFT_BUCKETS, type EndReason, type EngineMetrics } from './metrics.js';
-import { ngramProposals, SpecState, type SpeculationConfig } from './speculative.js';
+import { ngramProposals, SpecCost, SpecState, type SpecCosts, type SpeculationConfig } from './speculative.js';
 
 /** Per-request sampling settings (checked by the caller: generate, or the OpenAI layer). */
 export interface Sampling {
@@ -146,6 +146,9 @@ export interface SpecHooks {
   /** Asked at each proposal that equals the target's sample: false rejects it all the same (forcing an
    *  acceptance rate; the output stays exact, only fewer tokens come a step). */
   keep?(): boolean;
+  /** true: the policy proposes the batch's cap every step, not weighing the steps' costs (tests of the
+   *  mechanism on adapters where a verification never pays, as software ones). */
+  ignoreCosts?: boolean;
 }
 
 interface Choice {
@@ -198,6 +201,8 @@ interface InFlight {
   rec: StepRecord; rows: { c: Choice; row: number; props?: number[] }[]; lpRows: Choice[];
   /** performance.now() once submitted; the step's prompt-chunk tokens (its decode rows are the rest of rec.T). */
   submitted: number; prefill: number; decodes: number;
+  /** performance.now() when the loop began the step (before a draft's proposals); whether it verifies. */
+  planned: number; verifies: boolean;
 }
 
 /** What the engine has done since it was made (model.engine.counters); differences over a run measure it. */
@@ -350,7 +355,11 @@ export class RequestEngine {
   private budgetSetting: number | 'auto' = 'auto';
   /** The step timings the automatic budget is made from. */
   readonly stepCost = new StepCost();
+  /** Verification steps' costs (the speculation policy's). */
+  readonly specCost = new SpecCost();
   private lastDone = 0;
+  /** When the loop began the step being planned (InFlight.planned). */
+  private planStart = 0;
   /** Whether choices fork (StepRunner.copyBlocks), known at the first step. */
   private forkable: boolean | null = null;
   private readonly waiting: Choice[] = [];
@@ -520,6 +529,7 @@ export class RequestEngine {
           return;
         }
         if (this.inflight.length === 0) this.inFlightSteps = this.m.stepsInFlight('RequestEngine');
+        this.planStart = performance.now();
         await this.draftRound();
         if (this.destroyed) return;
         const h0 = performance.now(), rec0 = this.counters.recordMs;
@@ -575,7 +585,7 @@ export class RequestEngine {
       if (rows.length >= m.maxSeqsPerStep || nSampled >= m.maxSeqsPerStep || budget === 0) break;
       if (c.state !== 'running' || c.fed < c.input.length || c.issued >= c.req.o.maxTokens) continue;
       const known = c.out.length === c.issued;
-      const want = c.spec ? c.spec.budget(c.out.length, decoding) : 0;
+      const want = c.spec ? c.spec.budget(c.out.length, decoding, this.specCosts(decoding)) : 0;
       // A speculating choice waits for its ids on the host: its proposals follow them.
       if (!known && want > 0) continue;
       // A token still on the GPU is read from the previous step's ids only.
@@ -731,7 +741,7 @@ export class RequestEngine {
     const asks: Promise<void>[] = [];
     for (const c of this.running) {
       if (!c.spec || c.state !== 'running' || c.fed < c.input.length || c.out.length !== c.issued || c.drafted?.at === c.out.length) continue;
-      const k = Math.min(c.spec.budget(c.out.length, decoding), c.req.o.maxTokens - c.issued - 1, this.m.maxSeqsPerStep - 1);
+      const k = Math.min(c.spec.budget(c.out.length, decoding, this.specCosts(decoding)), c.req.o.maxTokens - c.issued - 1, this.m.maxSeqsPerStep - 1);
       if (k <= 0) continue;
       const at = c.out.length;
       const prompt = Int32Array.from(idsOf(c));
@@ -742,6 +752,12 @@ export class RequestEngine {
     const t0 = performance.now();
     await Promise.all(asks);
     this.counters.draftMs += performance.now() - t0;
+  }
+
+  /** The steps' costs the speculation policy weighs (SpecState.budget). */
+  private specCosts(decoding: number): SpecCosts | undefined {
+    if (this.specHooks?.ignoreCosts) return undefined;
+    return { plainMs: this.stepCost.decodeMs(Math.max(1, decoding)), verifyMs: (t) => this.specCost.ms(t) };
   }
 
   /** Prompt tokens a step with `decodes` decode rows may take (prefillBudget). */
@@ -869,7 +885,7 @@ export class RequestEngine {
     this.counters.prefillTokens += prefill;
     this.counters.decodeTokens += rec.T - prefill;
     if (prefill && decodes) this.counters.mixedSteps++;
-    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r].c) : [], submitted, prefill, decodes });
+    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r].c) : [], submitted, prefill, decodes, planned: this.planStart, verifies: spec.size > 0 });
     for (const [req, e] of failed) this.fail(req, e);
   }
 
@@ -906,8 +922,13 @@ export class RequestEngine {
     const done = performance.now();
     this.counters.waitMs += done - w0;
     // The step's time: from its submission, or from the step before it coming back if the GPU was still
-    // busy then (steps in flight run one after another).
-    this.stepCost.observe(f.prefill, f.decodes, done - Math.max(f.submitted, this.lastDone));
+    // busy then (steps in flight run one after another). A verification step's goes to the speculation
+    // policy instead, from the loop beginning it (its proposals made) to its ids back: nothing overlaps it.
+    if (f.verifies) {
+      if (f.prefill === 0) this.specCost.observe(f.rec.T, done - f.planned);
+    } else {
+      this.stepCost.observe(f.prefill, f.decodes, done - Math.max(f.submitted, this.lastDone));
+    }
     this.lastDone = done;
     try {
       this.handOut(f, ids, lp);
@@ -935,7 +956,7 @@ export class RequestEngine {
         this.counters.specAccepted += a;
         c.req.specProposed += props.length;
         c.req.specAccepted += a;
-        c.spec!.record(props.length, a, c.out.length);
+        c.spec!.record(props.length, a);
       } else {
         toks = ids.subarray(row, row + 1);
       }

@@ -13,11 +13,11 @@
 //   GPU, asked for k greedy tokens after the sequence's ids. Its prefix cache keeps each sequence's full
 //   blocks between rounds, so a round prefills the tokens since the last full block and decodes k - 1.
 //
-// Policy (per choice): k adapts to what the last verifications accepted (all accepted: one more, up to
-// k; else one more than were accepted); a choice whose acceptance stays low stops speculating for a
-// stretch that doubles each time; and with many choices decoding the engine proposes fewer tokens, none
-// past `maxBatch` (a full batch already reads each weight once for many tokens: a verification row
-// only adds work there).
+// Policy (per choice, SpecState): the number of proposals that yields the most tokens a millisecond at
+// the choice's acceptance estimate and the steps' measured costs (SpecCost), or none when plain decoding
+// yields more (then a stretch of plain decoding, doubling each time); with many choices decoding the
+// engine proposes fewer tokens, none past `maxBatch` (a full batch already reads each weight once for
+// many tokens: a verification row only adds work there).
 import { check, checkKeys, checkPosInt } from '../core/errors.js';
 
 export interface NgramSpeculation {
@@ -113,26 +113,117 @@ export function ngramProposals(ids: ArrayLike<number>, k: number, minMatch: numb
   return [];
 }
 
-/** A choice's speculation state: its current k and its acceptance record. */
-export class SpecState {
-  k: number;
-  /** Acceptance (accepted / proposed) of recent verifications, a moving average. */
-  rate = 1;
-  verifications = 0;
-  /** Output length before which the choice does not speculate (backing off after low acceptance). */
-  offUntil = 0;
-  private backoff = 16;
+/**
+ * What steps cost, as the speculation policy weighs them: the ms of decode-only steps carrying
+ * verification rows, by the step's tokens (an EMA of each; from planning the step, the draft's proposals
+ * included, to its ids back on the host, since a speculating choice waits for them before its next
+ * step). Plain decoding's ms a step comes from the engine's StepCost (steps in flight one after another).
+ */
+export class SpecCost {
+  private readonly byTokens: number[] = [];
+  constructor(private readonly alpha = 0.3) {}
 
-  constructor(readonly cfg: SpeculationConfig) {
-    this.k = cfg.k;
+  observe(tokens: number, ms: number): void {
+    if (!(ms > 0) || !Number.isFinite(ms) || !(tokens >= 1)) return;
+    const old = this.byTokens[tokens];
+    this.byTokens[tokens] = old === undefined ? ms : old + this.alpha * (ms - old);
   }
 
-  /** Proposals to ask for now, given the choice's output length and the choices decoding. */
-  budget(outLen: number, decoding: number): number {
+  /** A verification step of `tokens` tokens: as seen; else between the nearest seen on either side
+   *  (linearly); else the nearest seen below it (a verification reads the weights once: its cost grows
+   *  slowly with rows); NaN when none is known at or below it. */
+  ms(tokens: number): number {
+    const t = this.byTokens;
+    if (t[tokens] !== undefined) return t[tokens];
+    let lo = -1, hi = -1;
+    for (let i = tokens - 1; i >= 1; i--) if (t[i] !== undefined) { lo = i; break; }
+    for (let i = tokens + 1; i < t.length; i++) if (t[i] !== undefined) { hi = i; break; }
+    if (lo < 0) return NaN;
+    if (hi < 0) return t[lo];
+    return t[lo] + ((t[hi] - t[lo]) * (tokens - lo)) / (hi - lo);
+  }
+}
+
+/** What the policy weighs a choice's proposals against (RequestEngine: its StepCost and SpecCost). */
+export interface SpecCosts {
+  /** ms of a plain decode step of the choices decoding (NaN while unknown). */
+  plainMs: number;
+  /** ms of a verification step of `tokens` tokens (NaN while unknown). */
+  verifyMs(tokens: number): number;
+}
+
+/** Tokens a verification of k proposals yields on average when each is accepted with probability p
+ *  (the accepted run, then the target's own sample): 1 + p + ... + p^k. */
+export function expectedTokens(k: number, p: number): number {
+  return p >= 1 ? k + 1 : (1 - p ** (k + 1)) / (1 - p);
+}
+
+/**
+ * A choice's speculation state: its acceptance estimate and when it next speculates.
+ *
+ * k: the number of proposals with the most tokens a millisecond, expectedTokens(k, p) over a
+ * verification step's measured cost, among 1 .. min(cfg.k, the batch's share); none when plain decoding
+ * makes more (a verification is slower than a plain step by more than its accepted tokens pay for: the
+ * GEMVs of a few rows cost several of one row's on some adapters, and a speculating choice's step is not
+ * overlapped with the next). A cost not measured yet counts as a plain step's, so each k is tried.
+ * p: accepted proposals over accepted proposals and rejections, both decaying (each verification ends at
+ * its first rejection, so this is the chance that a proposal is accepted given that the one before was).
+ * When plain decoding wins, or no proposal is found, the choice decodes plainly (pipelined) for a
+ * stretch; after a stretch that plain decoding won, one verification measures again, and the next stretch
+ * is twice as long if plain decoding still wins.
+ */
+export class SpecState {
+  /** Decayed counts of accepted proposals and of rejections (a prior of p = 0.8). */
+  private acc = 4;
+  private rej = 1;
+  verifications = 0;
+  /** Output length before which the choice does not speculate. */
+  offUntil = 0;
+  private backoff = 16;
+  private probed = false;
+  private exploring = false;
+
+  constructor(readonly cfg: SpeculationConfig) {}
+
+  /** The estimated chance that a proposal is accepted. */
+  get rate(): number { return this.acc / (this.acc + this.rej); }
+
+  /** Proposals to ask for now, given the choice's output length, the choices decoding and (when the engine
+   *  knows them) the steps' costs: 0 means decode plainly (a stretch of plain decoding starts when plain
+   *  decoding is expected to win). */
+  budget(outLen: number, decoding: number, costs?: SpecCosts): number {
     if (outLen < this.offUntil || decoding > this.cfg.maxBatch) return 0;
     // Fewer proposals the more choices share the step.
-    const share = Math.max(1, Math.floor(this.cfg.k * 2 / Math.max(2, decoding)));
-    return Math.min(this.k, share);
+    const cap = Math.min(this.cfg.k, Math.max(1, Math.floor(this.cfg.k * 2 / Math.max(2, decoding))));
+    const plain = costs?.plainMs ?? NaN;
+    if (!(plain > 0)) {
+      // Plain decoding's cost unknown (nothing decoded plainly yet): after a few verifications, a short
+      // plain stretch measures it.
+      if (costs && this.verifications >= 4 && !this.probed) {
+        this.probed = true;
+        this.offUntil = outLen + 6;
+        return 0;
+      }
+      return cap;
+    }
+    const p = this.rate;
+    let best = 1, bestRate = 0;
+    for (let k = 1; k <= cap; k++) {
+      const ms = costs!.verifyMs(Math.max(1, decoding) + k);
+      const r = expectedTokens(k, p) / (ms > 0 ? ms : plain);
+      if (r > bestRate) { best = k; bestRate = r; }
+    }
+    if (bestRate > 1 / plain) return best;
+    // Plain decoding wins. After a stretch of it, one verification all the same: the acceptance and the
+    // costs are measured again (a text may turn repetitive; a step's cost changes with the batch).
+    if (this.exploring) {
+      this.exploring = false;
+      return best;
+    }
+    this.offUntil = outLen + this.backoff;
+    this.backoff = Math.min(this.backoff * 2, 1024);
+    this.exploring = true;
+    return 0;
   }
 
   /** No proposal was found: a few tokens pass before the next lookup (decoding pipelined meanwhile). */
@@ -141,16 +232,10 @@ export class SpecState {
   }
 
   /** After a verification of `proposed` tokens of which `accepted` were kept. */
-  record(proposed: number, accepted: number, outLen: number): void {
+  record(proposed: number, accepted: number): void {
     if (proposed <= 0) return;
     this.verifications++;
-    this.rate += 0.3 * (accepted / proposed - this.rate);
-    this.k = accepted === proposed ? Math.min(this.cfg.k, this.k + 1) : Math.max(1, accepted + 1);
-    if (this.verifications >= 4 && this.rate < 0.2) {
-      this.offUntil = outLen + this.backoff;
-      this.backoff = Math.min(this.backoff * 2, 1024);
-      this.rate = 0.5;
-      this.verifications = 0;
-    }
+    this.acc = 0.8 * this.acc + accepted;
+    this.rej = 0.8 * this.rej + (accepted < proposed ? 1 : 0);
   }
 }

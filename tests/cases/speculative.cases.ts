@@ -15,14 +15,24 @@ import { assert, defineCases, equalArrays, expectThrows, GOLDEN_RUNTIMES, spread
 import { golden } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
+// The mechanism under test, not the policy: every step proposes the batch's cap whatever the steps cost
+// (on a software adapter a verification never pays, and the cost-weighing policy would rightly stop
+// speculating; tests/unit/speculative.test.ts checks the policy).
+const MECHANISM: SpecHooks = { ignoreCosts: true };
+
 const SUBJECTS = ['llama-gqa', 'qwen3-qknorm-tied', 'deepseek-v2-moe', 'gguf-llama-q4-k-m'] as const;
 type Subject = typeof SUBJECTS[number];
 
 async function loadSubject(ctx: CaseContext, name: Subject, o: { kvCache?: { numBlocks: number; blockSize: number } } = {}, speculates = true): Promise<Model> {
   const spec = speculates ? { speculative: { method: 'ngram' as const, k: 4 } } : {};
-  if (name.startsWith('gguf-')) return ctx.engine.loadModel({ weights: await loadGGUF(await ctx.fixture(`goldens-quant/${name}/model.gguf`)), ...spec, ...o });
-  const g = await golden(ctx, name);
-  return ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...spec, ...o });
+  let m: Model;
+  if (name.startsWith('gguf-')) m = await ctx.engine.loadModel({ weights: await loadGGUF(await ctx.fixture(`goldens-quant/${name}/model.gguf`)), ...spec, ...o });
+  else {
+    const g = await golden(ctx, name);
+    m = await ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...spec, ...o });
+  }
+  if (speculates) m.engine.specHooks = MECHANISM;
+  return m;
 }
 
 /** Prompts of the subject: its golden's, and one that repeats itself (n-gram lookup finds matches in it). */
@@ -68,7 +78,7 @@ function specCase(name: Subject): TestCase {
         const c0 = { ...eng.counters };
         assert(c0.specRows === 0, 'speculation ran for requests that turned it off');
         const run = async (hooks: SpecHooks | null, what: string) => {
-          eng.specHooks = hooks;
+          eng.specHooks = { ...MECHANISM, ...hooks };
           try {
             const x0 = { ...eng.counters };
             const got = await model.generate(prompts, { maxNewTokens: N, stopTokens: [] });
@@ -76,7 +86,7 @@ function specCase(name: Subject): TestCase {
             const x = eng.counters;
             return { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, rows: x.specRows - x0.specRows, steps: x.steps - x0.steps };
           } finally {
-            eng.specHooks = null;
+            eng.specHooks = MECHANISM;
           }
         };
         const right = await run({ propose: oracle(prompts, plain) }, 'proposals always right');
@@ -118,20 +128,20 @@ function specCase(name: Subject): TestCase {
         }
         ctx.note(`${name}: ${quick ? '(forced rate and alone runs on GPUs only) ' : ''}accepted/proposed — right ${right.accepted}/${right.proposed} in ${right.steps} steps; wrong ${wrong.accepted}/${wrong.proposed} in ${wrong.steps}; rate 0.6 ${rateNote}; n-gram ${ngram.accepted}/${ngram.proposed}`);
         // Alone: one prompt at a time, proposals always right.
-        eng.specHooks = { propose: oracle(prompts, plain) };
+        eng.specHooks = { ...MECHANISM, propose: oracle(prompts, plain) };
         try {
           for (let i = 0; i < (quick ? 0 : prompts.length); i++) {
             const [alone] = await model.generate([prompts[i]], { maxNewTokens: N, stopTokens: [] });
             equalArrays(`${name}: prompt ${i} alone, proposals always right`, alone, plain[i]);
           }
         } finally {
-          eng.specHooks = null;
+          eng.specHooks = MECHANISM;
         }
         // Seeded sampling: the oracle proposes the sampled run's tokens, each accepted exactly when the
         // target draws it again at that position with that position's keyed draws: all of them.
         const s = { maxNewTokens: N, stopTokens: [], temperature: 0.9, seed: 1234 };
         const sampledPlain = await model.generate(prompts, { ...s, speculative: false });
-        eng.specHooks = { propose: oracle(prompts, sampledPlain) };
+        eng.specHooks = { ...MECHANISM, propose: oracle(prompts, sampledPlain) };
         try {
           const x0 = { ...eng.counters };
           const sampledSpec = await model.generate(prompts, s);
@@ -139,7 +149,7 @@ function specCase(name: Subject): TestCase {
           const acc = eng.counters.specAccepted - x0.specAccepted, prop = eng.counters.specProposed - x0.specProposed;
           assert(prop > 0 && acc === prop, `${name}: seeded sampling with its own tokens proposed: ${acc} of ${prop} accepted`);
         } finally {
-          eng.specHooks = null;
+          eng.specHooks = MECHANISM;
         }
         // A draft model (its own engine, cache and steps on this GPU): the same weights in another
         // instance (its greedy proposals are the target's tokens), then another golden of the same
@@ -192,7 +202,7 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
         for (const p of base) plain.push((await model.generate([p], { maxNewTokens: N, stopTokens: [], speculative: false }))[0]);
         // Together over a cache that cannot hold them all: preemption, recompute, forced rate 0.7.
         const r = rng(3);
-        eng.specHooks = { propose: oracle(base, plain), keep: () => r() < 0.7 };
+        eng.specHooks = { ...MECHANISM, propose: oracle(base, plain), keep: () => r() < 0.7 };
         const p0 = eng.counters.preemptions, s0 = eng.counters.specAccepted;
         const got = await Promise.all(base.map(async (p, i) => {
           await new Promise((res) => setTimeout(res, 3 * i));
@@ -205,11 +215,11 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
         // All rejected: then prompts that extend those runs by their plain tokens hit the blocks the
         // runs left in the prefix cache. A block holding a rejected proposal would change their outputs.
         for (const [i, p] of base.entries()) {
-          eng.specHooks = { propose: oracle(base, plain, true, V) };
+          eng.specHooks = { ...MECHANISM, propose: oracle(base, plain, true, V) };
           const w0 = eng.counters.specProposed;
           equalArrays(`prompt ${i}, proposals all rejected`, (await model.generate([p], { maxNewTokens: N, stopTokens: [] }))[0], plain[i]);
           assert(eng.counters.specProposed > w0, `prompt ${i}: nothing proposed`);
-          eng.specHooks = null;
+          eng.specHooks = MECHANISM;
           const h0 = model.kv.stats.hits;
           const ext = [...p, ...plain[i].slice(0, 10)];
           const [cont] = await model.generate([ext], { maxNewTokens: 4, stopTokens: [], speculative: false });
@@ -217,7 +227,7 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
           assert(model.kv.stats.hits - h0 >= 4 * Math.floor((p.length + 8) / 4) - 4, `prompt ${i} extended: ${model.kv.stats.hits - h0} tokens from the prefix cache`);
         }
         // Cancelled while a verification is in flight.
-        eng.specHooks = { propose: oracle(base, plain) };
+        eng.specHooks = { ...MECHANISM, propose: oracle(base, plain) };
         const ac = new AbortController();
         // Aborted a macrotask after the first token: the engine has recorded the first verification by
         // then and waits on it.
@@ -227,7 +237,7 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
           onTokens: () => { setTimeout(() => ac.abort(new Error('cancelled mid-verification')), 0); },
         });
         await expectThrows(() => h.result, 'cancelled mid-verification');
-        eng.specHooks = null;
+        eng.specHooks = MECHANISM;
         assert(eng.counters.specRows > v0, 'no verification was recorded before the cancel');
         await new Promise((res) => setTimeout(res, 0));
         // Steps still in flight come back; then nothing is held.
@@ -247,6 +257,7 @@ export const speculativeCases: TestCase[] = defineCases('speculative', [
         config: g.config, weights: await loadSafetensors(g.weights), tokenizer: byteTokenizerJson(), tokenizerConfig: byteTokenizerConfig(),
         name: 'golden', speculative: { method: 'ngram', k: 3 },
       });
+      model.engine.specHooks = MECHANISM;
       try {
         type Json = Record<string, any>;
         const req = { prompt: 'abcabcabcabcabc', max_tokens: 24, temperature: 0, return_token_ids: true };

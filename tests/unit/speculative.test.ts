@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { rng } from '../../src/core/random';
 import { RequestEngine, type StepRunner } from '../../src/serve/engine';
 import { KVCacheManager } from '../../src/serve/kv_manager';
-import { ngramProposals, parseSpeculation, SpecState } from '../../src/serve/speculative';
+import { expectedTokens, ngramProposals, parseSpeculation, SpecCost, SpecState } from '../../src/serve/speculative';
 import type { StepProcessing, StepRecord, StepRow } from '../../src/models/step';
 
 const V = 32;
@@ -85,21 +85,69 @@ describe('speculative options', () => {
 });
 
 describe('speculation policy', () => {
-  it('adapts k to what was accepted, backs off after low acceptance, and proposes less in a fuller batch', () => {
-    const s = new SpecState(parseSpeculation('t', { method: 'ngram', k: 6, maxBatch: 8 })!);
+  const cfg = parseSpeculation('t', { method: 'ngram', k: 6, maxBatch: 8 })!;
+  it('proposes less in a fuller batch and none past maxBatch; pauses when no proposal is found', () => {
+    const s = new SpecState(cfg);
     expect(s.budget(10, 1)).toBe(6);
     expect(s.budget(10, 4)).toBe(3);
     expect(s.budget(10, 9)).toBe(0);
-    s.record(6, 2, 10);
-    expect(s.k).toBe(3);
-    s.record(3, 3, 13);
-    expect(s.k).toBe(4);
-    for (let i = 0; i < 6; i++) s.record(4, 0, 20 + i);
-    expect(s.budget(26, 1)).toBe(0);
-    expect(s.budget(26 + 1024, 1)).toBeGreaterThan(0);
     s.pause(2000);
     expect(s.budget(2001, 1)).toBe(0);
-    expect(s.budget(2003, 1)).toBeGreaterThan(0);
+    expect(s.budget(2003, 1)).toBe(6);
+  });
+
+  it('estimates acceptance from accepted runs and rejections, forgetting old verifications', () => {
+    const s = new SpecState(cfg);
+    expect(s.rate).toBeCloseTo(0.8, 10);
+    for (let i = 0; i < 40; i++) s.record(4, 4);
+    expect(s.rate).toBeGreaterThan(0.95);
+    // Runs of 2 accepted then a rejection: p = 2 / 3.
+    for (let i = 0; i < 60; i++) s.record(4, 2);
+    expect(s.rate).toBeCloseTo(2 / 3, 3);
+    expect(expectedTokens(4, 1)).toBe(5);
+    expect(expectedTokens(2, 0.5)).toBeCloseTo(1.75, 12);
+  });
+
+  it('takes the k with the most tokens a millisecond at the measured costs, and none when plain decoding yields more', () => {
+    // A plain step 5 ms; verification steps as an H200 ran the 8B Q4_K_M shape (ms by tokens).
+    const cost = new SpecCost();
+    for (const [t, ms] of [[2, 14], [3, 20], [5, 20], [9, 20.5]] as const) cost.observe(t, ms);
+    expect(cost.ms(4)).toBe(20);
+    expect(cost.ms(7)).toBeCloseTo(20.25, 12);
+    expect(cost.ms(12)).toBe(20.5);
+    expect(new SpecCost().ms(3)).toBeNaN();
+    const costs = { plainMs: 5, verifyMs: (t: number) => cost.ms(t) };
+    // Every proposal accepted: 7 tokens for 20.5 ms beat 1 for 5.
+    const high = new SpecState(cfg);
+    for (let i = 0; i < 30; i++) high.record(6, 6);
+    expect(high.budget(10, 1, costs)).toBe(6);
+    // At p = 0.7 no k pays: plain decoding for a stretch of 16 tokens; then one verification (at the best
+    // k) measures again; then 32 plain tokens if plain decoding still wins.
+    const low = new SpecState(cfg);
+    for (let i = 0; i < 60; i++) low.record(4, i % 10 < 7 ? 4 : 0);
+    const p = low.rate;
+    expect(expectedTokens(6, p) / 20.5).toBeLessThan(1 / 5);
+    expect(low.budget(100, 1, costs)).toBe(0);
+    expect(low.budget(115, 1, costs)).toBe(0);
+    expect(low.offUntil).toBe(116);
+    expect(low.budget(116, 1, costs)).toBe(6);
+    low.record(6, 1);
+    expect(low.budget(118, 1, costs)).toBe(0);
+    expect(low.offUntil).toBe(118 + 32);
+    // Cheap verifications (a step of k + 1 tokens costing a plain step's 1.1x): k = 6 again.
+    const cheap = { plainMs: 5, verifyMs: (t: number) => 5 * (1 + 0.02 * t) };
+    expect(new SpecState(cfg).budget(10, 1, cheap)).toBe(6);
+    // A cost not measured yet counts as a plain step's (so each k is tried).
+    expect(new SpecState(cfg).budget(10, 1, { plainMs: 5, verifyMs: () => NaN })).toBe(6);
+  });
+
+  it('decodes plainly for a short stretch to measure plain decoding when its cost is unknown', () => {
+    const s = new SpecState(cfg);
+    const unknown = { plainMs: NaN, verifyMs: () => 20 };
+    for (let i = 0; i < 4; i++) { expect(s.budget(10 + i, 1, unknown)).toBe(6); s.record(6, 6); }
+    expect(s.budget(14, 1, unknown)).toBe(0);
+    expect(s.budget(19, 1, unknown)).toBe(0);
+    expect(s.budget(20, 1, unknown)).toBe(6);
   });
 });
 
