@@ -191,11 +191,11 @@ export class Runtime implements TensorHost {
      *  the GPU; 'off' keeps the GEMV. */
     linearDecodeMma: 'auto' as 'auto' | 'off',
     /** Rows from which decode-sized steps over 16-bit weights may take the subgroup-matrix GEMM (see
-     *  linearDecodeMma). 2: on an H200 whole steps of Llama-3.2-1B's shape (bf16, batch 1, rows of a
-     *  speculative verification) took 3.6 ms of GPU time at 2 rows on the matrices against 4.9-5.5 on the
-     *  GEMV, 3.3 against 5.9 at 6 rows, and the same at 4 (the GEMV's time grows with its rows there:
-     *  bench/notes/h200-session4-issue45-run1.log; per-layer timings had said 8, run 106). */
-    linearDecodeMmaMinM: 2,
+     *  linearDecodeMma): 4. On an H200, whole steps of Llama-3.2-1B's shape (bf16, batch 1, the rows of a
+     *  speculative verification) took 3.4 ms of GPU time at 6 rows on the matrices against 6.0 on the GEMV,
+     *  the same at 4 (3.3 and 3.2), and 2.1 on the GEMV at 2 rows against 3.3 (issue 45's runs,
+     *  bench/notes/h200-session4-issue45-*.log; per-layer timings had said 8, run 106). */
+    linearDecodeMmaMinM: 4,
     /** The same for quantized weights (the GEMV's dot path): 3. On an H200 the 8B shape at Q4_K_M took
      *  14.1 ms at 2 rows on the GEMV against 19.6 on the matrices, 27.9 against 20.0 at 4 rows and 43.0
      *  against 20.3 at 6 (the GEMV holds each x row's unit in registers: 4 rows of them spill). */

@@ -55,7 +55,7 @@
 //   bench/notes/gemm.md). The tile: the first of LINEAR_MMA_TILES with LINEAR_MMA_TARGET_WORKGROUPS. The same
 //   core serves ops.moe's grouped products (moe_gemm_mma.wgsl).
 //
-// Decode-sized steps on subgroup matrices (M from engine.tuning.linearDecodeMmaMinM, 2, or quantDecodeMmaMinM, 3,
+// Decode-sized steps on subgroup matrices (M from engine.tuning.linearDecodeMmaMinM, 4, or quantDecodeMmaMinM, 3,
 //   for quantized weights, to LINEAR_GEMV_MAX_M):
 //   the GEMV above reads the weights once per 16 rows of x and, from 8 rows on, is far from both ceilings;
 //   the same matrix GEMM over row tiles of 16, 32 or 64 rows (LINEAR_MMA_DECODE_TILES: narrow column tiles
@@ -63,7 +63,7 @@
 //   layers 1.3-5x faster from 16 rows on (H200, run 103). Where the grid is short (o and down, N 2048),
 //   K is split over workgroups and a second pass (gemm_splitk.wgsl) adds the splits with the epilogue:
 //   down at M 16 went from 0.117 to 0.036 ms (run 106). planLinear takes it where the adapter has f16
-//   subgroup matrices, from 2 or 3 rows (linearDecodeMmaMinM, quantDecodeMmaMinM: whole steps measured, issue 45)
+//   subgroup matrices, from 4 or 3 rows (linearDecodeMmaMinM, quantDecodeMmaMinM: whole steps measured, issue 45)
 //   where its grid has LINEAR_MMA_DECODE_MIN_WORKGROUPS;
 //   `npm run bench -- --suite=gemv` times both and says which it picked.
 //
@@ -511,7 +511,7 @@ const LINEAR_MMA_DECODE_PLANNED = 3;
  * Below 16 rows decode-sized steps take the matrix GEMM only where its grid (K splits included) has this
  * many workgroups. Without split-K, at M 8 it lost to the GEMV at N 2048 (32 workgroups; H200, run 103);
  * with it, it won at every layer of Llama-3.2-1B from M 8 (o 0.034 ms against 0.037, down 0.036 against
- * 0.066; run 106) and lost at M 4 (down 0.036 against 0.029); whole steps later won from M 2 (runtime.ts
+ * 0.066; run 106) and lost at M 4 (down 0.036 against 0.029); whole steps later won from M 4 (runtime.ts
  * linearDecodeMmaMinM says where).
  */
 export const LINEAR_MMA_DECODE_MIN_WORKGROUPS = 48;

@@ -201,8 +201,9 @@ interface InFlight {
   rec: StepRecord; rows: { c: Choice; row: number; props?: number[] }[]; lpRows: Choice[];
   /** performance.now() once submitted; the step's prompt-chunk tokens (its decode rows are the rest of rec.T). */
   submitted: number; prefill: number; decodes: number;
-  /** performance.now() when the loop began the step (before a draft's proposals); whether it verifies. */
-  planned: number; verifies: boolean;
+  /** performance.now() when the loop began the step (before a draft's proposals); whether it verifies;
+   *  whether another step was in flight when it was submitted (its time then is a pipelined step's). */
+  planned: number; verifies: boolean; pipelined: boolean;
 }
 
 /** What the engine has done since it was made (model.engine.counters); differences over a run measure it. */
@@ -885,7 +886,7 @@ export class RequestEngine {
     this.counters.prefillTokens += prefill;
     this.counters.decodeTokens += rec.T - prefill;
     if (prefill && decodes) this.counters.mixedSteps++;
-    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r].c) : [], submitted, prefill, decodes, planned: this.planStart, verifies: spec.size > 0 });
+    this.inflight.push({ rec, rows: out, lpRows: proc ? proc.logprobRows.map((r) => sampled[r].c) : [], submitted, prefill, decodes, planned: this.planStart, verifies: spec.size > 0, pipelined: this.inflight.length > 0 });
     for (const [req, e] of failed) this.fail(req, e);
   }
 
@@ -924,9 +925,11 @@ export class RequestEngine {
     // The step's time: from its submission, or from the step before it coming back if the GPU was still
     // busy then (steps in flight run one after another). A verification step's goes to the speculation
     // policy instead, from the loop beginning it (its proposals made) to its ids back: nothing overlaps it.
+    // A decode-only step submitted with none in flight (the first after a verification or an idle engine)
+    // waited for its own recording and read-back: not a pipelined step's time, so not observed.
     if (f.verifies) {
       if (f.prefill === 0) this.specCost.observe(f.rec.T, done - f.planned);
-    } else {
+    } else if (f.pipelined || f.prefill > 0) {
       this.stepCost.observe(f.prefill, f.decodes, done - Math.max(f.submitted, this.lastDone));
     }
     this.lastDone = done;

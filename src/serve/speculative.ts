@@ -181,7 +181,7 @@ export class SpecState {
   offUntil = 0;
   private backoff = 16;
   private probed = false;
-  private exploring = false;
+  private exploring = true;
 
   constructor(readonly cfg: SpeculationConfig) {}
 
@@ -214,12 +214,10 @@ export class SpecState {
       if (r > bestRate) { best = k; bestRate = r; }
     }
     if (bestRate > 1 / plain) return best;
-    // Plain decoding wins. After a stretch of it, one verification all the same: the acceptance and the
-    // costs are measured again (a text may turn repetitive; a step's cost changes with the batch).
-    if (this.exploring) {
-      this.exploring = false;
-      return best;
-    }
+    // Plain decoding wins. Before the first verification and after a stretch of plain decoding, one
+    // verification all the same: the acceptance and the costs are measured (again: a text may turn
+    // repetitive; a step's cost changes with the batch). It is owed until record() sees it.
+    if (this.exploring) return best;
     this.offUntil = outLen + this.backoff;
     this.backoff = Math.min(this.backoff * 2, 1024);
     this.exploring = true;
@@ -235,6 +233,7 @@ export class SpecState {
   record(proposed: number, accepted: number): void {
     if (proposed <= 0) return;
     this.verifications++;
+    this.exploring = false;
     this.acc = 0.8 * this.acc + accepted;
     this.rej = 0.8 * this.rej + (accepted < proposed ? 1 : 0);
   }

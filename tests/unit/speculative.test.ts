@@ -131,12 +131,19 @@ describe('speculation policy', () => {
     expect(low.budget(115, 1, costs)).toBe(0);
     expect(low.offUntil).toBe(116);
     expect(low.budget(116, 1, costs)).toBe(6);
+    // Owed until a verification is recorded (the step may not take the choice at once).
+    expect(low.budget(116, 1, costs)).toBe(6);
     low.record(6, 1);
     expect(low.budget(118, 1, costs)).toBe(0);
     expect(low.offUntil).toBe(118 + 32);
     // Cheap verifications (a step of k + 1 tokens costing a plain step's 1.1x): k = 6 again.
     const cheap = { plainMs: 5, verifyMs: (t: number) => 5 * (1 + 0.02 * t) };
     expect(new SpecState(cfg).budget(10, 1, cheap)).toBe(6);
+    // A new choice verifies once before plain decoding can win (its acceptance is measured).
+    const fresh = new SpecState(cfg);
+    expect(fresh.budget(0, 1, costs)).toBe(6);
+    fresh.record(6, 0);
+    expect(fresh.budget(1, 1, costs)).toBe(0);
     // A cost not measured yet counts as a plain step's (so each k is tried).
     expect(new SpecState(cfg).budget(10, 1, { plainMs: 5, verifyMs: () => NaN })).toBe(6);
   });
