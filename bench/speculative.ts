@@ -37,7 +37,9 @@ interface SubjectResult {
   name: string;
   verify: { rows: number; wallMs: number; gpuMs: number | null; wallRatio: number; gpuRatio: number | null; ab?: { wallMs: number; gpuMs: number | null }; kernels?: Record<string, number> }[];
   plain: { tokensPerS: number; wallMs: number };
-  runs: { k: number; rate: number; tokensPerS: number; speedup: number; proposed: number; accepted: number; steps: number; draft?: 'own' | 'oracle'; draftMsPerProposal?: number; policy?: boolean }[];
+  runs: { k: number; rate: number; tokensPerS: number; speedup: number; proposed: number; accepted: number; steps: number; draft?: 'own' | 'oracle'; draftMsPerProposal?: number; policy?: boolean;
+    /** Runs of the three whose tokens differed from plain decoding's (an exactness failure). */
+    changed: number }[];
   /** A draft setup's draft alone, plain decoding. */
   draftPlain?: { tokensPerS: number };
 }
@@ -137,10 +139,17 @@ async function timeSpeculating(d: ReturnType<typeof decoder>, plain: readonly nu
   const times: number[] = [];
   let stats = { proposed: 0, accepted: 0, steps: 0, draftMs: 0 };
   let host = '';
+  let changed = 0;
   for (let i = 0; i < 3; i++) {
     const x0 = { ...eng.counters };
     const g = await d.gen(true);
-    if (g.out.join(',') !== plain.join(',')) throw new Error(`${what} changed the output`);
+    // A changed output is an exactness failure (SPEC §9): said loudly and kept in the results, the other
+    // runs measured all the same.
+    if (g.out.join(',') !== plain.join(',')) {
+      const at = g.out.findIndex((t, j) => t !== plain[j]);
+      log(`  EXACTNESS FAILURE: ${what} changed the output at token ${at} (${g.out[at]} against ${plain[at]})`);
+      changed++;
+    }
     times.push(g.ms);
     const x = eng.counters;
     stats = { proposed: x.specProposed - x0.specProposed, accepted: x.specAccepted - x0.specAccepted, steps: x.steps - x0.steps, draftMs: x.draftMs - x0.draftMs };
@@ -149,7 +158,7 @@ async function timeSpeculating(d: ReturnType<typeof decoder>, plain: readonly nu
     host = `a step ${fmt(g.ms / stats.steps, 3)} ms wall: record ${per('recordMs')}, wait ${per('waitMs')}, schedule ${per('scheduleMs')}, apply ${per('applyMs')}; ${x.replayed - x0.replayed} replayed, ${x.recorded - x0.recorded} recorded`;
   }
   log(`  ${what}: ${host}`);
-  return { tps: (d.N * 1000) / Math.min(...times.slice(1)), ...stats };
+  return { tps: (d.N * 1000) / Math.min(...times.slice(1)), ...stats, changed };
 }
 
 async function benchDraft(target: Model, draft: Model, label: string, o: SpecBenchOptions): Promise<SubjectResult> {
@@ -226,8 +235,8 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
   for (const s of subjects) {
     if (s.draftPlain) {
       lines.push(`## ${s.name}`, '', `Plain decoding: ${fmt(s.plain.tokensPerS, 1)} tokens/s; the draft alone ${fmt(s.draftPlain.tokensPerS, 1)} tokens/s. Every run below has the draft model make its proposals (its steps, its cache, its time in the wall time); "oracle" runs then replace them with the plain run's own tokens, kept at the forced rate.`, '',
-        '| k | proposals | acceptance | tokens/s | speed-up | accepted / proposed | steps | draft ms a proposal |', '|---|---|---|---|---|---|---|---|');
-      for (const r of s.runs) lines.push(`| ${r.k} | ${r.draft === 'own' ? "the draft's" : 'oracle (forced)'} | ${fmt(r.rate)} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} | ${fmt(r.draftMsPerProposal ?? null, 3)} |`);
+        '| k | proposals | acceptance | tokens/s | speed-up | accepted / proposed | steps | draft ms a proposal | output |', '|---|---|---|---|---|---|---|---|---|');
+      for (const r of s.runs) lines.push(`| ${r.k} | ${r.draft === 'own' ? "the draft's" : 'oracle (forced)'} | ${fmt(r.rate)} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} | ${fmt(r.draftMsPerProposal ?? null, 3)} | ${r.changed ? `**changed in ${r.changed} of 3 runs**` : 'plain decoding\'s'} |`);
       lines.push('');
       continue;
     }
@@ -242,8 +251,8 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
       for (const n of names) lines.push(`| ${n} | ${fmt(one[n] ?? null, 3)} | ${fmt(four[n] ?? null, 3)} |`);
     }
     lines.push('', `Plain decoding: ${fmt(s.plain.tokensPerS, 1)} tokens/s. "k" a number: that many proposals every step (the mechanism); "≤ 8, policy": as many as the policy chooses by the steps' measured costs and the acceptance it has seen, none where plain decoding wins (serve/speculative.ts).`, '',
-      '| k | acceptance (forced) | tokens/s | speed-up | accepted / proposed | steps |', '|---|---|---|---|---|---|');
-    for (const r of s.runs) lines.push(`| ${r.policy ? `≤ ${r.k}, policy` : r.k} | ${r.rate} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} |`);
+      '| k | acceptance (forced) | tokens/s | speed-up | accepted / proposed | steps | output |', '|---|---|---|---|---|---|---|');
+    for (const r of s.runs) lines.push(`| ${r.policy ? `≤ ${r.k}, policy` : r.k} | ${r.rate} | ${fmt(r.tokensPerS, 1)} | ${fmt(r.speedup)}× | ${r.accepted} / ${r.proposed} | ${r.steps} | ${r.changed ? `**changed in ${r.changed} of 3 runs**` : 'plain decoding\'s'} |`);
     const v4 = s.verify.find((v) => v.rows === 4);
     const at7 = s.runs.find((r) => r.k === 4 && r.rate === 0.7 && !r.policy);
     lines.push('', `Targets: a verification of 4 rows ≤ 1.3× a plain step: ${fmt(v4?.wallRatio ?? null)}× wall, ${fmt(v4?.gpuRatio ?? null)}× GPU; at acceptance 0.7 and k = 4 ≥ 1.8× plain: ${fmt(at7?.speedup ?? null)}× (the issue names the 8B Q4_K_M shape for it).`, '');

@@ -149,6 +149,14 @@ export class Runtime implements TensorHost {
   readonly pool: BufferPool;
   /** The GPU and adapter objects behind the device, kept alive with the engine. */
   retained: unknown[] = [];
+  /**
+   * Set by a model while it records a step that verifies speculative proposals (StepRow.sampleAll):
+   * products over quantized weights stay on the f32 kernels (the GEMV, the FMA GEMM), off the subgroup
+   * matrices, which take such weights rounded to f16. A verification row then computes as a plain
+   * step's row does (up to summation order), so that speculation leaves the output as it was (SPEC §9).
+   * On an H200 the 8B shape at Q4_K_M changed its greedy output with verification rows on the matrices.
+   */
+  exactProducts = false;
   /** Knobs the kernels plan with; tests shrink them to reach rarely taken paths at small sizes. */
   readonly tuning = {
     /** Largest score matrix the naive kernel materializes per chunk of query rows. */

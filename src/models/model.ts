@@ -527,9 +527,22 @@ export class ModelRunner {
       meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq,
         ...(m.stateSlots ? { stateSlots: m.stateSlots } : {}) },
     };
+    // A step verifying speculative proposals plans its products exactly (Runtime.exactProducts).
+    const verifying = rows.some((r) => r.sample && r.sampleAll);
+    rt.exactProducts = verifying;
+    try {
+      return this.recordPlanned(step, ctx, T, R, V, proc, all, mixed, verifying, sampledRow);
+    } finally {
+      rt.exactProducts = false;
+    }
+  }
+
+  private recordPlanned(step: number, ctx: StepContext, T: number, R: number, V: number, proc: StepProcessing | null, all: Tensor | null,
+                        mixed: VisionStep | null, verifying: boolean, sampledRow: number[]): StepRecord {
+    const rt = this.rt;
     this.arch.plan(ctx);
     const sig = rt.tuning.stepGraphs && this.arch.signature ? this.arch.signature(ctx) : null;
-    const key = sig === null ? null : `${sig}#${JSON.stringify(rt.tuning)}`;
+    const key = sig === null ? null : `${sig}#${verifying ? 'verify#' : ''}${JSON.stringify(rt.tuning)}`;
     const k = this.inFlight;
     const prev = this.sampled[(step + k - 1) % k], out = this.sampled[step % k];
     rt.recording(this.dc, () => {

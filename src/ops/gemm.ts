@@ -710,7 +710,7 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
     ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.WG}|${t.linearMma},`
-      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.quantDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot}` : '';
+      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.quantDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot},${rt.exactProducts}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
   if (hit) return hit;
@@ -740,8 +740,10 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // Decode-sized steps of many rows on the tensor units: every row in one row tile, the weights read once.
   // Quantized weights too (H200, issue 28's runs 4-5: Q4_K at batch 8 and 32 took 8.1 and 11.7 ms a step on
   // the matrices, 12.6 and 40.1 on the quantized GEMV in chunks of 4 rows).
+  // Quantized weights enter the matrices rounded to f16: not while a step verifies (Runtime.exactProducts).
+  const matrices = !(rt.exactProducts && isQuantType(p.dtype));
   const minM = isQuantType(p.dtype) ? rt.tuning.quantDecodeMmaMinM : rt.tuning.linearDecodeMmaMinM;
-  const decodeMma = kernel === 'auto' && p.M <= LINEAR_GEMV_MAX_M && p.M >= minM
+  const decodeMma = kernel === 'auto' && matrices && p.M <= LINEAR_GEMV_MAX_M && p.M >= minM
     && rt.tuning.linearDecodeMma === 'auto' && rt.tuning.linearMma === 'auto' ? planLinearMmaDecode(rt, p, op) : null;
   if (decodeMma && (p.M >= 16 || Math.ceil(p.M / decodeMma.BM) * Math.ceil(p.N / decodeMma.BN) * decodeMma.KS >= LINEAR_MMA_DECODE_MIN_WORKGROUPS)) return decodeMma;
   if (kernel === 'gemm-mma' && p.decodeTiles) {
@@ -807,7 +809,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     return { ...plan, quantPath, CU };
   }
 
-  if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
+  if (kernel === 'gemm-mma' || (kernel === 'auto' && matrices && rt.tuning.linearMma === 'auto')) {
     const mma = planLinearMma(rt, p, op);
     if (mma) return mma;
     if (kernel === 'gemm-mma') {

@@ -479,8 +479,9 @@ export function planMoe(rt: Runtime, p: PlanMoeOptions): MoePlan {
     const MT = Math.min(dot ? 4 : 8, pow2ceil(p.rows));
     return { kernel: 'gemv', MT, WG: 256, KT1: KT(p.H, p.dtype), KT2: KT(p.I, downDtype), quantPath: dot ? 'dot' : 'decode' };
   }
-  if (kernel === 'gemm-mma' || (kernel === 'auto' && rt.tuning.linearMma === 'auto')) {
-    // Quantized experts enter the matrices as f16 (rounded on the way into workgroup memory).
+  // Quantized experts enter the matrices as f16 (rounded on the way into workgroup memory): not while a
+  // step verifies speculative proposals (Runtime.exactProducts).
+  if (kernel === 'gemm-mma' || (kernel === 'auto' && !(rt.exactProducts && isQuantType(p.dtype)) && rt.tuning.linearMma === 'auto')) {
     const mmaDtype = p.dtype === 'f32' || downDtype === 'f32' ? 'f32' : isQuantType(p.dtype) ? 'f16' : p.dtype;
     const mma = planMma(rt, { M: P, N: Math.min(p.H, 2 * p.I), dtype: mmaDtype, tiles: MOE_MMA_TILES, tilesName: 'MOE_MMA_TILES', tile: p.tile,
       targetWorkgroups: LINEAR_GEMM_TARGET_WORKGROUPS }, op);

@@ -75,6 +75,13 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
     expect((planLinear(h200, { M: 65, N: 2048, K: 2048, dtype: 'bf16' }) as GemmMmaPlan).BM).toBeGreaterThanOrEqual(64);
   });
 
+  it('keeps quantized weights off the matrices while a step verifies speculative proposals (Runtime.exactProducts), 16-bit weights not', () => {
+    const exact = { ...h200, exactProducts: true } as unknown as Runtime;
+    for (const M of [3, 8, 64, 65]) expect(planLinear(exact, { M, N: 8192, K: 2048, dtype: 'Q4_K' }).kernel, `Q4_K M ${M}`).toBe(M <= 64 ? 'gemv' : 'gemm');
+    expect(planLinear(h200, { M: 65, N: 8192, K: 2048, dtype: 'Q4_K' }).kernel).toBe('gemm-mma');
+    expect(planLinear(exact, { M: 8, N: 8192, K: 2048, dtype: 'bf16' }).kernel).toBe('gemm-mma');
+  });
+
   it('takes 16-row tiles of vec4 staging, and taller ones where they need fewer row tiles and still fill 256 workgroups (run 103)', () => {
     const tile = (M: number, N: number) => planLinear(h200, { M, N, K: 2048, dtype: 'bf16' }) as GemmMmaPlan;
     for (const M of [8, 16, 32, 64]) expect([tile(M, 3072).BM, tile(M, 3072).BN, tile(M, 3072).VEC], `qkv M ${M}`).toEqual([16, 64, true]);
