@@ -58,7 +58,8 @@
 //                         and batch-1 decoding with an oracle's proposals at forced acceptance rates; --spec-gguf=FILE[:LABEL],...
 //                         (--spec-no-bf16: the GGUF files only; --spec-tag=T: spec-T-<device>.md);
 //                         --spec-draft=TARGET:DRAFT[:LABEL],...: draft-model setups of two GGUF files;
-//                         --spec-cases=k:rate,...: the end-to-end runs (default 2:1,4:1,8:1,4:0.5,4:0.7,4:0.9)
+//                         --spec-cases=k:rate,...: the end-to-end runs (default 2:1,4:1,8:1,4:0.5,4:0.7,4:0.9);
+//                         --spec-render=RESULTS.json: its Markdown and plot again from a results file (no GPU)
 //   --suite=layers        issue 31 (bench/layers.ts): BERT-base's shape (encode, 128-token inputs, batch 1 and 32: sentences/s,
 //                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
 //                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
@@ -83,7 +84,7 @@ import { benchModel, DEEPSEEK_V2_LITE, SMALL_DEEPSEEK, SMALL_LLAMA, type ModelBe
 import { plotResults, type ResultsFile } from './plot';
 import { hfqEntries, runHfQuant, writeHfQuantResults, type HfqRun } from './hfquant';
 import { runLayers } from './layers';
-import { runSpeculative } from './speculative';
+import { renderSpec, runSpeculative, type SubjectResult } from './speculative';
 import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
@@ -101,6 +102,32 @@ const quick = args.has('quick');
 const outDir = args.get('out') ?? 'bench/results';
 const suites = (args.get('suite') ?? 'sdpa,paged,mla,gemm,step,model,deepseek').split(',');
 const lengths = (args.get('lengths') ?? (quick ? '128,256' : '1024,2048,4096,8192')).split(',').map(Number);
+
+/** --model-ab=key=value|...: engine.tuning fields (booleans and numbers parsed). */
+function tuningAb(v: string | undefined): Record<string, unknown> | null {
+  return v ? Object.fromEntries(v.split('|').map((kv) => {
+    const [k, x] = kv.split('=');
+    return [k, x === 'true' ? true : x === 'false' ? false : Number.isFinite(Number(x)) && x !== '' ? Number(x) : x];
+  })) : null;
+}
+
+// --spec-render=RESULTS.json: the spec suite's Markdown and plot again from a results file (no GPU), with
+// the --commit, --device, --spec-tag and --model-ab of the run that wrote it.
+if (args.has('spec-render')) {
+  const file = args.get('spec-render')!;
+  const j = JSON.parse(readFileSync(file, 'utf8')) as { speculative?: SubjectResult[]; device?: string };
+  if (!Array.isArray(j.speculative)) throw new Error(`--spec-render: expected a results JSON with a 'speculative' list, got none in ${file}`);
+  const ab = tuningAb(args.get('model-ab'));
+  const device = args.get('device') ?? j.device ?? 'unknown';
+  const r = renderSpec(j.speculative, { device, commit: args.get('commit') ?? 'unknown', cmd: args.get('spec-cmd') ?? `npm run bench -- --suite=spec (rendered from ${file.split('/').pop()})`, ab });
+  const tag = args.get('spec-tag') ? `-${args.get('spec-tag')}` : '';
+  const slug = device.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `spec${tag}-${slug}.md`), r.markdown);
+  writeFileSync(join(outDir, `spec${tag}-${slug}.svg`), r.svg);
+  console.log(`wrote ${join(outDir, `spec${tag}-${slug}.md`)} and .svg`);
+  process.exit(0);
+}
 
 // Dawn rounds timestamps to 100 µs unless told otherwise; these are our own measurements. Dawn hides
 // shader-f16 on NVIDIA's Vulkan driver unless the adapter is made with vulkan_enable_f16_on_nvidia
@@ -674,10 +701,7 @@ function llamaCppBeside(r: ModelBench, flag: string, key: string, extra: string[
 }
 
 /** --model-ab=key=value|...: engine.tuning fields the model suites run under a second time. */
-const modelAb: Partial<typeof engine.tuning> | null = args.has('model-ab') ? Object.fromEntries(args.get('model-ab')!.split('|').map((kv) => {
-  const [k, v] = kv.split('=');
-  return [k, v === 'true' ? true : v === 'false' ? false : Number.isFinite(Number(v)) && v !== '' ? Number(v) : v];
-})) : null;
+const modelAb: Partial<typeof engine.tuning> | null = tuningAb(args.get('model-ab'));
 const abLabel = modelAb ? Object.entries(modelAb).map(([k, v]) => `${k}=${v}`).join(', ') : '';
 
 if (suites.includes('model')) {

@@ -33,7 +33,7 @@ export interface SpecBenchOptions {
   log(s: string): void;
 }
 
-interface SubjectResult {
+export interface SubjectResult {
   name: string;
   verify: { rows: number; wallMs: number; gpuMs: number | null; wallRatio: number; gpuRatio: number | null; ab?: { wallMs: number; gpuMs: number | null }; kernels?: Record<string, number> }[];
   plain: { tokensPerS: number; wallMs: number };
@@ -228,9 +228,14 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
       draft.destroy();
     }
   }
+  return { subjects, ...renderSpec(subjects, o) };
+}
+
+/** The results' Markdown and plot from measured subjects (also --spec-render: from a results JSON). */
+export function renderSpec(subjects: SubjectResult[], o: { device: string; commit: string; cmd: string; ab?: Partial<Engine['tuning']> | null }): { markdown: string; svg: string } {
   const lines = [
     `# Speculative decoding's mechanism on ${o.device}`, '',
-    `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${o.commit}\` with \`${o.cmd}\`. Random weights make acceptance meaningless, so the proposals here are an oracle's (the plain run's own tokens: every one right) and a hook rejects right ones at a forced rate (RequestEngine.specHooks); every run's tokens equal plain decoding's (checked). Batch 1, a 32-token prompt, 128 new tokens, best of the last two of three runs; verification steps at context 1024 (Model.profileDecode with verify = k + 1).`, '',
+    `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${o.commit}\` with \`${o.cmd}\`. Random weights make acceptance meaningless, so the proposals here are an oracle's (the plain run's own tokens: every one right) and a hook rejects right ones at a forced rate (RequestEngine.specHooks); each run's tokens are compared with plain decoding's (the output column: a difference is an exactness failure). Batch 1, a 32-token prompt, 128 new tokens, best of the last two of three runs; verification steps at context 1024 (Model.profileDecode with verify = k + 1).`, '',
   ];
   for (const s of subjects) {
     if (s.draftPlain) {
@@ -268,5 +273,5 @@ export async function runSpeculative(engine: Engine, o: SpecBenchOptions & { dev
     }),
     ceiling: { value: 1, label: 'plain decoding' },
   });
-  return { subjects, markdown: `${lines.join('\n')}\n`, svg };
+  return { markdown: `${lines.join('\n')}\n`, svg };
 }
