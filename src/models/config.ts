@@ -24,6 +24,7 @@ export const SUPPORTED_ARCHITECTURES = Object.freeze([
   'Gemma3ForCausalLM',
   'Qwen2_5_VLForConditionalGeneration',
   'Lfm2ForCausalLM',
+  'Gemma3ForConditionalGeneration',
 ] as const);
 
 export type Architecture = (typeof SUPPORTED_ARCHITECTURES)[number];
@@ -45,6 +46,8 @@ const FAMILY: Record<Architecture, ModelFamily> = {
   // Qwen2.5-VL's text model is Qwen2 with M-RoPE (ModelConfig.mrope); its vision tower is ModelConfig.vision.
   Qwen2_5_VLForConditionalGeneration: 'qwen2',
   Lfm2ForCausalLM: 'lfm2',
+  // Gemma 3 with images: the Gemma 3 text model; its SigLIP tower and projector are ModelConfig.siglip.
+  Gemma3ForConditionalGeneration: 'gemma3',
 };
 
 export interface LayerConfig {
@@ -156,6 +159,32 @@ export interface ModelConfig {
   mrope?: { section: readonly [number, number, number] } | null;
   /** A vision-language model's vision tower and image tokens (Qwen2.5-VL); absent or null: text only. */
   vision?: QwenVisionConfig | null;
+  /** Gemma 3's SigLIP vision tower, its projector and image tokens (Gemma3ForConditionalGeneration); absent or null: none. */
+  siglip?: SiglipVisionConfig | null;
+}
+
+/**
+ * Gemma 3's vision side (Gemma3ForConditionalGeneration; goldens-arch README "gemma3-vision"): a SigLIP
+ * encoder without pooling head (patch embedding with bias, learned positions, pre-LayerNorm layers of
+ * bidirectional attention with biases and a GELU-tanh MLP, post_layernorm), then the projector: the
+ * patch grid average-pooled to tokensPerImage tokens, RMSNorm x·(1 + w), and a product to the text width.
+ */
+export interface SiglipVisionConfig {
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  headDim: number;
+  numChannels: number;
+  imageSize: number;
+  patchSize: number;
+  layerNormEps: number;
+  /** Image tokens a picture becomes (mm_tokens_per_image: a square number, the pooled grid). */
+  tokensPerImage: number;
+  imageTokenId: number;
+  /** <start_of_image> and <end_of_image>, around each image's run of image tokens in a prompt. */
+  boiTokenId: number | null;
+  eoiTokenId: number | null;
 }
 
 /** Qwen2.5-VL's vision tower (Qwen2_5_VisionTransformerPretrainedModel) and its image tokens. */
@@ -258,6 +287,7 @@ function architectureOf(j: Json): Architecture {
     phi3: 'Phi3ForCausalLM',
     qwen3_moe: 'Qwen3MoeForCausalLM',
     gemma3_text: 'Gemma3ForCausalLM',
+    gemma3: 'Gemma3ForConditionalGeneration',
     qwen2_5_vl: 'Qwen2_5_VLForConditionalGeneration',
     lfm2: 'Lfm2ForCausalLM',
   };
@@ -624,6 +654,37 @@ function qwenVlText(j: Json): { text: Json; section: [number, number, number] } 
   return { text, section: sec as [number, number, number] };
 }
 
+/** Gemma 3's vision_config (SigLIP) and the top-level image keys (Gemma3ForConditionalGeneration). */
+function siglipVision(j: Json): SiglipVisionConfig {
+  const v = j.vision_config;
+  chk(isObj(v), 'vision_config', 'an object (Gemma 3\'s SigLIP vision tower)', v);
+  const at = (k: string) => `vision_config.${k}`;
+  const vi = (k: string, def: number) => {
+    const x = v[k] === undefined ? def : v[k];
+    chk(typeof x === 'number' && Number.isInteger(x) && x > 0, at(k), 'a positive integer', x);
+    return x as number;
+  };
+  const hiddenSize = vi('hidden_size', 1152), numHeads = vi('num_attention_heads', 16);
+  chk(hiddenSize % numHeads === 0, at('hidden_size'), `a multiple of num_attention_heads (${numHeads})`, hiddenSize);
+  const imageSize = vi('image_size', 896), patchSize = vi('patch_size', 14);
+  chk(imageSize % patchSize === 0, at('image_size'), `a multiple of patch_size (${patchSize})`, imageSize);
+  const act = v.hidden_act ?? 'gelu_pytorch_tanh';
+  chk(act === 'gelu_pytorch_tanh', at('hidden_act'), "'gelu_pytorch_tanh'", act);
+  chk(v.vision_use_head === undefined || v.vision_use_head === false, at('vision_use_head'), 'false (Gemma 3 uses no pooling head)', v.vision_use_head);
+  const eps = v.layer_norm_eps === undefined ? 1e-6 : v.layer_norm_eps;
+  chk(typeof eps === 'number' && eps > 0, at('layer_norm_eps'), 'a positive number', eps);
+  const tokens = posInt(j, 'mm_tokens_per_image', 256);
+  const side = Math.round(Math.sqrt(tokens)), grid = imageSize / patchSize;
+  chk(side * side === tokens && grid % side === 0, 'mm_tokens_per_image', `a square number whose side divides the patch grid's (${grid})`, tokens);
+  const imageTokenId = tokenId(j, 'image_token_index', 262144);
+  chk(imageTokenId !== null, 'image_token_index', 'a token id', imageTokenId);
+  return {
+    hiddenSize, intermediateSize: vi('intermediate_size', 4304), numLayers: vi('num_hidden_layers', 27), numHeads, headDim: hiddenSize / numHeads,
+    numChannels: vi('num_channels', 3), imageSize, patchSize, layerNormEps: eps, tokensPerImage: tokens, imageTokenId,
+    boiTokenId: tokenId(j, 'boi_token_index', 255999), eoiTokenId: tokenId(j, 'eoi_token_index', 256000),
+  };
+}
+
 /** Qwen2.5-VL's vision_config and the image token ids of the top-level config. */
 function qwenVision(j: Json): QwenVisionConfig {
   const v = j.vision_config;
@@ -702,12 +763,21 @@ export function parseConfig(json: object): ModelConfig {
   let j = json as Json;
   const architecture = architectureOf(j);
   const family = FAMILY[architecture];
-  let mrope: ModelConfig['mrope'] = null, vision: QwenVisionConfig | null = null;
+  let mrope: ModelConfig['mrope'] = null, vision: QwenVisionConfig | null = null, siglip: SiglipVisionConfig | null = null;
   if (architecture === 'Qwen2_5_VLForConditionalGeneration') {
     vision = qwenVision(j);
     const { text, section } = qwenVlText(j);
     j = text;
     mrope = { section };
+  }
+  if (architecture === 'Gemma3ForConditionalGeneration') {
+    siglip = siglipVision(j);
+    // The text model's keys nest in text_config (the top level's tie_word_embeddings and token ids apply too).
+    chk(isObj(j.text_config), 'text_config', 'an object (Gemma 3\'s text model)', j.text_config);
+    const text: Json = { ...j, ...j.text_config };
+    delete text.text_config;
+    delete text.vision_config;
+    j = text;
   }
   const deepseek = family === 'deepseek_v2' || family === 'deepseek_v3';
   const gemma2 = family === 'gemma2', gemma3 = family === 'gemma3', gptOss = family === 'gpt_oss';
@@ -882,6 +952,7 @@ export function parseConfig(json: object): ModelConfig {
     dtype: typeof dtype === 'string' ? dtype : null,
     mrope,
     vision,
+    siglip,
     convLCache,
   };
 }

@@ -153,8 +153,9 @@ export class Gemma2Family implements Architecture {
     const a = this.acts!, W = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
     this.planSigs.clear();
     for (const w of this.windows) {
-      const p = planAttention(this.rt, s.meta, {
-        cache: this.caches[0], numHeads: c.numHeads, scale: c.attentionScale, causal: true,
+      // A step with its own attention (StepContext.attention: Gemma 3's image blocks) plans it without a causal mask.
+      const p = planAttention(this.rt, s.attention?.meta ?? s.meta, {
+        cache: this.caches[0], numHeads: c.numHeads, scale: c.attentionScale, causal: !s.attention,
         ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}), ...(w ? { slidingWindow: w } : {}),
       });
       this.plans.set(w, p);
@@ -167,6 +168,8 @@ export class Gemma2Family implements Architecture {
   private readonly planSigs = new Map<number, string>();
 
   signature(s: StepContext): string | null {
+    // A step with its own attention is not recorded for replay (its plans differ in their causal mask).
+    if (s.attention) return null;
     let sig = `${s.T}|${this.rt.idOf(s.cos.buffer)},${this.rt.idOf(s.sin.buffer)}`;
     for (const w of this.windows) sig += `|${this.planSigs.get(w)}`;
     return sig;

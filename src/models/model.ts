@@ -31,6 +31,7 @@ import { checkTokenIds, StepSampling, type Architecture, type StepContext, type 
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { mropeRow, QwenVLFamily, type ImageRun } from './qwen_vl.js';
+import { Gemma3VLFamily } from './gemma3_vision.js';
 import { isEncoderConfig, loadEncoderModel, type EncoderRunner, type MakeEncoder } from './encoder.js';
 import { loadWhisperWith, type MakeWhisper, type WhisperRunner } from './whisper.js';
 import { DeepSeekFamily } from './deepseek.js';
@@ -44,7 +45,11 @@ import { loadT5With, type MakeT5, type T5Runner } from './t5.js';
 export interface VisionSequence { t: Int32Array; h: Int32Array; w: Int32Array; ropeDelta: number; runs: readonly ImageRun[]; features: Float32Array }
 
 /** What a vision step adds: own table rows (step rows), their cos/sin, feature rows, the largest position + 1. */
-interface VisionStep { rows: number[]; cos: Float32Array[]; sin: Float32Array[]; features: { row: number; data: Float32Array }[]; maxPos: number }
+interface VisionStep {
+  rows: number[]; cos: Float32Array[]; sin: Float32Array[]; features: { row: number; data: Float32Array }[]; maxPos: number;
+  /** Gemma 3's image blocks: the step's attention over per-row sequences (StepContext.attention). */
+  attention?: StepContext['attention'];
+}
 
 /** The most steps in flight tuning.stepsInFlight may ask for (the sampled-id ring's length). */
 const MAX_IN_FLIGHT = 4;
@@ -52,7 +57,7 @@ const MAX_IN_FLIGHT = 4;
 /** Architectures the step runtime runs today (parseConfig knows DeepSeek's too). */
 export const RUNNABLE_ARCHITECTURES = Object.freeze(['LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM',
   'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'Gemma2ForCausalLM', 'GptOssForCausalLM',
-  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM', 'Qwen2_5_VLForConditionalGeneration', 'Lfm2ForCausalLM']);
+  'SmolLM3ForCausalLM', 'Phi3ForCausalLM', 'Qwen3MoeForCausalLM', 'Gemma3ForCausalLM', 'Qwen2_5_VLForConditionalGeneration', 'Lfm2ForCausalLM', 'Gemma3ForConditionalGeneration']);
 
 export interface LoadModelOptions {
   /** The parsed config.json of an HF checkpoint (a GGUF file's own config when weights is one). */
@@ -220,6 +225,7 @@ function textSetup(o: LoadModelOptions, gguf: GGUFFile | null, cfg: ModelConfig)
 function architectureFor(rt: Runtime, cfg: ModelConfig): Architecture {
   if (cfg.mla) return new DeepSeekFamily(rt, cfg);
   if (cfg.family === 'gemma2') return new Gemma2Family(rt, cfg);
+  if (cfg.siglip) return new Gemma3VLFamily(rt, cfg);
   if (cfg.family === 'gemma3') return new Gemma3Family(rt, cfg);
   if (cfg.family === 'gpt_oss') return new GptOssFamily(rt, cfg);
   if (cfg.vision) return new QwenVLFamily(rt, cfg);
@@ -489,7 +495,8 @@ export class ModelRunner {
       }
     });
     if (R > this.maxSeqsPerStep) throw new WebinferError(`recordStep: rows: expected at most maxSeqsPerStep=${this.maxSeqsPerStep} sampled positions in a step, got ${R}`);
-    const mixed = this.config.mrope && this.visionSeqs.size ? this.visionPositions(rows, m, starts, pos) : null;
+    const mixed = this.config.mrope && this.visionSeqs.size ? this.visionPositions(rows, m, starts, pos)
+      : this.config.siglip && this.visionSeqs.size ? this.imageBlocks(rows, m, starts) : null;
     if (mixed) maxPos = Math.max(maxPos, mixed.maxPos);
     this.ensurePositions(maxPos);
     if (mixed) for (const k of mixed.rows) pos[k] += this.tablePositions;
@@ -526,6 +533,7 @@ export class ModelRunner {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
       meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq,
         ...(m.stateSlots ? { stateSlots: m.stateSlots } : {}) },
+      ...(mixed?.attention ? { attention: mixed.attention } : {}),
     };
     // A step verifying speculative proposals plans its products exactly (Runtime.exactProducts).
     const verifying = rows.some((r) => r.sample && r.sampleAll);
@@ -613,6 +621,47 @@ export class ModelRunner {
   }
 
   /** Writes a vision step's own table rows and image-feature rows (before the step's commands run). */
+  /**
+   * Gemma 3's image step: the feature rows of the image tokens it holds (divided by the embedding scale,
+   * which forward applies to every row: HF places the features unscaled), and, where it holds any, its
+   * attention over per-row sequences without a causal mask (StepContext.attention): each image block's
+   * tokens one sequence whose keys end at the block's end (so they see each other, and a sliding
+   * layer's window still counts back from each token's own position), every other token a sequence
+   * of its own ending at it (causal). A block must lie in one step (the engine's chunks keep it whole:
+   * RequestEngine via imageChunk).
+   */
+  private imageBlocks(rows: StepRow[], m: StepPlacement, starts: readonly number[]): VisionStep | null {
+    const H = this.config.hiddenSize, scale = this.config.embedScale ?? 1;
+    const out: VisionStep = { rows: [], cos: [], sin: [], features: [], maxPos: 0 };
+    const qsl = [0], lens: number[] = [], owner: number[] = [];
+    let any = false;
+    rows.forEach((r, i) => {
+      const vs = this.visionSeqs.get(r.id);
+      const lo = starts[i], hi = starts[i] + r.ids.length;
+      let idx = lo;
+      while (idx < hi) {
+        const run = vs?.runs.find((x) => x.start <= idx && idx < x.start + x.count);
+        if (!run) {
+          qsl.push(qsl[qsl.length - 1] + 1); lens.push(idx + 1); owner.push(i);
+          idx++;
+          continue;
+        }
+        const end = run.start + run.count;
+        if (end > hi) throw new WebinferError(`recordStep: rows[${i}]: an image block (positions ${run.start}..${end - 1}) cut by the step's end at ${hi} (internal error: the engine keeps blocks whole)`);
+        any = true;
+        qsl.push(qsl[qsl.length - 1] + (end - idx)); lens.push(end); owner.push(i);
+        const data = vs!.features.subarray((run.featureRow + idx - run.start) * H, (run.featureRow + run.count) * H).map((x) => Math.fround(x / scale));
+        out.features.push({ row: m.rows[i][0] + (idx - lo), data });
+        idx = end;
+      }
+    });
+    if (!any) return null;
+    const B = m.maxBlocksPerSeq, bt = new Int32Array(owner.length * B);
+    owner.forEach((i, s) => bt.set(m.blockTable.subarray(i * B, (i + 1) * B), s * B));
+    out.attention = { meta: { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: bt, maxBlocksPerSeq: B }, causal: false };
+    return out;
+  }
+
   private uploadVision(v: VisionStep): void {
     const q = this.rt.device.queue, half = this.config.rope.rotaryDim / 2, H = this.config.hiddenSize;
     v.rows.forEach((row, k) => {

@@ -202,6 +202,25 @@ function mropeInv(cfg: ModelConfig): Float32Array {
   return inv;
 }
 
+/**
+ * Segments [cu[i], cu[i+1]) of an encoder's rows as sequences of a scratch paged cache of `block`-token
+ * blocks (consecutive blocks from 0): their paged metadata, every row's slot, and the blocks taken.
+ */
+export function attentionSegments(cu: readonly number[], block: number): { meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number }; slots: Int32Array; blocks: number } {
+  const S = cu.length - 1;
+  const qsl = Int32Array.from(cu), seqLens = new Int32Array(S);
+  let maxB = 1, blocks = 0;
+  for (let i = 0; i < S; i++) { seqLens[i] = cu[i + 1] - cu[i]; maxB = Math.max(maxB, Math.ceil(seqLens[i] / block)); }
+  const blockTable = new Int32Array(S * maxB), slots = new Int32Array(cu[S]);
+  for (let i = 0; i < S; i++) {
+    const nb = Math.ceil(seqLens[i] / block);
+    for (let n = 0; n < nb; n++) blockTable[i * maxB + n] = blocks + n;
+    for (let p = 0; p < seqLens[i]; p++) slots[cu[i] + p] = blocks * block + p;
+    blocks += nb;
+  }
+  return { meta: { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB }, slots, blocks };
+}
+
 interface VisionBlock {
   norm1: Tensor; norm2: Tensor;
   qkv: LinearWeight; proj: LinearWeight;
@@ -262,22 +281,6 @@ export class QwenVisionTower {
     return this.cache;
   }
 
-  /** Segments [cu[i], cu[i+1]) of the rows as sequences of the scratch cache: their paged metadata and every row's slot. */
-  private static segments(cu: readonly number[]): { meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number }; slots: Int32Array; blocks: number } {
-    const S = cu.length - 1;
-    const qsl = Int32Array.from(cu), seqLens = new Int32Array(S);
-    let maxB = 1, blocks = 0;
-    for (let i = 0; i < S; i++) { seqLens[i] = cu[i + 1] - cu[i]; maxB = Math.max(maxB, Math.ceil(seqLens[i] / BLOCK)); }
-    const blockTable = new Int32Array(S * maxB), slots = new Int32Array(cu[S]);
-    for (let i = 0; i < S; i++) {
-      const nb = Math.ceil(seqLens[i] / BLOCK);
-      for (let n = 0; n < nb; n++) blockTable[i * maxB + n] = blocks + n;
-      for (let p = 0; p < seqLens[i]; p++) slots[cu[i] + p] = blocks * BLOCK + p;
-      blocks += nb;
-    }
-    return { meta: { queryStartLoc: qsl, seqLens, blockTable, maxBlocksPerSeq: maxB }, slots, blocks };
-  }
-
   /** Calls run one at a time (they share the scratch cache). */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -314,7 +317,7 @@ export class QwenVisionTower {
     }
     const frame = image.grid[1] * image.grid[2];
     const fullCu = Array.from({ length: image.grid[0] + 1 }, (_, i) => i * frame);
-    const windows = QwenVisionTower.segments(cuSeqlens), full = QwenVisionTower.segments(fullCu);
+    const windows = attentionSegments(cuSeqlens, BLOCK), full = attentionSegments(fullCu, BLOCK);
     const cache = this.scratch(Math.max(windows.blocks, full.blocks));
     const temps: Tensor[] = [];
     const keep = <T extends Tensor>(x: T) => { temps.push(x); return x; };

@@ -294,6 +294,45 @@ function visionSchema(cfg: ModelConfig): SchemaEntry[] {
   return out;
 }
 
+/**
+ * A checkpoint tensor's name in the schema. Gemma3ForConditionalGeneration's checkpoints nest the text
+ * model under `language_model.` (transformers 4.50-4.52 and the goldens) or `model.language_model.`
+ * (later), and the tower under `vision_tower.vision_model.`, `model.vision_tower.` or `vision_tower.`:
+ * each is read as `model.*` / `lm_head.*`, `vision_tower.*` and `multi_modal_projector.*`.
+ */
+export function schemaName(cfg: ModelConfig, name: string): string {
+  if (!cfg.siglip) return name;
+  let n = name;
+  if (n.startsWith('model.language_model.')) n = `model.${n.slice('model.language_model.'.length)}`;
+  else if (n.startsWith('language_model.model.')) n = `model.${n.slice('language_model.model.'.length)}`;
+  else if (n.startsWith('language_model.lm_head.')) n = `lm_head.${n.slice('language_model.lm_head.'.length)}`;
+  else if (n.startsWith('model.vision_tower.')) n = n.slice('model.'.length);
+  else if (n.startsWith('model.multi_modal_projector.')) n = n.slice('model.'.length);
+  if (n.startsWith('vision_tower.vision_model.')) n = `vision_tower.${n.slice('vision_tower.vision_model.'.length)}`;
+  return n;
+}
+
+/** Gemma 3's SigLIP tower and projector (schemaName's names). */
+function siglipSchema(cfg: ModelConfig): SchemaEntry[] {
+  const v = cfg.siglip!;
+  const C = v.hiddenSize, I = v.intermediateSize, P = v.patchSize, N = (v.imageSize / P) ** 2;
+  const e = 'vision_tower.embeddings.';
+  const out: SchemaEntry[] = [
+    { name: `${e}patch_embedding.weight`, shape: [C, v.numChannels, P, P] }, { name: `${e}patch_embedding.bias`, shape: [C] },
+    { name: `${e}position_embedding.weight`, shape: [N, C] },
+  ];
+  for (let l = 0; l < v.numLayers; l++) {
+    const p = `vision_tower.encoder.layers.${l}.`;
+    for (const n of ['layer_norm1', 'layer_norm2']) out.push({ name: `${p}${n}.weight`, shape: [C] }, { name: `${p}${n}.bias`, shape: [C] });
+    for (const n of ['q_proj', 'k_proj', 'v_proj', 'out_proj']) out.push({ name: `${p}self_attn.${n}.weight`, shape: [C, C] }, { name: `${p}self_attn.${n}.bias`, shape: [C] });
+    out.push({ name: `${p}mlp.fc1.weight`, shape: [I, C] }, { name: `${p}mlp.fc1.bias`, shape: [I] }, { name: `${p}mlp.fc2.weight`, shape: [C, I] }, { name: `${p}mlp.fc2.bias`, shape: [C] });
+  }
+  out.push({ name: 'vision_tower.post_layernorm.weight', shape: [C] }, { name: 'vision_tower.post_layernorm.bias', shape: [C] },
+    { name: 'multi_modal_projector.mm_soft_emb_norm.weight', shape: [C] },
+    { name: 'multi_modal_projector.mm_input_projection_weight', shape: [C, cfg.hiddenSize] });
+  return out;
+}
+
 /** The expected tensor names and shapes of a checkpoint for this config. */
 export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
   const d = dims(cfg);
@@ -337,6 +376,7 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
     experts.push({ layer: i, perExpert, packed });
   }
   if (cfg.vision) required.push(...visionSchema(cfg));
+  if (cfg.siglip) required.push(...siglipSchema(cfg));
   const mtpFrom = cfg.family === 'deepseek_v3' ? cfg.numLayers : Infinity;
   return {
     required,
@@ -353,6 +393,8 @@ export function checkpointSchema(cfg: ModelConfig): CheckpointSchema {
 export interface ResolvedTensor {
   /** Index into the files given to validateCheckpoint. */
   file: number;
+  /** Its name in the file, where that differs from the schema's (checkpointName). */
+  source?: string;
   dtype: string;
   shape: number[];
 }
@@ -375,10 +417,11 @@ export function validateCheckpoint(
   const found = new Map<string, ResolvedTensor>();
   const problems: string[] = [];
   files.forEach((f, file) => {
-    for (const [name, info] of f.tensors) {
+    for (const [source, info] of f.tensors) {
+      const name = schemaName(cfg, source);
       const prev = found.get(name);
       if (prev) problems.push(`duplicate ${name}: in ${inFile(prev.file)} and ${inFile(file)}`);
-      else found.set(name, { file, dtype: info.dtype, shape: info.shape.slice() });
+      else found.set(name, { file, dtype: info.dtype, shape: info.shape.slice(), ...(name !== source ? { source } : {}) });
     }
   });
   const resolved = new Map<string, ResolvedTensor>();

@@ -25,6 +25,12 @@ export interface StepContext {
   meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number;
     /** Each row's per-sequence state slot (Architecture.createStates), in the rows' placement order; absent: none. */
     stateSlots?: Int32Array };
+  /**
+   * The step's attention where it is not the rows' causal attention over `meta` (Gemma 3's image blocks,
+   * bidirectional within a block): its own metadata over the same T query rows and caches, and no causal
+   * mask (each sequence's keys end where its queries may look). Absent: causal over `meta`.
+   */
+  attention?: { meta: { queryStartLoc: Int32Array; seqLens: Int32Array; blockTable: Int32Array; maxBlocksPerSeq: number }; causal: false };
 }
 
 export interface Architecture {

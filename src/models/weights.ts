@@ -208,7 +208,7 @@ export class WeightReader {
   /** One tensor's values in `dtype`'s representation (f32 values, or f16/bf16 bit patterns). */
   async read(name: string, dtype: WeightDType): Promise<Float32Array | Uint16Array> {
     const r = this.info(name);
-    const bytes = await this.files[r.file].bytes(name);
+    const bytes = await this.files[r.file].bytes(r.source ?? name);
     if (isQuantType(r.dtype)) {
       this.checkBlocks(name, r.dtype, bytes);
       const K = r.shape[r.shape.length - 1];
@@ -292,7 +292,7 @@ export class WeightReader {
    *  presents them), checked for non-finite scales and counted as read. */
   private async blocks(name: string): Promise<Uint8Array> {
     const r = this.info(name);
-    const data = await this.files[r.file].bytes(name);
+    const data = await this.files[r.file].bytes(r.source ?? name);
     this.checkBlocks(name, r.dtype as QuantType, data);
     this.progress(data.byteLength);
     return data;

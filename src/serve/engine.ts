@@ -124,6 +124,9 @@ export interface StepRunner {
   /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
    *  request's encoderInput, as the engine places it; `freeBlocks`: the cache's free blocks this step has
    *  not claimed (what the state may take of the engine's blocks); false: no room now (the sequence waits). */
+  /** How many of the next n prompt tokens of sequence `id` from `from` a step may take (at most max) so
+   *  that no image block attended to within one step is cut (Gemma 3's); absent: n. */
+  imageChunk?(id: string, from: number, n: number, max: number): number;
   admitSequence?(id: string, encoderInput: unknown, freeBlocks: number): boolean;
   /** Whether copyBlocks works: a request's choices then fork from its prompt's one computation. */
   canCopyBlocks?(): boolean;
@@ -617,6 +620,7 @@ export class RequestEngine {
     // Then prompt chunks: running prefills, then admissions in arrival order, beside decodes within the
     // chunk budget (prefillBudget), else within the step's.
     const decodes = rows.length;
+    let stepTokens = rows.reduce((a, r) => a + r.ids.length, 0);
     if (decodes) {
       budget = Math.min(budget, this.chunkBudget(decodes));
       if (this.waiting.length || this.running.some((c) => c.fed < c.input.length)) this.counters.chunkBudget = budget;
@@ -626,6 +630,9 @@ export class RequestEngine {
       // As many tokens as the free blocks hold.
       const room = avail() * kv.blockSize + (kv.seqLen(c.id) % kv.blockSize === 0 ? 0 : kv.blockSize - (kv.seqLen(c.id) % kv.blockSize));
       n = Math.min(n, room);
+      // Gemma 3's image blocks stay whole (StepRunner.imageChunk), past the chunk budget if need be,
+      // within the step's tokens and the free blocks.
+      if (n > 0 && m.imageChunk) n = m.imageChunk(c.id, c.fed, n, Math.min(room, c.input.length - c.fed, m.maxTokensPerStep - stepTokens));
       if (n <= 0) return false;
       claimed += kv.blocksToGrow(c.id, n);
       const last = c.fed + n === c.input.length;
@@ -633,7 +640,8 @@ export class RequestEngine {
       who.push(c);
       inStep.add(c);
       c.fed += n;
-      budget -= n;
+      budget = Math.max(0, budget - n);
+      stepTokens += n;
       if (last) {
         nSampled++;
         if (c.index === 0 && c.issued === 0 && c.input === c.req.prompt && c.req.choices.length > 1) lastChunk.set(c.req, rows.length - 1);

@@ -12,9 +12,10 @@ import type { ModelConfig } from '../models/config.js';
 import { createRandomModelWith, loadModelWith, ModelRunner, stateSlots, type DecoderText, type LoadModelOptions, type ModelMakers, type RandomModelOptions,
   type RunnerOptions } from '../models/model.js';
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
-import { checkQwenImage, imageDigest, isQwenImageInput, mropePositions, QwenVLFamily, type QwenImageInput } from '../models/qwen_vl.js';
+import { checkQwenImage, imageDigest, isQwenImageInput, mropePositions, QwenVLFamily, type ImageRun, type QwenImageInput } from '../models/qwen_vl.js';
+import { checkGemmaPixels, type Gemma3VLFamily } from '../models/gemma3_vision.js';
 import type { ImageInput, RgbImage } from '../vision/image.js';
-import { preprocessImage, preprocessRgb, readPreprocessorConfig, type Qwen2VLProcessorConfig } from '../vision/processors.js';
+import { preprocessImage, preprocessRgb, readPreprocessorConfig, type ImageProcessorConfig } from '../vision/processors.js';
 import { qwen2VLVisionTokens, type VisionTokens } from '../vision/tokens.js';
 import type { VisionSequence } from '../models/model.js';
 import { PagedKVCache } from '../attention/paged_cache.js';
@@ -106,11 +107,14 @@ export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model
   // A vision-language model's image processor (preprocessor_config.json) is this layer's: the models'
   // loader takes a feature extractor for speech models only.
   const cfgJson = rest.config as Record<string, unknown> | undefined;
-  let processor: Qwen2VLProcessorConfig | null = null;
+  let processor: ImageProcessorConfig | null = null;
   if (rest.preprocessorConfig !== undefined && cfgJson && typeof cfgJson === 'object' && cfgJson.vision_config !== undefined) {
     const pp = readPreprocessorConfig(rest.preprocessorConfig);
-    if (pp.kind !== 'qwen2vl') fail('loadModel', 'o.preprocessorConfig', "a Qwen2VLImageProcessor config (the model's vision tower is Qwen2.5-VL's)", pp.kind);
-    processor = pp as Qwen2VLProcessorConfig;
+    // Gemma 3's tower takes Gemma3ImageProcessor's pixels, Qwen2.5-VL's Qwen2VLImageProcessor's patches.
+    const gemma = Array.isArray(cfgJson.architectures) && cfgJson.architectures[0] === 'Gemma3ForConditionalGeneration';
+    const want = gemma ? 'gemma3' : 'qwen2vl';
+    if (pp.kind !== want) fail('loadModel', 'o.preprocessorConfig', `a ${gemma ? 'Gemma3ImageProcessor' : 'Qwen2VLImageProcessor'} config (the model's vision tower is ${gemma ? "Gemma 3's" : "Qwen2.5-VL's"})`, pp.kind);
+    processor = pp;
     delete rest.preprocessorConfig;
   }
   const m = await loadModelWith(rt, rest, MAKERS) as unknown;
@@ -174,7 +178,7 @@ export class Model extends ModelRunner implements StepRunner {
    * not undo; nor a vision model's (its image rows and M-RoPE positions are not verified with proposals).
    */
   get verifies(): boolean {
-    return !this.config.convLCache && !this.config.vision;
+    return !this.config.convLCache && !this.config.vision && !this.config.siglip;
   }
 
   constructor(rt: Runtime, cfg: ModelConfig, arch: Architecture, o: RunnerOptions) {
@@ -188,7 +192,7 @@ export class Model extends ModelRunner implements StepRunner {
     // Late-bound: useText replaces the serving object when a tokenizer comes.
     this.chat = { completions: { create: (req: unknown) => this.serving.chat.completions.create(req) } };
     this.completions = { create: (req: unknown) => this.serving.completions.create(req) };
-    if (cfg.vision) {
+    if (cfg.vision || cfg.siglip) {
       // A vision model's sequences carry their images' positions and features beside their blocks, set
       // as the engine places a sequence (admission, readmission after a preemption) and dropped with its
       // blocks. (Only vision models have these: a request's choices then do not fork from one prefill.)
@@ -198,16 +202,25 @@ export class Model extends ModelRunner implements StepRunner {
       };
       this.freeSequence = (id) => { this.visionSeqs.delete(id); };
     }
+    if (cfg.siglip) {
+      this.imageChunk = (id, from, n, max) => {
+        const run = this.visionSeqs.get(id)?.runs.find((r) => r.start < from + n && from + n < r.start + r.count);
+        if (!run) return n;
+        if (run.start > from) return run.start - from;
+        const whole = run.start + run.count - from;
+        return whole <= max ? whole : 0;
+      };
+    }
   }
 
   /** A vision model's image placeholder token, or null (the OpenAI layer refuses it without an image). */
-  get imageTokenId(): number | null { return this.config.vision?.imageTokenId ?? null; }
+  get imageTokenId(): number | null { return this.config.vision?.imageTokenId ?? this.config.siglip?.imageTokenId ?? null; }
 
-  private imageProcessor: Qwen2VLProcessorConfig | null = null;
+  private imageProcessor: ImageProcessorConfig | null = null;
   private visionTokens: VisionTokens | undefined;
 
   /** Gives a vision model its image processor (loadModel does, from preprocessor_config.json). */
-  useImageProcessor(p: Qwen2VLProcessorConfig): void {
+  useImageProcessor(p: ImageProcessorConfig): void {
     this.imageProcessor = p;
     this.visionTokens = undefined;
   }
@@ -218,7 +231,8 @@ export class Model extends ModelRunner implements StepRunner {
    */
   get vision(): VisionTokens | undefined {
     const v = this.config.vision;
-    if (!v || !this.imageProcessor) return undefined;
+    // (Gemma 3's chat path, which expands <start_of_image> into its image block, is not built yet.)
+    if (!v || !this.imageProcessor || this.imageProcessor.kind !== 'qwen2vl') return undefined;
     this.visionTokens ??= qwen2VLVisionTokens({ image_token_id: v.imageTokenId }, this.imageProcessor, (id) => this.tokenizer?.idToToken(id));
     return this.visionTokens;
   }
@@ -227,7 +241,7 @@ export class Model extends ModelRunner implements StepRunner {
   async preprocessImage(image: ImageInput): Promise<{ pixelValues: Float32Array; shape: number[]; grid?: [number, number, number] }> {
     const op = 'Model.preprocessImage';
     this.assertAlive(op);
-    if (!this.config.vision) fail(op, 'image', `none: ${this.architecture} reads no images`, 'an image');
+    if (!this.config.vision && !this.config.siglip) fail(op, 'image', `none: ${this.architecture} reads no images`, 'an image');
     if (!this.imageProcessor) fail(op, 'image', 'a model loaded with its preprocessor_config.json (loadModel o.preprocessorConfig)', 'none given');
     return preprocessImage(image, this.imageProcessor);
   }
@@ -240,6 +254,14 @@ export class Model extends ModelRunner implements StepRunner {
     return { encoderInput: got!.seq, cacheSalt: got!.salt };
   }
 
+  /**
+   * StepRunner's: how many of the next n prompt tokens of sequence `id` (from position `from`) a step may
+   * take so that no Gemma 3 image block is cut (its tokens attend to each other: one step computes it):
+   * n, or fewer to stop before a block, or more (up to max) to finish one, or 0 when the block does not
+   * fit in max. Absent for other models.
+   */
+  imageChunk?: (id: string, from: number, n: number, max: number) => number;
+
   /** StepRunner's: a vision model's sequence placed with its images (see the constructor). */
   admitSequence?: (id: string, encoderInput: unknown, freeBlocks: number) => boolean;
   /** StepRunner's: the images of a sequence whose blocks went back. */
@@ -249,9 +271,11 @@ export class Model extends ModelRunner implements StepRunner {
    * A vision model's image features: the merged tokens the vision tower makes of one preprocessed image,
    * [tokens × hidden] row-major (what replaces its run of image tokens).
    */
-  encodeImage(image: QwenImageInput): Promise<Float32Array> {
+  encodeImage(image: QwenImageInput | { pixelValues: Float32Array }): Promise<Float32Array> {
     const op = 'Model.encodeImage';
     this.assertAlive(op);
+    const g = this.config.siglip;
+    if (g) return (this.arch as Gemma3VLFamily).tower.encode(checkGemmaPixels(g, op, 'image', image));
     const v = this.config.vision;
     if (!v) fail(op, 'image', `none: ${this.architecture} reads no images`, 'an image');
     return (this.arch as QwenVLFamily).tower.encode(checkQwenImage(v, op, 'image', image));
@@ -263,6 +287,7 @@ export class Model extends ModelRunner implements StepRunner {
    * tokens, a run whose length is not its image's token count.
    */
   private async promptImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded = new Map<string, Float32Array>()): Promise<PromptImages | null> {
+    if (this.config.siglip) return this.gemmaImages(op, arg, tokens, images, encoded);
     const v = this.config.vision;
     const none = images === undefined || images === null || (Array.isArray(images) && images.length === 0);
     if (!v) {
@@ -300,6 +325,53 @@ export class Model extends ModelRunner implements StepRunner {
       throw new Error(`${op}: ${features.length / H} feature rows for ${pos.runs.reduce((a, r) => a + r.count, 0)} image tokens (internal error)`);
     }
     return { seq: { t: pos.t, h: pos.h, w: pos.w, ropeDelta: pos.ropeDelta, runs: pos.runs, features }, salt: `img:${imageDigest(list)}` };
+  }
+
+  /**
+   * Gemma 3's images of a prompt: each a run of tokensPerImage image tokens (as Gemma3Processor expands
+   * <start_of_image>), the runs matched to the images in order, each image preprocessed (where not yet)
+   * and encoded by the SigLIP tower and projector. Refused by name as promptImages says, and a run of
+   * another length.
+   */
+  private async gemmaImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded: Map<string, Float32Array>): Promise<PromptImages | null> {
+    const v = this.config.siglip!;
+    const none = images === undefined || images === null || (Array.isArray(images) && images.length === 0);
+    if (none) {
+      const at = tokens.indexOf(v.imageTokenId);
+      if (at >= 0) fail(op, arg, `an image for the image tokens (id ${v.imageTokenId}) of the prompt`, `none, and the image token at position ${at}`);
+      return null;
+    }
+    check(Array.isArray(images), op, arg, 'an array of images (ImageInput, or preprocessed: { pixelValues })', images);
+    const list: Float32Array[] = [];
+    for (const [i, x] of (images as unknown[]).entries()) {
+      if (typeof x === 'object' && x !== null && 'pixelValues' in x) list.push(checkGemmaPixels(v, op, `${arg}[${i}]`, x));
+      else if (!this.imageProcessor) fail(op, `${arg}[${i}]`, 'a preprocessed image { pixelValues } (or a model loaded with its preprocessor_config.json, which preprocesses images as they come)', x);
+      else list.push(checkGemmaPixels(v, op, `${arg}[${i}]`, await this.preprocessImage(x as ImageInput)));
+    }
+    const runs: ImageRun[] = [];
+    for (let i = 0; i < tokens.length;) {
+      if (tokens[i] !== v.imageTokenId) { i++; continue; }
+      let end = i;
+      while (end < tokens.length && tokens[end] === v.imageTokenId) end++;
+      if (runs.length >= list.length) fail(op, arg, `as many runs of the image token ${v.imageTokenId} as images (${list.length})`, `a run of ${end - i} image tokens at position ${i} with no image left for it`);
+      if (end - i !== v.tokensPerImage) fail(op, arg, `${v.tokensPerImage} image tokens for image ${runs.length} (mm_tokens_per_image)`, `a run of ${end - i} at position ${i}`);
+      runs.push({ start: i, count: end - i, featureRow: runs.length * v.tokensPerImage });
+      i = end;
+    }
+    if (runs.length < list.length) fail(op, arg, `a run of the image token ${v.imageTokenId} for each of the ${list.length} images`, `${runs.length} runs`);
+    // A block is attended to within one step: it must fit one.
+    if (v.tokensPerImage > this.maxTokensPerStep) fail(op, arg, `images of at most maxTokensPerStep=${this.maxTokensPerStep} image tokens (a block is computed in one step)`, `${v.tokensPerImage} tokens an image`);
+    const H = this.config.hiddenSize, features = new Float32Array(list.length * v.tokensPerImage * H);
+    const digests: string[] = [];
+    for (const [k, px] of list.entries()) {
+      const key = imageDigest([{ pixelValues: px, shape: [1, px.length], grid: [1, v.imageSize, v.imageSize] }]);
+      digests.push(key);
+      let f = encoded.get(key);
+      if (!f) encoded.set(key, f = await (this.arch as Gemma3VLFamily).tower.encode(px));
+      features.set(f, k * v.tokensPerImage * H);
+    }
+    const empty = new Int32Array(0);
+    return { seq: { t: empty, h: empty, w: empty, ropeDelta: 0, runs, features }, salt: `img:${digests.join('')}` };
   }
 
   /** Gives the model its text side (loadModel does): tokenizer, chat template, generation defaults, name. */
@@ -395,8 +467,10 @@ export class Model extends ModelRunner implements StepRunner {
       // attention plans' buffers around in the pool, and their step graphs with them.
       const chunk = this.rt.emptyTensor([Math.min(this.maxTokensPerStep, t.length), V], 'f32');
       try {
-        for (let at = 0; at < t.length; at += this.maxTokensPerStep) {
-          const n = Math.min(this.maxTokensPerStep, t.length - at);
+        for (let at = 0, n = 0; at < t.length; at += n) {
+          // Chunks of maxTokensPerStep, Gemma 3's image blocks kept whole (promptImages checked they fit).
+          n = Math.min(this.maxTokensPerStep, t.length - at);
+          if (this.imageChunk) n = this.imageChunk(id, at, n, Math.min(this.maxTokensPerStep, t.length - at));
           const h0 = performance.now();
           this.recordStep([{ id, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
           host += performance.now() - h0;

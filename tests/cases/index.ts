@@ -28,6 +28,7 @@ import { archGemma3Cases } from './arch_gemma3.cases';
 import { visionCases } from './vision.cases';
 import { ggufArchCases } from './gguf_arch.cases';
 import { archQwenVLCases } from './arch_qwen_vl.cases';
+import { archGemma3VisionCases } from './arch_gemma3_vision.cases';
 import { archLfm2Cases } from './arch_lfm2.cases';
 import type { TestCase } from './harness';
 
@@ -55,5 +56,6 @@ export const allCases: TestCase[] = [
   ...visionCases,
   ...ggufArchCases,
   ...archQwenVLCases,
+  ...archGemma3VisionCases,
   ...archLfm2Cases,
 ];

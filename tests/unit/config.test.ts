@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseConfig, SUPPORTED_ARCHITECTURES, type ModelConfig } from '../../src/models/config';
+import { schemaName } from '../../src/models/schema';
 
 const goldens = join(dirname(fileURLToPath(import.meta.url)), '../../../shared/goldens');
 type Json = Record<string, unknown>;
@@ -161,6 +162,7 @@ describe('parseConfig: the goldens', () => {
       'Gemma3ForCausalLM',
       'Qwen2_5_VLForConditionalGeneration',
       'Lfm2ForCausalLM',
+      'Gemma3ForConditionalGeneration',
     ]);
   });
 });
@@ -463,6 +465,34 @@ describe('parseConfig: Qwen2.5-VL', () => {
 });
 
 const archGolden = (name: string): Json => JSON.parse(readFileSync(join(goldens, '../goldens-arch', name, 'config.json'), 'utf8')) as Json;
+
+describe('parseConfig: Gemma 3 with images (goldens-arch/gemma3-vision)', () => {
+  const g = archGolden('gemma3-vision');
+  it('reads the text model from text_config and the SigLIP tower, projector and image tokens from the top level', () => {
+    const c = parseConfig(g);
+    expect(c.architecture).toBe('Gemma3ForConditionalGeneration');
+    expect(c.family).toBe('gemma3');
+    expect([c.numLayers, c.hiddenSize, c.numHeads, c.numKvHeads, c.headDim, c.vocabSize]).toEqual([3, 128, 4, 2, 32, 256]);
+    expect(c.layers.map((l) => l.slidingWindow)).toEqual([8, null, 8]);
+    expect(c.tieWordEmbeddings).toBe(true);
+    expect(c.vision ?? null).toBeNull();
+    expect(c.siglip).toEqual({ hiddenSize: 64, intermediateSize: 128, numLayers: 2, numHeads: 4, headDim: 16, numChannels: 3, imageSize: 64, patchSize: 8,
+      layerNormEps: 1e-6, tokensPerImage: 16, imageTokenId: 255, boiTokenId: 253, eoiTokenId: 254 });
+  });
+  it('names the checkpoint layouts of the Hub and of transformers as the schema does, and refuses bad vision keys by name', () => {
+    const c = parseConfig(g);
+    expect(schemaName(c, 'language_model.model.layers.0.mlp.up_proj.weight')).toBe('model.layers.0.mlp.up_proj.weight');
+    expect(schemaName(c, 'model.language_model.norm.weight')).toBe('model.norm.weight');
+    expect(schemaName(c, 'language_model.lm_head.weight')).toBe('lm_head.weight');
+    expect(schemaName(c, 'vision_tower.vision_model.post_layernorm.bias')).toBe('vision_tower.post_layernorm.bias');
+    expect(schemaName(c, 'model.vision_tower.vision_model.encoder.layers.1.mlp.fc1.weight')).toBe('vision_tower.encoder.layers.1.mlp.fc1.weight');
+    expect(schemaName(c, 'model.multi_modal_projector.mm_soft_emb_norm.weight')).toBe('multi_modal_projector.mm_soft_emb_norm.weight');
+    expect(schemaName(parseConfig(archGolden('gemma3-text')), 'language_model.model.norm.weight')).toBe('language_model.model.norm.weight');
+    expect(() => parseConfig({ ...g, mm_tokens_per_image: 15 })).toThrow(/mm_tokens_per_image: expected a square number whose side divides the patch grid's \(8\), got 15/);
+    expect(() => parseConfig({ ...g, vision_config: { ...(g.vision_config as Json), hidden_act: 'relu' } })).toThrow(/vision_config\.hidden_act: expected 'gelu_pytorch_tanh'/);
+    expect(() => parseConfig({ ...g, text_config: undefined })).toThrow(/text_config: expected an object/);
+  });
+});
 
 describe('parseConfig: LFM2 (goldens-arch/lfm2)', () => {
   it('reads the conv layers, the kernel width, norm_eps, the adjusted feed-forward width and the q/k norms', () => {

@@ -1,0 +1,218 @@
+// Gemma 3's vision side (Gemma3ForConditionalGeneration) as transformers 5 computes it (SPEC §7.1,
+// goldens-arch/README.md "gemma3-vision"): a SigLIP encoder and the multimodal projector, which turn one
+// image's pixel_values [C, S, S] (Gemma3ImageProcessor's) into the tokensPerImage vectors that replace
+// the embeddings of its run of image tokens (unscaled: the text embeddings are scaled by sqrt(hidden),
+// these are not).
+//
+// The encoder runs on the encoder path (as models/qwen_vl.ts's tower): patches as rows of the linear
+// layers, attention by the paged kernels without a causal mask over a scratch K/V cache, the image one
+// sequence.
+//   patch_embedding: the Conv2d of stride = kernel, a product of each [C·P·P] row (channel, y, x) with
+//   its bias; + position_embedding (patches row-major);
+//   per layer: h += out_proj(attn(q, k, v)) of x = layer_norm1(h) (q, k, v fused, biases; scale
+//   head_dim^-0.5, bidirectional), then h += fc2(gelu_tanh(fc1(x))) of x = layer_norm2(h);
+//   post_layernorm.
+// The projector: the patches as a G×G grid, average-pooled in k×k windows to side G / k = sqrt(tokens)
+// (on the host, from the encoder's read-back), RMSNorm x·(1 + w) (mm_soft_emb_norm, eps the tower's),
+// then x · mm_input_projection_weight ([C, text hidden] as stored: the transposed product).
+import { WebinferError } from '../core/errors.js';
+import type { Runtime } from '../core/runtime.js';
+import type { Tensor } from '../core/tensor.js';
+import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
+import { planAttention, type AttentionPlan } from '../attention/paged.js';
+import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
+import { layerNorm, rmsNorm } from '../ops/norm.js';
+import { activate, add } from '../ops/elementwise.js';
+import type { ModelConfig, SiglipVisionConfig } from './config.js';
+import { Gemma3Family } from './gemma3.js';
+import { attentionSegments } from './qwen_vl.js';
+import type { WeightDType, WeightReader } from './weights.js';
+
+interface SiglipLayer {
+  ln1: [Tensor, Tensor]; ln2: [Tensor, Tensor];
+  qkv: LinearWeight; out: LinearWeight; fc1: LinearWeight; fc2: LinearWeight;
+}
+
+const BLOCK = 16;
+
+/** Checks one preprocessed image against the tower: pixel values [C, S, S] (channels first). */
+export function checkGemmaPixels(v: SiglipVisionConfig, op: string, arg: string, x: unknown): Float32Array {
+  const n = v.numChannels * v.imageSize * v.imageSize;
+  const px = (x as { pixelValues?: unknown } | null)?.pixelValues;
+  if (!(px instanceof Float32Array) || px.length !== n) {
+    throw new WebinferError(`${op}: ${arg}: expected a preprocessed image { pixelValues: Float32Array of ${n} values ([${v.numChannels}, ${v.imageSize}, ${v.imageSize}], Gemma3ImageProcessor's) }, got ${px instanceof Float32Array ? `${px.length} values` : typeof x}`);
+  }
+  return px;
+}
+
+/** Gemma 3's SigLIP encoder and projector on the GPU: encode turns one image into its image-token vectors. */
+export class SiglipVisionTower {
+  private patchEmbed!: LinearWeight;
+  private positions!: Tensor;
+  private readonly layers: SiglipLayer[] = [];
+  private post!: [Tensor, Tensor];
+  private projNorm!: Tensor;
+  private proj!: LinearWeight;
+  private cache: PagedKVCache | null = null;
+  /** Calls run one at a time (they share the scratch cache). */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly rt: Runtime, readonly v: SiglipVisionConfig, private readonly textHidden: number) {}
+
+  async load(r: WeightReader, dtype: WeightDType): Promise<void> {
+    const rt = this.rt, v = this.v, C = v.hiddenSize, P = v.patchSize;
+    const e = 'vision_tower.embeddings.';
+    const bias = async (name: string) => (await r.read(name, 'f32')) as Float32Array;
+    // The Conv2d of stride = kernel over one patch is a product with its weight as [C, channels·P·P].
+    this.patchEmbed = createLinear(rt, { data: await r.read(`${e}patch_embedding.weight`, dtype), N: C, K: v.numChannels * P * P, dtype, bias: await bias(`${e}patch_embedding.bias`) });
+    const pos = (await r.read(`${e}position_embedding.weight`, 'f32')) as Float32Array;
+    this.positions = rt.tensor(pos, [pos.length / C, C], 'f32');
+    for (let l = 0; l < v.numLayers; l++) {
+      const p = `vision_tower.encoder.layers.${l}.`, a = `${p}self_attn.`;
+      this.layers.push({
+        ln1: [await r.vector(rt, `${p}layer_norm1.weight`), await r.vector(rt, `${p}layer_norm1.bias`)],
+        ln2: [await r.vector(rt, `${p}layer_norm2.weight`), await r.vector(rt, `${p}layer_norm2.bias`)],
+        qkv: await r.linear(rt, [`${a}q_proj.weight`, `${a}k_proj.weight`, `${a}v_proj.weight`], dtype, [`${a}q_proj.bias`, `${a}k_proj.bias`, `${a}v_proj.bias`]),
+        out: await r.linear(rt, [`${a}out_proj.weight`], dtype, [`${a}out_proj.bias`]),
+        fc1: await r.linear(rt, [`${p}mlp.fc1.weight`], dtype, [`${p}mlp.fc1.bias`]),
+        fc2: await r.linear(rt, [`${p}mlp.fc2.weight`], dtype, [`${p}mlp.fc2.bias`]),
+      });
+    }
+    this.post = [await r.vector(rt, 'vision_tower.post_layernorm.weight'), await r.vector(rt, 'vision_tower.post_layernorm.bias')];
+    // Gemma's RMSNorm x·(1 + w): the 1 folded into the weight.
+    const w = (await r.read('multi_modal_projector.mm_soft_emb_norm.weight', 'f32')) as Float32Array;
+    this.projNorm = rt.tensor(w.map((x) => x + 1), [C], 'f32');
+    // mm_input_projection_weight is [C, text hidden] (x · W, no transpose): the product's [N, K] is its transpose.
+    const m = (await r.read('multi_modal_projector.mm_input_projection_weight', 'f32')) as Float32Array;
+    const H = this.textHidden, t = new Float32Array(m.length);
+    for (let i = 0; i < C; i++) for (let j = 0; j < H; j++) t[j * C + i] = m[i * H + j];
+    this.proj = createLinear(rt, { data: t, N: H, K: C, dtype: 'f32' });
+  }
+
+  storedWeightBytes(): number {
+    let n = linearWeightBytes(this.patchEmbed) + this.positions.byteLength + linearWeightBytes(this.proj) + this.projNorm.byteLength;
+    for (const L of this.layers) {
+      for (const w of [L.qkv, L.out, L.fc1, L.fc2]) n += linearWeightBytes(w) + (w.bias?.byteLength ?? 0);
+      for (const t of [...L.ln1, ...L.ln2]) n += t.byteLength;
+    }
+    return n + this.post[0].byteLength + this.post[1].byteLength;
+  }
+
+  private scratch(blocks: number): PagedKVCache {
+    if (!this.cache || this.cache.numBlocks < blocks) {
+      this.cache?.destroy();
+      this.cache = null;
+      this.cache = createPagedKVCache(this.rt, { numBlocks: blocks, blockSize: BLOCK, numKvHeads: this.v.numHeads, headSize: this.v.headDim, dtype: 'f32' });
+    }
+    return this.cache;
+  }
+
+  /** One image's image-token vectors [tokensPerImage, text hidden] row-major, from its pixel values [C, S, S]. */
+  encode(pixelValues: Float32Array): Promise<Float32Array> {
+    const next = this.queue.then(() => this.pass(pixelValues));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async pass(pixels: Float32Array): Promise<Float32Array> {
+    const rt = this.rt, v = this.v;
+    const C = v.hiddenSize, P = v.patchSize, S = v.imageSize, G = S / P, N = G * G, K = v.numChannels * P * P;
+    // Patches row-major, each row (channel, y, x) as the conv weight's.
+    const px = new Float32Array(N * K);
+    for (let gy = 0; gy < G; gy++) for (let gx = 0; gx < G; gx++) {
+      const row = (gy * G + gx) * K;
+      for (let c = 0; c < v.numChannels; c++) for (let y = 0; y < P; y++) {
+        const from = (c * S + gy * P + y) * S + gx * P;
+        px.set(pixels.subarray(from, from + P), row + (c * P + y) * P);
+      }
+    }
+    const seg = attentionSegments([0, N], BLOCK);
+    const cache = this.scratch(seg.blocks);
+    const temps: Tensor[] = [];
+    const keep = <T extends Tensor>(x: T) => { temps.push(x); return x; };
+    let plan: AttentionPlan | null = null;
+    try {
+      const x = keep(rt.tensor(px, [N, K], 'f32'));
+      const slots = keep(rt.tensor(seg.slots, [N], 'i32'));
+      plan = planAttention(rt, seg.meta, { cache, numHeads: v.numHeads, scale: 1 / Math.sqrt(v.headDim), causal: false });
+      const h = keep(rt.emptyTensor([N, C], 'f32')), xn = keep(rt.emptyTensor([N, C], 'f32'));
+      const qkv = keep(rt.emptyTensor([N, 3 * C], 'f32')), attn = keep(rt.emptyTensor([N, C], 'f32'));
+      const mid = keep(rt.emptyTensor([N, v.intermediateSize], 'f32'));
+      linear(rt, x, this.patchEmbed, { rows: N, out: h });
+      add(rt, h, this.positions, { rows: N, out: h });
+      const W = 3 * C;
+      for (const L of this.layers) {
+        layerNorm(rt, h, L.ln1[0], L.ln1[1], v.layerNormEps, { rows: N, out: xn });
+        linear(rt, xn, L.qkv, { rows: N, out: qkv });
+        encodeCacheWrite(rt, N, { tensor: qkv, offset: C, stride: W }, { tensor: qkv, offset: 2 * C, stride: W }, cache, slots);
+        plan.run(qkv.view([N, W]), cache, { out: attn.view([N, v.numHeads, v.headDim]), qRowStride: W });
+        linear(rt, attn, L.out, { rows: N, out: h, accumulate: true });
+        layerNorm(rt, h, L.ln2[0], L.ln2[1], v.layerNormEps, { rows: N, out: xn });
+        linear(rt, xn, L.fc1, { rows: N, out: mid });
+        activate(rt, mid, 'gelu_tanh', { rows: N, out: mid });
+        linear(rt, mid, L.fc2, { rows: N, out: h, accumulate: true });
+      }
+      layerNorm(rt, h, this.post[0], this.post[1], v.layerNormEps, { rows: N, out: xn });
+      const states = await xn.toFloat32();
+      // The projector: k×k average pooling of the patch grid (as AvgPool2d over [C, G, G]), row-major.
+      const side = Math.round(Math.sqrt(v.tokensPerImage)), k = G / side, T = side * side;
+      const pooled = new Float32Array(T * C);
+      for (let ty = 0; ty < side; ty++) for (let tx = 0; tx < side; tx++) {
+        const o = (ty * side + tx) * C;
+        for (let dy = 0; dy < k; dy++) for (let dx = 0; dx < k; dx++) {
+          const from = ((ty * k + dy) * G + tx * k + dx) * C;
+          for (let c = 0; c < C; c++) pooled[o + c] += states[from + c];
+        }
+        for (let c = 0; c < C; c++) pooled[o + c] = Math.fround(pooled[o + c] / (k * k));
+      }
+      const pt = keep(rt.tensor(pooled, [T, C], 'f32')), pn = keep(rt.emptyTensor([T, C], 'f32'));
+      const out = keep(rt.emptyTensor([T, this.textHidden], 'f32'));
+      rmsNorm(rt, pt, this.projNorm, v.layerNormEps, { rows: T, out: pn });
+      linear(rt, pn, this.proj, { rows: T, out });
+      return await out.toFloat32();
+    } finally {
+      plan?.destroy();
+      for (const t of temps) t.destroy();
+    }
+  }
+
+  destroy(): void {
+    this.cache?.destroy();
+    this.cache = null;
+    for (const w of [this.patchEmbed, this.proj]) w?.destroy();
+    for (const t of [this.positions, this.projNorm, ...(this.post ?? [])]) t?.destroy();
+    for (const L of this.layers) {
+      for (const w of [L.qkv, L.out, L.fc1, L.fc2]) w.destroy();
+      for (const t of [...L.ln1, ...L.ln2]) t.destroy();
+    }
+  }
+}
+
+/** Gemma 3 with images for the step runtime: the Gemma 3 text model and the SigLIP tower beside it. */
+export class Gemma3VLFamily extends Gemma3Family {
+  readonly tower: SiglipVisionTower;
+
+  constructor(rt: Runtime, cfg: ModelConfig) {
+    super(rt, cfg);
+    if (!cfg.siglip) throw new WebinferError('Gemma3VLFamily: a Gemma3ForConditionalGeneration config (vision_config) is needed (internal error)');
+    this.tower = new SiglipVisionTower(rt, cfg.siglip, cfg.hiddenSize);
+  }
+
+  override async load(r: WeightReader, dtype: WeightDType): Promise<void> {
+    await super.load(r, dtype);
+    await this.tower.load(r, dtype);
+  }
+
+  override initRandom(): void {
+    throw new WebinferError(`createRandomModel: ${this.cfg.architecture} is not made with random weights (its vision tower reads a checkpoint); load one`);
+  }
+
+  override storedWeightBytes(): number {
+    return super.storedWeightBytes() + this.tower.storedWeightBytes();
+  }
+
+  override destroy(): void {
+    super.destroy();
+    this.tower.destroy();
+  }
+}
