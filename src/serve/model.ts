@@ -16,7 +16,7 @@ import { checkQwenImage, imageDigest, isQwenImageInput, mropePositions, QwenVLFa
 import { checkGemmaPixels, type Gemma3VLFamily } from '../models/gemma3_vision.js';
 import type { ImageInput, RgbImage } from '../vision/image.js';
 import { preprocessImage, preprocessRgb, readPreprocessorConfig, type ImageProcessorConfig } from '../vision/processors.js';
-import { qwen2VLVisionTokens, type VisionTokens } from '../vision/tokens.js';
+import { gemma3VisionTokens, qwen2VLVisionTokens, type VisionTokens } from '../vision/tokens.js';
 import type { VisionSequence } from '../models/model.js';
 import { PagedKVCache } from '../attention/paged_cache.js';
 import { EncoderModel } from './embeddings.js';
@@ -230,8 +230,13 @@ export class Model extends ModelRunner implements StepRunner {
    * images by; undefined for a text model or a vision model loaded without its preprocessor config.
    */
   get vision(): VisionTokens | undefined {
-    const v = this.config.vision;
-    // (Gemma 3's chat path, which expands <start_of_image> into its image block, is not built yet.)
+    const v = this.config.vision, g = this.config.siglip;
+    if (g && this.imageProcessor) {
+      // Gemma 3: the template's <start_of_image> becomes "\n\n<start_of_image>", the image tokens, "<end_of_image>\n\n".
+      this.visionTokens ??= gemma3VisionTokens({ image_token_index: g.imageTokenId, boi_token_index: g.boiTokenId, eoi_token_index: g.eoiTokenId, mm_tokens_per_image: g.tokensPerImage },
+        (id) => this.tokenizer?.idToToken(id));
+      return this.visionTokens;
+    }
     if (!v || !this.imageProcessor || this.imageProcessor.kind !== 'qwen2vl') return undefined;
     this.visionTokens ??= qwen2VLVisionTokens({ image_token_id: v.imageTokenId }, this.imageProcessor, (id) => this.tokenizer?.idToToken(id));
     return this.visionTokens;

@@ -152,4 +152,38 @@ export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
       model.destroy();
     }
   },
+}, {
+  name: "gemma3-vision (goldens-arch) through chat.completions: an image_url part (image.png as a data: URL) between text parts, the template's <start_of_image> expanded as Gemma3Processor does (its toy tokenizer drops the newlines), the image decoded and processed: HF's greedy tokens of the golden's first prompt",
+  async run(ctx) {
+    const { g, gv } = await g3Golden(ctx);
+    const file = async (f: string) => JSON.parse(new TextDecoder().decode(await ctx.fixture(`goldens-arch/${NAME}/${f}`))) as Record<string, unknown>;
+    const template = "{% for m in messages %}{% for item in m['content'] %}{% if item['type'] == 'image' %}<start_of_image>"
+      + "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endfor %}";
+    const model = await ctx.engine.loadModel({
+      config: g.config, weights: await loadSafetensors(g.weights), preprocessorConfig: await file('preprocessor_config.json'),
+      tokenizer: await file('tokenizer.json'), tokenizerConfig: { ...(await file('tokenizer_config.json')), chat_template: template }, name: 'g3',
+    });
+    try {
+      const vision = model.vision!;
+      assert(vision && vision.imageTokenId === gv.image_token_id && vision.tokensPerImage(640, 480) === 16, `vision ${JSON.stringify(vision && { id: vision.imageTokenId, n: vision.tokensPerImage(640, 480) })}`);
+      // The first prompt: <bos> <t17> <t93>, the image block, <t41> <t7> <t66> <t12> <t200>.
+      const prompt = gv.prompts[0];
+      const words = (ids: number[]) => ids.map((i) => (i === 2 ? '<bos>' : `<t${i}>`)).join(' ');
+      const png = await ctx.fixture(`goldens-arch/${NAME}/image.png`);
+      let b64 = '';
+      for (const x of png) b64 += String.fromCharCode(x);
+      const r = await model.chat.completions.create({
+        model: 'g3', max_tokens: gv.greedy[0].length, temperature: 0, return_token_ids: true,
+        messages: [{ role: 'user', content: [
+          { type: 'text', text: `${words(prompt.slice(0, 3))} ` },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${btoa(b64)}` } },
+          { type: 'text', text: ` ${words(prompt.slice(prompt.indexOf(254) + 1))}` },
+        ] }],
+      } as never) as { choices: { token_ids: number[] }[]; usage: { prompt_tokens: number } };
+      assert(r.usage.prompt_tokens === prompt.length, `the chat path's prompt: ${r.usage.prompt_tokens} tokens, the golden's ${prompt.length}`);
+      equalArrays('greedy through chat.completions with the image', r.choices[0].token_ids, gv.greedy[0]);
+    } finally {
+      model.destroy();
+    }
+  },
 }]);
