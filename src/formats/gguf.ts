@@ -42,7 +42,8 @@ export interface GGUFFile {
   readonly metadata: ReadonlyMap<string, unknown>;
   /** Every tensor (the union of the parts), iterated in file order (part, then offset). */
   readonly tensors: ReadonlyMap<string, GGUFTensorInfo>;
-  /** The equivalent HF config.json (see gguf_config.ts). */
+  /** The equivalent HF config.json (see gguf_config.ts); an mmproj file's (architecture clip) is
+   *  { mmproj: its projector type }, the model being the pair's (loadModel o.mmproj). */
   readonly config: object;
   /** The equivalent tokenizer.json, for @huggingface/tokenizers (see gguf_tokenizer.ts). */
   readonly tokenizer?: object;
@@ -739,8 +740,12 @@ export async function loadGGUF(src: GGUFSource | (Blob | string)[]): Promise<GGU
     const ropeFreqs = await readConfigTensor(parts, tensors, cached, 'rope_freqs.weight');
     const long = await readConfigTensor(parts, tensors, cached, 'rope_factors_long.weight');
     const short = await readConfigTensor(parts, tensors, cached, 'rope_factors_short.weight');
-    const config = ggufConfig(metadata, tensors, { ropeFreqs, ropeFactors: long || short ? { long, short } : undefined, name: parts[0]!.src.name });
-    const tok = ggufTokenizer(metadata, { name: parts[0]!.src.name });
+    // llama.cpp's mmproj files (architecture `clip`: a vision tower and projector beside a text GGUF,
+    // formats/gguf_mmproj.ts) stand for no model of their own: their config names the projector only.
+    const clip = metadata.get('general.architecture') === 'clip';
+    const config = clip ? { mmproj: metadata.get('clip.projector_type') ?? null }
+      : ggufConfig(metadata, tensors, { ropeFreqs, ropeFactors: long || short ? { long, short } : undefined, name: parts[0]!.src.name });
+    const tok = clip ? null : ggufTokenizer(metadata, { name: parts[0]!.src.name });
     // No file stays open between here and the first tensor read.
     await Promise.all(parts.map((p) => p.src.release?.()));
     return new GGUFFileImpl(parts, metadata, tensors, config, tok?.tokenizer, tok?.tokenizerConfig, cached);

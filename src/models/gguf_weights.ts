@@ -322,3 +322,67 @@ function interleaveExperts(gate: Uint8Array, up: Uint8Array, E: number): Uint8Ar
   }
   return out;
 }
+
+/** An mmproj (projector type gemma3) tensor's name in the checkpoint schema (schema.ts siglipSchema), or null. */
+function mmprojName(name: string): string | null {
+  const fixed: Record<string, string> = {
+    'v.patch_embd.weight': 'vision_tower.embeddings.patch_embedding.weight', 'v.patch_embd.bias': 'vision_tower.embeddings.patch_embedding.bias',
+    'v.position_embd.weight': 'vision_tower.embeddings.position_embedding.weight',
+    'v.post_ln.weight': 'vision_tower.post_layernorm.weight', 'v.post_ln.bias': 'vision_tower.post_layernorm.bias',
+    'mm.input_projection.weight': 'multi_modal_projector.mm_input_projection_weight', 'mm.soft_emb_norm.weight': 'multi_modal_projector.mm_soft_emb_norm.weight',
+  };
+  if (fixed[name]) return fixed[name];
+  const m = /^v\.blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_out|ln1|ln2)\.(weight|bias)$/.exec(name);
+  if (!m) return null;
+  const part = { attn_q: 'self_attn.q_proj', attn_k: 'self_attn.k_proj', attn_v: 'self_attn.v_proj', attn_out: 'self_attn.out_proj', ln1: 'layer_norm1', ln2: 'layer_norm2' }[m[2]];
+  return `vision_tower.encoder.layers.${m[1]}.${part}.${m[3]}`;
+}
+
+/**
+ * The Gemma 3 vision tower and projector an mmproj GGUF (projector type gemma3) stands for, under the
+ * checkpoint schema's names: shapes outermost first; the MLP's two products named by their shapes
+ * (fc1 [intermediate, hidden] and fc2 [hidden, intermediate], whichever of ffn_up and ffn_down holds
+ * which); mm.soft_emb_norm as the checkpoint holds it, w (the converter stores 1 + w, as the text
+ * file's norms). Tensors it does not know are left visible to the schema check.
+ */
+export function mmprojCheckpoint(g: GGUFFile): SafetensorsFile {
+  const tensors = new Map<string, SafetensorsTensorInfo>();
+  const source = new Map<string, string>();
+  const madeUp = new Map<string, () => Promise<Uint8Array>>();
+  const hfShape = (name: string) => g.tensors.get(name)!.shape.slice().reverse();
+  for (const [name, t] of g.tensors) {
+    const ffn = /^v\.blk\.(\d+)\.(ffn_up|ffn_down)\.(weight|bias)$/.exec(name);
+    let hf = mmprojName(name);
+    if (ffn) {
+      // fc1 widens (its weight [I, C], bias [I]), fc2 narrows back: told apart by the other's shape.
+      const w = hfShape(`v.blk.${ffn[1]}.${ffn[2]}.weight`), other = g.tensors.get(`v.blk.${ffn[1]}.${ffn[2] === 'ffn_up' ? 'ffn_down' : 'ffn_up'}.weight`);
+      const widens = w.length === 2 && (!other || w[0] > w[1] || (w[0] === w[1] && ffn[2] === 'ffn_up'));
+      hf = `vision_tower.encoder.layers.${ffn[1]}.mlp.${widens ? 'fc1' : 'fc2'}.${ffn[3]}`;
+    }
+    if (hf === null) {
+      tensors.set(name, { dtype: t.type, shape: hfShape(name) });
+      continue;
+    }
+    if (name === 'mm.soft_emb_norm.weight') {
+      tensors.set(hf, { dtype: 'F32', shape: hfShape(name) });
+      madeUp.set(hf, async () => {
+        const v = await floatRows(g, name);
+        for (let i = 0; i < v.length; i++) v[i] = v[i] - 1;
+        return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+      });
+      continue;
+    }
+    tensors.set(hf, { dtype: t.type, shape: hfShape(name) });
+    source.set(hf, name);
+  }
+  return {
+    tensors,
+    metadata: {},
+    name: g.name,
+    async bytes(hf: string): Promise<Uint8Array> {
+      const make = madeUp.get(hf);
+      return make ? make() : g.tensorBytes(source.get(hf) ?? hf);
+    },
+    close: g.close ? () => g.close!() : undefined,
+  };
+}

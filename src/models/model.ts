@@ -24,7 +24,8 @@ import { longropeRow, ropeTable, ropeTableVariants } from './rope.js';
 import type { SafetensorsFile } from '../formats/safetensors.js';
 import { validateCheckpoint, WEIGHT_DTYPES } from './schema.js';
 import type { GGUFFile } from '../formats/gguf.js';
-import { ggufCheckpoint, isGGUFFile } from './gguf_weights.js';
+import { ggufCheckpoint, isGGUFFile, mmprojCheckpoint } from './gguf_weights.js';
+import { checkMmproj, gemma3MmprojConfig } from '../formats/gguf_mmproj.js';
 import { hfQuantCheckpoint } from '../formats/hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
 import { checkTokenIds, StepSampling, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
@@ -64,6 +65,9 @@ export interface LoadModelOptions {
   config?: object;
   /** Its safetensors file(s) (loadSafetensors; a sharded checkpoint's shards), or a GGUF file (loadGGUF). */
   weights: SafetensorsFile | readonly SafetensorsFile[] | GGUFFile;
+  /** llama.cpp's vision pair: beside a text GGUF in `weights`, its mmproj GGUF (loadGGUF; projector
+   *  types formats/gguf_mmproj.ts MMPROJ_PROJECTORS): the model is then the vision-language model of the two. */
+  mmproj?: GGUFFile;
   /** How weights are stored on the GPU: 'checkpoint' (the default) as in the checkpoint, quantized or
    *  not; a float dtype converts (and dequantizes) them; 'q8' | 'q4' quantize a 16/32-bit checkpoint's
    *  linear layers as they upload (QuantizeOnLoad says how). */
@@ -132,7 +136,7 @@ export async function loadModelWith<D extends ModelRunner, E extends EncoderRunn
   // new option must be listed here to compile.
   const known: Record<keyof LoadModelOptions | 'tokenizer' | 'tokenizerConfig' | 'generationConfig' | 'name', true> = {
     config: true, weights: true, dtype: true, kvCache: true, onProgress: true, maxTokensPerStep: true, maxSeqsPerStep: true, allowNonFinite: true,
-    tokenizer: true, tokenizerConfig: true, generationConfig: true, preprocessorConfig: true, name: true,
+    tokenizer: true, tokenizerConfig: true, generationConfig: true, preprocessorConfig: true, name: true, mmproj: true,
   };
   checkKeys(OP, 'o', o, Object.keys(known));
   // Encoder-only and encoder-decoder models have their own loaders and model objects (API.md
@@ -153,13 +157,23 @@ export async function loadModelWith<D extends ModelRunner, E extends EncoderRunn
   if (Array.isArray(archs) && archs[0] === 'T5ForConditionalGeneration') return loadT5With(rt, o, make.t5);
   if (o.preprocessorConfig !== undefined) fail(OP, 'o.preprocessorConfig', 'none (a feature extractor belongs to a speech model: WhisperForConditionalGeneration)', 'a preprocessor config');
   const gguf = isGGUFFile(o.weights) ? o.weights : null;
-  const config = o.config ?? gguf?.config;
+  const mmproj = o.mmproj === undefined ? null : o.mmproj;
+  if (mmproj !== null) {
+    check(isGGUFFile(mmproj), OP, 'o.mmproj', 'a GGUFFile (loadGGUF of llama.cpp\'s mmproj file)', mmproj);
+    check(gguf !== null, OP, 'o.weights', 'a GGUFFile (the text model beside o.mmproj)', o.weights);
+    check(o.config === undefined, OP, 'o.config', 'none (the GGUF pair makes its own config)', 'a config');
+    checkMmproj(mmproj);
+  }
+  if (gguf && mmproj === null && gguf.metadata.get('general.architecture') === 'clip') {
+    fail(OP, 'o.weights', 'a model\'s GGUF (an mmproj file goes in o.mmproj, beside its text GGUF in o.weights)', `the mmproj file ${gguf.name}`);
+  }
+  const config = o.config ?? (gguf && mmproj ? gemma3MmprojConfig(gguf, mmproj) : gguf?.config);
   check(config !== null && typeof config === 'object', OP, 'o.config', "a parsed config.json object (optional with GGUF weights)", config);
   const cfg = parseConfig(config);
   if (!RUNNABLE_ARCHITECTURES.includes(cfg.architecture)) {
     throw new WebinferError(`${OP}: config.architectures: expected one of ${RUNNABLE_ARCHITECTURES.join(', ')} (the architectures the step runtime runs), got ${cfg.architecture}`);
   }
-  let files = gguf ? [ggufCheckpoint(gguf, cfg)] : (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
+  let files = gguf ? [ggufCheckpoint(gguf, cfg), ...(mmproj ? [mmprojCheckpoint(mmproj)] : [])] : (Array.isArray(o.weights) ? o.weights : [o.weights]) as SafetensorsFile[];
   check(files.length > 0 && files.every((f) => f && f.tensors instanceof Map && typeof f.bytes === 'function'), OP, 'o.weights',
     'a SafetensorsFile or an array of them (loadSafetensors), or a GGUFFile (loadGGUF)', o.weights);
   // A quantized HF checkpoint (config.json's quantization_config, MLX's quantization): its modules as group types (formats/hf_quant.ts).

@@ -14,6 +14,8 @@ import { createRandomModelWith, loadModelWith, ModelRunner, stateSlots, type Dec
 import type { Architecture, StepProcessing, StepRecord, StepRow } from '../models/step.js';
 import { checkQwenImage, imageDigest, isQwenImageInput, mropePositions, QwenVLFamily, type ImageRun, type QwenImageInput } from '../models/qwen_vl.js';
 import { checkGemmaPixels, type Gemma3VLFamily } from '../models/gemma3_vision.js';
+import { isGGUFFile } from '../models/gguf_weights.js';
+import { gemma3MmprojPreprocessor } from '../formats/gguf_mmproj.js';
 import type { ImageInput, RgbImage } from '../vision/image.js';
 import { preprocessImage, preprocessRgb, readPreprocessorConfig, type ImageProcessorConfig } from '../vision/processors.js';
 import { gemma3VisionTokens, qwen2VLVisionTokens, type VisionTokens } from '../vision/tokens.js';
@@ -108,6 +110,10 @@ export async function loadModel(rt: Runtime, o: ServeLoadOptions): Promise<Model
   // loader takes a feature extractor for speech models only.
   const cfgJson = rest.config as Record<string, unknown> | undefined;
   let processor: ImageProcessorConfig | null = null;
+  // llama.cpp's vision pair: the mmproj's image size, mean and std are its processor's.
+  if (rest.mmproj !== undefined && rest.preprocessorConfig === undefined && isGGUFFile(rest.mmproj) && rest.mmproj.metadata.get('clip.projector_type') === 'gemma3') {
+    processor = readPreprocessorConfig(gemma3MmprojPreprocessor(rest.mmproj));
+  }
   if (rest.preprocessorConfig !== undefined && cfgJson && typeof cfgJson === 'object' && cfgJson.vision_config !== undefined) {
     const pp = readPreprocessorConfig(rest.preprocessorConfig);
     // Gemma 3's tower takes Gemma3ImageProcessor's pixels, Qwen2.5-VL's Qwen2VLImageProcessor's patches.

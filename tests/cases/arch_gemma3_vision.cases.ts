@@ -7,7 +7,7 @@
 // with another image share no cached block; the checkpoint's preprocessor_config.json preprocessing
 // image.png; and the refusals (image tokens with no image, an image with no image tokens, a run of the
 // wrong length, a block larger than a step).
-import { loadSafetensors, type Model } from '../../src/index';
+import { loadGGUF, loadSafetensors, writeGGUF, type Model } from '../../src/index';
 import { assert, equalArrays, expectThrows, type CaseContext, type TestCase, wholeModelCases } from './harness';
 import { golden, type GoldenModel } from './model.cases';
 
@@ -52,6 +52,105 @@ async function checkLogits(model: Model, gv: G3Golden, image: Pixels, tag: strin
     }
   }
   return worst;
+}
+
+
+/** llama.cpp's names of a Gemma 3 text layer's tensors (as arch_gemma3.cases.ts's), by transformers'. */
+const GGUF_LAYER: Readonly<Record<string, string>> = {
+  'input_layernorm.weight': 'attn_norm.weight', 'self_attn.q_proj.weight': 'attn_q.weight', 'self_attn.k_proj.weight': 'attn_k.weight',
+  'self_attn.v_proj.weight': 'attn_v.weight', 'self_attn.o_proj.weight': 'attn_output.weight', 'self_attn.q_norm.weight': 'attn_q_norm.weight',
+  'self_attn.k_norm.weight': 'attn_k_norm.weight', 'post_attention_layernorm.weight': 'post_attention_norm.weight',
+  'pre_feedforward_layernorm.weight': 'ffn_norm.weight', 'mlp.gate_proj.weight': 'ffn_gate.weight', 'mlp.up_proj.weight': 'ffn_up.weight',
+  'mlp.down_proj.weight': 'ffn_down.weight', 'post_feedforward_layernorm.weight': 'post_ffw_norm.weight',
+};
+/** llama.cpp's mmproj names of a SigLIP layer's tensors (gguf-py's tensor_mapping), by transformers'. */
+const MMPROJ_LAYER: Readonly<Record<string, string>> = {
+  'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.out_proj': 'attn_out',
+  'layer_norm1': 'ln1', 'layer_norm2': 'ln2', 'mlp.fc1': 'ffn_up', 'mlp.fc2': 'ffn_down',
+};
+
+/**
+ * The golden as llama.cpp's pair: a `gemma3` text GGUF (its names, norms stored as 1 + w, the linear RoPE
+ * scaling of the full layers, a SentencePiece vocabulary with Gemma 3's image tokens at their ids) and an
+ * mmproj GGUF (general.architecture clip, projector type gemma3, clip.vision.* sizes, scale factor 2
+ * since the tiny tower's 8×8 patches pool to 4×4, mm.soft_emb_norm as 1 + w, mm.input_projection of
+ * `projType` as the converter writes it, F16). Tensor shapes innermost first, as ggml's.
+ */
+async function gemma3VisionPair(g: GoldenModel, projType: 'F32' | 'F16'): Promise<{ text: Uint8Array; mmproj: Uint8Array }> {
+  const file = await loadSafetensors(g.weights);
+  const c = (g.config as { text_config: Record<string, number> }).text_config;
+  const v = (g.config as { vision_config: Record<string, number> }).vision_config;
+  const bytes = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  const text: { name: string; type: string; shape: number[]; data: Uint8Array }[] = [];
+  const mm: { name: string; type: string; shape: number[]; data: Uint8Array }[] = [];
+  for (const [name, info] of file.tensors) {
+    const x = new Float32Array((await file.bytes(name)).slice().buffer);
+    const ggml = info.shape.slice().reverse();
+    const t = /^language_model\.model\.(.+)$/.exec(name);
+    if (t) {
+      const m = /^layers\.(\d+)\.(.+)$/.exec(t[1]);
+      const gname = m ? `blk.${m[1]}.${GGUF_LAYER[m[2]]}` : t[1] === 'embed_tokens.weight' ? 'token_embd.weight' : 'output_norm.weight';
+      text.push({ name: gname, type: 'F32', shape: ggml, data: bytes(info.shape.length === 1 ? x.map((y) => Math.fround(1 + y)) : x) });
+      continue;
+    }
+    const l = /^vision_tower\.encoder\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name);
+    const fixed: Record<string, string> = {
+      'vision_tower.embeddings.patch_embedding.weight': 'v.patch_embd.weight', 'vision_tower.embeddings.patch_embedding.bias': 'v.patch_embd.bias',
+      'vision_tower.embeddings.position_embedding.weight': 'v.position_embd.weight', 'vision_tower.post_layernorm.weight': 'v.post_ln.weight',
+      'vision_tower.post_layernorm.bias': 'v.post_ln.bias', 'multi_modal_projector.mm_soft_emb_norm.weight': 'mm.soft_emb_norm.weight',
+      'multi_modal_projector.mm_input_projection_weight': 'mm.input_projection.weight',
+    };
+    const gname = l ? `v.blk.${l[1]}.${MMPROJ_LAYER[l[2]]}.${l[3]}` : fixed[name];
+    assert(gname !== undefined, `${NAME} mmproj: no llama.cpp name for ${name}`);
+    if (gname === 'mm.soft_emb_norm.weight') mm.push({ name: gname, type: 'F32', shape: ggml, data: bytes(x.map((y) => Math.fround(1 + y))) });
+    else if (gname === 'mm.input_projection.weight' && projType === 'F16') mm.push({ name: gname, type: 'F16', shape: ggml, data: f16Bytes(x) });
+    else mm.push({ name: gname, type: 'F32', shape: ggml, data: bytes(x) });
+  }
+  const rp = c.rope_parameters as unknown as Record<string, { rope_theta: number; factor?: number }>;
+  const toks = Array.from({ length: c.vocab_size }, (_, i) => (i === 0 ? '<pad>' : i === 1 ? '<eos>' : i === 2 ? '<bos>' : i === 3 ? '<unk>'
+    : i === 253 ? '<start_of_image>' : i === 254 ? '<end_of_image>' : i === 255 ? '<image_soft_token>' : `<t${i}>`));
+  const textMeta: [string, unknown, ('f32' | 'u32')?][] = [
+    ['general.architecture', 'gemma3'], ['general.name', 'gemma3-vision golden'], ['general.file_type', 0],
+    ['gemma3.context_length', c.max_position_embeddings], ['gemma3.embedding_length', c.hidden_size], ['gemma3.block_count', c.num_hidden_layers],
+    ['gemma3.feed_forward_length', c.intermediate_size], ['gemma3.attention.head_count', c.num_attention_heads],
+    ['gemma3.attention.head_count_kv', c.num_key_value_heads], ['gemma3.attention.layer_norm_rms_epsilon', c.rms_norm_eps, 'f32'],
+    ['gemma3.attention.key_length', c.head_dim], ['gemma3.attention.value_length', c.head_dim],
+    ['gemma3.rope.freq_base', rp.full_attention.rope_theta, 'f32'], ['gemma3.rope.scaling.type', 'linear'], ['gemma3.rope.scaling.factor', rp.full_attention.factor, 'f32'],
+    ['gemma3.attention.sliding_window', c.sliding_window],
+    ['tokenizer.ggml.model', 'llama'], ['tokenizer.ggml.tokens', toks],
+    ['tokenizer.ggml.scores', { type: 'array', itemType: 'f32', value: Float32Array.from(toks, (_, i) => -i) }],
+    ['tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: Int32Array.from(toks, (_, i) => (i < 4 || i >= 253 ? 3 : 1)) }],
+    ['tokenizer.ggml.unknown_token_id', 3, 'u32'], ['tokenizer.ggml.bos_token_id', 2, 'u32'], ['tokenizer.ggml.eos_token_id', 1, 'u32'],
+  ];
+  const mmMeta: [string, unknown, ('f32' | 'u32')?][] = [
+    ['general.architecture', 'clip'], ['general.name', 'gemma3-vision golden mmproj'], ['clip.has_vision_encoder', true], ['clip.projector_type', 'gemma3'],
+    ['clip.use_gelu', true], ['clip.vision.image_size', v.image_size, 'u32'], ['clip.vision.patch_size', v.patch_size, 'u32'],
+    ['clip.vision.embedding_length', v.hidden_size, 'u32'], ['clip.vision.feed_forward_length', v.intermediate_size, 'u32'],
+    ['clip.vision.block_count', v.num_hidden_layers, 'u32'], ['clip.vision.attention.head_count', v.num_attention_heads, 'u32'],
+    ['clip.vision.attention.layer_norm_epsilon', v.layer_norm_eps, 'f32'], ['clip.vision.projection_dim', c.hidden_size, 'u32'],
+    ['clip.vision.projector.scale_factor', 2, 'u32'],
+    ['clip.vision.image_mean', { type: 'array', itemType: 'f32', value: Float32Array.of(0.5, 0.5, 0.5) }],
+    ['clip.vision.image_std', { type: 'array', itemType: 'f32', value: Float32Array.of(0.5, 0.5, 0.5) }],
+  ];
+  return { text: writeGGUF({ metadata: textMeta as never, tensors: text }), mmproj: writeGGUF({ metadata: mmMeta as never, tensors: mm }) };
+}
+
+/** f32 values as IEEE half bit patterns (round to nearest even), little-endian bytes. */
+function f16Bytes(x: Float32Array): Uint8Array {
+  const out = new Uint16Array(x.length);
+  const f = new Float32Array(1), u = new Uint32Array(f.buffer);
+  for (let i = 0; i < x.length; i++) {
+    f[0] = x[i];
+    const b = u[0], sign = (b >>> 16) & 0x8000, e = ((b >>> 23) & 0xff) - 127 + 15;
+    let m = b & 0x7fffff;
+    if (e <= 0) { out[i] = sign; continue; }   // the values here are far from f16's subnormals
+    const r = m & 0x1fff;
+    m >>>= 13;
+    let h = (e << 10) | m;
+    if (r > 0x1000 || (r === 0x1000 && (m & 1))) h++;
+    out[i] = sign | h;
+  }
+  return new Uint8Array(out.buffer);
 }
 
 export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
@@ -184,6 +283,62 @@ export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
       equalArrays('greedy through chat.completions with the image', r.choices[0].token_ids, gv.greedy[0]);
     } finally {
       model.destroy();
+    }
+  },
+}, {
+  name: "gemma3-vision (goldens-arch) as llama.cpp's pair, a gemma3 text GGUF and its mmproj GGUF (projector type gemma3, written with writeGGUF in llama.cpp's names): its own config; with F32 tensors equal to the safetensors form under llama.cpp's fixed layer pattern and scale (logits bit for bit, greedy identical); the F16 input projection llama.cpp writes within 1e-3·max|logit|; the mmproj's processor; refusals by name",
+  async run(ctx) {
+    const { g, gv, image } = await g3Golden(ctx);
+    const tc = g.config.text_config as Record<string, unknown>;
+    // llama.cpp runs every sixth layer full (three layers: all sliding) and scores × head_dim^-0.5.
+    const asLlamaCpp = { ...g.config, text_config: { ...tc, layer_types: ['sliding_attention', 'sliding_attention', 'sliding_attention'], query_pre_attn_scalar: tc.head_dim } };
+    const ref = await ctx.engine.loadModel({ config: asLlamaCpp, weights: await loadSafetensors(g.weights) });
+    try {
+      const pair32 = await gemma3VisionPair(g, 'F32');
+      const m32 = await ctx.engine.loadModel({ weights: await loadGGUF(pair32.text), mmproj: await loadGGUF(pair32.mmproj) });
+      try {
+        assert(m32.architecture === 'Gemma3ForConditionalGeneration', `the pair's architecture: ${m32.architecture}`);
+        for (const [p, prompt] of gv.prompts.entries()) {
+          const a = await m32.logits(prompt, { images: [image as never] }), b = await ref.logits(prompt, { images: [image as never] });
+          for (let i = 0; i < b.length; i++) if (a[i] !== b[i]) throw new Error(`${NAME} GGUF pair, prompt ${p}: logit ${i} ${a[i]}, safetensors form ${b[i]}`);
+        }
+        const want = await ref.generate(gv.prompts, { maxNewTokens: 8, stopTokens: [], images: gv.prompts.map(() => [image as never]) });
+        const got = await m32.generate(gv.prompts, { maxNewTokens: 8, stopTokens: [], images: gv.prompts.map(() => [image as never]) });
+        want.forEach((w, p) => equalArrays(`${NAME} GGUF pair greedy, prompt ${p}`, got[p], w));
+        // The mmproj's image size, mean and std make the processor: image.png as it comes.
+        const png = await ctx.fixture(`goldens-arch/${NAME}/image.png`);
+        const pre = await m32.preprocessImage!(png);
+        let worst = 0;
+        for (let i = 0; i < image.pixelValues.length; i++) worst = Math.max(worst, Math.abs(pre.pixelValues[i] - image.pixelValues[i]));
+        assert(worst <= 1e-6, `the mmproj's processor differs from the golden's pixel_values by ${worst}`);
+      } finally {
+        m32.destroy();
+      }
+      const pair16 = await gemma3VisionPair(g, 'F16');
+      const m16 = await ctx.engine.loadModel({ weights: await loadGGUF(pair16.text), mmproj: await loadGGUF(pair16.mmproj) });
+      try {
+        let worst = 0;
+        for (const prompt of gv.prompts) {
+          const a = await m16.logits(prompt, { images: [image as never] }), b = await ref.logits(prompt, { images: [image as never] });
+          for (let t = 0; t < prompt.length; t++) {
+            let max = 0, err = 0;
+            for (let v = 0; v < 256; v++) { max = Math.max(max, Math.abs(b[t * 256 + v])); err = Math.max(err, Math.abs(a[t * 256 + v] - b[t * 256 + v])); }
+            assert(err <= 1e-3 * max, `${NAME} GGUF pair with an F16 input projection: position ${t} off by ${err} (max|logit| ${max})`);
+            worst = Math.max(worst, err / max);
+          }
+        }
+        ctx.note(`${NAME} GGUF pair: F32 bit for bit; F16 input projection worst ${worst.toExponential(2)} of max|logit|`);
+      } finally {
+        m16.destroy();
+      }
+      await expectThrows(async () => ctx.engine.loadModel({ weights: await loadGGUF(pair32.mmproj), mmproj: await loadGGUF(pair32.mmproj) }), 'o.weights', 'a gemma3 text GGUF', 'clip');
+      await expectThrows(async () => ctx.engine.loadModel({ weights: await loadGGUF(pair32.text), mmproj: await loadGGUF(pair32.text) }), 'o.mmproj', "general.architecture: expected 'clip'", 'gemma3');
+      await expectThrows(async () => ctx.engine.loadModel({ weights: await loadSafetensors(g.weights), config: g.config, mmproj: await loadGGUF(pair32.mmproj) }), 'o.weights', 'a GGUFFile (the text model beside o.mmproj)');
+      await expectThrows(async () => ctx.engine.loadModel({ weights: await loadGGUF(pair32.mmproj) }), 'o.weights', 'an mmproj file goes in o.mmproj');
+      const qwenProj = writeGGUF({ metadata: [['general.architecture', 'clip'], ['clip.projector_type', 'qwen2.5vl_merger']] as never, tensors: [] });
+      await expectThrows(async () => ctx.engine.loadModel({ weights: await loadGGUF(pair32.text), mmproj: await loadGGUF(qwenProj) }), 'o.mmproj', 'clip.projector_type: expected one of gemma3', 'qwen2.5vl_merger');
+    } finally {
+      ref.destroy();
     }
   },
 }]);
