@@ -186,11 +186,7 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     if (arch === 'gemma3' && hf.endsWith('norm.weight')) {
       // Gemma 3's norms as the checkpoint holds them: w, the file's 1 + w less 1 (see the top of this file).
       tensors.set(hf, { dtype: 'F32', shape: hfShape(name) });
-      madeUp.set(hf, async () => {
-        const v = await floatRows(g, name);
-        for (let i = 0; i < v.length; i++) v[i] = v[i] - 1;
-        return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-      });
+      madeUp.set(hf, () => lessOne(g, name));
       continue;
     }
     let shape = hfShape(name);
@@ -280,6 +276,13 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
   };
 }
 
+/** A Gemma norm as the checkpoint holds it: the file's 1 + w less 1, as f32 bytes. */
+async function lessOne(g: GGUFFile, name: string): Promise<Uint8Array> {
+  const v = await floatRows(g, name);
+  for (let i = 0; i < v.length; i++) v[i] = v[i] - 1;
+  return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+}
+
 /** A GGUF tensor's values as f32 (dequantized as ggml does where it is quantized). */
 async function floatRows(g: GGUFFile, name: string): Promise<Float32Array> {
   const t = g.tensors.get(name)!;
@@ -365,11 +368,7 @@ export function mmprojCheckpoint(g: GGUFFile): SafetensorsFile {
     }
     if (name === 'mm.soft_emb_norm.weight') {
       tensors.set(hf, { dtype: 'F32', shape: hfShape(name) });
-      madeUp.set(hf, async () => {
-        const v = await floatRows(g, name);
-        for (let i = 0; i < v.length; i++) v[i] = v[i] - 1;
-        return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-      });
+      madeUp.set(hf, () => lessOne(g, name));
       continue;
     }
     tensors.set(hf, { dtype: t.type, shape: hfShape(name) });

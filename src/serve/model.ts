@@ -57,6 +57,9 @@ const GENERATE_OPTIONS = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed',
 /** A prompt's images as the engine carries them: the sequence's positions and features, and the prefix cache's salt. */
 interface PromptImages { seq: VisionSequence; salt: string }
 
+/** Whether a call's images are none (absent, null or empty). */
+const noImages = (images: unknown): boolean => images === undefined || images === null || (Array.isArray(images) && images.length === 0);
+
 function isAbortSignal(x: unknown): x is AbortSignal {
   return typeof AbortSignal !== 'undefined' && x instanceof AbortSignal;
 }
@@ -297,27 +300,36 @@ export class Model extends ModelRunner implements StepRunner {
    * name: images for a model that reads none, image tokens with no image, an image with no image
    * tokens, a run whose length is not its image's token count.
    */
-  private async promptImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded = new Map<string, Float32Array>()): Promise<PromptImages | null> {
-    if (this.config.siglip) return this.gemmaImages(op, arg, tokens, images, encoded);
-    const v = this.config.vision;
-    const none = images === undefined || images === null || (Array.isArray(images) && images.length === 0);
-    if (!v) {
-      if (!none) fail(op, arg, `no images: ${this.architecture} reads no images`, images);
+  /**
+   * A vision model's images of a prompt, each preprocessed where it is not yet (bytes, a URL or path, raw
+   * pixels through the checkpoint's processor): null for none, refused by name where the prompt holds
+   * the image token without one.
+   */
+  private async readyImages(op: string, arg: string, tokens: Int32Array, imageTokenId: number, images: unknown, shape: string): Promise<unknown[] | null> {
+    if (noImages(images)) {
+      const at = tokens.indexOf(imageTokenId);
+      if (at >= 0) fail(op, arg, `an image for the image tokens (id ${imageTokenId}) of the prompt`, `none, and the image token at position ${at}`);
       return null;
     }
-    if (none) {
-      const at = tokens.indexOf(v.imageTokenId);
-      if (at >= 0) fail(op, arg, `an image for the image tokens (id ${v.imageTokenId}) of the prompt`, `none, and the image token at position ${at}`);
-      return null;
-    }
-    check(Array.isArray(images), op, arg, 'an array of images (ImageInput, or preprocessed: { pixelValues, shape, grid })', images);
-    // Images not yet preprocessed (bytes, a URL or path, raw pixels) go through the checkpoint's processor.
+    check(Array.isArray(images), op, arg, `an array of images (ImageInput, or preprocessed: ${shape})`, images);
     const ready: unknown[] = [];
     for (const [i, x] of (images as unknown[]).entries()) {
       if (isQwenImageInput(x) || (typeof x === 'object' && x !== null && 'pixelValues' in x)) ready.push(x);
-      else if (!this.imageProcessor) fail(op, `${arg}[${i}]`, 'a preprocessed image { pixelValues, shape, grid } (or a model loaded with its preprocessor_config.json, which preprocesses images as they come)', x);
+      else if (!this.imageProcessor) fail(op, `${arg}[${i}]`, `a preprocessed image ${shape} (or a model loaded with its preprocessor_config.json, which preprocesses images as they come)`, x);
       else ready.push(await this.preprocessImage(x as ImageInput));
     }
+    return ready;
+  }
+
+  private async promptImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded = new Map<string, Float32Array>()): Promise<PromptImages | null> {
+    if (this.config.siglip) return this.gemmaImages(op, arg, tokens, images, encoded);
+    const v = this.config.vision;
+    if (!v) {
+      if (!noImages(images)) fail(op, arg, `no images: ${this.architecture} reads no images`, images);
+      return null;
+    }
+    const ready = await this.readyImages(op, arg, tokens, v.imageTokenId, images, '{ pixelValues, shape, grid }');
+    if (!ready) return null;
     const list = ready.map((x, i) => checkQwenImage(v, op, `${arg}[${i}]`, x));
     const pos = mropePositions(v, op, arg, tokens, list.map((x) => x.grid));
     const parts: Float32Array[] = [];
@@ -346,19 +358,9 @@ export class Model extends ModelRunner implements StepRunner {
    */
   private async gemmaImages(op: string, arg: string, tokens: Int32Array, images: unknown, encoded: Map<string, Float32Array>): Promise<PromptImages | null> {
     const v = this.config.siglip!;
-    const none = images === undefined || images === null || (Array.isArray(images) && images.length === 0);
-    if (none) {
-      const at = tokens.indexOf(v.imageTokenId);
-      if (at >= 0) fail(op, arg, `an image for the image tokens (id ${v.imageTokenId}) of the prompt`, `none, and the image token at position ${at}`);
-      return null;
-    }
-    check(Array.isArray(images), op, arg, 'an array of images (ImageInput, or preprocessed: { pixelValues })', images);
-    const list: Float32Array[] = [];
-    for (const [i, x] of (images as unknown[]).entries()) {
-      if (typeof x === 'object' && x !== null && 'pixelValues' in x) list.push(checkGemmaPixels(v, op, `${arg}[${i}]`, x));
-      else if (!this.imageProcessor) fail(op, `${arg}[${i}]`, 'a preprocessed image { pixelValues } (or a model loaded with its preprocessor_config.json, which preprocesses images as they come)', x);
-      else list.push(checkGemmaPixels(v, op, `${arg}[${i}]`, await this.preprocessImage(x as ImageInput)));
-    }
+    const ready = await this.readyImages(op, arg, tokens, v.imageTokenId, images, '{ pixelValues }');
+    if (!ready) return null;
+    const list = ready.map((x, i) => checkGemmaPixels(v, op, `${arg}[${i}]`, x));
     const runs: ImageRun[] = [];
     for (let i = 0; i < tokens.length;) {
       if (tokens[i] !== v.imageTokenId) { i++; continue; }

@@ -26,7 +26,7 @@ async function missesWith(ctx: Parameters<TestCase['run']>[0], g: GoldenModel, c
 }
 
 /** llama.cpp's names of a Gemma 3 layer's tensors (gguf-py's tensor_mapping for gemma3), by transformers'. */
-const GGUF_LAYER: Readonly<Record<string, string>> = {
+export const GGUF_LAYER: Readonly<Record<string, string>> = {
   'input_layernorm.weight': 'attn_norm.weight', 'self_attn.q_proj.weight': 'attn_q.weight', 'self_attn.k_proj.weight': 'attn_k.weight',
   'self_attn.v_proj.weight': 'attn_v.weight', 'self_attn.o_proj.weight': 'attn_output.weight', 'self_attn.q_norm.weight': 'attn_q_norm.weight',
   'self_attn.k_norm.weight': 'attn_k_norm.weight', 'post_attention_layernorm.weight': 'post_attention_norm.weight',

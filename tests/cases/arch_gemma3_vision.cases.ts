@@ -10,6 +10,8 @@
 import { loadGGUF, loadSafetensors, writeGGUF, type Model } from '../../src/index';
 import { assert, equalArrays, expectThrows, type CaseContext, type TestCase, wholeModelCases } from './harness';
 import { golden, type GoldenModel } from './model.cases';
+import { checkImageLogits } from './arch_qwen_vl.cases';
+import { GGUF_LAYER } from './arch_gemma3.cases';
 
 interface G3Golden {
   prompts: number[][];
@@ -33,36 +35,7 @@ async function loadG3(ctx: CaseContext, g: GoldenModel, o: { maxTokensPerStep?: 
   return ctx.engine.loadModel({ config: g.config, weights: await loadSafetensors(g.weights), ...o });
 }
 
-/** Every position of both prompts (with the image) within 1e-3 × max|logit| of HF's; the worst ratio. */
-async function checkLogits(model: Model, gv: G3Golden, image: Pixels, tag: string): Promise<number> {
-  const V = 256;
-  let worst = 0;
-  for (const [p, prompt] of gv.prompts.entries()) {
-    const got = await model.logits(prompt, { images: [image as never] });
-    assert(got.length === prompt.length * V, `${tag}: prompt ${p}: ${got.length} logits`);
-    for (let t = 0; t < prompt.length; t++) {
-      const ref = gv.prefill_logits[p][t];
-      let max = 0;
-      for (const x of ref) max = Math.max(max, Math.abs(x));
-      for (let v = 0; v < V; v++) {
-        const err = Math.abs(got[t * V + v] - ref[v]);
-        if (!(err <= 1e-3 * max)) throw new Error(`${tag}: prompt ${p} position ${t} logit ${v}: got ${got[t * V + v]}, HF ${ref[v]} (|err| ${err.toExponential(2)} > 1e-3 × ${max.toFixed(3)})`);
-        worst = Math.max(worst, err / max);
-      }
-    }
-  }
-  return worst;
-}
 
-
-/** llama.cpp's names of a Gemma 3 text layer's tensors (as arch_gemma3.cases.ts's), by transformers'. */
-const GGUF_LAYER: Readonly<Record<string, string>> = {
-  'input_layernorm.weight': 'attn_norm.weight', 'self_attn.q_proj.weight': 'attn_q.weight', 'self_attn.k_proj.weight': 'attn_k.weight',
-  'self_attn.v_proj.weight': 'attn_v.weight', 'self_attn.o_proj.weight': 'attn_output.weight', 'self_attn.q_norm.weight': 'attn_q_norm.weight',
-  'self_attn.k_norm.weight': 'attn_k_norm.weight', 'post_attention_layernorm.weight': 'post_attention_norm.weight',
-  'pre_feedforward_layernorm.weight': 'ffn_norm.weight', 'mlp.gate_proj.weight': 'ffn_gate.weight', 'mlp.up_proj.weight': 'ffn_up.weight',
-  'mlp.down_proj.weight': 'ffn_down.weight', 'post_feedforward_layernorm.weight': 'post_ffw_norm.weight',
-};
 /** llama.cpp's mmproj names of a SigLIP layer's tensors (gguf-py's tensor_mapping), by transformers'. */
 const MMPROJ_LAYER: Readonly<Record<string, string>> = {
   'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.out_proj': 'attn_out',
@@ -169,7 +142,7 @@ export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
         if (!(err <= 1e-5 * Math.max(1, Math.abs(want[i])))) throw new Error(`image feature ${Math.floor(i / 128)}, ${i % 128}: got ${got[i]}, HF ${want[i]}`);
         fw = Math.max(fw, err);
       }
-      const worst = await checkLogits(model, gv, image, NAME);
+      const worst = await checkImageLogits(model, gv, image, NAME);
       const images = gv.prompts.map(() => [image as never]);
       const together = await model.generate(gv.prompts, { maxNewTokens: 8, stopTokens: [], images });
       gv.greedy.forEach((w, p) => equalArrays(`${NAME} greedy together, prompt ${p}`, together[p], w));
@@ -185,7 +158,7 @@ export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
     // takes the next step whole (its tokens see each other), then the rest.
     const chunked = await loadG3(ctx, g, { maxTokensPerStep: 18 });
     try {
-      await checkLogits(chunked, gv, image, `${NAME} (steps of 18 tokens)`);
+      await checkImageLogits(chunked, gv, image, `${NAME} (steps of 18 tokens)`);
       const s0 = chunked.engine.counters.steps;
       const [p0] = await chunked.generate([gv.prompts[0]], { maxNewTokens: 8, stopTokens: [], images: [[image as never]] });
       equalArrays(`${NAME} greedy, prompt 0 in steps of 18`, p0, gv.greedy[0]);

@@ -43,12 +43,12 @@ async function loadVL(ctx: CaseContext, g: GoldenModel, config: Record<string, u
   return ctx.engine.loadModel({ config, weights: await loadSafetensors(g.weights), ...o });
 }
 
-/** Every position of both prompts (with the image) within 1e-3 × max|logit| of HF's; the worst ratio. */
-async function checkVLLogits(model: Model, vl: VLGolden, image: QwenImageInput, tag: string): Promise<number> {
+/** Every position of a vision golden's prompts (with the image) within 1e-3 × max|logit| of HF's; the worst ratio. */
+export async function checkImageLogits(model: Model, vl: { prompts: number[][]; prefill_logits: number[][][] }, image: unknown, tag: string): Promise<number> {
   const V = 256;
   let worst = 0;
   for (const [p, prompt] of vl.prompts.entries()) {
-    const got = await model.logits(prompt, { images: [image] });
+    const got = await model.logits(prompt, { images: [image as QwenImageInput] });
     assert(got.length === prompt.length * V, `${tag}: prompt ${p}: ${got.length} logits`);
     for (let t = 0; t < prompt.length; t++) {
       const ref = vl.prefill_logits[p][t];
@@ -110,7 +110,7 @@ export const archQwenVLCases: TestCase[] = wholeModelCases([{
     const model = await loadVL(ctx, g);
     try {
       assert(model.architecture === 'Qwen2_5_VLForConditionalGeneration', `architecture ${model.architecture}`);
-      const worst = await checkVLLogits(model, vl, image, NAME);
+      const worst = await checkImageLogits(model, vl, image, NAME);
       const images = vl.prompts.map(() => [image]);
       const together = await model.generate(vl.prompts, { maxNewTokens: 8, stopTokens: [], images });
       vl.greedy.forEach((want, p) => equalArrays(`${NAME} greedy together, prompt ${p}`, together[p], want));
@@ -125,7 +125,7 @@ export const archQwenVLCases: TestCase[] = wholeModelCases([{
     // Prompts in chunks of 5 tokens: image runs split over steps (their features and M-RoPE rows placed per chunk).
     const chunked = await loadVL(ctx, g, g.config, { maxTokensPerStep: 5 });
     try {
-      await checkVLLogits(chunked, vl, image, `${NAME} (chunks of 5 tokens)`);
+      await checkImageLogits(chunked, vl, image, `${NAME} (chunks of 5 tokens)`);
       const [p1] = await chunked.generate([vl.prompts[1]], { maxNewTokens: 8, stopTokens: [], images: [[image]] });
       equalArrays(`${NAME} greedy, prompt 1 in chunks of 5`, p1, vl.greedy[1]);
     } finally {
@@ -138,7 +138,7 @@ export const archQwenVLCases: TestCase[] = wholeModelCases([{
     const flat2 = await loadVL(ctx, g, { ...g.config, text_config: { ...t, rope_parameters: { ...rp, mrope_section: [1, 1, 14] } } });
     try {
       let missed = false;
-      try { await checkVLLogits(flat2, vl, image, `${NAME} (sections [1, 1, 14])`); } catch { missed = true; }
+      try { await checkImageLogits(flat2, vl, image, `${NAME} (sections [1, 1, 14])`); } catch { missed = true; }
       assert(missed, `${NAME}: other mrope sections still matched HF: the case does not see M-RoPE's sections`);
     } finally {
       flat2.destroy();
