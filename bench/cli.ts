@@ -60,6 +60,8 @@
 //                         --spec-draft=TARGET:DRAFT[:LABEL],...: draft-model setups of two GGUF files;
 //                         --spec-cases=k:rate,...: the end-to-end runs (default 2:1,4:1,8:1,4:0.5,4:0.7,4:0.9);
 //                         --spec-render=RESULTS.json: its Markdown and plot again from a results file (no GPU)
+//   --suite=vision        issue 44 (bench/vision.ts): time to first token with an image and the vision tower's share,
+//                         --vision=TEXT.gguf:MMPROJ.gguf[:LABEL],... (llama.cpp's pairs: make_gguf.mjs --shape=gemma3-4b, gemma3-4b-mmproj)
 //   --suite=layers        issue 31 (bench/layers.ts): BERT-base's shape (encode, 128-token inputs, batch 1 and 32: sentences/s,
 //                         share of the FMA / matrix ceilings), Whisper-small's (RTF on 30 s clips at batch 1 and 8, a fixed
 //                         number of tokens; its decoder step beside a Llama of the same size) and gpt-oss-20b's at batch 1
@@ -85,6 +87,7 @@ import { plotResults, type ResultsFile } from './plot';
 import { hfqEntries, runHfQuant, writeHfQuantResults, type HfqRun } from './hfquant';
 import { runLayers } from './layers';
 import { renderSpec, runSpeculative, type SubjectResult } from './speculative';
+import { runVision } from './vision';
 import { OrtPeer } from './ort';
 import { compareRuns, type RunLike } from './compare';
 import { planFlash } from '../src/attention/flash';
@@ -838,6 +841,20 @@ if (suites.includes('spec')) {
   const tag = args.get('spec-tag') ? `-${args.get('spec-tag')}` : '';
   writeFileSync(join(outDir, `spec${tag}-${slug}.md`), r.markdown);
   writeFileSync(join(outDir, `spec${tag}-${slug}.svg`), r.svg);
+}
+
+if (suites.includes('vision')) {
+  // --vision=TEXT.gguf:MMPROJ.gguf[:LABEL],...: llama.cpp's pairs (make_gguf.mjs --shape=gemma3-4b and gemma3-4b-mmproj).
+  const pairs = (args.get('vision') ?? '').split(',').filter(Boolean).map((v) => {
+    const [text, mmproj, label] = v.split(':');
+    if (!text || !mmproj) throw new Error(`--vision: expected TEXT.gguf:MMPROJ.gguf[:LABEL], got '${v}'`);
+    return { text, mmproj, label: label ?? text.split('/').pop()! };
+  });
+  if (!pairs.length) throw new Error('--suite=vision: expected --vision=TEXT.gguf:MMPROJ.gguf[:LABEL]');
+  const r = await runVision(engine, { pairs, device: deviceName, commit: args.get('commit') ?? 'unknown', cmd: `${benchCmd} ${process.argv.slice(2).join(' ')}`, log: (x) => console.log(x) });
+  result.vision = r.results;
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `vision-${slug}.md`), r.markdown);
 }
 
 if (suites.includes('deepseek')) {

@@ -18,15 +18,19 @@ export interface ArchShape {
   experts?: number; expertsUsed?: number; denseFfn?: number;
   /** Gemma 3: the sliding window and the RoPE bases (global; local is llama.cpp's fixed 10000). */
   window?: number; ropeBase: number;
+  /** Gemma 3: the ids of <start_of_image>, <end_of_image> and <image_soft_token> in its vocabulary (its vision pair's). */
+  imageTokens?: { boi: number; eoi: number; image: number };
 }
 
 export const ARCH_SHAPES: Readonly<Record<string, ArchShape>> = Object.freeze({
   // google/gemma-3-4b-it's text_config.
-  'gemma3-4b': { arch: 'gemma3', layers: 34, hidden: 2560, heads: 8, kvHeads: 4, headDim: 256, vocab: 262208, context: 131072, ffn: 10240, window: 1024, ropeBase: 1e6 },
+  'gemma3-4b': { arch: 'gemma3', layers: 34, hidden: 2560, heads: 8, kvHeads: 4, headDim: 256, vocab: 262208, context: 131072, ffn: 10240, window: 1024, ropeBase: 1e6,
+    imageTokens: { boi: 255999, eoi: 256000, image: 262144 } },
   // Qwen/Qwen3-30B-A3B's config.json.
   'qwen3-30b-a3b': { arch: 'qwen3moe', layers: 48, hidden: 2048, heads: 32, kvHeads: 4, headDim: 128, vocab: 151936, context: 40960, ffn: 768, experts: 128, expertsUsed: 8, denseFfn: 6144, ropeBase: 1e6 },
   // Small shapes of the same files, for tests (K a multiple of 256 for the k-quants).
-  'gemma3-tiny': { arch: 'gemma3', layers: 6, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, vocab: 512, context: 4096, ffn: 512, window: 16, ropeBase: 1e6 },
+  'gemma3-tiny': { arch: 'gemma3', layers: 6, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, vocab: 512, context: 4096, ffn: 512, window: 16, ropeBase: 1e6,
+    imageTokens: { boi: 509, eoi: 510, image: 511 } },
   'qwen3moe-tiny': { arch: 'qwen3moe', layers: 2, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, vocab: 512, context: 4096, ffn: 256, experts: 8, expertsUsed: 2, denseFfn: 512, ropeBase: 1e6 },
 });
 
@@ -88,5 +92,52 @@ export function archMetadata(s: ArchShape, name: string): [string, unknown, GGUF
       [`${a}.expert_feed_forward_length`, s.ffn, 'u32'],
     );
   }
-  return [...m, ...randomVocab(s.vocab)];
+  const it = s.imageTokens;
+  return [...m, ...randomVocab(s.vocab, it ? { [it.boi]: '<start_of_image>', [it.eoi]: '<end_of_image>', [it.image]: '<image_soft_token>' } : {})];
+}
+
+/** Gemma 3's vision tower and projector as an mmproj file (convert_hf_to_gguf.py --mmproj, projector type gemma3). */
+export interface MmprojShape {
+  layers: number; hidden: number; ffn: number; heads: number; patch: number; image: number;
+  /** The text model's width (the projection's output) and the pooling factor (projector.scale_factor). */
+  textHidden: number; scale: number;
+}
+
+export const MMPROJ_SHAPES: Readonly<Record<string, MmprojShape>> = Object.freeze({
+  // google/gemma-3-4b-it's vision_config (SigLIP-So400m at 896 px) and mm_tokens_per_image 256.
+  'gemma3-4b': { layers: 27, hidden: 1152, ffn: 4304, heads: 16, patch: 14, image: 896, textHidden: 2560, scale: 4 },
+  // A small one beside gemma3-tiny, for tests.
+  'gemma3-tiny': { layers: 2, hidden: 64, ffn: 128, heads: 4, patch: 14, image: 112, textHidden: 256, scale: 2 },
+});
+
+/** The mmproj's tensors in llama.cpp's names and ne orders: matrices F16 (the converter's default for
+ *  mmproj files), embeddings, biases and norms F32. */
+export function mmprojTensors(s: MmprojShape): ArchTensor[] {
+  const { hidden: C, ffn: I, patch: P } = s, N = (s.image / P) ** 2;
+  const t = (name: string, type: string, shape: number[], fill: Fill): ArchTensor => ({ name, type, shape, fill });
+  const out = [t('v.patch_embd.weight', 'F16', [P, P, 3, C], 'f16'), t('v.patch_embd.bias', 'F32', [C], 'uniform'), t('v.position_embd.weight', 'F32', [C, N], 'uniform')];
+  for (let i = 0; i < s.layers; i++) {
+    const b = `v.blk.${i}.`;
+    for (const n of ['attn_q', 'attn_k', 'attn_v', 'attn_out']) out.push(t(`${b}${n}.weight`, 'F16', [C, C], 'f16'), t(`${b}${n}.bias`, 'F32', [C], 'uniform'));
+    for (const n of ['ln1', 'ln2']) out.push(t(`${b}${n}.weight`, 'F32', [C], 'ones'), t(`${b}${n}.bias`, 'F32', [C], 'uniform'));
+    out.push(t(`${b}ffn_up.weight`, 'F16', [C, I], 'f16'), t(`${b}ffn_up.bias`, 'F32', [I], 'uniform'), t(`${b}ffn_down.weight`, 'F16', [I, C], 'f16'), t(`${b}ffn_down.bias`, 'F32', [C], 'uniform'));
+  }
+  out.push(t('v.post_ln.weight', 'F32', [C], 'ones'), t('v.post_ln.bias', 'F32', [C], 'uniform'),
+    t('mm.soft_emb_norm.weight', 'F32', [C], 'ones'), t('mm.input_projection.weight', 'F16', [s.textHidden, C], 'f16'));
+  return out;
+}
+
+/** The metadata convert_hf_to_gguf.py writes for Gemma 3's mmproj. */
+export function mmprojMetadata(s: MmprojShape, name: string): [string, unknown, GGUFValueTypeName?][] {
+  const m: [string, unknown, GGUFValueTypeName?][] = [
+    ['general.architecture', 'clip'], ['general.name', name], ['general.file_type', 1, 'u32'],
+    ['clip.has_vision_encoder', true], ['clip.projector_type', 'gemma3'], ['clip.use_gelu', true],
+    ['clip.vision.image_size', s.image, 'u32'], ['clip.vision.patch_size', s.patch, 'u32'], ['clip.vision.embedding_length', s.hidden, 'u32'],
+    ['clip.vision.feed_forward_length', s.ffn, 'u32'], ['clip.vision.block_count', s.layers, 'u32'], ['clip.vision.attention.head_count', s.heads, 'u32'],
+    ['clip.vision.attention.layer_norm_epsilon', 1e-6, 'f32'], ['clip.vision.projection_dim', s.textHidden, 'u32'],
+    ['clip.vision.image_mean', { type: 'array', itemType: 'f32', value: Float32Array.of(0.5, 0.5, 0.5) }],
+    ['clip.vision.image_std', { type: 'array', itemType: 'f32', value: Float32Array.of(0.5, 0.5, 0.5) }],
+  ];
+  if (s.scale !== 4) m.push(['clip.vision.projector.scale_factor', s.scale, 'u32']);
+  return m;
 }

@@ -27,7 +27,7 @@ export const GPTOSS_SHAPES: Readonly<Record<string, GptOssShape>> = Object.freez
 });
 
 /** What fills a tensor (see the top of this file; q4k and q6k: bench/gguf_arch_random.ts's files). */
-export type Fill = 'q8' | 'mxfp4' | 'q4k' | 'q6k' | 'uniform' | 'sinks' | 'ones';
+export type Fill = 'q8' | 'mxfp4' | 'q4k' | 'q6k' | 'uniform' | 'sinks' | 'ones' | 'f16';
 export interface GptOssTensor extends GGUFHeaderTensor { fill: Fill }
 
 /** The file's tensors in llama.cpp's names and ne orders (fastest first), with their types. */
@@ -76,10 +76,12 @@ export function gptOssMetadata(s: GptOssShape, name: string): [string, unknown, 
 
 /** make_gguf.py's vocabulary as metadata: a SentencePiece ('llama') list of <unk>, <s>, </s>, the 256 byte
  *  tokens where they fit, then t<i>. */
-export function randomVocab(vocab: number): [string, unknown, GGUFValueTypeName?][] {
+export function randomVocab(vocab: number, named: Readonly<Record<number, string>> = {}): [string, unknown, GGUFValueTypeName?][] {
   const toks = ['<unk>', '<s>', '</s>'], types = [2, 3, 3];
   if (vocab >= 3 + 256 + 1) for (let i = 0; i < 256; i++) { toks.push(`<0x${i.toString(16).toUpperCase().padStart(2, '0')}>`); types.push(6); }
   for (let i = toks.length; i < vocab; i++) { toks.push(`t${i}`); types.push(1); }
+  // Control tokens at given ids (Gemma 3's image tokens for its vision pair).
+  for (const [i, t] of Object.entries(named)) { toks[Number(i)] = t; types[Number(i)] = 3; }
   return [
     ['tokenizer.ggml.model', 'llama'], ['tokenizer.ggml.tokens', toks],
     ['tokenizer.ggml.scores', { type: 'array', itemType: 'f32', value: Float32Array.from({ length: vocab }, (_, i) => -i) }],
@@ -129,6 +131,16 @@ export function* tensorChunks(t: GptOssTensor, seed: number, index: number, chun
         for (let b = 0; b < nb; b++) out[b * bb] = 120;
       }
       yield out;
+    }
+    return;
+  }
+  if (t.fill === 'f16') {
+    // Uniform values as F16 bit patterns (bench/gguf_arch_random.ts's mmproj matrices).
+    const per = Math.max(1, chunkBytes >>> 1);
+    for (let i0 = 0; i0 < n; i0 += per) {
+      const v = new Uint16Array(Math.min(per, n - i0));
+      for (let i = 0; i < v.length; i++) { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; v[i] = f32ToF16Bits(((x >>> 0) / 2 ** 32 * 2 - 1) * UNIFORM_A); }
+      yield new Uint8Array(v.buffer);
     }
     return;
   }

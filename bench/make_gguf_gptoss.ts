@@ -4,27 +4,31 @@
 // (bench/gguf_arch_random.ts: Q4_K matrices). Built beside bench.mjs (vite.bench.config.ts) as
 // .cache/device/make_gguf.mjs, for the GPU machine (issue42-grid.sh's FILES group gpt-oss-20b:mxfp4).
 //
-//   node .cache/device/make_gguf.mjs [--shape=20b|tiny|gemma3-4b|qwen3-30b-a3b|gemma3-tiny|qwen3moe-tiny] [--out=DIR] [--seed=N]
-// writes DIR/gpt-oss-<shape>-mxfp4.gguf or DIR/<shape>-q4_k.gguf (default DIR '.'); prints the size and the time taken.
+//   node .cache/device/make_gguf.mjs [--shape=20b|tiny|gemma3-4b|qwen3-30b-a3b|gemma3-tiny|qwen3moe-tiny|gemma3-4b-mmproj|gemma3-tiny-mmproj] [--out=DIR] [--seed=N]
+// writes DIR/gpt-oss-<shape>-mxfp4.gguf, DIR/<shape>-q4_k.gguf or DIR/<shape>-f16.gguf (an mmproj: Gemma 3's
+// vision tower and projector, the pair of <shape>-q4_k.gguf) (default DIR '.'); prints the size and the time taken.
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { writeGGUFHeader } from '../src/formats/gguf_write';
 import { GPTOSS_SHAPES, gptOssMetadata, gptOssTensors, tensorChunks } from './gguf_gptoss';
-import { ARCH_SHAPES, archMetadata, archTensors } from './gguf_arch_random';
+import { ARCH_SHAPES, archMetadata, archTensors, MMPROJ_SHAPES, mmprojMetadata, mmprojTensors } from './gguf_arch_random';
 
 export interface Written { path: string; bytes: number; tensors: number; seconds: number }
 
 /** Streams the file of shape `shape` (a GPTOSS_SHAPES key) to `dir`; the same bytes as gptOssGGUFBytes. */
 export function writeGptOssGGUF(dir: string, shape: string, seed = 0, log: (s: string) => void = () => {}): Written {
-  const g = GPTOSS_SHAPES[shape], a = ARCH_SHAPES[shape];
-  if (!g && !a) throw new Error(`make_gguf: --shape: expected one of ${[...Object.keys(GPTOSS_SHAPES), ...Object.keys(ARCH_SHAPES)].join(', ')}, got ${shape}`);
+  const g = GPTOSS_SHAPES[shape], a = ARCH_SHAPES[shape], mm = shape.endsWith('-mmproj') ? MMPROJ_SHAPES[shape.slice(0, -'-mmproj'.length)] : undefined;
+  if (!g && !a && !mm) {
+    const all = [...Object.keys(GPTOSS_SHAPES), ...Object.keys(ARCH_SHAPES), ...Object.keys(MMPROJ_SHAPES).map((k) => `${k}-mmproj`)];
+    throw new Error(`make_gguf: --shape: expected one of ${all.join(', ')}, got ${shape}`);
+  }
   const t0 = performance.now();
-  const tensors = g ? gptOssTensors(g) : archTensors(a!);
-  const metadata = g ? gptOssMetadata(g, `gpt-oss-${shape} random`) : archMetadata(a!, `${shape} random`);
+  const tensors = g ? gptOssTensors(g) : a ? archTensors(a) : mmprojTensors(mm!);
+  const metadata = g ? gptOssMetadata(g, `gpt-oss-${shape} random`) : a ? archMetadata(a, `${shape} random`) : mmprojMetadata(mm!, `${shape} random`);
   const head = writeGGUFHeader({ metadata, tensors: tensors.map(({ name, type, shape: ne }) => ({ name, type, shape: ne })) });
   mkdirSync(dir, { recursive: true });
-  const path = join(dir, g ? `gpt-oss-${shape}-mxfp4.gguf` : `${shape}-q4_k.gguf`);
+  const path = join(dir, g ? `gpt-oss-${shape}-mxfp4.gguf` : a ? `${shape}-q4_k.gguf` : `${shape}-f16.gguf`);
   const fd = openSync(path, 'w');
   let at = 0;
   const put = (b: Uint8Array) => {

@@ -35,6 +35,9 @@ interface SiglipLayer {
 
 const BLOCK = 16;
 
+/** A patch row's length in the product: channels·P·P rounded up to a multiple of 4 (f32 rows load 16 bytes at a time). */
+const patchK = (v: SiglipVisionConfig) => Math.ceil((v.numChannels * v.patchSize * v.patchSize) / 4) * 4;
+
 /** Checks one preprocessed image against the tower: pixel values [C, S, S] (channels first). */
 export function checkGemmaPixels(v: SiglipVisionConfig, op: string, arg: string, x: unknown): Float32Array {
   const n = v.numChannels * v.imageSize * v.imageSize;
@@ -63,8 +66,14 @@ export class SiglipVisionTower {
     const rt = this.rt, v = this.v, C = v.hiddenSize, P = v.patchSize;
     const e = 'vision_tower.embeddings.';
     const bias = async (name: string) => (await r.read(name, 'f32')) as Float32Array;
-    // The Conv2d of stride = kernel over one patch is a product with its weight as [C, channels·P·P].
-    this.patchEmbed = createLinear(rt, { data: await r.read(`${e}patch_embedding.weight`, dtype), N: C, K: v.numChannels * P * P, dtype, bias: await bias(`${e}patch_embedding.bias`) });
+    // The Conv2d of stride = kernel over one patch is a product with its weight as [C, channels·P·P], in
+    // f32 (a small matrix: 2.7 MB at Gemma 3's 1152 × 588) with each row padded to patchK columns (588 is
+    // no multiple of the 8 values a 16-byte load of 16-bit weights holds); the patch rows padded alike.
+    const K = v.numChannels * P * P, KP = patchK(v);
+    const pw = (await r.read(`${e}patch_embedding.weight`, 'f32')) as Float32Array;
+    const wp = new Float32Array(C * KP);
+    for (let c = 0; c < C; c++) wp.set(pw.subarray(c * K, (c + 1) * K), c * KP);
+    this.patchEmbed = createLinear(rt, { data: wp, N: C, K: KP, dtype: 'f32', bias: await bias(`${e}patch_embedding.bias`) });
     const pos = (await r.read(`${e}position_embedding.weight`, 'f32')) as Float32Array;
     this.positions = rt.tensor(pos, [pos.length / C, C], 'f32');
     for (let l = 0; l < v.numLayers; l++) {
@@ -116,8 +125,8 @@ export class SiglipVisionTower {
 
   private async pass(pixels: Float32Array): Promise<Float32Array> {
     const rt = this.rt, v = this.v;
-    const C = v.hiddenSize, P = v.patchSize, S = v.imageSize, G = S / P, N = G * G, K = v.numChannels * P * P;
-    // Patches row-major, each row (channel, y, x) as the conv weight's.
+    const C = v.hiddenSize, P = v.patchSize, S = v.imageSize, G = S / P, N = G * G, K = patchK(v);
+    // Patches row-major, each row (channel, y, x) as the conv weight's (then zeros to K).
     const px = new Float32Array(N * K);
     for (let gy = 0; gy < G; gy++) for (let gx = 0; gx < G; gx++) {
       const row = (gy * G + gx) * K;
