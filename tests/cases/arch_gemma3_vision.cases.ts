@@ -7,7 +7,10 @@
 // with another image share no cached block; the checkpoint's preprocessor_config.json preprocessing
 // image.png; and the refusals (image tokens with no image, an image with no image tokens, a run of the
 // wrong length, a block larger than a step).
-import { loadGGUF, loadSafetensors, writeGGUF, type Model } from '../../src/index';
+import { loadGGUF, loadSafetensors, reference, writeGGUF, type Model } from '../../src/index';
+import { ARCH_SHAPES, archMetadata, archTensors, mmprojMetadata, mmprojTensors, type MmprojShape } from '../../bench/gguf_arch_random';
+import { tensorChunks } from '../../bench/gguf_gptoss';
+import { rng } from '../../src/core/random';
 import { assert, equalArrays, expectThrows, type CaseContext, type TestCase, wholeModelCases } from './harness';
 import { golden, type GoldenModel } from './model.cases';
 import { checkImageLogits } from './arch_qwen_vl.cases';
@@ -124,6 +127,47 @@ function f16Bytes(x: Float32Array): Uint8Array {
     out[i] = sign | h;
   }
   return new Uint8Array(out.buffer);
+}
+
+/**
+ * Gemma 3's tower and projector in float64 from the reference ops (SPEC's): patches as rows, the conv as
+ * a product with its bias, positions, pre-LayerNorm layers (bidirectional attention over every patch,
+ * GELU-tanh MLP), post-LayerNorm, the k×k average pool, RMSNorm x·(1 + w) and x · W. `t` holds each
+ * tensor by its llama.cpp name with its values in HF's layout (outermost first).
+ */
+function siglipRef(t: Map<string, Float32Array>, s: MmprojShape, pixels: Float32Array): Float64Array {
+  const C = s.hidden, P = s.patch, S = s.image, G = S / P, N = G * G, K = 3 * P * P, H = s.heads, D = C / H, I = s.ffn;
+  const px = new Float64Array(N * K);
+  for (let gy = 0; gy < G; gy++) for (let gx = 0; gx < G; gx++) {
+    for (let c = 0; c < 3; c++) for (let y = 0; y < P; y++) for (let x = 0; x < P; x++) px[(gy * G + gx) * K + (c * P + y) * P + x] = pixels[(c * S + gy * P + y) * S + gx * P + x];
+  }
+  const lin = (x: ArrayLike<number>, w: string, b: string | null, M: number, n: number, k: number) => reference.linearRef(x, t.get(w)!, M, n, k, { bias: b ? t.get(b)! : null });
+  let h = reference.addRef(lin(px, 'v.patch_embd.weight', 'v.patch_embd.bias', N, C, K), t.get('v.position_embd.weight')!);
+  const rows = { rows: N, n: C };
+  for (let l = 0; l < s.layers; l++) {
+    const b = `v.blk.${l}.`;
+    const x = reference.layerNormRef(h, t.get(`${b}ln1.weight`)!, t.get(`${b}ln1.bias`)!, 1e-6, rows);
+    // [N, C] rows as [1, H, N, D] heads for the dense reference, and back.
+    const heads = (m: Float64Array) => { const o = new Float64Array(N * C); for (let n = 0; n < N; n++) for (let hh = 0; hh < H; hh++) for (let d = 0; d < D; d++) o[(hh * N + n) * D + d] = m[n * C + hh * D + d]; return o; };
+    const [q, k, v] = ['attn_q', 'attn_k', 'attn_v'].map((n) => heads(lin(x, `${b}${n}.weight`, `${b}${n}.bias`, N, C, C)));
+    const a = reference.sdpaRef(q, k, v, { B: 1, Hq: H, Hkv: H, Lq: N, Lk: N, D, Dv: D }, { scale: 1 / Math.sqrt(D), causal: false }).out;
+    const attn = new Float64Array(N * C);
+    for (let n = 0; n < N; n++) for (let hh = 0; hh < H; hh++) for (let d = 0; d < D; d++) attn[n * C + hh * D + d] = a[(hh * N + n) * D + d];
+    h = reference.addRef(h, lin(attn, `${b}attn_out.weight`, `${b}attn_out.bias`, N, C, C));
+    const x2 = reference.layerNormRef(h, t.get(`${b}ln2.weight`)!, t.get(`${b}ln2.bias`)!, 1e-6, rows);
+    const mid = lin(x2, `${b}ffn_up.weight`, `${b}ffn_up.bias`, N, I, C).map(reference.geluTanhRef);
+    h = reference.addRef(h, lin(mid, `${b}ffn_down.weight`, `${b}ffn_down.bias`, N, C, I));
+  }
+  h = reference.layerNormRef(h, t.get('v.post_ln.weight')!, t.get('v.post_ln.bias')!, 1e-6, rows);
+  const side = G / s.scale, T = side * side, pooled = new Float64Array(T * C);
+  for (let ty = 0; ty < side; ty++) for (let tx = 0; tx < side; tx++) for (let dy = 0; dy < s.scale; dy++) for (let dx = 0; dx < s.scale; dx++) {
+    for (let c = 0; c < C; c++) pooled[(ty * side + tx) * C + c] += h[((ty * s.scale + dy) * G + tx * s.scale + dx) * C + c] / (s.scale * s.scale);
+  }
+  // The file's norm is 1 + w already; its projection [C, text] as HF stores it (x · W).
+  const normed = reference.rmsNormRef(pooled, t.get('mm.soft_emb_norm.weight')!, 1e-6, { rows: T, n: C });
+  const W = t.get('mm.input_projection.weight')!, out = new Float64Array(T * s.textHidden);
+  for (let r = 0; r < T; r++) for (let j = 0; j < s.textHidden; j++) { let acc = 0; for (let c = 0; c < C; c++) acc += normed[r * C + c] * W[c * s.textHidden + j]; out[r * s.textHidden + j] = acc; }
+  return out;
 }
 
 export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
@@ -312,6 +356,45 @@ export const archGemma3VisionCases: TestCase[] = wholeModelCases([{
       await expectThrows(async () => ctx.engine.loadModel({ weights: await loadGGUF(pair32.text), mmproj: await loadGGUF(qwenProj) }), 'o.mmproj', 'clip.projector_type: expected one of gemma3', 'qwen2.5vl_merger');
     } finally {
       ref.destroy();
+    }
+  },
+}, {
+  name: "gemma3-vision tower at Gemma 3's own patch size (14 pixels: 588-value patch rows, no multiple of 8, so the patch product runs in f32) from an mmproj of random F32 weights beside a Q4_K text file: image features within 1e-4·max of the float64 SigLIP and projector",
+  async run(ctx) {
+    // A tiny tower of Gemma-3-4B's patch (14) over a 56-pixel image: a 4×4 grid pooled 2×2, beside the
+    // random gemma3-tiny text file (its vocabulary holds the image tokens).
+    const shape: MmprojShape = { layers: 2, hidden: 32, ffn: 64, heads: 2, patch: 14, image: 56, textHidden: ARCH_SHAPES['gemma3-tiny'].hidden, scale: 2 };
+    const r = rng(144);
+    const values = new Map<string, Float32Array>();
+    const mm = mmprojTensors(shape).map((t) => {
+      const n = t.shape.reduce((a, b) => a * b, 1);
+      const v = Float32Array.from({ length: n }, () => (t.fill === 'ones' ? 1 + 0.2 * (r() - 0.5) : 0.3 * (r() - 0.5)));
+      values.set(t.name, v);
+      return { name: t.name, type: 'F32', shape: t.shape, data: new Uint8Array(v.buffer) };
+    });
+    const text = archTensors(ARCH_SHAPES['gemma3-tiny']).map((t, i) => {
+      const parts = [...tensorChunks(t, 7, i)];
+      const data = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+      let at = 0;
+      for (const p of parts) { data.set(p, at); at += p.length; }
+      return { name: t.name, type: t.type, shape: t.shape, data };
+    });
+    const model = await ctx.engine.loadModel({
+      weights: await loadGGUF(writeGGUF({ metadata: archMetadata(ARCH_SHAPES['gemma3-tiny'], 'gemma3-tiny random'), tensors: text })),
+      mmproj: await loadGGUF(writeGGUF({ metadata: mmprojMetadata(shape, 'tiny mmproj, 14-pixel patches'), tensors: mm })),
+    });
+    try {
+      assert(model.config.siglip!.tokensPerImage === 4, `tokens per image ${model.config.siglip!.tokensPerImage}`);
+      const pixels = Float32Array.from({ length: 3 * 56 * 56 }, () => 2 * r() - 1);
+      const got = await model.encodeImage({ pixelValues: pixels });
+      const want = siglipRef(values, shape, pixels);
+      assert(got.length === want.length, `features: ${got.length} values, the reference ${want.length}`);
+      let max = 0, err = 0;
+      for (let i = 0; i < want.length; i++) { max = Math.max(max, Math.abs(want[i])); err = Math.max(err, Math.abs(got[i] - want[i])); }
+      assert(err <= 1e-4 * max, `features off the float64 reference by ${err} (max ${max})`);
+      ctx.note(`gemma3 tower at 14-pixel patches: worst |err| ${(err / max).toExponential(2)} of max`);
+    } finally {
+      model.destroy();
     }
   },
 }]);
