@@ -121,12 +121,12 @@ export interface StepRunner {
   stepsInFlight(op: string): number;
   assertAlive(op: string): void;
   recordStep(rows: StepRow[], proc: StepProcessing | null): StepRecord;
-  /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
-   *  request's encoderInput, as the engine places it; `freeBlocks`: the cache's free blocks this step has
-   *  not claimed (what the state may take of the engine's blocks); false: no room now (the sequence waits). */
   /** How many of the next n prompt tokens of sequence `id` from `from` a step may take (at most max) so
    *  that no image block attended to within one step is cut (Gemma 3's); absent: n. */
   imageChunk?(id: string, from: number, n: number, max: number): number;
+  /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
+   *  request's encoderInput, as the engine places it; `freeBlocks`: the cache's free blocks this step has
+   *  not claimed (what the state may take of the engine's blocks); false: no room now (the sequence waits). */
   admitSequence?(id: string, encoderInput: unknown, freeBlocks: number): boolean;
   /** Whether copyBlocks works: a request's choices then fork from its prompt's one computation. */
   canCopyBlocks?(): boolean;

@@ -5,7 +5,7 @@
 // sits above models/ and builds on it, never the other way round. loadModel and createRandomModel
 // are models/'s loaders, handed the constructors of this layer's objects (the decoder's Model, the
 // encoder's EncoderModel in embeddings.ts).
-import { check, checkKeys, checkPosInt, fail, fmt } from '../core/errors.js';
+import { check, checkKeys, checkPosInt, fail, fmt, WebinferError } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ModelConfig } from '../models/config.js';
@@ -484,6 +484,7 @@ export class Model extends ModelRunner implements StepRunner {
           // Chunks of maxTokensPerStep, Gemma 3's image blocks kept whole (promptImages checked they fit).
           n = Math.min(this.maxTokensPerStep, t.length - at);
           if (this.imageChunk) n = this.imageChunk(id, at, n, Math.min(this.maxTokensPerStep, t.length - at));
+          if (n <= 0) throw new WebinferError(`${op}: an image block at position ${at} does not fit a step of ${this.maxTokensPerStep} tokens (internal error: promptImages checks it)`);
           const h0 = performance.now();
           this.recordStep([{ id, ids: Array.from(t.subarray(at, at + n)), sample: false }], null, n === chunk.shape[0] ? chunk : chunk.view([n, V]));
           host += performance.now() - h0;
