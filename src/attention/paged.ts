@@ -126,6 +126,7 @@ export function planAttention(rt: Runtime, meta: AttentionMetadata, o: PlanAtten
   const m = validateMeta(op, meta, Infinity, o.cache);
   return new AttentionPlan(new PagedAttentionPlan(rt, {
     op: 'AttentionPlan', geo: src.geo, Hq, meta: m, attn: a, minPartition: rt.tuning.pagedMinPartition, decodeAllowed: decodeAllowed(src.geo), maxQueryLen,
+    exactQueries: rt.exactQueries,
   }));
 }
 

@@ -390,6 +390,8 @@ export interface PlanConfig {
   minPartition: number;
   /** Whether the decode kernels may serve one-token sequences (plain K/V caches only). */
   decodeAllowed: boolean;
+  /** f32 queries stay f32 (Runtime.exactQueries when the plan was made): no decode matrix tile. */
+  exactQueries?: boolean;
   /** For i32-tensor metadata: the most new tokens any sequence has (the host's bound; default T). */
   maxQueryLen?: number;
 }
@@ -544,7 +546,7 @@ export class PagedAttentionPlan {
     // take GQA decode on subgroup matrices where the adapter has them; else the decode kernels. The tile
     // stages Q in f16: f32 queries take it only where the run returns no LSE (a model's step), since
     // rounding them costs the LSE its f32 tolerance; the output's, the 16-bit cache's, it keeps.
-    const decodeMma = this.c.decodeAllowed && geo.parts === 1 && geo.mlaL === 0 && DECODE_MMA_ROWS.includes(geo.dtype) && (qDtype !== 'f32' || !wantLse)
+    const decodeMma = this.c.decodeAllowed && geo.parts === 1 && geo.mlaL === 0 && DECODE_MMA_ROWS.includes(geo.dtype) && (qDtype !== 'f32' || (!wantLse && !this.c.exactQueries))
       && !a.window && !a.softcap && !a.alibi && !a.sinks ? decodeMmaFor(rt, D, Dv, G) : null;
     const decode: DecodePlan | null = this.c.decodeAllowed && !decodeMma ? planDecode(rt, D, Dv, G, geo.dtype as DType, geo.parts > 1) : null;
     const rowBytes = T * Hq * (Dv + 1) * 4;

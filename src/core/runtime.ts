@@ -157,6 +157,14 @@ export class Runtime implements TensorHost {
    * On an H200 the 8B shape at Q4_K_M changed its greedy output with verification rows on the matrices.
    */
   exactProducts = false;
+  /**
+   * Set by a model while it records a step of a model that speculates: attention keeps its queries in
+   * f32, so one-token rows take the FMA decode kernels and not GQA decode's subgroup-matrix tile, which
+   * stages the queries in f16. Verification rows (several a sequence) run the flash kernel on f32
+   * queries; with plain rows' queries rounded, a seeded draw at a boundary came out otherwise with
+   * speculation than without it (the H200's GPU pass, gguf-llama-q4-k-m).
+   */
+  exactQueries = false;
   /** Knobs the kernels plan with; tests shrink them to reach rarely taken paths at small sizes. */
   readonly tuning = {
     /** Largest score matrix the naive kernel materializes per chunk of query rows. */

@@ -395,6 +395,9 @@ export class ModelRunner {
    * sequence: serve/model.ts). A sequence not here is text: t = h = w = its index.
    */
   protected readonly visionSeqs = new Map<string, VisionSequence>();
+  /** Whether its steps keep attention's queries in f32 (Runtime.exactQueries): the request engine sets it
+   *  while the model speculates, so that verification rows and plain rows attend alike. */
+  exactAttention = false;
   /** Image features of a step's image tokens at their rows, copied over the embeddings (vision models). */
   private imageRows: Tensor | null = null;
   /** Steps whose layers were replayed, and recorded anew, for tests and the benchmark. */
@@ -550,12 +553,15 @@ export class ModelRunner {
       ...(mixed?.attention ? { attention: mixed.attention } : {}),
     };
     // A step verifying speculative proposals plans its products exactly (Runtime.exactProducts).
+    // A speculating model's steps keep attention's queries in f32 (Runtime.exactQueries), verifying or not.
     const verifying = rows.some((r) => r.sample && r.sampleAll);
     rt.exactProducts = verifying;
+    rt.exactQueries = this.exactAttention;
     try {
       return this.recordPlanned(step, ctx, T, R, V, proc, all, mixed, verifying, sampledRow);
     } finally {
       rt.exactProducts = false;
+      rt.exactQueries = false;
     }
   }
 
@@ -564,7 +570,7 @@ export class ModelRunner {
     const rt = this.rt;
     this.arch.plan(ctx);
     const sig = rt.tuning.stepGraphs && this.arch.signature ? this.arch.signature(ctx) : null;
-    const key = sig === null ? null : `${sig}#${verifying ? 'verify#' : ''}${JSON.stringify(rt.tuning)}`;
+    const key = sig === null ? null : `${sig}#${verifying ? 'verify#' : ''}${this.exactAttention ? 'exactq#' : ''}${JSON.stringify(rt.tuning)}`;
     const k = this.inFlight;
     const prev = this.sampled[(step + k - 1) % k], out = this.sampled[step % k];
     rt.recording(this.dc, () => {

@@ -124,6 +124,8 @@ export interface StepRunner {
   /** How many of the next n prompt tokens of sequence `id` from `from` a step may take (at most max) so
    *  that no image block attended to within one step is cut (Gemma 3's); absent: n. */
   imageChunk?(id: string, from: number, n: number, max: number): number;
+  /** Whether its steps keep attention's queries in f32 (the engine sets it while it speculates). */
+  exactAttention?: boolean;
   /** Makes a sequence's own state beside its blocks (an encoder-decoder's cross-attention cache) from its
    *  request's encoderInput, as the engine places it; `freeBlocks`: the cache's free blocks this step has
    *  not claimed (what the state may take of the engine's blocks); false: no room now (the sequence waits). */
@@ -341,6 +343,8 @@ export class RequestEngine {
     check(v === null || (typeof v === 'object' && (v.method === 'ngram' || v.method === 'draft')), 'RequestEngine', 'speculation', "null or a parsed { method: 'ngram' | 'draft', ... } (parseSpeculation)", v);
     check(v === null || !!this.m.verifies, 'RequestEngine', 'speculation', 'null for a model whose steps do not verify proposals (an encoder-decoder)', v);
     this.specCfg = v;
+    // Plain rows then attend on f32 queries as verification rows do (Runtime.exactQueries).
+    if (this.m.exactAttention !== undefined) this.m.exactAttention = v !== null;
   }
   private specCfg: SpeculationConfig | null = null;
   /** Test and benchmark hooks (SpecHooks). */

@@ -333,6 +333,15 @@ export const pagedCases = defineCases('paged', [
       await checkPaged(engine, { ...specs[0], qDtype: 'f32', lse: false, kernel: 'paged_mla_mma', seed: 97 });
       await checkPaged(engine, { ...specs[1], qDtype: 'f32', lse: false, kernel: 'paged_mla_mma', seed: 98 });
       await checkPaged(engine, { ...specs[0], qDtype: 'f32', kernel: 'paged_decode_sg', seed: 89 });
+      // A speculating model's steps (Runtime.exactQueries): f32 queries stay f32, on the FMA kernel, as its
+      // verification rows' (several a sequence, on the flash kernel) do.
+      const rt = engine as unknown as { exactQueries: boolean };
+      rt.exactQueries = true;
+      try {
+        await checkPaged(engine, { ...specs[0], qDtype: 'f32', lse: false, kernel: 'paged_decode_sg', seed: 94 });
+      } finally {
+        rt.exactQueries = false;
+      }
       await checkPaged(engine, { ...specs[0], opts: { softcap: 20, sinks: true }, kernel: 'paged_decode_sg', seed: 88 });
       assert(decodeMmaFor(engine, 128, 128, 17) === null, 'no matrix decode for G 17');
       await checkPaged(engine, { ...specs[0], Hq: 34, kernel: 'paged_flash', seed: 99 });

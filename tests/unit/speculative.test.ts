@@ -23,6 +23,7 @@ class HostRunner implements StepRunner {
   readonly vocabSize = V;
   readonly capacity = 128;
   readonly verifies = true;
+  exactAttention = false;
   stepNo = 0;
   /** Per step: its rows (ids and whether every position samples). */
   readonly steps: StepRow[][] = [];
@@ -206,6 +207,16 @@ describe('the request engine speculating', () => {
     const off = await e.submit({ prompt: Int32Array.from(prompt), maxTokens: 10, speculative: false }).result;
     expect(off.tokens[0]).toEqual(cycle(prompt[prompt.length - 1], 10));
     expect(e.counters.steps - s0).toBe(10);
+  });
+
+  it('keeps its runner\'s attention on f32 queries while it speculates (StepRunner.exactAttention), and lets it go after', () => {
+    const m = new HostRunner();
+    const e = new RequestEngine(m);
+    expect(m.exactAttention).toBe(false);
+    e.speculation = parseSpeculation('t', { method: 'ngram', k: 3 });
+    expect(m.exactAttention).toBe(true);
+    e.speculation = null;
+    expect(m.exactAttention).toBe(false);
   });
 
   it('with more choices decoding than maxBatch, proposes nothing', async () => {
