@@ -17,7 +17,9 @@ import { dequantizeRows } from '../../src/reference/quant';
 import { ggufConfig } from '../../src/formats/gguf_config';
 import { GPTOSS_SHAPES, gptOssGGUFBytes, gptOssMetadata, gptOssTensors } from '../../bench/gguf_gptoss';
 import { writeGptOssGGUF } from '../../bench/make_gguf_gptoss';
-import { ARCH_SHAPES, archMetadata, archTensors } from '../../bench/gguf_arch_random';
+import { ARCH_SHAPES, archMetadata, archTensors, MMPROJ_SHAPES, mmprojMetadata, mmprojTensors } from '../../bench/gguf_arch_random';
+import { gemma3MmprojConfig } from '../../src/formats/gguf_mmproj';
+import { mmprojCheckpoint } from '../../src/models/gguf_weights';
 
 const tmp = mkdtempSync(join(tmpdir(), 'gptoss-gguf-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -82,7 +84,7 @@ describe('make_gguf_gptoss', () => {
     expect(gib).toBeLessThan(11.4);
     const experts = ts.filter((t) => t.type === 'MXFP4').reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
     expect(experts).toBe(24 * 32 * 3 * 2880 * 2880);
-    expect(() => writeGptOssGGUF(tmp, '7b')).toThrow(/--shape: expected one of 20b, tiny, gemma3-4b, qwen3-30b-a3b, gemma3-tiny, qwen3moe-tiny, got 7b/);
+    expect(() => writeGptOssGGUF(tmp, '7b')).toThrow(/--shape: expected one of 20b, tiny, gemma3-4b, qwen3-30b-a3b, gemma3-tiny, qwen3moe-tiny, gemma3-4b-mmproj, gemma3-tiny-mmproj, got 7b/);
   });
 
   it("ggufConfig for gpt-oss: GptOssConfig's keys from llama.cpp's; experts of another type, or RoPE other than YaRN, refused by name", () => {
@@ -126,6 +128,23 @@ describe('make_gguf: Gemma 3 and Qwen3-MoE shapes (bench/gguf_arch_random.ts)', 
       expect(std(q6)).toBeGreaterThan(1e-4); expect(std(q6)).toBeLessThan(0.1);
       await g.close?.();
     }
+  });
+
+  it("streams Gemma 3's vision pair (gemma3-tiny and its mmproj): the pair's config is Gemma3ForConditionalGeneration with the image tokens found in the text file's vocabulary, the checkpoint check passes over both files; the 4B mmproj is SigLIP-So400m's size", async () => {
+    const text = await loadGGUF(writeGptOssGGUF(tmp, 'gemma3-tiny', 5).path);
+    const mm = await loadGGUF(writeGptOssGGUF(tmp, 'gemma3-tiny-mmproj', 5).path);
+    expect(mm.config).toEqual({ mmproj: 'gemma3' });
+    expect(mm.tensors.get('v.blk.0.ffn_up.weight')).toMatchObject({ type: 'F16', shape: [64, 128] });
+    const cfg = parseConfig(gemma3MmprojConfig(text, mm));
+    expect(cfg.architecture).toBe('Gemma3ForConditionalGeneration');
+    expect(cfg.siglip).toMatchObject({ hiddenSize: 64, intermediateSize: 128, numLayers: 2, patchSize: 14, imageSize: 112, tokensPerImage: 16, imageTokenId: 511, boiTokenId: 509, eoiTokenId: 510 });
+    validateCheckpoint(cfg, [ggufCheckpoint(text, cfg), mmprojCheckpoint(mm)], [...WEIGHT_DTYPES, ...QUANT_TYPES]);
+    await text.close?.();
+    await mm.close?.();
+    const s = MMPROJ_SHAPES['gemma3-4b']!;
+    const h = writeGGUFHeader({ metadata: mmprojMetadata(s, 'x'), tensors: mmprojTensors(s).map(({ name, type, shape: ne }) => ({ name, type, shape: ne })) });
+    const gb = (h.header.length + h.dataBytes) / 1e9;
+    expect(gb).toBeGreaterThan(0.8); expect(gb).toBeLessThan(0.9);
   });
 
   it('the benchmark shapes: Gemma-3-4B about 2.4 GB, Qwen3-30B-A3B about 17 GB', () => {
