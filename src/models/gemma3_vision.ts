@@ -25,6 +25,7 @@ import { layerNorm, rmsNorm } from '../ops/norm.js';
 import { activate, add } from '../ops/elementwise.js';
 import type { ModelConfig, SiglipVisionConfig } from './config.js';
 import { Gemma3Family } from './gemma3.js';
+import { withVisionTower } from './vision_family.js';
 import { attentionSegments } from './qwen_vl.js';
 import type { WeightDType, WeightReader } from './weights.js';
 
@@ -198,30 +199,7 @@ export class SiglipVisionTower {
 }
 
 /** Gemma 3 with images for the step runtime: the Gemma 3 text model and the SigLIP tower beside it. */
-export class Gemma3VLFamily extends Gemma3Family {
-  readonly tower: SiglipVisionTower;
-
-  constructor(rt: Runtime, cfg: ModelConfig) {
-    super(rt, cfg);
-    if (!cfg.siglip) throw new WebinferError('Gemma3VLFamily: a Gemma3ForConditionalGeneration config (vision_config) is needed (internal error)');
-    this.tower = new SiglipVisionTower(rt, cfg.siglip, cfg.hiddenSize);
-  }
-
-  override async load(r: WeightReader, dtype: WeightDType): Promise<void> {
-    await super.load(r, dtype);
-    await this.tower.load(r, dtype);
-  }
-
-  override initRandom(): void {
-    throw new WebinferError(`createRandomModel: ${this.cfg.architecture} is not made with random weights (its vision tower reads a checkpoint); load one`);
-  }
-
-  override storedWeightBytes(): number {
-    return super.storedWeightBytes() + this.tower.storedWeightBytes();
-  }
-
-  override destroy(): void {
-    super.destroy();
-    this.tower.destroy();
-  }
-}
+export class Gemma3VLFamily extends withVisionTower(Gemma3Family, (rt, cfg) => {
+  if (!cfg.siglip) throw new WebinferError('Gemma3VLFamily: a Gemma3ForConditionalGeneration config (vision_config) is needed (internal error)');
+  return new SiglipVisionTower(rt, cfg.siglip, cfg.hiddenSize);
+}) {}

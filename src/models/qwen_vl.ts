@@ -29,6 +29,7 @@ import { rope } from '../ops/rope.js';
 import { activate } from '../ops/elementwise.js';
 import type { ModelConfig, QwenVisionConfig } from './config.js';
 import { LlamaFamily } from './llama.js';
+import { withVisionTower } from './vision_family.js';
 import { ropeParameters } from './rope.js';
 import type { WeightDType, WeightReader } from './weights.js';
 
@@ -385,30 +386,7 @@ export class QwenVisionTower {
 }
 
 /** Qwen2.5-VL's architecture for the step runtime: the Qwen2 text model (LlamaFamily) and the vision tower beside it. */
-export class QwenVLFamily extends LlamaFamily {
-  readonly tower: QwenVisionTower;
-
-  constructor(rt: Runtime, cfg: ModelConfig) {
-    super(rt, cfg);
-    if (!cfg.vision || !cfg.mrope) throw new WebinferError('QwenVLFamily: a Qwen2.5-VL config (vision_config and mrope_section) is needed (internal error)');
-    this.tower = new QwenVisionTower(rt, cfg.vision);
-  }
-
-  override async load(r: WeightReader, dtype: WeightDType): Promise<void> {
-    await super.load(r, dtype);
-    await this.tower.load(r, dtype);
-  }
-
-  override initRandom(): void {
-    throw new WebinferError(`createRandomModel: ${this.cfg.architecture} is not made with random weights (its vision tower reads a checkpoint); load one`);
-  }
-
-  override storedWeightBytes(): number {
-    return super.storedWeightBytes() + this.tower.storedWeightBytes();
-  }
-
-  override destroy(): void {
-    super.destroy();
-    this.tower.destroy();
-  }
-}
+export class QwenVLFamily extends withVisionTower(LlamaFamily, (rt, cfg) => {
+  if (!cfg.vision || !cfg.mrope) throw new WebinferError('QwenVLFamily: a Qwen2.5-VL config (vision_config and mrope_section) is needed (internal error)');
+  return new QwenVisionTower(rt, cfg.vision);
+}) {}
