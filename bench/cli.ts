@@ -847,7 +847,7 @@ if (suites.includes('vision')) {
   // --vision=TEXT.gguf:MMPROJ.gguf[:LABEL],...: llama.cpp's pairs (make_gguf.mjs --shape=gemma3-4b and gemma3-4b-mmproj).
   const pairs = (args.get('vision') ?? '').split(',').filter(Boolean).map((v) => {
     const [text, mmproj, label] = v.split(':');
-    if (!text || !mmproj) throw new Error(`--vision: expected TEXT.gguf:MMPROJ.gguf[:LABEL], got '${v}'`);
+    if (!text || !mmproj) throw new Error(`--vision: expected TEXT.gguf:MMPROJ.gguf[:LABEL] (pairs separated by commas, so a label holds none), got '${v}'`);
     return { text, mmproj, label: label ?? text.split('/').pop()! };
   });
   if (!pairs.length) throw new Error('--suite=vision: expected --vision=TEXT.gguf:MMPROJ.gguf[:LABEL]');

@@ -18,6 +18,6 @@ timeout ${TEST_LIMIT:-300} node .cache/device/gputest.mjs --filter="${FILTER:-^s
 echo "gputest rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gputest.log
 wait $G1 $G2
 echo "written rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gen.log
-timeout ${LIMIT:-200} node .cache/device/bench.mjs --suite=vision "--vision=/tmp/gguf/g3v/gemma3-4b-q4_k.gguf:/tmp/gguf/g3v/gemma3-4b-mmproj-f16.gguf:Gemma-3-4B shape (Q4_K text, F16 tower)" \
+timeout ${LIMIT:-200} node .cache/device/bench.mjs --suite=vision "--vision=/tmp/gguf/g3v/gemma3-4b-q4_k.gguf:/tmp/gguf/g3v/gemma3-4b-mmproj-f16.gguf:Gemma-3-4B shape (Q4_K text and F16 tower)" \
   --peer=none --commit=$COMMIT "--device=NVIDIA H200" --out=$R > $OUT/vision.log 2>&1
 echo "vision rc $? $(( $(date +%s) - T0 ))s" >> $OUT/vision.log

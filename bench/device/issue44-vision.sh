@@ -9,6 +9,6 @@ node .cache/device/make_gguf.mjs --shape=gemma3-4b --out=/tmp/gguf/g3v > $OUT/ge
 node .cache/device/make_gguf.mjs --shape=gemma3-4b-mmproj --out=/tmp/gguf/g3v >> $OUT/gen.log 2>&1
 wait
 echo "written rc $? $(( $(date +%s) - T0 ))s" >> $OUT/gen.log
-timeout ${LIMIT:-240} node .cache/device/bench.mjs --suite=vision "--vision=/tmp/gguf/g3v/gemma3-4b-q4_k.gguf:/tmp/gguf/g3v/gemma3-4b-mmproj-f16.gguf:Gemma-3-4B shape (Q4_K text, F16 tower)" \
+timeout ${LIMIT:-240} node .cache/device/bench.mjs --suite=vision "--vision=/tmp/gguf/g3v/gemma3-4b-q4_k.gguf:/tmp/gguf/g3v/gemma3-4b-mmproj-f16.gguf:Gemma-3-4B shape (Q4_K text and F16 tower)" \
   --peer=none --commit=$COMMIT "--device=NVIDIA H200" --out=$R > $OUT/vision.log 2>&1
 echo "vision rc $? $(( $(date +%s) - T0 ))s" >> $OUT/vision.log

@@ -179,7 +179,8 @@ export function pagedAttention(engine: Runtime, op: string, query: Tensor, cache
 export function encodePaged(engine: Runtime, op: string, query: Tensor, kv: KVSource, m: HostMeta | DeviceMeta,
                             a: AttnOptionValues, withLse: boolean, outDtype: DType = query.dtype,
                             minPartition = engine.tuning.pagedMinPartition): { out: Tensor; lse: Tensor | null } {
-  const plan = new PagedAttentionPlan(engine, { op, geo: kv.geo, Hq: query.shape[1], meta: m, attn: a, minPartition, decodeAllowed: decodeAllowed(kv.geo) });
+  const plan = new PagedAttentionPlan(engine, { op, geo: kv.geo, Hq: query.shape[1], meta: m, attn: a, minPartition, decodeAllowed: decodeAllowed(kv.geo),
+    exactQueries: engine.exactQueries });
   try {
     const out = outDtype === query.dtype ? undefined : engine.emptyTensor([query.shape[0], query.shape[1], kv.geo.Dv], outDtype);
     return plan.runSource(query, kv, { out }, withLse);
