@@ -216,6 +216,13 @@ export class Runtime implements TensorHost {
      *  14.1 ms at 2 rows on the GEMV against 19.6 on the matrices, 27.9 against 20.0 at 4 rows and 43.0
      *  against 20.3 at 6 (the GEMV holds each x row's unit in registers: 4 rows of them spill). */
     quantDecodeMmaMinM: 3,
+    /** A step verifying speculative proposals attends each verification row as a one-token sequence of
+     *  its own (keys up to its position, the same blocks): the decode kernels then serve every row, split
+     *  over the context as a plain decode row is, instead of the flash tile holding k + 1 rows of one
+     *  sequence (on an H200 the 8B shape's 4-row verification spent 4.7 ms there against 1.0 for a plain
+     *  step's attention, issue 45's run 4); MLA's verification rows take the absorbed decode as plain
+     *  steps do. false: the rows attend as one causal chunk. */
+    verifyRowsAsDecode: true,
     /** Decode-sized steps on the matrix GEMM split K over this many workgroups where the grid is short of
      *  LINEAR_MMA_DECODE_TARGET_WORKGROUPS ('auto': gemm.ts decodeSplitK; 1: never), their partial sums
      *  added by a second pass (gemm_splitk.wgsl). */

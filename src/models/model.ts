@@ -28,7 +28,7 @@ import { ggufCheckpoint, isGGUFFile, mmprojCheckpoint } from './gguf_weights.js'
 import { checkMmproj, gemma3MmprojConfig } from '../formats/gguf_mmproj.js';
 import { hfQuantCheckpoint } from '../formats/hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
-import { checkTokenIds, StepSampling, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
+import { checkTokenIds, sequenceOfRow, StepSampling, verificationAsDecode, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { mropeRow, QwenVLFamily, type ImageRun } from './qwen_vl.js';
@@ -546,15 +546,16 @@ export class ModelRunner {
     if (R) q.writeBuffer(this.gather.buffer, 0, gather, 0, R);
     this.sampling.upload(proc, V);
     if (mixed) this.uploadVision(mixed);
+    const verifying = rows.some((r) => r.sample && r.sampleAll);
+    const split = verifying && rt.tuning.verifyRowsAsDecode && !m.stateSlots ? verificationAsDecode(rows, m) : null;
     const ctx: StepContext = {
       T, h: this.h, positions: this.pos, slots: this.slots, cos: this.cos!, sin: this.sin!,
-      meta: { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq,
+      meta: split ?? { queryStartLoc: m.queryStartLoc, seqLens: m.seqLens, blockTable: m.blockTable, maxBlocksPerSeq: m.maxBlocksPerSeq,
         ...(m.stateSlots ? { stateSlots: m.stateSlots } : {}) },
       ...(mixed?.attention ? { attention: mixed.attention } : {}),
     };
     // A step verifying speculative proposals plans its products exactly (Runtime.exactProducts).
     // A speculating model's steps keep attention's queries in f32 (Runtime.exactQueries), verifying or not.
-    const verifying = rows.some((r) => r.sample && r.sampleAll);
     rt.exactProducts = verifying;
     rt.exactQueries = this.exactAttention;
     try {
@@ -676,8 +677,8 @@ export class ModelRunner {
       }
     });
     if (!any) return null;
-    const B = m.maxBlocksPerSeq, bt = new Int32Array(owner.length * B);
-    owner.forEach((i, s) => bt.set(m.blockTable.subarray(i * B, (i + 1) * B), s * B));
+    const B = m.maxBlocksPerSeq, bt = new Int32Array(owner.length * B), seq = sequenceOfRow(m);
+    owner.forEach((i, s) => bt.set(m.blockTable.subarray(seq[i] * B, (seq[i] + 1) * B), s * B));
     out.attention = { meta: { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: bt, maxBlocksPerSeq: B }, causal: false };
     return out;
   }
@@ -776,4 +777,3 @@ export class ModelRunner {
     } catch { /* a lost device: nothing to submit, and destroy does not throw */ }
   }
 }
-

@@ -234,3 +234,32 @@ export class StepSampling {
     return this.rt.zeros([Math.max(words, 2 * (t?.numel ?? 0), 64)], dtype);
   }
 }
+
+/** Each row's sequence in the placement's order (KVCacheManager.schedule places one-token rows first):
+ *  the sequence whose queries start at the row's first token. */
+export function sequenceOfRow(m: StepPlacement): Int32Array {
+  const at = new Map<number, number>();
+  for (let k = 0; k + 1 < m.queryStartLoc.length; k++) at.set(m.queryStartLoc[k], k);
+  return Int32Array.from(m.rows, ([a]) => at.get(a) ?? -1);
+}
+
+/**
+ * A verifying step's attention metadata with each verification row's k + 1 positions as one-token
+ * sequences over the row's blocks, position j's keys ending at it (tuning.verifyRowsAsDecode): the same
+ * query rows in the same order, each causal as before, so every row attends as a plain decode row of
+ * that length does. Other rows keep their sequences.
+ */
+export function verificationAsDecode(rows: readonly StepRow[], m: StepPlacement): StepContext['meta'] {
+  const B = m.maxBlocksPerSeq, S = m.seqLens.length, seq = sequenceOfRow(m);
+  const verify = new Uint8Array(S);
+  rows.forEach((r, i) => { if (r.sample && r.sampleAll && seq[i] >= 0) verify[seq[i]] = 1; });
+  const qsl = [0], lens: number[] = [], from: number[] = [];
+  for (let k = 0; k < S; k++) {
+    const q = m.queryStartLoc[k + 1] - m.queryStartLoc[k];
+    if (!verify[k] || q <= 1) { qsl.push(m.queryStartLoc[k + 1]); lens.push(m.seqLens[k]); from.push(k); continue; }
+    for (let j = 0; j < q; j++) { qsl.push(m.queryStartLoc[k] + j + 1); lens.push(m.seqLens[k] - q + j + 1); from.push(k); }
+  }
+  const bt = new Int32Array(from.length * B);
+  from.forEach((k, s) => bt.set(m.blockTable.subarray(k * B, (k + 1) * B), s * B));
+  return { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: bt, maxBlocksPerSeq: B };
+}

@@ -11,7 +11,7 @@ import { rng } from '../../src/core/random';
 import { loadGGUF, loadSafetensors, type Model } from '../../src/index';
 import type { SpecHooks } from '../../src/serve/engine';
 import { ngramProposals, parseSpeculation } from '../../src/serve/speculative';
-import { assert, defineCases, equalArrays, expectThrows, GOLDEN_RUNTIMES, spreadOverSoftware, type CaseContext, type TestCase } from './harness';
+import { assert, defineCases, equalArrays, expectThrows, GOLDEN_RUNTIMES, spreadOverSoftware, withTuning, type CaseContext, type TestCase } from './harness';
 import { golden } from './model.cases';
 import { byteTokenizerConfig, byteTokenizerJson } from './text_fixture';
 
@@ -62,7 +62,7 @@ function oracle(prompts: number[][], want: number[][], wrong = false, V = 0): Sp
 
 function specCase(name: Subject): TestCase {
   return {
-    name: `${name}: greedy output with proposals always right, always wrong, right at a forced rate 0.6, from n-gram lookup, and from draft models (itself, another golden of its vocabulary) equals plain decoding, batched and alone; seeded sampling identical with speculation on and off; the counters say what was proposed and accepted; no block leaked`,
+    name: `${name}: greedy output with proposals always right (verification rows as one-token sequences and as one causal chunk), always wrong, right at a forced rate 0.6, from n-gram lookup, and from draft models (itself, another golden of its vocabulary) equals plain decoding, batched and alone; seeded sampling identical with speculation on and off; the counters say what was proposed and accepted; no block leaked`,
     async run(ctx) {
       if (!spreadOverSoftware(ctx, SUBJECTS, 'speculation subjects', String, GOLDEN_RUNTIMES).includes(name)) {
         ctx.note(`${name}: run by another software runtime and in the GPU pass, not here (compile time)`);
@@ -91,6 +91,10 @@ function specCase(name: Subject): TestCase {
         };
         const right = await run({ propose: oracle(prompts, plain) }, 'proposals always right');
         assert(right.proposed > 0 && right.accepted === right.proposed, `${name}: always-right proposals: ${right.accepted} of ${right.proposed} accepted`);
+        // The same with each verification's rows attending as one causal chunk (the flash tile), not as
+        // one-token sequences on the decode kernels (tuning.verifyRowsAsDecode, the default).
+        const chunk = await withTuning(ctx.engine, { verifyRowsAsDecode: false }, () => run({ propose: oracle(prompts, plain) }, 'proposals always right, each verification one causal chunk'));
+        assert(chunk.proposed > 0 && chunk.accepted === chunk.proposed, `${name}: always-right proposals verified as one chunk: ${chunk.accepted} of ${chunk.proposed} accepted`);
         const wrong = await run({ propose: oracle(prompts, plain, true, V) }, 'proposals always wrong');
         assert(wrong.proposed > 0 && wrong.accepted === 0, `${name}: always-wrong proposals: ${wrong.accepted} of ${wrong.proposed} accepted`);
         // (The GGUF subject skips the forced rate and the alone runs: on a software adapter each new
