@@ -20,6 +20,13 @@
 // x comes staged in workgroup memory (gemv_xstage.wgsl). The R rows' loads of a lane's next unit are
 // issued before its current unit is summed (two units of weights in flight a lane), the first before
 // the staging.
+//
+// XR 1 (a plan of MT > 1 rows under tuning.quantGemvRowsEach): the unit meets the x rows one at a time,
+// each row's 32 scaled values made, met by the R weight units (decoded again for each row) and dropped,
+// so a lane holds one row's x instead of MT (at MT 4 the 132 registers of four rows' x spilled on an
+// H200: 4 rows cost 4.1 times one). Each row's sums take the same operations in the same order either
+// way, so a row's result does not depend on the rows beside it (speculative verification relies on it).
+const XR: u32 = 0u;
 
 fn gemv_raw_rows(n0: u32, u: u32) -> array<QRaw, R> {
   var raw: array<QRaw, R>;
@@ -40,14 +47,24 @@ fn gemv_partial(t: GemvTile, g: u32, lane: u32, sc: array<f32, MT>) -> array<vec
     gemv_stage(rows, sc, li, c0, cn);
     for (; u < c0 + cn; u += KT) {
       let next = gemv_raw_rows(n0, min(u + KT, units - 1u));
-      var xs: array<QX, MT>;
-      for (var i = 0u; i < MT; i++) { xs[i] = q_xunit(gemv_staged(i, u, c0), u); }
-      for (var r = 0u; r < R; r++) {
-        // Rows past N decode what the bounds give; their sums are never stored (gemv_quant.wgsl says
-        // why the row's sum goes in through a select on a one-hot mask).
-        let wq = q_unit_q(raw[r], u);
-        let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
-        for (var i = 0u; i < MT; i++) { acc[i] += select(vec4<f32>(0.0), vec4<f32>(q_dot(wq, xs[i])), hot); }
+      if (XR == 1u) {
+        for (var i = 0u; i < MT; i++) {
+          let xi = q_xunit(gemv_staged(i, u, c0), u);
+          for (var r = 0u; r < R; r++) {
+            let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
+            acc[i] += select(vec4<f32>(0.0), vec4<f32>(q_dot(q_unit_q(raw[r], u), xi)), hot);
+          }
+        }
+      } else {
+        var xs: array<QX, MT>;
+        for (var i = 0u; i < MT; i++) { xs[i] = q_xunit(gemv_staged(i, u, c0), u); }
+        for (var r = 0u; r < R; r++) {
+          // Rows past N decode what the bounds give; their sums are never stored (gemv_quant.wgsl says
+          // why the row's sum goes in through a select on a one-hot mask).
+          let wq = q_unit_q(raw[r], u);
+          let hot = vec4<u32>(r) == vec4<u32>(0u, 1u, 2u, 3u);
+          for (var i = 0u; i < MT; i++) { acc[i] += select(vec4<f32>(0.0), vec4<f32>(q_dot(wq, xs[i])), hot); }
+        }
       }
       raw = next;
     }

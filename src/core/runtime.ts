@@ -223,6 +223,11 @@ export class Runtime implements TensorHost {
      *  step's attention, issue 45's run 4); MLA's verification rows take the absorbed decode as plain
      *  steps do. false: the rows attend as one causal chunk. */
     verifyRowsAsDecode: true,
+    /** The quantized GEMV's dot path over several rows of x a workgroup (the verification steps of
+     *  speculative decoding, which keep quantized weights off the matrices: Runtime.exactProducts) meets
+     *  each unit of weights with the x rows one at a time, decoding it again for each, instead of holding
+     *  every row's x at once (PlanLinearOptions.rowsEach). */
+    quantGemvRowsEach: false,
     /** Decode-sized steps on the matrix GEMM split K over this many workgroups where the grid is short of
      *  LINEAR_MMA_DECODE_TARGET_WORKGROUPS ('auto': gemm.ts decodeSplitK; 1: never), their partial sums
      *  added by a second pass (gemm_splitk.wgsl). */

@@ -544,7 +544,9 @@ export type LinearPlan =
       /** Quantized weights: the dot path, on 8-bit activations, or the decode path (PlanLinearOptions.quantPath); absent otherwise. */
       readonly quantPath?: QuantPath;
       /** Quantized weights: x units (of 32 values) a row staged in workgroup memory at a time (gemv_xstage.wgsl). */
-      readonly CU?: number }
+      readonly CU?: number;
+      /** The dot path at MT > 1: each unit meets the x rows one at a time (gemv_qdot.wgsl XR; PlanLinearOptions.rowsEach). */
+      readonly rowsEach?: boolean }
   | ({ readonly kernel: 'gemm'; readonly EPV: number } & GemmTile)
   | GemmMmaPlan;
 
@@ -568,6 +570,10 @@ export interface PlanLinearOptions {
    *  dot4I8Packed; the default where engine.tuning.gemvIntDot is set) or 'decode' (each value decoded to
    *  f32 with its scales first, gemv_quant.wgsl; every type). */
   quantPath?: QuantPath;
+  /** GEMV over quantized weights on the dot path, several rows of x a workgroup: true meets each unit
+   *  with the x rows one at a time (one row's x in registers), false with all of them at once (default
+   *  engine.tuning.quantGemvRowsEach). Either way a row's sums are the same operations in the same order. */
+  rowsEach?: boolean;
   /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
   /** gemm-mma: one of the adapter's f16 → f32 configurations (an index of mmaConfigs). */
@@ -709,8 +715,8 @@ export function planLinear(rt: Runtime, p: PlanLinearOptions): LinearPlan {
   // planners read; anything else (a bad argument) is planned (and refused) without the cache.
   const t = rt.tuning;
   const key = p !== null && typeof p === 'object'
-    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.WG}|${t.linearMma},`
-      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.quantDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot},${rt.exactProducts}` : '';
+    ? `${p.M},${p.N},${p.K},${p.dtype},${p.kernel},${p.variant},${p.KT},${p.R},${p.tile},${p.mmaConfig},${p.split},${p.decodeTiles},${p.kSplit},${p.quantPath},${p.WG},${p.rowsEach}|${t.linearMma},`
+      + `${t.linearMmaSplit},${t.linearMmaTile},${t.linearDecodeMma},${t.linearDecodeMmaMinM},${t.quantDecodeMmaMinM},${t.linearDecodeMmaTile},${t.linearDecodeSplitK},${t.gemvIntDot},${t.quantGemvRowsEach},${rt.exactProducts}` : '';
   let cache = linearPlans.get(rt);
   const hit = key && cache?.get(key);
   if (hit) return hit;
@@ -768,7 +774,9 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
       WG = p.WG;
     }
     const mChunks = Math.ceil(p.M / MT);
-    const groups = (kt: number) => Math.ceil(p.N / ((WG / kt) * R)) * mChunks;
+    // A verifying step's rows (Runtime.exactProducts) take the lanes a row that one chunk of rows would:
+    // KT orders a row's sums, which must not depend on how many rows run beside it.
+    const groups = (kt: number) => Math.ceil(p.N / ((WG / kt) * R)) * (rt.exactProducts ? 1 : mChunks);
     // KT: 32, doubled while the grid is short of LINEAR_GEMV_TARGET_WORKGROUPS; at most 64 from MT 8 on
     // (H200, bf16 4096×4096: M 1 best at KT 128, M 8 and 16 at KT 64 of 16/32/64).
     const maxKT = MT >= 8 ? 64 : WG;
@@ -790,6 +798,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     const plan = { kernel: 'gemv' as const, variant: sg ? 'subgroup' as const : 'portable' as const, EPV, MT, R, KT, WG, PASS };
     if (!quant) {
       check(p.quantPath === undefined, op, 'quantPath', `nothing for ${p.dtype} weights (it picks a quantized GEMV's path)`, p.quantPath);
+      check(p.rowsEach === undefined, op, 'rowsEach', `nothing for ${p.dtype} weights (it orders a quantized GEMV's rows)`, p.rowsEach);
       return plan;
     }
     const dot = hasQuantDot(p.dtype);
@@ -806,7 +815,9 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     const unitBytes = quantPath === 'idot' ? 16 * 8 + 4 * 8 + 16 : 16 * 8;
     const CU = Math.min(128, pow2floor(Math.floor((smem - WG * PASS * 16) / (unitBytes * MT)) - 1));
     if (CU < 1) throw new WebinferError(`${op}: the quantized GEMV's x staging does not fit ${smem} bytes of workgroup storage`);
-    return { ...plan, quantPath, CU };
+    if (p.rowsEach !== undefined) check(typeof p.rowsEach === 'boolean' && (!p.rowsEach || quantPath === 'dot'), op, 'rowsEach', "a boolean, true only on the dot path", p.rowsEach);
+    const rowsEach = quantPath === 'dot' && MT > 1 && (p.rowsEach ?? rt.tuning.quantGemvRowsEach);
+    return { ...plan, quantPath, CU, ...(rowsEach ? { rowsEach } : {}) };
   }
 
   if (kernel === 'gemm-mma' || (kernel === 'auto' && matrices && rt.tuning.linearMma === 'auto')) {
@@ -843,7 +854,8 @@ function linearKernel(rt: Runtime, plan: LinearPlan, dtype: LinearStorage): Kern
   return plan.kernel === 'gemv'
     ? rt.kernel(`${plan.variant === 'subgroup' ? 'gemv_subgroup' : 'gemv'}${dq}${tail}`, 'gemv_main', {
       overrides,
-      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R, ...(isQuantType(dtype) ? { CU: plan.CU ?? 128 } : {}) },
+      consts: { MT: plan.MT, KT: plan.KT, WG: plan.WG, EPV: plan.EPV, PASS: plan.PASS, R: plan.R, ...(isQuantType(dtype) ? { CU: plan.CU ?? 128 } : {}),
+        ...(plan.rowsEach && dq === '' && hasQuantDot(dtype) ? { XR: 1 } : {}) },
       enables: plan.variant === 'subgroup' ? ['subgroups'] : [],
     })
     : plan.kernel === 'gemm-mma'

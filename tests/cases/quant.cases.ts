@@ -168,6 +168,41 @@ export const quantCases = defineCases('quant', [
     },
   },
   {
+    name: "the quantized GEMV's rows do not depend on the rows beside them while a step verifies (Runtime.exactProducts): 2, 4, 5 and 8 rows together, each unit meeting the x rows at once and one at a time (rowsEach), equal each row alone bit for bit",
+    async run(ctx) {
+      // Speculative decoding keeps a seeded request's tokens only if a verification row's logits are
+      // exactly those of the plain step that would have computed that position.
+      const e = ctx.engine as Engine & { exactProducts: boolean };
+      for (const type of spreadOverSoftware(ctx, QUANT_DOT_TYPES, 'quantized GEMV rows')) {
+        const i = QUANT_DOT_TYPES.indexOf(type);
+        const N = 29, K = QUANT_FORMATS[type].blockElems === 256 ? 768 : 224, M = 8;
+        const w = ops.createQuantLinear(e, { data: reference.randomQuantRows(type, N, K, 980 + i), N, K, type });
+        const xv = randn(M * K, 990 + i);
+        e.exactProducts = true;
+        try {
+          const alone: Float32Array[] = [];
+          for (let m = 0; m < M; m++) alone.push(await ops.linear(e, e.tensor(xv.slice(m * K, (m + 1) * K), [1, K]), w).toFloat32());
+          for (const rows of [2, 4, 5, 8]) {
+            for (const rowsEach of [false, true]) {
+              const plan = ops.planLinear(e, { M: rows, N, K, dtype: type, rowsEach });
+              assert(plan.kernel === 'gemv' && plan.quantPath === 'dot' && !!plan.rowsEach === rowsEach, `${type}: ${rows} rows plan the dot path's GEMV, rowsEach ${rowsEach}: ${JSON.stringify(plan)}`);
+              const got = await ops.linear(e, e.tensor(xv.slice(0, rows * K), [rows, K]), w, { plan }).toFloat32();
+              for (let m = 0; m < rows; m++) {
+                for (let n = 0; n < N; n++) {
+                  const a = got[m * N + n], b = alone[m][n];
+                  assert(Object.is(a, b), `${type}, ${rows} rows (MT ${plan.MT}, rowsEach ${rowsEach}): row ${m} output ${n} is ${a}, alone ${b}`);
+                }
+              }
+            }
+          }
+        } finally {
+          e.exactProducts = false;
+          w.destroy();
+        }
+      }
+    },
+  },
+  {
     name: "the quantized GEMV on 8-bit activations with integer dot products (quantPath 'idot': Q8_0, Q4_0, Q4_K, Q6_K), rows 1-5, rows per group 1, 2 and 4, K of one and of odd many units a lane, a staged chunk and part of one",
     async run(ctx) {
       const e = ctx.engine;

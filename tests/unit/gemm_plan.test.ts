@@ -82,6 +82,25 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
     expect(planLinear(exact, { M: 8, N: 8192, K: 2048, dtype: 'bf16' }).kernel).toBe('gemm-mma');
   });
 
+  it('gives a verifying step\'s quantized rows the lanes a row one row would take (KT orders its sums), whatever their number; rowsEach by the tuning from two rows', () => {
+    const exact = { ...h200, exactProducts: true } as unknown as Runtime;
+    for (const dtype of ['Q4_K', 'Q6_K', 'Q8_0', 'Q4_0'] as const) {
+      for (const [N, K] of [[4096, 4096], [28672, 4096], [4096, 14336], [128256, 4096], [1024, 4096], [512, 2048], [64, 256]]) {
+        const one = planLinear(exact, { M: 1, N, K, dtype });
+        for (const M of [2, 3, 4, 5, 8, 9, 16, 64]) {
+          const p = planLinear(exact, { M, N, K, dtype });
+          expect(p.kernel === 'gemv' && one.kernel === 'gemv' && [p.KT, p.R, p.WG, p.variant], `${dtype} ${N}x${K} M ${M}`).toEqual([one.kernel === 'gemv' && one.KT, 4, 256, 'subgroup']);
+        }
+      }
+    }
+    const each = { ...h200, exactProducts: true, tuning: { ...h200.tuning, quantGemvRowsEach: true } } as unknown as Runtime;
+    const flag = (rt: Runtime, M: number, o: object = {}) => { const p = planLinear(rt, { M, N: 4096, K: 4096, dtype: 'Q4_K', ...o }); return p.kernel === 'gemv' && p.rowsEach === true; };
+    expect([flag(each, 1), flag(each, 2), flag(each, 4), flag(each, 9)]).toEqual([false, true, true, true]);
+    expect([flag(exact, 4), flag(exact, 4, { rowsEach: true }), flag(each, 4, { rowsEach: false }), flag(each, 4, { quantPath: 'decode' })]).toEqual([false, true, false, false]);
+    expect(() => planLinear(exact, { M: 4, N: 64, K: 256, dtype: 'Q4_K', quantPath: 'decode', rowsEach: true })).toThrow(/rowsEach.*dot path/);
+    expect(() => planLinear(exact, { M: 4, N: 64, K: 256, dtype: 'bf16', kernel: 'gemv', rowsEach: true })).toThrow(/rowsEach/);
+  });
+
   it('takes 16-row tiles of vec4 staging, and taller ones where they need fewer row tiles and still fill 256 workgroups (run 103)', () => {
     const tile = (M: number, N: number) => planLinear(h200, { M, N, K: 2048, dtype: 'bf16' }) as GemmMmaPlan;
     for (const M of [8, 16, 32, 64]) expect([tile(M, 3072).BM, tile(M, 3072).BN, tile(M, 3072).VEC], `qkv M ${M}`).toEqual([16, 64, true]);
