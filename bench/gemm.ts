@@ -316,6 +316,11 @@ export async function benchQuantGemv(engine: Engine, s: QuantGemvShape, o: Quant
       if (picked.quantPath === 'idot') list.push({ name: 'dot path', plan: ops.planLinear(engine, { ...base, quantPath: 'dot' }), tol: 'f32' });
       else if (engine.features.intDot4) list.push({ name: 'idot path', plan: ops.planLinear(engine, { ...base, quantPath: 'idot' }), tol: 'q8' });
     }
+    // ... and of the dot path's two forms at several rows of x (tuning.quantGemvRowsEach: each unit meets
+    // the rows at once, or one at a time).
+    if (picked.kernel === 'gemv' && picked.quantPath === 'dot' && picked.MT > 1) {
+      list.push({ name: picked.rowsEach ? 'rows at once' : 'rows each', plan: ops.planLinear(engine, { ...base, rowsEach: !picked.rowsEach }), tol: 'f32' });
+    }
     if (o.explore && picked.kernel === 'gemv') {
       for (const WG of o.wgs ?? [picked.WG]) {
         for (const KT of o.kts ?? [8, 16, 32, 64, 128]) {
