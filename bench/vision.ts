@@ -21,6 +21,8 @@ export interface VisionBenchOptions {
 export interface VisionResult {
   label: string; imageSize: number; imageTokens: number; promptTokens: number;
   preprocessMs: number; towerMs: number; ttftMs: number; textOnlyMs: number;
+  /** The tower's GPU ms by kernel, dispatches timed one by one (where the adapter has timestamps). */
+  towerKernels?: Record<string, number>;
 }
 
 const best = (xs: number[]) => Math.min(...xs.slice(1));
@@ -56,6 +58,17 @@ async function benchPair(engine: Engine, p: VisionBenchOptions['pairs'][number],
       label: p.label, imageSize: S, imageTokens: v.tokensPerImage, promptTokens: prompt.length,
       preprocessMs: best(pre), towerMs: best(tower), ttftMs: best(ttft), textOnlyMs: best(plain),
     };
+    // Where the tower's GPU time goes: one more encode with each dispatch in a timed pass of its own.
+    if (engine.features.timestampQuery) {
+      const px = await model.preprocessImage!(image);
+      engine.beginTiming(4096);
+      try {
+        await model.encodeImage(px);
+      } finally {
+        await engine.endTiming();
+      }
+      res.towerKernels = { ...engine.lastTiming };
+    }
     o.log(`${p.label}: ${S}×${S} image (${v.tokensPerImage} tokens), ${prompt.length}-token prompt: time to first token ${res.ttftMs.toFixed(1)} ms `
       + `(preprocess ${res.preprocessMs.toFixed(1)}, tower ${res.towerMs.toFixed(1)} = ${(100 * res.towerMs / res.ttftMs).toFixed(0)}%); the same length without the image ${res.textOnlyMs.toFixed(1)} ms`);
     return res;
@@ -75,5 +88,12 @@ export async function runVision(engine: Engine, o: VisionBenchOptions): Promise<
     ...results.map((r) => `| ${r.label} | ${r.imageSize}×${r.imageSize} | ${r.imageTokens} | ${r.promptTokens} | ${r.preprocessMs.toFixed(1)} | ${r.towerMs.toFixed(1)} | ${r.ttftMs.toFixed(1)} | ${(100 * r.towerMs / r.ttftMs).toFixed(0)}% | ${r.textOnlyMs.toFixed(1)} |`),
     '',
   ];
+  for (const r of results) {
+    if (!r.towerKernels) continue;
+    const rows = Object.entries(r.towerKernels).sort((a, b) => b[1] - a[1]);
+    const total = rows.reduce((t, [, ms]) => t + ms, 0);
+    lines.push(`Where the tower's GPU time goes, ${r.label} (dispatches timed one by one: ${total.toFixed(1)} ms in all):`, '',
+      '| kernel | ms | share |', '|---|---|---|', ...rows.map(([k, ms]) => `| ${k} | ${ms.toFixed(2)} | ${(100 * ms / total).toFixed(1)}% |`), '');
+  }
   return { results, markdown: `${lines.join('\n')}\n` };
 }
