@@ -18,23 +18,20 @@
 import { WebinferError } from '../core/errors.js';
 import type { Runtime } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
-import { createPagedKVCache, encodeCacheWrite, type PagedKVCache } from '../attention/paged_cache.js';
-import { planAttention, type AttentionPlan } from '../attention/paged.js';
+import { moveHeadRows } from '../attention/paged_cache.js';
+import { sdpa } from '../attention/sdpa.js';
 import { createLinear, linear, linearWeightBytes, type LinearWeight } from '../ops/gemm.js';
 import { layerNorm, rmsNorm } from '../ops/norm.js';
 import { activate, add } from '../ops/elementwise.js';
 import type { ModelConfig, SiglipVisionConfig } from './config.js';
 import { Gemma3Family } from './gemma3.js';
 import { withVisionTower } from './vision_family.js';
-import { attentionSegments } from './qwen_vl.js';
 import type { WeightDType, WeightReader } from './weights.js';
 
 interface SiglipLayer {
   ln1: [Tensor, Tensor]; ln2: [Tensor, Tensor];
   qkv: LinearWeight; out: LinearWeight; fc1: LinearWeight; fc2: LinearWeight;
 }
-
-const BLOCK = 16;
 
 /** A patch row's length in the product: channels·P·P rounded up to a multiple of 4 (f32 rows load 16 bytes at a time). */
 const patchK = (v: SiglipVisionConfig) => Math.ceil((v.numChannels * v.patchSize * v.patchSize) / 4) * 4;
@@ -57,8 +54,7 @@ export class SiglipVisionTower {
   private post!: [Tensor, Tensor];
   private projNorm!: Tensor;
   private proj!: LinearWeight;
-  private cache: PagedKVCache | null = null;
-  /** Calls run one at a time (they share the scratch cache). */
+  /** Calls run one at a time (one image's activations on the GPU at a time). */
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly rt: Runtime, readonly v: SiglipVisionConfig, private readonly textHidden: number) {}
@@ -108,15 +104,6 @@ export class SiglipVisionTower {
     return n + this.post[0].byteLength + this.post[1].byteLength;
   }
 
-  private scratch(blocks: number): PagedKVCache {
-    if (!this.cache || this.cache.numBlocks < blocks) {
-      this.cache?.destroy();
-      this.cache = null;
-      this.cache = createPagedKVCache(this.rt, { numBlocks: blocks, blockSize: BLOCK, numKvHeads: this.v.numHeads, headSize: this.v.headDim, dtype: 'f32' });
-    }
-    return this.cache;
-  }
-
   /** One image's image-token vectors [tokensPerImage, text hidden] row-major, from its pixel values [C, S, S]. */
   encode(pixelValues: Float32Array): Promise<Float32Array> {
     const next = this.queue.then(() => this.pass(pixelValues));
@@ -136,26 +123,34 @@ export class SiglipVisionTower {
         px.set(pixels.subarray(from, from + P), row + (c * P + y) * P);
       }
     }
-    const seg = attentionSegments([0, N], BLOCK);
-    const cache = this.scratch(seg.blocks);
     const temps: Tensor[] = [];
     const keep = <T extends Tensor>(x: T) => { temps.push(x); return x; };
-    let plan: AttentionPlan | null = null;
     try {
       const x = keep(rt.tensor(px, [N, K], 'f32'));
-      const slots = keep(rt.tensor(seg.slots, [N], 'i32'));
-      plan = planAttention(rt, seg.meta, { cache, numHeads: v.numHeads, scale: 1 / Math.sqrt(v.headDim), causal: false });
+      const H = v.numHeads, D = v.headDim, W = 3 * C;
       const h = keep(rt.emptyTensor([N, C], 'f32')), xn = keep(rt.emptyTensor([N, C], 'f32'));
-      const qkv = keep(rt.emptyTensor([N, 3 * C], 'f32')), attn = keep(rt.emptyTensor([N, C], 'f32'));
+      const qkv = keep(rt.emptyTensor([N, W], 'f32')), attn = keep(rt.emptyTensor([N, C], 'f32'));
       const mid = keep(rt.emptyTensor([N, v.intermediateSize], 'f32'));
+      // Attention over the image's N patches, one sequence without a mask: SDPA's fused kernel over
+      // q, k, v moved from the q|k|v rows into its layout [1, heads, N, D] (the subgroup-matrix tile
+      // where the adapter has one, f32 values split into hi + lo f16 halves), its output moved back to
+      // rows. (Through the paged kernels, one sequence of 4096 patches ran on the scalar f32 flash tile:
+      // 982 of the tower's 1049 ms on an H200, bench/results/vision-nvidia-h200.md.)
+      const qh = keep(rt.emptyTensor([1, H, N, D], 'f32')), kh = keep(rt.emptyTensor([1, H, N, D], 'f32'));
+      const vh = keep(rt.emptyTensor([1, H, N, D], 'f32'));
+      const tokens = keep(rt.tensor(Int32Array.from({ length: N }, (_, i) => i), [N], 'i32'));
+      const heads = keep(rt.tensor(Int32Array.from({ length: H }, (_, i) => i), [H], 'i32'));
+      const sink = keep(rt.zeros([1], 'f32'));
       linear(rt, x, this.patchEmbed, { rows: N, out: h });
       add(rt, h, this.positions, { rows: N, out: h });
-      const W = 3 * C;
       for (const L of this.layers) {
         layerNorm(rt, h, L.ln1[0], L.ln1[1], v.layerNormEps, { rows: N, out: xn });
         linear(rt, xn, L.qkv, { rows: N, out: qkv });
-        encodeCacheWrite(rt, N, { tensor: qkv, offset: C, stride: W }, { tensor: qkv, offset: 2 * C, stride: W }, cache, slots);
-        plan.run(qkv.view([N, W]), cache, { out: attn.view([N, v.numHeads, v.headDim]), qRowStride: W });
+        moveHeadRows(rt, N, H, D, N, tokens, { src: qkv, off: 0, stride: W, dst: qh }, null, sink);
+        moveHeadRows(rt, N, H, D, N, tokens, { src: qkv, off: C, stride: W, dst: kh }, { src: qkv, off: 2 * C, stride: W, dst: vh }, sink);
+        const o = sdpa(rt, 'Gemma 3 vision tower', qh, kh, vh, { scale: 1 / Math.sqrt(D), causal: false }, false).out;
+        moveHeadRows(rt, H, N, D, H, heads, { src: o, off: 0, stride: N * D, dst: attn }, null, sink);
+        o.destroy();
         linear(rt, attn, L.out, { rows: N, out: h, accumulate: true });
         layerNorm(rt, h, L.ln2[0], L.ln2[1], v.layerNormEps, { rows: N, out: xn });
         linear(rt, xn, L.fc1, { rows: N, out: mid });
@@ -181,14 +176,11 @@ export class SiglipVisionTower {
       linear(rt, pn, this.proj, { rows: T, out });
       return await out.toFloat32();
     } finally {
-      plan?.destroy();
       for (const t of temps) t.destroy();
     }
   }
 
   destroy(): void {
-    this.cache?.destroy();
-    this.cache = null;
     for (const w of [this.patchEmbed, this.proj]) w?.destroy();
     for (const t of [this.positions, this.projNorm, ...(this.post ?? [])]) t?.destroy();
     for (const L of this.layers) {
