@@ -91,7 +91,7 @@ function syncModelControls(): void {
   // Images go with chat messages to a model with a vision tower.
   const images = !!loaded?.info.vision && modeSelect.value === 'chat';
   byId('model-image-row').hidden = !images;
-  if (!images) attach(null);
+  if (!images) { attach(null); stopCamera(); }
 }
 
 // ------------------------------------------------------------------------- an attached image
@@ -128,6 +128,53 @@ imageInput.addEventListener('change', () => {
   r.onerror = () => showMessage(msg, `${f.name}: the file could not be read (${r.error?.message ?? 'unknown error'})`, 'warn');
   r.readAsDataURL(f);
 });
+
+// A photo from the camera: the live picture beside Capture and Cancel; Capture attaches the frame as a JPEG.
+const cameraPanel = byId('model-camera-panel');
+const cameraVideo = byId<HTMLVideoElement>('model-camera-video');
+let cameraStream: MediaStream | null = null;
+
+/** Stops the camera (its light goes off) and hides the live picture. */
+function stopCamera(): void {
+  for (const t of cameraStream?.getTracks() ?? []) t.stop();
+  cameraStream = null;
+  cameraVideo.srcObject = null;
+  cameraPanel.hidden = true;
+}
+byId('model-camera').addEventListener('click', async () => {
+  const msg = byId('model-gen-message');
+  msg.hidden = true;
+  stopCamera();
+  if (!navigator.mediaDevices?.getUserMedia) {
+    showMessage(msg, 'this browser offers no camera here (getUserMedia needs a secure page: https or localhost)', 'warn');
+    return;
+  }
+  try {
+    const stream = await navigator.mediaDevices.getUserMedia({ video: { width: { ideal: 1280 }, height: { ideal: 960 } }, audio: false });
+    cameraStream = stream;
+    cameraVideo.srcObject = stream;
+    cameraPanel.hidden = false;
+    await cameraVideo.play();
+  } catch (e) {
+    stopCamera();
+    const err = e as { name?: string; message?: string };
+    showMessage(msg, `the camera could not be opened (${err.name ?? 'Error'}: ${err.message ?? String(e)}): allow it in the browser, or attach a file`, 'warn');
+  }
+});
+byId('model-camera-shoot').addEventListener('click', () => {
+  const w = cameraVideo.videoWidth, h = cameraVideo.videoHeight;
+  if (!cameraStream || !w || !h) {
+    showMessage(byId('model-gen-message'), 'the camera has given no picture yet: wait a moment, then Capture again', 'warn');
+    return;
+  }
+  const canvas = document.createElement('canvas');
+  canvas.width = w;
+  canvas.height = h;
+  canvas.getContext('2d')!.drawImage(cameraVideo, 0, 0, w, h);
+  stopCamera();
+  attach({ name: `camera photo ${w}×${h}`, url: canvas.toDataURL('image/jpeg', 0.92) });
+});
+byId('model-camera-cancel').addEventListener('click', stopCamera);
 new MutationObserver(syncModelControls).observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
 
 /** What the browser keeps: the weight cache's files and bytes. */

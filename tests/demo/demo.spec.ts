@@ -384,7 +384,7 @@ test('Model: a local checkpoint folder loads in the worker and continues a golde
   }
 });
 
-test('Model: a vision-language folder (Qwen2.5-VL) takes an attached image with a chat message and answers as HF does with that image', async () => {
+test('Model: a vision-language folder (Qwen2.5-VL) takes an attached image with a chat message and answers as HF does with that image; a camera photo attaches as a JPEG and the camera stops', async () => {
   // qwen2.5-vl's golden with its preprocessor config, the byte-level tokenizer with Qwen2-VL's vision
   // tokens at the config's ids (249-251, bytes UTF-8 text never holds), and a template that writes an
   // image part as <|vision_start|><|image_pad|><|vision_end|>: the golden's second prompt is that block,
@@ -410,6 +410,23 @@ test('Model: a vision-language folder (Qwen2.5-VL) takes an attached image with 
     await expect(fact('architecture')).toHaveText('Qwen2_5_VLForConditionalGeneration');
     await expect(page.locator('#model-mode')).toHaveValue('chat');
     await expect(page.locator('#model-image-row')).toBeVisible();
+    // A photo from the camera (Chromium's fake device): its live picture, then the frame as a JPEG data:
+    // URL, the camera's track stopped; removed again before the golden's image.
+    await page.click('#model-camera');
+    await expect(page.locator('#model-camera-panel')).toBeVisible();
+    await expect.poll(() => page.locator('#model-camera-video').evaluate((v: HTMLVideoElement) => v.videoWidth)).toBeGreaterThan(0);
+    await page.click('#model-camera-shoot');
+    await expect(page.locator('#model-camera-panel')).toBeHidden();
+    await expect(page.locator('#model-image-name')).toHaveText(/^camera photo \d+×\d+$/);
+    expect(await page.locator('#model-image-preview').getAttribute('src')).toMatch(/^data:image\/jpeg;base64,/);
+    expect(await page.locator('#model-camera-video').evaluate((v: HTMLVideoElement) => v.srcObject === null)).toBe(true);
+    await page.click('#model-image-clear');
+    await expect(page.locator('#model-image-preview')).toBeHidden();
+    // Cancel stops it too.
+    await page.click('#model-camera');
+    await expect(page.locator('#model-camera-panel')).toBeVisible();
+    await page.click('#model-camera-cancel');
+    await expect(page.locator('#model-camera-panel')).toBeHidden();
     await page.setInputFiles('#model-image', join(src, 'image.png'));
     await expect(page.locator('#model-image-preview')).toBeVisible();
     await expect(page.locator('#model-image-name')).toHaveText('image.png');

@@ -15,6 +15,8 @@ export default defineConfig({
   use: {
     headless: true,
     viewport: { width: 1280, height: 900 },
-    launchOptions: { executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS },
+    // Chromium's fake camera, allowed without a prompt: the chat's Take a photo… gets its test pattern.
+    launchOptions: { executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+      args: [...CHROMIUM_ARGS, '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream'] },
   },
 });
