@@ -770,7 +770,8 @@ export class RequestEngine {
   /** The steps' costs the speculation policy weighs (SpecState.budget). */
   private specCosts(decoding: number): SpecCosts | undefined {
     if (this.specHooks?.ignoreCosts) return undefined;
-    return { plainMs: this.stepCost.decodeMs(Math.max(1, decoding)), verifyMs: (t) => this.specCost.ms(t) };
+    const plainMs = this.stepCost.decodeMs(Math.max(1, decoding));
+    return { plainMs, verifyMs: (t) => this.specCost.ms(t, plainMs) };
   }
 
   /** Prompt tokens a step with `decodes` decode rows may take (prefillBudget). */
