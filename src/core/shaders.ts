@@ -104,6 +104,7 @@ export const PROGRAMS: Readonly<Record<string, readonly string[]>> = {
   ops_elementwise: ['ops/activation.wgsl', 'ops/elementwise.wgsl'],
   ops_audio: ['ops/audio.wgsl'],
   ops_conv: ['ops/activation.wgsl', 'ops/conv.wgsl'],
+  ops_pool: ['ops/pool.wgsl'],
   ops_short_conv: ['ops/short_conv.wgsl'],
   ops_embedding: [DTYPE, 'ops/embedding.wgsl'],
   ops_sample: ['core/order.wgsl', 'ops/sample.wgsl'],

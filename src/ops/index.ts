@@ -11,3 +11,4 @@ export * from './quant.js';
 export * from './audio.js';
 export * from './conv.js';
 export * from './short_conv.js';
+export * from './pool.js';

@@ -353,6 +353,38 @@ const elementwiseCases = [
     },
   },
   {
+    name: 'avgPoolGrid: windows of 1, 2, 3 and 4 cells a side over grids with more rows than the grid, into a poisoned output and a new one, against float64; validation',
+    async run({ engine }: { engine: Engine }) {
+      for (const [G, k, C, seed] of [[12, 3, 20, 61], [8, 4, 33, 62], [6, 2, 5, 63], [5, 1, 7, 64]] as const) {
+        const rows = G * G + 3, S = G / k;
+        const xv = randn(rows * C, seed);
+        const want = new Float64Array(S * S * C);
+        for (let ty = 0; ty < S; ty++) for (let tx = 0; tx < S; tx++) for (let c = 0; c < C; c++) {
+          let sum = 0;
+          for (let dy = 0; dy < k; dy++) for (let dx = 0; dx < k; dx++) sum += xv[((ty * k + dy) * G + tx * k + dx) * C + c];
+          want[(ty * S + tx) * C + c] = sum / (k * k);
+        }
+        const x = engine.tensor(xv, [rows, C]);
+        // Poisoned past the output too: nothing beyond S·S rows is written.
+        const out = engine.tensor(filled(S * S * C + C), [S * S + 1, C]);
+        assert(ops.avgPoolGrid(engine, x, { grid: G, window: k, out }) === out, 'avgPoolGrid returns o.out');
+        const got = await out.toFloat32();
+        assertClose(`avgPoolGrid G ${G} window ${k} C ${C}`, got.subarray(0, S * S * C), want, 'f32');
+        equalArrays(`avgPoolGrid G ${G}: the row past the output`, got.subarray(S * S * C), filled(S * S * C + C).subarray(S * S * C));
+        const fresh = ops.avgPoolGrid(engine, x, { grid: G, window: k });
+        assert(fresh.shape[0] === S * S && fresh.shape[1] === C, `avgPoolGrid's new output is [${S * S}, ${C}], got [${fresh.shape}]`);
+        assertClose(`avgPoolGrid G ${G} window ${k}, new output`, await fresh.toFloat32(), want, 'f32');
+      }
+      const x = engine.tensor(randn(64 * 4, 65), [64, 4]);
+      await expectThrows(() => ops.avgPoolGrid(engine, x, { grid: 8, window: 3 }), 'avgPoolGrid', 'o.window', 'dividing o.grid=8', '3');
+      await expectThrows(() => ops.avgPoolGrid(engine, x, { grid: 9, window: 3 }), 'avgPoolGrid', 'x', 'at least grid² = 81 rows');
+      await expectThrows(() => ops.avgPoolGrid(engine, x, { grid: 0, window: 1 }), 'avgPoolGrid', 'o.grid', 'positive integer');
+      await expectThrows(() => ops.avgPoolGrid(engine, x, { grid: 8, window: 2, out: engine.tensor(new Float32Array(10), [10]) }), 'avgPoolGrid', 'o.out', 'at least 64 elements');
+      await expectThrows(() => ops.avgPoolGrid(engine, x, { grid: 8, window: 2, out: x }), 'avgPoolGrid', 'o.out', 'other than x');
+      await expectThrows(() => ops.avgPoolGrid(engine, engine.tensor(new Float32Array(64), [64]), { grid: 8, window: 2 }), 'avgPoolGrid', 'x', '[G·G, C]');
+    },
+  },
+  {
     name: 'siluMul: [gate | up] rows, extreme gates (no NaN), rows < tensor rows, validation',
     async run({ engine }: { engine: Engine }) {
       const [M, I, rows] = [6, 45, 5];
