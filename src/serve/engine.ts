@@ -770,8 +770,7 @@ export class RequestEngine {
   /** The steps' costs the speculation policy weighs (SpecState.budget). */
   private specCosts(decoding: number): SpecCosts | undefined {
     if (this.specHooks?.ignoreCosts) return undefined;
-    const plainMs = this.stepCost.decodeMs(Math.max(1, decoding));
-    return { plainMs, verifyMs: (t) => this.specCost.ms(t, plainMs) };
+    return { plainMs: this.stepCost.decodeMs(Math.max(1, decoding)), verifyMs: (t) => this.specCost.ms(t) };
   }
 
   /** Prompt tokens a step with `decodes` decode rows may take (prefillBudget). */

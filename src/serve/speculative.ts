@@ -131,21 +131,14 @@ export class SpecCost {
 
   /** A verification step of `tokens` tokens: as seen; else between the nearest seen on either side
    *  (linearly); else the nearest seen below it (a verification reads the weights once: its cost grows
-   *  slowly with rows); with only larger ones seen, between a plain step of one token (`plainMs`, where
-   *  known) and the nearest seen above (a verification costs no less than a plain step, and the larger
-   *  one bounds it: on the H200's 8B Q4_K_M shape, where 9 tokens cost 7.3 plain steps, an unseen size
-   *  counted as a plain step's had each smaller k verified once, 4-7 plain steps each, before plain
-   *  decoding won); NaN when nothing bounds it. */
-  ms(tokens: number, plainMs = NaN): number {
+   *  slowly with rows); NaN when none is known at or below it. */
+  ms(tokens: number): number {
     const t = this.byTokens;
     if (t[tokens] !== undefined) return t[tokens];
     let lo = -1, hi = -1;
     for (let i = tokens - 1; i >= 1; i--) if (t[i] !== undefined) { lo = i; break; }
     for (let i = tokens + 1; i < t.length; i++) if (t[i] !== undefined) { hi = i; break; }
-    if (lo < 0) {
-      if (hi < 0 || !(plainMs > 0)) return NaN;
-      return plainMs + ((t[hi] - plainMs) * (tokens - 1)) / (hi - 1);
-    }
+    if (lo < 0) return NaN;
     if (hi < 0) return t[lo];
     return t[lo] + ((t[hi] - t[lo]) * (tokens - lo)) / (hi - lo);
   }
