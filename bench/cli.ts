@@ -1091,6 +1091,16 @@ if (args.has('compare')) {
 
 mkdirSync(outDir, { recursive: true });
 const file = join(outDir, `${slug}.json`);
+// Another run's results in the same folder (several bench calls of one device script write one file):
+// its suites this run did not measure stay, this run's header and suites replace the rest.
+try {
+  const prev = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  const kept = Object.keys(prev).filter((k) => !(k in result));
+  for (const k of kept) (result as Record<string, unknown>)[k] = prev[k];
+  if (kept.length) console.log(`\n${file}: kept ${kept.join(', ')} of the run that wrote it before`);
+} catch (e) {
+  if ((e as NodeJS.ErrnoException).code !== 'ENOENT') console.log(`${file}: not merged (${(e as Error).message}): written over`);
+}
 writeFileSync(file, `${JSON.stringify(result, null, 1)}\n`);
 for (const [name, svg] of Object.entries(plotResults(result as unknown as ResultsFile))) {
   writeFileSync(join(outDir, `${slug}-${name}`), svg);
