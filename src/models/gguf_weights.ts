@@ -254,6 +254,26 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     if (/self_attn\.k_proj\.weight$/.test(hf)) return cfg.numKvHeads;
     return 0;
   };
+  return renamedCheckpoint(g, tensors, source, madeUp, (hf, raw) => {
+    const heads = permuted(hf);
+    if (!heads) return raw;
+    const rows = tensors.get(hf)!.shape[0];
+    const rowBytes = raw.length / rows;
+    const order = unpermuteRows(heads, rows / heads);
+    const out = new Uint8Array(raw.length);
+    for (let r = 0; r < rows; r++) out.set(raw.subarray(order[r] * rowBytes, (order[r] + 1) * rowBytes), r * rowBytes);
+    return out;
+  });
+}
+
+/**
+ * A GGUF file seen as a checkpoint in HF's names: `tensors` as HF names them, each read from the GGUF
+ * tensor `source` names (else the same name), made by `madeUp` where it is assembled from several, and
+ * passed through `transform` (llama.cpp's q/k row permutation undone, say) where given.
+ */
+function renamedCheckpoint(g: GGUFFile, tensors: Map<string, SafetensorsTensorInfo>, source: ReadonlyMap<string, string>,
+                           madeUp: ReadonlyMap<string, () => Promise<Uint8Array>>,
+                           transform?: (hf: string, raw: Uint8Array) => Uint8Array): SafetensorsFile {
   return {
     tensors,
     metadata: {},
@@ -261,16 +281,8 @@ export function ggufCheckpoint(g: GGUFFile, cfg: ModelConfig): SafetensorsFile {
     async bytes(hf: string): Promise<Uint8Array> {
       const make = madeUp.get(hf);
       if (make) return make();
-      const name = source.get(hf) ?? hf;
-      const raw = await g.tensorBytes(name);
-      const heads = permuted(hf);
-      if (!heads) return raw;
-      const rows = tensors.get(hf)!.shape[0];
-      const rowBytes = raw.length / rows;
-      const order = unpermuteRows(heads, rows / heads);
-      const out = new Uint8Array(raw.length);
-      for (let r = 0; r < rows; r++) out.set(raw.subarray(order[r] * rowBytes, (order[r] + 1) * rowBytes), r * rowBytes);
-      return out;
+      const raw = await g.tensorBytes(source.get(hf) ?? hf);
+      return transform ? transform(hf, raw) : raw;
     },
     close: g.close ? () => g.close!() : undefined,
   };
@@ -374,14 +386,5 @@ export function mmprojCheckpoint(g: GGUFFile): SafetensorsFile {
     tensors.set(hf, { dtype: t.type, shape: hfShape(name) });
     source.set(hf, name);
   }
-  return {
-    tensors,
-    metadata: {},
-    name: g.name,
-    async bytes(hf: string): Promise<Uint8Array> {
-      const make = madeUp.get(hf);
-      return make ? make() : g.tensorBytes(source.get(hf) ?? hf);
-    },
-    close: g.close ? () => g.close!() : undefined,
-  };
+  return renamedCheckpoint(g, tensors, source, madeUp);
 }
