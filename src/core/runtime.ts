@@ -226,7 +226,8 @@ export class Runtime implements TensorHost {
     /** The quantized GEMV's dot path over several rows of x a workgroup (the verification steps of
      *  speculative decoding, which keep quantized weights off the matrices: Runtime.exactProducts) meets
      *  each unit of weights with the x rows one at a time, decoding it again for each, instead of holding
-     *  every row's x at once (PlanLinearOptions.rowsEach). 'auto': from 4 rows a workgroup. On an H200
+     *  every row's x at once (PlanLinearOptions.rowsEach). 'auto': from 4 rows a workgroup, in the steps
+     *  that verify (where it was measured; elsewhere the H200's batched steps take the matrices). On an H200
      *  (issue 45's run at 0a2cc6c) the 8B shape's Q4_K_M verification took 22.1 ms of GPU time at 4 rows
      *  against 23.8 with the rows at once, 39.8 against 42.2 at 8, but 12.1 against 10.2 at 2; its layers
      *  at 4 rows 0.047/0.131/0.180/0.926 ms (Q4_K q|o, gate/up, down, lm_head) against 0.057/0.163/0.192/1.175. */

@@ -572,7 +572,7 @@ export interface PlanLinearOptions {
   quantPath?: QuantPath;
   /** GEMV over quantized weights on the dot path, several rows of x a workgroup: true meets each unit
    *  with the x rows one at a time (one row's x in registers), false with all of them at once (default
-   *  engine.tuning.quantGemvRowsEach: from 4 rows). Either way a row's sums are the same operations in the same order. */
+   *  engine.tuning.quantGemvRowsEach: from 4 rows of a verifying step). Either way a row's sums are the same operations in the same order. */
   rowsEach?: boolean;
   /** GEMM: force an entry of LINEAR_GEMM_TILES (or, for 'gemm-mma', of LINEAR_MMA_TILES). */
   tile?: number;
@@ -817,7 +817,7 @@ function planLinearUncached(rt: Runtime, p: PlanLinearOptions): LinearPlan {
     if (CU < 1) throw new WebinferError(`${op}: the quantized GEMV's x staging does not fit ${smem} bytes of workgroup storage`);
     if (p.rowsEach !== undefined) check(typeof p.rowsEach === 'boolean' && (!p.rowsEach || quantPath === 'dot'), op, 'rowsEach', "a boolean, true only on the dot path", p.rowsEach);
     const each = rt.tuning.quantGemvRowsEach;
-    const rowsEach = quantPath === 'dot' && MT > 1 && (p.rowsEach ?? (each === 'auto' ? MT >= 4 : each));
+    const rowsEach = quantPath === 'dot' && MT > 1 && (p.rowsEach ?? (each === 'auto' ? MT >= 4 && rt.exactProducts : each));
     return { ...plan, quantPath, CU, ...(rowsEach ? { rowsEach } : {}) };
   }
 

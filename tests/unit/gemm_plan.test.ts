@@ -82,7 +82,7 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
     expect(planLinear(exact, { M: 8, N: 8192, K: 2048, dtype: 'bf16' }).kernel).toBe('gemm-mma');
   });
 
-  it('gives a verifying step\'s quantized rows the lanes a row one row would take (KT orders its sums), whatever their number; rowsEach by the tuning (\'auto\': from 4 rows a workgroup)', () => {
+  it('gives a verifying step\'s quantized rows the lanes a row one row would take (KT orders its sums), whatever their number; rowsEach by the tuning (\'auto\': from 4 rows a workgroup of a verifying step)', () => {
     const exact = { ...h200, exactProducts: true } as unknown as Runtime;
     for (const dtype of ['Q4_K', 'Q6_K', 'Q8_0', 'Q4_0'] as const) {
       for (const [N, K] of [[4096, 4096], [28672, 4096], [4096, 14336], [128256, 4096], [1024, 4096], [512, 2048], [64, 256]]) {
@@ -98,6 +98,8 @@ describe('decode-sized steps on the subgroup-matrix GEMM (LINEAR_MMA_DECODE_TILE
     const flag = (rt: Runtime, M: number, o: object = {}) => { const p = planLinear(rt, { M, N: 4096, K: 4096, dtype: 'Q4_K', ...o }); return p.kernel === 'gemv' && p.rowsEach === true; };
     expect([flag(each, 1), flag(each, 2), flag(each, 4), flag(each, 9)]).toEqual([false, true, true, true]);
     expect([flag(auto, 1), flag(auto, 2), flag(auto, 4), flag(auto, 9)]).toEqual([false, false, true, true]);
+    const plainAuto = { ...h200, tuning: { ...h200.tuning, quantGemvRowsEach: 'auto' } } as unknown as Runtime;
+    expect(flag(plainAuto, 4, { kernel: 'gemv' })).toBe(false);
     expect([flag(exact, 4), flag(exact, 4, { rowsEach: true }), flag(each, 4, { rowsEach: false }), flag(each, 4, { quantPath: 'decode' })]).toEqual([false, true, false, false]);
     expect(() => planLinear(exact, { M: 4, N: 64, K: 256, dtype: 'Q4_K', quantPath: 'decode', rowsEach: true })).toThrow(/rowsEach.*dot path/);
     expect(() => planLinear(exact, { M: 4, N: 64, K: 256, dtype: 'bf16', kernel: 'gemv', rowsEach: true })).toThrow(/rowsEach/);
