@@ -28,7 +28,7 @@ import { ggufCheckpoint, isGGUFFile, mmprojCheckpoint } from './gguf_weights.js'
 import { checkMmproj, gemma3MmprojConfig } from '../formats/gguf_mmproj.js';
 import { hfQuantCheckpoint } from '../formats/hf_quant.js';
 import { GROUP_QUANT_TYPES, QUANT_TYPES } from '../core/quant.js';
-import { checkTokenIds, sequenceOfRow, StepSampling, verificationAsDecode, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
+import { blockTableOf, checkTokenIds, sequenceOfRow, StepSampling, verificationAsDecode, type Architecture, type StepContext, type StepPlacement, type StepProcessing, type StepRecord, type StepRow } from './step.js';
 import { checkpointDType, WeightReader, type QuantizeOnLoad, type WeightDType } from './weights.js';
 import { LlamaFamily } from './llama.js';
 import { mropeRow, QwenVLFamily, type ImageRun } from './qwen_vl.js';
@@ -677,9 +677,9 @@ export class ModelRunner {
       }
     });
     if (!any) return null;
-    const B = m.maxBlocksPerSeq, bt = new Int32Array(owner.length * B), seq = sequenceOfRow(m);
-    owner.forEach((i, s) => bt.set(m.blockTable.subarray(seq[i] * B, (seq[i] + 1) * B), s * B));
-    out.attention = { meta: { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: bt, maxBlocksPerSeq: B }, causal: false };
+    const seq = sequenceOfRow(m);
+    const bt = blockTableOf(m, owner.map((i) => seq[i]));
+    out.attention = { meta: { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: bt, maxBlocksPerSeq: m.maxBlocksPerSeq }, causal: false };
     return out;
   }
 

@@ -259,7 +259,12 @@ export function verificationAsDecode(rows: readonly StepRow[], m: StepPlacement)
     if (!verify[k] || q <= 1) { qsl.push(m.queryStartLoc[k + 1]); lens.push(m.seqLens[k]); from.push(k); continue; }
     for (let j = 0; j < q; j++) { qsl.push(m.queryStartLoc[k] + j + 1); lens.push(m.seqLens[k] - q + j + 1); from.push(k); }
   }
-  const bt = new Int32Array(from.length * B);
+  return { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: blockTableOf(m, from), maxBlocksPerSeq: B };
+}
+
+/** A block table whose row s is the placement's sequence from[s]'s (its width m.maxBlocksPerSeq). */
+export function blockTableOf(m: StepPlacement, from: readonly number[]): Int32Array {
+  const B = m.maxBlocksPerSeq, bt = new Int32Array(from.length * B);
   from.forEach((k, s) => bt.set(m.blockTable.subarray(k * B, (k + 1) * B), s * B));
-  return { queryStartLoc: Int32Array.from(qsl), seqLens: Int32Array.from(lens), blockTable: bt, maxBlocksPerSeq: B };
+  return bt;
 }
